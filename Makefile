@@ -1,0 +1,39 @@
+# Parley: `make run` to start a server, `make test` for everything CI runs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+SWIFT_BUILD_FLAGS ?=
+PORT ?= 8080
+HOST ?= 127.0.0.1
+DATA ?= ./data
+
+.PHONY: help deps run build release test test-swift test-python conformance fuzz fuzz-long bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+deps: ## Install missing system packages (quiet when none are missing)
+	@scripts/install-deps.sh
+
+release: deps ## Build parley-server and parley-bench in release mode
+	@swift build -c release --product parley-server $(SWIFT_BUILD_FLAGS)
+	@swift build -c release --product parley-bench $(SWIFT_BUILD_FLAGS)
+
+run: release ## Build (release) and start the server on $(HOST):$(PORT) with data in $(DATA)
+	@.build/release/parley-server --host $(HOST) --port $(PORT) --data-dir $(DATA)
+
+build: deps ## Debug build of everything, tests included (done once; every suite reuses it)
+	@scripts/build.sh
+
+test: build ## Everything CI runs: unit, integration, conformance and fuzz smoke tests
+	@scripts/test.sh
+
+fuzz-long: build ## Run each fuzzer for 10 minutes (FUZZ_SECONDS to change)
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/fuzz.sh
+
+bench: ## Run the benchmarks against nginx and Redis; prints a table for docs/benchmarks.md
+	@scripts/install-deps.sh --bench
+	@scripts/bench.sh
+
+clean: ## Remove build products and tool caches
+	rm -rf .build .build-fuzz .venv .tools reports

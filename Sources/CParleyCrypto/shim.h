@@ -1,0 +1,3 @@
+#include <openssl/sha.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>

@@ -1,0 +1,395 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CParleyLinux
+
+/// What a protocol layer (HTTP, WebSocket) does with a connection's events.
+///
+/// Every method is called on the connection's loop thread. A connection holds its handler
+/// strongly; swapping ``Connection/handler`` is how an HTTP connection becomes a WebSocket.
+public protocol ConnectionHandler: AnyObject {
+    /// The connection is registered and may be written to.
+    func connectionActive(_ connection: Connection)
+    /// Bytes arrived. `bytes` is only valid during the call.
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer)
+    /// The peer closed its sending side. Default: close.
+    func connectionDidReadEOF(_ connection: Connection)
+    /// Queued outbound bytes crossed a watermark (see ``WriteBudget``).
+    func connection(_ connection: Connection, writabilityChanged writable: Bool)
+    /// The descriptor is closed; called exactly once. `error` is set when an I/O call failed.
+    func connectionDidClose(_ connection: Connection, error: IOError?)
+}
+
+extension ConnectionHandler {
+    public func connectionActive(_ connection: Connection) {}
+    public func connectionDidReadEOF(_ connection: Connection) { connection.close() }
+    public func connection(_ connection: Connection, writabilityChanged writable: Bool) {}
+    public func connectionDidClose(_ connection: Connection, error: IOError?) {}
+}
+
+/// The per-connection outbound budget.
+///
+/// When queued bytes rise above `highWatermark` the connection reports itself unwritable
+/// (``Connection/isWritable``) and the handler is told; below `lowWatermark` it is writable
+/// again. Layers above use this to stop producing (HTTP) or to drop slow clients (WebSocket).
+public struct WriteBudget: Sendable, Hashable {
+    /// Default: 1 MiB.
+    public var highWatermark: Int = 1 << 20
+    /// Default: 256 KiB.
+    public var lowWatermark: Int = 256 << 10
+
+    /// The default budget.
+    public init() {}
+
+    /// A budget with explicit watermarks; `low` must not exceed `high`.
+    public init(low: Int, high: Int) {
+        precondition(low <= high, "the low watermark must not exceed the high one")
+        lowWatermark = low
+        highWatermark = high
+    }
+}
+
+/// A non-blocking TCP connection owned by one ``EventLoop``.
+///
+/// Reads are level-triggered and delivered to ``handler``; writes are queued and flushed with
+/// `writev`, waiting for EPOLLOUT only when the kernel's buffer is full.
+public final class Connection: @unchecked Sendable {
+    // @unchecked: all mutable state is touched only on `loop`'s thread (asserted in debug).
+    // Other threads must go through `loop.execute` (see `executeOnLoop`).
+
+    enum State {
+        case open
+        /// Close once the queue drains; `linger` half-closes first and reads until EOF.
+        case closingAfterFlush(linger: Bool)
+        /// Our side is shut down; waiting for the peer's EOF (bounded by a timer).
+        case lingering
+        case closed
+    }
+
+    /// The loop that owns this connection.
+    public let loop: EventLoop
+    /// The protocol layer receiving this connection's events.
+    public var handler: any ConnectionHandler
+    /// The remote address, when known.
+    public let peer: SocketAddress?
+    /// The outbound budget.
+    public var budget: WriteBudget
+
+    let fd: CInt
+    private(set) var state = State.open
+    private var queue: [[UInt8]] = []
+    private var queueHead = 0
+    private var headOffset = 0
+    /// Bytes queued and not yet accepted by the kernel.
+    public private(set) var queuedBytes = 0
+    /// False while queued bytes are above the high watermark.
+    public private(set) var isWritable = true
+    private var waitingForWritable = false
+    private var readPaused = false
+    private var registered = false
+    private var lingerTimer: ScheduledTimer?
+
+    init(fd: CInt, loop: EventLoop, handler: any ConnectionHandler, budget: WriteBudget) {
+        self.fd = fd
+        self.loop = loop
+        self.handler = handler
+        self.budget = budget
+        self.peer = SocketAddress.peer(of: fd)
+        Sock.setOption(fd, CInt(IPPROTO_TCP), TCP_NODELAY, 1)
+    }
+
+    /// Registers with the loop and tells the handler. Loop thread only.
+    func activate() throws(IOError) {
+        try loop.register(fd, interest: interest, handler: self)
+        registered = true
+        NetMetrics.shared.connectionOpened()
+        handler.connectionActive(self)
+    }
+
+    /// True until the descriptor is closed.
+    public var isOpen: Bool {
+        if case .closed = state { return false }
+        return true
+    }
+
+    /// True while the connection accepts new writes (open and not closing).
+    public var isAcceptingWrites: Bool {
+        if case .open = state { return true }
+        return false
+    }
+
+    private var interest: UInt32 {
+        // EPOLLRDHUP only while reading: level-triggered, it would spin while paused.
+        var events: UInt32 = 0
+        if !readPaused { events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
+        if waitingForWritable { events |= EPOLLOUT.rawValue }
+        return events
+    }
+
+    private func updateInterest() {
+        if registered { loop.reregister(fd, interest: interest) }
+    }
+
+    /// Runs `body` on the loop thread with this connection: directly when already there.
+    public func executeOnLoop(_ body: @escaping @Sendable (Connection) -> Void) {
+        if loop.inEventLoop {
+            body(self)
+        } else {
+            loop.execute { body(self) }
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Queues `bytes` and tries to write them now. Loop thread only; ignored once closing.
+    public func write(_ bytes: [UInt8]) {
+        loop.preconditionInEventLoop()
+        guard isAcceptingWrites, !bytes.isEmpty else { return }
+        queue.append(bytes)
+        queuedBytes += bytes.count
+        if !waitingForWritable { flush() }
+        if case .open = state, isWritable, queuedBytes > budget.highWatermark {
+            isWritable = false
+            handler.connection(self, writabilityChanged: false)
+        }
+    }
+
+    /// Queues several buffers and writes them with one `writev`. Loop thread only.
+    public func write(contentsOf chunks: [[UInt8]]) {
+        loop.preconditionInEventLoop()
+        guard isAcceptingWrites else { return }
+        for chunk in chunks where !chunk.isEmpty {
+            queue.append(chunk)
+            queuedBytes += chunk.count
+        }
+        if !waitingForWritable { flush() }
+        if case .open = state, isWritable, queuedBytes > budget.highWatermark {
+            isWritable = false
+            handler.connection(self, writabilityChanged: false)
+        }
+    }
+
+    private func flush() {
+        while queueHead < queue.count {
+            let written: IOResult<Int>
+            do {
+                written = try writeQueued()
+            } catch let error as IOError {
+                abort(error)
+                return
+            } catch {
+                abort(IOError(code: EIO, call: "writev"))
+                return
+            }
+            switch written {
+            case .processed(let count):
+                NetMetrics.shared.bytesWritten(count)
+                consume(count)
+            case .wouldBlock:
+                if !waitingForWritable {
+                    waitingForWritable = true
+                    updateInterest()
+                }
+                return
+            }
+        }
+        queue.removeAll(keepingCapacity: true)
+        queueHead = 0
+        if waitingForWritable {
+            waitingForWritable = false
+            updateInterest()
+        }
+        if !isWritable, queuedBytes <= budget.lowWatermark {
+            isWritable = true
+            handler.connection(self, writabilityChanged: true)
+        }
+        if case .closingAfterFlush(let linger) = state { finishClose(linger: linger) }
+    }
+
+    private func consume(_ count: Int) {
+        var remaining = count
+        queuedBytes -= count
+        while remaining > 0 {
+            let available = queue[queueHead].count - headOffset
+            if remaining >= available {
+                remaining -= available
+                queue[queueHead] = []
+                queueHead += 1
+                headOffset = 0
+            } else {
+                headOffset += remaining
+                remaining = 0
+            }
+        }
+        if queueHead > 64, queueHead * 2 > queue.count {
+            queue.removeFirst(queueHead)
+            queueHead = 0
+        }
+    }
+
+    /// One `writev` over up to 16 queued buffers.
+    private func writeQueued() throws -> IOResult<Int> {
+        let end = min(queue.count, queueHead + 16)
+        if end - queueHead == 1 {
+            let offset = headOffset
+            return try queue[queueHead].withUnsafeBytes { raw in
+                try syscall("write") { Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset) }
+            }
+        }
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(end - queueHead)
+        return try gather(index: queueHead, end: end, into: &vectors)
+    }
+
+    private func gather(index: Int, end: Int, into vectors: inout [iovec]) throws -> IOResult<Int> {
+        if index == end {
+            let fd = self.fd
+            return try vectors.withUnsafeBufferPointer { iov in
+                try syscall("writev") { writev(fd, iov.baseAddress, CInt(iov.count)) }
+            }
+        }
+        let offset = index == queueHead ? headOffset : 0
+        return try queue[index].withUnsafeBytes { raw in
+            vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + offset),
+                                 iov_len: raw.count - offset))
+            return try gather(index: index + 1, end: end, into: &vectors)
+        }
+    }
+
+    // MARK: - Reading
+
+    /// Stops reading from the socket (backpressure on the peer) until ``resumeReading()``.
+    public func pauseReading() {
+        loop.preconditionInEventLoop()
+        guard !readPaused, isOpen else { return }
+        readPaused = true
+        updateInterest()
+    }
+
+    /// Resumes reading after ``pauseReading()``.
+    public func resumeReading() {
+        loop.preconditionInEventLoop()
+        guard readPaused, isOpen else { return }
+        readPaused = false
+        updateInterest()
+    }
+
+    private func readAvailable() {
+        let scratch = loop.readScratch
+        // A few reads per wake-up at most, so one busy peer cannot starve the others.
+        for _ in 0..<4 {
+            guard isOpen, !readPaused || isLingering else { return }
+            let result: IOResult<Int>
+            do {
+                result = try syscall("read") { read(fd, scratch.baseAddress, scratch.count) }
+            } catch {
+                abort(error)
+                return
+            }
+            switch result {
+            case .wouldBlock:
+                return
+            case .processed(0):
+                if isLingering {
+                    close(mode: .now)
+                } else {
+                    handler.connectionDidReadEOF(self)
+                }
+                return
+            case .processed(let count):
+                NetMetrics.shared.bytesRead(count)
+                if isLingering { continue }  // discard: we already answered and are closing
+                guard case .open = state else { continue }
+                handler.connection(self, didRead: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
+                if count < scratch.count { return }
+            }
+        }
+    }
+
+    private var isLingering: Bool {
+        if case .lingering = state { return true }
+        return false
+    }
+
+    // MARK: - Closing
+
+    /// How ``close(mode:)`` ends the connection.
+    public enum CloseMode: Sendable {
+        /// Close the descriptor now; queued bytes are dropped.
+        case now
+        /// Write what is queued, then close.
+        case afterFlush
+        /// Write what is queued, shut down our sending side, and read until the peer's EOF
+        /// (at most 2 s) before closing, so a peer still sending does not get a reset that
+        /// destroys the response (RFC 9112 §9.6).
+        case lingering
+    }
+
+    /// Closes the connection. Loop thread only; idempotent.
+    public func close(mode: CloseMode = .afterFlush) {
+        loop.preconditionInEventLoop()
+        switch (state, mode) {
+        case (.closed, _):
+            return
+        case (_, .now):
+            finalize(error: nil)
+        case (.open, .afterFlush), (.open, .lingering):
+            state = .closingAfterFlush(linger: mode == .lingering)
+            if queueHead == queue.count { finishClose(linger: mode == .lingering) }
+        case (.closingAfterFlush, _), (.lingering, _):
+            return
+        }
+    }
+
+    private func finishClose(linger: Bool) {
+        guard linger else {
+            finalize(error: nil)
+            return
+        }
+        state = .lingering
+        shutdown(fd, CInt(SHUT_WR))
+        if readPaused {
+            readPaused = false
+            updateInterest()
+        }
+        lingerTimer = loop.schedule(after: .seconds(2)) { [weak self] in self?.close(mode: .now) }
+    }
+
+    private func abort(_ error: IOError) {
+        finalize(error: error.code == ECONNRESET || error.code == EPIPE ? nil : error)
+    }
+
+    private func finalize(error: IOError?) {
+        if case .closed = state { return }
+        state = .closed
+        if let lingerTimer { loop.cancel(lingerTimer) }
+        if registered {
+            loop.deregister(fd)
+            NetMetrics.shared.connectionClosed()
+        }
+        Glibc.close(fd)
+        queue.removeAll()
+        queueHead = 0
+        queuedBytes = 0
+        handler.connectionDidClose(self, error: error)
+    }
+}
+
+extension Connection: Selectable {
+    func handleEvent(_ events: UInt32) {
+        if events & EPOLLOUT.rawValue != 0, waitingForWritable { flush() }
+        guard isOpen else { return }
+        if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+            if events & EPOLLERR.rawValue != 0 {
+                var code: CInt = 0
+                var length = socklen_t(MemoryLayout<CInt>.size)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &length)
+                abort(IOError(code: code == 0 ? EIO : code, call: "socket"))
+                return
+            }
+            readAvailable()
+            // A hang-up with the read side paused would spin (level-triggered): close now.
+            if isOpen, readPaused, events & EPOLLHUP.rawValue != 0 { close(mode: .now) }
+        }
+    }
+}

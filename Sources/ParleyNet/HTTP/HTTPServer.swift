@@ -1,0 +1,580 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything an ``HTTPServer`` needs to know; every field has a documented default.
+public struct HTTPServerConfiguration: Sendable {
+    /// Address to bind. Default: `127.0.0.1`.
+    public var host = "127.0.0.1"
+    /// Port to bind; 0 picks a free one. Default: 8080.
+    public var port: UInt16 = 8080
+    /// Parser limits (request line, headers, default body size).
+    public var limits = HTTPParserLimits()
+    /// Read timeouts.
+    public var timeouts = HTTPTimeouts.Configuration()
+    /// Outbound budget per connection.
+    public var writeBudget = WriteBudget()
+    /// The `Server` response header, or `nil` for none. Default: `parley`.
+    public var serverName: String? = "parley"
+
+    /// The defaults.
+    public init() {}
+}
+
+/// An HTTP/1.1 server with WebSocket upgrades, running on an ``EventLoopGroup``.
+///
+/// Each accepted connection lives on one loop. Handlers run as tasks that prefer that loop's
+/// executor, so a request is parsed, handled and answered on one thread unless the handler
+/// itself awaits work elsewhere.
+public final class HTTPServer: Sendable {
+    /// The group the server runs on.
+    public let group: EventLoopGroup
+    /// The bound address (with the real port when 0 was asked for).
+    public var localAddress: SocketAddress { listener.localAddress }
+    let configuration: HTTPServerConfiguration
+    let router: Router
+    let registries: [ConnectionRegistry]
+    private let listener: TCPServer
+
+    /// Binds and starts serving.
+    ///
+    /// - Throws: ``IOError`` or ``ResolveError`` when the address cannot be bound.
+    public init(configuration: HTTPServerConfiguration, router: Router, group: EventLoopGroup) throws {
+        self.group = group
+        self.configuration = configuration
+        self.router = router
+        let registries = group.loops.map { _ in ConnectionRegistry() }
+        self.registries = registries
+        let shared = HTTPServerShared(configuration: configuration, router: router)
+        listener = try TCPServer(group: group, host: configuration.host, port: configuration.port,
+                                 budget: configuration.writeBudget) { loop in
+            HTTPServerHandler(shared: shared, registry: registries[loop.index], loop: loop)
+        }
+    }
+
+    /// Number of open connections (HTTP and upgraded WebSockets).
+    public var connectionCount: Int { registries.reduce(0) { $0 + $1.count } }
+
+    /// Stops gracefully: stop accepting, close idle connections, let requests in flight finish
+    /// (their responses carry `Connection: close`), close WebSockets with 1001 (going away).
+    /// Whatever is still open after `timeout` is closed.
+    public func shutdown(timeout: Duration = .seconds(10)) async {
+        listener.stopAccepting()
+        for (loop, registry) in zip(group.loops, registries) {
+            loop.execute { registry.beginShutdown() }
+        }
+        let deadline = ContinuousClock.now + timeout
+        while connectionCount > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        if connectionCount > 0 {
+            for (loop, registry) in zip(group.loops, registries) {
+                loop.execute { registry.closeAll() }
+            }
+            let hardDeadline = ContinuousClock.now + .seconds(1)
+            while connectionCount > 0, ContinuousClock.now < hardDeadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+    }
+}
+
+/// Something the server can ask to wind down.
+protocol ShutdownParticipant: AnyObject {
+    /// Finish what is in flight, then close.
+    func beginShutdown()
+    /// Close now.
+    func closeNow()
+}
+
+/// The open connections of one loop, for graceful shutdown. Loop-confined except `count`.
+final class ConnectionRegistry: @unchecked Sendable {
+    // @unchecked: `members` and `shuttingDown` are touched only on the owning loop's thread;
+    // `liveCount` is an atomic-like counter behind a lock, read from any thread.
+    private var members: [ObjectIdentifier: any ShutdownParticipant] = [:]
+    private let liveCount = Locked(0)
+    private(set) var shuttingDown = false
+
+    var count: Int { liveCount.withLock { $0 } }
+
+    func add(_ member: any ShutdownParticipant) {
+        members[ObjectIdentifier(member)] = member
+        liveCount.withLock { $0 += 1 }
+    }
+
+    /// Replaces a member (an HTTP connection that became a WebSocket).
+    func replace(_ old: any ShutdownParticipant, with new: any ShutdownParticipant) {
+        members[ObjectIdentifier(old)] = nil
+        members[ObjectIdentifier(new)] = new
+    }
+
+    func remove(_ member: any ShutdownParticipant) {
+        if members.removeValue(forKey: ObjectIdentifier(member)) != nil {
+            liveCount.withLock { $0 -= 1 }
+        }
+    }
+
+    func beginShutdown() {
+        shuttingDown = true
+        for member in Array(members.values) { member.beginShutdown() }
+    }
+
+    func closeAll() {
+        for member in Array(members.values) { member.closeNow() }
+    }
+}
+
+/// Immutable state shared by every connection of a server.
+final class HTTPServerShared: Sendable {
+    let configuration: HTTPServerConfiguration
+    let router: Router
+
+    init(configuration: HTTPServerConfiguration, router: Router) {
+        self.configuration = configuration
+        self.router = router
+    }
+}
+
+/// One server-side HTTP connection: parses requests, runs handlers one at a time, answers in
+/// order (pipelined requests wait in the buffer), enforces timeouts, and hands the socket to
+/// a WebSocket handler on upgrade.
+final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecked Sendable {
+    // @unchecked: every property is touched only on `loop`'s thread. Handler tasks run with
+    // the loop's task executor as preference and hop back through `loop.execute` to write.
+
+    private enum Phase {
+        /// Reading the next request head.
+        case idle
+        /// Reading a body to hand over whole.
+        case collecting(Request, Router.Handler, [UInt8])
+        /// Handler running with a streamed body still arriving.
+        case streaming(RequestBodyStream)
+        /// Handler running; the request is fully read.
+        case responding
+        /// Handler finished before its streamed body did; reading and dropping the rest.
+        case draining
+        /// Upgrade to WebSocket decided or in progress; no more HTTP parsing.
+        case upgrading
+        case closed
+    }
+
+    let shared: HTTPServerShared
+    let registry: ConnectionRegistry
+    let loop: EventLoop
+    private weak var connection: Connection?
+    private var parser: HTTPRequestParser
+    private var buffer = ByteBuffer()
+    private var phase = Phase.idle
+    private var timeouts: HTTPTimeouts
+    private var timer: ScheduledTimer?
+    private var timerDeadline: UInt64?
+    private var keepAlive = true
+    private var isHeadRequest = false
+    private var shuttingDown = false
+    private var readPausedForBody = false
+    private var dateCache: (second: Int, text: String) = (0, "")
+
+    init(shared: HTTPServerShared, registry: ConnectionRegistry, loop: EventLoop) {
+        self.shared = shared
+        self.registry = registry
+        self.loop = loop
+        parser = HTTPRequestParser(limits: shared.configuration.limits)
+        timeouts = HTTPTimeouts(shared.configuration.timeouts, now: loop.now)
+    }
+
+    // MARK: - ConnectionHandler
+
+    func connectionActive(_ connection: Connection) {
+        self.connection = connection
+        registry.add(self)
+        if registry.shuttingDown {
+            connection.close(mode: .now)
+            return
+        }
+        armTimer()
+    }
+
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        buffer.write(bytes)
+        timeouts.bytesArrived(now: loop.now)
+        armTimer()
+        process()
+    }
+
+    func connectionDidReadEOF(_ connection: Connection) {
+        switch phase {
+        case .idle where parser.isIdle && buffer.readableBytes == 0:
+            connection.close(mode: .now)
+        case .streaming(let stream):
+            stream.fail(HTTPError(.badRequest, code: "incomplete_body", message: "the client closed before sending the whole body"))
+            keepAlive = false
+            connection.pauseReading()
+        case .responding, .upgrading:
+            // Half-closed by the client: still answer the request in flight, then close.
+            keepAlive = false
+            connection.pauseReading()
+        default:
+            connection.close(mode: .now)
+        }
+    }
+
+    func connection(_ connection: Connection, writabilityChanged writable: Bool) {
+        // Responses are written whole and one at a time, so the queue is bounded by one
+        // response; nothing to throttle here.
+    }
+
+    func connectionDidClose(_ connection: Connection, error: IOError?) {
+        if case .streaming(let stream) = phase {
+            stream.fail(HTTPError(.badRequest, code: "connection_closed", message: "the connection closed"))
+        }
+        phase = .closed
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        registry.remove(self)
+    }
+
+    // MARK: - ShutdownParticipant
+
+    func beginShutdown() {
+        shuttingDown = true
+        if case .idle = phase, parser.isIdle, buffer.readableBytes == 0 {
+            connection?.close(mode: .now)
+        }
+    }
+
+    func closeNow() { connection?.close(mode: .now) }
+
+    // MARK: - Parsing
+
+    private func process() {
+        guard let connection else { return }
+        while true {
+            switch phase {
+            case .idle, .collecting, .streaming, .draining: break
+            case .responding, .upgrading, .closed: return
+            }
+            if readPausedForBody { return }
+            let event: HTTPRequestParser.Event?
+            do {
+                event = try parser.next(&buffer)
+            } catch {
+                fail(error, on: connection)
+                return
+            }
+            guard let event else { return }
+            switch event {
+            case .head(let head, let framing, let expectsContinue):
+                handleHead(head, framing: framing, expectsContinue: expectsContinue, on: connection)
+            case .body(let bytes):
+                handleBody(bytes, on: connection)
+            case .end:
+                handleEnd(on: connection)
+            }
+        }
+    }
+
+    private func handleHead(_ head: HTTPRequestHead, framing: HTTPBodyFraming, expectsContinue: Bool,
+                            on connection: Connection) {
+        let hasBody = framing != .none && framing != .length(0)
+        timeouts.headParsed(now: loop.now, expectingBody: hasBody)
+        keepAlive = head.keepAlive && !shuttingDown
+        isHeadRequest = head.method == .HEAD
+
+        if head.headers.contains(name: "upgrade", token: "websocket"), let (route, parameters) = shared.router.matchWebSocket(head) {
+            phase = .upgrading
+            timeouts.becameBusy()
+            if hasBody {
+                respond(HTTPError(.badRequest, code: "bad_upgrade", message: "an upgrade request must not have a body").response,
+                        closing: true)
+                return
+            }
+            startUpgrade(head, route: route, parameters: parameters, on: connection)
+            return
+        }
+
+        switch shared.router.match(head) {
+        case .notFound:
+            phase = .responding
+            if hasBody { keepAlive = false }
+            respond(HTTPError(.notFound, code: "not_found", message: "no route for \(head.method) \(head.path)").response)
+        case .methodNotAllowed(let allowed):
+            phase = .responding
+            if hasBody { keepAlive = false }
+            var headers = HTTPHeaders()
+            headers.add(name: "Allow", value: allowed.map(\.rawValue).joined(separator: ", "))
+            respond(HTTPError(.methodNotAllowed, code: "method_not_allowed",
+                              message: "\(head.method) is not allowed here; use \(allowed.map(\.rawValue).joined(separator: " or "))",
+                              headers: headers).response)
+        case .found(let route, let parameters):
+            let maxBytes = route.options.body.maxBytes
+            parser.limits.maxBodySize = maxBytes
+            if case .length(let length) = framing, length > maxBytes {
+                phase = .responding
+                keepAlive = false
+                respond(HTTPError.bodyTooLarge(maxBytes).response)
+                return
+            }
+            if expectsContinue {
+                connection.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+            }
+            var request = Request(head: head, parameters: parameters, remoteAddress: connection.peer)
+            switch route.options.body {
+            case .collect:
+                phase = .collecting(request, route.handler, [])
+            case .stream:
+                let weakSelf = WeakBox(self)
+                let stream = RequestBodyStream { [loop] in
+                    loop.execute { weakSelf.value?.resumeBodyReading() }
+                }
+                request.body = .stream(stream)
+                phase = .streaming(stream)
+                run(route.handler, request)
+            }
+        }
+    }
+
+    private func handleBody(_ bytes: [UInt8], on connection: Connection) {
+        switch phase {
+        case .collecting(let request, let handler, var body):
+            phase = .idle  // drop the reference so `body` stays uniquely owned
+            body += bytes
+            phase = .collecting(request, handler, body)
+        case .streaming(let stream):
+            if !stream.append(bytes) {
+                readPausedForBody = true
+                timeouts.becameBusy()
+                connection.pauseReading()
+            }
+        case .draining, .idle, .responding, .upgrading, .closed:
+            break
+        }
+    }
+
+    private func handleEnd(on connection: Connection) {
+        switch phase {
+        case .collecting(let request, let handler, let body):
+            var request = request
+            request.body = .bytes(body)
+            phase = .responding
+            timeouts.becameBusy()
+            run(handler, request)
+        case .streaming(let stream):
+            stream.finish()
+            phase = .responding
+            timeouts.becameBusy()
+        case .draining:
+            phase = .idle
+            timeouts.responseSent(now: loop.now)
+            armTimer()
+            if !keepAlive || shuttingDown { connection.close(mode: .lingering) }
+        case .idle, .responding, .upgrading, .closed:
+            break
+        }
+    }
+
+    private func resumeBodyReading() {
+        guard readPausedForBody, let connection, connection.isOpen else { return }
+        readPausedForBody = false
+        timeouts.bodyResumed(now: loop.now)
+        armTimer()
+        connection.resumeReading()
+        process()
+    }
+
+    private func fail(_ error: HTTPParseError, on connection: Connection) {
+        keepAlive = false
+        switch phase {
+        case .streaming(let stream):
+            // The handler owns the response; it will see this error when it reads the body.
+            stream.fail(HTTPError(error.status, code: error.code, message: error.message))
+            phase = .responding
+            connection.pauseReading()
+        case .responding, .upgrading, .closed:
+            break
+        case .idle, .collecting, .draining:
+            phase = .responding
+            respond(Response.error(status: error.status, code: error.code, message: error.message), closing: true)
+        }
+    }
+
+    // MARK: - Handlers and responses
+
+    private func run(_ handler: @escaping Router.Handler, _ request: Request) {
+        let loop = self.loop
+        Task(executorPreference: loop.taskExecutor) { [self] in
+            let response: Response
+            do {
+                response = try await handler(request)
+            } catch let error as HTTPError {
+                response = error.response
+            } catch let error as HTTPParseError {
+                response = Response.error(status: error.status, code: error.code, message: error.message)
+            } catch {
+                response = Response.error(status: .internalServerError, code: "internal_error",
+                                          message: "the server failed to handle the request; try again later")
+            }
+            if loop.inEventLoop {
+                finishHandler(response)
+            } else {
+                loop.execute { self.finishHandler(response) }
+            }
+        }
+    }
+
+    private func finishHandler(_ response: Response) {
+        guard let connection, connection.isOpen else { return }
+        switch phase {
+        case .streaming:
+            // Answered before the body ended: send now, drop the rest of the body.
+            phase = .draining
+            if readPausedForBody {
+                readPausedForBody = false
+                connection.resumeReading()
+            }
+            respond(response)
+        case .responding:
+            respond(response)
+        case .idle, .collecting, .draining, .upgrading, .closed:
+            break
+        }
+    }
+
+    private func respond(_ response: Response, closing: Bool = false) {
+        guard let connection else { return }
+        if closing { keepAlive = false }
+        var response = response
+        if let serverName = shared.configuration.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
+        let keepAlive = self.keepAlive && !shuttingDown
+        let head = response.serializedHead(date: currentDate(), keepAlive: keepAlive, isHead: isHeadRequest)
+        NetMetrics.shared.response(status: response.status.code)
+        if isHeadRequest || response.body.isEmpty {
+            connection.write(head)
+        } else {
+            connection.write(contentsOf: [head, response.body])
+        }
+        switch phase {
+        case .draining:
+            // Keep reading the unread body; `handleEnd` finishes the request.
+            if !keepAlive { connection.close(mode: .lingering) }
+            return
+        case .upgrading:
+            connection.close(mode: .lingering)
+            return
+        case .idle, .collecting, .streaming, .responding, .closed:
+            break
+        }
+        guard keepAlive else {
+            phase = .closed
+            connection.close(mode: .lingering)
+            return
+        }
+        phase = .idle
+        timeouts.responseSent(now: loop.now)
+        if buffer.readableBytes > 0 { timeouts.bytesArrived(now: loop.now) }
+        armTimer()
+        process()
+    }
+
+    private func currentDate() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let second = Int(now.tv_sec)
+        if second != dateCache.second { dateCache = (second, HTTPDate.format(epochSeconds: second)) }
+        return dateCache.text
+    }
+
+    // MARK: - Timeouts
+
+    /// Keeps at most one timer per connection: moved deadlines are picked up when it fires.
+    private func armTimer() {
+        guard let deadline = timeouts.deadline else { return }
+        if let timerDeadline, timer != nil, timerDeadline <= deadline { return }
+        if let timer { loop.cancel(timer) }
+        let now = loop.now
+        timerDeadline = deadline
+        timer = loop.schedule(after: .nanoseconds(Int64(deadline > now ? deadline - now : 0))) { [weak self] in
+            self?.timerFired()
+        }
+    }
+
+    private func timerFired() {
+        timer = nil
+        timerDeadline = nil
+        guard let connection, connection.isOpen else { return }
+        switch timeouts.check(now: loop.now) {
+        case .wait:
+            armTimer()
+        case .closeIdle:
+            connection.close(mode: .now)
+        case .requestTimeout:
+            if case .streaming(let stream) = phase {
+                stream.fail(HTTPError(.requestTimeout, code: "request_timeout", message: "the body stopped arriving"))
+            }
+            phase = .responding
+            respond(Response.error(status: .requestTimeout, code: "request_timeout",
+                                   message: "the request took too long to arrive"), closing: true)
+        }
+    }
+
+    // MARK: - WebSocket upgrade
+
+    private func startUpgrade(_ head: HTTPRequestHead, route: Router.WebSocketRoute, parameters: [String: String],
+                              on connection: Connection) {
+        let accept: String
+        do {
+            accept = try WebSocketHandshake.validateClientRequest(head)
+        } catch {
+            respond(error.response, closing: true)
+            return
+        }
+        let request = Request(head: head, parameters: parameters, remoteAddress: connection.peer)
+        let loop = self.loop
+        Task(executorPreference: loop.taskExecutor) { [self] in
+            let outcome: Result<WebSocketHandler, HTTPError>
+            do {
+                outcome = .success(try await route.upgrade(request))
+            } catch let error as HTTPError {
+                outcome = .failure(error)
+            } catch {
+                outcome = .failure(HTTPError(.internalServerError, code: "internal_error", message: "the upgrade failed"))
+            }
+            loop.execute { self.finishUpgrade(outcome, head: head, accept: accept, configuration: route.configuration) }
+        }
+    }
+
+    private func finishUpgrade(_ outcome: Result<WebSocketHandler, HTTPError>, head: HTTPRequestHead, accept: String,
+                               configuration: WebSocketConfiguration) {
+        guard let connection, connection.isOpen else { return }
+        switch outcome {
+        case .failure(let error):
+            respond(error.response, closing: true)
+        case .success(let handler):
+            guard !shuttingDown else {
+                respond(HTTPError(.serviceUnavailable, code: "shutting_down", message: "the server is restarting; reconnect shortly").response,
+                        closing: true)
+                return
+            }
+            var headers = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            headers += "Sec-WebSocket-Accept: \(accept)\r\n\r\n"
+            NetMetrics.shared.response(status: 101)
+            connection.write(Array(headers.utf8))
+            if let timer { loop.cancel(timer) }
+            timer = nil
+            phase = .closed
+            let leftover = buffer
+            buffer = ByteBuffer()
+            let protocolHandler = WebSocketProtocolHandler(role: .server, configuration: configuration, handler: handler,
+                                                           connection: connection, registry: registry)
+            registry.replace(self, with: protocolHandler)
+            connection.handler = protocolHandler
+            protocolHandler.start(leftover: leftover, request: head)
+        }
+    }
+}
+
+/// A weak reference that can cross threads; the referent is only used on its loop.
+final class WeakBox<T: AnyObject>: @unchecked Sendable {
+    // @unchecked: `value` is only dereferenced on the referent's own loop thread.
+    weak var value: T?
+    init(_ value: T) { self.value = value }
+}

@@ -1,0 +1,105 @@
+/// Decides when an HTTP connection has waited too long; time is passed in, so it is tested
+/// without a clock or sleeps.
+///
+/// ```
+///   idle ──first byte──▶ head ──head parsed──▶ body ──body done──▶ busy ──response sent──▶ idle
+///     │                    │                     │
+///  idleTimeout         headTimeout          bodyTimeout (since the last progress)
+///  (close quietly)     (408, close)         (408, close)
+/// ```
+/// `busy` (a handler is running, or reading is paused for backpressure) never times out here.
+public struct HTTPTimeouts: Sendable, Hashable {
+    /// The limits, in nanoseconds.
+    public struct Configuration: Sendable, Hashable {
+        /// How long a whole request head may take to arrive: slowloris defence. Default: 10 s.
+        public var head: Duration = .seconds(10)
+        /// Longest silence while a body is arriving. Default: 30 s.
+        public var body: Duration = .seconds(30)
+        /// How long a keep-alive connection may sit idle between requests. Default: 60 s.
+        public var idle: Duration = .seconds(60)
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// What the connection should do now.
+    public enum Action: Sendable, Hashable {
+        /// Nothing yet; check again at this instant (if any).
+        case wait(until: UInt64?)
+        /// Close without a response (idle keep-alive connection).
+        case closeIdle
+        /// Answer 408 Request Timeout, then close.
+        case requestTimeout
+    }
+
+    enum Phase: Sendable, Hashable {
+        case idle(since: UInt64)
+        case head(since: UInt64)
+        case body(since: UInt64)
+        case busy
+    }
+
+    private(set) var phase: Phase
+    private let head: UInt64, body: UInt64, idle: UInt64
+
+    /// Starts idle at `now`.
+    public init(_ configuration: Configuration, now: UInt64) {
+        phase = .idle(since: now)
+        head = configuration.head.nanoseconds
+        body = configuration.body.nanoseconds
+        idle = configuration.idle.nanoseconds
+    }
+
+    /// Bytes arrived.
+    public mutating func bytesArrived(now: UInt64) {
+        switch phase {
+        case .idle: phase = .head(since: now)
+        case .body: phase = .body(since: now)
+        case .head, .busy: break
+        }
+    }
+
+    /// A head was parsed; `expectingBody` when body bytes must still arrive.
+    public mutating func headParsed(now: UInt64, expectingBody: Bool) {
+        phase = expectingBody ? .body(since: now) : .busy
+    }
+
+    /// The body is complete, or reading is paused by backpressure.
+    public mutating func becameBusy() { phase = .busy }
+
+    /// Reading of a body resumed after a pause.
+    public mutating func bodyResumed(now: UInt64) { phase = .body(since: now) }
+
+    /// The response was written; the connection waits for the next request.
+    public mutating func responseSent(now: UInt64) { phase = .idle(since: now) }
+
+    /// The instant at which the current phase expires, if it can.
+    public var deadline: UInt64? {
+        switch phase {
+        case .idle(let since): since &+ idle
+        case .head(let since): since &+ head
+        case .body(let since): since &+ body
+        case .busy: nil
+        }
+    }
+
+    /// What to do at `now`.
+    public func check(now: UInt64) -> Action {
+        guard let deadline else { return .wait(until: nil) }
+        guard now >= deadline else { return .wait(until: deadline) }
+        switch phase {
+        case .idle: return .closeIdle
+        case .head, .body: return .requestTimeout
+        case .busy: return .wait(until: nil)
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds (negative durations count as zero).
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+
+/// An error a handler throws to answer with a status and a JSON error body.
+///
+/// The body is always `{"error":{"code":…,"message":…}}`; `code` is stable and machine-readable,
+/// `message` is for humans and never contains secrets or user content.
+public struct HTTPError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The response status.
+    public var status: HTTPStatus
+    /// A stable snake_case code, e.g. `"not_found"`.
+    public var code: String
+    /// A short explanation that says what to do next where it can.
+    public var message: String
+    /// Extra response headers (e.g. `Allow`, `Retry-After`).
+    public var headers: HTTPHeaders
+
+    /// Creates an error.
+    public init(_ status: HTTPStatus, code: String, message: String, headers: HTTPHeaders = HTTPHeaders()) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    public var description: String { "\(status.code) \(code): \(message)" }
+
+    /// The JSON error response for this error.
+    public var response: Response {
+        var response = Response.error(status: status, code: code, message: message)
+        for field in headers { response.headers.add(name: field.name, value: field.value) }
+        return response
+    }
+}
+
+/// A request as a handler sees it.
+public struct Request: Sendable {
+    /// Method, target, version and headers.
+    public var head: HTTPRequestHead
+    /// Values of the route's `:name` segments, percent-decoded.
+    public var parameters: [String: String]
+    /// The body: collected bytes, or a stream for routes that asked for one.
+    public var body: RequestBody
+    /// The client's address.
+    public var remoteAddress: SocketAddress?
+
+    /// Creates a request (tests build them directly).
+    public init(head: HTTPRequestHead, parameters: [String: String] = [:], body: RequestBody = .bytes([]),
+                remoteAddress: SocketAddress? = nil) {
+        self.head = head
+        self.parameters = parameters
+        self.body = body
+        self.remoteAddress = remoteAddress
+    }
+
+    /// The method.
+    public var method: HTTPMethod { head.method }
+    /// The header fields.
+    public var headers: HTTPHeaders { head.headers }
+    /// The path without the query.
+    public var path: Substring { head.path }
+
+    /// Decoded query items (`+` and percent escapes decoded); later duplicates win.
+    public var queryItems: [String: String] {
+        guard let query = head.query else { return [:] }
+        var items: [String: String] = [:]
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = parts[0].replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(parts[0])
+            let value = parts.count > 1
+                ? parts[1].replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(parts[1]) : ""
+            items[name] = value
+        }
+        return items
+    }
+
+    /// The path parameter `name`, converted; throws a 400 naming it if absent or malformed.
+    public func require<T: LosslessStringConvertible>(_ name: String, as type: T.Type = T.self) throws -> T {
+        guard let text = parameters[name] ?? queryItems[name] else {
+            throw HTTPError(.badRequest, code: "missing_parameter", message: "parameter '\(name)' is required")
+        }
+        guard let value = T(text) else {
+            throw HTTPError(.badRequest, code: "invalid_parameter", message: "parameter '\(name)' is not a valid \(T.self)")
+        }
+        return value
+    }
+
+    /// Decodes the JSON body as `T`.
+    ///
+    /// - Throws: 415 `unsupported_media_type` unless the body is `application/json`;
+    ///   400 `invalid_json` naming the field when decoding fails.
+    public func decode<T: Decodable>(_ type: T.Type = T.self) async throws -> T {
+        if let contentType = headers["content-type"],
+           !contentType.split(separator: ";")[0].trimmingOWS().caseInsensitiveEquals("application/json") {
+            throw HTTPError(.unsupportedMediaType, code: "unsupported_media_type", message: "send the body as application/json")
+        }
+        let bytes = try await body.collect(upTo: Int.max)
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw HTTPError(.badRequest, code: "invalid_json", message: "missing field '\(key.stringValue)'")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw HTTPError(.badRequest, code: "invalid_json", message: "field '\(path)' has the wrong type")
+        } catch {
+            throw HTTPError(.badRequest, code: "invalid_json", message: "the body is not valid JSON")
+        }
+    }
+}
+
+/// A request body: fully collected, or streamed as it arrives.
+public enum RequestBody: Sendable {
+    /// The whole body (routes with ``RouteOptions/BodyMode/collect(maxBytes:)``).
+    case bytes([UInt8])
+    /// The body as it arrives (routes with ``RouteOptions/BodyMode/stream(maxBytes:)``).
+    case stream(RequestBodyStream)
+
+    /// The whole body, reading the stream to its end if needed.
+    ///
+    /// - Throws: 413 `body_too_large` past `limit`.
+    public func collect(upTo limit: Int) async throws -> [UInt8] {
+        switch self {
+        case .bytes(let bytes):
+            guard bytes.count <= limit else { throw HTTPError.bodyTooLarge(limit) }
+            return bytes
+        case .stream(let stream):
+            var bytes: [UInt8] = []
+            for try await chunk in stream {
+                bytes += chunk
+                guard bytes.count <= limit else { throw HTTPError.bodyTooLarge(limit) }
+            }
+            return bytes
+        }
+    }
+}
+
+extension HTTPError {
+    static func bodyTooLarge(_ limit: Int) -> HTTPError {
+        HTTPError(.contentTooLarge, code: "body_too_large", message: "the body exceeds \(limit) bytes")
+    }
+}
+
+/// A response.
+public struct Response: Sendable {
+    /// The status.
+    public var status: HTTPStatus
+    /// Header fields. `Content-Length`, `Date` and `Connection` are added when sent.
+    public var headers: HTTPHeaders
+    /// The body bytes.
+    public var body: [UInt8]
+
+    /// Creates a response.
+    public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A `text/plain; charset=utf-8` response.
+    public static func text(_ text: String, status: HTTPStatus = .ok) -> Response {
+        Response(status: status, headers: HTTPHeaders([("Content-Type", "text/plain; charset=utf-8")]), body: Array(text.utf8))
+    }
+
+    /// An `application/json` response with `value` encoded (sorted keys, ISO 8601 dates).
+    public static func json(_ value: some Encodable, status: HTTPStatus = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]),
+                        body: Array(try encoder.encode(value)))
+    }
+
+    /// The JSON error body `{"error":{"code":…,"message":…}}`.
+    public static func error(status: HTTPStatus, code: String, message: String) -> Response {
+        var body = Array(#"{"error":{"code":"#.utf8)
+        body += jsonString(code)
+        body += Array(#","message":"#.utf8)
+        body += jsonString(message)
+        body += Array("}}".utf8)
+        return Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body)
+    }
+
+    private static func jsonString(_ text: String) -> [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "\"")]
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += Array(#"\""#.utf8)
+            case "\\": out += Array(#"\\"#.utf8)
+            case "\n": out += Array(#"\n"#.utf8)
+            case "\r": out += Array(#"\r"#.utf8)
+            case "\t": out += Array(#"\t"#.utf8)
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += Array(("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).utf8)
+            default: out += Array(String(scalar).utf8)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+        return out
+    }
+}
+
+// MARK: - Serialization
+
+extension Response {
+    /// The bytes of the status line and header section; `Content-Length` and `Date` added.
+    func serializedHead(date: String, keepAlive: Bool, isHead: Bool) -> [UInt8] {
+        var text = "HTTP/1.1 \(status.code) \(status.reason)\r\n"
+        for field in headers where !field.name.caseInsensitiveEquals("content-length") {
+            text += "\(field.name): \(field.value)\r\n"
+        }
+        if status.code >= 200, status.code != 204 {
+            text += "Content-Length: \(body.count)\r\n"
+        }
+        text += "Date: \(date)\r\n"
+        if !keepAlive { text += "Connection: close\r\n" }
+        text += "\r\n"
+        _ = isHead
+        return Array(text.utf8)
+    }
+}
+
+/// Formats IMF-fixdate (RFC 9110 §5.6.7) without Foundation's formatter on the hot path.
+enum HTTPDate {
+    private static let days = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    static func format(epochSeconds: Int) -> String {
+        let day = epochSeconds / 86_400
+        let secondsOfDay = epochSeconds % 86_400
+        // Civil-from-days (Howard Hinnant's algorithm).
+        let z = day + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(days[day % 7]), \(two(d)) \(months[m - 1]) \(y) \(two(secondsOfDay / 3600)):\(two(secondsOfDay / 60 % 60)):\(two(secondsOfDay % 60)) GMT"
+    }
+}

@@ -1,0 +1,309 @@
+/// The WebSocket protocol over one connection, for either side (RFC 6455 §5–7).
+///
+/// ```
+///  open ──send close──▶ closeSent ──peer's close──▶ closed (TCP closed)
+///    │                      └──closeTimeout──────▶ closed
+///    └──peer's close──▶ (echo close) ──────────────▶ closed
+///  any protocol violation: send close(1002/1007/1009), close TCP.
+/// ```
+/// Messages are reassembled from fragments with the size limit applied as bytes arrive and
+/// text validated as UTF-8 incrementally (failing fast, §8.1). Pings are answered with pongs.
+final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @unchecked Sendable {
+    // @unchecked: all state is touched only on the connection's loop thread; the public
+    // `WebSocket` handle reaches it through `loop.execute`.
+
+    private enum CloseState {
+        case open
+        case closeSent
+        case closed
+    }
+
+    let role: WebSocketFrameDecoder.Role
+    let configuration: WebSocketConfiguration
+    let handler: WebSocketHandler
+    let connection: Connection
+    private weak var registry: ConnectionRegistry?
+    private(set) var socket: WebSocket?
+    private var decoder: WebSocketFrameDecoder
+    private var buffer = ByteBuffer()
+    private var closeState = CloseState.open
+    private var receivedCloseCode = WebSocketCloseCode.abnormalClosure
+    private var receivedCloseReason = ""
+
+    // The current data message and the current control frame.
+    private var messageOpcode: WebSocketOpcode?
+    private var messageBytes: [UInt8] = []
+    private var utf8 = UTF8Validator()
+    private var frameOpcode: WebSocketOpcode = .continuation
+    private var frameIsFinal = false
+    private var controlBytes: [UInt8] = []
+
+    private var keepalive: WebSocketKeepalive
+    private var keepaliveTimer: ScheduledTimer?
+    private var closeTimer: ScheduledTimer?
+    private var maskPool: [UInt8] = []
+
+    var queuedBytes: Int { connection.queuedBytes }
+
+    init(role: WebSocketFrameDecoder.Role, configuration: WebSocketConfiguration, handler: WebSocketHandler,
+         connection: Connection, registry: ConnectionRegistry?) {
+        self.role = role
+        self.configuration = configuration
+        self.handler = handler
+        self.connection = connection
+        self.registry = registry
+        decoder = WebSocketFrameDecoder(role: role, maxFrameSize: configuration.maxMessageSize)
+        keepalive = WebSocketKeepalive(interval: configuration.pingInterval, now: connection.loop.now)
+    }
+
+    /// Takes over the connection: bytes that arrived with the handshake are decoded first.
+    func start(leftover: ByteBuffer, request: HTTPRequestHead? = nil) {
+        let head = request ?? HTTPRequestHead(method: .GET, target: "/")
+        let socket = WebSocket(loop: connection.loop, request: head, remoteAddress: connection.peer, core: self)
+        self.socket = socket
+        NetMetrics.shared.webSocketOpened()
+        scheduleKeepalive(at: connection.loop.now + configuration.pingInterval.nanoseconds)
+        handler.onOpen(socket)
+        if leftover.readableBytes > 0 {
+            buffer = leftover
+            process()
+        }
+    }
+
+    // MARK: - ConnectionHandler
+
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        buffer.write(bytes)
+        keepalive.heard(now: connection.loop.now)
+        process()
+    }
+
+    func connectionDidReadEOF(_ connection: Connection) {
+        connection.close(mode: .now)
+    }
+
+    func connection(_ connection: Connection, writabilityChanged writable: Bool) {}
+
+    func connectionDidClose(_ connection: Connection, error: IOError?) {
+        closeState = .closed
+        if let keepaliveTimer { connection.loop.cancel(keepaliveTimer) }
+        if let closeTimer { connection.loop.cancel(closeTimer) }
+        registry?.remove(self)
+        NetMetrics.shared.webSocketClosed()
+        if let socket {
+            socket.detach()
+            handler.onClose(socket, receivedCloseCode, receivedCloseReason)
+        }
+        socket = nil
+    }
+
+    // MARK: - ShutdownParticipant
+
+    func beginShutdown() { initiateClose(code: .goingAway, reason: "server shutting down") }
+
+    func closeNow() { connection.close(mode: .now) }
+
+    // MARK: - Receiving
+
+    private func process() {
+        while connection.isOpen, closeState != .closed {
+            let event: WebSocketFrameDecoder.Event?
+            do {
+                event = try decoder.next(&buffer)
+            } catch {
+                fail(error)
+                return
+            }
+            guard let event else { return }
+            do throws(WebSocketProtocolError) {
+                switch event {
+                case .header(let header):
+                    try handleHeader(header)
+                case .payload(let bytes, let frameEnd):
+                    try handlePayload(bytes, frameEnd: frameEnd)
+                }
+            } catch {
+                fail(error)
+                return
+            }
+        }
+    }
+
+    private func handleHeader(_ header: WebSocketFrameHeader) throws(WebSocketProtocolError) {
+        NetMetrics.shared.frameReceived(bytes: header.length)
+        frameOpcode = header.opcode
+        frameIsFinal = header.fin
+        switch header.opcode {
+        case .text, .binary:
+            guard messageOpcode == nil else { throw .violation("a new message started before the previous one finished") }
+            messageOpcode = header.opcode
+            messageBytes = []
+            utf8 = UTF8Validator()
+        case .continuation:
+            guard messageOpcode != nil else { throw .violation("continuation frame without a message to continue") }
+        case .close, .ping, .pong:
+            controlBytes = []
+        }
+        if !header.opcode.isControl, messageBytes.count + header.length > configuration.maxMessageSize {
+            throw .init(code: .messageTooBig, reason: "message exceeds \(configuration.maxMessageSize) bytes")
+        }
+    }
+
+    private func handlePayload(_ bytes: [UInt8], frameEnd: Bool) throws(WebSocketProtocolError) {
+        if frameOpcode.isControl {
+            controlBytes += bytes
+            if frameEnd { try handleControl(frameOpcode, controlBytes) }
+            return
+        }
+        guard let opcode = messageOpcode else { return }
+        if opcode == .text, !utf8.validate(bytes) {
+            throw .init(code: .invalidPayload, reason: "text message is not valid UTF-8")
+        }
+        messageBytes += bytes
+        guard frameEnd, frameIsFinal else { return }
+        if opcode == .text, !utf8.isComplete {
+            throw .init(code: .invalidPayload, reason: "text message ends inside a UTF-8 sequence")
+        }
+        let bytes = messageBytes
+        messageBytes = []
+        messageOpcode = nil
+        guard closeState == .open, let socket else { return }  // data after our close is dropped (§5.5.1)
+        let message: WebSocketMessage = opcode == .text ? .text(String(decoding: bytes, as: UTF8.self)) : .binary(bytes)
+        handler.onMessage(socket, message)
+    }
+
+    private func handleControl(_ opcode: WebSocketOpcode, _ payload: [UInt8]) throws(WebSocketProtocolError) {
+        switch opcode {
+        case .ping:
+            if closeState == .open { sendControl(opcode: .pong, payload: payload) }
+        case .pong:
+            break  // any frame counts as life; `keepalive.heard` already ran
+        case .close:
+            var code: WebSocketCloseCode? = nil
+            var reason = ""
+            if payload.count == 1 { throw .violation("close frame with a one-byte payload") }
+            if payload.count >= 2 {
+                let received = WebSocketCloseCode(rawValue: UInt16(payload[0]) << 8 | UInt16(payload[1]))
+                guard received.isValidOnWire else { throw .violation("invalid close code \(received.rawValue)") }
+                var validator = UTF8Validator()
+                let reasonBytes = payload.dropFirst(2)
+                guard validator.validate(reasonBytes), validator.isComplete else {
+                    throw .init(code: .invalidPayload, reason: "close reason is not valid UTF-8")
+                }
+                code = received
+                reason = String(decoding: reasonBytes, as: UTF8.self)
+            }
+            receivedCloseCode = code ?? .noStatusReceived
+            receivedCloseReason = reason
+            switch closeState {
+            case .open:
+                // Echo the code (§5.5.1), then the server closes TCP first (§7.1.1).
+                writeFrame(opcode: .close, payload: WebSocketFrameEncoder.closePayload(code: code, reason: ""))
+                closeState = .closeSent
+                connection.close(mode: .lingering)
+            case .closeSent:
+                connection.close(mode: role == .server ? .lingering : .afterFlush)
+            case .closed:
+                break
+            }
+        case .text, .binary, .continuation:
+            break
+        }
+    }
+
+    /// Fails the connection (§7.1.7): a close frame with the code, then TCP close.
+    private func fail(_ error: WebSocketProtocolError) {
+        if closeState == .open {
+            writeFrame(opcode: .close, payload: WebSocketFrameEncoder.closePayload(code: error.code, reason: error.reason))
+            closeState = .closeSent
+        }
+        receivedCloseCode = error.code
+        receivedCloseReason = error.reason
+        connection.close(mode: .lingering)
+    }
+
+    // MARK: - Sending
+
+    func sendMessage(opcode: WebSocketOpcode, payload: [UInt8]) {
+        guard closeState == .open else { return }
+        writeFrame(opcode: opcode, payload: payload)
+    }
+
+    func sendEncoded(_ frame: EncodedWebSocketFrame) {
+        guard closeState == .open else { return }
+        if role == .client {
+            // Client frames must be masked; re-encode (rare: broadcast frames are server-side).
+            var copy = ByteBuffer(frame.bytes)
+            var decoder = WebSocketFrameDecoder(role: .client, maxFrameSize: Int.max)
+            if case .header(let header)? = try? decoder.next(&copy), case .payload(let payload, _)? = try? decoder.next(&copy) {
+                writeFrame(opcode: header.opcode, payload: payload)
+            }
+            return
+        }
+        enqueue(frame.bytes)
+    }
+
+    func sendControl(opcode: WebSocketOpcode, payload: [UInt8]) {
+        guard closeState == .open else { return }
+        writeFrame(opcode: opcode, payload: payload)
+    }
+
+    func initiateClose(code: WebSocketCloseCode, reason: String) {
+        guard closeState == .open, connection.isOpen else { return }
+        writeFrame(opcode: .close, payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason))
+        closeState = .closeSent
+        closeTimer = connection.loop.schedule(after: configuration.closeTimeout) { [weak self] in
+            self?.connection.close(mode: .now)
+        }
+    }
+
+    private func writeFrame(opcode: WebSocketOpcode, payload: [UInt8]) {
+        let frame = WebSocketFrameEncoder.encode(opcode: opcode, payload: payload, maskKey: role == .client ? nextMaskKey() : nil)
+        enqueue(frame)
+    }
+
+    private func enqueue(_ frame: [UInt8]) {
+        guard connection.isAcceptingWrites else { return }
+        NetMetrics.shared.frameSent(bytes: frame.count)
+        if connection.queuedBytes + frame.count > configuration.maxQueuedBytes {
+            // The peer is not reading: drop it rather than hold memory (DESIGN guarantee 7).
+            receivedCloseCode = .tryAgainLater
+            receivedCloseReason = "too slow: reconnect and resume"
+            connection.close(mode: .now)
+            return
+        }
+        connection.write(frame)
+    }
+
+    private func nextMaskKey() -> UInt32 {
+        if maskPool.count < 4 { maskPool = SecureRandom.bytes(256) }
+        let key = maskPool.suffix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        maskPool.removeLast(4)
+        return key
+    }
+
+    // MARK: - Keepalive
+
+    private func scheduleKeepalive(at instant: UInt64) {
+        let loop = connection.loop
+        let now = loop.now
+        keepaliveTimer = loop.schedule(after: .nanoseconds(Int64(instant > now ? instant - now : 0))) { [weak self] in
+            self?.keepaliveFired()
+        }
+    }
+
+    private func keepaliveFired() {
+        guard connection.isOpen else { return }
+        switch keepalive.check(now: connection.loop.now) {
+        case .wait(let until):
+            scheduleKeepalive(at: until)
+        case .ping(let next):
+            sendControl(opcode: .ping, payload: [])
+            scheduleKeepalive(at: next)
+        case .dead:
+            receivedCloseCode = .abnormalClosure
+            receivedCloseReason = "peer stopped responding"
+            connection.close(mode: .now)
+        }
+    }
+}

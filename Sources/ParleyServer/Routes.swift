@@ -1,0 +1,96 @@
+import Foundation
+import ParleyNet
+
+/// The server's HTTP and WebSocket routes.
+enum Routes {
+    static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant) -> Router {
+        var router = Router()
+        router.get("/healthz") { _ in
+            try .json(Health(status: "ok", version: ParleyVersion.current,
+                             uptimeSeconds: Int((ContinuousClock.now - startedAt).components.seconds)))
+        }
+        router.get("/metrics") { _ in
+            var response = Response.text(Metrics.render(group: group, startedAt: startedAt))
+            response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
+            return response
+        }
+        if configuration.enableEcho { addEcho(to: &router, configuration: configuration, group: group) }
+        return router
+    }
+
+    struct Health: Codable, Sendable {
+        var status: String
+        var version: String
+        var uptimeSeconds: Int
+    }
+
+    /// Conformance and benchmark endpoints, only with `--enable-echo`:
+    /// - `POST /echo`: answers with the request body (streamed in, up to --max-body-bytes).
+    /// - `GET /echo/ws`: a WebSocket that sends every message back (Autobahn's target).
+    /// - `GET /echo/broadcast`: a WebSocket whose every message goes to every connected socket.
+    static func addEcho(to router: inout Router, configuration: ServerConfiguration, group: EventLoopGroup) {
+        router.post("/echo", options: RouteOptions(body: .stream(maxBytes: configuration.maxBodyBytes))) { request in
+            let body = try await request.body.collect(upTo: configuration.maxBodyBytes)
+            var response = Response(status: .ok, body: body)
+            response.headers.add(name: "Content-Type", value: request.headers["content-type"] ?? "application/octet-stream")
+            return response
+        }
+        var webSocket = WebSocketConfiguration()
+        webSocket.maxMessageSize = configuration.maxMessageBytes
+        webSocket.maxQueuedBytes = max(webSocket.maxQueuedBytes, 2 * configuration.maxMessageBytes + 1024)
+        webSocket.pingInterval = .seconds(configuration.pingIntervalSeconds)
+        router.webSocket("/echo/ws", configuration: webSocket) { _ in
+            WebSocketHandler(onMessage: { socket, message in
+                switch message {
+                case .text(let text): socket.send(text: text)
+                case .binary(let bytes): socket.send(binary: bytes)
+                }
+            })
+        }
+        let broadcaster = WebSocketBroadcaster(group: group)
+        router.webSocket("/echo/broadcast", configuration: webSocket) { _ in
+            WebSocketHandler(
+                onOpen: { broadcaster.add($0) },
+                onMessage: { _, message in
+                    switch message {
+                    case .text(let text): broadcaster.broadcast(EncodedWebSocketFrame(text: text))
+                    case .binary(let bytes): broadcaster.broadcast(EncodedWebSocketFrame(binary: bytes))
+                    }
+                },
+                onClose: { socket, _, _ in broadcaster.remove(socket) })
+        }
+    }
+}
+
+/// Renders `/metrics` in the Prometheus text exposition format (version 0.0.4).
+enum Metrics {
+    static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant) -> String {
+        let net = NetMetrics.shared.snapshot()
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for sample in samples { out += "\(name)\(sample.labels) \(sample.value)\n" }
+        }
+        metric("parley_build_info", "gauge", "Version of this server.", [("{version=\"\(ParleyVersion.current)\"}", "1")])
+        metric("parley_uptime_seconds", "gauge", "Seconds since start.",
+               [("", String(format: "%.3f", Double((ContinuousClock.now - startedAt).components.seconds)))])
+        metric("parley_connections_open", "gauge", "Open TCP connections (HTTP and WebSocket).", [("", "\(net.openConnections)")])
+        metric("parley_connections_total", "counter", "TCP connections opened since start.", [("", "\(net.connectionsTotal)")])
+        metric("parley_http_responses_total", "counter", "HTTP responses by status class.",
+               net.responsesByClass.enumerated().map { ("{class=\"\($0.offset + 1)xx\"}", "\($0.element)") })
+        metric("parley_network_bytes_total", "counter", "Bytes read from and written to sockets.",
+               [("{direction=\"in\"}", "\(net.bytesRead)"), ("{direction=\"out\"}", "\(net.bytesWritten)")])
+        metric("parley_websocket_connections_open", "gauge", "Open WebSocket connections.", [("", "\(net.openWebSockets)")])
+        metric("parley_websocket_frames_total", "counter", "WebSocket frames received and sent.",
+               [("{direction=\"in\"}", "\(net.framesIn)"), ("{direction=\"out\"}", "\(net.framesOut)")])
+        metric("parley_websocket_bytes_total", "counter", "WebSocket frame bytes received and sent.",
+               [("{direction=\"in\"}", "\(net.webSocketBytesIn)"), ("{direction=\"out\"}", "\(net.webSocketBytesOut)")])
+        metric("parley_event_loop_lag_seconds", "gauge", "How late each loop's 100 ms heartbeat timer last fired.",
+               group.loops.map { loop in
+                   let (seconds, attoseconds) = loop.lag.components
+                   let value = Double(seconds) + Double(attoseconds) / 1e18
+                   return ("{loop=\"\(loop.index)\"}", String(format: "%.6f", value))
+               })
+        return out
+    }
+}

@@ -1,0 +1,1 @@
+@main struct M { static func main() {} }

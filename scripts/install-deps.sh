@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Parley needs, only if any is missing. Quiet when nothing to do.
+#   scripts/install-deps.sh           build + test packages
+#   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis)
+set -euo pipefail
+
+packages=(pkg-config libssl-dev curl)
+if [[ "${1:-}" == "--bench" ]]; then
+    packages+=(wrk nginx-light redis-server)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "Installing missing packages: ${missing[*]}"
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
