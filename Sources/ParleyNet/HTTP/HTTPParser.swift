@@ -67,6 +67,7 @@ public struct HTTPRequestParser: Sendable {
 
     private enum State: Sendable, Hashable {
         case head(scanned: Int)
+        case bodyStart(length: Int)
         case body(remaining: Int)
         case chunkSize(scanned: Int)
         case chunkData(remaining: Int)
@@ -79,6 +80,8 @@ public struct HTTPRequestParser: Sendable {
     public var limits: HTTPParserLimits
     private var state = State.head(scanned: 0)
     private var bodyReceived = 0
+    /// Whether the head being scanned has shown its first line end (request-line limit done).
+    private var sawLineEnd = false
 
     /// A parser with `limits`.
     public init(limits: HTTPParserLimits = HTTPParserLimits()) { self.limits = limits }
@@ -132,14 +135,20 @@ public struct HTTPRequestParser: Sendable {
             case .none:
                 state = .body(remaining: 0)
             case .length(let length):
-                guard length <= limits.maxBodySize else {
-                    throw .init(.contentTooLarge, "body_too_large", "body of \(length) bytes exceeds the limit of \(limits.maxBodySize)")
-                }
-                state = .body(remaining: length)
+                // Checked against the limit on the next step, so a router can set the route's
+                // limit after seeing the head.
+                state = .bodyStart(length: length)
             case .chunked:
                 state = .chunkSize(scanned: 0)
             }
             return .head(head, framing: framing, expectsContinue: expectsContinue)
+
+        case .bodyStart(let length):
+            guard length <= limits.maxBodySize else {
+                throw .init(.contentTooLarge, "body_too_large", "body of \(length) bytes exceeds the limit of \(limits.maxBodySize)")
+            }
+            state = .body(remaining: length)
+            return try step(&buffer)
 
         case .body(let remaining):
             if remaining == 0 {
@@ -220,26 +229,20 @@ public struct HTTPRequestParser: Sendable {
     // MARK: - Finding lines
 
     /// Offset just past the CRLFCRLF that ends a head, or `nil` if not buffered yet.
-    private func findHeadEnd(_ buffer: ByteBuffer, from scanned: Int) throws(HTTPParseError) -> Int? {
+    ///
+    /// One forward scan, resumed where the last call stopped (`scanned`), so drip-fed bytes
+    /// cost linear time. While no line end has been seen, the request-line limit applies (414);
+    /// after it, the header-section limit (431).
+    private mutating func findHeadEnd(_ buffer: ByteBuffer, from scanned: Int) throws(HTTPParseError) -> Int? {
         let limit = limits.maxRequestLineLength + 2 + limits.maxHeaderBytes + 2
         var index = max(0, scanned - 3)
-        var sawFirstLine = false
-        // Check the request line's own limit first so an overlong target gets 414, not 431.
-        if let firstLF = buffer.firstIndex(of: .lf) {
-            sawFirstLine = true
-            if firstLF > limits.maxRequestLineLength + 1 {
-                throw .init(.uriTooLong, "request_line_too_long",
-                            "request line exceeds \(limits.maxRequestLineLength) bytes")
-            }
-        } else if buffer.readableBytes > limits.maxRequestLineLength + 1 {
-            throw .init(.uriTooLong, "request_line_too_long", "request line exceeds \(limits.maxRequestLineLength) bytes")
-        }
-        _ = sawFirstLine
+        if scanned == 0 { sawLineEnd = false }
         while let byte = buffer.getByte(at: index) {
             if byte == .lf {
                 guard index > 0, buffer.getByte(at: index - 1) == .cr else {
                     throw .init(.badRequest, "bare_lf", "line ends with LF alone; CRLF is required")
                 }
+                sawLineEnd = true
                 if index >= 3, buffer.getByte(at: index - 2) == .lf {
                     return index + 1
                 }
@@ -247,6 +250,9 @@ public struct HTTPRequestParser: Sendable {
                 throw .init(.badRequest, "bare_cr", "CR not followed by LF")
             }
             index += 1
+            if !sawLineEnd, index > limits.maxRequestLineLength + 1 {
+                throw .init(.uriTooLong, "request_line_too_long", "request line exceeds \(limits.maxRequestLineLength) bytes")
+            }
             if index > limit {
                 throw .init(.headerFieldsTooLarge, "headers_too_large", "header section exceeds \(limits.maxHeaderBytes) bytes")
             }

@@ -1,0 +1,147 @@
+import Testing
+@testable import ParleyNet
+
+/// Time is injected as plain nanosecond instants: no clock, no sleeps.
+private let second: UInt64 = 1_000_000_000
+
+struct HTTPTimeoutsTests {
+    private func machine(at now: UInt64 = 0) -> HTTPTimeouts {
+        var configuration = HTTPTimeouts.Configuration()
+        configuration.head = .seconds(10)
+        configuration.body = .seconds(30)
+        configuration.idle = .seconds(60)
+        return HTTPTimeouts(configuration, now: now)
+    }
+
+    @Test func idleConnectionClosesQuietlyAfterTheIdleTimeout() {
+        let timeouts = machine()
+        #expect(timeouts.check(now: 59 * second) == .wait(until: 60 * second))
+        #expect(timeouts.check(now: 60 * second) == .closeIdle)
+    }
+
+    @Test func slowHeadGets408AfterTheHeadTimeoutEvenIfBytesKeepTrickling() {
+        var timeouts = machine()
+        timeouts.bytesArrived(now: 1 * second)
+        timeouts.bytesArrived(now: 5 * second)   // slowloris: a byte now and then
+        timeouts.bytesArrived(now: 10 * second)
+        #expect(timeouts.check(now: 10 * second) == .wait(until: 11 * second))
+        #expect(timeouts.check(now: 11 * second) == .requestTimeout)
+    }
+
+    @Test func bodyTimeoutCountsFromTheLastProgress() {
+        var timeouts = machine()
+        timeouts.bytesArrived(now: 0)
+        timeouts.headParsed(now: 1 * second, expectingBody: true)
+        timeouts.bytesArrived(now: 20 * second)
+        #expect(timeouts.check(now: 49 * second) == .wait(until: 50 * second))
+        #expect(timeouts.check(now: 50 * second) == .requestTimeout)
+    }
+
+    @Test func aRunningHandlerNeverTimesOutHere() {
+        var timeouts = machine()
+        timeouts.bytesArrived(now: 0)
+        timeouts.headParsed(now: 0, expectingBody: false)
+        #expect(timeouts.deadline == nil)
+        #expect(timeouts.check(now: 3600 * second) == .wait(until: nil))
+    }
+
+    @Test func keepAliveCycleRestartsTheIdleClock() {
+        var timeouts = machine()
+        timeouts.bytesArrived(now: 0)
+        timeouts.headParsed(now: 0, expectingBody: false)
+        timeouts.responseSent(now: 100 * second)
+        #expect(timeouts.check(now: 159 * second) == .wait(until: 160 * second))
+        #expect(timeouts.check(now: 160 * second) == .closeIdle)
+    }
+
+    @Test func pausedBodyDoesNotTimeOutUntilResumed() {
+        var timeouts = machine()
+        timeouts.bytesArrived(now: 0)
+        timeouts.headParsed(now: 0, expectingBody: true)
+        timeouts.becameBusy()
+        #expect(timeouts.check(now: 1000 * second) == .wait(until: nil))
+        timeouts.bodyResumed(now: 1000 * second)
+        #expect(timeouts.check(now: 1030 * second) == .requestTimeout)
+    }
+}
+
+struct WebSocketKeepaliveTests {
+    @Test func pingsAfterOneIntervalAndDropsAfterTwo() {
+        var keepalive = WebSocketKeepalive(interval: .seconds(30), now: 0)
+        #expect(keepalive.check(now: 10 * second) == .wait(until: 30 * second))
+        #expect(keepalive.check(now: 30 * second) == .ping(next: 60 * second))
+        #expect(keepalive.check(now: 45 * second) == .wait(until: 60 * second))  // one ping per silence
+        #expect(keepalive.check(now: 60 * second) == .dead)
+    }
+
+    @Test func anyFrameKeepsThePeerAlive() {
+        var keepalive = WebSocketKeepalive(interval: .seconds(30), now: 0)
+        #expect(keepalive.check(now: 30 * second) == .ping(next: 60 * second))
+        keepalive.heard(now: 31 * second)  // the pong
+        #expect(keepalive.check(now: 60 * second) == .wait(until: 61 * second))
+        #expect(keepalive.check(now: 61 * second) == .ping(next: 91 * second))
+    }
+}
+
+struct RouterTests {
+    private func head(_ method: HTTPMethod, _ target: String) -> HTTPRequestHead {
+        HTTPRequestHead(method: method, target: target)
+    }
+
+    private func router() -> Router {
+        var router = Router()
+        router.get("/v1/users/:userID") { _ in Response.text("user") }
+        router.post("/v1/users") { _ in Response.text("create") }
+        router.get("/files/*") { _ in Response.text("file") }
+        return router
+    }
+
+    @Test func capturesPercentDecodedParameters() {
+        guard case .found(_, let parameters) = router().match(head(.GET, "/v1/users/al%20ice?x=1")) else {
+            Issue.record("no match")
+            return
+        }
+        #expect(parameters["userID"] == "al ice")
+    }
+
+    @Test func restCapturesTheTail() {
+        guard case .found(_, let parameters) = router().match(head(.GET, "/files/a/b/c.txt")) else {
+            Issue.record("no match")
+            return
+        }
+        #expect(parameters["*"] == "a/b/c.txt")
+    }
+
+    @Test func headUsesTheGetRoute() {
+        guard case .found(let route, _) = router().match(head(.HEAD, "/v1/users/x")) else {
+            Issue.record("no match")
+            return
+        }
+        #expect(route.method == .GET)
+    }
+
+    @Test func wrongMethodIs405WithTheAllowedOnes() {
+        guard case .methodNotAllowed(let allowed) = router().match(head(.DELETE, "/v1/users")) else {
+            Issue.record("expected 405")
+            return
+        }
+        #expect(allowed == [.POST])
+    }
+
+    @Test func unknownPathsAndBadEscapesAre404() {
+        guard case .notFound = router().match(head(.GET, "/v2/nothing")) else {
+            Issue.record("expected 404")
+            return
+        }
+        guard case .notFound = router().match(head(.GET, "/v1/users/%zz")) else {
+            Issue.record("a malformed escape must not match")
+            return
+        }
+    }
+
+    @Test func jsonErrorBodiesAreEscaped() {
+        let response = Response.error(status: .badRequest, code: "bad", message: "quote \" and \\ and\nnewline\u{1}")
+        #expect(String(decoding: response.body, as: UTF8.self)
+                == #"{"error":{"code":"bad","message":"quote \" and \\ and\nnewline\u0001"}}"#)
+    }
+}

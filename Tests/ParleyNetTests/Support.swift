@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+@testable import ParleyNet
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking TCP client for tests: it writes raw bytes and reads with a timeout, so a test
+/// waits for what the server does (a response, a close) and fails instead of hanging.
+final class RawClient {
+    let fd: Int32
+
+    init(port: UInt16, receiveTimeout: Double = 5) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else { throw IOError(code: errno, call: "connect") }
+        var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) { send(Array(text.utf8)) }
+
+    func send(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    /// Reads until `predicate` holds for everything read so far, the peer closes, or the timeout.
+    func read(until predicate: ([UInt8]) -> Bool) -> [UInt8] {
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while !predicate(received) {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += chunk[0..<n]
+        }
+        return received
+    }
+
+    /// Reads until the peer closes (or the timeout); true if it closed.
+    func readToEnd() -> (bytes: [UInt8], closed: Bool) {
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return (received, true) }
+            if n < 0 { return (received, errno == ECONNRESET) }
+            received += chunk[0..<n]
+        }
+    }
+
+    /// Reads `count` complete HTTP responses (Content-Length framed).
+    func readResponses(_ count: Int) -> [(status: Int, headers: [String: String], body: String)] {
+        var parsed: [(Int, [String: String], String)] = []
+        var buffer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while parsed.count < count {
+            if let response = Self.parseResponse(&buffer) {
+                parsed.append(response)
+                continue
+            }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            buffer += chunk[0..<n]
+        }
+        return parsed
+    }
+
+    static func parseResponse(_ buffer: inout [UInt8]) -> (Int, [String: String], String)? {
+        let text = buffer
+        guard let end = text.indices.first(where: { $0 + 3 < text.count && text[$0...($0 + 3)].elementsEqual([13, 10, 13, 10]) })
+        else { return nil }
+        let head = String(decoding: text[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+        let status = Int(head[0].split(separator: " ")[1]) ?? 0
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        let length = Int(headers["content-length"] ?? "0") ?? 0
+        guard text.count >= end + 4 + length else { return nil }
+        let body = String(decoding: text[(end + 4)..<(end + 4 + length)], as: UTF8.self)
+        buffer.removeFirst(end + 4 + length)
+        return (status, headers, body)
+    }
+}
+
+/// Waits for `operation`, failing after `seconds` instead of hanging the suite.
+func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TimedOut(seconds: seconds)
+        }
+        guard let first = try await group.next() else { throw TimedOut(seconds: seconds) }
+        group.cancelAll()
+        return first
+    }
+}
+
+struct TimedOut: Error, CustomStringConvertible {
+    var seconds: Double
+    var description: String { "timed out after \(seconds) s" }
+}
+
+/// Events a test WebSocket saw.
+enum SocketEvent: Sendable, Equatable {
+    case open
+    case message(WebSocketMessage)
+    case close(WebSocketCloseCode, String)
+}
+
+/// A queue a callback pushes into and a test awaits, with a timeout: the test waits for the
+/// event itself, never for a fixed time.
+final class EventQueue<Element: Sendable>: Sendable {
+    private struct State {
+        var items: [Element] = []
+        var waiter: (id: Int, continuation: CheckedContinuation<Element, any Error>)?
+        var nextID = 0
+    }
+    private let state = Locked(State())
+
+    func push(_ item: Element) {
+        let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter.continuation
+            }
+            state.items.append(item)
+            return nil
+        }
+        waiter?.resume(returning: item)
+    }
+
+    /// The next element; throws ``TimedOut`` after `seconds`.
+    func next(timeout seconds: Double = 5) async throws -> Element {
+        try await withTimeout(seconds) { try await self.take() }
+    }
+
+    private func take() async throws -> Element {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element, any Error>) in
+                let ready: Result<Element, any Error>? = state.withLock { state in
+                    if !state.items.isEmpty { return .success(state.items.removeFirst()) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.waiter = (id, continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
+                guard let waiter = state.waiter, waiter.id == id else { return nil }
+                state.waiter = nil
+                return waiter.continuation
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+}
+
+func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {
+    let events = EventQueue<SocketEvent>()
+    let handler = WebSocketHandler(
+        onOpen: { _ in events.push(.open) },
+        onMessage: { _, message in events.push(.message(message)) },
+        onClose: { _, code, reason in events.push(.close(code, reason)) })
+    return (handler, events)
+}
+
+/// The next event that is not `.open`, within the timeout.
+func nextEvent(_ events: EventQueue<SocketEvent>) async throws -> SocketEvent {
+    while true {
+        let event = try await events.next()
+        if event != .open { return event }
+    }
+}
+
+/// A server with `router` on an ephemeral port and its own loops, stopped by `stop()`.
+final class TestServer: Sendable {
+    let group: EventLoopGroup
+    let server: HTTPServer
+    var port: UInt16 { server.localAddress.port }
+
+    init(router: Router, loops: Int = 2, configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws {
+        ProcessSetup.prepare()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configure(&configuration)
+        group = try EventLoopGroup(loopCount: loops)
+        server = try HTTPServer(configuration: configuration, router: router, group: group)
+    }
+
+    func stop() async {
+        await server.shutdown(timeout: .seconds(2))
+        group.shutdown()
+    }
+}
