@@ -31,8 +31,11 @@ let package = Package(
         .executableTarget(name: "fuzz-websocket", dependencies: ["ParleyNet"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
-        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet"]),
+        // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
+        .target(name: "ParleyNetTesting", dependencies: ["ParleyNet"]),
+
+        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
     ]
 )
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ParleyNet
+import ParleyNetTesting
 
 /// The real server on an ephemeral port, driven by raw sockets and by the Swift client.
 /// Serialized: the raw clients block in `recv`, and the cooperative pool has only two threads.

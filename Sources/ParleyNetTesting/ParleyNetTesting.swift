@@ -1,6 +1,7 @@
+// Test helpers shared by Parley's test targets (STYLE.md rule 7): a blocking raw TCP client,
+// an event queue with timeouts, and a server on an ephemeral port.
 import Foundation
-import Testing
-@testable import ParleyNet
+public import ParleyNet
 
 #if canImport(Glibc)
 import Glibc
@@ -8,10 +9,12 @@ import Glibc
 
 /// A blocking TCP client for tests: it writes raw bytes and reads with a timeout, so a test
 /// waits for what the server does (a response, a close) and fails instead of hanging.
-final class RawClient {
+public final class RawClient: @unchecked Sendable {
+    // @unchecked: one test drives one client; the descriptor is only used from that test.
     let fd: Int32
 
-    init(port: UInt16, receiveTimeout: Double = 5) throws {
+    /// Connects to 127.0.0.1:`port`; reads give up after `receiveTimeout` seconds.
+    public init(port: UInt16, receiveTimeout: Double = 5) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -27,9 +30,9 @@ final class RawClient {
 
     deinit { close(fd) }
 
-    func send(_ text: String) { send(Array(text.utf8)) }
+    public func send(_ text: String) { send(Array(text.utf8)) }
 
-    func send(_ bytes: [UInt8]) {
+    public func send(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -39,7 +42,7 @@ final class RawClient {
     }
 
     /// Reads until `predicate` holds for everything read so far, the peer closes, or the timeout.
-    func read(until predicate: ([UInt8]) -> Bool) -> [UInt8] {
+    public func read(until predicate: ([UInt8]) -> Bool) -> [UInt8] {
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while !predicate(received) {
@@ -51,7 +54,7 @@ final class RawClient {
     }
 
     /// Reads until the peer closes (or the timeout); true if it closed.
-    func readToEnd() -> (bytes: [UInt8], closed: Bool) {
+    public func readToEnd() -> (bytes: [UInt8], closed: Bool) {
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -63,7 +66,7 @@ final class RawClient {
     }
 
     /// Reads `count` complete HTTP responses (Content-Length framed).
-    func readResponses(_ count: Int) -> [(status: Int, headers: [String: String], body: String)] {
+    public func readResponses(_ count: Int) -> [(status: Int, headers: [String: String], body: String)] {
         var parsed: [(Int, [String: String], String)] = []
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
@@ -79,7 +82,7 @@ final class RawClient {
         return parsed
     }
 
-    static func parseResponse(_ buffer: inout [UInt8]) -> (Int, [String: String], String)? {
+    public static func parseResponse(_ buffer: inout [UInt8]) -> (Int, [String: String], String)? {
         let text = buffer
         guard let end = text.indices.first(where: { $0 + 3 < text.count && text[$0...($0 + 3)].elementsEqual([13, 10, 13, 10]) })
         else { return nil }
@@ -99,7 +102,7 @@ final class RawClient {
 }
 
 /// Waits for `operation`, failing after `seconds` instead of hanging the suite.
-func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+public func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await operation() }
         group.addTask {
@@ -112,13 +115,13 @@ func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sen
     }
 }
 
-struct TimedOut: Error, CustomStringConvertible {
-    var seconds: Double
-    var description: String { "timed out after \(seconds) s" }
+public struct TimedOut: Error, CustomStringConvertible {
+    public var seconds: Double
+    public var description: String { "timed out after \(seconds) s" }
 }
 
 /// Events a test WebSocket saw.
-enum SocketEvent: Sendable, Equatable {
+public enum SocketEvent: Sendable, Equatable {
     case open
     case message(WebSocketMessage)
     case close(WebSocketCloseCode, String)
@@ -126,7 +129,7 @@ enum SocketEvent: Sendable, Equatable {
 
 /// A queue a callback pushes into and a test awaits, with a timeout: the test waits for the
 /// event itself, never for a fixed time.
-final class EventQueue<Element: Sendable>: Sendable {
+public final class EventQueue<Element: Sendable>: Sendable {
     private struct State {
         var items: [Element] = []
         var waiter: (id: Int, continuation: CheckedContinuation<Element, any Error>)?
@@ -134,7 +137,11 @@ final class EventQueue<Element: Sendable>: Sendable {
     }
     private let state = Locked(State())
 
-    func push(_ item: Element) {
+    /// An empty queue.
+    public init() {}
+
+    /// Adds an element, waking a waiting `next`.
+    public func push(_ item: Element) {
         let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -147,7 +154,7 @@ final class EventQueue<Element: Sendable>: Sendable {
     }
 
     /// The next element; throws ``TimedOut`` after `seconds`.
-    func next(timeout seconds: Double = 5) async throws -> Element {
+    public func next(timeout seconds: Double = 5) async throws -> Element {
         try await withTimeout(seconds) { try await self.take() }
     }
 
@@ -177,7 +184,7 @@ final class EventQueue<Element: Sendable>: Sendable {
     }
 }
 
-func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {
+public func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {
     let events = EventQueue<SocketEvent>()
     let handler = WebSocketHandler(
         onOpen: { _ in events.push(.open) },
@@ -187,7 +194,7 @@ func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {
 }
 
 /// The next event that is not `.open`, within the timeout.
-func nextEvent(_ events: EventQueue<SocketEvent>) async throws -> SocketEvent {
+public func nextEvent(_ events: EventQueue<SocketEvent>) async throws -> SocketEvent {
     while true {
         let event = try await events.next()
         if event != .open { return event }
@@ -195,12 +202,12 @@ func nextEvent(_ events: EventQueue<SocketEvent>) async throws -> SocketEvent {
 }
 
 /// A server with `router` on an ephemeral port and its own loops, stopped by `stop()`.
-final class TestServer: Sendable {
-    let group: EventLoopGroup
-    let server: HTTPServer
-    var port: UInt16 { server.localAddress.port }
+public final class TestServer: Sendable {
+    public let group: EventLoopGroup
+    public let server: HTTPServer
+    public var port: UInt16 { server.localAddress.port }
 
-    init(router: Router, loops: Int = 2, configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws {
+    public init(router: Router, loops: Int = 2, configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws {
         ProcessSetup.prepare()
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
@@ -209,7 +216,7 @@ final class TestServer: Sendable {
         server = try HTTPServer(configuration: configuration, router: router, group: group)
     }
 
-    func stop() async {
+    public func stop() async {
         await server.shutdown(timeout: .seconds(2))
         group.shutdown()
     }

@@ -1,0 +1,66 @@
+import Testing
+@testable import ParleyServer
+
+struct ServerConfigurationTests {
+    @Test func defaults() throws {
+        guard case .run(let configuration) = try ServerConfiguration.parse([]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(configuration.host == "127.0.0.1")
+        #expect(configuration.port == 8080)
+        #expect(configuration.dataDirectory == "./data")
+        #expect(!configuration.enableEcho)
+    }
+
+    @Test func optionsOverrideTheEnvironment() throws {
+        let command = try ServerConfiguration.parse(
+            ["--port", "9000", "--data-dir=/tmp/x", "--enable-echo"],
+            environment: ["PARLEY_PORT": "7000", "PARLEY_HOST": "0.0.0.0", "PARLEY_THREADS": "3"])
+        guard case .run(let configuration) = command else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(configuration.port == 9000)
+        #expect(configuration.host == "0.0.0.0")
+        #expect(configuration.threads == 3)
+        #expect(configuration.dataDirectory == "/tmp/x")
+        #expect(configuration.enableEcho)
+    }
+
+    @Test func helpAndVersion() throws {
+        #expect(try ServerConfiguration.parse(["--help"]) == .help)
+        #expect(try ServerConfiguration.parse(["-h"]) == .help)
+        #expect(try ServerConfiguration.parse(["--version"]) == .version)
+        let help = ServerConfiguration.helpText
+        for option in ["--host", "--port", "--data-dir", "--threads", "--max-body-bytes", "--enable-echo", "PARLEY_PORT"] {
+            #expect(help.contains(option), "help mentions \(option)")
+        }
+    }
+
+    @Test(arguments: [
+        (["--port", "70000"], "--port must be a whole number from 0 to 65535"),
+        (["--port"], "--port needs a value"),
+        (["--bogus"], "unknown option '--bogus'"),
+        (["--threads", "0"], "--threads must be a whole number from 1 to 256"),
+        (["--host", ""], "--host must not be empty"),
+    ])
+    func mistakesNameTheOption(_ arguments: [String], _ message: String) {
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(arguments) }
+        do {
+            _ = try ServerConfiguration.parse(arguments)
+        } catch {
+            #expect(error.message.hasPrefix(message), "\(error.message)")
+            #expect(error.description.contains("--help"))
+        }
+    }
+
+    @Test func badEnvironmentValuesSayWhereTheyCameFrom() {
+        do {
+            _ = try ServerConfiguration.parse([], environment: ["PARLEY_PORT": "eighty"])
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.message.contains("environment value for --port"))
+        }
+    }
+}
