@@ -24,19 +24,11 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
     let connection: Connection
     private weak var registry: ConnectionRegistry?
     private(set) var socket: WebSocket?
-    private var decoder: WebSocketFrameDecoder
+    private var inbound: WebSocketInbound
     private var buffer = ByteBuffer()
     private var closeState = CloseState.open
     private var receivedCloseCode = WebSocketCloseCode.abnormalClosure
     private var receivedCloseReason = ""
-
-    // The current data message and the current control frame.
-    private var messageOpcode: WebSocketOpcode?
-    private var messageBytes: [UInt8] = []
-    private var utf8 = UTF8Validator()
-    private var frameOpcode: WebSocketOpcode = .continuation
-    private var frameIsFinal = false
-    private var controlBytes: [UInt8] = []
 
     private var keepalive: WebSocketKeepalive
     private var keepaliveTimer: ScheduledTimer?
@@ -52,7 +44,7 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
         self.handler = handler
         self.connection = connection
         self.registry = registry
-        decoder = WebSocketFrameDecoder(role: role, maxFrameSize: configuration.maxMessageSize)
+        inbound = WebSocketInbound(role: role, maxMessageSize: configuration.maxMessageSize)
         keepalive = WebSocketKeepalive(interval: configuration.pingInterval, now: connection.loop.now)
     }
 
@@ -107,97 +99,34 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
 
     private func process() {
         while connection.isOpen, closeState != .closed {
-            let event: WebSocketFrameDecoder.Event?
+            let action: WebSocketInbound.Action?
             do {
-                event = try decoder.next(&buffer)
+                action = try inbound.next(&buffer)
             } catch {
                 fail(error)
                 return
             }
-            guard let event else { return }
-            do throws(WebSocketProtocolError) {
-                switch event {
-                case .header(let header):
-                    try handleHeader(header)
-                case .payload(let bytes, let frameEnd):
-                    try handlePayload(bytes, frameEnd: frameEnd)
-                }
-            } catch {
-                fail(error)
-                return
-            }
+            guard let action else { return }
+            perform(action)
         }
     }
 
-    private func handleHeader(_ header: WebSocketFrameHeader) throws(WebSocketProtocolError) {
-        NetMetrics.shared.frameReceived(bytes: header.length)
-        frameOpcode = header.opcode
-        frameIsFinal = header.fin
-        switch header.opcode {
-        case .text, .binary:
-            guard messageOpcode == nil else { throw .violation("a new message started before the previous one finished") }
-            messageOpcode = header.opcode
-            messageBytes = []
-            utf8 = UTF8Validator()
-        case .continuation:
-            guard messageOpcode != nil else { throw .violation("continuation frame without a message to continue") }
-        case .close, .ping, .pong:
-            controlBytes = []
-        }
-        if !header.opcode.isControl, messageBytes.count + header.length > configuration.maxMessageSize {
-            throw .init(code: .messageTooBig, reason: "message exceeds \(configuration.maxMessageSize) bytes")
-        }
-    }
-
-    private func handlePayload(_ bytes: [UInt8], frameEnd: Bool) throws(WebSocketProtocolError) {
-        if frameOpcode.isControl {
-            controlBytes += bytes
-            if frameEnd { try handleControl(frameOpcode, controlBytes) }
-            return
-        }
-        guard let opcode = messageOpcode else { return }
-        if opcode == .text, !utf8.validate(bytes) {
-            throw .init(code: .invalidPayload, reason: "text message is not valid UTF-8")
-        }
-        messageBytes += bytes
-        guard frameEnd, frameIsFinal else { return }
-        if opcode == .text, !utf8.isComplete {
-            throw .init(code: .invalidPayload, reason: "text message ends inside a UTF-8 sequence")
-        }
-        let bytes = messageBytes
-        messageBytes = []
-        messageOpcode = nil
-        guard closeState == .open, let socket else { return }  // data after our close is dropped (§5.5.1)
-        let message: WebSocketMessage = opcode == .text ? .text(String(decoding: bytes, as: UTF8.self)) : .binary(bytes)
-        handler.onMessage(socket, message)
-    }
-
-    private func handleControl(_ opcode: WebSocketOpcode, _ payload: [UInt8]) throws(WebSocketProtocolError) {
-        switch opcode {
-        case .ping:
+    private func perform(_ action: WebSocketInbound.Action) {
+        switch action {
+        case .message(let message):
+            // Data after our close frame is dropped (§5.5.1).
+            guard closeState == .open, let socket else { return }
+            handler.onMessage(socket, message)
+        case .ping(let payload):
             if closeState == .open { sendControl(opcode: .pong, payload: payload) }
         case .pong:
             break  // any frame counts as life; `keepalive.heard` already ran
-        case .close:
-            var code: WebSocketCloseCode? = nil
-            var reason = ""
-            if payload.count == 1 { throw .violation("close frame with a one-byte payload") }
-            if payload.count >= 2 {
-                let received = WebSocketCloseCode(rawValue: UInt16(payload[0]) << 8 | UInt16(payload[1]))
-                guard received.isValidOnWire else { throw .violation("invalid close code \(received.rawValue)") }
-                var validator = UTF8Validator()
-                let reasonBytes = payload.dropFirst(2)
-                guard validator.validate(reasonBytes), validator.isComplete else {
-                    throw .init(code: .invalidPayload, reason: "close reason is not valid UTF-8")
-                }
-                code = received
-                reason = String(decoding: reasonBytes, as: UTF8.self)
-            }
+        case .close(let code, let reason):
             receivedCloseCode = code ?? .noStatusReceived
             receivedCloseReason = reason
             switch closeState {
             case .open:
-                // Echo the code (§5.5.1), then the server closes TCP first (§7.1.1).
+                // Echo the code (§5.5.1); the server closes TCP first (§7.1.1).
                 writeFrame(opcode: .close, payload: WebSocketFrameEncoder.closePayload(code: code, reason: ""))
                 closeState = .closeSent
                 connection.close(mode: .lingering)
@@ -206,8 +135,6 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
             case .closed:
                 break
             }
-        case .text, .binary, .continuation:
-            break
         }
     }
 

@@ -1,1 +1,0 @@
-@main struct M { static func main() {} }
