@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Everything CI runs, over the one debug build that `make build` made:
+#   1. Swift unit and integration tests (XCTest + Swift Testing)
+#   2. fuzz-input replay (every saved crash and seed stays a test)
+#   3. interop tests with real third-party peers: curl, h11, Python websockets
+#   4. Autobahn|Testsuite sections 1-10
+#   5. a short libFuzzer run per parser (FUZZ_SECONDS, default 30)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+results=()
+failed=0
+step() {
+    local name=$1
+    shift
+    echo
+    echo "== $name"
+    local started=$SECONDS
+    if "$@"; then
+        results+=("ok    $name ($((SECONDS - started)) s)")
+    else
+        results+=("FAIL  $name ($((SECONDS - started)) s)")
+        failed=$((failed + 1))
+    fi
+}
+
+swift_tests() { swift test --skip-build 2>&1 | grep -vE "^(􀟈|◇|↳)|started\.$" ; return "${PIPESTATUS[0]}"; }
+replay_fuzz_inputs() {
+    local status=0
+    for target in http websocket; do
+        local inputs=(Fuzz/corpus/$target/* Fuzz/regressions/$target/*)
+        local existing=()
+        for input in "${inputs[@]}"; do [[ -f "$input" ]] && existing+=("$input"); done
+        ".build/debug/fuzz-$target" "${existing[@]}" || status=1
+    done
+    return $status
+}
+interop_tests() {
+    scripts/venv.sh && PARLEY_SERVER=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
+}
+
+step "Swift tests" swift_tests
+step "fuzz input replay" replay_fuzz_inputs
+step "interop (curl, h11, websockets)" interop_tests
+step "Autobahn|Testsuite" scripts/autobahn.sh
+step "libFuzzer (${FUZZ_SECONDS:-30} s each)" scripts/fuzz.sh
+
+echo
+echo "== Summary"
+printf '%s\n' "${results[@]}"
+passed=$(( ${#results[@]} - failed ))
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
