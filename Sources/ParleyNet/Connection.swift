@@ -85,6 +85,7 @@ public final class Connection: @unchecked Sendable {
     /// False while queued bytes are above the high watermark.
     public private(set) var isWritable = true
     private var waitingForWritable = false
+    private var flushScheduled = false
     private var readPaused = false
     private var registered = false
     private var lingerTimer: ScheduledTimer?
@@ -141,17 +142,33 @@ public final class Connection: @unchecked Sendable {
 
     // MARK: - Writing
 
-    /// Queues `bytes` and tries to write them now. Loop thread only; ignored once closing.
-    public func write(_ bytes: [UInt8]) {
+    /// Queues `bytes` and writes them now, or with `coalesce` once before the loop next
+    /// sleeps (together with every other write queued meanwhile). Loop thread only; ignored
+    /// once closing.
+    public func write(_ bytes: [UInt8], coalesce: Bool = false) {
         loop.preconditionInEventLoop()
         guard isAcceptingWrites, !bytes.isEmpty else { return }
         queue.append(bytes)
         queuedBytes += bytes.count
-        if !waitingForWritable { flush() }
+        if coalesce {
+            if !flushScheduled, !waitingForWritable {
+                flushScheduled = true
+                loop.flushBeforeSleeping(self)
+            }
+        } else if !waitingForWritable {
+            flush()
+        }
         if case .open = state, isWritable, queuedBytes > budget.highWatermark {
             isWritable = false
             handler.connection(self, writabilityChanged: false)
         }
+    }
+
+    /// Called by the loop for a coalesced write.
+    func flushPending() {
+        flushScheduled = false
+        guard isOpen, !waitingForWritable else { return }
+        flush()
     }
 
     /// Queues several buffers and writes them with one `writev`. Loop thread only.
@@ -352,7 +369,9 @@ public final class Connection: @unchecked Sendable {
             readPaused = false
             updateInterest()
         }
-        lingerTimer = loop.schedule(after: .seconds(2)) { [weak self] in self?.close(mode: .now) }
+        // Strong capture: `finalize` cancels the timer, which releases it. (A weak reference would
+        // give every Connection a refcount side table, slowing each retain on the hot path.)
+        lingerTimer = loop.schedule(after: .seconds(2)) { [self] in close(mode: .now) }
     }
 
     private func abort(_ error: IOError) {

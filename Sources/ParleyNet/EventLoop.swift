@@ -51,6 +51,8 @@ public final class EventLoop: @unchecked Sendable {
     private var timerHeap = TimerHeap()
     private var timerActions: [UInt64: () -> Void] = [:]
     private var nextTimerID: UInt64 = 1
+    /// Connections with queued bytes to write before the loop next sleeps (coalesced writes).
+    private var pendingFlushes: [Connection] = []
     /// Latest measured scheduling delay of a 100 ms heartbeat timer, in nanoseconds.
     private let lagNanos = Atomic<UInt64>(0)
     /// One reusable read buffer per loop: every connection on this loop reads into it.
@@ -157,6 +159,23 @@ public final class EventLoop: @unchecked Sendable {
         timerActions[timer.id] = nil
     }
 
+    // MARK: - Coalesced writes (loop thread only)
+
+    /// Flushes `connection` once before the loop next waits, however many writes it gets
+    /// meanwhile: a broadcast of 32 messages becomes one `writev` per socket, not 32.
+    func flushBeforeSleeping(_ connection: Connection) {
+        preconditionInEventLoop()
+        pendingFlushes.append(connection)
+    }
+
+    private func runPendingFlushes() {
+        while !pendingFlushes.isEmpty {
+            let connections = pendingFlushes
+            pendingFlushes.removeAll(keepingCapacity: true)
+            for connection in connections { connection.flushPending() }
+        }
+    }
+
     // MARK: - Cross-thread entry
 
     /// Runs `work` on the loop thread, soon. Safe from any thread.
@@ -203,8 +222,10 @@ public final class EventLoop: @unchecked Sendable {
             }
             runDueTimers()
             runInbox()
+            runPendingFlushes()
         }
         runInbox()
+        runPendingFlushes()
     }
 
     private func nextTimeoutMilliseconds() -> CInt {

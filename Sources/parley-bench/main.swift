@@ -1,1 +1,410 @@
-print("todo")
+import Foundation
+import ParleyNet
+
+// parley-bench: load generator and benchmark runner. Each command prints one result line
+// (and `--json` prints it as JSON for scripts/bench.sh). See docs/benchmarks.md.
+
+let usage = """
+    parley-bench: measure Parley's networking against references in the same run.
+
+    USAGE: parley-bench <command> [options]
+
+    COMMANDS:
+      echo        Round trips on one WebSocket: p50/p99 latency and round trips/s.
+                    --url ws://HOST:PORT/echo/ws  --count N (20000)  --size BYTES (100)
+      broadcast   One publisher, many subscribers: deliveries/s.
+                    --url ws://HOST:PORT/echo/broadcast | --redis HOST:PORT
+                    --clients N (1000)  --messages N (2000)  --size BYTES (64)  --window N (32)
+      idle        Open N idle WebSockets and report the server's RSS growth per connection.
+                    --url ws://HOST:PORT/echo/ws  --connections N (10000)  --server-pid PID
+                    [--sources N (1)]  use 127.0.0.1..127.0.0.N as source addresses (beyond ~28k)
+
+    OPTIONS:
+      --threads N   client event loops (default: one per core)
+      --json        print the result as one JSON object
+      -h, --help    show this help
+
+    Start a server with `parley-server --enable-echo` first; scripts/bench.sh does it all.
+    """
+
+struct Options {
+    var command = ""
+    var values: [String: String] = [:]
+    var json = false
+
+    func string(_ name: String) -> String? { values[name] }
+
+    func int(_ name: String, _ fallback: Int) throws -> Int {
+        guard let text = values[name] else { return fallback }
+        guard let value = Int(text), value > 0 else { throw BenchError("--\(name) must be a positive whole number, not '\(text)'") }
+        return value
+    }
+
+    static func parse(_ arguments: [String]) throws -> Options? {
+        var options = Options()
+        var rest = arguments[...]
+        guard let command = rest.popFirst(), !["-h", "--help", "help"].contains(command) else { return nil }
+        options.command = command
+        while let argument = rest.popFirst() {
+            if argument == "-h" || argument == "--help" { return nil }
+            if argument == "--json" {
+                options.json = true
+                continue
+            }
+            guard argument.hasPrefix("--") else { throw BenchError("unexpected argument '\(argument)'") }
+            guard let value = rest.popFirst() else { throw BenchError("\(argument) needs a value") }
+            options.values[String(argument.dropFirst(2))] = value
+        }
+        return options
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func report(_ options: Options, _ fields: KeyValuePairs<String, String>) {
+    if options.json {
+        let object = fields.map { "\"\($0.key)\":\(Double($0.value) != nil ? $0.value : "\"\($0.value)\"")" }
+        print("{" + object.joined(separator: ",") + "}")
+    } else {
+        print(fields.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+    }
+    fflush(nil)
+}
+
+func progress(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+/// Waits for a value set from a loop thread.
+final class Completion<Value: Sendable>: Sendable {
+    private let state = Locked<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
+
+    func complete(_ value: Value) {
+        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            guard state.value == nil else { return nil }
+            state.value = value
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func wait() async -> Value {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Value? in
+                if let value = state.value { return value }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+func percentile(_ sorted: [UInt64], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return 0 }
+    let index = min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)
+    return Double(sorted[max(0, index)]) / 1000
+}
+
+// MARK: - echo
+
+/// Sequential round trips driven from the loop callback itself, so the figure is the network
+/// and the server, not task hops in the client.
+func runEcho(_ options: Options, group: EventLoopGroup) async throws {
+    guard let url = options.string("url") else { throw BenchError("echo needs --url ws://HOST:PORT/echo/ws") }
+    let count = try options.int("count", 20000)
+    let size = try options.int("size", 100)
+    let warmup = min(1000, count / 10)
+    let payload = String(repeating: "x", count: size)
+    let latencies = Locked<[UInt64]>([])
+    let done = Completion<Void>()
+    let state = Locked((sent: 0, sentAt: UInt64(0)))
+    let handler = WebSocketHandler(onMessage: { socket, _ in
+        let now = monotonicNanoseconds()
+        let next: Int = state.withLock { state in
+            if state.sent > warmup { latencies.withLock { $0.append(now - state.sentAt) } }
+            state.sent += 1
+            state.sentAt = monotonicNanoseconds()
+            return state.sent
+        }
+        if next > count + warmup { done.complete(()) } else { socket.send(text: payload) }
+    })
+    let socket = try await WebSocketClient.connect(to: url, on: group.loops[0], handler: handler)
+    let started = ContinuousClock.now
+    state.withLock { $0 = (1, monotonicNanoseconds()) }
+    socket.send(text: payload)
+    await done.wait()
+    let elapsed = ContinuousClock.now - started
+    socket.close()
+    let sorted = latencies.withLock { $0.sorted() }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    report(options, ["benchmark": "echo", "round_trips": "\(sorted.count)", "size": "\(size)",
+                     "round_trips_per_s": String(format: "%.0f", Double(count + warmup) / seconds),
+                     "p50_us": String(format: "%.1f", percentile(sorted, 0.5)),
+                     "p99_us": String(format: "%.1f", percentile(sorted, 0.99)),
+                     "max_us": String(format: "%.1f", percentile(sorted, 1.0))])
+}
+
+// MARK: - broadcast
+
+/// Counts deliveries at subscribers; the publisher keeps at most `window` messages ahead of
+/// the slowest possible subscriber (deliveries / clients), the same rule for both targets.
+final class BroadcastState: Sendable {
+    let clients: Int
+    let messages: Int
+    let delivered = Locked(0)
+    let finished = Completion<Void>()
+    let demand = Locked<CheckedContinuation<Void, Never>?>(nil)
+    let window: Int
+    let sent = Locked(0)
+
+    init(clients: Int, messages: Int, window: Int) {
+        self.clients = clients
+        self.messages = messages
+        self.window = window
+    }
+
+    func deliveredOne(count: Int = 1) {
+        let total = delivered.withLock { total in
+            total += count
+            return total
+        }
+        if total >= clients * messages { finished.complete(()) }
+        if let waiter = demand.withLock({ waiter -> CheckedContinuation<Void, Never>? in
+            guard waiter != nil, sent.withLock({ $0 }) - total / clients < window else { return nil }
+            defer { waiter = nil }
+            return waiter
+        }) {
+            waiter.resume()
+        }
+    }
+
+    func waitForRoom() async {
+        await withCheckedContinuation { continuation in
+            let ready = demand.withLock { waiter -> Bool in
+                if sent.withLock({ $0 }) - delivered.withLock({ $0 }) / clients < window { return true }
+                waiter = continuation
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+}
+
+func runBroadcast(_ options: Options, group: EventLoopGroup) async throws {
+    let clients = try options.int("clients", 1000)
+    let messages = try options.int("messages", 2000)
+    let size = try options.int("size", 64)
+    let window = try options.int("window", 32)
+    let state = BroadcastState(clients: clients, messages: messages, window: window)
+    let payload = String(repeating: "m", count: size)
+    let started: ContinuousClock.Instant
+    if let redis = options.string("redis") {
+        let parts = redis.split(separator: ":")
+        guard parts.count == 2, let port = UInt16(parts[1]),
+              let address = try SocketAddress.resolve(host: String(parts[0]), port: port).first
+        else { throw BenchError("--redis must be HOST:PORT") }
+        var subscribed: [RedisSubscriber] = []
+        for index in 0..<clients {
+            let subscriber = RedisSubscriber(state: state)
+            _ = try await Connection.connect(to: address, on: group.loops[index % group.loops.count]) { subscriber }
+            subscribed.append(subscriber)
+        }
+        for subscriber in subscribed { await subscriber.ready.wait() }
+        let publisher = RedisPublisher()
+        let connection = try await Connection.connect(to: address, on: group.loops[0]) { publisher }
+        progress("\(clients) Redis subscribers ready; publishing \(messages) messages")
+        started = ContinuousClock.now
+        let command = Array("*3\r\n$7\r\nPUBLISH\r\n$5\r\nbench\r\n$\(size)\r\n\(payload)\r\n".utf8)
+        for _ in 0..<messages {
+            await state.waitForRoom()
+            state.sent.withLock { $0 += 1 }
+            connection.executeOnLoop { $0.write(command) }
+        }
+        await state.finished.wait()
+        _ = subscribed
+    } else {
+        guard let url = options.string("url") else { throw BenchError("broadcast needs --url or --redis") }
+        var sockets: [WebSocket] = []
+        for index in 0..<clients {
+            sockets.append(try await WebSocketClient.connect(
+                to: url, on: group.loops[index % group.loops.count],
+                handler: WebSocketHandler(onMessage: { _, _ in state.deliveredOne() })))
+        }
+        let publisher = try await WebSocketClient.connect(to: url, on: group.loops[0], handler: WebSocketHandler())
+        progress("\(clients) WebSocket subscribers ready; publishing \(messages) messages")
+        started = ContinuousClock.now
+        for _ in 0..<messages {
+            await state.waitForRoom()
+            state.sent.withLock { $0 += 1 }
+            publisher.send(text: payload)
+        }
+        await state.finished.wait()
+        _ = sockets
+    }
+    let elapsed = ContinuousClock.now - started
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    report(options, ["benchmark": options.string("redis") == nil ? "broadcast-parley" : "broadcast-redis",
+                     "clients": "\(clients)", "messages": "\(messages)", "size": "\(size)",
+                     "deliveries_per_s": String(format: "%.0f", Double(clients * messages) / seconds),
+                     "seconds": String(format: "%.2f", seconds)])
+}
+
+/// A RESP subscriber: SUBSCRIBE bench, then counts `message` pushes.
+final class RedisSubscriber: ConnectionHandler, @unchecked Sendable {
+    // @unchecked: `buffer` is touched only on the connection's loop thread.
+    let state: BroadcastState
+    let ready = Completion<Void>()
+    private var buffer = ByteBuffer()
+    private var subscribed = false
+
+    init(state: BroadcastState) { self.state = state }
+
+    func connectionActive(_ connection: Connection) {
+        connection.write(Array("*2\r\n$9\r\nSUBSCRIBE\r\n$5\r\nbench\r\n".utf8))
+    }
+
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        buffer.write(bytes)
+        var messages = 0
+        while let value = RESP.parse(&buffer) {
+            if case .array(let items) = value, case .bulk(let kind)? = items.first {
+                if kind == "message" {
+                    messages += 1
+                } else if kind == "subscribe", !subscribed {
+                    subscribed = true
+                    ready.complete(())
+                }
+            }
+        }
+        if messages > 0 { state.deliveredOne(count: messages) }
+    }
+}
+
+/// A RESP publisher: replies (subscriber counts) are read and dropped.
+final class RedisPublisher: ConnectionHandler, Sendable {
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {}
+}
+
+/// Just enough RESP2 for pub/sub: arrays, bulk strings, integers, simple strings, errors.
+enum RESP {
+    indirect enum Value { case bulk(String), integer(Int), simple(String), array([Value]), null }
+
+    static func parse(_ buffer: inout ByteBuffer) -> Value? {
+        var offset = 0
+        guard let value = parse(buffer, &offset) else { return nil }
+        buffer.moveReaderIndex(forwardBy: offset)
+        return value
+    }
+
+    private static func line(_ buffer: ByteBuffer, _ offset: inout Int) -> String? {
+        guard let end = buffer.firstIndex(of: 0x0A, from: offset), end > offset,
+              let bytes = buffer.getBytes(at: offset, count: end - offset - 1) else { return nil }
+        offset = end + 1
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func parse(_ buffer: ByteBuffer, _ offset: inout Int) -> Value? {
+        guard let type = buffer.getByte(at: offset) else { return nil }
+        offset += 1
+        guard let text = line(buffer, &offset) else { return nil }
+        switch type {
+        case UInt8(ascii: "+"), UInt8(ascii: "-"): return .simple(text)
+        case UInt8(ascii: ":"): return .integer(Int(text) ?? 0)
+        case UInt8(ascii: "$"):
+            guard let length = Int(text), length >= 0 else { return .null }
+            guard let bytes = buffer.getBytes(at: offset, count: length), buffer.getByte(at: offset + length + 1) != nil
+            else { return nil }
+            offset += length + 2
+            return .bulk(String(decoding: bytes, as: UTF8.self))
+        case UInt8(ascii: "*"):
+            guard let count = Int(text), count >= 0 else { return .null }
+            var items: [Value] = []
+            for _ in 0..<count {
+                guard let item = parse(buffer, &offset) else { return nil }
+                items.append(item)
+            }
+            return .array(items)
+        default:
+            return .null
+        }
+    }
+}
+
+// MARK: - idle
+
+func residentKiB(pid: Int) -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
+    }
+    return nil
+}
+
+func runIdle(_ options: Options, group: EventLoopGroup) async throws {
+    guard let url = options.string("url") else { throw BenchError("idle needs --url ws://HOST:PORT/echo/ws") }
+    let connections = try options.int("connections", 10000)
+    guard let pid = Int(options.string("server-pid") ?? ""), let before = residentKiB(pid: pid) else {
+        throw BenchError("idle needs --server-pid of a running parley-server")
+    }
+    var sockets: [WebSocket] = []
+    sockets.reserveCapacity(connections)
+    let started = ContinuousClock.now
+    // A few connects in flight at once; the accept queue absorbs the rest.
+    try await withThrowingTaskGroup(of: WebSocket.self) { tasks in
+        var next = 0
+        func add() {
+            let loop = group.loops[next % group.loops.count]
+            next += 1
+            tasks.addTask { try await WebSocketClient.connect(to: url, on: loop, handler: WebSocketHandler()) }
+        }
+        for _ in 0..<min(64, connections) { add() }
+        while let socket = try await tasks.next() {
+            sockets.append(socket)
+            if sockets.count % 2000 == 0 { progress("\(sockets.count) connections open") }
+            if next < connections { add() }
+        }
+    }
+    let opened = ContinuousClock.now - started
+    // Let the server settle, then read its RSS.
+    try await Task.sleep(for: .seconds(1))
+    guard let after = residentKiB(pid: pid) else { throw BenchError("cannot read the server's RSS") }
+    let perConnection = Double((after - before) * 1024) / Double(connections)
+    report(options, ["benchmark": "idle", "connections": "\(connections)",
+                     "rss_before_kib": "\(before)", "rss_after_kib": "\(after)",
+                     "bytes_per_connection": String(format: "%.0f", perConnection),
+                     "open_seconds": String(format: "%.2f", Double(opened.components.seconds) + Double(opened.components.attoseconds) / 1e18)])
+    for socket in sockets { socket.close() }
+}
+
+// MARK: - main
+
+let options: Options
+do {
+    guard let parsed = try Options.parse(Array(CommandLine.arguments.dropFirst())) else {
+        print(usage)
+        exit(0)
+    }
+    options = parsed
+} catch {
+    FileHandle.standardError.write(Data("parley-bench: \(error)\nRun 'parley-bench --help' for usage.\n".utf8))
+    exit(64)
+}
+ProcessSetup.prepare()
+let group = try EventLoopGroup(loopCount: (try? options.int("threads", EventLoopGroup.coreCount)) ?? EventLoopGroup.coreCount)
+do {
+    switch options.command {
+    case "echo": try await runEcho(options, group: group)
+    case "broadcast": try await runBroadcast(options, group: group)
+    case "idle": try await runIdle(options, group: group)
+    default: throw BenchError("unknown command '\(options.command)'")
+    }
+} catch {
+    FileHandle.standardError.write(Data("parley-bench: \(error)\nRun 'parley-bench --help' for usage.\n".utf8))
+    exit(1)
+}
+exit(0)

@@ -161,7 +161,8 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     let shared: HTTPServerShared
     let registry: ConnectionRegistry
     let loop: EventLoop
-    private weak var connection: Connection?
+    /// Strong (set to nil on close): a weak reference would slow every retain of the Connection.
+    private var connection: Connection?
     private var parser: HTTPRequestParser
     private var buffer = ByteBuffer()
     private var phase = Phase.idle
@@ -231,6 +232,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         if let timer { loop.cancel(timer) }
         timer = nil
         registry.remove(self)
+        self.connection = nil
     }
 
     // MARK: - ShutdownParticipant
@@ -492,8 +494,8 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         if let timer { loop.cancel(timer) }
         let now = loop.now
         timerDeadline = deadline
-        timer = loop.schedule(after: .nanoseconds(Int64(deadline > now ? deadline - now : 0))) { [weak self] in
-            self?.timerFired()
+        timer = loop.schedule(after: .nanoseconds(Int64(deadline > now ? deadline - now : 0))) { [self] in
+            timerFired()
         }
     }
 
@@ -567,6 +569,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
                                                            connection: connection, registry: registry)
             registry.replace(self, with: protocolHandler)
             connection.handler = protocolHandler
+            self.connection = nil
             protocolHandler.start(leftover: leftover, request: head)
         }
     }

@@ -1,35 +1,68 @@
+import Synchronization
+
 /// A set of server-side sockets that receive the same frames: each frame is encoded once and
-/// handed to each loop once, and that loop writes it to its own sockets.
+/// handed to each loop once, and that loop writes it to its own sockets (coalesced with any
+/// other frame sent in the same loop iteration).
 public final class WebSocketBroadcaster: Sendable {
-    private let members: [Locked<[ObjectIdentifier: WebSocket]>]
-    private let loops: [EventLoop]
+    /// The members on one loop; touched only on that loop's thread.
+    private final class Members: @unchecked Sendable {
+        // @unchecked: `sockets` and `positions` are read and written only on `loop`'s thread
+        // (every entry point hops there first); `count` is an atomic readable anywhere.
+        let loop: EventLoop
+        var sockets: [WebSocket] = []
+        var positions: [ObjectIdentifier: Int] = [:]
+        let count = Atomic<Int>(0)
+
+        init(loop: EventLoop) { self.loop = loop }
+
+        func add(_ socket: WebSocket) {
+            let id = ObjectIdentifier(socket)
+            guard positions[id] == nil else { return }
+            positions[id] = sockets.count
+            sockets.append(socket)
+            count.store(sockets.count, ordering: .relaxed)
+        }
+
+        func remove(_ socket: WebSocket) {
+            guard let index = positions.removeValue(forKey: ObjectIdentifier(socket)) else { return }
+            let last = sockets.removeLast()
+            if index < sockets.count {
+                sockets[index] = last
+                positions[ObjectIdentifier(last)] = index
+            }
+            count.store(sockets.count, ordering: .relaxed)
+        }
+    }
+
+    private let members: [Members]
 
     /// A broadcaster for sockets on `group`'s loops.
     public init(group: EventLoopGroup) {
-        loops = group.loops
-        members = group.loops.map { _ in Locked([:]) }
+        members = group.loops.map { Members(loop: $0) }
     }
 
-    /// Adds a socket (from its `onOpen`).
+    /// Adds a socket (typically from its `onOpen`). Safe from any thread.
     public func add(_ socket: WebSocket) {
-        members[socket.loop.index].withLock { $0[ObjectIdentifier(socket)] = socket }
+        let set = members[socket.loop.index]
+        if set.loop.inEventLoop { set.add(socket) } else { set.loop.execute { set.add(socket) } }
     }
 
-    /// Removes a socket (from its `onClose`).
+    /// Removes a socket (typically from its `onClose`). Safe from any thread.
     public func remove(_ socket: WebSocket) {
-        members[socket.loop.index].withLock { $0[ObjectIdentifier(socket)] = nil }
+        let set = members[socket.loop.index]
+        if set.loop.inEventLoop { set.remove(socket) } else { set.loop.execute { set.remove(socket) } }
     }
 
     /// Number of sockets.
-    public var count: Int { members.reduce(0) { $0 + $1.withLock { $0.count } } }
+    public var count: Int { members.reduce(0) { $0 + $1.count.load(ordering: .relaxed) } }
 
-    /// Sends `frame` to every socket.
+    /// Sends `frame` to every socket. Safe from any thread.
     public func broadcast(_ frame: EncodedWebSocketFrame) {
-        for (loop, set) in zip(loops, members) {
+        for set in members {
             let deliver: @Sendable () -> Void = {
-                for socket in set.withLock({ Array($0.values) }) { socket.send(frame) }
+                for socket in set.sockets { socket.send(frame) }
             }
-            if loop.inEventLoop { deliver() } else { loop.execute(deliver) }
+            if set.loop.inEventLoop { deliver() } else { set.loop.execute(deliver) }
         }
     }
 }

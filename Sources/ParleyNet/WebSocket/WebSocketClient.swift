@@ -128,8 +128,8 @@ private final class ClientHandshakeHandler: ConnectionHandler {
         for field in request.headers { text += "\(field.name): \(field.value)\r\n" }
         text += "\r\n"
         connection.write(Array(text.utf8))
-        timer = connection.loop.schedule(after: timeout) { [weak self, weak connection] in
-            self?.finish(.failure(WebSocketClientError(message: "the handshake timed out")), connection)
+        timer = connection.loop.schedule(after: timeout) { [self, connection] in
+            finish(.failure(WebSocketClientError(message: "the handshake timed out")), connection)
         }
     }
 

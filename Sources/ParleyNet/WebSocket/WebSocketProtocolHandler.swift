@@ -179,8 +179,8 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
         guard closeState == .open, connection.isOpen else { return }
         writeFrame(opcode: .close, payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason))
         closeState = .closeSent
-        closeTimer = connection.loop.schedule(after: configuration.closeTimeout) { [weak self] in
-            self?.connection.close(mode: .now)
+        closeTimer = connection.loop.schedule(after: configuration.closeTimeout) { [self] in
+            connection.close(mode: .now)
         }
     }
 
@@ -199,7 +199,8 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
             connection.close(mode: .now)
             return
         }
-        connection.write(frame)
+        // Coalesced: frames queued in one loop iteration go out in one writev.
+        connection.write(frame, coalesce: true)
     }
 
     private func nextMaskKey() -> UInt32 {
@@ -214,8 +215,8 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
     private func scheduleKeepalive(at instant: UInt64) {
         let loop = connection.loop
         let now = loop.now
-        keepaliveTimer = loop.schedule(after: .nanoseconds(Int64(instant > now ? instant - now : 0))) { [weak self] in
-            self?.keepaliveFired()
+        keepaliveTimer = loop.schedule(after: .nanoseconds(Int64(instant > now ? instant - now : 0))) { [self] in
+            keepaliveFired()
         }
     }
 
