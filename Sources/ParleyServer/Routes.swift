@@ -5,9 +5,14 @@ import ParleyNet
 enum Routes {
     static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant) -> Router {
         var router = Router()
+        // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
+        // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
+        let healthPrefix = Array(#"{"status":"ok","uptimeSeconds":"#.utf8)
+        let healthSuffix = Array(#","version":"\#(ParleyVersion.current)"}"#.utf8)
         router.get("/healthz") { _ in
-            try .json(Health(status: "ok", version: ParleyVersion.current,
-                             uptimeSeconds: Int((ContinuousClock.now - startedAt).components.seconds)))
+            let uptime = Int((ContinuousClock.now - startedAt).components.seconds)
+            return Response(status: .ok, headers: HTTPHeaders([("Content-Type", "application/json")]),
+                            body: healthPrefix + Array(String(uptime).utf8) + healthSuffix)
         }
         router.get("/metrics") { _ in
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt))

@@ -378,7 +378,7 @@ func runIdle(_ options: Options, group: EventLoopGroup) async throws {
                      "rss_before_kib": "\(before)", "rss_after_kib": "\(after)",
                      "bytes_per_connection": String(format: "%.0f", perConnection),
                      "open_seconds": String(format: "%.2f", Double(opened.components.seconds) + Double(opened.components.attoseconds) / 1e18)])
-    for socket in sockets { socket.close() }
+    _ = sockets  // kept open until the process exits
 }
 
 // MARK: - main
@@ -405,6 +405,9 @@ do {
     }
 } catch {
     FileHandle.standardError.write(Data("parley-bench: \(error)\nRun 'parley-bench --help' for usage.\n".utf8))
+    group.shutdown()
     exit(1)
 }
+// Stop the loops before exit: exiting under running loop threads tears globals down under them.
+group.shutdown()
 exit(0)
