@@ -17,7 +17,6 @@ let usage = """
                     --clients N (1000)  --messages N (2000)  --size BYTES (64)  --window N (32)
       idle        Open N idle WebSockets and report the server's RSS growth per connection.
                     --url ws://HOST:PORT/echo/ws  --connections N (10000)  --server-pid PID
-                    [--sources N (1)]  use 127.0.0.1..127.0.0.N as source addresses (beyond ~28k)
 
     OPTIONS:
       --threads N   client event loops (default: one per core)
