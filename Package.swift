@@ -26,9 +26,9 @@ let package = Package(
 
         // libFuzzer entry points. Built with `--sanitize=fuzzer -Xswiftc -DFUZZING` by
         // scripts/fuzz.sh; a plain build gets a replay `main` that runs saved inputs.
-        .executableTarget(name: "fuzz-http", dependencies: ["ParleyNet"],
+        .executableTarget(name: "fuzz-http", dependencies: ["ParleyNet", "ParleyNetTesting"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
-        .executableTarget(name: "fuzz-websocket", dependencies: ["ParleyNet"],
+        .executableTarget(name: "fuzz-websocket", dependencies: ["ParleyNet", "ParleyNetTesting"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).

@@ -95,22 +95,20 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    static func local(of fd: CInt) -> SocketAddress? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        return withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                getsockname(fd, address, &length) == 0 ? SocketAddress(sockaddr: address) : nil
-            }
-        }
-    }
+    /// The local address a socket is bound to.
+    static func local(of fd: CInt) -> SocketAddress? { read(fd, getsockname) }
 
-    static func peer(of fd: CInt) -> SocketAddress? {
+    /// The remote address a socket is connected to.
+    static func peer(of fd: CInt) -> SocketAddress? { read(fd, getpeername) }
+
+    private static func read(
+        _ fd: CInt, _ call: (CInt, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> CInt
+    ) -> SocketAddress? {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         return withUnsafeMutablePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                getpeername(fd, address, &length) == 0 ? SocketAddress(sockaddr: address) : nil
+                call(fd, address, &length) == 0 ? SocketAddress(sockaddr: address) : nil
             }
         }
     }

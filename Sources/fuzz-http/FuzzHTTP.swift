@@ -45,17 +45,13 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 }
 
 #if !FUZZING
+import ParleyNetTesting
+
 /// Without libFuzzer: replays saved inputs (crashes found once stay tests forever).
 @main
 struct Replay {
     static func main() {
-        let paths = CommandLine.arguments.dropFirst()
-        if paths.isEmpty {
-            print("usage: fuzz-http FILE... (replays inputs; build with scripts/fuzz.sh to fuzz)")
-            return
-        }
-        for path in paths { replay(path, fuzzHTTP) }
-        print("replayed \(paths.count) input(s): no failure")
+        replayFuzzInputs(name: "fuzz-http", arguments: Array(CommandLine.arguments.dropFirst()), target: fuzzHTTP)
     }
 }
 #endif
