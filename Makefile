@@ -16,8 +16,9 @@ deps: ## Install missing system packages (quiet when none are missing)
 	@scripts/install-deps.sh
 
 release: deps ## Build parley-server and parley-bench in release mode
-	@swift build -c release --product parley-server $(SWIFT_BUILD_FLAGS)
-	@swift build -c release --product parley-bench $(SWIFT_BUILD_FLAGS)
+	@echo "Building parley-server and parley-bench (release)…"
+	@swift build -c release -q --product parley-server $(SWIFT_BUILD_FLAGS)
+	@swift build -c release -q --product parley-bench $(SWIFT_BUILD_FLAGS)
 
 run: release ## Build (release) and start the server on $(HOST):$(PORT) with data in $(DATA)
 	@.build/release/parley-server --host $(HOST) --port $(PORT) --data-dir $(DATA)
