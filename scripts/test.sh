@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI runs, over the one debug build that `make build` made:
-#   1. Swift unit and integration tests (XCTest + Swift Testing)
+#   1. Swift unit and integration tests (XCTest + Swift Testing), the Swift WebSocket client
+#      included, against a Python `websockets` server
 #   2. fuzz-input replay (every saved crash and seed stays a test)
 #   3. interop tests with real third-party peers: curl, h11, Python websockets
 #   4. Autobahn|Testsuite sections 1-10
@@ -23,7 +24,11 @@ step() {
     fi
 }
 
-swift_tests() { swift test --skip-build 2>&1 | grep -vE "^(􀟈|◇|↳)|started\.$" ; return "${PIPESTATUS[0]}"; }
+# PARLEY_PYTHON: the Swift client's interop tests run a Python `websockets` server.
+swift_tests() {
+    PARLEY_PYTHON="$PWD/.venv/bin/python" swift test --skip-build 2>&1 | grep -vE "^(􀟈|◇|↳)|started\.$"
+    return "${PIPESTATUS[0]}"
+}
 replay_fuzz_inputs() {
     local status=0
     for target in http websocket; do
@@ -35,9 +40,10 @@ replay_fuzz_inputs() {
     return $status
 }
 interop_tests() {
-    scripts/venv.sh && PARLEY_SERVER=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
+    PARLEY_SERVER=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
 }
 
+step "Python test tools (.venv)" scripts/venv.sh
 step "Swift tests" swift_tests
 step "fuzz input replay" replay_fuzz_inputs
 step "interop (curl, h11, websockets)" interop_tests

@@ -205,6 +205,19 @@ struct WebSocketIntegrationTests {
                 },
                 onClose: { _, code, reason in serverEvents?.push(.close(code, reason)) })
         }
+        router.webSocket("/closer", configuration: configuration) { _ in
+            // Starts the close handshake at once; the test's peer never answers it.
+            let opened = Locked<UInt64>(0)
+            return WebSocketHandler(
+                onOpen: { socket in
+                    opened.withLock { $0 = socket.loop.now }
+                    socket.close(code: WebSocketCloseCode(rawValue: 4000), reason: "closing")
+                },
+                onClose: { socket, code, reason in
+                    lifetimes?.push(.nanoseconds(Int64(socket.loop.now - opened.withLock { $0 })))
+                    serverEvents?.push(.close(code, reason))
+                })
+        }
         router.webSocket("/private") { request in
             guard request.queryItems["key"] == "secret" else {
                 throw HTTPError(.unauthorized, code: "bad_app_key", message: "unknown app key")
@@ -319,6 +332,31 @@ struct WebSocketIntegrationTests {
         // It was pinged before being dropped: the bytes it received include a ping frame (0x89).
         let (bytes, _) = client.readToEnd()
         #expect(bytes.contains(0x89))
+    }
+
+    @Test func anUnansweredCloseIsAbandonedAfterTheCloseTimeout() async throws {
+        var configuration = WebSocketConfiguration()
+        configuration.closeTimeout = .milliseconds(300)
+        let serverEvents = EventQueue<SocketEvent>()
+        let lifetimes = EventQueue<Duration>()
+        let server = try TestServer(router: Self.router(configuration: configuration, serverEvents: serverEvents,
+                                                        lifetimes: lifetimes))
+        defer { Task { await server.stop() } }
+        let client = try RawClient(port: server.port)
+        client.send("GET /closer HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        // The peer reads the close frame (code 4000) but never answers it.
+        func headEnd(_ bytes: [UInt8]) -> Int? {
+            bytes.indices.first { bytes[$0...].starts(with: [13, 10, 13, 10]) }.map { $0 + 4 }
+        }
+        let received = client.read { bytes in headEnd(bytes).map { bytes.count >= $0 + 4 } ?? false }
+        let frame = Array(received[(headEnd(received) ?? received.count)...])
+        #expect(frame.starts(with: [0x88]))
+        #expect(Array(frame.dropFirst(2).prefix(2)) == [0x0F, 0xA0])  // 4000
+        #expect(try await serverEvents.next() == .close(.abnormalClosure, ""))
+        let lifetime = try await lifetimes.next()
+        #expect(lifetime >= .milliseconds(300))
+        #expect(lifetime < .milliseconds(1000))
+        #expect(client.readToEnd().closed)
     }
 
     @Test func anUnmaskedClientFrameGetsClose1002() async throws {
