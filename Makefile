@@ -7,7 +7,7 @@ PORT ?= 8080
 HOST ?= 127.0.0.1
 DATA ?= ./data
 
-.PHONY: help deps run build release test test-swift test-python conformance fuzz fuzz-long bench clean
+.PHONY: help deps run build release test tsan fuzz-long bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -29,6 +29,9 @@ build: deps ## Debug build of everything, tests included (done once; every suite
 test: build ## Everything CI runs: unit, integration, conformance and fuzz smoke tests
 	@scripts/test.sh
 
+tsan: deps ## The Swift tests under ThreadSanitizer (own scratch path; not in CI)
+	@swift test --scratch-path .build-tsan --sanitize=thread
+
 fuzz-long: build ## Run each fuzzer for 10 minutes (FUZZ_SECONDS to change)
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/fuzz.sh
 
@@ -37,4 +40,4 @@ bench: ## Run the benchmarks against nginx and Redis; prints a table for docs/be
 	@scripts/bench.sh
 
 clean: ## Remove build products and tool caches
-	rm -rf .build .build-fuzz .venv .tools reports
+	rm -rf .build .build-fuzz .build-tsan .venv .tools reports
