@@ -226,7 +226,9 @@ public final class Connection: @unchecked Sendable {
     private func consume(_ count: Int) {
         var remaining = count
         queuedBytes -= count
-        while remaining > 0 {
+        // `remaining > 0 ||` an exhausted head: also steps over empty buffers, so a zero-byte
+        // write can never leave the flush loop spinning.
+        while remaining > 0 || (queueHead < queue.count && queue[queueHead].count == headOffset) {
             let available = queue[queueHead].count - headOffset
             if remaining >= available {
                 remaining -= available
@@ -250,7 +252,9 @@ public final class Connection: @unchecked Sendable {
         if end - queueHead == 1 {
             let offset = headOffset
             return try queue[queueHead].withUnsafeBytes { raw in
-                try syscall("write") { Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset) }
+                // Queued buffers are never empty (`write` skips empty ones), so there is a base.
+                guard let base = raw.baseAddress else { return IOResult<Int>.processed(0) }
+                return try syscall("write") { Glibc.write(fd, base + offset, raw.count - offset) }
             }
         }
         var vectors: [iovec] = []
@@ -267,7 +271,8 @@ public final class Connection: @unchecked Sendable {
         }
         let offset = index == queueHead ? headOffset : 0
         return try queue[index].withUnsafeBytes { raw in
-            vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + offset),
+            guard let base = raw.baseAddress else { return try gather(index: index + 1, end: end, into: &vectors) }
+            vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + offset),
                                  iov_len: raw.count - offset))
             return try gather(index: index + 1, end: end, into: &vectors)
         }
