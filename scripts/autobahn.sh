@@ -5,8 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${PARLEY_SERVER:-.build/debug/parley-server}
-py27="$(pyenv root 2>/dev/null || echo /nonexistent)/versions/2.7.18/bin/python"
-if [[ ! -x "$py27" ]]; then
+py27=""
+for candidate in "$(pyenv root 2>/dev/null || true)/versions/2.7.18/bin/python" \
+    "${PYENV_ROOT:-$HOME/.pyenv}/versions/2.7.18/bin/python" /root/.pyenv/versions/2.7.18/bin/python; do
+    if [[ -x "$candidate" ]]; then py27=$candidate; break; fi
+done
+if [[ -z "$py27" ]]; then
+    py27="(pyenv's 2.7.18)"
     echo "autobahn: SKIPPED — no Python 2.7 at $py27 (the suite cannot run on Python 3)"
     exit 0
 fi
