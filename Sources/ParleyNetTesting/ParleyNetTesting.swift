@@ -32,6 +32,13 @@ public final class RawClient: @unchecked Sendable {
 
     public func send(_ text: String) { send(Array(text.utf8)) }
 
+    /// Sends a WebSocket upgrade for `path` with RFC 6455's sample key; the accept value is
+    /// `s3pPLMBiTxaQ9kYGzzhZRbK+xOo=`. Reading the answer is up to the test.
+    public func sendUpgrade(path: String, version: Int = 13) {
+        send("GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             + "Sec-WebSocket-Version: \(version)\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+    }
+
     public func send(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {

@@ -307,7 +307,7 @@ struct WebSocketIntegrationTests {
         let server = try TestServer(router: Self.router(configuration: configuration, serverEvents: serverEvents))
         defer { Task { await server.stop() } }
         let client = try RawClient(port: server.port)
-        client.send("GET /flood HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        client.sendUpgrade(path: "/flood")
         // The client never reads: 12.5 MiB of frames cannot all be queued.
         let event = try await serverEvents.next()
         #expect(event == .close(.tryAgainLater, "too slow: reconnect and resume"))
@@ -322,7 +322,7 @@ struct WebSocketIntegrationTests {
                                                         lifetimes: lifetimes))
         defer { Task { await server.stop() } }
         let client = try RawClient(port: server.port)
-        client.send("GET /timed HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        client.sendUpgrade(path: "/timed")
         let event = try await serverEvents.next()
         #expect(event == .close(.abnormalClosure, "peer stopped responding"))
         // Dropped after two silent intervals (400 ms), not before, and not much later.
@@ -343,7 +343,7 @@ struct WebSocketIntegrationTests {
                                                         lifetimes: lifetimes))
         defer { Task { await server.stop() } }
         let client = try RawClient(port: server.port)
-        client.send("GET /closer HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        client.sendUpgrade(path: "/closer")
         // The peer reads the close frame (code 4000) but never answers it.
         func headEnd(_ bytes: [UInt8]) -> Int? {
             bytes.indices.first { bytes[$0...].starts(with: [13, 10, 13, 10]) }.map { $0 + 4 }
@@ -363,7 +363,7 @@ struct WebSocketIntegrationTests {
         let server = try TestServer(router: Self.router())
         defer { Task { await server.stop() } }
         let client = try RawClient(port: server.port)
-        client.send("GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        client.sendUpgrade(path: "/echo")
         let handshake = client.read { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
         #expect(String(decoding: handshake, as: UTF8.self).contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
         client.send([0x81, 0x02, 0x68, 0x69])  // "hi", not masked
@@ -376,7 +376,7 @@ struct WebSocketIntegrationTests {
         let server = try TestServer(router: Self.router())
         defer { Task { await server.stop() } }
         let client = try RawClient(port: server.port)
-        client.send("GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        client.sendUpgrade(path: "/echo", version: 8)
         let response = client.readResponses(1).first
         #expect(response?.status == 426)
         #expect(response?.headers["sec-websocket-version"] == "13")
