@@ -173,6 +173,11 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     private var isHeadRequest = false
     private var shuttingDown = false
     private var readPausedForBody = false
+    /// Reading paused because a handler is busy and pipelined bytes piled up (see below).
+    private var readPausedForPipeline = false
+    /// Unparsed bytes a connection may buffer while its handler runs. A client pipelining
+    /// more than this waits (TCP backpressure) instead of growing our memory.
+    static let maxBufferedWhileBusy = 64 * 1024
     private var dateCache: (second: Int, text: String) = (0, "")
 
     init(shared: HTTPServerShared, registry: ConnectionRegistry, loop: EventLoop) {
@@ -200,6 +205,15 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         timeouts.bytesArrived(now: loop.now)
         armTimer()
         process()
+        switch phase {
+        case .responding, .upgrading:
+            if buffer.readableBytes > Self.maxBufferedWhileBusy, !readPausedForPipeline {
+                readPausedForPipeline = true
+                connection.pauseReading()
+            }
+        case .idle, .collecting, .streaming, .draining, .closed:
+            break
+        }
     }
 
     func connectionDidReadEOF(_ connection: Connection) {
@@ -474,6 +488,10 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         timeouts.responseSent(now: loop.now)
         if buffer.readableBytes > 0 { timeouts.bytesArrived(now: loop.now) }
         armTimer()
+        if readPausedForPipeline {
+            readPausedForPipeline = false
+            connection.resumeReading()
+        }
         process()
     }
 
