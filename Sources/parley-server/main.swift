@@ -3,6 +3,15 @@ import ParleyServer
 
 // parley-server: parse the command line, start, wait for SIGINT/SIGTERM, stop gracefully.
 
+// Block SIGINT and SIGTERM before any other thread exists, so every thread inherits the mask
+// and the signals stay pending until `sigwait` below takes them. A signal sent the instant the
+// server says it is listening is therefore never lost, whichever thread the kernel picks.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+sigaddset(&stopSignals, SIGINT)
+sigaddset(&stopSignals, SIGTERM)
+pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+
 /// Prints a line and flushes at once, so scripts and tests reading stdout see it now.
 func say(_ line: String) {
     print(line)
@@ -36,15 +45,8 @@ case .run(let configuration):
     say("Parley \(ParleyVersion.current) listening on \(server.url) (data in \(configuration.dataDirectory))")
     say("Health: \(server.url)/healthz   Metrics: \(server.url)/metrics   Stop: Ctrl-C")
 
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
-    let signals = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
-    let stopping = DispatchSemaphore(value: 0)
-    for source in signals {
-        source.setEventHandler { stopping.signal() }
-        source.resume()
-    }
-    stopping.wait()
+    var received: Int32 = 0
+    sigwait(&stopSignals, &received)
     say("Shutting down: finishing in-flight requests (at most \(configuration.shutdownTimeoutSeconds) s)")
     let done = DispatchSemaphore(value: 0)
     Task.detached {
