@@ -31,6 +31,12 @@ VALID = {
 }
 
 MALICIOUS = {
+    "cl-list": b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1, 2\r\n\r\nab",
+    "te-xchunked": b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n",
+    "te-vertical-tab": b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\x0bchunked\r\n\r\n0\r\n\r\n",
+    "chunk-size-0x": b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+    "two-hosts": b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    "lowercase-version": b"GET /healthz http/1.1\r\nHost: a\r\n\r\n",
     "cl-and-te": b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nX",
     "differing-cl": b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
     "cl-plus": b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: +2\r\n\r\nab",
