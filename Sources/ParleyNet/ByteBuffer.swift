@@ -76,16 +76,6 @@ public struct ByteBuffer: Sendable, Equatable {
         }
     }
 
-    /// Calls `body` with the unread bytes, mutable in place (used to unmask WebSocket payloads).
-    public mutating func withUnsafeMutableReadableBytes<R>(
-        _ body: (UnsafeMutableRawBufferPointer) throws -> R
-    ) rethrows -> R {
-        let start = readerIndex
-        return try storage.withUnsafeMutableBytes { raw in
-            try body(UnsafeMutableRawBufferPointer(rebasing: raw[start...]))
-        }
-    }
-
     /// Drops consumed bytes when they make up most of the storage.
     private mutating func compactIfWorthIt(adding count: Int) {
         if readerIndex > 0, readerIndex >= storage.count / 2, storage.count + count > storage.capacity {

@@ -147,9 +147,27 @@ public final class Connection: @unchecked Sendable {
     /// once closing.
     public func write(_ bytes: [UInt8], coalesce: Bool = false) {
         loop.preconditionInEventLoop()
-        guard isAcceptingWrites, !bytes.isEmpty else { return }
-        queue.append(bytes)
-        queuedBytes += bytes.count
+        guard isAcceptingWrites else { return }
+        enqueue(bytes)
+        didEnqueue(coalesce: coalesce)
+    }
+
+    /// Queues several buffers, written together with one `writev`. Loop thread only.
+    public func write(contentsOf chunks: [[UInt8]], coalesce: Bool = false) {
+        loop.preconditionInEventLoop()
+        guard isAcceptingWrites else { return }
+        for chunk in chunks { enqueue(chunk) }
+        didEnqueue(coalesce: coalesce)
+    }
+
+    /// The queue never holds an empty buffer: `writeQueued` relies on it.
+    private func enqueue(_ chunk: [UInt8]) {
+        guard !chunk.isEmpty else { return }
+        queue.append(chunk)
+        queuedBytes += chunk.count
+    }
+
+    private func didEnqueue(coalesce: Bool) {
         if coalesce {
             if !flushScheduled, !waitingForWritable {
                 flushScheduled = true
@@ -169,21 +187,6 @@ public final class Connection: @unchecked Sendable {
         flushScheduled = false
         guard isOpen, !waitingForWritable else { return }
         flush()
-    }
-
-    /// Queues several buffers and writes them with one `writev`. Loop thread only.
-    public func write(contentsOf chunks: [[UInt8]]) {
-        loop.preconditionInEventLoop()
-        guard isAcceptingWrites else { return }
-        for chunk in chunks where !chunk.isEmpty {
-            queue.append(chunk)
-            queuedBytes += chunk.count
-        }
-        if !waitingForWritable { flush() }
-        if case .open = state, isWritable, queuedBytes > budget.highWatermark {
-            isWritable = false
-            handler.connection(self, writabilityChanged: false)
-        }
     }
 
     private func flush() {
@@ -226,9 +229,7 @@ public final class Connection: @unchecked Sendable {
     private func consume(_ count: Int) {
         var remaining = count
         queuedBytes -= count
-        // `remaining > 0 ||` an exhausted head: also steps over empty buffers, so a zero-byte
-        // write can never leave the flush loop spinning.
-        while remaining > 0 || (queueHead < queue.count && queue[queueHead].count == headOffset) {
+        while remaining > 0 {
             let available = queue[queueHead].count - headOffset
             if remaining >= available {
                 remaining -= available
@@ -252,8 +253,7 @@ public final class Connection: @unchecked Sendable {
         if end - queueHead == 1 {
             let offset = headOffset
             return try queue[queueHead].withUnsafeBytes { raw in
-                // Queued buffers are never empty (`write` skips empty ones), so there is a base.
-                guard let base = raw.baseAddress else { return IOResult<Int>.processed(0) }
+                guard let base = raw.baseAddress else { preconditionFailure("an empty buffer in the write queue") }
                 return try syscall("write") { Glibc.write(fd, base + offset, raw.count - offset) }
             }
         }
@@ -271,7 +271,7 @@ public final class Connection: @unchecked Sendable {
         }
         let offset = index == queueHead ? headOffset : 0
         return try queue[index].withUnsafeBytes { raw in
-            guard let base = raw.baseAddress else { return try gather(index: index + 1, end: end, into: &vectors) }
+            guard let base = raw.baseAddress else { preconditionFailure("an empty buffer in the write queue") }
             vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + offset),
                                  iov_len: raw.count - offset))
             return try gather(index: index + 1, end: end, into: &vectors)

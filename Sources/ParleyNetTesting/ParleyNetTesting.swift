@@ -48,6 +48,31 @@ public final class RawClient: @unchecked Sendable {
         }
     }
 
+    /// Closes the sending side (the server reads EOF); reading still works.
+    public func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
+    /// Sends `bytes` without blocking until they are all sent or the peer has accepted nothing
+    /// for `quiet` seconds (it stopped reading: TCP flow control). Returns the bytes sent.
+    /// The send buffer is first cut to 64 KiB so the kernel absorbs little on our side.
+    public func sendUntilStalled(_ bytes: [UInt8], quiet: Double = 1) -> Int {
+        var size: Int32 = 64 * 1024
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+            if n > 0 {
+                sent += n
+                continue
+            }
+            guard n < 0, errno == EAGAIN || errno == EINTR else { return sent }
+            var waiting = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            if poll(&waiting, 1, Int32(quiet * 1000)) == 0 { return sent }
+        }
+        return sent
+    }
+
     /// Reads until `predicate` holds for everything read so far, the peer closes, or the timeout.
     public func read(until predicate: ([UInt8]) -> Bool) -> [UInt8] {
         var received: [UInt8] = []
@@ -227,4 +252,20 @@ public final class TestServer: Sendable {
         await server.shutdown(timeout: .seconds(2))
         group.shutdown()
     }
+}
+
+/// Feeds `bytes` to `consume` through one `ByteBuffer`, `step` bytes at a time (one piece at
+/// least, even for no bytes), as a socket would deliver them. `consume` takes what it can from
+/// the buffer each time; its error ends the feed. Parsers are tested and fuzzed this way.
+public func feed<E: Error>(_ bytes: [UInt8], step: Int,
+                           into consume: (inout ByteBuffer) throws(E) -> Void) throws(E) {
+    let step = max(1, step)
+    var buffer = ByteBuffer()
+    var offset = 0
+    repeat {
+        let end = bytes.count - offset <= step ? bytes.count : offset + step
+        buffer.write(bytes[offset..<end])
+        offset = end
+        try consume(&buffer)
+    } while offset < bytes.count
 }

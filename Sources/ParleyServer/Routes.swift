@@ -78,7 +78,7 @@ enum Metrics {
         }
         metric("parley_build_info", "gauge", "Version of this server.", [("{version=\"\(ParleyVersion.current)\"}", "1")])
         metric("parley_uptime_seconds", "gauge", "Seconds since start.",
-               [("", String(format: "%.3f", Double((ContinuousClock.now - startedAt).components.seconds)))])
+               [("", String(format: "%.3f", seconds(ContinuousClock.now - startedAt)))])
         metric("parley_connections_open", "gauge", "Open TCP connections (HTTP and WebSocket).", [("", "\(net.openConnections)")])
         metric("parley_connections_total", "counter", "TCP connections opened since start.", [("", "\(net.connectionsTotal)")])
         metric("parley_http_responses_total", "counter", "HTTP responses by status class.",
@@ -91,11 +91,12 @@ enum Metrics {
         metric("parley_websocket_bytes_total", "counter", "WebSocket frame bytes received and sent.",
                [("{direction=\"in\"}", "\(net.webSocketBytesIn)"), ("{direction=\"out\"}", "\(net.webSocketBytesOut)")])
         metric("parley_event_loop_lag_seconds", "gauge", "How late each loop's 100 ms heartbeat timer last fired.",
-               group.loops.map { loop in
-                   let (seconds, attoseconds) = loop.lag.components
-                   let value = Double(seconds) + Double(attoseconds) / 1e18
-                   return ("{loop=\"\(loop.index)\"}", String(format: "%.6f", value))
-               })
+               group.loops.map { loop in ("{loop=\"\(loop.index)\"}", String(format: "%.6f", seconds(loop.lag))) })
         return out
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        let (whole, attoseconds) = duration.components
+        return Double(whole) + Double(attoseconds) / 1e18
     }
 }

@@ -1,4 +1,5 @@
 import ParleyNet
+import ParleyNetTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -18,14 +19,9 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     limits.maxHeaderCount = 16
     limits.maxBodySize = 4096
     var parser = HTTPRequestParser(limits: limits)
-    var buffer = ByteBuffer()
     var body = 0
-    var offset = 1
-    while offset < bytes.count {
-        let end = min(bytes.count, offset + step)
-        buffer.write(bytes[offset..<end])
-        offset = end
-        do {
+    do {
+        try feed(Array(bytes.dropFirst()), step: step) { buffer throws(HTTPParseError) in
             while let event = try parser.next(&buffer) {
                 switch event {
                 case .head: body = 0
@@ -36,16 +32,14 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 case .end: body = 0
                 }
             }
-        } catch {
-            precondition([400, 413, 414, 417, 431, 501, 505].contains(error.status.code), "unexpected status \(error.status)")
-            return 0
         }
+    } catch {
+        precondition([400, 413, 414, 417, 431, 501, 505].contains(error.status.code), "unexpected status \(error.status)")
     }
     return 0
 }
 
 #if !FUZZING
-import ParleyNetTesting
 
 /// Without libFuzzer: replays saved inputs (crashes found once stay tests forever).
 @main

@@ -1,4 +1,5 @@
 import ParleyNet
+import ParleyNetTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -15,13 +16,8 @@ public func fuzzWebSocket(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let role: WebSocketFrameDecoder.Role = bytes[0] & 0x80 == 0 ? .server : .client
     let limit = 4096
     var inbound = WebSocketInbound(role: role, maxMessageSize: limit)
-    var buffer = ByteBuffer()
-    var offset = 1
-    while offset < bytes.count {
-        let end = min(bytes.count, offset + step)
-        buffer.write(bytes[offset..<end])
-        offset = end
-        do {
+    do {
+        try feed(Array(bytes.dropFirst()), step: step) { buffer throws(WebSocketProtocolError) in
             while let action = try inbound.next(&buffer) {
                 switch action {
                 case .message(.text(let text)):
@@ -34,16 +30,14 @@ public func fuzzWebSocket(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                     precondition(code?.isValidOnWire ?? true, "invalid close code accepted")
                 }
             }
-        } catch {
-            precondition([1002, 1007, 1009].contains(error.code.rawValue), "unexpected close code \(error.code)")
-            return 0
         }
+    } catch {
+        precondition([1002, 1007, 1009].contains(error.code.rawValue), "unexpected close code \(error.code)")
     }
     return 0
 }
 
 #if !FUZZING
-import ParleyNetTesting
 
 /// Without libFuzzer: replays saved inputs (crashes found once stay tests forever).
 @main

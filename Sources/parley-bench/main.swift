@@ -103,6 +103,12 @@ final class Completion<Value: Sendable>: Sendable {
     }
 }
 
+/// A duration in seconds, as a Double.
+func seconds(_ duration: Duration) -> Double {
+    let (whole, attoseconds) = duration.components
+    return Double(whole) + Double(attoseconds) / 1e18
+}
+
 func percentile(_ sorted: [UInt64], _ p: Double) -> Double {
     guard !sorted.isEmpty else { return 0 }
     let index = min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)
@@ -140,9 +146,8 @@ func runEcho(_ options: Options, group: EventLoopGroup) async throws {
     let elapsed = ContinuousClock.now - started
     socket.close()
     let sorted = latencies.withLock { $0.sorted() }
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     report(options, ["benchmark": "echo", "round_trips": "\(sorted.count)", "size": "\(size)",
-                     "round_trips_per_s": String(format: "%.0f", Double(count + warmup) / seconds),
+                     "round_trips_per_s": String(format: "%.0f", Double(count + warmup) / seconds(elapsed)),
                      "p50_us": String(format: "%.1f", percentile(sorted, 0.5)),
                      "p99_us": String(format: "%.1f", percentile(sorted, 0.99)),
                      "max_us": String(format: "%.1f", percentile(sorted, 1.0))])
@@ -151,15 +156,19 @@ func runEcho(_ options: Options, group: EventLoopGroup) async throws {
 // MARK: - broadcast
 
 /// Counts deliveries at subscribers; the publisher keeps at most `window` messages ahead of
-/// the slowest possible subscriber (deliveries / clients), the same rule for both targets.
+/// the average subscriber (deliveries / clients), the same rule for both targets.
 final class BroadcastState: Sendable {
+    private struct Counts {
+        var sent = 0
+        var delivered = 0
+        var publisher: CheckedContinuation<Void, Never>?
+    }
+
     let clients: Int
     let messages: Int
-    let delivered = Locked(0)
-    let finished = Completion<Void>()
-    let demand = Locked<CheckedContinuation<Void, Never>?>(nil)
     let window: Int
-    let sent = Locked(0)
+    let finished = Completion<Void>()
+    private let counts = Locked(Counts())
 
     init(clients: Int, messages: Int, window: Int) {
         self.clients = clients
@@ -167,30 +176,31 @@ final class BroadcastState: Sendable {
         self.window = window
     }
 
-    func deliveredOne(count: Int = 1) {
-        let total = delivered.withLock { total in
-            total += count
-            return total
+    private func hasRoom(_ counts: Counts) -> Bool { counts.sent - counts.delivered / clients < window }
+
+    /// Subscribers report deliveries (several at once when they arrive together).
+    func delivered(_ count: Int = 1) {
+        let (total, publisher) = counts.withLock { counts -> (Int, CheckedContinuation<Void, Never>?) in
+            counts.delivered += count
+            guard counts.publisher != nil, hasRoom(counts) else { return (counts.delivered, nil) }
+            defer { counts.publisher = nil }
+            return (counts.delivered, counts.publisher)
         }
+        publisher?.resume()
         if total >= clients * messages { finished.complete(()) }
-        if let waiter = demand.withLock({ waiter -> CheckedContinuation<Void, Never>? in
-            guard waiter != nil, sent.withLock({ $0 }) - total / clients < window else { return nil }
-            defer { waiter = nil }
-            return waiter
-        }) {
-            waiter.resume()
-        }
     }
 
-    func waitForRoom() async {
+    /// The publisher waits until it is less than `window` messages ahead, then counts one sent.
+    func waitToSend() async {
         await withCheckedContinuation { continuation in
-            let ready = demand.withLock { waiter -> Bool in
-                if sent.withLock({ $0 }) - delivered.withLock({ $0 }) / clients < window { return true }
-                waiter = continuation
+            let ready = counts.withLock { counts -> Bool in
+                if hasRoom(counts) { return true }
+                counts.publisher = continuation
                 return false
             }
             if ready { continuation.resume() }
         }
+        counts.withLock { $0.sent += 1 }
     }
 }
 
@@ -220,8 +230,7 @@ func runBroadcast(_ options: Options, group: EventLoopGroup) async throws {
         started = ContinuousClock.now
         let command = Array("*3\r\n$7\r\nPUBLISH\r\n$5\r\nbench\r\n$\(size)\r\n\(payload)\r\n".utf8)
         for _ in 0..<messages {
-            await state.waitForRoom()
-            state.sent.withLock { $0 += 1 }
+            await state.waitToSend()
             connection.executeOnLoop { $0.write(command) }
         }
         await state.finished.wait()
@@ -232,25 +241,23 @@ func runBroadcast(_ options: Options, group: EventLoopGroup) async throws {
         for index in 0..<clients {
             sockets.append(try await WebSocketClient.connect(
                 to: url, on: group.loops[index % group.loops.count],
-                handler: WebSocketHandler(onMessage: { _, _ in state.deliveredOne() })))
+                handler: WebSocketHandler(onMessage: { _, _ in state.delivered() })))
         }
         let publisher = try await WebSocketClient.connect(to: url, on: group.loops[0], handler: WebSocketHandler())
         progress("\(clients) WebSocket subscribers ready; publishing \(messages) messages")
         started = ContinuousClock.now
         for _ in 0..<messages {
-            await state.waitForRoom()
-            state.sent.withLock { $0 += 1 }
+            await state.waitToSend()
             publisher.send(text: payload)
         }
         await state.finished.wait()
         _ = sockets
     }
-    let elapsed = ContinuousClock.now - started
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let elapsed = seconds(ContinuousClock.now - started)
     report(options, ["benchmark": options.string("redis") == nil ? "broadcast-parley" : "broadcast-redis",
                      "clients": "\(clients)", "messages": "\(messages)", "size": "\(size)",
-                     "deliveries_per_s": String(format: "%.0f", Double(clients * messages) / seconds),
-                     "seconds": String(format: "%.2f", seconds)])
+                     "deliveries_per_s": String(format: "%.0f", Double(clients * messages) / elapsed),
+                     "seconds": String(format: "%.2f", elapsed)])
 }
 
 /// A RESP subscriber: SUBSCRIBE bench, then counts `message` pushes.
@@ -280,7 +287,7 @@ final class RedisSubscriber: ConnectionHandler, @unchecked Sendable {
                 }
             }
         }
-        if messages > 0 { state.deliveredOne(count: messages) }
+        if messages > 0 { state.delivered(messages) }
     }
 }
 
@@ -376,7 +383,7 @@ func runIdle(_ options: Options, group: EventLoopGroup) async throws {
     report(options, ["benchmark": "idle", "connections": "\(connections)",
                      "rss_before_kib": "\(before)", "rss_after_kib": "\(after)",
                      "bytes_per_connection": String(format: "%.0f", perConnection),
-                     "open_seconds": String(format: "%.2f", Double(opened.components.seconds) + Double(opened.components.attoseconds) / 1e18)])
+                     "open_seconds": String(format: "%.2f", seconds(opened))])
     _ = sockets  // kept open until the process exits
 }
 

@@ -52,45 +52,55 @@ struct ClientInteropTests {
         return PythonServer(process: process, stdin: input, port: port)
     }
 
-    @Test func swiftClientTalksToPythonWebsockets() async throws {
+    /// Runs `body` with a Swift client connected to a fresh Python server; stops both after.
+    private func withPythonPeer(configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                                _ body: (WebSocket, EventQueue<SocketEvent>) async throws -> Void) async throws {
         let python = try startPythonServer()
         defer { python.stop() }
-        let port = python.port
         let group = try EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }
         let (handler, events) = recordingHandler()
+        let socket = try await WebSocketClient.connect(to: "ws://127.0.0.1:\(python.port)/", configuration: configuration,
+                                                       on: group.loops[0], handler: handler)
+        try await body(socket, events)
+    }
+
+    @Test func swiftClientTalksToPythonWebsockets() async throws {
         var configuration = WebSocketConfiguration()
         configuration.maxMessageSize = 4 << 20
-        let socket = try await WebSocketClient.connect(to: "ws://127.0.0.1:\(port)/", configuration: configuration,
-                                                       on: group.loops[0], handler: handler)
+        try await withPythonPeer(configuration: configuration) { socket, events async throws in
+            socket.send(text: "héllo from Swift")
+            #expect(try await nextEvent(events) == .message(.text("héllo from Swift")))
 
-        socket.send(text: "héllo from Swift")
-        #expect(try await nextEvent(events) == .message(.text("héllo from Swift")))
+            let big = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+            socket.send(binary: big)
+            #expect(try await nextEvent(events) == .message(.binary(big)))
 
-        let big = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
-        socket.send(binary: big)
-        #expect(try await nextEvent(events) == .message(.binary(big)))
+            socket.send(text: "fragment")  // the server answers in three fragments
+            #expect(try await nextEvent(events) == .message(.text("fragmented ✓")))
 
-        socket.send(text: "fragment")  // the server answers in three fragments
-        #expect(try await nextEvent(events) == .message(.text("fragmented ✓")))
+            socket.send(text: "ping")  // the server pings; our automatic pong must reach it
+            #expect(try await nextEvent(events) == .message(.text("pong-received")))
 
-        socket.send(text: "ping")  // the server pings; our automatic pong must reach it
-        #expect(try await nextEvent(events) == .message(.text("pong-received")))
-
-        socket.send(text: "close")  // the server starts the close handshake
-        #expect(try await nextEvent(events) == .close(WebSocketCloseCode(rawValue: 4001), "bye"))
+            socket.send(text: "close")  // the server starts the close handshake
+            #expect(try await nextEvent(events) == .close(WebSocketCloseCode(rawValue: 4001), "bye"))
+        }
     }
 
     @Test func clientInitiatedCloseCompletesWithPythonServer() async throws {
-        let python = try startPythonServer()
-        defer { python.stop() }
-        let port = python.port
-        let group = try EventLoopGroup(loopCount: 1)
-        defer { group.shutdown() }
-        let (handler, events) = recordingHandler()
-        let socket = try await WebSocketClient.connect(to: "ws://127.0.0.1:\(port)/", on: group.loops[0], handler: handler)
-        socket.close(code: .normalClosure, reason: "done")
-        #expect(try await nextEvent(events) == .close(.normalClosure, "done"))
+        try await withPythonPeer { socket, events async throws in
+            socket.close(code: .normalClosure, reason: "done")
+            #expect(try await nextEvent(events) == .close(.normalClosure, "done"))
+        }
+    }
+
+    @Test func aBroadcastFrameIsMaskedWhenAClientSendsIt() async throws {
+        // EncodedWebSocketFrame is built unmasked for servers; a client must mask it, or the
+        // Python server would close with 1002 instead of echoing.
+        try await withPythonPeer { socket, events async throws in
+            socket.send(EncodedWebSocketFrame(text: "shared frame"))
+            #expect(try await nextEvent(events) == .message(.text("shared frame")))
+        }
     }
 }
 

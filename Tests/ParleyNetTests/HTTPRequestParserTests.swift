@@ -1,25 +1,20 @@
 import Testing
 @testable import ParleyNet
+import ParleyNetTesting
 
 /// Parses everything in `text` (fed `step` bytes at a time) into events, or the error.
 private func parse(_ text: String, step: Int = .max, limits: HTTPParserLimits = HTTPParserLimits())
     -> (events: [HTTPRequestParser.Event], error: HTTPParseError?)
 {
     var parser = HTTPRequestParser(limits: limits)
-    var buffer = ByteBuffer()
     var events: [HTTPRequestParser.Event] = []
-    let bytes = Array(text.utf8)
-    var offset = 0
-    repeat {
-        let end = min(bytes.count, offset + max(1, min(step, bytes.count)))
-        buffer.write(bytes[offset..<end])
-        offset = end
-        do {
+    do {
+        try feed(Array(text.utf8), step: step) { buffer throws(HTTPParseError) in
             while let event = try parser.next(&buffer) { events.append(event) }
-        } catch {
-            return (events, error)
         }
-    } while offset < bytes.count
+    } catch {
+        return (events, error)
+    }
     return (events, nil)
 }
 
@@ -154,6 +149,9 @@ struct HTTPRequestParserTests {
         .init(name: "body over limit by CL", request: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n", status: 413),
         .init(name: "long URI", request: "GET /" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\nHost: x\r\n\r\n", status: 414),
         .init(name: "huge header", request: "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 17000) + "\r\n\r\n", status: 431),
+        .init(name: "chunk line over 1 KiB", request: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;" + String(repeating: "e", count: 1100) + "\r\nhello\r\n0\r\n\r\n", status: 400),
+        .init(name: "too many trailers", request: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + String(repeating: "T: v\r\n", count: 101) + "\r\n", status: 431),
+        .init(name: "trailer with obs-fold", request: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: v\r\n folded\r\n\r\n", status: 400),
         .init(name: "too many headers", request: "GET / HTTP/1.1\r\nHost: x\r\n" + String(repeating: "X-A: 1\r\n", count: 101) + "\r\n", status: 431),
     ]
 

@@ -3,6 +3,10 @@ import Testing
 @testable import ParleyNet
 import ParleyNetTesting
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The real server on an ephemeral port, driven by raw sockets and by the Swift client.
 /// Serialized: the raw clients block in `recv`, and the cooperative pool has only two threads.
 @Suite(.serialized, .timeLimit(.minutes(1)))
@@ -23,6 +27,9 @@ struct HTTPServerIntegrationTests {
             return Response.text("\(total) \(checksum)")
         }
         router.post("/small", options: RouteOptions(body: .collect(maxBytes: 10))) { _ in Response.text("ok") }
+        router.post("/small-stream", options: RouteOptions(body: .stream(maxBytes: 10))) { request in
+            Response(body: try await request.body.collect(upTo: .max))
+        }
         return router
     }
 
@@ -88,6 +95,30 @@ struct HTTPServerIntegrationTests {
         #expect(client.readResponses(1).first?.body == "\(size) \(checksum)")
     }
 
+    @Test func aClientThatHangsUpMidBodyGetsTheErrorInsteadOfAHang() async throws {
+        let server = try TestServer(router: Self.router())
+        defer { Task { await server.stop() } }
+        let client = try RawClient(port: server.port)
+        client.send("POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly ten b")
+        client.shutdownWrite()
+        let response = client.readResponses(1).first
+        #expect(response?.status == 400)
+        #expect(response?.body.contains("incomplete_body") == true)
+        #expect(client.readToEnd().closed)
+    }
+
+    @Test func aChunkedBodyOverAStreamedRoutesLimitIs413() async throws {
+        let server = try TestServer(router: Self.router())
+        defer { Task { await server.stop() } }
+        let client = try RawClient(port: server.port)
+        // The handler is already reading the stream when the 11th byte arrives.
+        client.send("POST /small-stream HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n5\r\nghijk\r\n0\r\n\r\n")
+        let response = client.readResponses(1).first
+        #expect(response?.status == 413)
+        #expect(response?.body.contains("body_too_large") == true)
+        #expect(client.readToEnd().closed)
+    }
+
     @Test func slowHeadGets408() async throws {
         let server = try TestServer(router: Self.router()) { $0.timeouts.head = .milliseconds(300) }
         defer { Task { await server.stop() } }
@@ -109,7 +140,7 @@ struct HTTPServerIntegrationTests {
         #expect(closed)
     }
 
-    @Test func aPipelinedFloodBehindASlowHandlerIsAnsweredInOrder() async throws {
+    @Test func aPipelinedFloodBehindASlowHandlerIsBoundedAndAnsweredInOrder() async throws {
         let gate = Gate()
         var router = Router()
         router.get("/slow") { _ in
@@ -122,15 +153,19 @@ struct HTTPServerIntegrationTests {
         let client = try RawClient(port: server.port, receiveTimeout: 20)
         client.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
         try await withTimeout { await gate.waitUntilWaiting() }
-        // 2,000 pipelined requests (about 4 MB) while the first is stuck. The server pauses
-        // reading past 64 KiB of unparsed input (HTTPServerHandler.maxBufferedWhileBusy), so the
-        // rest waits in TCP; this checks that pausing and resuming loses and reorders nothing.
-        let padding = String(repeating: "p", count: 2000)
-        let flood = String(repeating: "GET /fast HTTP/1.1\r\nHost: x\r\nX-Pad: \(padding)\r\n\r\n", count: 2000)
-        let sender = Thread { client.send(flood) }
+        // 2,000 pipelined requests (about 8 MB) while the first is stuck. The server stops
+        // reading past 64 KiB of unparsed input (HTTPServerHandler.maxBufferedWhileBusy), so
+        // the flood stalls in TCP once the socket buffers (well under 8 MB here) are full.
+        // Were the server to keep reading, all of it would go through.
+        let padding = String(repeating: "p", count: 4000)
+        let flood = Array(String(repeating: "GET /fast HTTP/1.1\r\nHost: x\r\nX-Pad: \(padding)\r\n\r\n", count: 2000).utf8)
+        let sent = client.sendUntilStalled(flood)
+        #expect(sent < flood.count / 2, "the server buffered \(sent) of \(flood.count) bytes behind a busy handler")
+        // Once the handler answers, everything is read and answered, in order.
+        let rest = Array(flood[sent...])
+        let sender = Thread { client.send(rest) }
         sender.start()
         await gate.open()
-        // Every request is still answered, in order: backpressure delays, never drops.
         let responses = client.readResponses(2001)
         #expect(responses.count == 2001)
         #expect(responses.first?.body == "slow")
@@ -279,6 +314,33 @@ struct WebSocketIntegrationTests {
         socket.close(code: .normalClosure, reason: "bye")
         #expect(try await nextEvent(events) == .close(.normalClosure, ""))
         #expect(try await serverEvents.next() == .close(.normalClosure, "bye"))
+    }
+
+    @Test func aServerThatNeverAnswersTheHandshakeTimesOut() async throws {
+        // A listener that never accepts: the kernel completes TCP, nobody speaks HTTP.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                _ = bind(listener, raw, length)
+                _ = listen(listener, 8)
+                _ = getsockname(listener, raw, &length)
+            }
+        }
+        let port = UInt16(bigEndian: address.sin_port)
+        let group = try EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        do {
+            _ = try await WebSocketClient.connect(to: "ws://127.0.0.1:\(port)/", timeout: .milliseconds(300),
+                                                  on: group.loops[0], handler: WebSocketHandler())
+            Issue.record("the handshake should have timed out")
+        } catch let error as WebSocketClientError {
+            #expect(error.message == "the handshake timed out")
+        }
     }
 
     @Test func refusedUpgradeReportsTheStatus() async throws {

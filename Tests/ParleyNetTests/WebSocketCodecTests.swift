@@ -1,20 +1,16 @@
 import Testing
 @testable import ParleyNet
+import ParleyNetTesting
 
 private func decodeAll(_ bytes: [UInt8], role: WebSocketFrameDecoder.Role, maxFrameSize: Int = 1 << 20, step: Int = .max)
     -> (frames: [(WebSocketFrameHeader, [UInt8])], error: WebSocketProtocolError?)
 {
     var decoder = WebSocketFrameDecoder(role: role, maxFrameSize: maxFrameSize)
-    var buffer = ByteBuffer()
     var frames: [(WebSocketFrameHeader, [UInt8])] = []
     var current: WebSocketFrameHeader?
     var payload: [UInt8] = []
-    var offset = 0
-    repeat {
-        let end = min(bytes.count, offset + max(1, min(step, bytes.count)))
-        buffer.write(bytes[offset..<end])
-        offset = end
-        do {
+    do {
+        try feed(bytes, step: step) { buffer throws(WebSocketProtocolError) in
             while let event = try decoder.next(&buffer) {
                 switch event {
                 case .header(let header):
@@ -25,10 +21,10 @@ private func decodeAll(_ bytes: [UInt8], role: WebSocketFrameDecoder.Role, maxFr
                     if frameEnd, let header = current { frames.append((header, payload)) }
                 }
             }
-        } catch {
-            return (frames, error)
         }
-    } while offset < bytes.count
+    } catch {
+        return (frames, error)
+    }
     return (frames, nil)
 }
 

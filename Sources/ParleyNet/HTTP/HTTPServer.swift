@@ -461,7 +461,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         var response = response
         if let serverName = shared.configuration.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
         let keepAlive = self.keepAlive && !shuttingDown
-        let head = response.serializedHead(date: currentDate(), keepAlive: keepAlive, isHead: isHeadRequest)
+        let head = response.serializedHead(date: currentDate(), keepAlive: keepAlive)
         NetMetrics.shared.response(status: response.status.code)
         if isHeadRequest || response.body.isEmpty {
             connection.write(head)

@@ -203,7 +203,7 @@ public struct Response: Sendable {
 
 extension Response {
     /// The bytes of the status line and header section; `Content-Length` and `Date` added.
-    func serializedHead(date: String, keepAlive: Bool, isHead: Bool) -> [UInt8] {
+    func serializedHead(date: String, keepAlive: Bool) -> [UInt8] {
         var text = "HTTP/1.1 \(status.code) \(status.reason)\r\n"
         for field in headers where !field.name.caseInsensitiveEquals("content-length") {
             text += "\(field.name): \(field.value)\r\n"
@@ -214,7 +214,6 @@ extension Response {
         text += "Date: \(date)\r\n"
         if !keepAlive { text += "Connection: close\r\n" }
         text += "\r\n"
-        _ = isHead
         return Array(text.utf8)
     }
 }

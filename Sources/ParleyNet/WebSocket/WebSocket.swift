@@ -77,12 +77,22 @@ public typealias WebSocketUpgrade = @Sendable (Request) async throws -> WebSocke
 
 /// A server frame encoded once and sent to many sockets without re-encoding (broadcast).
 public struct EncodedWebSocketFrame: Sendable, Hashable {
+    /// The unmasked frame, as every server-side socket sends it.
     let bytes: [UInt8]
+    /// Kept for client-side sockets, which must mask each frame afresh.
+    let opcode: WebSocketOpcode
+    let payload: [UInt8]
 
     /// A text frame.
-    public init(text: String) { bytes = WebSocketFrameEncoder.encode(opcode: .text, payload: Array(text.utf8)) }
+    public init(text: String) { self.init(opcode: .text, payload: Array(text.utf8)) }
     /// A binary frame.
-    public init(binary: [UInt8]) { bytes = WebSocketFrameEncoder.encode(opcode: .binary, payload: binary) }
+    public init(binary: [UInt8]) { self.init(opcode: .binary, payload: binary) }
+
+    private init(opcode: WebSocketOpcode, payload: [UInt8]) {
+        self.opcode = opcode
+        self.payload = payload
+        bytes = WebSocketFrameEncoder.encode(opcode: opcode, payload: payload)
+    }
 }
 
 /// One open WebSocket, server or client side. Every method is safe from any thread; work is
@@ -115,17 +125,17 @@ public final class WebSocket: Sendable {
     }
 
     /// Sends a text message.
-    public func send(text: String) { withCore { $0.sendMessage(opcode: .text, payload: Array(text.utf8)) } }
+    public func send(text: String) { withCore { $0.send(opcode: .text, payload: Array(text.utf8)) } }
 
     /// Sends a binary message.
-    public func send(binary: [UInt8]) { withCore { $0.sendMessage(opcode: .binary, payload: binary) } }
+    public func send(binary: [UInt8]) { withCore { $0.send(opcode: .binary, payload: binary) } }
 
     /// Sends a frame encoded once for many server-side sockets.
     public func send(_ frame: EncodedWebSocketFrame) { withCore { $0.sendEncoded(frame) } }
 
     /// Sends a ping; the peer's pong counts as life.
     public func ping(_ payload: [UInt8] = []) {
-        withCore { $0.sendControl(opcode: .ping, payload: Array(payload.prefix(125))) }
+        withCore { $0.send(opcode: .ping, payload: Array(payload.prefix(125))) }
     }
 
     /// Starts the close handshake with `code` and `reason`.

@@ -118,7 +118,7 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
             guard closeState == .open, let socket else { return }
             handler.onMessage(socket, message)
         case .ping(let payload):
-            if closeState == .open { sendControl(opcode: .pong, payload: payload) }
+            if closeState == .open { send(opcode: .pong, payload: payload) }
         case .pong:
             break  // any frame counts as life; `keepalive.heard` already ran
         case .close(let code, let reason):
@@ -151,28 +151,18 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
 
     // MARK: - Sending
 
-    func sendMessage(opcode: WebSocketOpcode, payload: [UInt8]) {
+    /// Sends a data or control frame while the connection is open.
+    func send(opcode: WebSocketOpcode, payload: [UInt8]) {
         guard closeState == .open else { return }
         writeFrame(opcode: opcode, payload: payload)
     }
 
     func sendEncoded(_ frame: EncodedWebSocketFrame) {
         guard closeState == .open else { return }
-        if role == .client {
-            // Client frames must be masked; re-encode (rare: broadcast frames are server-side).
-            var copy = ByteBuffer(frame.bytes)
-            var decoder = WebSocketFrameDecoder(role: .client, maxFrameSize: Int.max)
-            if case .header(let header)? = try? decoder.next(&copy), case .payload(let payload, _)? = try? decoder.next(&copy) {
-                writeFrame(opcode: header.opcode, payload: payload)
-            }
-            return
+        switch role {
+        case .server: enqueue(frame.bytes)
+        case .client: writeFrame(opcode: frame.opcode, payload: frame.payload)  // masked per frame
         }
-        enqueue(frame.bytes)
-    }
-
-    func sendControl(opcode: WebSocketOpcode, payload: [UInt8]) {
-        guard closeState == .open else { return }
-        writeFrame(opcode: opcode, payload: payload)
     }
 
     func initiateClose(code: WebSocketCloseCode, reason: String) {
@@ -226,7 +216,7 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
         case .wait(let until):
             scheduleKeepalive(at: until)
         case .ping(let next):
-            sendControl(opcode: .ping, payload: [])
+            send(opcode: .ping, payload: [])
             scheduleKeepalive(at: next)
         case .dead:
             receivedCloseCode = .abnormalClosure
