@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "parley-server", targets: ["parley-server"]),
         .executable(name: "parley-bench", targets: ["parley-bench"]),
         .library(name: "ParleyNet", targets: ["ParleyNet"]),
+        .library(name: "ParleyWire", targets: ["ParleyWire"]),
     ],
     targets: [
         // epoll, eventfd, timerfd and accept4 are not in Swift's Glibc module.
@@ -18,11 +19,20 @@ let package = Package(
         // libcrypto: SHA-1 for Sec-WebSocket-Accept, RAND_bytes for keys and masks.
         .systemLibrary(name: "CParleyCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
+        // SQLite (WAL, FTS5) for the embedded store; libsodium for Argon2id and random ids.
+        .systemLibrary(name: "CParleySQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CParleySodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+
         .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto"]),
-        .target(name: "ParleyServer", dependencies: ["ParleyNet"]),
+        .target(name: "ParleyWire"),
+        .target(name: "ParleyStore"),
+        .target(name: "ParleyStoreSQLite", dependencies: ["ParleyStore", "CParleySQLite"]),
+        .target(name: "ParleyCrypto", dependencies: ["CParleySodium"]),
+        .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
+        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite"]),
 
         .executableTarget(name: "parley-server", dependencies: ["ParleyServer"]),
-        .executableTarget(name: "parley-bench", dependencies: ["ParleyNet"]),
+        .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyCrypto"]),
 
         // libFuzzer entry points. Built with `--sanitize=fuzzer -Xswiftc -DFUZZING` by
         // scripts/fuzz.sh; a plain build gets a replay `main` that runs saved inputs.
@@ -33,8 +43,11 @@ let package = Package(
 
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
         .target(name: "ParleyNetTesting", dependencies: ["ParleyNet"]),
+        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStoreSQLite"]),
 
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
     ]
 )

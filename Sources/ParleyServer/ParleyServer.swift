@@ -1,10 +1,14 @@
 import Foundation
+public import ParleyChat
 public import ParleyNet
+import ParleyCrypto
+import ParleyStore
+import ParleyStoreSQLite
 
-/// A running Parley server: its loops, its HTTP listener and its routes.
+/// A running Parley server: its store, its domain, its loops, its HTTP listener and routes.
 ///
 /// ```swift
-/// let server = try ParleyServer.start(configuration)   // binds; returns once listening
+/// let server = try await ParleyServer.start(configuration)   // migrates, binds; returns once listening
 /// print(server.url)
 /// await server.shutdown()
 /// ```
@@ -15,32 +19,48 @@ public final class ParleyServer: Sendable {
     public let url: String
     /// The bound address.
     public var localAddress: SocketAddress { http.localAddress }
+    /// The app created by this start (first start only), with its secret; nil otherwise.
+    public let createdApp: AppCredentials?
+    /// Every app's name and public key.
+    public let apps: [AppCredentials]
     private let group: EventLoopGroup
     private let http: HTTPServer
-    private let startedAt = ContinuousClock.now
+    private let store: SQLiteStore
 
-    private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer) {
+    private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: SQLiteStore,
+                 createdApp: AppCredentials?, apps: [AppCredentials]) {
         self.configuration = configuration
         self.group = group
         self.http = http
+        self.store = store
+        self.createdApp = createdApp
+        self.apps = apps
         let host = http.localAddress.description.hasPrefix("[") ? "[\(configuration.host)]" : configuration.host
         url = "http://\(host):\(http.localAddress.port)"
     }
 
-    /// Creates the data directory, starts the loops and binds.
+    /// Opens the database (creating and migrating it), creates the default app on first
+    /// start, starts the loops and binds.
     ///
-    /// - Throws: ``StartError`` saying what to change (a busy port, an unwritable directory).
-    public static func start(_ configuration: ServerConfiguration) throws -> ParleyServer {
+    /// - Throws: ``StartError`` saying what to change (a busy port, an unwritable directory,
+    ///   a database written by a newer version).
+    public static func start(_ configuration: ServerConfiguration) async throws -> ParleyServer {
         ProcessSetup.prepare()
+        let (store, chat) = try await openChat(configuration)
+        let createdApp: AppCredentials?
+        let apps: [AppCredentials]
         do {
-            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+            createdApp = try await chat.createDefaultAppIfNeeded()
+            apps = try await chat.listApps()
         } catch {
-            throw StartError(message: "cannot create the data directory \(configuration.dataDirectory): \(error.localizedDescription); choose another with --data-dir")
+            store.close()
+            throw StartError(message: "cannot create the default app: \(error)")
         }
         let group: EventLoopGroup
         do {
             group = try EventLoopGroup(loopCount: configuration.threads ?? EventLoopGroup.coreCount)
         } catch {
+            store.close()
             throw StartError(message: "cannot start event loops: \(error)")
         }
         var httpConfiguration = HTTPServerConfiguration()
@@ -48,26 +68,97 @@ public final class ParleyServer: Sendable {
         httpConfiguration.port = configuration.port
         httpConfiguration.limits.maxBodySize = configuration.maxBodyBytes
         let startedAt = ContinuousClock.now
-        let router = Routes.make(configuration: configuration, group: group, startedAt: startedAt)
+        var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store)
+        ChatRoutes.add(to: &router, chat: chat)
         do {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
-            return ParleyServer(configuration: configuration, group: group, http: http)
+            return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
+            store.close()
             throw StartError(message: "port \(configuration.port) on \(configuration.host) is already in use; stop the other process or pass --port")
         } catch {
             group.shutdown()
+            store.close()
             throw StartError(message: "cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
+    }
+
+    /// Opens the store in the data directory and brings its schema up to date.
+    static func openChat(_ configuration: ServerConfiguration) async throws -> (SQLiteStore, Chat) {
+        do {
+            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw StartError(message: "cannot create the data directory \(configuration.dataDirectory): \(error.localizedDescription); choose another with --data-dir")
+        }
+        let path = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
+        var storeConfiguration = SQLiteStore.Configuration()
+        storeConfiguration.synchronous = configuration.sqliteSynchronous == "normal" ? .normal : .full
+        let store: SQLiteStore
+        do {
+            store = try SQLiteStore(path: path, configuration: storeConfiguration)
+        } catch {
+            throw StartError(message: "\(error); check that \(path) is a Parley database and the directory is writable")
+        }
+        var chatConfiguration = Chat.Configuration()
+        chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)
+        chatConfiguration.signUpsPerAddressPerHour = configuration.signUpsPerHour
+        do {
+            let chat = try Chat(store: store, configuration: chatConfiguration)
+            try await chat.migrate()
+            return (store, chat)
+        } catch {
+            store.close()
+            throw StartError(message: "cannot prepare the database \(path): \(error)")
+        }
+    }
+
+    /// Runs `parley-server apps …` against the data directory.
+    ///
+    /// - Returns: the text to print.
+    public static func runApps(_ command: AppsCommand, configuration: ServerConfiguration) async throws -> String {
+        let (store, chat) = try await openChat(configuration)
+        defer { store.close() }
+        switch command {
+        case .list:
+            let apps = try await chat.listApps()
+            if apps.isEmpty { return "No apps yet: start the server once, or run 'parley-server apps create <name>'." }
+            return apps.map { "\($0.name)\t\($0.publicKey)\tcreated \(ISO8601DateFormatter().string(from: $0.createdAt))" }.joined(separator: "\n")
+        case .create(let name):
+            return describe(try await chat.createApp(name: name), verb: "Created")
+        case .rotateSecret(let app):
+            return describe(try await chat.rotateSecret(app: app), verb: "New secret for")
+        }
+    }
+
+    /// How an app's credentials are shown when its secret is new.
+    public static func describe(_ app: AppCredentials, verb: String) -> String {
+        """
+        \(verb) app '\(app.name)'
+          app key:    \(app.publicKey)   (clients send it as X-Parley-App-Key)
+          app secret: \(app.secret ?? "(unchanged)")   (for your backend only; shown once, stored as a hash)
+        """
+    }
+
+    /// Lines printed at start: the app just created (with its secret), or every app's key.
+    public var appsBanner: [String] {
+        var lines: [String] = []
+        if let createdApp { lines.append(Self.describe(createdApp, verb: "First start: created")) }
+        for app in apps where app.publicKey != createdApp?.publicKey {
+            lines.append("App '\(app.name)' key: \(app.publicKey)")
+        }
+        return lines
     }
 
     /// Open connections (HTTP and WebSocket).
     public var connectionCount: Int { http.connectionCount }
 
-    /// Graceful stop: see ``HTTPServer/shutdown(timeout:)``; then the loops stop.
+    /// Graceful stop: see ``HTTPServer/shutdown(timeout:)``; then the loops stop and the
+    /// store finishes its queued writes and closes.
     public func shutdown() async {
         await http.shutdown(timeout: .seconds(configuration.shutdownTimeoutSeconds))
         group.shutdown()
+        store.close()
     }
 }
 

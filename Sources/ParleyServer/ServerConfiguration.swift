@@ -22,6 +22,15 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Serve the conformance and benchmark endpoints (`/echo`, `/echo/ws`, `/echo/broadcast`).
     /// `--enable-echo`, `PARLEY_ENABLE_ECHO=1`. Default: off.
     public var enableEcho = false
+    /// SQLite's `synchronous` setting: `full` (survives power loss) or `normal` (survives
+    /// kill -9; may lose the last commits on power loss). `--sqlite-synchronous`. Default: full.
+    public var sqliteSynchronous = "full"
+    /// Argon2id passes for password hashes. `--argon2-passes`. Default: 2.
+    public var argon2Passes = 2
+    /// Argon2id memory in MiB for password hashes. `--argon2-memory-mib`. Default: 64.
+    public var argon2MemoryMiB = 64
+    /// Accounts one address may create per hour. `--signups-per-hour`. Default: 60.
+    public var signUpsPerHour = 60
 
     /// The defaults.
     public init() {}
@@ -29,6 +38,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// What the command line asked for.
     public enum Command: Equatable, Sendable {
         case run(ServerConfiguration)
+        /// `parley-server apps …`: manage apps in the data directory.
+        case apps(AppsCommand, ServerConfiguration)
         case help
         case version
     }
@@ -49,6 +60,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         ("--ping-interval <s>", "PARLEY_PING_INTERVAL", "Seconds between pings to quiet WebSockets (default 30)."),
         ("--shutdown-timeout <s>", "PARLEY_SHUTDOWN_TIMEOUT", "Seconds to finish in-flight work on SIGINT/SIGTERM (default 10)."),
         ("--enable-echo", "PARLEY_ENABLE_ECHO", "Serve /echo, /echo/ws and /echo/broadcast for conformance tests and benchmarks."),
+        ("--sqlite-synchronous <m>", "PARLEY_SQLITE_SYNCHRONOUS", "full (default: survives power loss) or normal (survives crashes only); see docs/storage.md."),
+        ("--argon2-passes <n>", "PARLEY_ARGON2_PASSES", "Argon2id passes for password hashes (default 2)."),
+        ("--argon2-memory-mib <n>", "PARLEY_ARGON2_MEMORY_MIB", "Argon2id memory per password hash in MiB (default 64)."),
+        ("--signups-per-hour <n>", "PARLEY_SIGNUPS_PER_HOUR", "Accounts one client address may create per hour (default 60)."),
         ("-h, --help", nil, "Show this help."),
         ("--version", nil, "Print the version."),
     ]
@@ -59,6 +74,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             parley-server \(ParleyVersion.current): the Parley chat server.
 
             USAGE: parley-server [options]
+                   parley-server apps list|create <name>|rotate-secret <name-or-key> [--data-dir <path>]
 
             OPTIONS (each also read from the environment variable shown):
 
@@ -69,7 +85,12 @@ public struct ServerConfiguration: Sendable, Equatable {
         }
         text += """
 
-            ENDPOINTS: GET /healthz (liveness and version), GET /metrics (Prometheus text).
+            APPS: the first start creates an app named "default" and prints its key and secret
+            (the secret only then). 'apps create' makes more, 'apps list' shows their keys,
+            'apps rotate-secret' replaces a secret. A running server sees new apps at once.
+
+            ENDPOINTS: the REST API under /v1 (docs/openapi.yaml), GET /healthz (liveness and
+            version), GET /metrics (Prometheus text).
             SIGNALS: SIGINT or SIGTERM stop accepting, close WebSockets with 1001, finish
             in-flight requests and exit 0 within the shutdown timeout.
             """
@@ -88,11 +109,18 @@ public struct ServerConfiguration: Sendable, Equatable {
             "PARLEY_THREADS": "--threads", "PARLEY_MAX_BODY_BYTES": "--max-body-bytes",
             "PARLEY_MAX_MESSAGE_BYTES": "--max-message-bytes", "PARLEY_PING_INTERVAL": "--ping-interval",
             "PARLEY_SHUTDOWN_TIMEOUT": "--shutdown-timeout", "PARLEY_ENABLE_ECHO": "--enable-echo",
+            "PARLEY_SQLITE_SYNCHRONOUS": "--sqlite-synchronous", "PARLEY_ARGON2_PASSES": "--argon2-passes",
+            "PARLEY_ARGON2_MEMORY_MIB": "--argon2-memory-mib", "PARLEY_SIGNUPS_PER_HOUR": "--signups-per-hour",
         ]
         for (variable, flag) in environmentNames.sorted(by: { $0.key < $1.key }) {
             if let value = environment[variable] { pairs.append((flag, value, true)) }
         }
         var index = 0
+        var apps: [String]?
+        if arguments.first == "apps" {
+            apps = []
+            index = 1
+        }
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
@@ -100,6 +128,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "-h", "--help", "help": return .help
             case "--version": return .version
             case "--enable-echo": pairs.append((argument, "1", false))
+            case _ where apps != nil && !argument.hasPrefix("-"): apps?.append(argument)
             default:
                 var name = argument
                 var value: String?
@@ -144,12 +173,33 @@ public struct ServerConfiguration: Sendable, Equatable {
                     throw UsageError(message: "\(source) must be 1/true/yes or 0/false/no")
                 }
                 configuration.enableEcho = ["1", "true", "yes"].contains(value.lowercased())
+            case "--sqlite-synchronous":
+                guard ["full", "normal"].contains(value.lowercased()) else { throw UsageError(message: "\(source) must be full or normal") }
+                configuration.sqliteSynchronous = value.lowercased()
+            case "--argon2-passes": configuration.argon2Passes = try integer(1...10)
+            case "--argon2-memory-mib": configuration.argon2MemoryMiB = try integer(1...4096)
+            case "--signups-per-hour": configuration.signUpsPerHour = try integer(1...1_000_000)
             default:
                 throw UsageError(message: "unknown option '\(name)'")
             }
         }
+        if let apps {
+            switch apps.first {
+            case "list" where apps.count == 1: return .apps(.list, configuration)
+            case "create" where apps.count == 2: return .apps(.create(name: apps[1]), configuration)
+            case "rotate-secret" where apps.count == 2: return .apps(.rotateSecret(app: apps[1]), configuration)
+            default: throw UsageError(message: "use 'apps list', 'apps create <name>' or 'apps rotate-secret <name-or-key>'")
+            }
+        }
         return .run(configuration)
     }
+}
+
+/// What `parley-server apps` does.
+public enum AppsCommand: Equatable, Sendable {
+    case list
+    case create(name: String)
+    case rotateSecret(app: String)
 }
 
 /// The version reported by `--version`, `/healthz` and `/metrics`.

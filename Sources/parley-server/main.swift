@@ -18,13 +18,33 @@ func say(_ line: String) {
     fflush(nil)
 }
 
+func fail(_ message: String, code: Int32) -> Never {
+    FileHandle.standardError.write(Data("parley-server: \(message)\n".utf8))
+    exit(code)
+}
+
+/// Runs async work from this synchronous top level (a detached task: the main thread blocks).
+func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
+    let done = DispatchSemaphore(value: 0)
+    let result = ResultBox<T>()
+    Task.detached {
+        do { result.value = .success(try await work()) } catch { result.value = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    return result.value ?? .failure(CancellationError())
+}
+
+final class ResultBox<T>: @unchecked Sendable {
+    var value: Result<T, any Error>?
+}
+
 let command: ServerConfiguration.Command
 do {
     command = try ServerConfiguration.parse(Array(CommandLine.arguments.dropFirst()),
                                             environment: ProcessInfo.processInfo.environment)
 } catch {
-    FileHandle.standardError.write(Data("parley-server: \(error)\n".utf8))
-    exit(64)  // EX_USAGE
+    fail("\(error)", code: 64)  // EX_USAGE
 }
 
 switch command {
@@ -34,26 +54,26 @@ case .help:
 case .version:
     print("parley-server \(ParleyVersion.current)")
     exit(0)
+case .apps(let apps, let configuration):
+    switch blocking({ try await ParleyServer.runApps(apps, configuration: configuration) }) {
+    case .success(let text): say(text)
+    case .failure(let error): fail("\(error)", code: 65)  // EX_DATAERR
+    }
+    exit(0)
 case .run(let configuration):
     let server: ParleyServer
-    do {
-        server = try ParleyServer.start(configuration)
-    } catch {
-        FileHandle.standardError.write(Data("parley-server: \(error)\n".utf8))
-        exit(69)  // EX_UNAVAILABLE
+    switch blocking({ try await ParleyServer.start(configuration) }) {
+    case .success(let started): server = started
+    case .failure(let error): fail("\(error)", code: 69)  // EX_UNAVAILABLE
     }
     say("Parley \(ParleyVersion.current) listening on \(server.url) (data in \(configuration.dataDirectory))")
+    for line in server.appsBanner { say(line) }
     say("Health: \(server.url)/healthz   Metrics: \(server.url)/metrics   Stop: Ctrl-C")
 
     var received: Int32 = 0
     sigwait(&stopSignals, &received)
     say("Shutting down: finishing in-flight requests (at most \(configuration.shutdownTimeoutSeconds) s)")
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        await server.shutdown()
-        done.signal()
-    }
-    done.wait()
+    _ = blocking { await server.shutdown() }
     say("Stopped.")
     exit(0)
 }

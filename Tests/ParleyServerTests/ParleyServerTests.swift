@@ -14,7 +14,7 @@ struct ParleyServerTests {
         configuration.threads = 2
         configuration.enableEcho = echo
         configuration.dataDirectory = NSTemporaryDirectory() + "parley-test-\(UUID().uuidString)"
-        return try ParleyServer.start(configuration)
+        return try await ParleyServer.start(configuration)
     }
 
     private func get(_ url: String) async throws -> (Int, String, [AnyHashable: Any]) {
@@ -68,7 +68,7 @@ struct ParleyServerTests {
         configuration.port = first.localAddress.port
         configuration.dataDirectory = first.configuration.dataDirectory
         do {
-            _ = try ParleyServer.start(configuration)
+            _ = try await ParleyServer.start(configuration)
             Issue.record("the second bind should fail")
         } catch let error as StartError {
             #expect(error.message.contains("already in use"))

@@ -1,0 +1,218 @@
+import Foundation
+import ParleyCrypto
+import ParleyStore
+public import ParleyWire
+
+extension Chat {
+    /// Registers a user with a username and password and signs them in on this device.
+    ///
+    /// - Throws: 400 for a username, password or display name outside the rules
+    ///   (``Limits``); 409 `username_taken`; 429 when `address` created too many accounts.
+    public func register(_ request: RegisterRequest, app: AppRef, address: String) async throws -> SignedIn {
+        let (username, key) = try Validate.username(request.username)
+        try Validate.password(request.password, username: username)
+        let displayName = try Validate.displayName(request.displayName ?? username)
+        let device = try Validate.device(request.device)
+        try checkSignUpBudget(address: address)
+        // A cheap check first, so a taken name costs no password hash; the UNIQUE constraint
+        // below is what actually guarantees it.
+        let taken: Bool = try await run {
+            try await store.read { db in try db.fetchOne("SELECT 1 FROM user WHERE app_id = \(app.id) AND username_key = \(key)") != nil }
+        }
+        if taken { throw ChatError.usernameTaken }
+        let password = request.password
+        let cost = configuration.passwordCost
+        let hash = try await onPasswordLane { try Crypto.hashPassword(password, cost: cost) }
+        signUpsByAddress.record(address, now: configuration.now())
+        return try await createUser(app: app, username: username, key: key, displayName: displayName, passwordHash: hash, device: device)
+    }
+
+    /// Creates an anonymous account with only a display name (the Pusher tutorial's senders)
+    /// and signs it in. Its username is generated (`guest-…`).
+    ///
+    /// - Throws: 400 for a bad display name; 429 when `address` created too many accounts.
+    public func signInAsGuest(_ request: GuestSignInRequest, app: AppRef, address: String) async throws -> SignedIn {
+        let displayName = try Validate.displayName(request.displayName)
+        let device = try Validate.device(request.device)
+        try checkSignUpBudget(address: address)
+        signUpsByAddress.record(address, now: configuration.now())
+        let username = Crypto.randomID(prefix: "guest-", length: 12)
+        return try await createUser(app: app, username: username, key: username, displayName: displayName, passwordHash: nil, device: device)
+    }
+
+    /// Signs in with a username and password; returns a new session for this device.
+    ///
+    /// - Throws: 401 `wrong_credentials` (the same for an unknown name and a wrong password);
+    ///   429 `rate_limited` with a retry time after too many failures for the account or address.
+    public func signIn(_ request: SignInRequest, app: AppRef, address: String) async throws -> SignedIn {
+        let device = try Validate.device(request.device)
+        guard request.username.utf8.count <= 256, request.password.utf8.count <= Limits.passwordBytes.upperBound else {
+            throw ChatError.wrongCredentials
+        }
+        let key = request.username.lowercased()
+        let accountKey = "\(app.id):\(key)"
+        let now = configuration.now()
+        if let seconds = failedSignInsByAccount.retryAfter(accountKey, now: now) ?? failedSignInsByAddress.retryAfter(address, now: now) {
+            throw ChatError.rateLimited(retryAfter: seconds)
+        }
+        let found: (key: Int64, hash: String?)? = try await run {
+            try await store.read { db in
+                guard let row = try db.fetchOne("SELECT id, password_hash FROM user WHERE app_id = \(app.id) AND username_key = \(key)") else {
+                    return nil
+                }
+                return (try row.get(0), try row.get(1, as: String?.self))
+            }
+        }
+        let password = request.password
+        let storedHash = found?.hash ?? decoyPasswordHash
+        let verified = try await onPasswordLane { Crypto.verifyPassword(password, hash: storedHash) }
+        guard verified, let userKey = found?.key, found?.hash != nil else {
+            failedSignInsByAccount.record(accountKey, now: now)
+            failedSignInsByAddress.record(address, now: now)
+            throw ChatError.wrongCredentials
+        }
+        failedSignInsByAccount.reset(accountKey)
+        let cost = configuration.passwordCost
+        let newHash: String? = Crypto.passwordNeedsRehash(storedHash, cost: cost)
+            ? try await onPasswordLane { try Crypto.hashPassword(password, cost: cost) } : nil
+        let nowMilliseconds = nowMilliseconds
+        let lifetime = configuration.sessionLifetime
+        return try await run {
+            try await store.write { db in
+                if let newHash { try db.execute("UPDATE user SET password_hash = \(newHash) WHERE id = \(userKey)") }
+                let session = try Chat.createSession(db, userKey: userKey, device: device, now: nowMilliseconds, lifetime: lifetime)
+                return SignedIn(user: try Chat.fetchUser(db, key: userKey), session: session)
+            }
+        }
+    }
+
+    /// Resolves a bearer token to the signed-in user.
+    ///
+    /// - Throws: 401 `unauthenticated` for an unknown, expired or signed-out token, or a
+    ///   token of another app than `app`.
+    public func authenticate(token: String, app: AppRef) async throws -> Caller {
+        guard (16...128).contains(token.utf8.count) else { throw ChatError.unauthenticated }
+        let hash = Crypto.secretHash(token)
+        let now = nowMilliseconds
+        if let caller = sessions.get(hash, now: now) {
+            guard caller.appID == app.id else { throw ChatError.unauthenticated }
+            return caller
+        }
+        let found: (Caller, Int64)? = try await run {
+            try await store.read { db in
+                guard let row = try db.fetchOne("""
+                    SELECT s.id, s.expires_at, u.id, u.public_id, u.app_id FROM session s JOIN user u ON u.id = s.user_id
+                    WHERE s.token_hash = \(hash)
+                    """) else { return nil }
+                let caller = Caller(appID: try row.get(4), userKey: try row.get(2), userID: UserID(rawValue: try row.get(3)),
+                                    sessionKey: try row.get(0))
+                return (caller, try row.get(1))
+            }
+        }
+        guard let (caller, expiresAt) = found, expiresAt > now else { throw ChatError.unauthenticated }
+        sessions.put(hash, .init(caller: caller, expiresAt: expiresAt, cachedAt: now))
+        guard caller.appID == app.id else { throw ChatError.unauthenticated }
+        return caller
+    }
+
+    /// Signs out this device's session, or every session of the user.
+    public func signOut(_ caller: Caller, everywhere: Bool) async throws {
+        try await run {
+            try await store.write { db in
+                if everywhere {
+                    try db.execute("DELETE FROM session WHERE user_id = \(caller.userKey)")
+                } else {
+                    try db.execute("DELETE FROM session WHERE id = \(caller.sessionKey)")
+                }
+            }
+        }
+        if everywhere { sessions.remove(user: caller.userKey) } else { sessions.remove(session: caller.sessionKey) }
+    }
+
+    /// The caller's sessions (devices), newest first, without tokens.
+    public func listSessions(_ caller: Caller) async throws -> SessionList {
+        let now = nowMilliseconds
+        return try await run {
+            try await store.read { db in
+                let rows = try db.fetchAll("""
+                    SELECT public_id, device, created_at, expires_at FROM session
+                    WHERE user_id = \(caller.userKey) AND expires_at > \(now) ORDER BY created_at DESC, id DESC
+                    """)
+                return SessionList(sessions: try rows.map { row in
+                    Session(token: nil, id: try row.get(0), device: try row.get(1), createdAt: Chat.date(try row.get(2)),
+                            expiresAt: Chat.date(try row.get(3)))
+                })
+            }
+        }
+    }
+
+    /// The caller's own account.
+    public func me(_ caller: Caller) async throws -> User {
+        try await run { try await store.read { db in try Chat.fetchUser(db, key: caller.userKey) } }
+    }
+
+    /// Changes the caller's display name and custom data (absent fields are kept).
+    public func updateProfile(_ caller: Caller, _ request: UpdateProfileRequest) async throws -> User {
+        let displayName = try request.displayName.map(Validate.displayName)
+        let customData = try request.customData.map { try Validate.customData($0) }
+        return try await run {
+            try await store.write { db in
+                if let displayName {
+                    try db.execute("UPDATE user SET display_name = \(displayName), display_key = \(displayName.lowercased()) WHERE id = \(caller.userKey)")
+                }
+                if let customData { try db.execute("UPDATE user SET custom_data = \(customData) WHERE id = \(caller.userKey)") }
+                return try Chat.fetchUser(db, key: caller.userKey)
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func checkSignUpBudget(address: String) throws {
+        if let seconds = signUpsByAddress.retryAfter(address, now: configuration.now()) {
+            throw ChatError.rateLimited(retryAfter: seconds)
+        }
+    }
+
+    private func createUser(app: AppRef, username: String, key: String, displayName: String, passwordHash: String?,
+                            device: String) async throws -> SignedIn {
+        let id = Crypto.randomID(prefix: "u_")
+        let now = nowMilliseconds
+        let lifetime = configuration.sessionLifetime
+        let isGuest = passwordHash == nil
+        return try await run {
+            try await store.write { db in
+                do {
+                    try db.execute("""
+                        INSERT INTO user (app_id, public_id, username, username_key, display_name, display_key, password_hash, is_guest, created_at)
+                        VALUES (\(app.id), \(id), \(username), \(key), \(displayName), \(displayName.lowercased()), \(passwordHash), \(isGuest), \(now))
+                        """)
+                } catch let error as StoreError where error.isConstraintViolation {
+                    throw ChatError.usernameTaken
+                }
+                guard let userKey = try db.fetchValue(Int64.self, "SELECT id FROM user WHERE public_id = \(id)") else {
+                    throw ChatError.internalError
+                }
+                let session = try Chat.createSession(db, userKey: userKey, device: device, now: now, lifetime: lifetime)
+                return SignedIn(user: try Chat.fetchUser(db, key: userKey), session: session)
+            }
+        }
+    }
+
+    static func createSession(_ db: any Database, userKey: Int64, device: String, now: Int64, lifetime: TimeInterval) throws -> Session {
+        let token = "pt_" + Crypto.randomToken()
+        let id = Crypto.randomID(prefix: "s_")
+        let expiresAt = now + Int64(lifetime * 1000)
+        try db.execute("""
+            INSERT INTO session (public_id, token_hash, user_id, device, created_at, expires_at)
+            VALUES (\(id), \(Crypto.secretHash(token)), \(userKey), \(device), \(now), \(expiresAt))
+            """)
+        // Past the cap, the oldest sessions are signed out (a lost phone cannot pin a slot).
+        try db.execute("""
+            DELETE FROM session WHERE user_id = \(userKey) AND id NOT IN
+                (SELECT id FROM session WHERE user_id = \(userKey) ORDER BY created_at DESC, id DESC LIMIT \(Limits.sessionsPerUser))
+            """)
+        try db.execute("DELETE FROM session WHERE user_id = \(userKey) AND expires_at <= \(now)")
+        return Session(token: token, id: id, device: device, createdAt: date(now), expiresAt: date(expiresAt))
+    }
+}

@@ -1,0 +1,108 @@
+public import Foundation
+import ParleyCrypto
+import ParleyStore
+import ParleyWire
+
+/// An app as the operator sees it. `secret` is present only right after it was created or
+/// rotated: the server keeps a hash, so a lost secret can only be replaced.
+public struct AppCredentials: Sendable, Hashable {
+    public var name: String
+    /// Sent by clients in `X-Parley-App-Key`.
+    public var publicKey: String
+    /// For the app's backend; shown once.
+    public var secret: String?
+    public var createdAt: Date
+}
+
+/// An app a request was made for.
+public struct AppRef: Sendable, Hashable {
+    /// The app's internal key.
+    public var id: Int64
+}
+
+extension Chat {
+    /// Creates an app with a fresh public key and secret.
+    ///
+    /// - Throws: 409 `conflict` if the name is taken; 400 for a bad name.
+    public func createApp(name: String) async throws -> AppCredentials {
+        let name = name.trimmingCharacters(in: .whitespaces)
+        guard (1...64).contains(name.count), name.allSatisfy({ $0.isLetter || $0.isNumber || "-_. ".contains($0) }) else {
+            throw ChatError.invalid("an app name is 1–64 letters, digits, spaces, '-', '_' or '.'")
+        }
+        let key = Crypto.randomID(prefix: "pk_", length: 24)
+        let secret = "sk_" + Crypto.randomToken()
+        let hash = Crypto.secretHash(secret)
+        let now = nowMilliseconds
+        return try await run {
+            try await store.write { db in
+                if try db.fetchOne("SELECT 1 FROM app WHERE name = \(name)") != nil {
+                    throw ChatError.conflict("an app named '\(name)' exists; choose another name")
+                }
+                try db.execute("INSERT INTO app (name, public_key, secret_hash, created_at) VALUES (\(name), \(key), \(hash), \(now))")
+                return AppCredentials(name: name, publicKey: key, secret: secret, createdAt: Chat.date(now))
+            }
+        }
+    }
+
+    /// Every app, oldest first, without secrets.
+    public func listApps() async throws -> [AppCredentials] {
+        try await run {
+            try await store.read { db in
+                try db.fetchAll("SELECT name, public_key, created_at FROM app ORDER BY id").map { row in
+                    AppCredentials(name: try row.get(0), publicKey: try row.get(1), secret: nil, createdAt: Chat.date(try row.get(2)))
+                }
+            }
+        }
+    }
+
+    /// Replaces an app's secret (by name or public key); the old one stops working.
+    ///
+    /// - Throws: 404 `app_not_found`.
+    public func rotateSecret(app: String) async throws -> AppCredentials {
+        let secret = "sk_" + Crypto.randomToken()
+        let hash = Crypto.secretHash(secret)
+        return try await run {
+            try await store.write { db in
+                guard let row = try db.fetchOne("""
+                    UPDATE app SET secret_hash = \(hash) WHERE name = \(app) OR public_key = \(app)
+                    RETURNING name, public_key, created_at
+                    """) else {
+                    throw ChatError(status: 404, code: "app_not_found", message: "no app with that name or key; see 'parley-server apps list'")
+                }
+                return AppCredentials(name: try row.get(0), publicKey: try row.get(1), secret: secret, createdAt: Chat.date(try row.get(2)))
+            }
+        }
+    }
+
+    /// Creates the app named "default" when the server has no app yet.
+    ///
+    /// - Returns: its credentials (with the secret) if it was created now; nil otherwise.
+    public func createDefaultAppIfNeeded() async throws -> AppCredentials? {
+        let count: Int = try await run { try await store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM app") ?? 0 } }
+        guard count == 0 else { return nil }
+        return try await createApp(name: "default")
+    }
+
+    /// Checks the app key a client sent.
+    ///
+    /// - Throws: 401 `unknown_app`.
+    public func app(publicKey: String) async throws -> AppRef {
+        if let id = apps.get(publicKey) { return AppRef(id: id) }
+        guard publicKey.utf8.count <= 64 else { throw ChatError.unknownApp }
+        let id: Int64? = try await run {
+            try await store.read { db in try db.fetchValue(Int64.self, "SELECT id FROM app WHERE public_key = \(publicKey)") }
+        }
+        guard let id else { throw ChatError.unknownApp }
+        apps.put(publicKey, id)
+        return AppRef(id: id)
+    }
+
+    /// Checks an app's secret (for its backend) in constant time.
+    public func verifySecret(_ secret: String, app: AppRef) async throws -> Bool {
+        let stored: [UInt8]? = try await run {
+            try await store.read { db in try db.fetchValue([UInt8].self, "SELECT secret_hash FROM app WHERE id = \(app.id)") }
+        }
+        guard let stored else { return false }
+        return Crypto.constantTimeEqual(stored, Crypto.secretHash(secret))
+    }
+}

@@ -1,0 +1,410 @@
+import Foundation
+import ParleyCrypto
+import ParleyStore
+public import ParleyWire
+
+/// What a caller may do in a conversation, read inside a transaction.
+struct Access {
+    var key: Int64
+    var id: ConversationID
+    var kind: ConversationKind
+    var role: MemberRole?
+    var lastSeq: Int64
+    var memberCount: Int
+
+    /// Members only; a non-member of a public channel gets 403 `not_member` (they can see it
+    /// exists), anyone else never got this far (404).
+    func requireMember() throws -> MemberRole {
+        guard let role else { throw ChatError.notMember }
+        return role
+    }
+
+    /// Owners and admins of groups and channels.
+    func requireAdmin() throws {
+        let role = try requireMember()
+        guard kind != .direct else { throw ChatError.forbidden("a direct conversation has no admins; create a group to manage members") }
+        guard role >= .admin else { throw ChatError.forbidden("only the conversation's owners and admins may do this") }
+    }
+}
+
+extension Chat {
+    // MARK: - Create and read
+
+    /// Creates a conversation, or for `direct` finds the existing one with that person.
+    ///
+    /// - Returns: the conversation and whether it was created by this call.
+    /// - Throws: 400 for a direct conversation without exactly one other person or a channel
+    ///   without a title; 404 `user_not_found` naming unknown usernames.
+    public func createConversation(_ caller: Caller, _ request: CreateConversationRequest) async throws -> (Conversation, created: Bool) {
+        let names = request.members ?? []
+        try Validate.names(names, field: "members")
+        let title = try request.title.map(Validate.title)
+        let customData = try request.customData.map { try Validate.customData($0) }
+        switch request.kind {
+        case .direct:
+            guard names.count == 1 else { throw ChatError.invalid("a direct conversation names exactly one other member") }
+            guard title == nil else { throw ChatError.invalid("a direct conversation has no title") }
+        case .public, .private:
+            guard title != nil else { throw ChatError.invalid("a channel needs a title") }
+        case .group:
+            break
+        }
+        let now = nowMilliseconds
+        let publicID = Crypto.randomID(prefix: "c_")
+        return try await run {
+            try await store.write { db in
+                let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: names)
+                guard resolved.invalidUsernames.isEmpty else { throw Chat.unknownUsers(resolved.invalidUsernames) }
+                let others = keys.filter { $0 != caller.userKey }
+                if request.kind == .direct {
+                    guard let peer = others.first else { throw ChatError.invalid("a direct conversation is with someone else") }
+                    let directKey = "\(min(caller.userKey, peer)):\(max(caller.userKey, peer))"
+                    if let existing = try db.fetchValue(Int64.self, "SELECT id FROM conversation WHERE app_id = \(caller.appID) AND direct_key = \(directKey)") {
+                        return (try Chat.view(db, key: existing, caller: caller.userKey), false)
+                    }
+                    let key = try Chat.insertConversation(db, app: caller.appID, publicID: publicID, kind: .direct, title: nil,
+                                                          customData: customData, directKey: directKey, creator: caller.userKey, now: now)
+                    try Chat.addMember(db, conversation: key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
+                    try Chat.addMember(db, conversation: key, user: peer, role: .member, actor: caller.userKey, now: now)
+                    return (try Chat.view(db, key: key, caller: caller.userKey), true)
+                }
+                let capacity = request.kind == .public ? Limits.channelMembers : Limits.groupMembers
+                guard others.count + 1 <= capacity else { throw ChatError.invalid("a \(request.kind.rawValue) conversation holds at most \(capacity) members") }
+                let key = try Chat.insertConversation(db, app: caller.appID, publicID: publicID, kind: request.kind, title: title,
+                                                      customData: customData, directKey: nil, creator: caller.userKey, now: now)
+                try Chat.addMember(db, conversation: key, user: caller.userKey, role: .owner, actor: caller.userKey, now: now)
+                for other in others {
+                    try Chat.addMember(db, conversation: key, user: other, role: .member, actor: caller.userKey, now: now)
+                }
+                return (try Chat.view(db, key: key, caller: caller.userKey), true)
+            }
+        }
+    }
+
+    /// The caller's conversations, newest activity first. `before` is the previous page's
+    /// `nextCursor`.
+    public func listConversations(_ caller: Caller, limit: Int?, before cursor: String?) async throws -> ConversationPage {
+        let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 30)
+        let before: Int64
+        if let cursor {
+            guard let position = Int64(cursor), position > 0 else { throw ChatError.invalid("before must be a nextCursor from a previous page") }
+            before = position
+        } else {
+            before = Int64.max
+        }
+        return try await run {
+            try await store.read { db in
+                let keys: [Int64] = try db.fetchAll("""
+                    SELECT c.id FROM member mb JOIN conversation c ON c.id = mb.conversation_id
+                    WHERE mb.user_id = \(caller.userKey) AND c.last_position < \(before)
+                    ORDER BY c.last_position DESC LIMIT \(limit + 1)
+                    """).map { try $0.get(0) }
+                let conversations = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller.userKey) }
+                let next = keys.count > limit ? conversations.last.map { String($0.lastPosition) } : nil
+                return ConversationPage(conversations: conversations, nextCursor: next)
+            }
+        }
+    }
+
+    /// The app's public channels whose title starts with `query`, by title.
+    public func listChannels(_ caller: Caller, query: String, limit: Int?, offset: Int?) async throws -> ChannelPage {
+        let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 30)
+        let offset = offset ?? 0
+        guard (0...Limits.maxOffset).contains(offset) else { throw ChatError.invalid("offset must be 0–\(Limits.maxOffset)") }
+        guard query.unicodeScalars.count <= Limits.title.upperBound else { throw ChatError.invalid("query must be at most 128 characters") }
+        let prefix = query.trimmingCharacters(in: .whitespaces).lowercased()
+        let upper = prefix + "\u{10FFFF}"
+        return try await run {
+            try await store.read { db in
+                let keys: [Int64] = try db.fetchAll("""
+                    SELECT id FROM conversation WHERE app_id = \(caller.appID) AND kind = 'public'
+                    AND title_key >= \(prefix) AND title_key < \(upper) ORDER BY title_key, id LIMIT \(limit + 1) OFFSET \(offset)
+                    """).map { try $0.get(0) }
+                let channels = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller.userKey) }
+                return ChannelPage(channels: channels, nextOffset: keys.count > limit ? offset + limit : nil)
+            }
+        }
+    }
+
+    /// One conversation as the caller sees it.
+    ///
+    /// - Throws: 404 `conversation_not_found` unless the caller is a member (or it is a public channel).
+    public func conversation(_ caller: Caller, id: ConversationID) async throws -> Conversation {
+        try await run {
+            try await store.read { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                return try Chat.view(db, key: access.key, caller: caller.userKey)
+            }
+        }
+    }
+
+    /// Changes the title or custom data (owners and admins; in a direct conversation either
+    /// person may change custom data).
+    public func updateConversation(_ caller: Caller, id: ConversationID, _ request: UpdateConversationRequest) async throws -> Conversation {
+        let title = try request.title.map(Validate.title)
+        let customData = try request.customData.map { try Validate.customData($0) }
+        let now = nowMilliseconds
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                if access.kind == .direct {
+                    _ = try access.requireMember()
+                    guard title == nil else { throw ChatError.invalid("a direct conversation has no title") }
+                } else {
+                    try access.requireAdmin()
+                }
+                if let title { try db.execute("UPDATE conversation SET title = \(title), title_key = \(title.lowercased()) WHERE id = \(access.key)") }
+                if let customData { try db.execute("UPDATE conversation SET custom_data = \(customData) WHERE id = \(access.key)") }
+                let payload = try JSONValue.object([
+                    "title": title.map(JSONValue.string) ?? .null,
+                    "customData": try customData.map(JSONValue.decode) ?? .null,
+                ]).encoded()
+                try Chat.appendEvent(db, conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
+                return try Chat.view(db, key: access.key, caller: caller.userKey)
+            }
+        }
+    }
+
+    // MARK: - Membership
+
+    /// Joins a public channel (no-op if already a member).
+    ///
+    /// - Throws: 404 for anything but a public channel the caller is not in.
+    public func join(_ caller: Caller, id: ConversationID) async throws -> Conversation {
+        let now = nowMilliseconds
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                if access.role == nil {
+                    guard access.memberCount < Limits.channelMembers else { throw ChatError.conflict("the channel is full") }
+                    try Chat.addMember(db, conversation: access.key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
+                }
+                return try Chat.view(db, key: access.key, caller: caller.userKey)
+            }
+        }
+    }
+
+    /// Adds people by username (owners and admins; only owners may add admins).
+    ///
+    /// - Returns: the members added (people already in are skipped).
+    /// - Throws: 404 `user_not_found` naming unknown usernames (nobody is added then).
+    public func addMembers(_ caller: Caller, id: ConversationID, _ request: AddMembersRequest) async throws -> MemberList {
+        try Validate.names(request.usernames, field: "usernames")
+        let role = request.role ?? .member
+        guard role != .owner else { throw ChatError.invalid("add people as member or admin; promote to owner afterwards") }
+        let now = nowMilliseconds
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                try access.requireAdmin()
+                if role == .admin, access.role != .owner { throw ChatError.forbidden("only owners may add admins") }
+                let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: request.usernames)
+                guard resolved.invalidUsernames.isEmpty else { throw Chat.unknownUsers(resolved.invalidUsernames) }
+                var added: [Int64] = []
+                for key in keys where try db.fetchOne("SELECT 1 FROM member WHERE conversation_id = \(access.key) AND user_id = \(key)") == nil {
+                    added.append(key)
+                }
+                let capacity = access.kind == .public ? Limits.channelMembers : Limits.groupMembers
+                guard access.memberCount + added.count <= capacity else {
+                    throw ChatError.conflict("a \(access.kind.rawValue) conversation holds at most \(capacity) members")
+                }
+                for key in added {
+                    try Chat.addMember(db, conversation: access.key, user: key, role: role, actor: caller.userKey, now: now)
+                }
+                return MemberList(members: try added.map { try Chat.member(db, conversation: access.key, user: $0) })
+            }
+        }
+    }
+
+    /// Removes a member; removing oneself is leaving.
+    ///
+    /// - Throws: 403 when the caller does not outrank the member or the conversation is
+    ///   direct; 409 when the last owner would leave others behind; 404 `user_not_found` for
+    ///   someone who is not a member.
+    public func removeMember(_ caller: Caller, id: ConversationID, user: UserID) async throws {
+        let now = nowMilliseconds
+        try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                let callerRole = try access.requireMember()
+                guard access.kind != .direct else { throw ChatError.forbidden("nobody leaves a direct conversation; archive it in the client instead") }
+                guard let target = try db.fetchOne("""
+                    SELECT mb.user_id, mb.role FROM member mb JOIN user u ON u.id = mb.user_id
+                    WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
+                    """) else { throw ChatError.userNotFound }
+                let targetKey: Int64 = try target.get(0)
+                let targetRole = MemberRole(rawValue: try target.get(1)) ?? .member
+                if targetKey != caller.userKey {
+                    guard callerRole >= .admin, callerRole == .owner || callerRole > targetRole else {
+                        throw ChatError.forbidden("only owners, or admins removing plain members, may remove someone")
+                    }
+                } else if targetRole == .owner, access.memberCount > 1 {
+                    let owners = try db.fetchValue(Int.self, "SELECT count(*) FROM member WHERE conversation_id = \(access.key) AND role = 'owner'") ?? 0
+                    if owners == 1 { throw ChatError.conflict("you are the last owner; make another member owner before leaving") }
+                }
+                try db.execute("DELETE FROM member WHERE conversation_id = \(access.key) AND user_id = \(targetKey)")
+                try db.execute("UPDATE conversation SET member_count = member_count - 1 WHERE id = \(access.key)")
+                try Chat.appendEvent(db, conversation: access.key, type: .memberRemoved, actor: caller.userKey, user: targetKey, now: now)
+            }
+        }
+    }
+
+    /// Changes a member's role (owners only).
+    ///
+    /// - Throws: 409 when that would leave no owner.
+    public func updateMember(_ caller: Caller, id: ConversationID, user: UserID, _ request: UpdateMemberRequest) async throws -> Member {
+        let now = nowMilliseconds
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                try access.requireAdmin()
+                guard access.role == .owner else { throw ChatError.forbidden("only owners change roles") }
+                guard let target = try db.fetchOne("""
+                    SELECT mb.user_id, mb.role FROM member mb JOIN user u ON u.id = mb.user_id
+                    WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
+                    """) else { throw ChatError.userNotFound }
+                let targetKey: Int64 = try target.get(0)
+                if try target.get(1, as: String.self) == MemberRole.owner.rawValue, request.role != .owner {
+                    let owners = try db.fetchValue(Int.self, "SELECT count(*) FROM member WHERE conversation_id = \(access.key) AND role = 'owner'") ?? 0
+                    if owners == 1 { throw ChatError.conflict("a conversation needs an owner; promote someone else first") }
+                }
+                try db.execute("UPDATE member SET role = \(request.role.rawValue) WHERE conversation_id = \(access.key) AND user_id = \(targetKey)")
+                try Chat.appendEvent(db, conversation: access.key, type: .memberUpdated, actor: caller.userKey, user: targetKey, role: request.role, now: now)
+                return try Chat.member(db, conversation: access.key, user: targetKey)
+            }
+        }
+    }
+
+    /// Members by join order, a page at a time.
+    public func members(_ caller: Caller, id: ConversationID, limit: Int?, offset: Int?) async throws -> MemberList {
+        let limit = try Validate.limit(limit, in: Limits.userPage, default: 100)
+        let offset = offset ?? 0
+        guard offset >= 0 else { throw ChatError.invalid("offset must not be negative") }
+        return try await run {
+            try await store.read { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                let keys: [Int64] = try db.fetchAll("""
+                    SELECT user_id FROM member WHERE conversation_id = \(access.key) ORDER BY joined_at, user_id LIMIT \(limit) OFFSET \(offset)
+                    """).map { try $0.get(0) }
+                return MemberList(members: try keys.map { try Chat.member(db, conversation: access.key, user: $0) })
+            }
+        }
+    }
+
+    // MARK: - Inside a transaction
+
+    /// Finds a conversation the caller may see: a member's, or a public channel of their app.
+    static func access(_ db: any Database, caller: Caller, id: ConversationID) throws -> Access {
+        guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
+            SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count FROM conversation c
+            LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
+            WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID)
+            """) else { throw ChatError.conversationNotFound }
+        let kind = ConversationKind(rawValue: try row.get(1)) ?? .private
+        let role = try row.get(2, as: String?.self).flatMap(MemberRole.init(rawValue:))
+        guard role != nil || kind == .public else { throw ChatError.conversationNotFound }
+        return Access(key: try row.get(0), id: id, kind: kind, role: role, lastSeq: try row.get(3), memberCount: try row.get(4))
+    }
+
+    static func insertConversation(_ db: any Database, app: Int64, publicID: String, kind: ConversationKind, title: String?,
+                                   customData: String?, directKey: String?, creator: Int64, now: Int64) throws -> Int64 {
+        guard let key = try db.fetchValue(Int64.self, """
+            INSERT INTO conversation (app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by, created_at)
+            VALUES (\(app), \(publicID), \(kind.rawValue), \(title), \(title?.lowercased()), \(customData), \(directKey), \(creator), \(now))
+            RETURNING id
+            """) else { throw ChatError.internalError }
+        try appendEvent(db, conversation: key, type: .conversationCreated, actor: creator, now: now)
+        return key
+    }
+
+    static func addMember(_ db: any Database, conversation: Int64, user: Int64, role: MemberRole, actor: Int64, now: Int64) throws {
+        // A newcomer has "read" nothing but is not behind on history from before they joined:
+        // their watermarks start at the current seq, so unread counts start at zero.
+        try db.execute("""
+            INSERT INTO member (conversation_id, user_id, role, joined_at, delivered_seq, read_seq)
+            SELECT \(conversation), \(user), \(role.rawValue), \(now), last_seq, last_seq FROM conversation WHERE id = \(conversation)
+            """)
+        try db.execute("UPDATE conversation SET member_count = member_count + 1 WHERE id = \(conversation)")
+        try appendEvent(db, conversation: conversation, type: .memberAdded, actor: actor, user: user, role: role, now: now)
+    }
+
+    /// Appends an event: the next seq of the conversation and the next server-wide position.
+    @discardableResult
+    static func appendEvent(_ db: any Database, conversation: Int64, type: ConversationEvent.Kind, actor: Int64?, message: Int64? = nil,
+                            user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64) throws -> (seq: Int64, position: Int64) {
+        guard let seq = try db.fetchValue(Int64.self, "UPDATE conversation SET last_seq = last_seq + 1 WHERE id = \(conversation) RETURNING last_seq"),
+              let position = try db.fetchValue(Int64.self, """
+                INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at)
+                VALUES (\(conversation), \(seq), \(type.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload), \(now))
+                RETURNING position
+                """) else { throw ChatError.internalError }
+        try db.execute("UPDATE conversation SET last_position = \(position) WHERE id = \(conversation)")
+        return (seq, position)
+    }
+
+    /// A conversation as `caller` sees it, with last message, unread count and peer.
+    static func view(_ db: any Database, key: Int64, caller: Int64) throws -> Conversation {
+        guard let row = try db.fetchOne("""
+            SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
+                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq
+            FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller)
+            WHERE c.id = \(key)
+            """) else { throw ChatError.conversationNotFound }
+        let id = ConversationID(rawValue: try row.get(0))
+        let kind = ConversationKind(rawValue: try row.get(1)) ?? .private
+        let role = try row.get(9, as: String?.self).flatMap(MemberRole.init(rawValue:))
+        var receipt: Receipt?
+        var unread = 0
+        let callerID = try db.fetchValue(String.self, "SELECT public_id FROM user WHERE id = \(caller)") ?? ""
+        if role != nil {
+            let readSeq: Int64 = try row.get(11)
+            receipt = Receipt(userID: UserID(rawValue: callerID), deliveredSeq: try row.get(10), readSeq: readSeq)
+            unread = try db.fetchValue(Int.self, """
+                SELECT count(*) FROM (SELECT 1 FROM message WHERE conversation_id = \(key) AND seq > \(readSeq)
+                AND author_id != \(caller) AND deleted_at IS NULL LIMIT \(Limits.unreadCountCap))
+                """) ?? 0
+        }
+        var lastMessage: Message?
+        if let messageKey = try row.get(7, as: Int64?.self),
+           let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
+            lastMessage = try message(messageRow, caller: caller, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller))
+        }
+        var peer: User?
+        if kind == .direct, let peerRow = try db.fetchOne("""
+            SELECT \(userColumns) FROM member mb JOIN user u ON u.id = mb.user_id WHERE mb.conversation_id = \(key) AND mb.user_id != \(caller)
+            """) {
+            peer = try user(peerRow)
+        }
+        return Conversation(
+            id: id, kind: kind, title: try row.get(2), customData: try row.get(3, as: String?.self).map(JSONValue.decode),
+            createdAt: date(try row.get(4)), lastSeq: try row.get(5), lastPosition: try row.get(6), lastMessage: lastMessage,
+            memberCount: try row.get(8), role: role, unreadCount: unread, receipt: receipt, peer: peer)
+    }
+
+    static func member(_ db: any Database, conversation: Int64, user key: Int64) throws -> Member {
+        guard let row = try db.fetchOne("""
+            SELECT \(userColumns), mb.role, mb.joined_at, mb.delivered_seq, mb.read_seq
+            FROM member mb JOIN user u ON u.id = mb.user_id WHERE mb.conversation_id = \(conversation) AND mb.user_id = \(key)
+            """) else { throw ChatError.userNotFound }
+        let user = try user(row)
+        return Member(user: user, role: MemberRole(rawValue: try row.get(6)) ?? .member, joinedAt: date(try row.get(7)),
+                      receipt: Receipt(userID: user.id, deliveredSeq: try row.get(8), readSeq: try row.get(9)))
+    }
+
+    /// The lowest delivered and read watermarks of everyone but `except`: a message at or
+    /// below them has reached (been read by) everyone. Only for direct conversations and
+    /// groups; in channels a per-message status is not meaningful and would scan every member.
+    static func lowestWatermarks(_ db: any Database, conversation: Int64, kind: ConversationKind, except: Int64) throws -> (delivered: Int64, read: Int64)? {
+        guard kind == .direct || kind == .group,
+              let row = try db.fetchOne("""
+                SELECT min(delivered_seq), min(read_seq) FROM member WHERE conversation_id = \(conversation) AND user_id != \(except)
+                """),
+              let delivered = try row.get(0, as: Int64?.self), let read = try row.get(1, as: Int64?.self) else { return nil }
+        return (delivered, read)
+    }
+
+    static func unknownUsers(_ names: [String]) -> ChatError {
+        let shown = names.prefix(10).joined(separator: ", ")
+        return ChatError(status: 404, code: "user_not_found", message: "no such users: \(shown)\(names.count > 10 ? ", …" : "")")
+    }
+}

@@ -1,0 +1,396 @@
+import Foundation
+import ParleyCrypto
+import ParleyStore
+public import ParleyWire
+
+/// Which page of history to read.
+public struct HistoryQuery: Sendable, Hashable {
+    /// Messages with a seq below this (older), newest of them first in the page.
+    public var before: Int64?
+    /// Messages with a seq above this (newer).
+    public var after: Int64?
+    /// A page centred on this seq (half before it, the rest from it on).
+    public var around: Int64?
+    /// Page size. Default: 50; 1…200.
+    public var limit: Int?
+    /// True for oldest-first order in the page. Default: true.
+    public var ascending: Bool
+
+    public init(before: Int64? = nil, after: Int64? = nil, around: Int64? = nil, limit: Int? = nil, ascending: Bool = true) {
+        self.before = before
+        self.after = after
+        self.around = around
+        self.limit = limit
+        self.ascending = ascending
+    }
+}
+
+extension Chat {
+    // MARK: - Send
+
+    /// Sends a message. A retry with the same `clientId` returns the stored message instead
+    /// of storing a second one.
+    ///
+    /// - Returns: the message and whether this call created it.
+    /// - Throws: 400 for invalid content; 403 `not_member` in a public channel not joined;
+    ///   404 for a conversation the caller is not in; 409 `client_id_reused` when the client
+    ///   id names a different message.
+    public func send(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (Message, created: Bool) {
+        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata)
+        if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
+        let now = nowMilliseconds
+        let publicID = Crypto.randomID(prefix: "m_")
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                _ = try access.requireMember()
+                if let existing = try Chat.existing(db, caller: caller, prepared: prepared, conversation: access.key) {
+                    return (existing, false)
+                }
+                if let replyTo = request.replyTo,
+                   try db.fetchOne("SELECT 1 FROM message WHERE public_id = \(replyTo.rawValue) AND conversation_id = \(access.key)") == nil {
+                    throw ChatError.invalid("replyTo names no message in this conversation")
+                }
+                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: publicID, prepared: prepared,
+                                                     replyTo: request.replyTo, now: now)
+                return (message, true)
+            }
+        }
+    }
+
+    /// Sends to a set of usernames: the direct conversation for one name, else the group
+    /// with exactly those members (created when there is none). Unknown names are reported
+    /// and left out.
+    ///
+    /// - Throws: 404 `user_not_found` when no name matches anyone (nothing is sent).
+    public func sendToUsers(_ caller: Caller, _ request: SendToUsersRequest) async throws -> (SendToUsersResponse, created: Bool) {
+        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata)
+        guard !request.to.isEmpty else { throw ChatError.invalid("to must name at least one username") }
+        try Validate.names(request.to, field: "to")
+        let now = nowMilliseconds
+        let messageID = Crypto.randomID(prefix: "m_")
+        let conversationID = Crypto.randomID(prefix: "c_")
+        return try await run {
+            try await store.write { db in
+                let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: request.to)
+                let others = keys.filter { $0 != caller.userKey }
+                guard !others.isEmpty else {
+                    throw resolved.invalidUsernames.isEmpty ? ChatError.invalid("send to someone other than yourself")
+                                                            : Chat.unknownUsers(resolved.invalidUsernames)
+                }
+                // A retry of an earlier send returns it, wherever it went.
+                if let row = try db.fetchOne("SELECT conversation_id FROM message WHERE author_id = \(caller.userKey) AND client_id = \(prepared.clientID)"),
+                   let existing = try Chat.existing(db, caller: caller, prepared: prepared, conversation: try row.get(0)) {
+                    let conversation = try Chat.view(db, key: try row.get(0), caller: caller.userKey)
+                    return (SendToUsersResponse(message: existing, conversation: conversation, invalidUsernames: resolved.invalidUsernames), false)
+                }
+                let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
+                let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
+                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, replyTo: nil, now: now)
+                let conversation = try Chat.view(db, key: key, caller: caller.userKey)
+                return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
+            }
+        }
+    }
+
+    // MARK: - Read
+
+    /// A page of history. Deleted messages appear as tombstones (no content) in their place.
+    public func history(_ caller: Caller, id: ConversationID, _ query: HistoryQuery) async throws -> MessagePage {
+        let limit = try Validate.limit(query.limit, in: Limits.historyPage, default: 50)
+        guard [query.before, query.after, query.around].compactMap({ $0 }).count <= 1 else {
+            throw ChatError.invalid("give at most one of before, after and around")
+        }
+        for value in [query.before, query.after, query.around].compactMap({ $0 }) where value < 0 {
+            throw ChatError.invalid("seq values are not negative")
+        }
+        return try await run {
+            try await store.read { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                func page(_ filter: SQL, descending: Bool, count: Int) throws -> [Row] {
+                    try db.fetchAll("""
+                        SELECT \(Chat.messageColumns) \(Chat.messageJoins)
+                        WHERE m.conversation_id = \(access.key) AND \(filter)
+                        ORDER BY m.seq \(descending ? "DESC" as SQL : "ASC") LIMIT \(count)
+                        """)
+                }
+                var rows: [Row]
+                if let after = query.after {
+                    rows = try page("m.seq > \(after)", descending: false, count: limit)
+                } else if let around = query.around {
+                    let older = try page("m.seq < \(around)", descending: true, count: limit / 2)
+                    let newer = try page("m.seq >= \(around)", descending: false, count: limit - older.count)
+                    rows = older.reversed() + newer
+                } else {
+                    rows = try page("m.seq < \(query.before ?? Int64.max)", descending: true, count: limit).reversed()
+                }
+                let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+                var messages = try rows.map { try Chat.message($0, caller: caller.userKey, lowest: lowest) }
+                let hasOlder = try messages.first.map {
+                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND seq < \($0.seq) LIMIT 1") != nil
+                } ?? false
+                let hasNewer = try messages.last.map {
+                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND seq > \($0.seq) LIMIT 1") != nil
+                } ?? false
+                if !query.ascending { messages.reverse() }
+                return MessagePage(messages: messages, hasOlder: hasOlder, hasNewer: hasNewer)
+            }
+        }
+    }
+
+    /// One message.
+    public func message(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> Message {
+        try await run {
+            try await store.read { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                let (row, _) = try Chat.messageRow(db, access: access, id: messageID)
+                let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+                return try Chat.message(row, caller: caller.userKey, lowest: lowest)
+            }
+        }
+    }
+
+    /// The conversation's event log after `afterSeq`, oldest first. Message events carry the
+    /// message as it is now.
+    public func events(_ caller: Caller, conversation id: ConversationID, afterSeq: Int64, limit: Int?) async throws -> EventPage {
+        let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
+        guard afterSeq >= 0 else { throw ChatError.invalid("after must not be negative") }
+        return try await run {
+            try await store.read { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                let rows = try db.fetchAll("""
+                    SELECT e.position, e.seq, e.type, a.public_id, e.message_id, t.public_id, e.role, e.payload, e.created_at
+                    FROM event e LEFT JOIN user a ON a.id = e.actor_id LEFT JOIN user t ON t.id = e.user_id
+                    WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq) ORDER BY e.seq LIMIT \(limit + 1)
+                    """)
+                let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+                let events = try rows.prefix(limit).map { row in
+                    var event = ConversationEvent(
+                        position: try row.get(0), conversationID: id, seq: try row.get(1),
+                        type: ConversationEvent.Kind(rawValue: try row.get(2)) ?? .conversationUpdated,
+                        actorID: try row.get(3, as: String?.self).map(UserID.init(rawValue:)), createdAt: Chat.date(try row.get(8)),
+                        userID: try row.get(5, as: String?.self).map(UserID.init(rawValue:)),
+                        role: try row.get(6, as: String?.self).flatMap(MemberRole.init(rawValue:)))
+                    if let messageKey = try row.get(4, as: Int64?.self),
+                       let messageRow = try db.fetchOne("SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.id = \(messageKey)") {
+                        event.message = try Chat.message(messageRow, caller: caller.userKey, lowest: lowest)
+                    }
+                    if let payload = try row.get(7, as: String?.self), case .object(let fields) = try JSONValue.decode(payload) {
+                        if case .string(let title) = fields["title"] { event.title = title }
+                        if let data = fields["customData"], data != .null { event.customData = data }
+                    }
+                    return event
+                }
+                return EventPage(events: events, hasMore: rows.count > limit)
+            }
+        }
+    }
+
+    /// Full-text search over the messages of the caller's conversations (or one of them),
+    /// best match first. Deleted messages are never found; edited ones by their new text.
+    public func search(_ caller: Caller, query: String, conversation id: ConversationID?, limit: Int?) async throws -> SearchResults {
+        let limit = try Validate.limit(limit, in: Limits.userPage, default: 20)
+        guard Limits.searchQuery.contains(query.unicodeScalars.count) else { throw ChatError.invalid("q must be 1–256 characters") }
+        // Each word becomes a quoted FTS5 phrase (so no user text is FTS syntax), the last one
+        // a prefix: `"hel"*` finds "hello" while typing.
+        let words = query.split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).prefix(16)
+        guard !words.isEmpty else { return SearchResults(messages: []) }
+        let match = words.enumerated().map { index, word in
+            "\"" + word.replacingOccurrences(of: "\"", with: "\"\"") + "\"" + (index == words.count - 1 ? "*" : "")
+        }.joined(separator: " ")
+        return try await run {
+            try await store.read { db in
+                var scope: SQL = "JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(caller.userKey)"
+                if let id {
+                    let access = try Chat.access(db, caller: caller, id: id)
+                    scope = scope + " AND m.conversation_id = \(access.key)"
+                }
+                let rows = try db.fetchAll("""
+                    SELECT \(Chat.messageColumns) FROM message_fts f JOIN message m ON m.id = f.rowid
+                    JOIN user u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id \(scope)
+                    WHERE message_fts MATCH \(match) AND m.deleted_at IS NULL ORDER BY f.rank LIMIT \(limit)
+                    """)
+                return SearchResults(messages: try rows.map { try Chat.message($0, caller: caller.userKey) })
+            }
+        }
+    }
+
+    // MARK: - Edit and delete
+
+    /// Replaces a message's content (its author only).
+    ///
+    /// - Throws: 403 for someone else's message; 409 for a deleted one.
+    public func edit(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, _ request: EditMessageRequest) async throws -> Message {
+        let prepared = try PreparedMessage("edit", request.content, request.metadata)
+        let now = nowMilliseconds
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                _ = try access.requireMember()
+                let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
+                let old = try Chat.message(row)
+                guard try row.get(13, as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author edits a message") }
+                guard old.deletedAt == nil, let oldContent = old.content else { throw ChatError.conflict("the message was deleted") }
+                try db.execute("""
+                    UPDATE message SET content = \(prepared.content), metadata = \(prepared.metadata), edited_at = \(now) WHERE id = \(key)
+                    """)
+                try Chat.unindex(db, key: key, content: oldContent)
+                try Chat.index(db, key: key, content: request.content)
+                try Chat.appendEvent(db, conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now)
+                return try Chat.reload(db, access: access, key: key, caller: caller)
+            }
+        }
+    }
+
+    /// Deletes messages, all or none: each must exist and be the caller's own, unless the
+    /// caller is an owner or admin (a moderator). Already deleted ones are left as they are.
+    ///
+    /// - Returns: the tombstones.
+    public func delete(_ caller: Caller, conversation id: ConversationID, messages ids: [MessageID]) async throws -> [Message] {
+        guard (1...Limits.namesPerRequest).contains(ids.count) else { throw ChatError.invalid("ids must list 1–\(Limits.namesPerRequest) messages") }
+        let now = nowMilliseconds
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                let role = try access.requireMember()
+                let isModerator = access.kind != .direct && role >= .admin
+                var targets: [(key: Int64, message: Message)] = []
+                for messageID in ids where !targets.contains(where: { $0.message.id == messageID }) {
+                    let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
+                    let author: Int64 = try row.get(13)
+                    guard isModerator || author == caller.userKey else {
+                        throw ChatError.forbidden("only the author or a moderator deletes a message; nothing was deleted")
+                    }
+                    targets.append((key, try Chat.message(row)))
+                }
+                for target in targets where target.message.deletedAt == nil {
+                    try db.execute("UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now) WHERE id = \(target.key)")
+                    if let content = target.message.content { try Chat.unindex(db, key: target.key, content: content) }
+                    try Chat.appendEvent(db, conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, now: now)
+                }
+                return try targets.map { try Chat.reload(db, access: access, key: $0.key, caller: caller) }
+            }
+        }
+    }
+
+    // MARK: - Inside a transaction
+
+    /// A validated message, encoded once before the transaction.
+    struct PreparedMessage: Sendable {
+        var clientID: String
+        var content: String
+        var metadata: String?
+        var searchable: String
+
+        init(_ clientID: String, _ content: MessageContent, _ metadata: [String: String]?) throws {
+            try Validate.clientID(clientID)
+            try Validate.content(content)
+            try Validate.metadata(metadata)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            self.clientID = clientID
+            self.content = String(decoding: try encoder.encode(content), as: UTF8.self)
+            self.metadata = try metadata.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+            searchable = content.searchableText
+        }
+    }
+
+    /// The caller's earlier message with this client id, if the send is a retry.
+    static func existing(_ db: any Database, caller: Caller, prepared: PreparedMessage, conversation: Int64) throws -> Message? {
+        guard let row = try db.fetchOne("""
+            SELECT \(messageColumns), m.conversation_id, m.content, m.metadata \(messageJoins)
+            WHERE m.author_id = \(caller.userKey) AND m.client_id = \(prepared.clientID)
+            """) else { return nil }
+        let changedSince = try row.get(8, as: Int64?.self) != nil || row.get(9, as: Int64?.self) != nil
+        let same = try row.get(14, as: Int64.self) == conversation
+            && (changedSince || (try row.get(15, as: String?.self) == prepared.content && row.get(16, as: String?.self) == prepared.metadata))
+        guard same else { throw ChatError.clientIDReused }
+        return try message(row, caller: caller.userKey)
+    }
+
+    static func insertMessage(_ db: any Database, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
+                              replyTo: MessageID?, now: Int64) throws -> Message {
+        let seq = access.lastSeq + 1
+        guard let key = try db.fetchValue(Int64.self, """
+            INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at)
+            VALUES (\(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
+                    \(prepared.metadata), \(replyTo?.rawValue), \(now))
+            RETURNING id
+            """) else { throw ChatError.internalError }
+        let (eventSeq, _) = try appendEvent(db, conversation: access.key, type: .messageCreated, actor: caller.userKey, message: key, now: now)
+        guard eventSeq == seq else { throw ChatError.internalError }
+        try db.execute("UPDATE conversation SET last_message_id = \(key) WHERE id = \(access.key)")
+        // The sender has seen their own message on the device that sent it.
+        try db.execute("""
+            UPDATE member SET delivered_seq = \(seq), read_seq = \(seq) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+            """)
+        if !prepared.searchable.isEmpty, db.dialect == .sqlite {
+            try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(prepared.searchable))")
+        }
+        guard let author = try db.fetchOne("SELECT username, display_name FROM user WHERE id = \(caller.userKey)") else {
+            throw ChatError.internalError
+        }
+        let lowest = try lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+        let status: DeliveryStatus = lowest.map { seq <= $0.read ? .read : seq <= $0.delivered ? .delivered : .sent } ?? .sent
+        return Message(id: MessageID(rawValue: publicID), conversationID: access.id, seq: seq,
+                       sender: Sender(id: caller.userID, username: try author.get(0), displayName: try author.get(1)),
+                       clientID: prepared.clientID, sentAt: date(now),
+                       content: try JSONDecoder().decode(MessageContent.self, from: Data(prepared.content.utf8)),
+                       metadata: try prepared.metadata.map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) },
+                       replyTo: replyTo, status: status)
+    }
+
+    /// The direct conversation with one person, or the group of exactly these people.
+    static func conversationFor(_ db: any Database, caller: Caller, others: [Int64], newID: String, now: Int64) throws -> Int64 {
+        if others.count == 1, let peer = others.first {
+            let directKey = "\(min(caller.userKey, peer)):\(max(caller.userKey, peer))"
+            if let existing = try db.fetchValue(Int64.self, "SELECT id FROM conversation WHERE app_id = \(caller.appID) AND direct_key = \(directKey)") {
+                return existing
+            }
+            let key = try insertConversation(db, app: caller.appID, publicID: newID, kind: .direct, title: nil, customData: nil,
+                                             directKey: directKey, creator: caller.userKey, now: now)
+            try addMember(db, conversation: key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
+            try addMember(db, conversation: key, user: peer, role: .member, actor: caller.userKey, now: now)
+            return key
+        }
+        let everyone = [caller.userKey] + others
+        if let existing = try db.fetchValue(Int64.self, """
+            SELECT c.id FROM conversation c JOIN member mb ON mb.conversation_id = c.id
+            WHERE c.app_id = \(caller.appID) AND c.kind = 'group' AND c.member_count = \(everyone.count) AND mb.user_id IN (\(list: everyone))
+            GROUP BY c.id HAVING count(*) = \(everyone.count) ORDER BY c.last_position DESC LIMIT 1
+            """) {
+            return existing
+        }
+        let key = try insertConversation(db, app: caller.appID, publicID: newID, kind: .group, title: nil, customData: nil,
+                                         directKey: nil, creator: caller.userKey, now: now)
+        try addMember(db, conversation: key, user: caller.userKey, role: .owner, actor: caller.userKey, now: now)
+        for other in others { try addMember(db, conversation: key, user: other, role: .member, actor: caller.userKey, now: now) }
+        return key
+    }
+
+    static func messageRow(_ db: any Database, access: Access, id: MessageID) throws -> (Row, Int64) {
+        guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
+            SELECT \(messageColumns), m.id \(messageJoins) WHERE m.public_id = \(id.rawValue) AND m.conversation_id = \(access.key)
+            """) else { throw ChatError.messageNotFound }
+        return (row, try row.get(14))
+    }
+
+    static func reload(_ db: any Database, access: Access, key: Int64, caller: Caller) throws -> Message {
+        guard let row = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(key)") else { throw ChatError.messageNotFound }
+        let lowest = try lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+        return try message(row, caller: caller.userKey, lowest: lowest)
+    }
+
+    static func index(_ db: any Database, key: Int64, content: MessageContent) throws {
+        let text = content.searchableText
+        guard !text.isEmpty, db.dialect == .sqlite else { return }
+        try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(text))")
+    }
+
+    /// Removes a message's tokens from the contentless index, which needs the old text.
+    static func unindex(_ db: any Database, key: Int64, content: MessageContent) throws {
+        let text = content.searchableText
+        guard !text.isEmpty, db.dialect == .sqlite else { return }
+        try db.execute("INSERT INTO message_fts (message_fts, rowid, body) VALUES ('delete', \(key), \(text))")
+    }
+}

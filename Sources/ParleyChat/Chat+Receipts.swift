@@ -1,0 +1,59 @@
+import Foundation
+import ParleyStore
+public import ParleyWire
+
+extension Chat {
+    /// Moves the caller's watermarks forward. Values behind the current ones change nothing;
+    /// values past the conversation's last seq are clamped to it; reading implies delivery.
+    ///
+    /// - Throws: 400 for a negative value; 403 `not_member`; 404.
+    public func updateReceipt(_ caller: Caller, conversation id: ConversationID, _ update: ReceiptUpdate) async throws -> Receipt {
+        guard update.deliveredSeq != nil || update.readSeq != nil else { throw ChatError.invalid("give deliveredSeq, readSeq or both") }
+        guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { throw ChatError.invalid("seq values are not negative") }
+        return try await run {
+            try await store.write { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                _ = try access.requireMember()
+                let read = min(update.readSeq ?? 0, access.lastSeq)
+                let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
+                guard let row = try db.fetchOne("""
+                    UPDATE member SET delivered_seq = max(delivered_seq, \(delivered)), read_seq = max(read_seq, \(read))
+                    WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey) RETURNING delivered_seq, read_seq
+                    """) else { throw ChatError.notMember }
+                return Receipt(userID: caller.userID, deliveredSeq: try row.get(0), readSeq: try row.get(1))
+            }
+        }
+    }
+
+    /// Every member's watermarks, a page at a time.
+    public func receipts(_ caller: Caller, conversation id: ConversationID, limit: Int?, offset: Int?) async throws -> ReceiptList {
+        let members = try await members(caller, id: id, limit: limit, offset: offset)
+        return ReceiptList(receipts: members.members.map(\.receipt))
+    }
+
+    /// Who has one of the caller's messages: its status and the members it reached and who
+    /// read it (at most 1,000 of each are listed). Only the author may ask.
+    public func messageReceipts(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> MessageReceipts {
+        try await run {
+            try await store.read { db in
+                let access = try Chat.access(db, caller: caller, id: id)
+                let (row, _) = try Chat.messageRow(db, access: access, id: messageID)
+                guard try row.get(13, as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author sees who has a message") }
+                let seq: Int64 = try row.get(2)
+                func users(_ column: SQL) throws -> [UserID] {
+                    try db.fetchAll("""
+                        SELECT u.public_id FROM member mb JOIN user u ON u.id = mb.user_id
+                        WHERE mb.conversation_id = \(access.key) AND mb.user_id != \(caller.userKey) AND \(column) >= \(seq)
+                        ORDER BY u.public_id LIMIT 1000
+                        """).map { UserID(rawValue: try $0.get(0)) }
+                }
+                let others = access.memberCount - (access.role == nil ? 0 : 1)
+                let deliveredTo = try users("mb.delivered_seq")
+                let readBy = try users("mb.read_seq")
+                let status: DeliveryStatus = others > 0 && readBy.count >= others ? .read
+                    : others > 0 && deliveredTo.count >= others ? .delivered : .sent
+                return MessageReceipts(status: status, deliveredTo: deliveredTo, readBy: readBy)
+            }
+        }
+    }
+}

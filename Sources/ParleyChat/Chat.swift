@@ -1,0 +1,168 @@
+public import Foundation
+public import ParleyCrypto
+public import ParleyStore
+public import ParleyWire
+
+/// The chat domain: apps, accounts, the directory, conversations, messages and receipts.
+/// Pure logic over a ``Store``; it never sees a socket or an HTTP request (the server maps
+/// requests onto these methods and ``ChatError``s onto responses).
+///
+/// Every method that changes something runs in one `store.write` transaction and appends
+/// the conversation's events in that same transaction, so a change and its event are stored
+/// together or not at all (DESIGN.md guarantees 1–3).
+public final class Chat: Sendable {
+    /// Domain settings.
+    public struct Configuration: Sendable {
+        /// Argon2id cost for passwords. Default: libsodium's interactive limits (2 passes, 64 MiB).
+        public var passwordCost: Crypto.PasswordCost = .interactive
+        /// How long a session token is valid. Default: 30 days.
+        public var sessionLifetime: TimeInterval = 30 * 86_400
+        /// Failed sign-ins allowed per account per window. Default: 10 per 15 minutes.
+        public var failedSignInsPerAccount = 10
+        /// Failed sign-ins allowed per client address per window. Default: 50 per 15 minutes.
+        public var failedSignInsPerAddress = 50
+        /// The window for failed sign-ins. Default: 15 minutes.
+        public var failedSignInWindow: TimeInterval = 900
+        /// Accounts (registered or guest) one address may create per hour. Default: 60.
+        public var signUpsPerAddressPerHour = 60
+        /// Password hashes computed at once (each takes `passwordCost.memoryBytes`). Default: 2.
+        public var concurrentPasswordHashes = 2
+        /// The time. Tests pass a clock they control.
+        public var now: @Sendable () -> Date = { Date() }
+        /// The defaults.
+        public init() {}
+    }
+
+    let store: any Store
+    let configuration: Configuration
+    let failedSignInsByAccount: RateLimiter
+    let failedSignInsByAddress: RateLimiter
+    let signUpsByAddress: RateLimiter
+    let passwordLanes: [DispatchQueue]
+    let laneCounter = Counter()
+    let sessions = SessionCache()
+    let apps = AppCache()
+    /// A hash to verify against when the username does not exist, so a sign-in takes as long
+    /// for an unknown name as for a wrong password (usernames cannot be probed by timing).
+    let decoyPasswordHash: String
+
+    /// Creates the domain over a store. Call ``migrate()`` once before serving.
+    ///
+    /// - Throws: ``CryptoError`` if the password cost cannot be allocated.
+    public init(store: any Store, configuration: Configuration = Configuration()) throws {
+        self.store = store
+        self.configuration = configuration
+        failedSignInsByAccount = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAccount, window: configuration.failedSignInWindow))
+        failedSignInsByAddress = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAddress, window: configuration.failedSignInWindow))
+        signUpsByAddress = RateLimiter(rule: .init(limit: configuration.signUpsPerAddressPerHour, window: 3600))
+        passwordLanes = (0..<max(1, configuration.concurrentPasswordHashes)).map {
+            DispatchQueue(label: "parley.password-hash.\($0)")
+        }
+        decoyPasswordHash = try Crypto.hashPassword(Crypto.randomToken(), cost: configuration.passwordCost)
+    }
+
+    /// Brings the schema up to date.
+    ///
+    /// - Throws: ``StoreError/unknownMigrations(_:)`` for a database written by a newer version.
+    public func migrate() async throws {
+        try await Schema.migrator.migrate(store)
+    }
+
+    // MARK: - Shared helpers
+
+    var nowMilliseconds: Int64 { Self.milliseconds(configuration.now()) }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    /// Runs blocking password work on one of a few dedicated queues, never on the caller's
+    /// thread (an event loop) and never more than `concurrentPasswordHashes` at once.
+    func onPasswordLane<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        let lane = passwordLanes[laneCounter.next() % passwordLanes.count]
+        return try await withCheckedThrowingContinuation { continuation in
+            lane.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// Maps storage failures to a 500 that says nothing was changed; domain errors pass through.
+    @discardableResult
+    func run<T: Sendable>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch let error as ChatError {
+            throw error
+        } catch {
+            throw ChatError.internalError
+        }
+    }
+}
+
+/// The signed-in user a request acts for.
+public struct Caller: Sendable, Hashable {
+    /// The app the session belongs to.
+    public var appID: Int64
+    /// The user's internal key.
+    public var userKey: Int64
+    /// The user's public id.
+    public var userID: UserID
+    /// The session's internal key (signing out "this device" deletes it).
+    public var sessionKey: Int64
+}
+
+/// A thread-safe counter.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func next() -> Int { lock.withLock { value &+= 1; return value } }
+}
+
+/// Sessions by token hash, so authenticating a request is a dictionary lookup, not a query.
+/// Signing out removes entries on this node at once. Entries also expire after a minute, which
+/// bounds how long another node's sign-out takes to be seen here once several nodes share a
+/// database.
+final class SessionCache: @unchecked Sendable {
+    struct Entry {
+        var caller: Caller
+        var expiresAt: Int64
+        var cachedAt: Int64
+    }
+
+    static let freshness: Int64 = 60_000
+    private let lock = NSLock()
+    private var entries: [[UInt8]: Entry] = [:]
+    private let capacity = 200_000
+
+    func get(_ hash: [UInt8], now: Int64) -> Caller? {
+        lock.withLock {
+            guard let entry = entries[hash] else { return nil }
+            guard entry.expiresAt > now, now - entry.cachedAt < Self.freshness else {
+                entries.removeValue(forKey: hash)
+                return nil
+            }
+            return entry.caller
+        }
+    }
+
+    func put(_ hash: [UInt8], _ entry: Entry) {
+        lock.withLock {
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[hash] = entry
+        }
+    }
+
+    func remove(session: Int64) {
+        lock.withLock { entries = entries.filter { $0.value.caller.sessionKey != session } }
+    }
+
+    func remove(user: Int64) {
+        lock.withLock { entries = entries.filter { $0.value.caller.userKey != user } }
+    }
+}
+
+/// Apps by public key. Apps change rarely (the CLI), so a miss falls through to the store.
+final class AppCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var byKey: [String: Int64] = [:]
+    func get(_ key: String) -> Int64? { lock.withLock { byKey[key] } }
+    func put(_ key: String, _ id: Int64) { lock.withLock { byKey[key] = id } }
+}

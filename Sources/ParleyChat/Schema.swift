@@ -1,0 +1,126 @@
+public import ParleyStore
+
+/// The database schema, as named forward-only migrations. Never edit a shipped migration:
+/// add a new one. Constraints live in the schema ("trust SQLite more than yourself"), so a
+/// bug in the domain code cannot store a second message with the same seq.
+///
+/// Internal keys are integers (small indexes, cheap joins); the API only ever shows the
+/// random public ids (`u_…`, `c_…`, `m_…`), so ids reveal nothing about counts or order.
+public enum Schema {
+    /// Every migration, in order.
+    public static var migrator: Migrator {
+        var migrator = Migrator()
+        migrator.register("0001 apps, users, sessions") { db in
+            try db.execute("""
+                CREATE TABLE app (
+                    id INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE,
+                    public_key TEXT NOT NULL UNIQUE,
+                    secret_hash BLOB NOT NULL,
+                    created_at INTEGER NOT NULL)
+                """)
+            try db.execute("""
+                CREATE TABLE user (
+                    id INTEGER PRIMARY KEY,
+                    app_id INTEGER NOT NULL REFERENCES app(id),
+                    public_id TEXT NOT NULL UNIQUE,
+                    username TEXT NOT NULL,
+                    username_key TEXT NOT NULL,
+                    display_name TEXT NOT NULL,
+                    display_key TEXT NOT NULL,
+                    password_hash TEXT,
+                    is_guest INTEGER NOT NULL CHECK (is_guest IN (0, 1)),
+                    custom_data TEXT,
+                    created_at INTEGER NOT NULL,
+                    UNIQUE (app_id, username_key))
+                """)
+            try db.execute("CREATE INDEX user_display ON user (app_id, display_key)")
+            try db.execute("CREATE INDEX user_created ON user (app_id, created_at)")
+            try db.execute("""
+                CREATE TABLE session (
+                    id INTEGER PRIMARY KEY,
+                    public_id TEXT NOT NULL UNIQUE,
+                    token_hash BLOB NOT NULL UNIQUE,
+                    user_id INTEGER NOT NULL REFERENCES user(id),
+                    device TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL)
+                """)
+            try db.execute("CREATE INDEX session_user ON session (user_id, created_at)")
+        }
+        migrator.register("0002 conversations, members, messages, events") { db in
+            try db.execute("""
+                CREATE TABLE conversation (
+                    id INTEGER PRIMARY KEY,
+                    app_id INTEGER NOT NULL REFERENCES app(id),
+                    public_id TEXT NOT NULL UNIQUE,
+                    kind TEXT NOT NULL CHECK (kind IN ('direct', 'group', 'public', 'private')),
+                    title TEXT,
+                    title_key TEXT,
+                    custom_data TEXT,
+                    direct_key TEXT,
+                    created_by INTEGER NOT NULL REFERENCES user(id),
+                    created_at INTEGER NOT NULL,
+                    last_seq INTEGER NOT NULL DEFAULT 0,
+                    last_position INTEGER NOT NULL DEFAULT 0,
+                    last_message_id INTEGER,
+                    member_count INTEGER NOT NULL DEFAULT 0,
+                    UNIQUE (app_id, direct_key))
+                """)
+            try db.execute("CREATE INDEX conversation_channels ON conversation (app_id, kind, title_key)")
+            try db.execute("""
+                CREATE TABLE member (
+                    conversation_id INTEGER NOT NULL REFERENCES conversation(id),
+                    user_id INTEGER NOT NULL REFERENCES user(id),
+                    role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+                    joined_at INTEGER NOT NULL,
+                    delivered_seq INTEGER NOT NULL DEFAULT 0,
+                    read_seq INTEGER NOT NULL DEFAULT 0 CHECK (read_seq <= delivered_seq),
+                    PRIMARY KEY (conversation_id, user_id)) WITHOUT ROWID
+                """)
+            try db.execute("CREATE INDEX member_user ON member (user_id, conversation_id)")
+            try db.execute("""
+                CREATE TABLE message (
+                    id INTEGER PRIMARY KEY,
+                    public_id TEXT NOT NULL UNIQUE,
+                    conversation_id INTEGER NOT NULL REFERENCES conversation(id),
+                    seq INTEGER NOT NULL,
+                    author_id INTEGER NOT NULL REFERENCES user(id),
+                    client_id TEXT NOT NULL,
+                    content TEXT,
+                    metadata TEXT,
+                    reply_to TEXT,
+                    created_at INTEGER NOT NULL,
+                    edited_at INTEGER,
+                    deleted_at INTEGER,
+                    UNIQUE (conversation_id, seq),
+                    UNIQUE (author_id, client_id))
+                """)
+            // position: AUTOINCREMENT so a position is never reused, even after the newest
+            // rows are deleted (sqlite.org/autoinc.html).
+            try db.execute("""
+                CREATE TABLE event (
+                    position INTEGER PRIMARY KEY AUTOINCREMENT,
+                    conversation_id INTEGER NOT NULL REFERENCES conversation(id),
+                    seq INTEGER NOT NULL,
+                    type TEXT NOT NULL,
+                    actor_id INTEGER REFERENCES user(id),
+                    message_id INTEGER REFERENCES message(id),
+                    user_id INTEGER REFERENCES user(id),
+                    role TEXT,
+                    payload TEXT,
+                    created_at INTEGER NOT NULL,
+                    UNIQUE (conversation_id, seq))
+                """)
+        }
+        migrator.register("0003 full-text search") { db in
+            guard db.dialect == .sqlite else { return }
+            // Contentless: the text lives in `message` once; the index holds only tokens.
+            // Deleting an entry needs its old text, which the domain always has at hand.
+            try db.execute("""
+                CREATE VIRTUAL TABLE message_fts USING fts5 (body, content = '', tokenize = 'unicode61 remove_diacritics 2')
+                """)
+        }
+        return migrator
+    }
+}

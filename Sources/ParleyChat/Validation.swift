@@ -1,0 +1,173 @@
+import Foundation
+import ParleyWire
+
+/// The checks every input goes through before anything is written. Each throws a 400
+/// `invalid_request` whose message names the field and the rule.
+enum Validate {
+    static func username(_ name: String) throws -> (display: String, key: String) {
+        let scalars = name.unicodeScalars
+        guard Limits.username.contains(scalars.count) else {
+            throw ChatError.invalid("username must be \(Limits.username.lowerBound)–\(Limits.username.upperBound) characters")
+        }
+        guard scalars.allSatisfy({ $0.isASCII && (isAlphanumeric($0) || "._-".unicodeScalars.contains($0)) }),
+              let first = scalars.first, isAlphanumeric(first) else {
+            throw ChatError.invalid("username may use letters, digits, '.', '_' and '-', and must start with a letter or digit")
+        }
+        return (name, name.lowercased())
+    }
+
+    /// A username given to look someone up: only its shape is checked loosely, so a bad one is
+    /// simply "not found" (reported back as invalid), never a 400 for the whole request.
+    static func usernameKey(_ name: String) -> String? {
+        guard let (_, key) = try? username(name) else { return nil }
+        return key
+    }
+
+    static func password(_ password: String, username: String?) throws {
+        guard Limits.passwordBytes.contains(password.utf8.count) else {
+            throw ChatError.invalid("password must be \(Limits.passwordBytes.lowerBound)–\(Limits.passwordBytes.upperBound) bytes")
+        }
+        guard !password.allSatisfy(\.isWhitespace) else { throw ChatError.invalid("password must not be only spaces") }
+        if let username, password.lowercased() == username.lowercased() {
+            throw ChatError.invalid("password must differ from the username")
+        }
+    }
+
+    static func displayName(_ name: String) throws -> String {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard Limits.displayName.contains(trimmed.unicodeScalars.count) else {
+            throw ChatError.invalid("displayName must be \(Limits.displayName.lowerBound)–\(Limits.displayName.upperBound) characters")
+        }
+        try noControlCharacters(trimmed, field: "displayName")
+        return trimmed
+    }
+
+    static func device(_ label: String?) throws -> String {
+        guard let label else { return "unnamed device" }
+        let trimmed = label.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, trimmed.unicodeScalars.count <= Limits.deviceMax else {
+            throw ChatError.invalid("device must be 1–\(Limits.deviceMax) characters")
+        }
+        try noControlCharacters(trimmed, field: "device")
+        return trimmed
+    }
+
+    static func title(_ title: String) throws -> String {
+        let trimmed = title.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard Limits.title.contains(trimmed.unicodeScalars.count) else {
+            throw ChatError.invalid("title must be \(Limits.title.lowerBound)–\(Limits.title.upperBound) characters")
+        }
+        try noControlCharacters(trimmed, field: "title")
+        return trimmed
+    }
+
+    /// Returns the stored (encoded) form.
+    static func customData(_ value: JSONValue, field: String = "customData") throws -> String {
+        guard value.depth <= JSONValue.maxDepth else { throw ChatError.invalid("\(field) nests deeper than \(JSONValue.maxDepth) levels") }
+        let text = try value.encoded()
+        guard text.utf8.count <= Limits.customDataBytes else {
+            throw ChatError.invalid("\(field) must encode to at most \(Limits.customDataBytes) bytes")
+        }
+        return text
+    }
+
+    static func clientID(_ id: String) throws {
+        guard Limits.clientID.contains(id.utf8.count),
+              id.unicodeScalars.allSatisfy({ $0.isASCII && (isAlphanumeric($0) || "-_.:".unicodeScalars.contains($0)) }) else {
+            throw ChatError.invalid("clientId must be 1–64 characters from A-Z a-z 0-9 - _ . : (a UUID works)")
+        }
+    }
+
+    static func content(_ content: MessageContent) throws {
+        switch content {
+        case .text(let text), .markdown(let text):
+            let field = content.typeName
+            guard Limits.textCharacters.contains(text.unicodeScalars.count), text.utf8.count <= Limits.textBytes else {
+                throw ChatError.invalid("\(field) must be 1–\(Limits.textCharacters.upperBound) characters and at most \(Limits.textBytes) bytes")
+            }
+            guard !text.allSatisfy(\.isWhitespace) else { throw ChatError.invalid("\(field) must not be only spaces") }
+        case .location(let location):
+            guard location.latitude.isFinite, (-90...90).contains(location.latitude),
+                  location.longitude.isFinite, (-180...180).contains(location.longitude) else {
+                throw ChatError.invalid("latitude must be -90…90 and longitude -180…180")
+            }
+            if let name = location.name { try attachmentText(name, field: "name") }
+        case .photo(let media), .video(let media), .audio(let media), .file(let media):
+            try attachment(media)
+            if case .file = content, media.name == nil { throw ChatError.invalid("a file message needs a name") }
+        case .custom(let type, let payload):
+            guard Limits.customType.contains(type.utf8.count),
+                  type.unicodeScalars.allSatisfy({ $0.isASCII && (isAlphanumeric($0) || "-_.".unicodeScalars.contains($0)) }) else {
+                throw ChatError.invalid("customType must be 1–64 characters from A-Z a-z 0-9 - _ .")
+            }
+            guard payload.depth <= JSONValue.maxDepth else { throw ChatError.invalid("payload nests deeper than \(JSONValue.maxDepth) levels") }
+            guard try payload.encoded().utf8.count <= Limits.customPayloadBytes else {
+                throw ChatError.invalid("payload must encode to at most \(Limits.customPayloadBytes) bytes")
+            }
+        }
+    }
+
+    static func metadata(_ metadata: [String: String]?) throws {
+        guard let metadata else { return }
+        guard metadata.count <= Limits.metadataEntries else {
+            throw ChatError.invalid("metadata may have at most \(Limits.metadataEntries) entries")
+        }
+        for (key, value) in metadata {
+            guard Limits.metadataKey.contains(key.utf8.count), value.utf8.count <= Limits.metadataValue else {
+                throw ChatError.invalid("metadata keys must be 1–\(Limits.metadataKey.upperBound) bytes and values at most \(Limits.metadataValue) bytes")
+            }
+        }
+    }
+
+    static func names(_ names: [String], field: String) throws {
+        guard names.count <= Limits.namesPerRequest else {
+            throw ChatError.invalid("\(field) may list at most \(Limits.namesPerRequest) entries")
+        }
+        guard names.allSatisfy({ $0.utf8.count <= 256 }) else { throw ChatError.invalid("\(field) has an entry longer than 256 bytes") }
+    }
+
+    static func limit(_ value: Int?, in range: ClosedRange<Int>, default defaultValue: Int) throws -> Int {
+        guard let value else { return defaultValue }
+        guard range.contains(value) else { throw ChatError.invalid("limit must be \(range.lowerBound)–\(range.upperBound)") }
+        return value
+    }
+
+    private static func attachment(_ media: Attachment) throws {
+        guard Limits.attachmentID.contains(media.attachmentID.utf8.count), isToken(media.attachmentID) else {
+            throw ChatError.invalid("attachmentId must be 1–128 characters from A-Z a-z 0-9 - _")
+        }
+        if let thumbnail = media.thumbnailID, !(Limits.attachmentID.contains(thumbnail.utf8.count) && isToken(thumbnail)) {
+            throw ChatError.invalid("thumbnailId must be 1–128 characters from A-Z a-z 0-9 - _")
+        }
+        for (text, field) in [(media.name, "name"), (media.caption, "caption"), (media.mimeType, "mimeType")] {
+            if let text { try attachmentText(text, field: field) }
+        }
+        if let size = media.sizeBytes, size < 0 { throw ChatError.invalid("sizeBytes must not be negative") }
+        if let width = media.width, !(1...100_000).contains(width) { throw ChatError.invalid("width must be 1–100000") }
+        if let height = media.height, !(1...100_000).contains(height) { throw ChatError.invalid("height must be 1–100000") }
+        if let duration = media.durationSeconds, !(duration.isFinite && duration >= 0 && duration <= 86_400) {
+            throw ChatError.invalid("durationSeconds must be 0–86400")
+        }
+    }
+
+    private static func attachmentText(_ text: String, field: String) throws {
+        guard !text.isEmpty, text.unicodeScalars.count <= Limits.attachmentText else {
+            throw ChatError.invalid("\(field) must be 1–\(Limits.attachmentText) characters")
+        }
+        try noControlCharacters(text, field: field)
+    }
+
+    private static func noControlCharacters(_ text: String, field: String) throws {
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw ChatError.invalid("\(field) must not contain control characters")
+        }
+    }
+
+    private static func isToken(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy { $0.isASCII && (isAlphanumeric($0) || $0 == "-" || $0 == "_") }
+    }
+
+    private static func isAlphanumeric(_ scalar: Unicode.Scalar) -> Bool {
+        ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+    }
+}

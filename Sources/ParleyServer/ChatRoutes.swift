@@ -1,0 +1,353 @@
+import Foundation
+import ParleyChat
+import ParleyNet
+import ParleyWire
+
+/// The REST API (docs/openapi.yaml), mapped onto ``Chat``. Each handler authenticates,
+/// decodes, calls one domain method and encodes its answer; ``ChatError``s become the JSON
+/// error body with their status here, in one place.
+enum ChatRoutes {
+    static func add(to router: inout Router, chat: Chat) {
+        let api = API(chat: chat)
+
+        // Accounts and sessions
+        router.post("/v1/users") { request in
+            await api.respond(status: .created) {
+                let app = try await api.app(request)
+                return try await chat.register(try await request.decode(RegisterRequest.self), app: app, address: api.address(request))
+            }
+        }
+        router.post("/v1/sessions") { request in
+            await api.respond(status: .created) {
+                let app = try await api.app(request)
+                return try await chat.signIn(try await request.decode(SignInRequest.self), app: app, address: api.address(request))
+            }
+        }
+        router.post("/v1/sessions/guest") { request in
+            await api.respond(status: .created) {
+                let app = try await api.app(request)
+                return try await chat.signInAsGuest(try await request.decode(GuestSignInRequest.self), app: app, address: api.address(request))
+            }
+        }
+        router.get("/v1/sessions") { request in
+            await api.respond { try await chat.listSessions(try await api.caller(request)) }
+        }
+        router.delete("/v1/sessions/current") { request in
+            await api.respondEmpty { try await chat.signOut(try await api.caller(request), everywhere: false) }
+        }
+        router.delete("/v1/sessions") { request in
+            await api.respondEmpty { try await chat.signOut(try await api.caller(request), everywhere: true) }
+        }
+        router.get("/v1/me") { request in
+            await api.respond { try await chat.me(try await api.caller(request)) }
+        }
+        router.patch("/v1/me") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.updateProfile(caller, try await request.decode(UpdateProfileRequest.self))
+            }
+        }
+
+        // Directory
+        router.get("/v1/users") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let query = request.queryItems
+                let sort = try query["sort"].map { name in
+                    guard let sort = UserSort(rawValue: name) else {
+                        throw ChatError.invalid("sort must be one of \(UserSort.allCases.map(\.rawValue).joined(separator: ", "))")
+                    }
+                    return sort
+                } ?? .username
+                return try await chat.searchUsers(caller, query: query["query"] ?? "", limit: try api.integer(request, "limit"),
+                                                  offset: try api.integer(request, "offset"), sort: sort)
+            }
+        }
+        router.get("/v1/users/:userId") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.user(caller, id: UserID(rawValue: request.parameters["userId"] ?? ""))
+            }
+        }
+        router.post("/v1/users/resolve") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.resolveUsers(caller, usernames: try await request.decode(ResolveUsersRequest.self).usernames)
+            }
+        }
+
+        // Conversations
+        router.post("/v1/conversations") { request in
+            let caller = try await api.callerOrError(request)
+            guard case .success(let caller) = caller else { return caller.errorResponse }
+            do {
+                let (conversation, created) = try await chat.createConversation(caller, try await request.decode(CreateConversationRequest.self))
+                return try api.json(conversation, status: created ? .created : .ok)
+            } catch {
+                return api.errorResponse(error)
+            }
+        }
+        router.get("/v1/conversations") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.listConversations(caller, limit: try api.integer(request, "limit"), before: request.queryItems["before"])
+            }
+        }
+        router.get("/v1/channels") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.listChannels(caller, query: request.queryItems["query"] ?? "", limit: try api.integer(request, "limit"),
+                                                   offset: try api.integer(request, "offset"))
+            }
+        }
+        router.get("/v1/conversations/:conversationId") { request in
+            await api.respond { try await chat.conversation(try await api.caller(request), id: api.conversationID(request)) }
+        }
+        router.patch("/v1/conversations/:conversationId") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.updateConversation(caller, id: api.conversationID(request), try await request.decode(UpdateConversationRequest.self))
+            }
+        }
+        router.post("/v1/conversations/:conversationId/join") { request in
+            await api.respond { try await chat.join(try await api.caller(request), id: api.conversationID(request)) }
+        }
+        router.get("/v1/conversations/:conversationId/members") { request in
+            await api.respond {
+                try await chat.members(try await api.caller(request), id: api.conversationID(request), limit: try api.integer(request, "limit"),
+                                       offset: try api.integer(request, "offset"))
+            }
+        }
+        router.post("/v1/conversations/:conversationId/members") { request in
+            await api.respond(status: .created) {
+                let caller = try await api.caller(request)
+                return try await chat.addMembers(caller, id: api.conversationID(request), try await request.decode(AddMembersRequest.self))
+            }
+        }
+        router.patch("/v1/conversations/:conversationId/members/:userId") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.updateMember(caller, id: api.conversationID(request), user: UserID(rawValue: request.parameters["userId"] ?? ""),
+                                                   try await request.decode(UpdateMemberRequest.self))
+            }
+        }
+        router.delete("/v1/conversations/:conversationId/members/:userId") { request in
+            await api.respondEmpty {
+                try await chat.removeMember(try await api.caller(request), id: api.conversationID(request),
+                                            user: UserID(rawValue: request.parameters["userId"] ?? ""))
+            }
+        }
+
+        // Messages
+        router.post("/v1/conversations/:conversationId/messages") { request in
+            let caller = try await api.callerOrError(request)
+            guard case .success(let caller) = caller else { return caller.errorResponse }
+            do {
+                let (message, created) = try await chat.send(caller, to: api.conversationID(request), try await request.decode(SendMessageRequest.self))
+                return try api.json(message, status: created ? .created : .ok)
+            } catch {
+                return api.errorResponse(error)
+            }
+        }
+        router.post("/v1/messages") { request in
+            let caller = try await api.callerOrError(request)
+            guard case .success(let caller) = caller else { return caller.errorResponse }
+            do {
+                let (response, created) = try await chat.sendToUsers(caller, try await request.decode(SendToUsersRequest.self))
+                return try api.json(response, status: created ? .created : .ok)
+            } catch {
+                return api.errorResponse(error)
+            }
+        }
+        router.get("/v1/conversations/:conversationId/messages") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let order = request.queryItems["order"] ?? "asc"
+                guard order == "asc" || order == "desc" else { throw ChatError.invalid("order must be asc or desc") }
+                let query = HistoryQuery(before: try api.integer(request, "before"), after: try api.integer(request, "after"),
+                                         around: try api.integer(request, "around"), limit: try api.integer(request, "limit"),
+                                         ascending: order == "asc")
+                return try await chat.history(caller, id: api.conversationID(request), query)
+            }
+        }
+        router.get("/v1/conversations/:conversationId/messages/:messageId") { request in
+            await api.respond {
+                try await chat.message(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request))
+            }
+        }
+        router.patch("/v1/conversations/:conversationId/messages/:messageId") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.edit(caller, conversation: api.conversationID(request), message: api.messageID(request),
+                                           try await request.decode(EditMessageRequest.self))
+            }
+        }
+        router.delete("/v1/conversations/:conversationId/messages/:messageId") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let deleted = try await chat.delete(caller, conversation: api.conversationID(request), messages: [api.messageID(request)])
+                guard let tombstone = deleted.first else { throw ChatError.messageNotFound }
+                return tombstone
+            }
+        }
+        router.post("/v1/conversations/:conversationId/messages/delete") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let ids = try await request.decode(DeleteMessagesRequest.self).ids
+                return DeletedMessages(messages: try await chat.delete(caller, conversation: api.conversationID(request), messages: ids))
+            }
+        }
+        router.get("/v1/conversations/:conversationId/messages/:messageId/receipts") { request in
+            await api.respond {
+                try await chat.messageReceipts(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request))
+            }
+        }
+        router.get("/v1/conversations/:conversationId/events") { request in
+            await api.respond {
+                try await chat.events(try await api.caller(request), conversation: api.conversationID(request),
+                                      afterSeq: try api.integer(request, "after") ?? 0, limit: try api.integer(request, "limit"))
+            }
+        }
+        router.get("/v1/search") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let query = request.queryItems
+                return try await chat.search(caller, query: query["q"] ?? "", conversation: query["conversationId"].map(ConversationID.init(rawValue:)),
+                                             limit: try api.integer(request, "limit"))
+            }
+        }
+
+        // Receipts
+        router.post("/v1/conversations/:conversationId/receipts") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.updateReceipt(caller, conversation: api.conversationID(request), try await request.decode(ReceiptUpdate.self))
+            }
+        }
+        router.get("/v1/conversations/:conversationId/receipts") { request in
+            await api.respond {
+                try await chat.receipts(try await api.caller(request), conversation: api.conversationID(request),
+                                        limit: try api.integer(request, "limit"), offset: try api.integer(request, "offset"))
+            }
+        }
+    }
+}
+
+/// The tombstones of a bulk delete.
+struct DeletedMessages: Codable, Sendable {
+    var messages: [Message]
+}
+
+/// Request plumbing shared by the handlers.
+struct API: Sendable {
+    let chat: Chat
+
+    /// The app named by `X-Parley-App-Key`.
+    func app(_ request: Request) async throws -> AppRef {
+        guard let key = request.headers["x-parley-app-key"] else { throw ChatError.unknownApp }
+        return try await chat.app(publicKey: key)
+    }
+
+    /// The signed-in caller: app key plus `Authorization: Bearer <token>`.
+    func caller(_ request: Request) async throws -> Caller {
+        let app = try await app(request)
+        guard let authorization = request.headers["authorization"] else { throw ChatError.unauthenticated }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw ChatError.unauthenticated }
+        return try await chat.authenticate(token: String(parts[1]).trimmingCharacters(in: .whitespaces), app: app)
+    }
+
+    enum CallerResult {
+        case success(Caller)
+        case failure(Response)
+        var errorResponse: Response {
+            if case .failure(let response) = self { return response }
+            return Response(status: .internalServerError)
+        }
+    }
+
+    func callerOrError(_ request: Request) async throws -> CallerResult {
+        do {
+            return .success(try await caller(request))
+        } catch {
+            return .failure(errorResponse(error))
+        }
+    }
+
+    /// The client's address without the port, for per-address rate limits.
+    func address(_ request: Request) -> String {
+        guard let address = request.remoteAddress?.description else { return "unknown" }
+        guard let colon = address.lastIndex(of: ":") else { return address }
+        return String(address[..<colon])
+    }
+
+    func conversationID(_ request: Request) -> ConversationID { ConversationID(rawValue: request.parameters["conversationId"] ?? "") }
+    func messageID(_ request: Request) -> MessageID { MessageID(rawValue: request.parameters["messageId"] ?? "") }
+
+    /// A whole-number query parameter, nil when absent.
+    func integer(_ request: Request, _ name: String) throws -> Int64? {
+        guard let text = request.queryItems[name] else { return nil }
+        guard let value = Int64(text) else { throw ChatError.invalid("\(name) must be a whole number") }
+        return value
+    }
+
+    func integer(_ request: Request, _ name: String) throws -> Int? {
+        guard let value: Int64 = try integer(request, name) else { return nil }
+        guard let small = Int(exactly: value), abs(small) <= 1 << 40 else { throw ChatError.invalid("\(name) is out of range") }
+        return small
+    }
+
+    /// Runs `work` and encodes its value, or the error it threw.
+    func respond(status: HTTPStatus = .ok, _ work: () async throws -> some Encodable) async -> Response {
+        do {
+            return try json(try await work(), status: status)
+        } catch {
+            return errorResponse(error)
+        }
+    }
+
+    /// Runs `work` and answers 204.
+    func respondEmpty(_ work: () async throws -> Void) async -> Response {
+        do {
+            try await work()
+            return Response(status: .noContent)
+        } catch {
+            return errorResponse(error)
+        }
+    }
+
+    func json(_ value: some Encodable, status: HTTPStatus) throws -> Response {
+        Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]),
+                 body: Array(try WireCoding.encoder().encode(value)))
+    }
+
+    /// The one place a domain error becomes an HTTP response.
+    func errorResponse(_ error: any Error) -> Response {
+        switch error {
+        case let error as ChatError:
+            var response = Response.error(status: HTTPStatus(code: error.status, reason: Self.reason(error.status)), code: error.code,
+                                          message: error.message)
+            if let seconds = error.retryAfterSeconds { response.headers.add(name: "Retry-After", value: String(seconds)) }
+            return response
+        case let error as HTTPError:
+            return error.response
+        default:
+            return Response.error(status: .internalServerError, code: ChatError.internalError.code, message: ChatError.internalError.message)
+        }
+    }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 409: "Conflict"
+        case 413: "Content Too Large"
+        case 422: "Unprocessable Content"
+        case 429: "Too Many Requests"
+        case 503: "Service Unavailable"
+        default: status >= 500 ? "Internal Server Error" : "Error"
+        }
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+
+/// Named, forward-only schema migrations, applied once each, in order, each in its own
+/// transaction.
+///
+/// ```swift
+/// var migrator = Migrator()
+/// migrator.register("001 create user") { db in try db.execute("CREATE TABLE user (…)") }
+/// try await migrator.migrate(store)
+/// ```
+///
+/// Applied names are recorded in `parley_migration`. A database that records a name this
+/// build does not know was written by a newer version; `migrate` refuses it rather than
+/// guess (``StoreError/unknownMigrations(_:)``).
+public struct Migrator: Sendable {
+    /// One migration.
+    public struct Migration: Sendable {
+        public var name: String
+        public var apply: @Sendable (any Database) throws -> Void
+    }
+
+    /// The registered migrations, in order.
+    public private(set) var migrations: [Migration] = []
+
+    /// No migrations yet.
+    public init() {}
+
+    /// Adds a migration. Names must be unique; never rename or edit one that has shipped.
+    public mutating func register(_ name: String, _ apply: @escaping @Sendable (any Database) throws -> Void) {
+        precondition(!migrations.contains { $0.name == name }, "duplicate migration \(name)")
+        migrations.append(Migration(name: name, apply: apply))
+    }
+
+    /// Applies every migration not yet applied.
+    ///
+    /// - Returns: the names applied by this call.
+    @discardableResult
+    public func migrate(_ store: any Store) async throws -> [String] {
+        let known = migrations.map(\.name)
+        let applied: [String] = try await store.write { db in
+            try db.execute("CREATE TABLE IF NOT EXISTS parley_migration (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+            return try db.fetchAll("SELECT name FROM parley_migration ORDER BY name").map { try $0.get(0) }
+        }
+        let unknown = applied.filter { !known.contains($0) }
+        guard unknown.isEmpty else { throw StoreError.unknownMigrations(unknown) }
+        var done: [String] = []
+        for migration in migrations where !applied.contains(migration.name) {
+            let now = Int64(Date.now.timeIntervalSince1970)
+            try await store.write { db in
+                try migration.apply(db)
+                try db.execute("INSERT INTO parley_migration (name, applied_at) VALUES (\(migration.name), \(now))")
+            }
+            done.append(migration.name)
+        }
+        return done
+    }
+}

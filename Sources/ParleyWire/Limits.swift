@@ -1,0 +1,48 @@
+/// Every size and count the server enforces. The SDK checks the same numbers before it
+/// sends, so a user learns of a mistake without a round trip. docs/limits.md explains each.
+public enum Limits {
+    /// Username length in characters; letters, digits, `.`, `_`, `-`, starting with a letter or digit.
+    public static let username = 3...32
+    /// Password length in UTF-8 bytes.
+    public static let passwordBytes = 8...256
+    /// Display name length in characters, after trimming spaces.
+    public static let displayName = 1...64
+    /// Device label length in characters.
+    public static let deviceMax = 64
+    /// Client id length: 1…64 characters from `A-Z a-z 0-9 - _ . :`.
+    public static let clientID = 1...64
+    /// Text and Markdown messages, in characters (Unicode scalars) and UTF-8 bytes.
+    public static let textCharacters = 1...10_000
+    public static let textBytes = 40_000
+    /// A custom message's type name, and its payload's encoded size.
+    public static let customType = 1...64
+    public static let customPayloadBytes = 16_384
+    /// Metadata: entries, key length, value length.
+    public static let metadataEntries = 32
+    public static let metadataKey = 1...64
+    public static let metadataValue = 1_024
+    /// App-defined data on users and conversations, encoded.
+    public static let customDataBytes = 8_192
+    /// Conversation titles.
+    public static let title = 1...128
+    /// Attachment ids, names, captions, MIME types.
+    public static let attachmentID = 1...128
+    public static let attachmentText = 1_000
+    /// Members of a group or private channel (public channels: ``channelMembers``).
+    public static let groupMembers = 1_000
+    public static let channelMembers = 100_000
+    /// Names in one resolve, send-to-users or add-members request; ids in one bulk delete.
+    public static let namesPerRequest = 100
+    /// Page sizes: history and events, user search, conversations.
+    public static let historyPage = 1...200
+    public static let userPage = 1...100
+    public static let conversationPage = 1...100
+    /// The deepest offset a directory search pages to.
+    public static let maxOffset = 10_000
+    /// Search query length.
+    public static let searchQuery = 1...256
+    /// Unread counts stop counting here (the client shows "9999+").
+    public static let unreadCountCap = 9_999
+    /// Sessions one user may hold; the oldest is signed out past it.
+    public static let sessionsPerUser = 50
+}

@@ -1,0 +1,272 @@
+public import Foundation
+
+/// A person (or an anonymous guest) in one app.
+public struct User: Hashable, Codable, Sendable {
+    /// Stable id; never reused.
+    public var id: UserID
+    /// Unique in the app, compared case-insensitively, shown as typed at registration.
+    public var username: String
+    /// The name shown on message bubbles.
+    public var displayName: String
+    /// True for guests (no password; signed in with a display name only).
+    public var isGuest: Bool
+    /// When the account was created.
+    public var createdAt: Date
+    /// App-defined data (avatar URL, status line, …); at most ``Limits/customDataBytes``.
+    public var customData: JSONValue?
+
+    public init(id: UserID, username: String, displayName: String, isGuest: Bool, createdAt: Date, customData: JSONValue? = nil) {
+        self.id = id
+        self.username = username
+        self.displayName = displayName
+        self.isGuest = isGuest
+        self.createdAt = createdAt
+        self.customData = customData
+    }
+}
+
+/// A signed-in device: the bearer token is shown once, when the session is created.
+public struct Session: Hashable, Codable, Sendable {
+    /// Send as `Authorization: Bearer <token>`. Stored on the server only as a hash.
+    public var token: String?
+    /// Identifies the session in `GET /v1/sessions` without revealing the token.
+    public var id: String
+    /// The label the client gave (`"Ana's iPhone"`).
+    public var device: String
+    /// When it was created.
+    public var createdAt: Date
+    /// After this the token is refused; sign in again.
+    public var expiresAt: Date
+
+    public init(token: String?, id: String, device: String, createdAt: Date, expiresAt: Date) {
+        self.token = token
+        self.id = id
+        self.device = device
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What registering and signing in return.
+public struct SignedIn: Hashable, Codable, Sendable {
+    public var user: User
+    public var session: Session
+    public init(user: User, session: Session) {
+        self.user = user
+        self.session = session
+    }
+}
+
+/// The four kinds of conversation.
+public enum ConversationKind: String, Hashable, Codable, Sendable, CaseIterable {
+    /// Exactly two people; found or created idempotently for a pair.
+    case direct
+    /// Invited members with owner/admin/member roles.
+    case group
+    /// Listed in the app's channel directory; anyone in the app may join.
+    case `public`
+    /// Not listed; members are invited by an admin.
+    case `private`
+}
+
+/// A member's role. Owners and admins manage members and settings and moderate messages.
+public enum MemberRole: String, Hashable, Codable, Sendable, CaseIterable, Comparable {
+    case member, admin, owner
+    private var rank: Int { self == .owner ? 2 : self == .admin ? 1 : 0 }
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rank < rhs.rank }
+}
+
+/// A conversation as one member sees it.
+public struct Conversation: Hashable, Codable, Sendable {
+    public var id: ConversationID
+    public var kind: ConversationKind
+    /// Groups and channels have one; direct conversations have none.
+    public var title: String?
+    /// App-defined data; at most ``Limits/customDataBytes``.
+    public var customData: JSONValue?
+    public var createdAt: Date
+    /// The seq of its newest event (message, edit, delete, membership, update).
+    public var lastSeq: Int64
+    /// The server-wide position of its newest event: orders conversations by activity.
+    public var lastPosition: Int64
+    /// The newest message (a tombstone if it was deleted); nil when there is none yet.
+    public var lastMessage: Message?
+    public var memberCount: Int
+    /// The caller's role; nil when the caller is not a member (a public channel seen from outside).
+    public var role: MemberRole?
+    /// Messages from others after the caller's read watermark (counts saturate at ``Limits/unreadCountCap``).
+    public var unreadCount: Int
+    /// The caller's watermarks; nil when not a member.
+    public var receipt: Receipt?
+    /// For direct conversations: the other person.
+    public var peer: User?
+
+    public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,
+                lastSeq: Int64, lastPosition: Int64, lastMessage: Message?, memberCount: Int, role: MemberRole?,
+                unreadCount: Int, receipt: Receipt?, peer: User?) {
+        self.id = id
+        self.kind = kind
+        self.title = title
+        self.customData = customData
+        self.createdAt = createdAt
+        self.lastSeq = lastSeq
+        self.lastPosition = lastPosition
+        self.lastMessage = lastMessage
+        self.memberCount = memberCount
+        self.role = role
+        self.unreadCount = unreadCount
+        self.receipt = receipt
+        self.peer = peer
+    }
+}
+
+/// A member of a conversation with their receipt watermarks.
+public struct Member: Hashable, Codable, Sendable {
+    public var user: User
+    public var role: MemberRole
+    public var joinedAt: Date
+    public var receipt: Receipt
+    public init(user: User, role: MemberRole, joinedAt: Date, receipt: Receipt) {
+        self.user = user
+        self.role = role
+        self.joinedAt = joinedAt
+        self.receipt = receipt
+    }
+}
+
+/// One member's watermarks in one conversation. Both only move forward, and
+/// `readSeq <= deliveredSeq` always (reading implies delivery).
+public struct Receipt: Hashable, Codable, Sendable {
+    public var userID: UserID
+    /// Everything up to this seq reached one of the user's devices.
+    public var deliveredSeq: Int64
+    /// Everything up to this seq was shown to the user.
+    public var readSeq: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "userId", deliveredSeq, readSeq
+    }
+
+    public init(userID: UserID, deliveredSeq: Int64, readSeq: Int64) {
+        self.userID = userID
+        self.deliveredSeq = deliveredSeq
+        self.readSeq = readSeq
+    }
+}
+
+/// Where a message stands for its sender. `sending` exists only on the client (the outbox).
+public enum DeliveryStatus: String, Hashable, Codable, Sendable {
+    /// Stored by the server.
+    case sent
+    /// Reached every other member (in a group: every one of them).
+    case delivered
+    /// Read by every other member.
+    case read
+}
+
+/// The sender as a bubble shows it (MessageKit's `SenderType`).
+public struct Sender: Hashable, Codable, Sendable {
+    public var id: UserID
+    public var username: String
+    public var displayName: String
+    public init(id: UserID, username: String, displayName: String) {
+        self.id = id
+        self.username = username
+        self.displayName = displayName
+    }
+}
+
+/// A message. Maps onto MessageKit's `MessageType`: `id` → `messageId`, `sender`,
+/// `sentAt` → `sentDate`, `content` → `kind`.
+public struct Message: Hashable, Codable, Sendable {
+    public var id: MessageID
+    public var conversationID: ConversationID
+    /// Its place in the conversation: the seq of the event that created it.
+    public var seq: Int64
+    public var sender: Sender
+    /// The id the sending client chose; a retry with the same id returns this message.
+    public var clientID: String
+    public var sentAt: Date
+    /// Set once the author edits it (Backendless' "updated" time).
+    public var editedAt: Date?
+    /// Set when deleted; a deleted message keeps its place as a tombstone with no content.
+    public var deletedAt: Date?
+    /// Nil for a tombstone.
+    public var content: MessageContent?
+    public var metadata: [String: String]?
+    /// The message this one answers.
+    public var replyTo: MessageID?
+    /// For the caller's own messages only: sent, delivered or read.
+    public var status: DeliveryStatus?
+
+    enum CodingKeys: String, CodingKey {
+        case id, conversationID = "conversationId", seq, sender, clientID = "clientId", sentAt, editedAt, deletedAt,
+             content, metadata, replyTo, status
+    }
+
+    public init(id: MessageID, conversationID: ConversationID, seq: Int64, sender: Sender, clientID: String, sentAt: Date,
+                editedAt: Date? = nil, deletedAt: Date? = nil, content: MessageContent?, metadata: [String: String]? = nil,
+                replyTo: MessageID? = nil, status: DeliveryStatus? = nil) {
+        self.id = id
+        self.conversationID = conversationID
+        self.seq = seq
+        self.sender = sender
+        self.clientID = clientID
+        self.sentAt = sentAt
+        self.editedAt = editedAt
+        self.deletedAt = deletedAt
+        self.content = content
+        self.metadata = metadata
+        self.replyTo = replyTo
+        self.status = status
+    }
+}
+
+/// A point on Earth (MessageKit's `LocationItem`).
+public struct Location: Hashable, Codable, Sendable {
+    /// Degrees, -90…90.
+    public var latitude: Double
+    /// Degrees, -180…180.
+    public var longitude: Double
+    /// A place name, if the sender gave one.
+    public var name: String?
+    public init(latitude: Double, longitude: Double, name: String? = nil) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.name = name
+    }
+}
+
+/// A stored file a message points at (MessageKit's `MediaItem`, `AudioItem`).
+public struct Attachment: Hashable, Codable, Sendable {
+    /// The uploaded file's id (from the media API).
+    public var attachmentID: String
+    /// A preview image's id (videos, large photos).
+    public var thumbnailID: String?
+    /// The original file name (files).
+    public var name: String?
+    public var mimeType: String?
+    public var sizeBytes: Int64?
+    public var width: Int?
+    public var height: Int?
+    public var durationSeconds: Double?
+    public var caption: String?
+
+    enum CodingKeys: String, CodingKey {
+        case attachmentID = "attachmentId", thumbnailID = "thumbnailId", name, mimeType, sizeBytes, width, height,
+             durationSeconds, caption
+    }
+
+    public init(attachmentID: String, thumbnailID: String? = nil, name: String? = nil, mimeType: String? = nil,
+                sizeBytes: Int64? = nil, width: Int? = nil, height: Int? = nil, durationSeconds: Double? = nil, caption: String? = nil) {
+        self.attachmentID = attachmentID
+        self.thumbnailID = thumbnailID
+        self.name = name
+        self.mimeType = mimeType
+        self.sizeBytes = sizeBytes
+        self.width = width
+        self.height = height
+        self.durationSeconds = durationSeconds
+        self.caption = caption
+    }
+}
