@@ -3,9 +3,11 @@
 #   1. Swift unit and integration tests (XCTest + Swift Testing), the Swift WebSocket client
 #      included, against a Python `websockets` server
 #   2. fuzz-input replay (every saved crash and seed stays a test)
-#   3. interop tests with real third-party peers: curl, h11, Python websockets
-#   4. Autobahn|Testsuite sections 1-10
-#   5. a short libFuzzer run per parser (FUZZ_SECONDS, default 30)
+#   3. interop and API tests with real third-party peers: curl, h11, Python websockets and
+#      http.client (every tutorial flow over REST, authorization, bad input, kill -9)
+#   4. schemathesis against docs/openapi.yaml (no 5xx, every response matches the schema)
+#   5. Autobahn|Testsuite sections 1-10
+#   6. a short libFuzzer run per parser (FUZZ_SECONDS, default 30)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=()
@@ -46,7 +48,8 @@ interop_tests() {
 step "Python test tools (.venv)" scripts/venv.sh
 step "Swift tests" swift_tests
 step "fuzz input replay" replay_fuzz_inputs
-step "interop (curl, h11, websockets)" interop_tests
+step "interop and API (curl, h11, websockets, http.client)" interop_tests
+step "schemathesis (docs/openapi.yaml)" .venv/bin/python scripts/schemathesis.py
 step "Autobahn|Testsuite" scripts/autobahn.sh
 step "libFuzzer (${FUZZ_SECONDS:-30} s each)" scripts/fuzz.sh
 

@@ -1,6 +1,8 @@
-/// The request methods Parley serves. Any other syntactically valid method gets 501.
+/// The request methods Parley recognises. TRACE is recognised only so that it gets 405 from
+/// the router like any other method a route lacks (RFC 9110 §9.3.8: it is optional); any
+/// other syntactically valid method gets 501.
 public enum HTTPMethod: String, Sendable, Hashable, CaseIterable {
-    case GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS
+    case GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE
 }
 
 /// An HTTP version, `HTTP/1.0` or `HTTP/1.1`.

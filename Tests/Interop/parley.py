@@ -1,0 +1,141 @@
+"""A tiny Parley REST client and server launcher for the interop tests and scripts.
+
+Uses only the standard library (http.client), so what it sends is exactly what a third-party
+client would send.
+"""
+import http.client
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import uuid
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.environ.get("PARLEY_SERVER", os.path.join(ROOT, ".build", "debug", "parley-server"))
+
+# Cheap password hashing for tests: Argon2id with 1 pass over 1 MiB (production: 2 and 64).
+TEST_FLAGS = ["--argon2-passes", "1", "--argon2-memory-mib", "1", "--signups-per-hour", "1000000"]
+
+
+class Server:
+    """The real parley-server binary on a free port with its own data directory."""
+
+    def __init__(self, *extra, data=None):
+        self.data = data or tempfile.mkdtemp(prefix="parley-api-")
+        self.extra = list(extra)
+        self.app_key = None
+        self.app_secret = None
+        self.start()
+
+    def start(self):
+        self.process = subprocess.Popen(
+            [BINARY, "--port", "0", "--threads", "2", "--data-dir", self.data, *TEST_FLAGS, *self.extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if "listening on http://" not in line:
+            self.process.kill()
+            raise RuntimeError(f"server did not start: {line!r} {self.process.stderr.read()!r}")
+        self.url = line.split("listening on ")[1].split()[0]
+        self.host, port = self.url[len("http://"):].rsplit(":", 1)
+        self.port = int(port)
+        # The banner: the first start prints the app's key and secret, later ones its key.
+        while True:
+            line = self.process.stdout.readline()
+            if not line or line.startswith("Health:"):
+                break
+            if "app key:" in line:
+                self.app_key = line.split("app key:")[1].split()[0]
+            elif "app secret:" in line:
+                self.app_secret = line.split("app secret:")[1].split()[0]
+            elif line.startswith("App 'default' key:"):
+                self.app_key = line.split("key:")[1].split()[0]
+
+    def stop(self, timeout=15):
+        """SIGTERM, then wait; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+    def kill(self):
+        """kill -9: no chance to flush or clean up."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def apps(self, *args):
+        """Runs `parley-server apps …` on this server's data directory."""
+        return subprocess.run([BINARY, "apps", *args, "--data-dir", self.data], capture_output=True, text=True, timeout=30)
+
+
+class Client:
+    """One device: an HTTP keep-alive connection with an app key and, once signed in, a token."""
+
+    def __init__(self, server, app_key=None):
+        self.server = server
+        self.app_key = app_key or server.app_key
+        self.token = None
+        self.user = None
+        self.connection = http.client.HTTPConnection(server.host, server.port, timeout=30)
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        all_headers = {"X-Parley-App-Key": self.app_key} if self.app_key else {}
+        if self.token:
+            all_headers["Authorization"] = f"Bearer {self.token}"
+        if body is not None or raw is not None:
+            all_headers["Content-Type"] = "application/json"
+        all_headers.update(headers or {})
+        payload = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        try:
+            self.connection.request(method, path, body=payload, headers=all_headers)
+            response = self.connection.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self.connection.close()
+            self.connection = http.client.HTTPConnection(self.server.host, self.server.port, timeout=30)
+            self.connection.request(method, path, body=payload, headers=all_headers)
+            response = self.connection.getresponse()
+        data = response.read()
+        parsed = json.loads(data) if data else None
+        self.last_headers = dict(response.getheaders())
+        return response.status, parsed
+
+    def get(self, path, **kwargs):
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path, body=None, **kwargs):
+        return self.request("POST", path, body if body is not None else {}, **kwargs)
+
+    def patch(self, path, body, **kwargs):
+        return self.request("PATCH", path, body, **kwargs)
+
+    def delete(self, path, **kwargs):
+        return self.request("DELETE", path, **kwargs)
+
+    def register(self, username, password="correct horse battery", display_name=None, device="test"):
+        body = {"username": username, "password": password, "device": device}
+        if display_name:
+            body["displayName"] = display_name
+        status, answer = self.post("/v1/users", body)
+        assert status == 201, (status, answer)
+        self.token = answer["session"]["token"]
+        self.user = answer["user"]
+        return self
+
+    def sign_in(self, username, password="correct horse battery", device="test"):
+        status, answer = self.post("/v1/sessions", {"username": username, "password": password, "device": device})
+        assert status == 201, (status, answer)
+        self.token = answer["session"]["token"]
+        self.user = answer["user"]
+        return self
+
+    def send(self, conversation_id, text=None, content=None, client_id=None, **extra):
+        body = {"clientId": client_id or str(uuid.uuid4()), "content": content or {"type": "text", "text": text}, **extra}
+        return self.post(f"/v1/conversations/{conversation_id}/messages", body)
