@@ -43,11 +43,11 @@ let package = Package(
 
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
         .target(name: "ParleyNetTesting", dependencies: ["ParleyNet"]),
-        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStoreSQLite"]),
+        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStoreSQLite", "ParleyCrypto", "ParleyWire"]),
 
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting"]),
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
-        .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore"]),
+        .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
     ]
 )

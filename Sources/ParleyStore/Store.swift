@@ -10,6 +10,7 @@ public protocol Store: Sendable {
     func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T
 
     /// Runs `body` in a write transaction; returns once its effects are durable.
+    @discardableResult
     func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T
 
     /// Stops the engine's threads and closes its connections. Later calls throw.

@@ -92,6 +92,7 @@ public final class SQLiteStore: Store {
         }
     }
 
+    @discardableResult
     public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             let job = WriteJob(body: body, continuation: continuation)

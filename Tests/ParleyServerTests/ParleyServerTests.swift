@@ -8,7 +8,7 @@ import ParleyNetTesting
 /// The real server, in process, on an ephemeral port with a temporary data directory.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct ParleyServerTests {
-    private func start(echo: Bool = false) throws -> ParleyServer {
+    private func start(echo: Bool = false) async throws -> ParleyServer {
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.threads = 2
@@ -25,7 +25,7 @@ struct ParleyServerTests {
     }
 
     @Test func healthzReportsVersionAsJSON() async throws {
-        let server = try start()
+        let server = try await start()
         let (status, body, _) = try await get(server.url + "/healthz")
         #expect(status == 200)
         let health = try JSONDecoder().decode(Routes.Health.self, from: Data(body.utf8))
@@ -36,7 +36,7 @@ struct ParleyServerTests {
     }
 
     @Test func metricsAreInPrometheusTextFormat() async throws {
-        let server = try start()
+        let server = try await start()
         _ = try await get(server.url + "/healthz")
         let (status, body, headers) = try await get(server.url + "/metrics")
         #expect(status == 200)
@@ -55,7 +55,7 @@ struct ParleyServerTests {
     }
 
     @Test func echoEndpointsAreOffByDefault() async throws {
-        let server = try start()
+        let server = try await start()
         let (status, body, _) = try await get(server.url + "/echo/ws")
         #expect(status == 404)
         #expect(body.contains("\"not_found\""))
@@ -63,7 +63,7 @@ struct ParleyServerTests {
     }
 
     @Test func aBusyPortSaysWhatToDo() async throws {
-        let first = try start()
+        let first = try await start()
         var configuration = ServerConfiguration()
         configuration.port = first.localAddress.port
         configuration.dataDirectory = first.configuration.dataDirectory
@@ -78,7 +78,7 @@ struct ParleyServerTests {
     }
 
     @Test func broadcastEndpointFansOut() async throws {
-        let server = try start(echo: true)
+        let server = try await start(echo: true)
         let group = try EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }
         var sockets: [WebSocket] = []
@@ -98,7 +98,7 @@ struct ParleyServerTests {
     }
 
     @Test func echoWebSocketEchoes() async throws {
-        let server = try start(echo: true)
+        let server = try await start(echo: true)
         let group = try EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }
         let (handler, events) = recordingHandler()

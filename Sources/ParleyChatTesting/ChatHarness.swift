@@ -1,0 +1,67 @@
+public import Foundation
+public import ParleyChat
+import ParleyCrypto
+public import ParleyStoreSQLite
+import ParleyWire
+
+/// A clock tests move by hand.
+public final class ManualClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Date
+
+    /// Starts at `start`.
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = start }
+
+    /// The time now.
+    public var now: Date { lock.withLock { current } }
+
+    /// Moves time forward.
+    public func advance(by seconds: TimeInterval) { lock.withLock { current += seconds } }
+}
+
+/// The real domain over a real SQLite file in a fresh temporary directory, with cheap
+/// password hashing and a manual clock: what Chat's logic tests run against (no sockets).
+public final class ChatHarness: Sendable {
+    public let chat: Chat
+    public let store: SQLiteStore
+    public let clock: ManualClock
+    public let app: AppRef
+    public let directory: String
+
+    /// Creates the directory, store, schema and one app.
+    public static func make(configure: (inout Chat.Configuration) -> Void = { _ in }) async throws -> ChatHarness {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-chat-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let store = try SQLiteStore(path: directory + "/parley.sqlite")
+        let clock = ManualClock()
+        var configuration = Chat.Configuration()
+        configuration.passwordCost = .minimum
+        configuration.now = { clock.now }
+        configure(&configuration)
+        let chat = try Chat(store: store, configuration: configuration)
+        try await chat.migrate()
+        let app = try await chat.app(publicKey: try await chat.createApp(name: "test").publicKey)
+        return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory)
+    }
+
+    private init(chat: Chat, store: SQLiteStore, clock: ManualClock, app: AppRef, directory: String) {
+        self.chat = chat
+        self.store = store
+        self.clock = clock
+        self.app = app
+        self.directory = directory
+    }
+
+    /// Registers `username` and returns the signed-in caller and their token.
+    public func register(_ username: String, address: String = "127.0.0.1") async throws -> (caller: Caller, token: String) {
+        let signedIn = try await chat.register(RegisterRequest(username: username, password: "correct horse battery"), app: app, address: address)
+        let token = signedIn.session.token ?? ""
+        return (try await chat.authenticate(token: token, app: app), token)
+    }
+
+    /// Closes the store and removes the directory.
+    public func tearDown() {
+        store.close()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

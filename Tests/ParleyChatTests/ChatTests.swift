@@ -1,0 +1,152 @@
+import Foundation
+@testable import ParleyChat
+import ParleyChatTesting
+import ParleyStore
+import ParleyStoreSQLite
+import ParleyWire
+import Testing
+
+struct ChatTests {
+    @Test func concurrentSendsGetGapFreeSeqsAndRetriesNeverDuplicate() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        // 200 sends at once from two people, each sent twice (a client retrying on timeout).
+        let results = try await withThrowingTaskGroup(of: Message.self) { group in
+            for index in 0..<200 {
+                let caller = index % 2 == 0 ? alice : bob
+                let request = SendMessageRequest(clientID: "c\(index)", content: .text("n\(index)"))
+                for _ in 0..<2 {
+                    group.addTask { try await harness.chat.send(caller, to: room.id, request).0 }
+                }
+            }
+            return try await group.reduce(into: [Message]()) { $0.append($1) }
+        }
+        let byClient = Dictionary(grouping: results, by: \.clientID)
+        #expect(byClient.count == 200)
+        #expect(byClient.values.allSatisfy { Set($0.map(\.id)).count == 1 }, "a retry returns the same message")
+        let page = try await harness.chat.events(alice, conversation: room.id, afterSeq: 0, limit: 200)
+        let more = try await harness.chat.events(alice, conversation: room.id, afterSeq: 200, limit: 200)
+        let seqs = (page.events + more.events).map(\.seq)
+        #expect(seqs == Array(1...Int64(seqs.count)))
+        #expect((page.events + more.events).filter { $0.type == .messageCreated }.count == 200)
+    }
+
+    @Test func sessionsExpireAndSignOutTakesEffectAtOnce() async throws {
+        let harness = try await ChatHarness.make { $0.sessionLifetime = 3600 }
+        defer { harness.tearDown() }
+        let (alice, token) = try await harness.register("alice")
+        #expect(try await harness.chat.authenticate(token: token, app: harness.app) == alice)
+        harness.clock.advance(by: 3601)
+        await #expect(throws: ChatError.unauthenticated) { try await harness.chat.authenticate(token: token, app: harness.app) }
+        let again = try await harness.chat.signIn(SignInRequest(username: "ALICE", password: "correct horse battery"),
+                                                  app: harness.app, address: "a")
+        let fresh = try #require(again.session.token)
+        let caller = try await harness.chat.authenticate(token: fresh, app: harness.app)
+        try await harness.chat.signOut(caller, everywhere: false)
+        await #expect(throws: ChatError.unauthenticated) { try await harness.chat.authenticate(token: fresh, app: harness.app) }
+    }
+
+    @Test func failedSignInsAreLimitedPerAccountAndTheWindowPasses() async throws {
+        let harness = try await ChatHarness.make {
+            $0.failedSignInsPerAccount = 3
+            $0.failedSignInWindow = 60
+        }
+        defer { harness.tearDown() }
+        _ = try await harness.register("alice")
+        let wrong = SignInRequest(username: "alice", password: "not the password")
+        for _ in 0..<3 {
+            await #expect(throws: ChatError.wrongCredentials) { try await harness.chat.signIn(wrong, app: harness.app, address: "x") }
+        }
+        let right = SignInRequest(username: "alice", password: "correct horse battery")
+        do {
+            _ = try await harness.chat.signIn(right, app: harness.app, address: "y")
+            Issue.record("the fourth attempt should be refused")
+        } catch let error as ChatError {
+            #expect(error.code == "rate_limited" && error.retryAfterSeconds == 60)
+        }
+        harness.clock.advance(by: 61)
+        _ = try await harness.chat.signIn(right, app: harness.app, address: "y")
+    }
+
+    @Test func signUpsArePerAddress() async throws {
+        let harness = try await ChatHarness.make { $0.signUpsPerAddressPerHour = 2 }
+        defer { harness.tearDown() }
+        _ = try await harness.register("one", address: "10.0.0.1")
+        _ = try await harness.register("two", address: "10.0.0.1")
+        await #expect(throws: ChatError.rateLimited(retryAfter: 3600)) { _ = try await harness.register("three", address: "10.0.0.1") }
+        _ = try await harness.register("four", address: "10.0.0.2")
+    }
+
+    @Test func unreadCountsFollowTheReadWatermark() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .direct, members: ["bob"]))
+        var last: Message?
+        for index in 0..<5 {
+            last = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "m\(index)", content: .text("hi"))).0
+        }
+        #expect(try await harness.chat.conversation(bob, id: room.id).unreadCount == 5)
+        #expect(try await harness.chat.conversation(alice, id: room.id).unreadCount == 0)
+        let seq = try #require(last?.seq)
+        _ = try await harness.chat.updateReceipt(bob, conversation: room.id, ReceiptUpdate(readSeq: seq - 2))
+        #expect(try await harness.chat.conversation(bob, id: room.id).unreadCount == 2)
+        let receipt = try await harness.chat.updateReceipt(bob, conversation: room.id, ReceiptUpdate(deliveredSeq: 1))
+        #expect(receipt.deliveredSeq == seq - 2 && receipt.readSeq == seq - 2, "watermarks never move back")
+    }
+
+    @Test func aStorageFailureIsAnInternalErrorThatChangesNothing() async throws {
+        let harness = try await ChatHarness.make()
+        let (alice, _) = try await harness.register("alice")
+        harness.store.close()
+        await #expect(throws: ChatError.internalError) { try await harness.chat.me(alice) }
+        harness.tearDown()
+    }
+}
+
+struct RateLimiterTests {
+    @Test func countsInWindowsAndForgets() {
+        let limiter = RateLimiter(rule: .init(limit: 2, window: 10), capacity: 3)
+        let start = Date(timeIntervalSince1970: 0)
+        limiter.record("a", now: start)
+        #expect(limiter.retryAfter("a", now: start) == nil)
+        limiter.record("a", now: start + 1)
+        #expect(limiter.retryAfter("a", now: start + 2) == 8)
+        #expect(limiter.retryAfter("a", now: start + 10) == nil)
+        limiter.reset("a")
+        #expect(limiter.retryAfter("a", now: start + 3) == nil)
+        // Bounded: more keys than capacity evict the oldest window, never grow.
+        for key in ["b", "c", "d", "e"] { limiter.record(key, now: start + 4) }
+        limiter.record("f", now: start + 5)
+        limiter.record("f", now: start + 5)
+        #expect(limiter.retryAfter("f", now: start + 5) != nil)
+    }
+}
+
+struct ValidationTests {
+    @Test(arguments: ["ana", "Ana.B", "a-1_2", String(repeating: "a", count: 32)])
+    func validUsernames(_ name: String) throws {
+        #expect(try Validate.username(name).key == name.lowercased())
+    }
+
+    @Test(arguments: ["ab", "_ana", ".ana", "an a", "ána", "ana!", String(repeating: "a", count: 33), "ana\u{0}"])
+    func invalidUsernames(_ name: String) {
+        #expect(throws: ChatError.self) { try Validate.username(name) }
+    }
+
+    @Test func displayNamesAreTrimmedAndControlCharactersRefused() throws {
+        #expect(try Validate.displayName("  Ana  ") == "Ana")
+        #expect(throws: ChatError.self) { try Validate.displayName("A\u{7}na") }
+        #expect(throws: ChatError.self) { try Validate.displayName("   ") }
+    }
+
+    @Test func deepCustomDataIsRefused() {
+        var value = JSONValue.null
+        for _ in 0..<20 { value = .array([value]) }
+        #expect(throws: ChatError.self) { try Validate.customData(value) }
+    }
+}

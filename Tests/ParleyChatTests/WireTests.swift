@@ -1,0 +1,52 @@
+import Foundation
+import ParleyWire
+import Testing
+
+/// Golden JSON: what web and mobile clients see must not change by accident.
+struct WireTests {
+    private func encode(_ value: some Encodable) throws -> String {
+        String(decoding: try WireCoding.encoder().encode(value), as: UTF8.self)
+    }
+
+    @Test func contentKindsEncodeFlatWithATypeField() throws {
+        #expect(try encode(MessageContent.text("hi")) == #"{"text":"hi","type":"text"}"#)
+        #expect(try encode(MessageContent.location(Location(latitude: 1.5, longitude: -2, name: "X")))
+                == #"{"latitude":1.5,"longitude":-2,"name":"X","type":"location"}"#)
+        #expect(try encode(MessageContent.video(Attachment(attachmentID: "a1", thumbnailID: "t1")))
+                == #"{"attachmentId":"a1","thumbnailId":"t1","type":"video"}"#)
+        #expect(try encode(MessageContent.custom(type: "poll", payload: .object(["q": .string("lunch?")])))
+                == #"{"customType":"poll","payload":{"q":"lunch?"},"type":"custom"}"#)
+    }
+
+    @Test(arguments: [
+        #"{"type":"text","text":"hi"}"#, #"{"type":"markdown","markdown":"**b**"}"#,
+        #"{"type":"location","latitude":52.5,"longitude":13.4}"#, #"{"type":"photo","attachmentId":"p"}"#,
+        #"{"type":"audio","attachmentId":"a","durationSeconds":2}"#, #"{"type":"file","attachmentId":"f","name":"x.pdf"}"#,
+        #"{"type":"custom","customType":"t","payload":[1,"two",null,true,{"k":{}}]}"#,
+    ])
+    func contentRoundTrips(_ json: String) throws {
+        let decoded = try WireCoding.decoder().decode(MessageContent.self, from: Data(json.utf8))
+        let again = try WireCoding.decoder().decode(MessageContent.self, from: try WireCoding.encoder().encode(decoded))
+        #expect(again == decoded)
+    }
+
+    @Test func unknownContentTypesAreRefused() {
+        #expect(throws: DecodingError.self) {
+            try WireCoding.decoder().decode(MessageContent.self, from: Data(#"{"type":"sticker"}"#.utf8))
+        }
+    }
+
+    @Test func datesAreUTCWithMilliseconds() throws {
+        #expect(WireCoding.formatDate(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
+        #expect(WireCoding.formatDate(Date(timeIntervalSince1970: 1_796_039_816.123)) == "2026-11-30T11:56:56.123Z")
+        #expect(WireCoding.formatDate(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
+        let parsed = try #require(WireCoding.parseDate("2026-11-30T11:56:56.123Z"))
+        #expect(abs(parsed.timeIntervalSince1970 - 1_796_039_816.123) < 0.0005)
+        #expect(WireCoding.parseDate("yesterday") == nil)
+    }
+
+    @Test func identifiersEncodeAsBareStrings() throws {
+        let receipt = Receipt(userID: UserID(rawValue: "u_1"), deliveredSeq: 3, readSeq: 2)
+        #expect(try encode(receipt) == #"{"deliveredSeq":3,"readSeq":2,"userId":"u_1"}"#)
+    }
+}
