@@ -11,6 +11,9 @@ struct Access {
     var role: MemberRole?
     var lastSeq: Int64
     var memberCount: Int
+    /// The caller's names, for the sender of a message they send.
+    var callerUsername: String
+    var callerDisplayName: String
 
     /// Members only; a non-member of a public channel gets 403 `not_member` (they can see it
     /// exists), anyone else never got this far (404).
@@ -296,14 +299,16 @@ extension Chat {
     /// Finds a conversation the caller may see: a member's, or a public channel of their app.
     static func access(_ db: any Database, caller: Caller, id: ConversationID) throws -> Access {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
-            SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count FROM conversation c
+            SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name FROM conversation c
+            JOIN user u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID)
             """) else { throw ChatError.conversationNotFound }
         let kind = ConversationKind(rawValue: try row.get(1)) ?? .private
         let role = try row.get(2, as: String?.self).flatMap(MemberRole.init(rawValue:))
         guard role != nil || kind == .public else { throw ChatError.conversationNotFound }
-        return Access(key: try row.get(0), id: id, kind: kind, role: role, lastSeq: try row.get(3), memberCount: try row.get(4))
+        return Access(key: try row.get(0), id: id, kind: kind, role: role, lastSeq: try row.get(3), memberCount: try row.get(4),
+                      callerUsername: try row.get(5), callerDisplayName: try row.get(6))
     }
 
     static func insertConversation(_ db: any Database, app: Int64, publicID: String, kind: ConversationKind, title: String?,

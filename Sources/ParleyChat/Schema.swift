@@ -6,7 +6,7 @@ public import ParleyStore
 ///
 /// Internal keys are integers (small indexes, cheap joins); the API only ever shows the
 /// random public ids (`u_…`, `c_…`, `m_…`), so ids reveal nothing about counts or order.
-public enum Schema {
+public enum Schema: Sendable {
     /// Every migration, in order.
     public static var migrator: Migrator {
         var migrator = Migrator()
@@ -96,11 +96,13 @@ public enum Schema {
                     UNIQUE (conversation_id, seq),
                     UNIQUE (author_id, client_id))
                 """)
-            // position: AUTOINCREMENT so a position is never reused, even after the newest
-            // rows are deleted (sqlite.org/autoinc.html).
+            // position: the rowid, so one more than the largest so far (sqlite.org/autoinc.html).
+            // Events are never deleted, so a position is never reused; a future retention
+            // policy must keep the newest row (or this becomes AUTOINCREMENT, which costs an
+            // extra write per event).
             try db.execute("""
                 CREATE TABLE event (
-                    position INTEGER PRIMARY KEY AUTOINCREMENT,
+                    position INTEGER PRIMARY KEY,
                     conversation_id INTEGER NOT NULL REFERENCES conversation(id),
                     seq INTEGER NOT NULL,
                     type TEXT NOT NULL,

@@ -3,7 +3,7 @@ import Foundation
 
 /// Password hashing with Argon2id (libsodium's `crypto_pwhash_str`), random secrets, and
 /// hashes of secrets. The only module that imports libsodium.
-public enum Crypto {
+public enum Crypto: Sendable {
     /// Initialises libsodium once; safe to call from any thread, any number of times.
     private static let initialised: Bool = sodium_init() >= 0
 

@@ -24,7 +24,7 @@ public struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, CustomS
     public init(stringInterpolation: Interpolation) { parts = stringInterpolation.parts }
 
     /// Builds interpolated statements.
-    public struct Interpolation: StringInterpolationProtocol {
+    public struct Interpolation: StringInterpolationProtocol, Sendable {
         var parts: [Part] = []
         public init(literalCapacity: Int, interpolationCount: Int) { parts.reserveCapacity(interpolationCount * 2 + 1) }
         public mutating func appendLiteral(_ text: String) { parts.append(.text(text)) }

@@ -37,16 +37,23 @@ public final class SQLiteStore: Store {
         public init() {}
     }
 
+    /// Process-wide SQLite settings, applied once before the first connection opens.
+    private static let configured: Bool = parley_sqlite3_disable_memory_statistics() == SQLITE_OK
+
     /// The database file.
     public let path: String
     private let writer: WorkerThread<WriteJob>
     private let readers: WorkerThread<ReadJob>
     private let batchSizes = BatchStatistics()
 
+    // Transaction statements go through `execute`, so they are prepared once and cached
+    // like any other statement (sqlite3_exec would compile them on every call).
+
     /// Opens (creating if needed) the database at `path` and starts the engine's threads.
     ///
     /// - Throws: ``StoreError/cannotOpen(_:)`` when the file cannot be opened or is not SQLite.
     public init(path: String, configuration: Configuration = Configuration()) throws {
+        _ = Self.configured
         self.path = path
         let writeConnection = try SQLiteConnection(path: path, readOnly: false)
         do {
@@ -81,8 +88,8 @@ public final class SQLiteStore: Store {
         try await withCheckedThrowingContinuation { continuation in
             let job = ReadJob { connection in
                 do {
-                    try connection.run("BEGIN")
-                    defer { try? connection.run("COMMIT") }
+                    try connection.execute("BEGIN")
+                    defer { _ = try? connection.execute("COMMIT") }
                     continuation.resume(returning: try body(connection))
                 } catch {
                     continuation.resume(throwing: error)
@@ -112,7 +119,7 @@ public final class SQLiteStore: Store {
 
     private static func commit(_ jobs: [WriteJob], on connection: SQLiteConnection) {
         do {
-            try connection.run("BEGIN IMMEDIATE")
+            try connection.execute("BEGIN IMMEDIATE")
         } catch {
             for job in jobs { job.fail(error) }
             return
@@ -129,13 +136,13 @@ public final class SQLiteStore: Store {
         var committed: [WriteJob] = []
         for (index, job) in jobs.enumerated() {
             do {
-                try connection.run("SAVEPOINT job")
+                try connection.execute("SAVEPOINT job")
             } catch {
                 job.fail(error)
                 continue
             }
             if job.run(connection) {
-                try? connection.run("RELEASE job")
+                _ = try? connection.execute("RELEASE job")
                 committed.append(job)
             } else if connection.isAutocommit {
                 // Some errors (I/O, full disk) make SQLite roll back the whole transaction:
@@ -144,13 +151,14 @@ public final class SQLiteStore: Store {
                 for done in committed { done.fail(lost) }
                 committed.removeAll()
                 do {
-                    try connection.run("BEGIN IMMEDIATE")
+                    try connection.execute("BEGIN IMMEDIATE")
                 } catch {
                     for rest in jobs[(index + 1)...] { rest.fail(error) }
                     return
                 }
             } else {
-                try? connection.run("ROLLBACK TO job; RELEASE job")
+                _ = try? connection.execute("ROLLBACK TO job")
+                _ = _ = try? connection.execute("RELEASE job")
             }
         }
         finish(committed, on: connection)
@@ -159,7 +167,7 @@ public final class SQLiteStore: Store {
     /// COMMITs; the jobs learn their outcome only after it returns.
     private static func finish(_ jobs: [WriteJob], on connection: SQLiteConnection) {
         do {
-            try connection.run("COMMIT")
+            try connection.execute("COMMIT")
             for job in jobs { job.succeed() }
         } catch {
             try? connection.run("ROLLBACK")

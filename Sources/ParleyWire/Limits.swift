@@ -1,6 +1,6 @@
 /// Every size and count the server enforces. The SDK checks the same numbers before it
 /// sends, so a user learns of a mistake without a round trip. docs/limits.md explains each.
-public enum Limits {
+public enum Limits: Sendable {
     /// Username length in characters; letters, digits, `.`, `_`, `-`, starting with a letter or digit.
     public static let username = 3...32
     /// Password length in UTF-8 bytes.

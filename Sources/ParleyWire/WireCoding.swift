@@ -1,7 +1,7 @@
 public import Foundation
 
 /// The JSON conventions of the API: ISO 8601 dates with milliseconds in UTC, sorted keys.
-public enum WireCoding {
+public enum WireCoding: Sendable {
     /// An encoder for API bodies.
     public static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()

@@ -5,7 +5,7 @@ import ParleyNet
 // (and `--json` prints it as JSON for scripts/bench.sh). See docs/benchmarks.md.
 
 let usage = """
-    parley-bench: measure Parley's networking against references in the same run.
+    parley-bench: measure Parley against references in the same run.
 
     USAGE: parley-bench <command> [options]
 
@@ -17,13 +17,24 @@ let usage = """
                     --clients N (1000)  --messages N (2000)  --size BYTES (64)  --window N (32)
       idle        Open N idle WebSockets and report the server's RSS growth per connection.
                     --url ws://HOST:PORT/echo/ws  --connections N (10000)  --server-pid PID
+      sends       Durable message sends over HTTP keep-alive, one connection per sender.
+                    --url http://HOST:PORT  --app-key KEY  --senders N (100)  --conversations N (10)
+                    --duration S (10)
+      sqlite-insert  The same message rows through the sqlite3 CLI (the reference for sends).
+                    --rows N (100000)  --mode autocommit|batch  --synchronous full|normal
+      history     Fill one conversation in the server's database, then time latest-50 pages.
+                    --url http://HOST:PORT  --app-key KEY  --db DATA_DIR/parley.sqlite
+                    --messages N (1000000)  --duration S (10)
+      signin      Sequential sign-ins: the latency the Argon2id cost gives.
+                    --url http://HOST:PORT  --app-key KEY  --count N (50)
 
     OPTIONS:
       --threads N   client event loops (default: one per core)
       --json        print the result as one JSON object
       -h, --help    show this help
 
-    Start a server with `parley-server --enable-echo` first; scripts/bench.sh does it all.
+    Start a server first (`--enable-echo` for the networking benchmarks, `--signups-per-hour
+    1000000` for the chat ones); scripts/bench.sh does it all.
     """
 
 struct Options {
@@ -407,6 +418,10 @@ do {
     case "echo": try await runEcho(options, group: group)
     case "broadcast": try await runBroadcast(options, group: group)
     case "idle": try await runIdle(options, group: group)
+    case "sends": try await runSends(options, group: group)
+    case "sqlite-insert": try await runSQLiteReference(options)
+    case "history": try await runHistory(options, group: group)
+    case "signin": try await runSignIn(options)
     default: throw BenchError("unknown command '\(options.command)'")
     }
 } catch {
