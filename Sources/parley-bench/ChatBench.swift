@@ -288,7 +288,7 @@ func runHistory(_ options: Options, group: EventLoopGroup) async throws {
         try db.execute("""
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(count))
             INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, created_at)
-            SELECT 'm_\(literal: "")' || \(run) || '_' || i, \(key), \(base) + i, \(author), \(run) || '-' || i,
+            SELECT 'm_' || \(run) || '_' || i, \(key), \(base) + i, \(author), \(run) || '-' || i,
                    json_object('text', 'history benchmark message number ' || i || ', with a few more words to index', 'type', 'text'),
                    \(now) - \(count) + i
             FROM n
