@@ -96,7 +96,7 @@ extension Chat {
     // MARK: - Read
 
     /// A page of history. Deleted messages appear as tombstones (no content) in their place.
-    public func history(_ caller: Caller, id: ConversationID, _ query: HistoryQuery) async throws -> MessagePage {
+    public func history(_ caller: Caller, id: ConversationID, _ query: HistoryQuery) async throws -> HistoryPage {
         let limit = try Validate.limit(query.limit, in: Limits.historyPage, default: 50)
         guard [query.before, query.after, query.around].compactMap({ $0 }).count <= 1 else {
             throw ChatError.invalid("give at most one of before, after and around")
@@ -125,7 +125,7 @@ extension Chat {
                     rows = try page("m.seq < \(query.before ?? Int64.max)", descending: true, count: limit).reversed()
                 }
                 let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-                var messages = try rows.map { try Chat.message($0, caller: caller.userKey, lowest: lowest) }
+                var messages = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
                 let hasOlder = try messages.first.map {
                     try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND seq < \($0.seq) LIMIT 1") != nil
                 } ?? false
@@ -133,7 +133,7 @@ extension Chat {
                     try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND seq > \($0.seq) LIMIT 1") != nil
                 } ?? false
                 if !query.ascending { messages.reverse() }
-                return MessagePage(messages: messages, hasOlder: hasOlder, hasNewer: hasNewer)
+                return HistoryPage(records: messages, hasOlder: hasOlder, hasNewer: hasNewer)
             }
         }
     }

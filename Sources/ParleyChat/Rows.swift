@@ -29,6 +29,11 @@ extension Chat {
     /// Reads a message; `status` is filled for the caller's own messages from the other
     /// members' lowest watermarks (nil watermarks: not computed, e.g. channels).
     static func message(_ row: Row, at offset: Int = 0, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> Message {
+        try record(row, at: offset, caller: caller, lowest: lowest).message()
+    }
+
+    /// Reads a message row without decoding its stored JSON.
+    static func record(_ row: Row, at offset: Int = 0, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> MessageRecord {
         let seq: Int64 = try row.get(offset + 2)
         let authorKey: Int64 = try row.get(offset + 13)
         var status: DeliveryStatus?
@@ -39,19 +44,11 @@ extension Chat {
                 status = .sent
             }
         }
-        let decoder = JSONDecoder()
-        return Message(
-            id: MessageID(rawValue: try row.get(offset)),
-            conversationID: ConversationID(rawValue: try row.get(offset + 1)),
-            seq: seq,
-            sender: Sender(id: UserID(rawValue: try row.get(offset + 3)), username: try row.get(offset + 4), displayName: try row.get(offset + 5)),
-            clientID: try row.get(offset + 6),
-            sentAt: date(try row.get(offset + 7)),
-            editedAt: try row.get(offset + 8, as: Int64?.self).map(date),
-            deletedAt: try row.get(offset + 9, as: Int64?.self).map(date),
-            content: try row.get(offset + 10, as: String?.self).map { try decoder.decode(MessageContent.self, from: Data($0.utf8)) },
-            metadata: try row.get(offset + 11, as: String?.self).map { try decoder.decode([String: String].self, from: Data($0.utf8)) },
-            replyTo: try row.get(offset + 12, as: String?.self).map { MessageID(rawValue: $0) },
-            status: status)
+        return MessageRecord(
+            id: try row.get(offset), conversationID: try row.get(offset + 1), seq: seq,
+            senderID: try row.get(offset + 3), senderUsername: try row.get(offset + 4), senderDisplayName: try row.get(offset + 5),
+            clientID: try row.get(offset + 6), sentAt: try row.get(offset + 7), editedAt: try row.get(offset + 8),
+            deletedAt: try row.get(offset + 9), contentJSON: try row.get(offset + 10), metadataJSON: try row.get(offset + 11),
+            replyTo: try row.get(offset + 12), status: status)
     }
 }

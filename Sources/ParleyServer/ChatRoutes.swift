@@ -160,14 +160,14 @@ enum ChatRoutes {
             }
         }
         router.get("/v1/conversations/:conversationId/messages") { request in
-            await api.respond {
+            await api.respondRaw {
                 let caller = try await api.caller(request)
                 let order = request.queryItems["order"] ?? "asc"
                 guard order == "asc" || order == "desc" else { throw ChatError.invalid("order must be asc or desc") }
                 let query = HistoryQuery(before: try api.integer(request, "before"), after: try api.integer(request, "after"),
                                          around: try api.integer(request, "around"), limit: try api.integer(request, "limit"),
                                          ascending: order == "asc")
-                return try await chat.history(caller, id: api.conversationID(request), query)
+                return try await chat.history(caller, id: api.conversationID(request), query).json()
             }
         }
         router.get("/v1/conversations/:conversationId/messages/:messageId") { request in
@@ -301,6 +301,15 @@ struct API: Sendable {
     func respond(status: HTTPStatus = .ok, _ work: () async throws -> some Encodable) async -> Response {
         do {
             return try json(try await work(), status: status)
+        } catch {
+            return errorResponse(error)
+        }
+    }
+
+    /// Runs `work`, which writes its own JSON (hot paths), or encodes the error it threw.
+    func respondRaw(_ work: () async throws -> [UInt8]) async -> Response {
+        do {
+            return Response(status: .ok, headers: HTTPHeaders([("Content-Type", "application/json")]), body: try await work())
         } catch {
             return errorResponse(error)
         }

@@ -29,7 +29,11 @@ public enum WireCoding: Sendable {
 
     /// `2026-11-30T11:36:56.123Z`, computed without a formatter (this runs for every message).
     public static func formatDate(_ date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        formatMilliseconds(Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+    }
+
+    /// `2026-11-30T11:36:56.123Z` from milliseconds since 1970.
+    public static func formatMilliseconds(_ milliseconds: Int64) -> String {
         var days = milliseconds / 86_400_000
         var rest = milliseconds % 86_400_000
         if rest < 0 {

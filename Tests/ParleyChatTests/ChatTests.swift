@@ -150,3 +150,43 @@ struct ValidationTests {
         #expect(throws: ChatError.self) { try Validate.customData(value) }
     }
 }
+
+struct HistoryJSONTests {
+    /// History pages skip JSONEncoder; their bytes must be exactly what it would have written.
+    @Test func theHandWrittenPageMatchesJSONEncoderByteForByte() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        _ = try await harness.chat.updateProfile(bob, UpdateProfileRequest(displayName: "Bob \"the\" Büilder 🛠"))
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        let contents: [MessageContent] = [
+            .text("plain \\ \"quoted\" / slash\nnew line é 👋"), .markdown("**b**"),
+            .location(Location(latitude: 52.520008, longitude: -13.404954, name: "Mitte")),
+            .photo(Attachment(attachmentID: "a1", width: 800, height: 600, caption: "x")),
+            .video(Attachment(attachmentID: "v", thumbnailID: "t", durationSeconds: 0.1)),
+            .custom(type: "poll", payload: .object(["n": .number(1e-7), "list": .array([.bool(true), .null, .string("ü")])])),
+        ]
+        var sent: [Message] = []
+        for (index, content) in contents.enumerated() {
+            let caller = index.isMultiple(of: 2) ? alice : bob
+            let request = SendMessageRequest(clientID: "c\(index)", content: content, metadata: index == 1 ? ["k": "v\"", "a": "b"] : nil,
+                                             replyTo: sent.last?.id)
+            sent.append(try await harness.chat.send(caller, to: room.id, request).0)
+        }
+        harness.clock.advance(by: 1.234)
+        _ = try await harness.chat.edit(alice, conversation: room.id, message: sent[0].id, EditMessageRequest(content: .text("edited")))
+        _ = try await harness.chat.delete(bob, conversation: room.id, messages: [sent[1].id])
+        _ = try await harness.chat.updateReceipt(bob, conversation: room.id, ReceiptUpdate(readSeq: sent[2].seq))
+        for query in [HistoryQuery(), HistoryQuery(limit: 3, ascending: false), HistoryQuery(before: sent[3].seq, limit: 2)] {
+            let page = try await harness.chat.history(alice, id: room.id, query)
+            let expected = try WireCoding.encoder().encode(try page.page())
+            #expect(String(decoding: page.json(), as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+        }
+        let full = try await harness.chat.history(alice, id: room.id, HistoryQuery()).page()
+        // Bob's own send after Alice's last message marks everything before it read for him.
+        #expect(full.messages.map(\.status) == [.read, nil, .read, nil, .read, nil])
+        #expect(full.messages[1].content == nil && full.messages[1].deletedAt != nil)
+        #expect(full.messages[0].editedAt != nil && full.messages[0].content == .text("edited"))
+    }
+}

@@ -1,0 +1,115 @@
+/// Writes JSON straight into bytes, for the responses on hot paths (history pages), where
+/// Foundation's `JSONEncoder` cost more than the database. Keys are written in the order
+/// given: callers write them sorted, so the output matches ``WireCoding/encoder()``.
+///
+/// ```swift
+/// var writer = JSONWriter()
+/// writer.object {
+///     $0.key("id"); $0.string("m_1")
+///     $0.key("seq"); $0.integer(7)
+/// }
+/// writer.bytes  // {"id":"m_1","seq":7}
+/// ```
+public struct JSONWriter: Sendable {
+    /// What has been written.
+    public private(set) var bytes: [UInt8] = []
+    private var needsComma: [Bool] = []
+
+    /// An empty writer with room for `capacity` bytes.
+    public init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
+
+    /// Writes `{`, the members `body` writes, then `}`.
+    public mutating func object(_ body: (inout JSONWriter) throws -> Void) rethrows {
+        value()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma.append(false)
+        try body(&self)
+        needsComma.removeLast()
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Writes `[`, the elements `body` writes, then `]`.
+    public mutating func array(_ body: (inout JSONWriter) throws -> Void) rethrows {
+        value()
+        bytes.append(UInt8(ascii: "["))
+        needsComma.append(false)
+        try body(&self)
+        needsComma.removeLast()
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// Writes a member name; the next value written is its value.
+    public mutating func key(_ name: StaticString) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        pendingValueAfterKey = true  // the value that follows gets no comma of its own
+    }
+
+    private var pendingValueAfterKey = false
+
+    /// Writes an escaped string.
+    public mutating func string(_ text: String) {
+        value()
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0a: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0d: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0c: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hex[Int(byte >> 4)], hex[Int(byte & 0xf)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Writes an integer.
+    public mutating func integer(_ number: Int64) {
+        value()
+        bytes.append(contentsOf: String(number).utf8)
+    }
+
+    /// Writes `true` or `false`.
+    public mutating func bool(_ flag: Bool) {
+        value()
+        bytes.append(contentsOf: (flag ? "true" : "false").utf8)
+    }
+
+    /// Writes text that is already valid JSON (stored by the server itself, never client bytes
+    /// that were not decoded and re-encoded first).
+    public mutating func raw(_ json: String) {
+        value()
+        bytes.append(contentsOf: json.utf8)
+    }
+
+    /// Writes a date as ``WireCoding`` does, from milliseconds since 1970.
+    public mutating func date(milliseconds: Int64) {
+        string(WireCoding.formatMilliseconds(milliseconds))
+    }
+
+    // MARK: - Commas
+
+    private mutating func separate() {
+        guard let last = needsComma.last else { return }
+        if last { bytes.append(UInt8(ascii: ",")) }
+        needsComma[needsComma.count - 1] = true
+    }
+
+    /// Before a value: a comma between array elements; none right after a key.
+    private mutating func value() {
+        if pendingValueAfterKey {
+            pendingValueAfterKey = false
+            return
+        }
+        separate()
+    }
+}
