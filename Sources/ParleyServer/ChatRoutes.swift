@@ -78,13 +78,9 @@ enum ChatRoutes {
 
         // Conversations
         router.post("/v1/conversations") { request in
-            let caller = try await api.callerOrError(request)
-            guard case .success(let caller) = caller else { return caller.errorResponse }
-            do {
-                let (conversation, created) = try await chat.createConversation(caller, try await request.decode(CreateConversationRequest.self))
-                return try api.json(conversation, status: created ? .created : .ok)
-            } catch {
-                return api.errorResponse(error)
+            await api.respondCreatedOrFound {
+                let caller = try await api.caller(request)
+                return try await chat.createConversation(caller, try await request.decode(CreateConversationRequest.self))
             }
         }
         router.get("/v1/conversations") { request in
@@ -140,23 +136,15 @@ enum ChatRoutes {
 
         // Messages
         router.post("/v1/conversations/:conversationId/messages") { request in
-            let caller = try await api.callerOrError(request)
-            guard case .success(let caller) = caller else { return caller.errorResponse }
-            do {
-                let (message, created) = try await chat.send(caller, to: api.conversationID(request), try await request.decode(SendMessageRequest.self))
-                return try api.json(message, status: created ? .created : .ok)
-            } catch {
-                return api.errorResponse(error)
+            await api.respondCreatedOrFound {
+                let caller = try await api.caller(request)
+                return try await chat.send(caller, to: api.conversationID(request), try await request.decode(SendMessageRequest.self))
             }
         }
         router.post("/v1/messages") { request in
-            let caller = try await api.callerOrError(request)
-            guard case .success(let caller) = caller else { return caller.errorResponse }
-            do {
-                let (response, created) = try await chat.sendToUsers(caller, try await request.decode(SendToUsersRequest.self))
-                return try api.json(response, status: created ? .created : .ok)
-            } catch {
-                return api.errorResponse(error)
+            await api.respondCreatedOrFound {
+                let caller = try await api.caller(request)
+                return try await chat.sendToUsers(caller, try await request.decode(SendToUsersRequest.self))
             }
         }
         router.get("/v1/conversations/:conversationId/messages") { request in
@@ -257,23 +245,6 @@ struct API: Sendable {
         return try await chat.authenticate(token: String(parts[1]).trimmingCharacters(in: .whitespaces), app: app)
     }
 
-    enum CallerResult {
-        case success(Caller)
-        case failure(Response)
-        var errorResponse: Response {
-            if case .failure(let response) = self { return response }
-            return Response(status: .internalServerError)
-        }
-    }
-
-    func callerOrError(_ request: Request) async throws -> CallerResult {
-        do {
-            return .success(try await caller(request))
-        } catch {
-            return .failure(errorResponse(error))
-        }
-    }
-
     /// The client's address without the port, for per-address rate limits.
     func address(_ request: Request) -> String {
         guard let address = request.remoteAddress?.description else { return "unknown" }
@@ -301,6 +272,17 @@ struct API: Sendable {
     func respond(status: HTTPStatus = .ok, _ work: () async throws -> some Encodable) async -> Response {
         do {
             return try json(try await work(), status: status)
+        } catch {
+            return errorResponse(error)
+        }
+    }
+
+    /// Runs `work`, which says whether it created its value (201) or found an existing one, a
+    /// retry or an existing direct conversation (200).
+    func respondCreatedOrFound<T: Encodable>(_ work: () async throws -> (T, created: Bool)) async -> Response {
+        do {
+            let (value, created) = try await work()
+            return try json(value, status: created ? .created : .ok)
         } catch {
             return errorResponse(error)
         }

@@ -579,3 +579,42 @@ def test_apps_cli_lists_and_rotates_secrets(server):
     assert missing.returncode != 0 and "apps list" in missing.stderr
     usage = server.apps("explode")
     assert usage.returncode == 64
+
+
+def test_replies_profiles_and_lookups(server):
+    alice, bob = user(server, display_name="Alice"), user(server)
+    status, room = alice.post("/v1/conversations", {"kind": "group", "members": [bob.user["username"]], "title": "Q&A",
+                                                    "customData": {"topic": "lunch"}})
+    assert room["title"] == "Q&A" and room["customData"] == {"topic": "lunch"}
+    question = alice.send(room["id"], "lunch?")[1]
+    status, answer = bob.send(room["id"], "yes", replyTo=question["id"])
+    assert status == 201 and answer["replyTo"] == question["id"]
+    status, error = bob.send(room["id"], "to nothing", replyTo="m_nonexistent")
+    assert status == 400 and "replyTo" in error["error"]["message"]
+    # A new display name shows on old messages too (names are looked up, not copied).
+    status, me = alice.patch("/v1/me", {"displayName": "Alice Liddell", "customData": {"avatar": "https://x/y.png"}})
+    assert status == 200 and me["displayName"] == "Alice Liddell" and me["customData"]["avatar"] == "https://x/y.png"
+    page = bob.get(f"/v1/conversations/{room['id']}/messages")[1]
+    assert page["messages"][0]["sender"]["displayName"] == "Alice Liddell"
+    assert bob.get(f"/v1/users/{alice.user['id']}")[1]["displayName"] == "Alice Liddell"
+    assert bob.get("/v1/users/u_nobody")[0] == 404
+    # A group naming an unknown user is not created at all.
+    before = alice.get("/v1/conversations?limit=100")[1]["conversations"]
+    status, error = alice.post("/v1/conversations", {"kind": "group", "members": [bob.user["username"], "ghost_user"]})
+    assert status == 404 and "ghost_user" in error["error"]["message"]
+    assert alice.get("/v1/conversations?limit=100")[1]["conversations"] == before
+
+
+def test_failed_sign_ins_are_rate_limited_per_address():
+    server = Server()
+    try:
+        names = [f"victim{i}" for i in range(6)]
+        for name in names:
+            Client(server).register(name)
+        # 50 failures from one address across many accounts, fewer than 10 on any one.
+        results = [Client(server).post("/v1/sessions", {"username": names[i % 6], "password": "bad guess!!"})[0] for i in range(50)]
+        assert results == [401] * 50
+        status, answer = Client(server).post("/v1/sessions", {"username": "someone_else", "password": "whatever!!"})
+        assert status == 429 and answer["error"]["code"] == "rate_limited"
+    finally:
+        assert server.stop() == 0
