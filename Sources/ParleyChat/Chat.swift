@@ -130,13 +130,16 @@ final class SessionCache: @unchecked Sendable {
     static let freshness: Int64 = 60_000
     private let lock = NSLock()
     private var entries: [[UInt8]: Entry] = [:]
+    /// Token hashes by session and by user, so signing out touches only that user's entries.
+    private var bySession: [Int64: [UInt8]] = [:]
+    private var byUser: [Int64: Set<[UInt8]>] = [:]
     private let capacity = 200_000
 
     func get(_ hash: [UInt8], now: Int64) -> Caller? {
         lock.withLock {
             guard let entry = entries[hash] else { return nil }
             guard entry.expiresAt > now, now - entry.cachedAt < Self.freshness else {
-                entries.removeValue(forKey: hash)
+                forget(hash)
                 return nil
             }
             return entry.caller
@@ -145,17 +148,35 @@ final class SessionCache: @unchecked Sendable {
 
     func put(_ hash: [UInt8], _ entry: Entry) {
         lock.withLock {
-            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            if entries.count >= capacity {
+                entries.removeAll(keepingCapacity: true)
+                bySession.removeAll(keepingCapacity: true)
+                byUser.removeAll(keepingCapacity: true)
+            }
             entries[hash] = entry
+            bySession[entry.caller.sessionKey] = hash
+            byUser[entry.caller.userKey, default: []].insert(hash)
         }
     }
 
     func remove(session: Int64) {
-        lock.withLock { entries = entries.filter { $0.value.caller.sessionKey != session } }
+        lock.withLock {
+            if let hash = bySession[session] { forget(hash) }
+        }
     }
 
     func remove(user: Int64) {
-        lock.withLock { entries = entries.filter { $0.value.caller.userKey != user } }
+        lock.withLock {
+            for hash in byUser[user] ?? [] { forget(hash) }
+        }
+    }
+
+    /// Drops one entry from every index. Call with the lock held.
+    private func forget(_ hash: [UInt8]) {
+        guard let entry = entries.removeValue(forKey: hash) else { return }
+        bySession.removeValue(forKey: entry.caller.sessionKey)
+        byUser[entry.caller.userKey]?.remove(hash)
+        if byUser[entry.caller.userKey]?.isEmpty == true { byUser.removeValue(forKey: entry.caller.userKey) }
     }
 }
 
