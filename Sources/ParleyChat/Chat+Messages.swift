@@ -39,7 +39,7 @@ extension Chat {
         let prepared = try PreparedMessage(request.clientID, request.content, request.metadata)
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
         let now = nowMilliseconds
-        let publicID = Crypto.randomID(prefix: "m_")
+        let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         return try await run {
             try await store.write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
@@ -68,7 +68,7 @@ extension Chat {
         guard !request.to.isEmpty else { throw ChatError.invalid("to must name at least one username") }
         try Validate.names(request.to, field: "to")
         let now = nowMilliseconds
-        let messageID = Crypto.randomID(prefix: "m_")
+        let messageID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         let conversationID = Crypto.randomID(prefix: "c_")
         return try await run {
             try await store.write { db in

@@ -5,7 +5,10 @@ public import ParleyStore
 /// bug in the domain code cannot store a second message with the same seq.
 ///
 /// Internal keys are integers (small indexes, cheap joins); the API only ever shows the
-/// random public ids (`u_…`, `c_…`, `m_…`), so ids reveal nothing about counts or order.
+/// public ids. User and conversation ids (`u_…`, `c_…`) are random, so they reveal nothing
+/// about counts or order. Message ids (`m_…`) start with their creation time (like ULIDs,
+/// which `sentAt` shows anyway), so their unique index grows at its right edge and a group
+/// commit of many sends touches a few index pages rather than one page per message.
 public enum Schema: Sendable {
     /// Every migration, in order.
     public static var migrator: Migrator {

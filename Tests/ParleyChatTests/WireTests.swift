@@ -1,5 +1,6 @@
 import Foundation
 import ParleyWire
+import ParleyCrypto
 import Testing
 
 /// Golden JSON: what web and mobile clients see must not change by accident.
@@ -48,5 +49,17 @@ struct WireTests {
     @Test func identifiersEncodeAsBareStrings() throws {
         let receipt = Receipt(userID: UserID(rawValue: "u_1"), deliveredSeq: 3, readSeq: 2)
         #expect(try encode(receipt) == #"{"deliveredSeq":3,"readSeq":2,"userId":"u_1"}"#)
+    }
+}
+
+struct IdentifierTests {
+    @Test func timeOrderedIDsSortByTimeAndStayUnique() {
+        let earlier = Crypto.timeOrderedID(prefix: "m_", milliseconds: 1_800_000_000_000)
+        let later = Crypto.timeOrderedID(prefix: "m_", milliseconds: 1_800_000_000_001)
+        let same = (0..<1000).map { _ in Crypto.timeOrderedID(prefix: "m_", milliseconds: 1_800_000_000_000) }
+        #expect(earlier < later)
+        #expect(earlier.count == 24 && earlier.hasPrefix("m_"))
+        #expect(Set(same).count == 1000)
+        #expect(Crypto.timeOrderedID(prefix: "", milliseconds: 0) < Crypto.timeOrderedID(prefix: "", milliseconds: Int64(1) << 49))
     }
 }
