@@ -53,6 +53,16 @@ public struct JSONWriter: Sendable {
     public mutating func string(_ text: String) {
         value()
         bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copy them whole.
+        let copied: Bool? = text.utf8.withContiguousStorageIfAvailable { utf8 in
+            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if copied == true {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
@@ -75,7 +85,25 @@ public struct JSONWriter: Sendable {
     /// Writes an integer.
     public mutating func integer(_ number: Int64) {
         value()
-        bytes.append(contentsOf: String(number).utf8)
+        if number < 0 { bytes.append(UInt8(ascii: "-")) }
+        appendDigits(number.magnitude, width: 1)
+    }
+
+    /// Appends the decimal digits of `number`, left-padded with zeros to `width`.
+    private mutating func appendDigits(_ number: UInt64, width: Int) {
+        var divisor: UInt64 = 1
+        var count = 1
+        while divisor <= number / 10 {
+            divisor *= 10
+            count += 1
+        }
+        for _ in count..<max(count, width) { bytes.append(UInt8(ascii: "0")) }
+        var rest = number
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
     }
 
     /// Writes `true` or `false`.
@@ -91,9 +119,26 @@ public struct JSONWriter: Sendable {
         bytes.append(contentsOf: json.utf8)
     }
 
-    /// Writes a date as ``WireCoding`` does, from milliseconds since 1970.
+    /// Writes a date as ``WireCoding`` does (`"2026-11-30T11:36:56.123Z"`), from milliseconds
+    /// since 1970, without building a `String`.
     public mutating func date(milliseconds: Int64) {
-        string(WireCoding.formatMilliseconds(milliseconds))
+        value()
+        let civil = WireCoding.civil(milliseconds)
+        bytes.append(UInt8(ascii: "\""))
+        appendDigits(UInt64(max(0, civil.year)), width: 4)
+        bytes.append(UInt8(ascii: "-"))
+        appendDigits(UInt64(civil.month), width: 2)
+        bytes.append(UInt8(ascii: "-"))
+        appendDigits(UInt64(civil.day), width: 2)
+        bytes.append(UInt8(ascii: "T"))
+        appendDigits(UInt64(civil.millisecondOfDay / 3_600_000), width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        appendDigits(UInt64(civil.millisecondOfDay / 60_000 % 60), width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        appendDigits(UInt64(civil.millisecondOfDay / 1000 % 60), width: 2)
+        bytes.append(UInt8(ascii: "."))
+        appendDigits(UInt64(civil.millisecondOfDay % 1000), width: 3)
+        bytes.append(contentsOf: [UInt8(ascii: "Z"), UInt8(ascii: "\"")])
     }
 
     // MARK: - Commas

@@ -34,6 +34,13 @@ public enum WireCoding: Sendable {
 
     /// `2026-11-30T11:36:56.123Z` from milliseconds since 1970.
     public static func formatMilliseconds(_ milliseconds: Int64) -> String {
+        var writer = JSONWriter(capacity: 32)
+        writer.date(milliseconds: milliseconds)
+        return String(decoding: writer.bytes.dropFirst().dropLast(), as: UTF8.self)
+    }
+
+    /// The calendar date (proleptic Gregorian, UTC) and time of day of an instant.
+    static func civil(_ milliseconds: Int64) -> (year: Int64, month: Int64, day: Int64, millisecondOfDay: Int64) {
         var days = milliseconds / 86_400_000
         var rest = milliseconds % 86_400_000
         if rest < 0 {
@@ -50,12 +57,7 @@ public enum WireCoding: Sendable {
         let day = doy - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3_600_000, 2)):\(pad(rest / 60_000 % 60, 2)):"
-            + "\(pad(rest / 1000 % 60, 2)).\(pad(rest % 1000, 3))Z"
+        return (year, month, day, rest)
     }
 
     /// Parses ISO 8601 with or without fractional seconds.

@@ -63,3 +63,25 @@ struct IdentifierTests {
         #expect(Crypto.timeOrderedID(prefix: "", milliseconds: 0) < Crypto.timeOrderedID(prefix: "", milliseconds: Int64(1) << 49))
     }
 }
+
+struct JSONWriterTests {
+    @Test func writesValidJSONWithCommasEscapesAndNumbers() throws {
+        var writer = JSONWriter()
+        writer.object { json in
+            json.key("a"); json.integer(0)
+            json.key("b"); json.integer(-42)
+            json.key("c"); json.integer(Int64.min)
+            json.key("d"); json.string("quote \" back \\ tab \t nul \u{0} bell \u{7} é")
+            json.key("e"); json.array { list in
+                list.bool(true)
+                list.raw(#"{"x":[1,2]}"#)
+                list.object { _ in }
+                list.date(milliseconds: 1_796_039_816_123)
+            }
+        }
+        let text = String(decoding: writer.bytes, as: UTF8.self)
+        #expect(text == #"{"a":0,"b":-42,"c":-9223372036854775808,"d":"quote \" back \\ tab \t nul \u0000 bell \u0007 é","e":[true,{"x":[1,2]},{},"2026-11-30T11:56:56.123Z"]}"#)
+        let parsed = try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [String: Any]
+        #expect(parsed?["d"] as? String == "quote \" back \\ tab \t nul \u{0} bell \u{7} é")
+    }
+}
