@@ -313,6 +313,9 @@ func runHistory(_ options: Options, group: EventLoopGroup) async throws {
     _ = try await store.read { db in try db.fetchAll("PRAGMA wal_checkpoint(TRUNCATE)") }
     store.close()
     let fillSeconds = Double(monotonicNanoseconds() - fillStarted) / 1e9
+    // The fill left hundreds of megabytes of dirty pages; flush them now so the kernel's
+    // writeback does not land in the middle of the measurement.
+    sync()
     let bytesPerMessage = Double(fileSize(database) + fileSize(database + "-wal") - sizeBefore) / Double(count)
     let (host, _) = try hostAndPort(url)
     let token = reader.token ?? ""
