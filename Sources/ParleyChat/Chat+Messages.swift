@@ -36,6 +36,13 @@ extension Chat {
     ///   404 for a conversation the caller is not in; 409 `client_id_reused` when the client
     ///   id names a different message.
     public func send(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (Message, created: Bool) {
+        let (record, created) = try await sendRecord(caller, to: id, request)
+        return (try record.message(), created)
+    }
+
+    /// ``send(_:to:_:)`` answering with the stored record, which the server writes out
+    /// without a JSON decode and encode (``MessageRecord/writeJSON(into:)``).
+    public func sendRecord(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (MessageRecord, created: Bool) {
         let prepared = try PreparedMessage(request.clientID, request.content, request.metadata)
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
         let now = nowMilliseconds
@@ -80,13 +87,13 @@ extension Chat {
                 }
                 // A retry of an earlier send returns it, wherever it went.
                 if let row = try db.fetchOne("SELECT conversation_id FROM message WHERE author_id = \(caller.userKey) AND client_id = \(prepared.clientID)"),
-                   let existing = try Chat.existing(db, caller: caller, prepared: prepared, conversation: try row.get(0)) {
+                   let existing = try Chat.existing(db, caller: caller, prepared: prepared, conversation: try row.get(0))?.message() {
                     let conversation = try Chat.view(db, key: try row.get(0), caller: caller.userKey)
                     return (SendToUsersResponse(message: existing, conversation: conversation, invalidUsernames: resolved.invalidUsernames), false)
                 }
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
-                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, replyTo: nil, now: now)
+                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, replyTo: nil, now: now).message()
                 let conversation = try Chat.view(db, key: key, caller: caller.userKey)
                 return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
             }
@@ -281,8 +288,6 @@ extension Chat {
         var content: String
         var metadata: String?
         var searchable: String
-        var original: MessageContent
-        var originalMetadata: [String: String]?
 
         init(_ clientID: String, _ content: MessageContent, _ metadata: [String: String]?) throws {
             try Validate.clientID(clientID)
@@ -294,13 +299,11 @@ extension Chat {
             self.content = String(decoding: try encoder.encode(content), as: UTF8.self)
             self.metadata = try metadata.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
             searchable = content.searchableText
-            original = content
-            originalMetadata = metadata
         }
     }
 
     /// The caller's earlier message with this client id, if the send is a retry.
-    static func existing(_ db: any Database, caller: Caller, prepared: PreparedMessage, conversation: Int64) throws -> Message? {
+    static func existing(_ db: any Database, caller: Caller, prepared: PreparedMessage, conversation: Int64) throws -> MessageRecord? {
         guard let row = try db.fetchOne("""
             SELECT \(messageColumns), m.conversation_id, m.content, m.metadata \(messageJoins)
             WHERE m.author_id = \(caller.userKey) AND m.client_id = \(prepared.clientID)
@@ -309,11 +312,11 @@ extension Chat {
         let same = try row.get(14, as: Int64.self) == conversation
             && (changedSince || (try row.get(15, as: String?.self) == prepared.content && row.get(16, as: String?.self) == prepared.metadata))
         guard same else { throw ChatError.clientIDReused }
-        return try message(row, caller: caller.userKey)
+        return try record(row, caller: caller.userKey)
     }
 
     static func insertMessage(_ db: any Database, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
-                              replyTo: MessageID?, now: Int64) throws -> Message {
+                              replyTo: MessageID?, now: Int64) throws -> MessageRecord {
         // The hot path of every send: five statements. The seq is known (one writer, inside
         // this transaction), so the conversation row is updated once, guarded on it.
         let seq = access.lastSeq + 1
@@ -341,10 +344,10 @@ extension Chat {
             try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(prepared.searchable))")
         }
         // Nobody else can have this seq delivered yet: a new message is always "sent".
-        return Message(id: MessageID(rawValue: publicID), conversationID: access.id, seq: seq,
-                       sender: Sender(id: caller.userID, username: access.callerUsername, displayName: access.callerDisplayName),
-                       clientID: prepared.clientID, sentAt: date(now), content: prepared.original, metadata: prepared.originalMetadata,
-                       replyTo: replyTo, status: .sent)
+        return MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
+                             senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,
+                             clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
+                             metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent)
     }
 
     /// The direct conversation with one person, or the group of exactly these people.

@@ -138,7 +138,11 @@ enum ChatRoutes {
         router.post("/v1/conversations/:conversationId/messages") { request in
             await api.respondCreatedOrFound {
                 let caller = try await api.caller(request)
-                return try await chat.send(caller, to: api.conversationID(request), try await request.decode(SendMessageRequest.self))
+                let (record, created) = try await chat.sendRecord(caller, to: api.conversationID(request),
+                                                                  try await request.decode(SendMessageRequest.self))
+                var writer = JSONWriter(capacity: 512)
+                record.writeJSON(into: &writer)
+                return (RawJSON(bytes: writer.bytes), created)
             }
         }
         router.post("/v1/messages") { request in
@@ -218,6 +222,14 @@ enum ChatRoutes {
                                         limit: try api.integer(request, "limit"), offset: try api.integer(request, "offset"))
             }
         }
+    }
+}
+
+/// A body already written as JSON (by ``JSONWriter``): sent as is.
+struct RawJSON: Encodable, Sendable {
+    var bytes: [UInt8]
+    func encode(to encoder: any Encoder) throws {
+        throw EncodingError.invalidValue(bytes, .init(codingPath: [], debugDescription: "RawJSON is written, not encoded"))
     }
 }
 
@@ -308,8 +320,13 @@ struct API: Sendable {
     }
 
     func json(_ value: some Encodable, status: HTTPStatus) throws -> Response {
-        Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]),
-                 body: Array(try WireCoding.encoder().encode(value)))
+        let body: [UInt8]
+        if let raw = value as? RawJSON {
+            body = raw.bytes
+        } else {
+            body = Array(try WireCoding.encoder().encode(value))
+        }
+        return Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body)
     }
 
     /// The one place a domain error becomes an HTTP response.

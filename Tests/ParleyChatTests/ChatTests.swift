@@ -174,6 +174,13 @@ struct HistoryJSONTests {
                                              replyTo: sent.last?.id)
             sent.append(try await harness.chat.send(caller, to: room.id, request).0)
         }
+        // The answer to a send is written the same way, from the record the send stored.
+        let (record, _) = try await harness.chat.sendRecord(bob, to: room.id, SendMessageRequest(
+            clientID: "r", content: .custom(type: "t", payload: .object(["z": .number(0.5), "a": .string("\u{1}")])), metadata: ["m": "1"]))
+        var writer = JSONWriter()
+        record.writeJSON(into: &writer)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == String(decoding: try WireCoding.encoder().encode(try record.message()), as: UTF8.self))
+        sent.append(try record.message())
         harness.clock.advance(by: 1.234)
         _ = try await harness.chat.edit(alice, conversation: room.id, message: sent[0].id, EditMessageRequest(content: .text("edited")))
         _ = try await harness.chat.delete(bob, conversation: room.id, messages: [sent[1].id])
@@ -185,7 +192,7 @@ struct HistoryJSONTests {
         }
         let full = try await harness.chat.history(alice, id: room.id, HistoryQuery()).page()
         // Bob's own send after Alice's last message marks everything before it read for him.
-        #expect(full.messages.map(\.status) == [.read, nil, .read, nil, .read, nil])
+        #expect(full.messages.map(\.status) == [.read, nil, .read, nil, .read, nil, nil])
         #expect(full.messages[1].content == nil && full.messages[1].deletedAt != nil)
         #expect(full.messages[0].editedAt != nil && full.messages[0].content == .text("edited"))
     }
