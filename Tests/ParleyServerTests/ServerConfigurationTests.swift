@@ -63,4 +63,32 @@ struct ServerConfigurationTests {
             #expect(error.message.contains("environment value for --port"))
         }
     }
+
+    @Test func appsSubcommands() throws {
+        #expect(try ServerConfiguration.parse(["apps", "list"]) == .apps(.list, ServerConfiguration()))
+        guard case .apps(.create(let name), let configuration) = try ServerConfiguration.parse(["apps", "create", "shop", "--data-dir", "/srv/p"]) else {
+            Issue.record("expected apps create")
+            return
+        }
+        #expect(name == "shop" && configuration.dataDirectory == "/srv/p")
+        #expect(try ServerConfiguration.parse(["apps", "rotate-secret", "pk_x"]) == .apps(.rotateSecret(app: "pk_x"), ServerConfiguration()))
+        for wrong in [["apps"], ["apps", "create"], ["apps", "delete", "x"], ["apps", "list", "extra"]] {
+            #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(wrong) }
+        }
+    }
+
+    @Test func storageAndPasswordOptions() throws {
+        guard case .run(let configuration) = try ServerConfiguration.parse(
+            ["--sqlite-synchronous", "NORMAL", "--argon2-passes", "3", "--argon2-memory-mib", "128"],
+            environment: ["PARLEY_SIGNUPS_PER_HOUR": "10"]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(configuration.sqliteSynchronous == "normal")
+        #expect(configuration.argon2Passes == 3 && configuration.argon2MemoryMiB == 128)
+        #expect(configuration.signUpsPerHour == 10)
+        #expect(ServerConfiguration().sqliteSynchronous == "full", "the default survives power loss")
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--sqlite-synchronous", "off"]) }
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--argon2-passes", "0"]) }
+    }
 }
