@@ -166,30 +166,81 @@ extension Chat {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let rows = try db.fetchAll("""
-                    SELECT e.position, e.seq, e.type, a.public_id, e.message_id, t.public_id, e.role, e.payload, e.created_at
-                    FROM event e LEFT JOIN user a ON a.id = e.actor_id LEFT JOIN user t ON t.id = e.user_id
+                    SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins)
                     WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq) ORDER BY e.seq LIMIT \(limit + 1)
                     """)
-                let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-                let events = try rows.prefix(limit).map { row in
-                    var event = ConversationEvent(
-                        position: try row.get(0), conversationID: id, seq: try row.get(1),
-                        type: ConversationEvent.Kind(rawValue: try row.get(2)) ?? .conversationUpdated,
-                        actorID: try row.get(3, as: String?.self).map(UserID.init(rawValue:)), createdAt: Chat.date(try row.get(8)),
-                        userID: try row.get(5, as: String?.self).map(UserID.init(rawValue:)),
-                        role: try row.get(6, as: String?.self).flatMap(MemberRole.init(rawValue:)))
-                    if let messageKey = try row.get(4, as: Int64?.self),
-                       let messageRow = try db.fetchOne("SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.id = \(messageKey)") {
-                        event.message = try Chat.message(messageRow, caller: caller.userKey, lowest: lowest)
-                    }
-                    if let payload = try row.get(7, as: String?.self), case .object(let fields) = try JSONValue.decode(payload) {
-                        if case .string(let title) = fields["title"] { event.title = title }
-                        if let data = fields["customData"], data != .null { event.customData = data }
-                    }
-                    return event
-                }
-                return EventPage(events: events, hasMore: rows.count > limit)
+                return EventPage(events: try Chat.events(db, rows.prefix(limit), caller: caller), hasMore: rows.count > limit)
             }
+        }
+    }
+
+    /// Every event after `position` in all of the caller's conversations, in position order:
+    /// what a device that was offline (or a second device of the same account) fetches to
+    /// catch up, whatever conversations the changes were in. A conversation the caller was
+    /// removed from since `position` contributes its events up to and including the removal,
+    /// so a device sees what happened while it was still a member and then learns it left.
+    public func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventPage {
+        let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
+        guard position >= 0 else { throw ChatError.invalid("after must not be negative") }
+        return try await run {
+            try await store.read { db in
+                // The conversations visible since `position`, each up to a bound (its removal, or
+                // no bound for current memberships); then one index range per conversation
+                // (event_by_position), merged by position.
+                let rows = try db.fetchAll("""
+                    WITH visible (conversation_id, until) AS (
+                        SELECT conversation_id, max(until) FROM (
+                            SELECT conversation_id, \(Int64.max) AS until FROM member WHERE user_id = \(caller.userKey)
+                            UNION ALL
+                            SELECT conversation_id, position FROM event
+                            WHERE type = 'member.removed' AND user_id = \(caller.userKey) AND position > \(position)
+                        ) GROUP BY conversation_id)
+                    SELECT \(Chat.eventColumns) FROM visible v
+                    JOIN event e ON e.conversation_id = v.conversation_id AND e.position > \(position) AND e.position <= v.until
+                    \(Chat.eventJoins)
+                    ORDER BY e.position LIMIT \(limit + 1)
+                    """)
+                return EventPage(events: try Chat.events(db, rows.prefix(limit), caller: caller), hasMore: rows.count > limit)
+            }
+        }
+    }
+
+    // MARK: - Events inside a transaction
+
+    static let eventColumns: SQL = """
+        e.position, c.public_id, e.seq, e.type, a.public_id, e.message_id, t.public_id, e.role, e.payload, e.created_at,
+        e.conversation_id, c.kind
+        """
+    static let eventJoins: SQL = """
+        JOIN conversation c ON c.id = e.conversation_id
+        LEFT JOIN user a ON a.id = e.actor_id LEFT JOIN user t ON t.id = e.user_id
+        """
+
+    /// Events from rows of `eventColumns`; message events carry the message as it is now,
+    /// with its status for the caller.
+    static func events(_ db: any Database, _ rows: ArraySlice<Row>, caller: Caller) throws -> [ConversationEvent] {
+        var lowestByConversation: [Int64: (delivered: Int64, read: Int64)?] = [:]
+        return try rows.map { row in
+            let conversationKey: Int64 = try row.get(10)
+            var event = ConversationEvent(
+                position: try row.get(0), conversationID: ConversationID(rawValue: try row.get(1)), seq: try row.get(2),
+                type: ConversationEvent.Kind(rawValue: try row.get(3)) ?? .conversationUpdated,
+                actorID: try row.get(4, as: String?.self).map(UserID.init(rawValue:)), createdAt: date(try row.get(9)),
+                userID: try row.get(6, as: String?.self).map(UserID.init(rawValue:)),
+                role: try row.get(7, as: String?.self).flatMap(MemberRole.init(rawValue:)))
+            if let messageKey = try row.get(5, as: Int64?.self),
+               let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
+                if lowestByConversation[conversationKey] == nil {
+                    let kind = ConversationKind(rawValue: try row.get(11)) ?? .private
+                    lowestByConversation[conversationKey] = .some(try lowestWatermarks(db, conversation: conversationKey, kind: kind, except: caller.userKey))
+                }
+                event.message = try message(messageRow, caller: caller.userKey, lowest: lowestByConversation[conversationKey] ?? nil)
+            }
+            if let payload = try row.get(8, as: String?.self), case .object(let fields) = try JSONValue.decode(payload) {
+                if case .string(let title) = fields["title"] { event.title = title }
+                if let data = fields["customData"], data != .null { event.customData = data }
+            }
+            return event
         }
     }
 

@@ -126,6 +126,12 @@ public enum Schema: Sendable {
                 CREATE VIRTUAL TABLE message_fts USING fts5 (body, content = '', tokenize = 'unicode61 remove_diacritics 2')
                 """)
         }
+        migrator.register("0004 events by conversation and position") { db in
+            // The cross-conversation feed reads each of a user's conversations from a position on,
+            // and finds the conversations a user was removed from.
+            try db.execute("CREATE INDEX event_by_position ON event (conversation_id, position)")
+            try db.execute("CREATE INDEX event_removals ON event (user_id, position) WHERE type = 'member.removed'")
+        }
         return migrator
     }
 }

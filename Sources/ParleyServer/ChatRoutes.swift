@@ -200,6 +200,12 @@ enum ChatRoutes {
                                       afterSeq: try api.integer(request, "after") ?? 0, limit: try api.integer(request, "limit"))
             }
         }
+        router.get("/v1/events") { request in
+            await api.respond {
+                try await chat.feed(try await api.caller(request), afterPosition: try api.integer(request, "after") ?? 0,
+                                    limit: try api.integer(request, "limit"))
+            }
+        }
         router.get("/v1/search") { request in
             await api.respond {
                 let caller = try await api.caller(request)

@@ -618,3 +618,36 @@ def test_failed_sign_ins_are_rate_limited_per_address():
         assert status == 429 and answer["error"]["code"] == "rate_limited"
     finally:
         assert server.stop() == 0
+
+
+def test_feed_catches_a_second_device_up_across_conversations(server):
+    """Guarantee 3 over REST: one stream by position, the same for every device of an account."""
+    name = fresh_name("feed")
+    phone = Client(server).register(name, device="phone")
+    friend, other = user(server), user(server)
+    status, direct = phone.post("/v1/conversations", {"kind": "direct", "members": [friend.user["username"]]})
+    status, group = other.post("/v1/conversations", {"kind": "group", "members": [name]})
+    start = max(c["lastPosition"] for c in phone.get("/v1/conversations")[1]["conversations"])
+    sent = phone.send(direct["id"], "from my phone")[1]
+    reply = friend.send(direct["id"], "hi phone")[1]
+    other.send(group["id"], "group news")
+    other.delete(f"/v1/conversations/{group['id']}/members/{phone.user['id']}")
+    other.send(group["id"], "after you left")  # not shown: the phone was no longer a member
+    elsewhere = user(server)
+    elsewhere.post("/v1/conversations", {"kind": "group", "members": [friend.user["username"]]})  # not ours
+    laptop = Client(server).sign_in(name, device="laptop")
+    status, page = laptop.get(f"/v1/events?after={start}")
+    assert status == 200 and not page["hasMore"]
+    events = page["events"]
+    assert [e["position"] for e in events] == sorted(e["position"] for e in events)
+    assert [(e["conversationId"], e["type"]) for e in events] == [
+        (direct["id"], "message.created"), (direct["id"], "message.created"),
+        (group["id"], "message.created"), (group["id"], "member.removed")]
+    assert events[0]["message"]["id"] == sent["id"] and events[1]["message"]["id"] == reply["id"]
+    assert events[3]["userId"] == phone.user["id"]
+    # The phone reads exactly the same stream, and paging by position loses nothing.
+    assert phone.get(f"/v1/events?after={start}")[1] == page
+    first = laptop.get(f"/v1/events?after={start}&limit=2")[1]
+    rest = laptop.get(f"/v1/events?after={first['events'][-1]['position']}&limit=2")[1]
+    assert first["hasMore"] and first["events"] + rest["events"] == events
+    assert laptop.get("/v1/events?after=-1")[0] == 400
