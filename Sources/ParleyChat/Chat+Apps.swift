@@ -6,11 +6,13 @@ import ParleyWire
 /// An app as the operator sees it. `secret` is present only right after it was created or
 /// rotated: the server keeps a hash, so a lost secret can only be replaced.
 public struct AppCredentials: Sendable, Hashable {
+    /// A unique name for operators ("default", "shop").
     public var name: String
     /// Sent by clients in `X-Parley-App-Key`.
     public var publicKey: String
     /// For the app's backend; shown once.
     public var secret: String?
+    /// When the app was created.
     public var createdAt: Date
 }
 

@@ -4,8 +4,11 @@ public import ParleyWire
 
 /// How a directory search orders its results.
 public enum UserSort: String, Sendable, CaseIterable {
+    /// By username, A to Z (the default); `-username` for Z to A.
     case username, usernameDescending = "-username"
+    /// By display name, then username; `-displayName` reversed.
     case displayName, displayNameDescending = "-displayName"
+    /// Oldest accounts first; `-createdAt` newest first.
     case createdAt, createdAtDescending = "-createdAt"
 
     var orderBy: SQL {

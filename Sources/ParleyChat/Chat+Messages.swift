@@ -16,6 +16,7 @@ public struct HistoryQuery: Sendable, Hashable {
     /// True for oldest-first order in the page. Default: true.
     public var ascending: Bool
 
+    /// A query; the defaults ask for the newest 50, oldest first.
     public init(before: Int64? = nil, after: Int64? = nil, around: Int64? = nil, limit: Int? = nil, ascending: Bool = true) {
         self.before = before
         self.after = after
@@ -249,9 +250,11 @@ extension Chat {
     public func search(_ caller: Caller, query: String, conversation id: ConversationID?, limit: Int?) async throws -> SearchResults {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 20)
         guard Limits.searchQuery.contains(query.unicodeScalars.count) else { throw ChatError.invalid("q must be 1–256 characters") }
-        // Each word becomes a quoted FTS5 phrase (so no user text is FTS syntax), the last one
-        // a prefix: `"hel"*` finds "hello" while typing.
-        let words = query.split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).prefix(16)
+        // Words are runs of letters, digits and marks — what the unicode61 tokenizer indexes —
+        // so anything else (punctuation, control characters, NUL) only separates words. Each
+        // word becomes a quoted FTS5 phrase, so no user text is FTS syntax; the last one is a
+        // prefix: `"hel"*` finds "hello" while typing.
+        let words = Chat.searchWords(query).prefix(16)
         guard !words.isEmpty else { return SearchResults(messages: []) }
         let match = words.enumerated().map { index, word in
             "\"" + word.replacingOccurrences(of: "\"", with: "\"\"") + "\"" + (index == words.count - 1 ? "*" : "")
@@ -271,6 +274,24 @@ extension Chat {
                 return SearchResults(messages: try rows.map { try Chat.message($0, caller: caller.userKey) })
             }
         }
+    }
+
+    /// The words of a search query, as the full-text tokenizer would split them.
+    static func searchWords(_ query: String) -> [String] {
+        var words: [String] = []
+        var current = String.UnicodeScalarView()
+        for scalar in query.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+                 .decimalNumber, .letterNumber, .otherNumber, .nonspacingMark, .spacingMark, .enclosingMark:
+                current.append(scalar)
+            default:
+                if !current.isEmpty { words.append(String(current)) }
+                current = String.UnicodeScalarView()
+            }
+        }
+        if !current.isEmpty { words.append(String(current)) }
+        return words
     }
 
     // MARK: - Edit and delete

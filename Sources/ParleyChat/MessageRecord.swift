@@ -6,22 +6,33 @@ public import ParleyWire
 /// (``writeJSON(into:)``), skipping a decode and an encode per message; ``message()`` gives
 /// the typed ``Message`` where one is needed.
 public struct MessageRecord: Sendable, Hashable {
+    /// The message's public id (`m_…`).
     public var id: String
+    /// The conversation's public id (`c_…`).
     public var conversationID: String
+    /// The seq of the event that created it.
     public var seq: Int64
+    /// The author's public id.
     public var senderID: String
+    /// The author's username.
     public var senderUsername: String
+    /// The author's display name, as it is now.
     public var senderDisplayName: String
+    /// The id the sending client chose.
     public var clientID: String
     /// Milliseconds since 1970.
     public var sentAt: Int64
+    /// Milliseconds since 1970 of the last edit.
     public var editedAt: Int64?
+    /// Milliseconds since 1970 of the deletion (a tombstone).
     public var deletedAt: Int64?
     /// Canonical JSON (sorted keys) of a ``MessageContent``; nil for a tombstone.
     public var contentJSON: String?
     /// Canonical JSON of the metadata dictionary.
     public var metadataJSON: String?
+    /// The public id of the message this one answers.
     public var replyTo: String?
+    /// Sent, delivered or read, for the caller's own messages only.
     public var status: DeliveryStatus?
 
     /// The typed message.
@@ -65,8 +76,11 @@ public struct MessageRecord: Sendable, Hashable {
 
 /// A page of history as records: see ``MessageRecord``.
 public struct HistoryPage: Sendable, Hashable {
+    /// The messages, in the order asked for.
     public var records: [MessageRecord]
+    /// More messages exist before the oldest in this page.
     public var hasOlder: Bool
+    /// More messages exist after the newest in this page.
     public var hasNewer: Bool
 
     /// The typed page.

@@ -22,10 +22,15 @@ public final class ManualClock: @unchecked Sendable {
 /// The real domain over a real SQLite file in a fresh temporary directory, with cheap
 /// password hashing and a manual clock: what Chat's logic tests run against (no sockets).
 public final class ChatHarness: Sendable {
+    /// The domain under test.
     public let chat: Chat
+    /// The real store underneath (close it to simulate a storage failure).
     public let store: SQLiteStore
+    /// The time the domain sees; advance it by hand.
     public let clock: ManualClock
+    /// The app every helper registers users in.
     public let app: AppRef
+    /// The temporary directory holding the database file.
     public let directory: String
 
     /// Creates the directory, store, schema and one app.

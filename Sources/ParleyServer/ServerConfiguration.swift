@@ -37,6 +37,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// What the command line asked for.
     public enum Command: Equatable, Sendable {
+        /// Start the server.
         case run(ServerConfiguration)
         /// `parley-server apps …`: manage apps in the data directory.
         case apps(AppsCommand, ServerConfiguration)
@@ -46,6 +47,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// A command-line mistake, with text that says how to fix it.
     public struct UsageError: Error, Equatable, CustomStringConvertible {
+        /// What was wrong with the command line.
         public var message: String
         public var description: String { "\(message)\nRun 'parley-server --help' for the options." }
     }
@@ -197,8 +199,11 @@ public struct ServerConfiguration: Sendable, Equatable {
 
 /// What `parley-server apps` does.
 public enum AppsCommand: Equatable, Sendable {
+    /// Lists every app's name and public key.
     case list
+    /// Creates an app and prints its key and secret.
     case create(name: String)
+    /// Replaces an app's secret (named by its name or public key) and prints the new one.
     case rotateSecret(app: String)
 }
 

@@ -1,9 +1,14 @@
 /// One value a database stores or returns.
 public enum DatabaseValue: Sendable, Hashable {
+    /// SQL NULL.
     case null
+    /// A 64-bit integer.
     case integer(Int64)
+    /// A double.
     case real(Double)
+    /// UTF-8 text.
     case text(String)
+    /// Bytes.
     case blob([UInt8])
 }
 

@@ -15,7 +15,9 @@ import Foundation
 public struct Migrator: Sendable {
     /// One migration.
     public struct Migration: Sendable {
+        /// A unique name, recorded once applied ("0003 full-text search").
         public var name: String
+        /// The schema change; runs inside its own transaction.
         public var apply: @Sendable (any Database) throws -> Void
     }
 

@@ -10,7 +10,9 @@
 public struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, CustomStringConvertible {
     /// A piece of the statement.
     public enum Part: Sendable, Hashable {
+        /// Statement text, written as is.
         case text(String)
+        /// A value bound to a placeholder.
         case bind(DatabaseValue)
     }
 

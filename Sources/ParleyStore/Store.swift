@@ -19,7 +19,9 @@ public protocol Store: Sendable {
 
 /// The SQL dialects an engine speaks, for the few statements that differ (full-text search).
 public enum SQLDialect: Sendable, Hashable {
+    /// SQLite (`?` placeholders, FTS5).
     case sqlite
+    /// PostgreSQL (`$n` placeholders, tsvector), for the engine a later issue adds.
     case postgres
 }
 

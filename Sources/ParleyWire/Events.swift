@@ -6,32 +6,45 @@ public import Foundation
 public struct ConversationEvent: Hashable, Codable, Sendable {
     /// What happened.
     public enum Kind: String, Hashable, Codable, Sendable {
+        /// A message was sent; `message` is set.
         case messageCreated = "message.created"
+        /// Its author edited a message; `message` holds the new content.
         case messageEdited = "message.edited"
+        /// A message was deleted; `message` is its tombstone.
         case messageDeleted = "message.deleted"
+        /// Someone joined or was added; `userID` and `role` say who and as what.
         case memberAdded = "member.added"
+        /// Someone left or was removed; `userID` says who.
         case memberRemoved = "member.removed"
+        /// A member's role changed; `userID` and `role`.
         case memberUpdated = "member.updated"
+        /// The conversation was created (always seq 1).
         case conversationCreated = "conversation.created"
+        /// Title or custom data changed; `title` and `customData` hold what was set.
         case conversationUpdated = "conversation.updated"
     }
 
     /// Server-wide, strictly increasing.
     public var position: Int64
+    /// The conversation it belongs to.
     public var conversationID: ConversationID
     /// Per conversation: 1, 2, 3, … with no gaps.
     public var seq: Int64
+    /// What happened.
     public var type: Kind
     /// Who caused it.
     public var actorID: UserID?
+    /// When it was created.
     public var createdAt: Date
     /// The message as it is now (message events): a tombstone once deleted.
     public var message: Message?
     /// The user a membership event is about, and their role after it.
     public var userID: UserID?
+    /// The member's role (after the change, for membership events).
     public var role: MemberRole?
     /// The title and custom data after a conversation update.
     public var title: String?
+    /// App-defined JSON; at most ``Limits/customDataBytes`` encoded.
     public var customData: JSONValue?
 
     enum CodingKeys: String, CodingKey {
@@ -39,6 +52,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
              userID = "userId", role, title, customData
     }
 
+    /// Creates the value; each argument sets the property of the same name.
     public init(position: Int64, conversationID: ConversationID, seq: Int64, type: Kind, actorID: UserID?, createdAt: Date,
                 message: Message? = nil, userID: UserID? = nil, role: MemberRole? = nil, title: String? = nil,
                 customData: JSONValue? = nil) {

@@ -3,11 +3,17 @@ import Foundation
 /// Any JSON value: the payload of custom messages and the custom data of users and
 /// conversations, which the server stores and returns without interpreting.
 public enum JSONValue: Hashable, Sendable, Codable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number (as a double, like JavaScript).
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object.
     case object([String: JSONValue])
 
     /// Most levels of nesting accepted from a client.

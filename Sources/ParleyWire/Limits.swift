@@ -13,13 +13,17 @@ public enum Limits: Sendable {
     public static let clientID = 1...64
     /// Text and Markdown messages, in characters (Unicode scalars) and UTF-8 bytes.
     public static let textCharacters = 1...10_000
+    /// Text and Markdown messages, in UTF-8 bytes.
     public static let textBytes = 40_000
     /// A custom message's type name, and its payload's encoded size.
     public static let customType = 1...64
+    /// A custom message's payload, encoded, in bytes.
     public static let customPayloadBytes = 16_384
     /// Metadata: entries, key length, value length.
     public static let metadataEntries = 32
+    /// Metadata key length in bytes.
     public static let metadataKey = 1...64
+    /// Metadata value length in bytes.
     public static let metadataValue = 1_024
     /// App-defined data on users and conversations, encoded.
     public static let customDataBytes = 8_192
@@ -27,15 +31,19 @@ public enum Limits: Sendable {
     public static let title = 1...128
     /// Attachment ids, names, captions, MIME types.
     public static let attachmentID = 1...128
+    /// Attachment names, captions and MIME types, in characters.
     public static let attachmentText = 1_000
     /// Members of a group or private channel (public channels: ``channelMembers``).
     public static let groupMembers = 1_000
+    /// Members of a public channel.
     public static let channelMembers = 100_000
     /// Names in one resolve, send-to-users or add-members request; ids in one bulk delete.
     public static let namesPerRequest = 100
     /// Page sizes: history and events, user search, conversations.
     public static let historyPage = 1...200
+    /// Page size of directory searches (and member and receipt lists).
     public static let userPage = 1...100
+    /// Page size of conversation and channel lists.
     public static let conversationPage = 1...100
     /// The deepest offset a directory search pages to.
     public static let maxOffset = 10_000

@@ -15,6 +15,7 @@ public struct User: Hashable, Codable, Sendable {
     /// App-defined data (avatar URL, status line, …); at most ``Limits/customDataBytes``.
     public var customData: JSONValue?
 
+    /// Creates the value; each argument sets the property of the same name.
     public init(id: UserID, username: String, displayName: String, isGuest: Bool, createdAt: Date, customData: JSONValue? = nil) {
         self.id = id
         self.username = username
@@ -38,6 +39,7 @@ public struct Session: Hashable, Codable, Sendable {
     /// After this the token is refused; sign in again.
     public var expiresAt: Date
 
+    /// Creates the value; each argument sets the property of the same name.
     public init(token: String?, id: String, device: String, createdAt: Date, expiresAt: Date) {
         self.token = token
         self.id = id
@@ -49,8 +51,11 @@ public struct Session: Hashable, Codable, Sendable {
 
 /// What registering and signing in return.
 public struct SignedIn: Hashable, Codable, Sendable {
+    /// The user.
     public var user: User
+    /// The new session, with its token.
     public var session: Session
+    /// Creates the value; each argument sets the property of the same name.
     public init(user: User, session: Session) {
         self.user = user
         self.session = session
@@ -71,19 +76,27 @@ public enum ConversationKind: String, Hashable, Codable, Sendable, CaseIterable 
 
 /// A member's role. Owners and admins manage members and settings and moderate messages.
 public enum MemberRole: String, Hashable, Codable, Sendable, CaseIterable, Comparable {
-    case member, admin, owner
+    /// Reads and writes.
+    case member
+    /// Also adds and removes members, edits settings, deletes others' messages.
+    case admin
+    /// Also changes roles; every group and channel keeps at least one.
+    case owner
     private var rank: Int { self == .owner ? 2 : self == .admin ? 1 : 0 }
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rank < rhs.rank }
 }
 
 /// A conversation as one member sees it.
 public struct Conversation: Hashable, Codable, Sendable {
+    /// The stable id the server issued.
     public var id: ConversationID
+    /// Direct, group, public or private.
     public var kind: ConversationKind
     /// Groups and channels have one; direct conversations have none.
     public var title: String?
     /// App-defined data; at most ``Limits/customDataBytes``.
     public var customData: JSONValue?
+    /// When it was created.
     public var createdAt: Date
     /// The seq of its newest event (message, edit, delete, membership, update).
     public var lastSeq: Int64
@@ -91,6 +104,7 @@ public struct Conversation: Hashable, Codable, Sendable {
     public var lastPosition: Int64
     /// The newest message (a tombstone if it was deleted); nil when there is none yet.
     public var lastMessage: Message?
+    /// How many members it has.
     public var memberCount: Int
     /// The caller's role; nil when the caller is not a member (a public channel seen from outside).
     public var role: MemberRole?
@@ -101,6 +115,7 @@ public struct Conversation: Hashable, Codable, Sendable {
     /// For direct conversations: the other person.
     public var peer: User?
 
+    /// Creates the value; each argument sets the property of the same name.
     public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,
                 lastSeq: Int64, lastPosition: Int64, lastMessage: Message?, memberCount: Int, role: MemberRole?,
                 unreadCount: Int, receipt: Receipt?, peer: User?) {
@@ -122,10 +137,15 @@ public struct Conversation: Hashable, Codable, Sendable {
 
 /// A member of a conversation with their receipt watermarks.
 public struct Member: Hashable, Codable, Sendable {
+    /// The user.
     public var user: User
+    /// The member's role (after the change, for membership events).
     public var role: MemberRole
+    /// When they joined.
     public var joinedAt: Date
+    /// Their delivered and read watermarks.
     public var receipt: Receipt
+    /// Creates the value; each argument sets the property of the same name.
     public init(user: User, role: MemberRole, joinedAt: Date, receipt: Receipt) {
         self.user = user
         self.role = role
@@ -137,6 +157,7 @@ public struct Member: Hashable, Codable, Sendable {
 /// One member's watermarks in one conversation. Both only move forward, and
 /// `readSeq <= deliveredSeq` always (reading implies delivery).
 public struct Receipt: Hashable, Codable, Sendable {
+    /// Whose watermarks these are.
     public var userID: UserID
     /// Everything up to this seq reached one of the user's devices.
     public var deliveredSeq: Int64
@@ -147,6 +168,7 @@ public struct Receipt: Hashable, Codable, Sendable {
         case userID = "userId", deliveredSeq, readSeq
     }
 
+    /// Creates the value; each argument sets the property of the same name.
     public init(userID: UserID, deliveredSeq: Int64, readSeq: Int64) {
         self.userID = userID
         self.deliveredSeq = deliveredSeq
@@ -166,9 +188,13 @@ public enum DeliveryStatus: String, Hashable, Codable, Sendable {
 
 /// The sender as a bubble shows it (MessageKit's `SenderType`).
 public struct Sender: Hashable, Codable, Sendable {
+    /// The stable id the server issued.
     public var id: UserID
+    /// The username (unique in the app, compared case-insensitively).
     public var username: String
+    /// The name shown on message bubbles.
     public var displayName: String
+    /// Creates the value; each argument sets the property of the same name.
     public init(id: UserID, username: String, displayName: String) {
         self.id = id
         self.username = username
@@ -179,13 +205,17 @@ public struct Sender: Hashable, Codable, Sendable {
 /// A message. Maps onto MessageKit's `MessageType`: `id` → `messageId`, `sender`,
 /// `sentAt` → `sentDate`, `content` → `kind`.
 public struct Message: Hashable, Codable, Sendable {
+    /// The stable id the server issued.
     public var id: MessageID
+    /// The conversation it belongs to.
     public var conversationID: ConversationID
     /// Its place in the conversation: the seq of the event that created it.
     public var seq: Int64
+    /// Who sent it (MessageKit's `sender`).
     public var sender: Sender
     /// The id the sending client chose; a retry with the same id returns this message.
     public var clientID: String
+    /// When the server stored it (MessageKit's `sentDate`).
     public var sentAt: Date
     /// Set once the author edits it (Backendless' "updated" time).
     public var editedAt: Date?
@@ -193,6 +223,7 @@ public struct Message: Hashable, Codable, Sendable {
     public var deletedAt: Date?
     /// Nil for a tombstone.
     public var content: MessageContent?
+    /// App-defined string pairs; at most ``Limits/metadataEntries``.
     public var metadata: [String: String]?
     /// The message this one answers.
     public var replyTo: MessageID?
@@ -204,6 +235,7 @@ public struct Message: Hashable, Codable, Sendable {
              content, metadata, replyTo, status
     }
 
+    /// Creates the value; each argument sets the property of the same name.
     public init(id: MessageID, conversationID: ConversationID, seq: Int64, sender: Sender, clientID: String, sentAt: Date,
                 editedAt: Date? = nil, deletedAt: Date? = nil, content: MessageContent?, metadata: [String: String]? = nil,
                 replyTo: MessageID? = nil, status: DeliveryStatus? = nil) {
@@ -230,6 +262,7 @@ public struct Location: Hashable, Codable, Sendable {
     public var longitude: Double
     /// A place name, if the sender gave one.
     public var name: String?
+    /// Creates the value; each argument sets the property of the same name.
     public init(latitude: Double, longitude: Double, name: String? = nil) {
         self.latitude = latitude
         self.longitude = longitude
@@ -245,11 +278,17 @@ public struct Attachment: Hashable, Codable, Sendable {
     public var thumbnailID: String?
     /// The original file name (files).
     public var name: String?
+    /// The file's media type, as the sender gave it.
     public var mimeType: String?
+    /// The file's size in bytes.
     public var sizeBytes: Int64?
+    /// Pixel width (photos, videos).
     public var width: Int?
+    /// Pixel height (photos, videos).
     public var height: Int?
+    /// Length in seconds (audio, video).
     public var durationSeconds: Double?
+    /// Text shown with the media; indexed for search.
     public var caption: String?
 
     enum CodingKeys: String, CodingKey {
@@ -257,6 +296,7 @@ public struct Attachment: Hashable, Codable, Sendable {
              durationSeconds, caption
     }
 
+    /// Creates the value; each argument sets the property of the same name.
     public init(attachmentID: String, thumbnailID: String? = nil, name: String? = nil, mimeType: String? = nil,
                 sizeBytes: Int64? = nil, width: Int? = nil, height: Int? = nil, durationSeconds: Double? = nil, caption: String? = nil) {
         self.attachmentID = attachmentID

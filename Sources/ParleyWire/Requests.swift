@@ -5,12 +5,15 @@ import Foundation
 
 /// `POST /v1/users`: register.
 public struct RegisterRequest: Hashable, Codable, Sendable {
+    /// The username (unique in the app, compared case-insensitively).
     public var username: String
+    /// The password; sent only in this request, stored only as an Argon2id hash.
     public var password: String
     /// Defaults to the username.
     public var displayName: String?
     /// A label for the session this creates. Default: "unnamed device".
     public var device: String?
+    /// Creates the value; each argument sets the property of the same name.
     public init(username: String, password: String, displayName: String? = nil, device: String? = nil) {
         self.username = username
         self.password = password
@@ -21,9 +24,13 @@ public struct RegisterRequest: Hashable, Codable, Sendable {
 
 /// `POST /v1/sessions`: sign in.
 public struct SignInRequest: Hashable, Codable, Sendable {
+    /// The username (unique in the app, compared case-insensitively).
     public var username: String
+    /// The password; sent only in this request, stored only as an Argon2id hash.
     public var password: String
+    /// A label for the new session ("Ana's iPhone"). Default: "unnamed device".
     public var device: String?
+    /// Creates the value; each argument sets the property of the same name.
     public init(username: String, password: String, device: String? = nil) {
         self.username = username
         self.password = password
@@ -33,8 +40,11 @@ public struct SignInRequest: Hashable, Codable, Sendable {
 
 /// `POST /v1/sessions/guest`: an anonymous account with a display name only.
 public struct GuestSignInRequest: Hashable, Codable, Sendable {
+    /// The name shown on message bubbles.
     public var displayName: String
+    /// A label for the new session ("Ana's iPhone"). Default: "unnamed device".
     public var device: String?
+    /// Creates the value; each argument sets the property of the same name.
     public init(displayName: String, device: String? = nil) {
         self.displayName = displayName
         self.device = device
@@ -43,8 +53,11 @@ public struct GuestSignInRequest: Hashable, Codable, Sendable {
 
 /// `PATCH /v1/me`. Absent fields stay as they are; `customData: null` clears it.
 public struct UpdateProfileRequest: Hashable, Codable, Sendable {
+    /// The name shown on message bubbles.
     public var displayName: String?
+    /// App-defined JSON; at most ``Limits/customDataBytes`` encoded.
     public var customData: JSONValue?
+    /// Creates the value; each argument sets the property of the same name.
     public init(displayName: String? = nil, customData: JSONValue? = nil) {
         self.displayName = displayName
         self.customData = customData
@@ -53,11 +66,13 @@ public struct UpdateProfileRequest: Hashable, Codable, Sendable {
 
 /// `GET /v1/users`: one page of a directory search.
 public struct UserPage: Hashable, Codable, Sendable {
+    /// The users, in the order asked for or sorted as asked.
     public var users: [User]
     /// How many users match in all.
     public var total: Int
     /// Pass as `offset` for the next page; nil on the last page.
     public var nextOffset: Int?
+    /// Creates the value; each argument sets the property of the same name.
     public init(users: [User], total: Int, nextOffset: Int?) {
         self.users = users
         self.total = total
@@ -67,14 +82,19 @@ public struct UserPage: Hashable, Codable, Sendable {
 
 /// `POST /v1/users/resolve`.
 public struct ResolveUsersRequest: Hashable, Codable, Sendable {
+    /// Usernames, compared case-insensitively.
     public var usernames: [String]
+    /// Creates the value; each argument sets the property of the same name.
     public init(usernames: [String]) { self.usernames = usernames }
 }
 
 /// The users found, and the names that match nobody (Magnet's `invalidUsernames`).
 public struct ResolveUsersResponse: Hashable, Codable, Sendable {
+    /// The users, in the order asked for or sorted as asked.
     public var users: [User]
+    /// The names that match no user in this app.
     public var invalidUsernames: [String]
+    /// Creates the value; each argument sets the property of the same name.
     public init(users: [User], invalidUsernames: [String]) {
         self.users = users
         self.invalidUsernames = invalidUsernames
@@ -83,11 +103,15 @@ public struct ResolveUsersResponse: Hashable, Codable, Sendable {
 
 /// `POST /v1/conversations`.
 public struct CreateConversationRequest: Hashable, Codable, Sendable {
+    /// Direct, group, public or private.
     public var kind: ConversationKind
     /// Usernames to add besides the caller (a direct conversation takes exactly one).
     public var members: [String]?
+    /// The title (groups and channels).
     public var title: String?
+    /// App-defined JSON; at most ``Limits/customDataBytes`` encoded.
     public var customData: JSONValue?
+    /// Creates the value; each argument sets the property of the same name.
     public init(kind: ConversationKind, members: [String]? = nil, title: String? = nil, customData: JSONValue? = nil) {
         self.kind = kind
         self.members = members
@@ -98,8 +122,11 @@ public struct CreateConversationRequest: Hashable, Codable, Sendable {
 
 /// `PATCH /v1/conversations/{id}`.
 public struct UpdateConversationRequest: Hashable, Codable, Sendable {
+    /// The title (groups and channels).
     public var title: String?
+    /// App-defined JSON; at most ``Limits/customDataBytes`` encoded.
     public var customData: JSONValue?
+    /// Creates the value; each argument sets the property of the same name.
     public init(title: String? = nil, customData: JSONValue? = nil) {
         self.title = title
         self.customData = customData
@@ -108,9 +135,11 @@ public struct UpdateConversationRequest: Hashable, Codable, Sendable {
 
 /// `POST /v1/conversations/{id}/members`.
 public struct AddMembersRequest: Hashable, Codable, Sendable {
+    /// Usernames, compared case-insensitively.
     public var usernames: [String]
     /// Default: member.
     public var role: MemberRole?
+    /// Creates the value; each argument sets the property of the same name.
     public init(usernames: [String], role: MemberRole? = nil) {
         self.usernames = usernames
         self.role = role
@@ -119,7 +148,9 @@ public struct AddMembersRequest: Hashable, Codable, Sendable {
 
 /// `PATCH /v1/conversations/{id}/members/{userId}`.
 public struct UpdateMemberRequest: Hashable, Codable, Sendable {
+    /// The member's role (after the change, for membership events).
     public var role: MemberRole
+    /// Creates the value; each argument sets the property of the same name.
     public init(role: MemberRole) { self.role = role }
 }
 
@@ -127,10 +158,14 @@ public struct UpdateMemberRequest: Hashable, Codable, Sendable {
 public struct SendMessageRequest: Hashable, Codable, Sendable {
     /// The client's own id for this send; a retry with the same id returns the same message.
     public var clientID: String
+    /// What the message carries.
     public var content: MessageContent
+    /// App-defined string pairs; at most ``Limits/metadataEntries``.
     public var metadata: [String: String]?
+    /// The message this one answers.
     public var replyTo: MessageID?
     enum CodingKeys: String, CodingKey { case clientID = "clientId", content, metadata, replyTo }
+    /// Creates the value; each argument sets the property of the same name.
     public init(clientID: String, content: MessageContent, metadata: [String: String]? = nil, replyTo: MessageID? = nil) {
         self.clientID = clientID
         self.content = content
@@ -142,11 +177,16 @@ public struct SendMessageRequest: Hashable, Codable, Sendable {
 /// `POST /v1/messages`: send to a set of usernames; the server finds (or creates) the direct
 /// conversation (one name) or the group with exactly those members.
 public struct SendToUsersRequest: Hashable, Codable, Sendable {
+    /// The recipients' usernames (besides the sender).
     public var to: [String]
+    /// The client's own id for the send: a retry with it returns the same message.
     public var clientID: String
+    /// What the message carries.
     public var content: MessageContent
+    /// App-defined string pairs; at most ``Limits/metadataEntries``.
     public var metadata: [String: String]?
     enum CodingKeys: String, CodingKey { case to, clientID = "clientId", content, metadata }
+    /// Creates the value; each argument sets the property of the same name.
     public init(to: [String], clientID: String, content: MessageContent, metadata: [String: String]? = nil) {
         self.to = to
         self.clientID = clientID
@@ -158,9 +198,13 @@ public struct SendToUsersRequest: Hashable, Codable, Sendable {
 /// The answer to ``SendToUsersRequest``: the message went to the names that exist;
 /// `invalidUsernames` lists the others (Magnet's `invalidUsernames`).
 public struct SendToUsersResponse: Hashable, Codable, Sendable {
+    /// The message (nil when nothing was sent).
     public var message: Message?
+    /// The conversation it went to.
     public var conversation: Conversation?
+    /// The names that match no user in this app.
     public var invalidUsernames: [String]
+    /// Creates the value; each argument sets the property of the same name.
     public init(message: Message?, conversation: Conversation?, invalidUsernames: [String]) {
         self.message = message
         self.conversation = conversation
@@ -170,8 +214,11 @@ public struct SendToUsersResponse: Hashable, Codable, Sendable {
 
 /// `PATCH /v1/conversations/{id}/messages/{messageId}`: the author replaces the content.
 public struct EditMessageRequest: Hashable, Codable, Sendable {
+    /// What the message carries.
     public var content: MessageContent
+    /// App-defined string pairs; at most ``Limits/metadataEntries``.
     public var metadata: [String: String]?
+    /// Creates the value; each argument sets the property of the same name.
     public init(content: MessageContent, metadata: [String: String]? = nil) {
         self.content = content
         self.metadata = metadata
@@ -180,7 +227,9 @@ public struct EditMessageRequest: Hashable, Codable, Sendable {
 
 /// `POST /v1/conversations/{id}/messages/delete`: all or nothing.
 public struct DeleteMessagesRequest: Hashable, Codable, Sendable {
+    /// The messages to delete: 1…100 ids.
     public var ids: [MessageID]
+    /// Creates the value; each argument sets the property of the same name.
     public init(ids: [MessageID]) { self.ids = ids }
 }
 
@@ -192,6 +241,7 @@ public struct MessagePage: Hashable, Codable, Sendable {
     public var hasOlder: Bool
     /// More messages exist after the newest in this page.
     public var hasNewer: Bool
+    /// Creates the value; each argument sets the property of the same name.
     public init(messages: [Message], hasOlder: Bool, hasNewer: Bool) {
         self.messages = messages
         self.hasOlder = hasOlder
@@ -201,8 +251,11 @@ public struct MessagePage: Hashable, Codable, Sendable {
 
 /// One page of a conversation's event log.
 public struct EventPage: Hashable, Codable, Sendable {
+    /// The events, oldest first.
     public var events: [ConversationEvent]
+    /// More events follow the last one in this page.
     public var hasMore: Bool
+    /// Creates the value; each argument sets the property of the same name.
     public init(events: [ConversationEvent], hasMore: Bool) {
         self.events = events
         self.hasMore = hasMore
@@ -211,9 +264,11 @@ public struct EventPage: Hashable, Codable, Sendable {
 
 /// `GET /v1/conversations`: newest activity first.
 public struct ConversationPage: Hashable, Codable, Sendable {
+    /// The conversations, newest activity first.
     public var conversations: [Conversation]
     /// Pass as `before` for the next page; nil on the last page.
     public var nextCursor: String?
+    /// Creates the value; each argument sets the property of the same name.
     public init(conversations: [Conversation], nextCursor: String?) {
         self.conversations = conversations
         self.nextCursor = nextCursor
@@ -223,8 +278,11 @@ public struct ConversationPage: Hashable, Codable, Sendable {
 /// `POST /v1/conversations/{id}/receipts`: move the caller's watermarks forward. Values
 /// behind the current ones are ignored; values past the last seq are clamped to it.
 public struct ReceiptUpdate: Hashable, Codable, Sendable {
+    /// Move the delivered watermark up to this seq.
     public var deliveredSeq: Int64?
+    /// Move the read watermark up to this seq (implies delivered).
     public var readSeq: Int64?
+    /// Creates the value; each argument sets the property of the same name.
     public init(deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
         self.deliveredSeq = deliveredSeq
         self.readSeq = readSeq
@@ -233,9 +291,13 @@ public struct ReceiptUpdate: Hashable, Codable, Sendable {
 
 /// `GET /v1/conversations/{id}/messages/{messageId}/receipts`: who has it.
 public struct MessageReceipts: Hashable, Codable, Sendable {
+    /// Sent, delivered or read, for its sender.
     public var status: DeliveryStatus
+    /// Members (besides the author) whose delivered watermark passed it; at most 1,000.
     public var deliveredTo: [UserID]
+    /// Members (besides the author) whose read watermark passed it; at most 1,000.
     public var readBy: [UserID]
+    /// Creates the value; each argument sets the property of the same name.
     public init(status: DeliveryStatus, deliveredTo: [UserID], readBy: [UserID]) {
         self.status = status
         self.deliveredTo = deliveredTo
@@ -247,31 +309,41 @@ public struct MessageReceipts: Hashable, Codable, Sendable {
 public struct SearchResults: Hashable, Codable, Sendable {
     /// Best match first.
     public var messages: [Message]
+    /// Creates the value; each argument sets the property of the same name.
     public init(messages: [Message]) { self.messages = messages }
 }
 
 /// A list of members.
 public struct MemberList: Hashable, Codable, Sendable {
+    /// The members.
     public var members: [Member]
+    /// Creates the value; each argument sets the property of the same name.
     public init(members: [Member]) { self.members = members }
 }
 
 /// A list of sessions (devices).
 public struct SessionList: Hashable, Codable, Sendable {
+    /// The sessions, newest first, without tokens.
     public var sessions: [Session]
+    /// Creates the value; each argument sets the property of the same name.
     public init(sessions: [Session]) { self.sessions = sessions }
 }
 
 /// Receipts of every member.
 public struct ReceiptList: Hashable, Codable, Sendable {
+    /// One receipt per member.
     public var receipts: [Receipt]
+    /// Creates the value; each argument sets the property of the same name.
     public init(receipts: [Receipt]) { self.receipts = receipts }
 }
 
 /// A list of conversations (public channel directory).
 public struct ChannelPage: Hashable, Codable, Sendable {
+    /// The public channels, by title.
     public var channels: [Conversation]
+    /// Pass as `offset` for the next page; nil on the last page.
     public var nextOffset: Int?
+    /// Creates the value; each argument sets the property of the same name.
     public init(channels: [Conversation], nextOffset: Int?) {
         self.channels = channels
         self.nextOffset = nextOffset

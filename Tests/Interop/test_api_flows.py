@@ -440,6 +440,10 @@ def test_search_is_correct_after_edits_and_deletes(server):
     assert bob.get(f"/v1/search?q={word}")[1]["messages"] == []
     assert [m["id"] for m in bob.get("/v1/search?q=nothing%20here&conversationId=" + room["id"])[1]["messages"]] == [first["id"]]
     assert bob.get('/v1/search?q=%22%29%20OR%20*')[0] == 200  # FTS syntax in a query is just text
+    # Found by schemathesis: a NUL byte reached FTS5's query parser and gave a 500.
+    for hostile in ("%00%C3%8B", "%01%02", "NEAR(a%20b)", "a%00b", "%E2%80%8B", "*", "%22", "%CC%81", "%CC%81%CC%81%20x", "%F0%9F%91%8B"):
+        status, answer = bob.get(f"/v1/search?q={hostile}")
+        assert status == 200, (hostile, answer)
     assert bob.get("/v1/search?q=")[0] == 400
 
 

@@ -127,6 +127,17 @@ struct RateLimiterTests {
     }
 }
 
+struct SearchWordsTests {
+    @Test(arguments: [
+        ("hello world", ["hello", "world"]), ("\u{0}Ë", ["Ë"]), ("NEAR(a b)", ["NEAR", "a", "b"]),
+        ("\"quoted\" OR *", ["quoted", "OR"]), ("café naïve", ["café", "naïve"]), ("日本語 テキスト", ["日本語", "テキスト"]),
+        ("a\u{200B}b", ["a", "b"]), ("   ", []),
+    ])
+    func queriesSplitLikeTheTokenizer(_ query: String, _ words: [String]) {
+        #expect(Chat.searchWords(query) == words)
+    }
+}
+
 struct ValidationTests {
     @Test(arguments: ["ana", "Ana.B", "a-1_2", String(repeating: "a", count: 32)])
     func validUsernames(_ name: String) throws {
