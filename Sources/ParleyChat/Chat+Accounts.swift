@@ -129,6 +129,50 @@ extension Chat {
         if everywhere { sessions.remove(user: caller.userKey) } else { sessions.remove(session: caller.sessionKey) }
     }
 
+    /// Changes the caller's password after checking the current one, and signs out every
+    /// other session of the account (a changed password should lock out a stolen token).
+    ///
+    /// - Throws: 401 `wrong_credentials` for a wrong current password (counted like a failed
+    ///   sign-in, so it cannot be used to guess); 400 for a new password outside the rules;
+    ///   403 for guests, who have no password; 429 after too many failures.
+    public func changePassword(_ caller: Caller, _ request: ChangePasswordRequest, address: String) async throws {
+        let now = configuration.now()
+        let (username, stored): (String, String?) = try await run {
+            try await store.read { db in
+                guard let row = try db.fetchOne("SELECT username, password_hash FROM user WHERE id = \(caller.userKey)") else {
+                    throw ChatError.unauthenticated
+                }
+                return (try row.get(0), try row.get(1, as: String?.self))
+            }
+        }
+        // The same budget as sign-in: a stolen token cannot be used to guess the password.
+        let accountKey = "\(caller.appID):\(username.lowercased())"
+        if let seconds = failedSignInsByAccount.retryAfter(accountKey, now: now) ?? failedSignInsByAddress.retryAfter(address, now: now) {
+            throw ChatError.rateLimited(retryAfter: seconds)
+        }
+        guard let stored else { throw ChatError.forbidden("a guest account has no password; register instead") }
+        try Validate.password(request.newPassword, username: username)
+        let current = request.currentPassword
+        let verified = current.utf8.count <= Limits.passwordBytes.upperBound
+            ? try await onPasswordLane { Crypto.verifyPassword(current, hash: stored) } : false
+        guard verified else {
+            failedSignInsByAccount.record(accountKey, now: now)
+            failedSignInsByAddress.record(address, now: now)
+            throw ChatError.wrongCredentials
+        }
+        failedSignInsByAccount.reset(accountKey)
+        let newPassword = request.newPassword
+        let cost = configuration.passwordCost
+        let hash = try await onPasswordLane { try Crypto.hashPassword(newPassword, cost: cost) }
+        try await run {
+            try await store.write { db in
+                try db.execute("UPDATE user SET password_hash = \(hash) WHERE id = \(caller.userKey)")
+                try db.execute("DELETE FROM session WHERE user_id = \(caller.userKey) AND id != \(caller.sessionKey)")
+            }
+        }
+        sessions.remove(user: caller.userKey)
+    }
+
     /// The caller's sessions (devices), newest first, without tokens.
     public func listSessions(_ caller: Caller) async throws -> SessionList {
         let now = nowMilliseconds

@@ -397,10 +397,11 @@ extension Chat {
     }
 
     /// The lowest delivered and read watermarks of everyone but `except`: a message at or
-    /// below them has reached (been read by) everyone. Only for direct conversations and
-    /// groups; in channels a per-message status is not meaningful and would scan every member.
+    /// below them has reached (been read by) everyone. Not for public channels: with up to
+    /// 100,000 members "read by everyone" means little and would scan every member per page
+    /// (their messages show `sent`; `GET …/receipts` of one message still says who has it).
     static func lowestWatermarks(_ db: any Database, conversation: Int64, kind: ConversationKind, except: Int64) throws -> (delivered: Int64, read: Int64)? {
-        guard kind == .direct || kind == .group,
+        guard kind != .public,
               let row = try db.fetchOne("""
                 SELECT min(delivered_seq), min(read_seq) FROM member WHERE conversation_id = \(conversation) AND user_id != \(except)
                 """),

@@ -48,6 +48,13 @@ enum ChatRoutes {
             }
         }
 
+        router.post("/v1/me/password") { request in
+            await api.respondEmpty {
+                let caller = try await api.caller(request)
+                try await chat.changePassword(caller, try await request.decode(ChangePasswordRequest.self), address: api.address(request))
+            }
+        }
+
         // Directory
         router.get("/v1/users") { request in
             await api.respond {

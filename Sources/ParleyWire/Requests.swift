@@ -64,6 +64,19 @@ public struct UpdateProfileRequest: Hashable, Codable, Sendable {
     }
 }
 
+/// `POST /v1/me/password`: change the password; other devices are signed out.
+public struct ChangePasswordRequest: Hashable, Codable, Sendable {
+    /// The password now, to prove it is the account holder at the keyboard.
+    public var currentPassword: String
+    /// The new password (``Limits/passwordBytes``, not the username).
+    public var newPassword: String
+    /// Creates the value; each argument sets the property of the same name.
+    public init(currentPassword: String, newPassword: String) {
+        self.currentPassword = currentPassword
+        self.newPassword = newPassword
+    }
+}
+
 /// `GET /v1/users`: one page of a directory search.
 public struct UserPage: Hashable, Codable, Sendable {
     /// The users, in the order asked for or sorted as asked.

@@ -655,3 +655,24 @@ def test_feed_catches_a_second_device_up_across_conversations(server):
     rest = laptop.get(f"/v1/events?after={first['events'][-1]['position']}&limit=2")[1]
     assert first["hasMore"] and first["events"] + rest["events"] == events
     assert laptop.get("/v1/events?after=-1")[0] == 400
+
+
+def test_change_password_signs_out_other_devices(server):
+    name = fresh_name("pw")
+    laptop = Client(server).register(name, device="laptop")
+    phone = Client(server).sign_in(name, device="phone")
+    status, answer = laptop.post("/v1/me/password", {"currentPassword": "not it at all", "newPassword": "brand new secret"})
+    assert status == 401 and answer["error"]["code"] == "wrong_credentials"
+    status, answer = laptop.post("/v1/me/password", {"currentPassword": "correct horse battery", "newPassword": "short"})
+    assert status == 400
+    assert laptop.get("/v1/me")[0] == 200 and phone.get("/v1/me")[0] == 200, "failures change nothing"
+    status, _ = laptop.post("/v1/me/password", {"currentPassword": "correct horse battery", "newPassword": "brand new secret"})
+    assert status == 204
+    assert laptop.get("/v1/me")[0] == 200, "this device stays signed in"
+    assert phone.get("/v1/me")[0] == 401, "other devices are signed out"
+    assert Client(server).post("/v1/sessions", {"username": name, "password": "correct horse battery"})[0] == 401
+    Client(server).sign_in(name, password="brand new secret")
+    status, guest = Client(server).post("/v1/sessions/guest", {"displayName": "Anon"})
+    anonymous = Client(server)
+    anonymous.token = guest["session"]["token"]
+    assert anonymous.post("/v1/me/password", {"currentPassword": "x" * 8, "newPassword": "y" * 8})[0] == 403
