@@ -43,7 +43,8 @@ struct ParleyServerTests {
         #expect((headers["Content-Type"] as? String)?.hasPrefix("text/plain; version=0.0.4") == true)
         for name in ["parley_connections_open", "parley_http_responses_total{class=\"2xx\"}",
                      "parley_websocket_frames_total{direction=\"in\"}", "parley_network_bytes_total{direction=\"out\"}",
-                     "parley_event_loop_lag_seconds{loop=\"1\"}", "parley_build_info{version=\"\(ParleyVersion.current)\"} 1"] {
+                     "parley_event_loop_lag_seconds{loop=\"1\"}", "parley_build_info{version=\"\(ParleyVersion.current)\"} 1",
+                     "parley_store_writes_total", "parley_store_commits_total"] {
             #expect(body.contains(name), "metrics include \(name)")
         }
         // Every sample line is `name{labels} value` with a numeric value.
