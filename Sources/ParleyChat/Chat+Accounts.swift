@@ -17,7 +17,7 @@ extension Chat {
         // A cheap check first, so a taken name costs no password hash; the UNIQUE constraint
         // below is what actually guarantees it.
         let taken: Bool = try await run {
-            try await store.read { db in try db.fetchOne("SELECT 1 FROM user WHERE app_id = \(app.id) AND username_key = \(key)") != nil }
+            try await store.read { db in try db.fetchOne("SELECT 1 FROM account WHERE app_id = \(app.id) AND username_key = \(key)") != nil }
         }
         if taken { throw ChatError.usernameTaken }
         let password = request.password
@@ -57,7 +57,7 @@ extension Chat {
         }
         let found: (key: Int64, hash: String?)? = try await run {
             try await store.read { db in
-                guard let row = try db.fetchOne("SELECT id, password_hash FROM user WHERE app_id = \(app.id) AND username_key = \(key)") else {
+                guard let row = try db.fetchOne("SELECT id, password_hash FROM account WHERE app_id = \(app.id) AND username_key = \(key)") else {
                     return nil
                 }
                 return (try row.get(0), try row.get(1, as: String?.self))
@@ -79,7 +79,7 @@ extension Chat {
         let lifetime = configuration.sessionLifetime
         return try await run {
             try await store.write { db in
-                if let newHash { try db.execute("UPDATE user SET password_hash = \(newHash) WHERE id = \(userKey)") }
+                if let newHash { try db.execute("UPDATE account SET password_hash = \(newHash) WHERE id = \(userKey)") }
                 let session = try Chat.createSession(db, userKey: userKey, device: device, now: nowMilliseconds, lifetime: lifetime)
                 return SignedIn(user: try Chat.fetchUser(db, key: userKey), session: session)
             }
@@ -101,7 +101,7 @@ extension Chat {
         let found: (Caller, Int64)? = try await run {
             try await store.read { db in
                 guard let row = try db.fetchOne("""
-                    SELECT s.id, s.expires_at, u.id, u.public_id, u.app_id FROM session s JOIN user u ON u.id = s.user_id
+                    SELECT s.id, s.expires_at, u.id, u.public_id, u.app_id FROM session s JOIN account u ON u.id = s.user_id
                     WHERE s.token_hash = \(hash)
                     """) else { return nil }
                 let caller = Caller(appID: try row.get(4), userKey: try row.get(2), userID: UserID(rawValue: try row.get(3)),
@@ -139,7 +139,7 @@ extension Chat {
         let now = configuration.now()
         let (username, stored): (String, String?) = try await run {
             try await store.read { db in
-                guard let row = try db.fetchOne("SELECT username, password_hash FROM user WHERE id = \(caller.userKey)") else {
+                guard let row = try db.fetchOne("SELECT username, password_hash FROM account WHERE id = \(caller.userKey)") else {
                     throw ChatError.unauthenticated
                 }
                 return (try row.get(0), try row.get(1, as: String?.self))
@@ -166,7 +166,7 @@ extension Chat {
         let hash = try await onPasswordLane { try Crypto.hashPassword(newPassword, cost: cost) }
         try await run {
             try await store.write { db in
-                try db.execute("UPDATE user SET password_hash = \(hash) WHERE id = \(caller.userKey)")
+                try db.execute("UPDATE account SET password_hash = \(hash) WHERE id = \(caller.userKey)")
                 try db.execute("DELETE FROM session WHERE user_id = \(caller.userKey) AND id != \(caller.sessionKey)")
             }
         }
@@ -202,9 +202,9 @@ extension Chat {
         return try await run {
             try await store.write { db in
                 if let displayName {
-                    try db.execute("UPDATE user SET display_name = \(displayName), display_key = \(displayName.lowercased()) WHERE id = \(caller.userKey)")
+                    try db.execute("UPDATE account SET display_name = \(displayName), display_key = \(displayName.lowercased()) WHERE id = \(caller.userKey)")
                 }
-                if let customData { try db.execute("UPDATE user SET custom_data = \(customData) WHERE id = \(caller.userKey)") }
+                if let customData { try db.execute("UPDATE account SET custom_data = \(customData) WHERE id = \(caller.userKey)") }
                 return try Chat.fetchUser(db, key: caller.userKey)
             }
         }
@@ -228,13 +228,13 @@ extension Chat {
             try await store.write { db in
                 do {
                     try db.execute("""
-                        INSERT INTO user (app_id, public_id, username, username_key, display_name, display_key, password_hash, is_guest, created_at)
+                        INSERT INTO account (app_id, public_id, username, username_key, display_name, display_key, password_hash, is_guest, created_at)
                         VALUES (\(app.id), \(id), \(username), \(key), \(displayName), \(displayName.lowercased()), \(passwordHash), \(isGuest), \(now))
                         """)
                 } catch let error as StoreError where error.isConstraintViolation {
                     throw ChatError.usernameTaken
                 }
-                guard let userKey = try db.fetchValue(Int64.self, "SELECT id FROM user WHERE public_id = \(id)") else {
+                guard let userKey = try db.fetchValue(Int64.self, "SELECT id FROM account WHERE public_id = \(id)") else {
                     throw ChatError.internalError
                 }
                 let session = try Chat.createSession(db, userKey: userKey, device: device, now: now, lifetime: lifetime)

@@ -232,7 +232,7 @@ extension Chat {
                 let callerRole = try access.requireMember()
                 guard access.kind != .direct else { throw ChatError.forbidden("nobody leaves a direct conversation; archive it in the client instead") }
                 guard let target = try db.fetchOne("""
-                    SELECT mb.user_id, mb.role FROM member mb JOIN user u ON u.id = mb.user_id
+                    SELECT mb.user_id, mb.role FROM member mb JOIN account u ON u.id = mb.user_id
                     WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
                     """) else { throw ChatError.userNotFound }
                 let targetKey: Int64 = try target.get(0)
@@ -263,7 +263,7 @@ extension Chat {
                 try access.requireAdmin()
                 guard access.role == .owner else { throw ChatError.forbidden("only owners change roles") }
                 guard let target = try db.fetchOne("""
-                    SELECT mb.user_id, mb.role FROM member mb JOIN user u ON u.id = mb.user_id
+                    SELECT mb.user_id, mb.role FROM member mb JOIN account u ON u.id = mb.user_id
                     WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
                     """) else { throw ChatError.userNotFound }
                 let targetKey: Int64 = try target.get(0)
@@ -300,7 +300,7 @@ extension Chat {
     static func access(_ db: any Database, caller: Caller, id: ConversationID) throws -> Access {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
             SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name FROM conversation c
-            JOIN user u ON u.id = \(caller.userKey)
+            JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID)
             """) else { throw ChatError.conversationNotFound }
@@ -360,7 +360,7 @@ extension Chat {
         let role = try row.get(9, as: String?.self).flatMap(MemberRole.init(rawValue:))
         var receipt: Receipt?
         var unread = 0
-        let callerID = try db.fetchValue(String.self, "SELECT public_id FROM user WHERE id = \(caller)") ?? ""
+        let callerID = try db.fetchValue(String.self, "SELECT public_id FROM account WHERE id = \(caller)") ?? ""
         if role != nil {
             let readSeq: Int64 = try row.get(11)
             receipt = Receipt(userID: UserID(rawValue: callerID), deliveredSeq: try row.get(10), readSeq: readSeq)
@@ -376,7 +376,7 @@ extension Chat {
         }
         var peer: User?
         if kind == .direct, let peerRow = try db.fetchOne("""
-            SELECT \(userColumns) FROM member mb JOIN user u ON u.id = mb.user_id WHERE mb.conversation_id = \(key) AND mb.user_id != \(caller)
+            SELECT \(userColumns) FROM member mb JOIN account u ON u.id = mb.user_id WHERE mb.conversation_id = \(key) AND mb.user_id != \(caller)
             """) {
             peer = try user(peerRow)
         }
@@ -389,7 +389,7 @@ extension Chat {
     static func member(_ db: any Database, conversation: Int64, user key: Int64) throws -> Member {
         guard let row = try db.fetchOne("""
             SELECT \(userColumns), mb.role, mb.joined_at, mb.delivered_seq, mb.read_seq
-            FROM member mb JOIN user u ON u.id = mb.user_id WHERE mb.conversation_id = \(conversation) AND mb.user_id = \(key)
+            FROM member mb JOIN account u ON u.id = mb.user_id WHERE mb.conversation_id = \(conversation) AND mb.user_id = \(key)
             """) else { throw ChatError.userNotFound }
         let user = try user(row)
         return Member(user: user, role: MemberRole(rawValue: try row.get(6)) ?? .member, joinedAt: date(try row.get(7)),

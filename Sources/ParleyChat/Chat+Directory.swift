@@ -44,8 +44,8 @@ extension Chat {
               """
         return try await run {
             try await store.read { db in
-                let total = try db.fetchValue(Int.self, "SELECT count(*) FROM user u WHERE \(filter)") ?? 0
-                let rows = try db.fetchAll("SELECT \(Chat.userColumns) FROM user u WHERE \(filter) ORDER BY \(sort.orderBy) LIMIT \(limit) OFFSET \(offset)")
+                let total = try db.fetchValue(Int.self, "SELECT count(*) FROM account u WHERE \(filter)") ?? 0
+                let rows = try db.fetchAll("SELECT \(Chat.userColumns) FROM account u WHERE \(filter) ORDER BY \(sort.orderBy) LIMIT \(limit) OFFSET \(offset)")
                 let users = try rows.map { try Chat.user($0) }
                 let next = offset + users.count < total && !users.isEmpty ? offset + users.count : nil
                 return UserPage(users: users, total: total, nextOffset: next)
@@ -59,7 +59,7 @@ extension Chat {
     public func user(_ caller: Caller, id: UserID) async throws -> User {
         try await run {
             try await store.read { db in
-                guard let row = try db.fetchOne("SELECT \(Chat.userColumns) FROM user u WHERE u.public_id = \(id.rawValue) AND u.app_id = \(caller.appID)") else {
+                guard let row = try db.fetchOne("SELECT \(Chat.userColumns) FROM account u WHERE u.public_id = \(id.rawValue) AND u.app_id = \(caller.appID)") else {
                     throw ChatError.userNotFound
                 }
                 return try Chat.user(row)
@@ -88,7 +88,7 @@ extension Chat {
                 continue
             }
             guard seen.insert(key).inserted else { continue }
-            if let row = try db.fetchOne("SELECT \(userColumns), u.id FROM user u WHERE u.app_id = \(app) AND u.username_key = \(key)") {
+            if let row = try db.fetchOne("SELECT \(userColumns), u.id FROM account u WHERE u.app_id = \(app) AND u.username_key = \(key)") {
                 users.append(try user(row))
                 keys.append(try row.get(6))
             } else {

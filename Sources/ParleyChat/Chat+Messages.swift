@@ -214,7 +214,7 @@ extension Chat {
         """
     static let eventJoins: SQL = """
         JOIN conversation c ON c.id = e.conversation_id
-        LEFT JOIN user a ON a.id = e.actor_id LEFT JOIN user t ON t.id = e.user_id
+        LEFT JOIN account a ON a.id = e.actor_id LEFT JOIN account t ON t.id = e.user_id
         """
 
     /// Events from rows of `eventColumns`; message events carry the message as it is now,
@@ -268,7 +268,7 @@ extension Chat {
                 }
                 let rows = try db.fetchAll("""
                     SELECT \(Chat.messageColumns) FROM message_fts f JOIN message m ON m.id = f.rowid
-                    JOIN user u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id \(scope)
+                    JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id \(scope)
                     WHERE message_fts MATCH \(match) AND m.deleted_at IS NULL ORDER BY f.rank LIMIT \(limit)
                     """)
                 return SearchResults(messages: try rows.map { try Chat.message($0, caller: caller.userKey) })

@@ -42,7 +42,7 @@ extension Chat {
                 let seq: Int64 = try row.get(2)
                 func users(_ column: SQL) throws -> [UserID] {
                     try db.fetchAll("""
-                        SELECT u.public_id FROM member mb JOIN user u ON u.id = mb.user_id
+                        SELECT u.public_id FROM member mb JOIN account u ON u.id = mb.user_id
                         WHERE mb.conversation_id = \(access.key) AND mb.user_id != \(caller.userKey) AND \(column) >= \(seq)
                         ORDER BY u.public_id LIMIT 1000
                         """).map { UserID(rawValue: try $0.get(0)) }

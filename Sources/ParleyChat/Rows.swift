@@ -15,7 +15,7 @@ extension Chat {
     }
 
     static func fetchUser(_ db: any Database, key: Int64) throws -> User {
-        guard let row = try db.fetchOne("SELECT \(userColumns) FROM user u WHERE u.id = \(key)") else { throw ChatError.userNotFound }
+        guard let row = try db.fetchOne("SELECT \(userColumns) FROM account u WHERE u.id = \(key)") else { throw ChatError.userNotFound }
         return try user(row)
     }
 
@@ -24,7 +24,7 @@ extension Chat {
         m.public_id, c.public_id, m.seq, u.public_id, u.username, u.display_name, m.client_id, m.created_at, m.edited_at,
         m.deleted_at, m.content, m.metadata, m.reply_to, m.author_id
         """
-    static let messageJoins: SQL = "FROM message m JOIN user u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id"
+    static let messageJoins: SQL = "FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id"
 
     /// Reads a message; `status` is filled for the caller's own messages from the other
     /// members' lowest watermarks (nil watermarks: not computed, e.g. channels).

@@ -4,6 +4,9 @@ public import ParleyStore
 /// add a new one. Constraints live in the schema ("trust SQLite more than yourself"), so a
 /// bug in the domain code cannot store a second message with the same seq.
 ///
+/// Users live in `account`, not `user`: `user` is a reserved word in PostgreSQL, and the
+/// schema should carry over to the engine a later issue adds without quoting.
+///
 /// Internal keys are integers (small indexes, cheap joins); the API only ever shows the
 /// public ids. User and conversation ids (`u_…`, `c_…`) are random, so they reveal nothing
 /// about counts or order. Message ids (`m_…`) start with their creation time (like ULIDs,
@@ -23,7 +26,7 @@ public enum Schema: Sendable {
                     created_at INTEGER NOT NULL)
                 """)
             try db.execute("""
-                CREATE TABLE user (
+                CREATE TABLE account (
                     id INTEGER PRIMARY KEY,
                     app_id INTEGER NOT NULL REFERENCES app(id),
                     public_id TEXT NOT NULL UNIQUE,
@@ -37,14 +40,14 @@ public enum Schema: Sendable {
                     created_at INTEGER NOT NULL,
                     UNIQUE (app_id, username_key))
                 """)
-            try db.execute("CREATE INDEX user_display ON user (app_id, display_key)")
-            try db.execute("CREATE INDEX user_created ON user (app_id, created_at)")
+            try db.execute("CREATE INDEX account_display ON account (app_id, display_key)")
+            try db.execute("CREATE INDEX account_created ON account (app_id, created_at)")
             try db.execute("""
                 CREATE TABLE session (
                     id INTEGER PRIMARY KEY,
                     public_id TEXT NOT NULL UNIQUE,
                     token_hash BLOB NOT NULL UNIQUE,
-                    user_id INTEGER NOT NULL REFERENCES user(id),
+                    user_id INTEGER NOT NULL REFERENCES account(id),
                     device TEXT NOT NULL,
                     created_at INTEGER NOT NULL,
                     expires_at INTEGER NOT NULL)
@@ -62,7 +65,7 @@ public enum Schema: Sendable {
                     title_key TEXT,
                     custom_data TEXT,
                     direct_key TEXT,
-                    created_by INTEGER NOT NULL REFERENCES user(id),
+                    created_by INTEGER NOT NULL REFERENCES account(id),
                     created_at INTEGER NOT NULL,
                     last_seq INTEGER NOT NULL DEFAULT 0,
                     last_position INTEGER NOT NULL DEFAULT 0,
@@ -74,7 +77,7 @@ public enum Schema: Sendable {
             try db.execute("""
                 CREATE TABLE member (
                     conversation_id INTEGER NOT NULL REFERENCES conversation(id),
-                    user_id INTEGER NOT NULL REFERENCES user(id),
+                    user_id INTEGER NOT NULL REFERENCES account(id),
                     role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
                     joined_at INTEGER NOT NULL,
                     delivered_seq INTEGER NOT NULL DEFAULT 0,
@@ -88,7 +91,7 @@ public enum Schema: Sendable {
                     public_id TEXT NOT NULL UNIQUE,
                     conversation_id INTEGER NOT NULL REFERENCES conversation(id),
                     seq INTEGER NOT NULL,
-                    author_id INTEGER NOT NULL REFERENCES user(id),
+                    author_id INTEGER NOT NULL REFERENCES account(id),
                     client_id TEXT NOT NULL,
                     content TEXT,
                     metadata TEXT,
@@ -109,9 +112,9 @@ public enum Schema: Sendable {
                     conversation_id INTEGER NOT NULL REFERENCES conversation(id),
                     seq INTEGER NOT NULL,
                     type TEXT NOT NULL,
-                    actor_id INTEGER REFERENCES user(id),
+                    actor_id INTEGER REFERENCES account(id),
                     message_id INTEGER REFERENCES message(id),
-                    user_id INTEGER REFERENCES user(id),
+                    user_id INTEGER REFERENCES account(id),
                     role TEXT,
                     payload TEXT,
                     created_at INTEGER NOT NULL,

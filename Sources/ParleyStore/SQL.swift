@@ -1,7 +1,7 @@
 /// SQL text whose interpolations are bound as parameters, never spliced into the text.
 ///
 /// ```swift
-/// let rows = try db.fetchAll("SELECT id FROM user WHERE app_id = \(appID) AND username_key = \(key)")
+/// let rows = try db.fetchAll("SELECT id FROM account WHERE app_id = \(appID) AND username_key = \(key)")
 /// ```
 ///
 /// An engine renders each bound value as its own placeholder (`?` for SQLite, `$n` for
