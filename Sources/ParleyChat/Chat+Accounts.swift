@@ -64,9 +64,10 @@ extension Chat {
             }
         }
         let password = request.password
-        let storedHash = found?.hash ?? decoyPasswordHash
-        let verified = try await onPasswordLane { Crypto.verifyPassword(password, hash: storedHash) }
-        guard verified, let userKey = found?.key, found?.hash != nil else {
+        let storedHash = found?.hash
+        let decoy = decoyPasswordHash
+        let verified = try await onPasswordLane { Crypto.verifyPassword(password, hash: storedHash ?? decoy.value) }
+        guard verified, let userKey = found?.key, let storedHash else {
             failedSignInsByAccount.record(accountKey, now: now)
             failedSignInsByAddress.record(address, now: now)
             throw ChatError.wrongCredentials
@@ -197,8 +198,7 @@ extension Chat {
 
     /// Changes the caller's display name and custom data (absent fields are kept).
     public func updateProfile(_ caller: Caller, _ request: UpdateProfileRequest) async throws -> User {
-        let displayName = try request.displayName.map(Validate.displayName)
-        let customData = try request.customData.map { try Validate.customData($0) }
+        let (displayName, customData) = try Chat.validate(request)
         return try await run {
             try await store.write { db in
                 if let displayName {

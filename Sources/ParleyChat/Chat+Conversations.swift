@@ -40,9 +40,7 @@ extension Chat {
     ///   without a title; 404 `user_not_found` naming unknown usernames.
     public func createConversation(_ caller: Caller, _ request: CreateConversationRequest) async throws -> (Conversation, created: Bool) {
         let names = request.members ?? []
-        try Validate.names(names, field: "members")
-        let title = try request.title.map(Validate.title)
-        let customData = try request.customData.map { try Validate.customData($0) }
+        let (title, customData) = try Chat.validate(request)
         switch request.kind {
         case .direct:
             guard names.count == 1 else { throw ChatError.invalid("a direct conversation names exactly one other member") }
@@ -63,13 +61,13 @@ extension Chat {
                     guard let peer = others.first else { throw ChatError.invalid("a direct conversation is with someone else") }
                     let directKey = "\(min(caller.userKey, peer)):\(max(caller.userKey, peer))"
                     if let existing = try db.fetchValue(Int64.self, "SELECT id FROM conversation WHERE app_id = \(caller.appID) AND direct_key = \(directKey)") {
-                        return (try Chat.view(db, key: existing, caller: caller.userKey), false)
+                        return (try Chat.view(db, key: existing, caller: caller), false)
                     }
                     let key = try Chat.insertConversation(db, app: caller.appID, publicID: publicID, kind: .direct, title: nil,
                                                           customData: customData, directKey: directKey, creator: caller.userKey, now: now)
                     try Chat.addMember(db, conversation: key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
                     try Chat.addMember(db, conversation: key, user: peer, role: .member, actor: caller.userKey, now: now)
-                    return (try Chat.view(db, key: key, caller: caller.userKey), true)
+                    return (try Chat.view(db, key: key, caller: caller), true)
                 }
                 let capacity = request.kind == .public ? Limits.channelMembers : Limits.groupMembers
                 guard others.count + 1 <= capacity else { throw ChatError.invalid("a \(request.kind.rawValue) conversation holds at most \(capacity) members") }
@@ -79,7 +77,7 @@ extension Chat {
                 for other in others {
                     try Chat.addMember(db, conversation: key, user: other, role: .member, actor: caller.userKey, now: now)
                 }
-                return (try Chat.view(db, key: key, caller: caller.userKey), true)
+                return (try Chat.view(db, key: key, caller: caller), true)
             }
         }
     }
@@ -102,7 +100,7 @@ extension Chat {
                     WHERE mb.user_id = \(caller.userKey) AND c.last_position < \(before)
                     ORDER BY c.last_position DESC LIMIT \(limit + 1)
                     """).map { try $0.get(0) }
-                let conversations = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller.userKey) }
+                let conversations = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller) }
                 let next = keys.count > limit ? conversations.last.map { String($0.lastPosition) } : nil
                 return ConversationPage(conversations: conversations, nextCursor: next)
             }
@@ -123,7 +121,7 @@ extension Chat {
                     SELECT id FROM conversation WHERE app_id = \(caller.appID) AND kind = 'public'
                     AND title_key >= \(prefix) AND title_key < \(upper) ORDER BY title_key, id LIMIT \(limit + 1) OFFSET \(offset)
                     """).map { try $0.get(0) }
-                let channels = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller.userKey) }
+                let channels = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller) }
                 return ChannelPage(channels: channels, nextOffset: keys.count > limit ? offset + limit : nil)
             }
         }
@@ -136,7 +134,7 @@ extension Chat {
         try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id)
-                return try Chat.view(db, key: access.key, caller: caller.userKey)
+                return try Chat.view(db, key: access.key, caller: caller)
             }
         }
     }
@@ -163,7 +161,7 @@ extension Chat {
                     "customData": try customData.map(JSONValue.decode) ?? .null,
                 ]).encoded()
                 try Chat.appendEvent(db, conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
-                return try Chat.view(db, key: access.key, caller: caller.userKey)
+                return try Chat.view(db, key: access.key, caller: caller)
             }
         }
     }
@@ -182,7 +180,7 @@ extension Chat {
                     guard access.memberCount < Limits.channelMembers else { throw ChatError.conflict("the channel is full") }
                     try Chat.addMember(db, conversation: access.key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
                 }
-                return try Chat.view(db, key: access.key, caller: caller.userKey)
+                return try Chat.view(db, key: access.key, caller: caller)
             }
         }
     }
@@ -348,11 +346,11 @@ extension Chat {
     }
 
     /// A conversation as `caller` sees it, with last message, unread count and peer.
-    static func view(_ db: any Database, key: Int64, caller: Int64) throws -> Conversation {
+    static func view(_ db: any Database, key: Int64, caller: Caller) throws -> Conversation {
         guard let row = try db.fetchOne("""
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
                    c.member_count, mb.role, mb.delivered_seq, mb.read_seq
-            FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller)
+            FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
         let id = ConversationID(rawValue: try row.get(0))
@@ -360,23 +358,22 @@ extension Chat {
         let role = try row.get(9, as: String?.self).flatMap(MemberRole.init(rawValue:))
         var receipt: Receipt?
         var unread = 0
-        let callerID = try db.fetchValue(String.self, "SELECT public_id FROM account WHERE id = \(caller)") ?? ""
         if role != nil {
             let readSeq: Int64 = try row.get(11)
-            receipt = Receipt(userID: UserID(rawValue: callerID), deliveredSeq: try row.get(10), readSeq: readSeq)
+            receipt = Receipt(userID: caller.userID, deliveredSeq: try row.get(10), readSeq: readSeq)
             unread = try db.fetchValue(Int.self, """
                 SELECT count(*) FROM (SELECT 1 FROM message WHERE conversation_id = \(key) AND seq > \(readSeq)
-                AND author_id != \(caller) AND deleted_at IS NULL LIMIT \(Limits.unreadCountCap))
+                AND author_id != \(caller.userKey) AND deleted_at IS NULL LIMIT \(Limits.unreadCountCap))
                 """) ?? 0
         }
         var lastMessage: Message?
         if let messageKey = try row.get(7, as: Int64?.self),
            let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
-            lastMessage = try message(messageRow, caller: caller, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller))
+            lastMessage = try message(messageRow, caller: caller.userKey, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller.userKey))
         }
         var peer: User?
         if kind == .direct, let peerRow = try db.fetchOne("""
-            SELECT \(userColumns) FROM member mb JOIN account u ON u.id = mb.user_id WHERE mb.conversation_id = \(key) AND mb.user_id != \(caller)
+            SELECT \(userColumns) FROM member mb JOIN account u ON u.id = mb.user_id WHERE mb.conversation_id = \(key) AND mb.user_id != \(caller.userKey)
             """) {
             peer = try user(peerRow)
         }

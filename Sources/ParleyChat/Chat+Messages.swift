@@ -52,7 +52,7 @@ extension Chat {
             try await store.write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
-                if let existing = try Chat.existing(db, caller: caller, prepared: prepared, conversation: access.key) {
+                if let (existing, _) = try Chat.existing(db, caller: caller, prepared: prepared, in: access.key) {
                     return (existing, false)
                 }
                 if let replyTo = request.replyTo,
@@ -87,15 +87,15 @@ extension Chat {
                                                             : Chat.unknownUsers(resolved.invalidUsernames)
                 }
                 // A retry of an earlier send returns it, wherever it went.
-                if let row = try db.fetchOne("SELECT conversation_id FROM message WHERE author_id = \(caller.userKey) AND client_id = \(prepared.clientID)"),
-                   let existing = try Chat.existing(db, caller: caller, prepared: prepared, conversation: try row.get(0))?.message() {
-                    let conversation = try Chat.view(db, key: try row.get(0), caller: caller.userKey)
-                    return (SendToUsersResponse(message: existing, conversation: conversation, invalidUsernames: resolved.invalidUsernames), false)
+                if let (existing, key) = try Chat.existing(db, caller: caller, prepared: prepared, in: nil) {
+                    let conversation = try Chat.view(db, key: key, caller: caller)
+                    return (SendToUsersResponse(message: try existing.message(), conversation: conversation,
+                                                invalidUsernames: resolved.invalidUsernames), false)
                 }
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
                 let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, replyTo: nil, now: now).message()
-                let conversation = try Chat.view(db, key: key, caller: caller.userKey)
+                let conversation = try Chat.view(db, key: key, caller: caller)
                 return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
             }
         }
@@ -374,17 +374,23 @@ extension Chat {
         }
     }
 
-    /// The caller's earlier message with this client id, if the send is a retry.
-    static func existing(_ db: any Database, caller: Caller, prepared: PreparedMessage, conversation: Int64) throws -> MessageRecord? {
+    /// The caller's earlier message with this client id, if the send is a retry, and the
+    /// conversation it is in. `conversation` is where the retry is aimed (nil: anywhere, for
+    /// sends to usernames).
+    ///
+    /// - Throws: 409 `client_id_reused` when the id names a message with other content or in
+    ///   another conversation.
+    static func existing(_ db: any Database, caller: Caller, prepared: PreparedMessage, in conversation: Int64?) throws -> (MessageRecord, Int64)? {
         guard let row = try db.fetchOne("""
             SELECT \(messageColumns), m.conversation_id, m.content, m.metadata \(messageJoins)
             WHERE m.author_id = \(caller.userKey) AND m.client_id = \(prepared.clientID)
             """) else { return nil }
-        let changedSince = try row.get(8, as: Int64?.self) != nil || row.get(9, as: Int64?.self) != nil
-        let same = try row.get(14, as: Int64.self) == conversation
-            && (changedSince || (try row.get(15, as: String?.self) == prepared.content && row.get(16, as: String?.self) == prepared.metadata))
+        let storedIn: Int64 = try row.get(14)
+        let editedOrDeleted = try row.get(8, as: Int64?.self) != nil || row.get(9, as: Int64?.self) != nil
+        let sameContent = try row.get(15, as: String?.self) == prepared.content && row.get(16, as: String?.self) == prepared.metadata
+        let same = (conversation ?? storedIn) == storedIn && (editedOrDeleted || sameContent)
         guard same else { throw ChatError.clientIDReused }
-        return try record(row, caller: caller.userKey)
+        return (try record(row, caller: caller.userKey), storedIn)
     }
 
     static func insertMessage(_ db: any Database, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,

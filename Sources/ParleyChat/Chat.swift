@@ -44,12 +44,13 @@ public final class Chat: Sendable {
     let apps = AppCache()
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).
-    let decoyPasswordHash: String
+    let decoyPasswordHash: DecoyHash
 
     /// Creates the domain over a store. Call ``migrate()`` once before serving.
     ///
-    /// - Throws: ``CryptoError`` if the password cost cannot be allocated.
-    public init(store: any Store, configuration: Configuration = Configuration()) throws {
+    /// Start-up does no password work: the timing decoy is hashed on a password lane in the
+    /// background, where a sign-in that needs it first waits for it.
+    public init(store: any Store, configuration: Configuration = Configuration()) {
         self.store = store
         self.configuration = configuration
         failedSignInsByAccount = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAccount, window: configuration.failedSignInWindow))
@@ -58,7 +59,9 @@ public final class Chat: Sendable {
         passwordLanes = (0..<max(1, configuration.concurrentPasswordHashes)).map {
             DispatchQueue(label: "parley.password-hash.\($0)")
         }
-        decoyPasswordHash = try Crypto.hashPassword(Crypto.randomToken(), cost: configuration.passwordCost)
+        let decoy = DecoyHash(cost: configuration.passwordCost)
+        decoyPasswordHash = decoy
+        passwordLanes[0].async { _ = decoy.value }
     }
 
     /// Brings the schema up to date.
@@ -93,6 +96,26 @@ public final class Chat: Sendable {
             throw error
         } catch {
             throw ChatError.internalError
+        }
+    }
+}
+
+/// A password hash of a random secret, made once, on first use.
+final class DecoyHash: @unchecked Sendable {
+    private let lock = NSLock()
+    private let cost: Crypto.PasswordCost
+    private var hash: String?
+
+    init(cost: Crypto.PasswordCost) { self.cost = cost }
+
+    /// The hash; the first caller computes it (tens of milliseconds), later ones wait or reuse it.
+    var value: String {
+        lock.withLock {
+            if let hash { return hash }
+            // Only an allocation failure stops the hash; a malformed one still fails to verify.
+            let made = (try? Crypto.hashPassword(Crypto.randomToken(), cost: cost)) ?? "$argon2id$unavailable"
+            hash = made
+            return made
         }
     }
 }

@@ -5,7 +5,7 @@ public import ParleyWire
 /// it validated them. History pages are written from records straight into the response
 /// (``writeJSON(into:)``), skipping a decode and an encode per message; ``message()`` gives
 /// the typed ``Message`` where one is needed.
-public struct MessageRecord: Sendable, Hashable {
+public struct MessageRecord: Sendable, Hashable, JSONWritable {
     /// The message's public id (`m_…`).
     public var id: String
     /// The conversation's public id (`c_…`).
@@ -75,7 +75,7 @@ public struct MessageRecord: Sendable, Hashable {
 }
 
 /// A page of history as records: see ``MessageRecord``.
-public struct HistoryPage: Sendable, Hashable {
+public struct HistoryPage: Sendable, Hashable, JSONWritable {
     /// The messages, in the order asked for.
     public var records: [MessageRecord]
     /// More messages exist before the oldest in this page.
@@ -88,9 +88,8 @@ public struct HistoryPage: Sendable, Hashable {
         MessagePage(messages: try records.map { try $0.message() }, hasOlder: hasOlder, hasNewer: hasNewer)
     }
 
-    /// The page's JSON, as ``WireCoding/encoder()`` would write the ``MessagePage``.
-    public func json() -> [UInt8] {
-        var writer = JSONWriter(capacity: 256 * records.count + 64)
+    /// Writes the page's JSON, as ``WireCoding/encoder()`` would write the ``MessagePage``.
+    public func writeJSON(into writer: inout JSONWriter) {
         writer.object { json in
             json.key("hasNewer"); json.bool(hasNewer)
             json.key("hasOlder"); json.bool(hasOlder)
@@ -99,6 +98,5 @@ public struct HistoryPage: Sendable, Hashable {
                 for record in records { record.writeJSON(into: &array) }
             }
         }
-        return writer.bytes
     }
 }

@@ -82,8 +82,9 @@ enum Validate {
         switch content {
         case .text(let text), .markdown(let text):
             let field = content.typeName
-            guard Limits.textCharacters.contains(text.unicodeScalars.count), text.utf8.count <= Limits.textBytes else {
-                throw ChatError.invalid("\(field) must be 1–\(Limits.textCharacters.upperBound) characters and at most \(Limits.textBytes) bytes")
+            // 10,000 scalars are at most 40,000 UTF-8 bytes: the count bounds the size too.
+            guard Limits.textCharacters.contains(text.unicodeScalars.count) else {
+                throw ChatError.invalid("\(field) must be 1–\(Limits.textCharacters.upperBound) characters")
             }
             guard !text.allSatisfy(\.isWhitespace) else { throw ChatError.invalid("\(field) must not be only spaces") }
         case .location(let location):

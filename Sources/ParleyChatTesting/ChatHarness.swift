@@ -43,7 +43,7 @@ public final class ChatHarness: Sendable {
         configuration.passwordCost = .minimum
         configuration.now = { clock.now }
         configure(&configuration)
-        let chat = try Chat(store: store, configuration: configuration)
+        let chat = Chat(store: store, configuration: configuration)
         try await chat.migrate()
         let app = try await chat.app(publicKey: try await chat.createApp(name: "test").publicKey)
         return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory)

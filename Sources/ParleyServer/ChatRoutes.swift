@@ -145,11 +145,7 @@ enum ChatRoutes {
         router.post("/v1/conversations/:conversationId/messages") { request in
             await api.respondCreatedOrFound {
                 let caller = try await api.caller(request)
-                let (record, created) = try await chat.sendRecord(caller, to: api.conversationID(request),
-                                                                  try await request.decode(SendMessageRequest.self))
-                var writer = JSONWriter(capacity: 512)
-                record.writeJSON(into: &writer)
-                return (RawJSON(bytes: writer.bytes), created)
+                return try await chat.sendRecord(caller, to: api.conversationID(request), try await request.decode(SendMessageRequest.self))
             }
         }
         router.post("/v1/messages") { request in
@@ -159,14 +155,14 @@ enum ChatRoutes {
             }
         }
         router.get("/v1/conversations/:conversationId/messages") { request in
-            await api.respondRaw {
+            await api.respond {
                 let caller = try await api.caller(request)
                 let order = request.queryItems["order"] ?? "asc"
                 guard order == "asc" || order == "desc" else { throw ChatError.invalid("order must be asc or desc") }
                 let query = HistoryQuery(before: try api.integer(request, "before"), after: try api.integer(request, "after"),
                                          around: try api.integer(request, "around"), limit: try api.integer(request, "limit"),
                                          ascending: order == "asc")
-                return try await chat.history(caller, id: api.conversationID(request), query).json()
+                return try await chat.history(caller, id: api.conversationID(request), query)
             }
         }
         router.get("/v1/conversations/:conversationId/messages/:messageId") { request in
@@ -238,14 +234,6 @@ enum ChatRoutes {
     }
 }
 
-/// A body already written as JSON (by ``JSONWriter``): sent as is.
-struct RawJSON: Encodable, Sendable {
-    var bytes: [UInt8]
-    func encode(to encoder: any Encoder) throws {
-        throw EncodingError.invalidValue(bytes, .init(codingPath: [], debugDescription: "RawJSON is written, not encoded"))
-    }
-}
-
 /// The tombstones of a bulk delete.
 struct DeletedMessages: Codable, Sendable {
     var messages: [Message]
@@ -293,33 +281,39 @@ struct API: Sendable {
         return small
     }
 
-    /// Runs `work` and encodes its value, or the error it threw.
-    func respond(status: HTTPStatus = .ok, _ work: () async throws -> some Encodable) async -> Response {
-        do {
-            return try json(try await work(), status: status)
-        } catch {
-            return errorResponse(error)
-        }
+    /// Runs `work` and encodes its value with `JSONEncoder`, or the error it threw.
+    func respond<T: Encodable & Sendable>(status: HTTPStatus = .ok, _ work: () async throws -> T) async -> Response {
+        await respond(encode: API.encode) { (try await work(), status) }
+    }
+
+    /// Runs `work` and writes its value with ``JSONWriter`` (hot paths: history, sends).
+    func respond<T: JSONWritable>(status: HTTPStatus = .ok, _ work: () async throws -> T) async -> Response {
+        await respond(encode: \.jsonBytes) { (try await work(), status) }
     }
 
     /// Runs `work`, which says whether it created its value (201) or found an existing one, a
     /// retry or an existing direct conversation (200).
-    func respondCreatedOrFound<T: Encodable>(_ work: () async throws -> (T, created: Bool)) async -> Response {
+    func respondCreatedOrFound<T: Encodable & Sendable>(_ work: () async throws -> (T, created: Bool)) async -> Response {
+        await respond(encode: API.encode) { let (value, created) = try await work(); return (value, created ? .created : .ok) }
+    }
+
+    /// ``respondCreatedOrFound(_:)`` for values written with ``JSONWriter``.
+    func respondCreatedOrFound<T: JSONWritable>(_ work: () async throws -> (T, created: Bool)) async -> Response {
+        await respond(encode: \.jsonBytes) { let (value, created) = try await work(); return (value, created ? .created : .ok) }
+    }
+
+    /// The one responder the others share: the value's JSON with its status, or the error.
+    private func respond<T>(encode: (T) throws -> [UInt8], _ work: () async throws -> (T, HTTPStatus)) async -> Response {
         do {
-            let (value, created) = try await work()
-            return try json(value, status: created ? .created : .ok)
+            let (value, status) = try await work()
+            return Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: try encode(value))
         } catch {
             return errorResponse(error)
         }
     }
 
-    /// Runs `work`, which writes its own JSON (hot paths), or encodes the error it threw.
-    func respondRaw(_ work: () async throws -> [UInt8]) async -> Response {
-        do {
-            return Response(status: .ok, headers: HTTPHeaders([("Content-Type", "application/json")]), body: try await work())
-        } catch {
-            return errorResponse(error)
-        }
+    private static func encode(_ value: some Encodable) throws -> [UInt8] {
+        Array(try WireCoding.encoder().encode(value))
     }
 
     /// Runs `work` and answers 204.
@@ -330,16 +324,6 @@ struct API: Sendable {
         } catch {
             return errorResponse(error)
         }
-    }
-
-    func json(_ value: some Encodable, status: HTTPStatus) throws -> Response {
-        let body: [UInt8]
-        if let raw = value as? RawJSON {
-            body = raw.bytes
-        } else {
-            body = Array(try WireCoding.encoder().encode(value))
-        }
-        return Response(status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body)
     }
 
     /// The one place a domain error becomes an HTTP response.

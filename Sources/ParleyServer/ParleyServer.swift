@@ -104,7 +104,7 @@ public final class ParleyServer: Sendable {
         chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)
         chatConfiguration.signUpsPerAddressPerHour = configuration.signUpsPerHour
         do {
-            let chat = try Chat(store: store, configuration: chatConfiguration)
+            let chat = Chat(store: store, configuration: chatConfiguration)
             try await chat.migrate()
             return (store, chat)
         } catch {

@@ -1,3 +1,18 @@
+/// A value that writes its own JSON with a ``JSONWriter`` instead of going through `Codable`.
+public protocol JSONWritable {
+    /// Writes the value (one JSON value) into `writer`.
+    func writeJSON(into writer: inout JSONWriter)
+}
+
+extension JSONWritable {
+    /// The value's JSON.
+    public var jsonBytes: [UInt8] {
+        var writer = JSONWriter()
+        writeJSON(into: &writer)
+        return writer.bytes
+    }
+}
+
 /// Writes JSON straight into bytes, for the responses on hot paths (history pages), where
 /// Foundation's `JSONEncoder` cost more than the database. Keys are written in the order
 /// given: callers write them sorted, so the output matches ``WireCoding/encoder()``.
@@ -20,22 +35,21 @@ public struct JSONWriter: Sendable {
 
     /// Writes `{`, the members `body` writes, then `}`.
     public mutating func object(_ body: (inout JSONWriter) throws -> Void) rethrows {
-        value()
-        bytes.append(UInt8(ascii: "{"))
-        needsComma.append(false)
-        try body(&self)
-        needsComma.removeLast()
-        bytes.append(UInt8(ascii: "}"))
+        try container(open: UInt8(ascii: "{"), close: UInt8(ascii: "}"), body)
     }
 
     /// Writes `[`, the elements `body` writes, then `]`.
     public mutating func array(_ body: (inout JSONWriter) throws -> Void) rethrows {
+        try container(open: UInt8(ascii: "["), close: UInt8(ascii: "]"), body)
+    }
+
+    private mutating func container(open: UInt8, close: UInt8, _ body: (inout JSONWriter) throws -> Void) rethrows {
         value()
-        bytes.append(UInt8(ascii: "["))
+        bytes.append(open)
         needsComma.append(false)
         try body(&self)
         needsComma.removeLast()
-        bytes.append(UInt8(ascii: "]"))
+        bytes.append(close)
     }
 
     /// Writes a member name; the next value written is its value.

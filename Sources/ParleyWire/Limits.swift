@@ -11,10 +11,8 @@ public enum Limits: Sendable {
     public static let deviceMax = 64
     /// Client id length: 1…64 characters from `A-Z a-z 0-9 - _ . :`.
     public static let clientID = 1...64
-    /// Text and Markdown messages, in characters (Unicode scalars) and UTF-8 bytes.
+    /// Text and Markdown messages, in characters (Unicode scalars); so at most 40,000 UTF-8 bytes.
     public static let textCharacters = 1...10_000
-    /// Text and Markdown messages, in UTF-8 bytes.
-    public static let textBytes = 40_000
     /// A custom message's type name, and its payload's encoded size.
     public static let customType = 1...64
     /// A custom message's payload, encoded, in bytes.

@@ -199,12 +199,92 @@ struct HistoryJSONTests {
         for query in [HistoryQuery(), HistoryQuery(limit: 3, ascending: false), HistoryQuery(before: sent[3].seq, limit: 2)] {
             let page = try await harness.chat.history(alice, id: room.id, query)
             let expected = try WireCoding.encoder().encode(try page.page())
-            #expect(String(decoding: page.json(), as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+            #expect(String(decoding: page.jsonBytes, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
         }
         let full = try await harness.chat.history(alice, id: room.id, HistoryQuery()).page()
         // Bob's own send after Alice's last message marks everything before it read for him.
         #expect(full.messages.map(\.status) == [.read, nil, .read, nil, .read, nil, nil])
         #expect(full.messages[1].content == nil && full.messages[1].deletedAt != nil)
         #expect(full.messages[0].editedAt != nil && full.messages[0].content == .text("edited"))
+    }
+}
+
+struct LimitTests {
+    private static let bigMetadata = Dictionary(uniqueKeysWithValues: (0...Limits.metadataEntries).map { ("k\($0)", "v") })
+
+    /// Each request breaks exactly one limit; every one is refused with 400 naming the field.
+    @Test(arguments: [
+        (SendMessageRequest(clientID: "has space", content: .text("x")), "clientId"),
+        (SendMessageRequest(clientID: String(repeating: "c", count: 65), content: .text("x")), "clientId"),
+        (SendMessageRequest(clientID: "c", content: .text("x"), metadata: bigMetadata), "metadata"),
+        (SendMessageRequest(clientID: "c", content: .text("x"), metadata: [String(repeating: "k", count: 65): "v"]), "metadata"),
+        (SendMessageRequest(clientID: "c", content: .text("x"), metadata: ["k": String(repeating: "v", count: 1025)]), "metadata"),
+        (SendMessageRequest(clientID: "c", content: .text(String(repeating: "é", count: 10_001))), "text"),
+        (SendMessageRequest(clientID: "c", content: .markdown("")), "markdown"),
+        (SendMessageRequest(clientID: "c", content: .location(Location(latitude: .nan, longitude: 0))), "latitude"),
+        (SendMessageRequest(clientID: "c", content: .location(Location(latitude: 0, longitude: 0, name: "a\u{1}b"))), "name"),
+        (SendMessageRequest(clientID: "c", content: .photo(Attachment(attachmentID: "a", width: 0))), "width"),
+        (SendMessageRequest(clientID: "c", content: .photo(Attachment(attachmentID: "a", height: 100_001))), "height"),
+        (SendMessageRequest(clientID: "c", content: .video(Attachment(attachmentID: "a", thumbnailID: "../t"))), "thumbnailId"),
+        (SendMessageRequest(clientID: "c", content: .audio(Attachment(attachmentID: "a", durationSeconds: -1))), "durationSeconds"),
+        (SendMessageRequest(clientID: "c", content: .file(Attachment(attachmentID: "a", name: "f", sizeBytes: -1))), "sizeBytes"),
+        (SendMessageRequest(clientID: "c", content: .file(Attachment(attachmentID: "a", name: "f", caption: String(repeating: "c", count: 1001)))), "caption"),
+        (SendMessageRequest(clientID: "c", content: .custom(type: String(repeating: "t", count: 65), payload: .null)), "customType"),
+    ])
+    func sendLimits(_ request: SendMessageRequest, _ field: String) {
+        do {
+            try Chat.validate(request)
+            Issue.record("\(field): accepted")
+        } catch let error as ChatError {
+            #expect(error.status == 400 && error.message.contains(field), "\(error.message)")
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
+    @Test func conversationProfileAndDeviceLimits() throws {
+        #expect(throws: ChatError.self) { try Chat.validate(CreateConversationRequest(kind: .group, title: String(repeating: "t", count: 129))) }
+        #expect(throws: ChatError.self) { try Chat.validate(CreateConversationRequest(kind: .group, members: Array(repeating: "a", count: 101))) }
+        #expect(throws: ChatError.self) { try Chat.validate(UpdateProfileRequest(displayName: String(repeating: "d", count: 65))) }
+        #expect(try Chat.validate(CreateConversationRequest(kind: .group, title: "  Team  ")).title == "Team")
+        #expect(throws: ChatError.self) { try Validate.device(String(repeating: "d", count: 65)) }
+        #expect(throws: ChatError.self) { try Validate.device("  ") }
+        #expect(try Validate.device(nil) == "unnamed device")
+    }
+
+    @Test func pageAndQueryLimits() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.searchUsers(alice, query: "", limit: 101, offset: nil, sort: .username) }
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.searchUsers(alice, query: "", limit: nil, offset: 10_001, sort: .username) }
+        await #expect(throws: ChatError.self) {
+            _ = try await harness.chat.searchUsers(alice, query: String(repeating: "q", count: 65), limit: nil, offset: nil, sort: .username)
+        }
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.listChannels(alice, query: String(repeating: "q", count: 129), limit: nil, offset: nil) }
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.search(alice, query: String(repeating: "q", count: 257), conversation: nil, limit: nil) }
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.feed(alice, afterPosition: 0, limit: 201) }
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group))
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.delete(alice, conversation: room.id, messages: Array(repeating: MessageID(rawValue: "m"), count: 101)) }
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.members(alice, id: room.id, limit: nil, offset: -1) }
+    }
+}
+
+struct AppTests {
+    @Test func aRotatedSecretReplacesTheOldOne() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let created = try await harness.chat.createApp(name: "shop")
+        let shop = try await harness.chat.app(publicKey: created.publicKey)
+        let first = try #require(created.secret)
+        #expect(try await harness.chat.verifySecret(first, app: shop))
+        let rotated = try #require(try await harness.chat.rotateSecret(app: "shop").secret)
+        #expect(rotated != first)
+        #expect(try await harness.chat.verifySecret(rotated, app: shop))
+        #expect(try await !harness.chat.verifySecret(first, app: shop))
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.createApp(name: "shop") }
+        await #expect(throws: ChatError.self) { _ = try await harness.chat.createApp(name: "bad/name") }
+        await #expect(throws: ChatError.unknownApp) { _ = try await harness.chat.app(publicKey: "pk_nope") }
+        #expect(try await harness.chat.createDefaultAppIfNeeded() == nil, "the harness already made an app")
     }
 }

@@ -132,12 +132,14 @@ struct SQLiteStoreTests {
             try db.execute("CREATE TABLE t (v INTEGER)")
             try db.execute("INSERT INTO t VALUES (1)")
         }
-        let reads = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<50 { group.addTask { try await store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM t") ?? -1 } } }
-            group.addTask { try await store.write { db in try db.execute("INSERT INTO t VALUES (2)") }; return 1 }
-            return try await group.reduce(0) { $0 + $1 }
+        let counts = try await withThrowingTaskGroup(of: Int?.self) { group in
+            for _ in 0..<50 { group.addTask { try await store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM t") } } }
+            group.addTask { try await store.write { db in try db.execute("INSERT INTO t VALUES (2)") }; return nil }
+            return try await group.reduce(into: [Int]()) { if let count = $1 { $0.append(count) } }
         }
-        #expect(reads >= 51)
+        // Every read saw a whole snapshot: before the insert or after it, never anything else.
+        #expect(counts.count == 50 && counts.allSatisfy { $0 == 1 || $0 == 2 })
+        #expect(try await store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM t") } == 2)
     }
 
     @Test func aFileThatIsNotADatabaseIsRefusedWithAClearError() throws {
