@@ -128,6 +128,7 @@ extension Chat {
             }
         }
         if everywhere { sessions.remove(user: caller.userKey) } else { sessions.remove(session: caller.sessionKey) }
+        bus?.publish([.signedOut(user: caller.userKey, only: everywhere ? nil : caller.sessionKey, except: nil)])
     }
 
     /// Changes the caller's password after checking the current one, and signs out every
@@ -172,6 +173,7 @@ extension Chat {
             }
         }
         sessions.remove(user: caller.userKey)
+        bus?.publish([.signedOut(user: caller.userKey, only: nil, except: caller.sessionKey)])
     }
 
     /// The caller's sessions (devices), newest first, without tokens.

@@ -53,7 +53,7 @@ extension Chat {
         let now = nowMilliseconds
         let publicID = Crypto.randomID(prefix: "c_")
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: names)
                 guard resolved.invalidUsernames.isEmpty else { throw Chat.unknownUsers(resolved.invalidUsernames) }
                 let others = keys.filter { $0 != caller.userKey }
@@ -64,19 +64,15 @@ extension Chat {
                         return (try Chat.view(db, key: existing, caller: caller), false)
                     }
                     let key = try Chat.insertConversation(db, app: caller.appID, publicID: publicID, kind: .direct, title: nil,
-                                                          customData: customData, directKey: directKey, creator: caller.userKey, now: now)
-                    try Chat.addMember(db, conversation: key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
-                    try Chat.addMember(db, conversation: key, user: peer, role: .member, actor: caller.userKey, now: now)
+                                                          customData: customData, directKey: directKey, creator: caller.userKey,
+                                                          members: [(caller.userKey, .member), (peer, .member)], now: now)
                     return (try Chat.view(db, key: key, caller: caller), true)
                 }
                 let capacity = request.kind == .public ? Limits.channelMembers : Limits.groupMembers
                 guard others.count + 1 <= capacity else { throw ChatError.invalid("a \(request.kind.rawValue) conversation holds at most \(capacity) members") }
                 let key = try Chat.insertConversation(db, app: caller.appID, publicID: publicID, kind: request.kind, title: title,
-                                                      customData: customData, directKey: nil, creator: caller.userKey, now: now)
-                try Chat.addMember(db, conversation: key, user: caller.userKey, role: .owner, actor: caller.userKey, now: now)
-                for other in others {
-                    try Chat.addMember(db, conversation: key, user: other, role: .member, actor: caller.userKey, now: now)
-                }
+                                                      customData: customData, directKey: nil, creator: caller.userKey,
+                                                      members: [(caller.userKey, .owner)] + others.map { ($0, .member) }, now: now)
                 return (try Chat.view(db, key: key, caller: caller), true)
             }
         }
@@ -146,7 +142,7 @@ extension Chat {
         let customData = try request.customData.map { try Validate.customData($0) }
         let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 if access.kind == .direct {
                     _ = try access.requireMember()
@@ -174,7 +170,7 @@ extension Chat {
     public func join(_ caller: Caller, id: ConversationID) async throws -> Conversation {
         let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 if access.role == nil {
                     guard access.memberCount < Limits.channelMembers else { throw ChatError.conflict("the channel is full") }
@@ -195,7 +191,7 @@ extension Chat {
         guard role != .owner else { throw ChatError.invalid("add people as member or admin; promote to owner afterwards") }
         let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 try access.requireAdmin()
                 if role == .admin, access.role != .owner { throw ChatError.forbidden("only owners may add admins") }
@@ -225,7 +221,7 @@ extension Chat {
     public func removeMember(_ caller: Caller, id: ConversationID, user: UserID) async throws {
         let now = nowMilliseconds
         try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let callerRole = try access.requireMember()
                 guard access.kind != .direct else { throw ChatError.forbidden("nobody leaves a direct conversation; archive it in the client instead") }
@@ -256,7 +252,7 @@ extension Chat {
     public func updateMember(_ caller: Caller, id: ConversationID, user: UserID, _ request: UpdateMemberRequest) async throws -> Member {
         let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 try access.requireAdmin()
                 guard access.role == .owner else { throw ChatError.forbidden("only owners change roles") }
@@ -309,13 +305,20 @@ extension Chat {
                       callerUsername: try row.get(5), callerDisplayName: try row.get(6))
     }
 
+    /// Creates a conversation with its first members. Their `member.added` events come first
+    /// and `conversation.created` last, so every first member receives the creation (a member
+    /// receives a conversation's events from their own `member.added` on).
     static func insertConversation(_ db: any Database, app: Int64, publicID: String, kind: ConversationKind, title: String?,
-                                   customData: String?, directKey: String?, creator: Int64, now: Int64) throws -> Int64 {
+                                   customData: String?, directKey: String?, creator: Int64, members: [(Int64, MemberRole)],
+                                   now: Int64) throws -> Int64 {
         guard let key = try db.fetchValue(Int64.self, """
             INSERT INTO conversation (app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by, created_at)
             VALUES (\(app), \(publicID), \(kind.rawValue), \(title), \(title?.lowercased()), \(customData), \(directKey), \(creator), \(now))
             RETURNING id
             """) else { throw ChatError.internalError }
+        for (user, role) in members {
+            try addMember(db, conversation: key, user: user, role: role, actor: creator, now: now)
+        }
         try appendEvent(db, conversation: key, type: .conversationCreated, actor: creator, now: now)
         return key
     }
@@ -328,13 +331,15 @@ extension Chat {
             SELECT \(conversation), \(user), \(role.rawValue), \(now), last_seq, last_seq FROM conversation WHERE id = \(conversation)
             """)
         try db.execute("UPDATE conversation SET member_count = member_count + 1 WHERE id = \(conversation)")
-        try appendEvent(db, conversation: conversation, type: .memberAdded, actor: actor, user: user, role: role, now: now)
+        let (_, position) = try appendEvent(db, conversation: conversation, type: .memberAdded, actor: actor, user: user, role: role, now: now)
+        try db.execute("UPDATE member SET joined_position = \(position) WHERE conversation_id = \(conversation) AND user_id = \(user)")
     }
 
     /// Appends an event: the next seq of the conversation and the next server-wide position.
     @discardableResult
     static func appendEvent(_ db: any Database, conversation: Int64, type: ConversationEvent.Kind, actor: Int64?, message: Int64? = nil,
                             user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64) throws -> (seq: Int64, position: Int64) {
+        precondition(type != .receiptUpdated, "receipt events take no seq: appendReceiptEvent")
         guard let seq = try db.fetchValue(Int64.self, "UPDATE conversation SET last_seq = last_seq + 1 WHERE id = \(conversation) RETURNING last_seq"),
               let position = try db.fetchValue(Int64.self, """
                 INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at)

@@ -48,21 +48,33 @@ extension Chat {
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
         let now = nowMilliseconds
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
+        // The hot path publishes the event it built rather than reading it back.
+        let bus = bus
         return try await run {
-            try await store.write { db in
+            try await store.write({ db -> Committed<(MessageRecord, created: Bool)> in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
                 if let (existing, _) = try Chat.existing(db, caller: caller, prepared: prepared, in: access.key) {
-                    return (existing, false)
+                    return Committed(value: (existing, false), publications: [])
                 }
                 if let replyTo = request.replyTo,
                    try db.fetchOne("SELECT 1 FROM message WHERE public_id = \(replyTo.rawValue) AND conversation_id = \(access.key)") == nil {
                     throw ChatError.invalid("replyTo names no message in this conversation")
                 }
-                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: publicID, prepared: prepared,
-                                                     replyTo: request.replyTo, now: now)
-                return (message, true)
-            }
+                let (message, position) = try Chat.insertMessage(db, caller: caller, access: access, publicID: publicID, prepared: prepared,
+                                                                 replyTo: request.replyTo, now: now)
+                var publications: [Publication] = []
+                if bus != nil {
+                    var shared = message
+                    shared.status = nil
+                    let event = StoredEvent(
+                        record: EventRecord(position: position, conversationID: access.id.rawValue, seq: message.seq, type: .messageCreated,
+                                            actorID: caller.userID.rawValue, createdAt: now, message: shared),
+                        conversationKey: access.key, kind: access.kind, userKey: nil)
+                    publications.append(event.publication)
+                }
+                return Committed(value: (message, true), publications: publications)
+            }, afterCommit: { (committed: Committed<(MessageRecord, created: Bool)>) in bus?.publish(committed.publications) }).value
         }
     }
 
@@ -79,7 +91,7 @@ extension Chat {
         let messageID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         let conversationID = Crypto.randomID(prefix: "c_")
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: request.to)
                 let others = keys.filter { $0 != caller.userKey }
                 guard !others.isEmpty else {
@@ -94,7 +106,7 @@ extension Chat {
                 }
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
-                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, replyTo: nil, now: now).message()
+                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, replyTo: nil, now: now).record.message()
                 let conversation = try Chat.view(db, key: key, caller: caller)
                 return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
             }
@@ -158,9 +170,9 @@ extension Chat {
         }
     }
 
-    /// The conversation's event log after `afterSeq`, oldest first. Message events carry the
-    /// message as it is now.
-    public func events(_ caller: Caller, conversation id: ConversationID, afterSeq: Int64, limit: Int?) async throws -> EventPage {
+    /// The conversation's history as events after `afterSeq`, oldest first (receipt changes,
+    /// which take no seq, are only in the feed). Message events carry the message as it is now.
+    public func events(_ caller: Caller, conversation id: ConversationID, afterSeq: Int64, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
         guard afterSeq >= 0 else { throw ChatError.invalid("after must not be negative") }
         return try await run {
@@ -170,78 +182,116 @@ extension Chat {
                     SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins)
                     WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq) ORDER BY e.seq LIMIT \(limit + 1)
                     """)
-                return EventPage(events: try Chat.events(db, rows.prefix(limit), caller: caller), hasMore: rows.count > limit)
+                let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey).map(\.record)
+                return EventRecordPage(records: records, hasMore: rows.count > limit)
             }
         }
     }
 
-    /// Every event after `position` in all of the caller's conversations, in position order:
+    /// Every event after `position` that the caller's devices receive, in position order:
     /// what a device that was offline (or a second device of the same account) fetches to
-    /// catch up, whatever conversations the changes were in. A conversation the caller was
-    /// removed from since `position` contributes its events up to and including the removal,
-    /// so a device sees what happened while it was still a member and then learns it left.
-    public func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventPage {
+    /// catch up, whatever conversations the changes were in.
+    ///
+    /// A member receives a conversation's events from the `member.added` that made them a
+    /// member up to and including the `member.removed` that ended it, exactly as the live
+    /// socket delivers them (docs/protocol.md). Receipt changes in public channels go only to
+    /// the member they are about.
+    public func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
         guard position >= 0 else { throw ChatError.invalid("after must not be negative") }
         return try await run {
             try await store.read { db in
-                // The conversations visible since `position`, each up to a bound (its removal, or
-                // no bound for current memberships); then one index range per conversation
-                // (event_by_position), merged by position.
-                let rows = try db.fetchAll("""
-                    WITH visible (conversation_id, until) AS (
-                        SELECT conversation_id, max(until) FROM (
-                            SELECT conversation_id, \(Int64.max) AS until FROM member WHERE user_id = \(caller.userKey)
-                            UNION ALL
-                            SELECT conversation_id, position FROM event
-                            WHERE type = 'member.removed' AND user_id = \(caller.userKey) AND position > \(position)
-                        ) GROUP BY conversation_id)
-                    SELECT \(Chat.eventColumns) FROM visible v
-                    JOIN event e ON e.conversation_id = v.conversation_id AND e.position > \(position) AND e.position <= v.until
-                    \(Chat.eventJoins)
-                    ORDER BY e.position LIMIT \(limit + 1)
-                    """)
-                return EventPage(events: try Chat.events(db, rows.prefix(limit), caller: caller), hasMore: rows.count > limit)
+                let rows = try Chat.feedRows(db, user: caller.userKey, after: position, limit: limit + 1)
+                let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey).map(\.record)
+                return EventRecordPage(records: records, hasMore: rows.count > limit)
             }
         }
+    }
+
+    /// Rows of `eventColumns` for ``feed(_:afterPosition:limit:)``.
+    static func feedRows(_ db: any Database, user: Int64, after position: Int64, limit: Int) throws -> [Row] {
+        // The spans a user sees: each current membership from its join on, and each membership
+        // that ended after `position` from the join before its removal up to the removal. Then
+        // one index range per span (event_by_position), merged by position.
+        try db.fetchAll("""
+            WITH span (conversation_id, since, until) AS (
+                SELECT conversation_id, joined_position, \(Int64.max) FROM member WHERE user_id = \(user)
+                UNION ALL
+                SELECT r.conversation_id,
+                       coalesce((SELECT max(j.position) FROM event j WHERE j.type = 'member.added' AND j.user_id = \(user)
+                                 AND j.conversation_id = r.conversation_id AND j.position < r.position), 0),
+                       r.position
+                FROM event r WHERE r.type = 'member.removed' AND r.user_id = \(user) AND r.position > \(position))
+            SELECT \(Chat.eventColumns) FROM span s
+            JOIN event e ON e.conversation_id = s.conversation_id AND e.position > \(position)
+                 AND e.position >= s.since AND e.position <= s.until
+            \(Chat.eventJoins)
+            WHERE NOT (e.type = 'receipt.updated' AND c.kind = 'public' AND e.user_id != \(user))
+            ORDER BY e.position LIMIT \(limit)
+            """)
     }
 
     // MARK: - Events inside a transaction
 
     static let eventColumns: SQL = """
         e.position, c.public_id, e.seq, e.type, a.public_id, e.message_id, t.public_id, e.role, e.payload, e.created_at,
-        e.conversation_id, c.kind
+        e.conversation_id, c.kind, e.user_id
         """
     static let eventJoins: SQL = """
         JOIN conversation c ON c.id = e.conversation_id
         LEFT JOIN account a ON a.id = e.actor_id LEFT JOIN account t ON t.id = e.user_id
         """
 
-    /// Events from rows of `eventColumns`; message events carry the message as it is now,
-    /// with its status for the caller.
-    static func events(_ db: any Database, _ rows: ArraySlice<Row>, caller: Caller) throws -> [ConversationEvent] {
+    /// An event with what the fan-out needs to route it.
+    struct StoredEvent {
+        var record: EventRecord
+        var conversationKey: Int64
+        var kind: ConversationKind
+        var userKey: Int64?
+
+        /// The publication that delivers it live: to the conversation's members (receipts in
+        /// public channels only to the member's own devices), subscribing a newcomer first and
+        /// unsubscribing a leaver after.
+        var publication: Publication {
+            let audience: Audience = record.type == .receiptUpdated && kind == .public
+                ? .users([userKey ?? 0]) : .members(conversation: conversationKey)
+            return .event(position: record.position, conversation: conversationKey, audience: audience,
+                          joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
+                          frame: record.frame)
+        }
+    }
+
+    /// Events from rows of `eventColumns`; message events carry the message as it is now.
+    /// With a `viewer`, the viewer's own messages carry their status (REST); without, no
+    /// message carries one (the socket, where one frame goes to every member).
+    static func storedEvents(_ db: any Database, _ rows: ArraySlice<Row>, viewer: Int64?) throws -> [StoredEvent] {
         var lowestByConversation: [Int64: (delivered: Int64, read: Int64)?] = [:]
         return try rows.map { row in
             let conversationKey: Int64 = try row.get(10)
-            var event = ConversationEvent(
-                position: try row.get(0), conversationID: ConversationID(rawValue: try row.get(1)), seq: try row.get(2),
-                type: ConversationEvent.Kind(rawValue: try row.get(3)) ?? .conversationUpdated,
-                actorID: try row.get(4, as: String?.self).map(UserID.init(rawValue:)), createdAt: date(try row.get(9)),
-                userID: try row.get(6, as: String?.self).map(UserID.init(rawValue:)),
+            let kind = ConversationKind(rawValue: try row.get(11)) ?? .private
+            var record = EventRecord(
+                position: try row.get(0), conversationID: try row.get(1), seq: try row.get(2, as: Int64?.self),
+                type: ConversationEvent.Kind(rawValue: try row.get(3)) ?? .conversationUpdated, actorID: try row.get(4, as: String?.self),
+                createdAt: try row.get(9), userID: try row.get(6, as: String?.self),
                 role: try row.get(7, as: String?.self).flatMap(MemberRole.init(rawValue:)))
             if let messageKey = try row.get(5, as: Int64?.self),
                let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
-                if lowestByConversation[conversationKey] == nil {
-                    let kind = ConversationKind(rawValue: try row.get(11)) ?? .private
-                    lowestByConversation[conversationKey] = .some(try lowestWatermarks(db, conversation: conversationKey, kind: kind, except: caller.userKey))
+                var lowest: (delivered: Int64, read: Int64)?
+                if let viewer {
+                    if lowestByConversation[conversationKey] == nil {
+                        lowestByConversation[conversationKey] = .some(try lowestWatermarks(db, conversation: conversationKey, kind: kind, except: viewer))
+                    }
+                    lowest = lowestByConversation[conversationKey] ?? nil
                 }
-                event.message = try message(messageRow, caller: caller.userKey, lowest: lowestByConversation[conversationKey] ?? nil)
+                record.message = try Chat.record(messageRow, caller: viewer, lowest: lowest)
             }
             if let payload = try row.get(8, as: String?.self), case .object(let fields) = try JSONValue.decode(payload) {
-                if case .string(let title) = fields["title"] { event.title = title }
-                if let data = fields["customData"], data != .null { event.customData = data }
+                if case .string(let title) = fields["title"] { record.title = title }
+                if let data = fields["customData"], data != .null { record.customDataJSON = try data.encoded() }
+                if case .number(let delivered) = fields["deliveredSeq"] { record.deliveredSeq = Int64(delivered) }
+                if case .number(let read) = fields["readSeq"] { record.readSeq = Int64(read) }
             }
-            return event
+            return StoredEvent(record: record, conversationKey: conversationKey, kind: kind, userKey: try row.get(12, as: Int64?.self))
         }
     }
 
@@ -303,7 +353,7 @@ extension Chat {
         let prepared = try PreparedMessage("edit", request.content, request.metadata)
         let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
                 let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
@@ -329,7 +379,7 @@ extension Chat {
         guard (1...Limits.namesPerRequest).contains(ids.count) else { throw ChatError.invalid("ids must list 1–\(Limits.namesPerRequest) messages") }
         let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let role = try access.requireMember()
                 let isModerator = access.kind != .direct && role >= .admin
@@ -394,7 +444,7 @@ extension Chat {
     }
 
     static func insertMessage(_ db: any Database, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
-                              replyTo: MessageID?, now: Int64) throws -> MessageRecord {
+                              replyTo: MessageID?, now: Int64) throws -> (record: MessageRecord, position: Int64) {
         // The hot path of every send: five statements. The seq is known (one writer, inside
         // this transaction), so the conversation row is updated once, guarded on it.
         let seq = access.lastSeq + 1
@@ -422,10 +472,11 @@ extension Chat {
             try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(prepared.searchable))")
         }
         // Nobody else can have this seq delivered yet: a new message is always "sent".
-        return MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
-                             senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,
-                             clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
-                             metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent)
+        let record = MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
+                                   senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,
+                                   clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
+                                   metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent)
+        return (record, position)
     }
 
     /// The direct conversation with one person, or the group of exactly these people.
@@ -435,11 +486,8 @@ extension Chat {
             if let existing = try db.fetchValue(Int64.self, "SELECT id FROM conversation WHERE app_id = \(caller.appID) AND direct_key = \(directKey)") {
                 return existing
             }
-            let key = try insertConversation(db, app: caller.appID, publicID: newID, kind: .direct, title: nil, customData: nil,
-                                             directKey: directKey, creator: caller.userKey, now: now)
-            try addMember(db, conversation: key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
-            try addMember(db, conversation: key, user: peer, role: .member, actor: caller.userKey, now: now)
-            return key
+            return try insertConversation(db, app: caller.appID, publicID: newID, kind: .direct, title: nil, customData: nil,
+                                          directKey: directKey, creator: caller.userKey, members: [(caller.userKey, .member), (peer, .member)], now: now)
         }
         let everyone = [caller.userKey] + others
         if let existing = try db.fetchValue(Int64.self, """
@@ -449,11 +497,8 @@ extension Chat {
             """) {
             return existing
         }
-        let key = try insertConversation(db, app: caller.appID, publicID: newID, kind: .group, title: nil, customData: nil,
-                                         directKey: nil, creator: caller.userKey, now: now)
-        try addMember(db, conversation: key, user: caller.userKey, role: .owner, actor: caller.userKey, now: now)
-        for other in others { try addMember(db, conversation: key, user: other, role: .member, actor: caller.userKey, now: now) }
-        return key
+        return try insertConversation(db, app: caller.appID, publicID: newID, kind: .group, title: nil, customData: nil, directKey: nil,
+                                      creator: caller.userKey, members: [(caller.userKey, .owner)] + others.map { ($0, .member) }, now: now)
     }
 
     static func messageRow(_ db: any Database, access: Access, id: MessageID) throws -> (Row, Int64) {

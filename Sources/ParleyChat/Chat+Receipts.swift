@@ -10,17 +10,32 @@ extension Chat {
     public func updateReceipt(_ caller: Caller, conversation id: ConversationID, _ update: ReceiptUpdate) async throws -> Receipt {
         guard update.deliveredSeq != nil || update.readSeq != nil else { throw ChatError.invalid("give deliveredSeq, readSeq or both") }
         guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { throw ChatError.invalid("seq values are not negative") }
+        let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await writePublishing { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
                 let read = min(update.readSeq ?? 0, access.lastSeq)
                 let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
-                guard let row = try db.fetchOne("""
-                    UPDATE member SET delivered_seq = max(delivered_seq, \(delivered)), read_seq = max(read_seq, \(read))
-                    WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey) RETURNING delivered_seq, read_seq
+                guard let before = try db.fetchOne("""
+                    SELECT delivered_seq, read_seq FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                     """) else { throw ChatError.notMember }
-                return Receipt(userID: caller.userID, deliveredSeq: try row.get(0), readSeq: try row.get(1))
+                let old = (delivered: try before.get(0, as: Int64.self), read: try before.get(1, as: Int64.self))
+                let new = (delivered: max(old.delivered, delivered), read: max(old.read, read))
+                if new != old {
+                    try db.execute("""
+                        UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
+                        WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+                        """)
+                    // Stored with a position and no seq: see ConversationEvent.Kind.receiptUpdated.
+                    let payload = "{\"deliveredSeq\":\(new.delivered),\"readSeq\":\(new.read)}"
+                    try db.execute("""
+                        INSERT INTO event (conversation_id, seq, type, actor_id, user_id, payload, created_at)
+                        VALUES (\(access.key), NULL, \(ConversationEvent.Kind.receiptUpdated.rawValue), \(caller.userKey), \(caller.userKey),
+                                \(payload), \(now))
+                        """)
+                }
+                return Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
             }
         }
     }

@@ -35,6 +35,8 @@ public final class Chat: Sendable {
 
     let store: any Store
     let configuration: Configuration
+    /// Where committed changes are published (nil: nobody listens, e.g. the `apps` command).
+    public let bus: (any Bus)?
     let failedSignInsByAccount: RateLimiter
     let failedSignInsByAddress: RateLimiter
     let signUpsByAddress: RateLimiter
@@ -50,9 +52,10 @@ public final class Chat: Sendable {
     ///
     /// Start-up does no password work: the timing decoy is hashed on a password lane in the
     /// background, where a sign-in that needs it first waits for it.
-    public init(store: any Store, configuration: Configuration = Configuration()) {
+    public init(store: any Store, configuration: Configuration = Configuration(), bus: (any Bus)? = nil) {
         self.store = store
         self.configuration = configuration
+        self.bus = bus
         failedSignInsByAccount = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAccount, window: configuration.failedSignInWindow))
         failedSignInsByAddress = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAddress, window: configuration.failedSignInWindow))
         signUpsByAddress = RateLimiter(rule: .init(limit: configuration.signUpsPerAddressPerHour, window: 3600))
@@ -87,6 +90,20 @@ public final class Chat: Sendable {
         }
     }
 
+    /// A write whose events are published once committed: the events it appended (every
+    /// position after the largest before it; there is one writer) are read back inside the
+    /// transaction and handed to the bus from the store's after-commit hook, so live frames
+    /// go out in position order and only for changes that are stored.
+    func writePublishing<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+        guard let bus else { return try await store.write(body) }
+        return try await store.write({ db in
+            let before = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+            let value = try body(db)
+            let rows = try db.fetchAll("SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins) WHERE e.position > \(before) ORDER BY e.position")
+            return Committed(value: value, publications: try Chat.storedEvents(db, rows[...], viewer: nil).map(\.publication))
+        }, afterCommit: { committed in bus.publish(committed.publications) }).value
+    }
+
     /// Maps storage failures to a 500 that says nothing was changed; domain errors pass through.
     @discardableResult
     func run<T: Sendable>(_ work: () async throws -> T) async throws -> T {
@@ -98,6 +115,12 @@ public final class Chat: Sendable {
             throw ChatError.internalError
         }
     }
+}
+
+/// A write's result and what it publishes.
+struct Committed<Value: Sendable>: Sendable {
+    var value: Value
+    var publications: [Publication]
 }
 
 /// A password hash of a random secret, made once, on first use.

@@ -135,6 +135,43 @@ public enum Schema: Sendable {
             try db.execute("CREATE INDEX event_by_position ON event (conversation_id, position)")
             try db.execute("CREATE INDEX event_removals ON event (user_id, position) WHERE type = 'member.removed'")
         }
+        migrator.register("0005 realtime: receipt events, join positions, last seen") { db in
+            // Receipt changes become events (a device that was away learns that its messages
+            // were read), ordered by position like every other change but outside the
+            // conversation's history: they take no seq, so reading cannot make a conversation
+            // unread again (docs/decisions/0009-receipts-are-events-without-seq.md). SQLite
+            // cannot drop a NOT NULL, so the table is rebuilt; positions are kept as they were.
+            try db.execute("""
+                CREATE TABLE event_new (
+                    position INTEGER PRIMARY KEY,
+                    conversation_id INTEGER NOT NULL REFERENCES conversation(id),
+                    seq INTEGER,
+                    type TEXT NOT NULL,
+                    actor_id INTEGER REFERENCES account(id),
+                    message_id INTEGER REFERENCES message(id),
+                    user_id INTEGER REFERENCES account(id),
+                    role TEXT,
+                    payload TEXT,
+                    created_at INTEGER NOT NULL,
+                    UNIQUE (conversation_id, seq),
+                    CHECK ((seq IS NULL) = (type = 'receipt.updated')))
+                """)
+            try db.execute("INSERT INTO event_new SELECT * FROM event")
+            try db.execute("DROP TABLE event")
+            try db.execute("ALTER TABLE event_new RENAME TO event")
+            try db.execute("CREATE INDEX event_by_position ON event (conversation_id, position)")
+            try db.execute("CREATE INDEX event_removals ON event (user_id, position) WHERE type = 'member.removed'")
+            // A past membership's first visible event: the member.added before its removal.
+            try db.execute("""
+                CREATE INDEX event_joins ON event (user_id, conversation_id, position) WHERE type = 'member.added'
+                """)
+            // The position of the member.added event that made a member: a member receives a
+            // conversation's events from there on, live and when catching up alike. Members from
+            // before this migration see the whole log (0).
+            try db.execute("ALTER TABLE member ADD COLUMN joined_position INTEGER NOT NULL DEFAULT 0")
+            // When the user was last connected (presence: "offline, last seen …").
+            try db.execute("ALTER TABLE account ADD COLUMN last_seen_at INTEGER")
+        }
         return migrator
     }
 }

@@ -160,6 +160,21 @@ public final class Connection: @unchecked Sendable {
         didEnqueue(coalesce: coalesce)
     }
 
+    /// Drops queued buffers the kernel has not started on; a buffer partly written stays, so
+    /// the byte stream remains well-formed (a WebSocket frame is never cut). Loop thread only.
+    ///
+    /// - Returns: the bytes dropped.
+    @discardableResult
+    public func discardUnsentWrites() -> Int {
+        loop.preconditionInEventLoop()
+        let keep = headOffset > 0 ? queueHead + 1 : queueHead
+        guard keep < queue.count else { return 0 }
+        let dropped = queue[keep...].reduce(0) { $0 + $1.count }
+        queue.removeSubrange(keep...)
+        queuedBytes -= dropped
+        return dropped
+    }
+
     /// The queue never holds an empty buffer: `writeQueued` relies on it.
     private func enqueue(_ chunk: [UInt8]) {
         guard !chunk.isEmpty else { return }

@@ -21,6 +21,7 @@ public final class NetMetrics: Sendable {
     private let framesOut = Atomic<Int>(0)
     private let webSocketBytesIn = Atomic<Int>(0)
     private let webSocketBytesOut = Atomic<Int>(0)
+    private let slowPeersClosed = Atomic<Int>(0)
 
     func connectionOpened() {
         openConnections.add(1, ordering: .relaxed)
@@ -40,6 +41,9 @@ public final class NetMetrics: Sendable {
     }
     func webSocketOpened() { openWebSockets.add(1, ordering: .relaxed) }
     func webSocketClosed() { openWebSockets.subtract(1, ordering: .relaxed) }
+    func webSocketSlowPeerClosed() { slowPeersClosed.add(1, ordering: .relaxed) }
+    /// WebSockets closed because the peer fell too far behind.
+    public var slowWebSocketsClosed: Int { slowPeersClosed.load(ordering: .relaxed) }
     func frameReceived(bytes: Int) {
         framesIn.add(1, ordering: .relaxed)
         webSocketBytesIn.add(bytes, ordering: .relaxed)

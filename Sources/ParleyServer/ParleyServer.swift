@@ -46,7 +46,8 @@ public final class ParleyServer: Sendable {
     ///   a database written by a newer version).
     public static func start(_ configuration: ServerConfiguration) async throws -> ParleyServer {
         ProcessSetup.prepare()
-        let (store, chat) = try await openChat(configuration)
+        let bus = InProcessBus()
+        let (store, chat) = try await openChat(configuration, bus: bus)
         let createdApp: AppCredentials?
         let apps: [AppCredentials]
         do {
@@ -70,6 +71,14 @@ public final class ParleyServer: Sendable {
         let startedAt = ContinuousClock.now
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store)
         ChatRoutes.add(to: &router, chat: chat)
+        let fanout = Fanout<EncodedWebSocketFrame>(chat: chat, bus: bus, presenceGrace: configuration.realtime.presenceGrace) { bytes in
+            EncodedWebSocketFrame(utf8: bytes)
+        }
+        var webSocket = WebSocketConfiguration()
+        webSocket.pingInterval = .seconds(configuration.pingIntervalSeconds)
+        RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,
+                                                                 heartbeatSeconds: configuration.pingIntervalSeconds),
+                           webSocket: webSocket)
         do {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps)
@@ -85,7 +94,7 @@ public final class ParleyServer: Sendable {
     }
 
     /// Opens the store in the data directory and brings its schema up to date.
-    static func openChat(_ configuration: ServerConfiguration) async throws -> (SQLiteStore, Chat) {
+    static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil) async throws -> (SQLiteStore, Chat) {
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
@@ -104,7 +113,7 @@ public final class ParleyServer: Sendable {
         chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)
         chatConfiguration.signUpsPerAddressPerHour = configuration.signUpsPerHour
         do {
-            let chat = Chat(store: store, configuration: chatConfiguration)
+            let chat = Chat(store: store, configuration: chatConfiguration, bus: bus)
             try await chat.migrate()
             return (store, chat)
         } catch {

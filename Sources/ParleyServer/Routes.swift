@@ -91,6 +91,8 @@ enum Metrics {
                [("{direction=\"in\"}", "\(net.framesIn)"), ("{direction=\"out\"}", "\(net.framesOut)")])
         metric("parley_websocket_bytes_total", "counter", "WebSocket frame bytes received and sent.",
                [("{direction=\"in\"}", "\(net.webSocketBytesIn)"), ("{direction=\"out\"}", "\(net.webSocketBytesOut)")])
+        metric("parley_websocket_slow_closed_total", "counter", "WebSockets closed for falling too far behind (they resume).",
+               [("", "\(NetMetrics.shared.slowWebSocketsClosed)")])
         metric("parley_event_loop_lag_seconds", "gauge", "How late each loop's 100 ms heartbeat timer last fired.",
                group.loops.map { loop in ("{loop=\"\(loop.index)\"}", String(format: "%.6f", seconds(loop.lag))) })
         let commits = store.commitStatistics

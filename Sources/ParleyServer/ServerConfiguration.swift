@@ -31,6 +31,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var argon2MemoryMiB = 64
     /// Accounts one address may create per hour. `--signups-per-hour`. Default: 60.
     public var signUpsPerHour = 60
+    /// The realtime WebSocket's limits and timers (docs/protocol.md). `--presence-grace`,
+    /// `--max-replay-events`, `--commands-per-second`, `--auth-timeout`.
+    public var realtime = RealtimeConfiguration()
 
     /// The defaults.
     public init() {}
@@ -66,6 +69,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         ("--argon2-passes <n>", "PARLEY_ARGON2_PASSES", "Argon2id passes for password hashes (default 2)."),
         ("--argon2-memory-mib <n>", "PARLEY_ARGON2_MEMORY_MIB", "Argon2id memory per password hash in MiB (default 64)."),
         ("--signups-per-hour <n>", "PARLEY_SIGNUPS_PER_HOUR", "Accounts one client address may create per hour (default 60)."),
+        ("--presence-grace <s>", "PARLEY_PRESENCE_GRACE", "Seconds a user stays online after their last device disconnects (default 10)."),
+        ("--max-replay-events <n>", "PARLEY_MAX_REPLAY_EVENTS", "Most events replayed to a reconnecting device before it must resync (default 10000)."),
+        ("--commands-per-second <n>", "PARLEY_COMMANDS_PER_SECOND", "Realtime commands per second per connection, sustained; twice that per user and in bursts (default 50)."),
+        ("--auth-timeout <s>", "PARLEY_AUTH_TIMEOUT", "Seconds a new realtime socket has to authenticate (default 10)."),
         ("-h, --help", nil, "Show this help."),
         ("--version", nil, "Print the version."),
     ]
@@ -181,6 +188,15 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "--argon2-passes": configuration.argon2Passes = try integer(1...10)
             case "--argon2-memory-mib": configuration.argon2MemoryMiB = try integer(1...4096)
             case "--signups-per-hour": configuration.signUpsPerHour = try integer(1...1_000_000)
+            case "--presence-grace": configuration.realtime.presenceGrace = .seconds(try integer(0...3600))
+            case "--max-replay-events": configuration.realtime.maxReplayEvents = try integer(1...10_000_000)
+            case "--commands-per-second":
+                let rate = Double(try integer(1...1_000_000))
+                configuration.realtime.commandsPerSecond = rate
+                configuration.realtime.commandBurst = 2 * rate
+                configuration.realtime.userCommandsPerSecond = 2 * rate
+                configuration.realtime.userCommandBurst = 4 * rate
+            case "--auth-timeout": configuration.realtime.authTimeout = .seconds(try integer(1...3600))
             default:
                 throw UsageError(message: "unknown option '\(name)'")
             }

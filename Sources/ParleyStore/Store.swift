@@ -13,6 +13,17 @@ public protocol Store: Sendable {
     @discardableResult
     func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T
 
+    /// Runs `body` in a write transaction, then `afterCommit` with its value once the
+    /// transaction is committed and before this call returns.
+    ///
+    /// Engines call `afterCommit` hooks in commit order, one at a time: a hook that publishes
+    /// the events the transaction appended publishes them in the order they were stored
+    /// (docs/decisions/0008-publish-in-commit-order.md). A hook must be quick and must not
+    /// wait for the store. It is not called when the write fails.
+    @discardableResult
+    func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
+                            afterCommit: @escaping @Sendable (T) -> Void) async throws -> T
+
     /// Stops the engine's threads and closes its connections. Later calls throw.
     func close()
 }

@@ -101,8 +101,16 @@ public final class SQLiteStore: Store {
 
     @discardableResult
     public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+        try await write(body, afterCommit: { _ in })
+    }
+
+    /// Hooks run on the writer thread right after COMMIT, in the order the jobs ran, which is
+    /// the order their rows were written.
+    @discardableResult
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
+                                   afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let job = WriteJob(body: body, continuation: continuation)
+            let job = WriteJob(body: body, afterCommit: afterCommit, continuation: continuation)
             if !writer.enqueue(job) { continuation.resume(throwing: StoreError.closed) }
         }
     }
@@ -183,13 +191,17 @@ private final class WriteJob: @unchecked Sendable {
     private let body: (SQLiteConnection) throws -> Void
     private let resume: (Result<Void, any Error>) -> Void
 
-    init<T: Sendable>(body: @escaping @Sendable (any Database) throws -> T, continuation: CheckedContinuation<T, any Error>) {
+    init<T: Sendable>(body: @escaping @Sendable (any Database) throws -> T, afterCommit: @escaping @Sendable (T) -> Void,
+                      continuation: CheckedContinuation<T, any Error>) {
         let box = ResultBox<T>()
         self.body = { connection in box.value = try body(connection) }
         self.resume = { outcome in
             switch outcome {
             case .success:
-                if let value = box.value { continuation.resume(returning: value) }
+                if let value = box.value {
+                    afterCommit(value)
+                    continuation.resume(returning: value)
+                }
                 else { continuation.resume(throwing: StoreError.decoding("write produced no value")) }
             case .failure(let error): continuation.resume(throwing: error)
             }

@@ -3,6 +3,9 @@ public import Foundation
 /// One entry of a conversation's event log. Every change is one: `seq` counts them per
 /// conversation with no gaps, `position` orders them across the whole server. A client that
 /// remembers the last position it saw can ask for everything after it.
+///
+/// Receipt changes (``Kind/receiptUpdated``) have a position but no `seq`: they are not part
+/// of the conversation's history, so marking a conversation read never makes it unread.
 public struct ConversationEvent: Hashable, Codable, Sendable {
     /// What happened.
     public enum Kind: String, Hashable, Codable, Sendable {
@@ -18,18 +21,20 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         case memberRemoved = "member.removed"
         /// A member's role changed; `userID` and `role`.
         case memberUpdated = "member.updated"
-        /// The conversation was created (always seq 1).
+        /// The conversation was created: the event after its first members' `member.added`.
         case conversationCreated = "conversation.created"
         /// Title or custom data changed; `title` and `customData` hold what was set.
         case conversationUpdated = "conversation.updated"
+        /// A member's watermarks moved; `userID`, `deliveredSeq` and `readSeq`. Has no `seq`.
+        case receiptUpdated = "receipt.updated"
     }
 
     /// Server-wide, strictly increasing.
     public var position: Int64
     /// The conversation it belongs to.
     public var conversationID: ConversationID
-    /// Per conversation: 1, 2, 3, … with no gaps.
-    public var seq: Int64
+    /// Per conversation: 1, 2, 3, … with no gaps; nil for ``Kind/receiptUpdated``.
+    public var seq: Int64?
     /// What happened.
     public var type: Kind
     /// Who caused it.
@@ -46,16 +51,22 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var title: String?
     /// App-defined JSON; at most ``Limits/customDataBytes`` encoded.
     public var customData: JSONValue?
+    /// For ``Kind/receiptUpdated``: the member's delivered watermark after the change.
+    public var deliveredSeq: Int64?
+    /// For ``Kind/receiptUpdated``: the member's read watermark after the change.
+    public var readSeq: Int64?
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
-             userID = "userId", role, title, customData
+             userID = "userId", role, title, customData, deliveredSeq, readSeq
     }
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(position: Int64, conversationID: ConversationID, seq: Int64, type: Kind, actorID: UserID?, createdAt: Date,
+    public init(position: Int64, conversationID: ConversationID, seq: Int64?, type: Kind, actorID: UserID?, createdAt: Date,
                 message: Message? = nil, userID: UserID? = nil, role: MemberRole? = nil, title: String? = nil,
-                customData: JSONValue? = nil) {
+                customData: JSONValue? = nil, deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
+        self.deliveredSeq = deliveredSeq
+        self.readSeq = readSeq
         self.position = position
         self.conversationID = conversationID
         self.seq = seq

@@ -418,7 +418,7 @@ def test_event_log_is_gap_free_across_every_kind_of_change(server):
     positions = [e["position"] for e in events]
     assert positions == sorted(positions) and len(set(positions)) == len(positions)
     assert [e["type"] for e in events] == [
-        "conversation.created", "member.added", "member.added", "message.created", "message.edited", "member.added",
+        "member.added", "member.added", "conversation.created", "message.created", "message.edited", "member.added",
         "member.updated", "conversation.updated", "member.removed", "message.deleted"]
     assert events[7]["title"] == "Log 2" and events[7]["customData"] == {"color": "teal"}
     # Bob, removed, can no longer see the conversation at all.

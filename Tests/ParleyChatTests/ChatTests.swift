@@ -29,9 +29,9 @@ struct ChatTests {
         #expect(byClient.values.allSatisfy { Set($0.map(\.id)).count == 1 }, "a retry returns the same message")
         let page = try await harness.chat.events(alice, conversation: room.id, afterSeq: 0, limit: 200)
         let more = try await harness.chat.events(alice, conversation: room.id, afterSeq: 200, limit: 200)
-        let seqs = (page.events + more.events).map(\.seq)
+        let seqs = (page.records + more.records).compactMap(\.seq)
         #expect(seqs == Array(1...Int64(seqs.count)))
-        #expect((page.events + more.events).filter { $0.type == .messageCreated }.count == 200)
+        #expect((page.records + more.records).filter { $0.type == .messageCreated }.count == 200)
     }
 
     @Test func sessionsExpireAndSignOutTakesEffectAtOnce() async throws {

@@ -393,14 +393,22 @@ struct WebSocketIntegrationTests {
     @Test func aClientThatStopsReadingIsDroppedWith1013() async throws {
         var configuration = WebSocketConfiguration()
         configuration.maxQueuedBytes = 1 << 20
+        configuration.closeTimeout = .milliseconds(300)
         let serverEvents = EventQueue<SocketEvent>()
         let server = try TestServer(router: Self.router(configuration: configuration, serverEvents: serverEvents))
         defer { Task { await server.stop() } }
         let client = try RawClient(port: server.port)
         client.sendUpgrade(path: "/flood")
-        // The client never reads: 12.5 MiB of frames cannot all be queued.
+        // The client does not read: 12.5 MiB of frames cannot all be queued.
         let event = try await serverEvents.next()
         #expect(event == .close(.tryAgainLater, "too slow: reconnect and resume"))
+        // When it reads again, what was in flight ends with the close frame that says why
+        // (the frames not yet started were dropped, so the stream is still well-formed).
+        let (bytes, closed) = client.readToEnd()
+        #expect(closed)
+        let reason = Array("too slow: reconnect and resume".utf8)
+        let closeFrame: [UInt8] = [0x88, UInt8(2 + reason.count), 0x03, 0xF5] + reason
+        #expect(Array(bytes.suffix(closeFrame.count)) == closeFrame)
     }
 
     @Test func aSilentPeerIsDroppedWithinTwoPingIntervals() async throws {

@@ -40,9 +40,12 @@ public enum WebSocketMessage: Sendable, Hashable {
 public struct WebSocketConfiguration: Sendable, Hashable {
     /// Largest message (all fragments together); larger closes with 1009. Default: 1 MiB.
     public var maxMessageSize = 1 << 20
-    /// Outbound bytes queued for a peer that is not reading, beyond which it is closed with
-    /// 1013 (try again later) and must reconnect. Default: 4 MiB.
+    /// Outbound bytes queued for a peer that is not reading, beyond which what is queued and
+    /// unsent is dropped and the peer is closed with ``slowPeerCloseCode``. Default: 4 MiB.
     public var maxQueuedBytes = 4 << 20
+    /// The close code a peer that fell ``maxQueuedBytes`` behind gets. Default: 1013 (try
+    /// again later); Parley's realtime endpoint uses 4000 (resume).
+    public var slowPeerCloseCode = WebSocketCloseCode.tryAgainLater
     /// How often a quiet peer is pinged; a peer silent for twice this long is dropped.
     /// Default: 30 s.
     public var pingInterval: Duration = .seconds(30)
@@ -87,6 +90,10 @@ public struct EncodedWebSocketFrame: Sendable, Hashable {
     public init(text: String) { self.init(opcode: .text, payload: Array(text.utf8)) }
     /// A binary frame.
     public init(binary: [UInt8]) { self.init(opcode: .binary, payload: binary) }
+
+    /// A text frame from bytes the caller guarantees are UTF-8 (JSON it wrote), without a
+    /// detour through `String`.
+    public init(utf8 text: [UInt8]) { self.init(opcode: .text, payload: text) }
 
     private init(opcode: WebSocketOpcode, payload: [UInt8]) {
         self.opcode = opcode

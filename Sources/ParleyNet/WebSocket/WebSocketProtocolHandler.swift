@@ -184,13 +184,30 @@ final class WebSocketProtocolHandler: ConnectionHandler, ShutdownParticipant, @u
         NetMetrics.shared.frameSent(bytes: frame.count)
         if connection.queuedBytes + frame.count > configuration.maxQueuedBytes {
             // The peer is not reading: drop it rather than hold memory (DESIGN guarantee 7).
-            receivedCloseCode = .tryAgainLater
-            receivedCloseReason = "too slow: reconnect and resume"
-            connection.close(mode: .now)
+            // What it has not started to receive is dropped, and the close frame queued behind
+            // the frame in flight, so a peer that reads again learns why; one that never does
+            // is cut at the close timeout.
+            closeSlowPeer()
             return
         }
         // Coalesced: frames queued in one loop iteration go out in one writev.
         connection.write(frame, coalesce: true)
+    }
+
+    private func closeSlowPeer() {
+        let code = configuration.slowPeerCloseCode
+        let reason = "too slow: reconnect and resume"
+        connection.discardUnsentWrites()
+        NetMetrics.shared.webSocketSlowPeerClosed()
+        receivedCloseCode = code
+        receivedCloseReason = reason
+        let close = WebSocketFrameEncoder.encode(opcode: .close, payload: WebSocketFrameEncoder.closePayload(code: code, reason: reason),
+                                                 maskKey: role == .client ? nextMaskKey() : nil)
+        connection.write(close)
+        closeState = .closeSent
+        closeTimer = connection.loop.schedule(after: configuration.closeTimeout) { [self] in
+            connection.close(mode: .now)
+        }
     }
 
     private func nextMaskKey() -> UInt32 {

@@ -1,0 +1,68 @@
+import Foundation
+
+/// Who receives a publication on the nodes that hold their connections.
+public enum Audience: Sendable, Hashable {
+    /// Every connection subscribed to the conversation (its members' devices).
+    case members(conversation: Int64)
+    /// The conversation's members' devices except one user's (typing: not back to the typist).
+    case membersExcept(conversation: Int64, user: Int64)
+    /// These users' devices.
+    case users([Int64])
+}
+
+/// What the domain hands to the bus once a change is committed, and what every node's
+/// ``Fanout`` receives. Users and conversations are named by internal keys, which are the
+/// same on every node sharing a database.
+public enum Publication: Sendable {
+    /// A stored event, in position order. `joins` starts delivering the conversation to a
+    /// user's devices with this event; `leaves` stops it after this event.
+    case event(position: Int64, conversation: Int64, audience: Audience, joins: Int64?, leaves: Int64?, frame: [UInt8])
+    /// Typing and presence: never stored, never replayed.
+    case ephemeral(audience: Audience, frame: [UInt8])
+    /// Sessions of a user were signed out: `only` that one, or all but `except`, or all. Their
+    /// sockets close (4001).
+    case signedOut(user: Int64, only: Int64?, except: Int64?)
+}
+
+/// Carries publications from the node that committed a change to every node's ``Fanout``.
+///
+/// The domain publishes from the store's after-commit hook, in commit order; a bus must
+/// deliver each publisher's batches to every receiver in the order they were published
+/// (docs/decisions/0008-publish-in-commit-order.md). The in-process implementation is the
+/// whole story on one node; a Redis or PostgreSQL LISTEN bus is the path to several.
+public protocol Bus: Sendable {
+    /// Hands `publications` to every receiver. Must not block for long: it runs on the
+    /// store's writer thread.
+    func publish(_ publications: [Publication])
+    /// Adds a receiver; it is called with each batch, in publication order.
+    func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void)
+}
+
+/// The one-node bus: a publish calls every receiver directly, in order.
+public final class InProcessBus: Bus {
+    private let receivers = LockedValue<[@Sendable ([Publication]) -> Void]>([])
+
+    /// An empty bus.
+    public init() {}
+
+    public func publish(_ publications: [Publication]) {
+        guard !publications.isEmpty else { return }
+        for receiver in receivers.withLock({ $0 }) { receiver(publications) }
+    }
+
+    public func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void) {
+        receivers.withLock { $0.append(receiver) }
+    }
+}
+
+/// A value behind a lock.
+final class LockedValue<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

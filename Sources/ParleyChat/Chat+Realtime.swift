@@ -1,0 +1,147 @@
+import Foundation
+import ParleyStore
+public import ParleyWire
+
+/// One page of the events a reconnecting device missed, as the frames the socket sends.
+public struct ReplayPage: Sendable {
+    /// `(position, frame)` in position order.
+    public var frames: [(position: Int64, frame: [UInt8])]
+    /// More events follow.
+    public var hasMore: Bool
+    /// The newest position in the store when the page was read: once a page has no more,
+    /// the device has everything up to here.
+    public var newest: Int64
+}
+
+/// How a reconnecting device catches up.
+public enum CatchUp: Sendable, Hashable {
+    /// Replay the events after the position, page by page.
+    case replay
+    /// Too much was missed (or the position was never issued here): reload over REST, then
+    /// continue live from `position`.
+    case resync(position: Int64, reason: String)
+}
+
+extension Chat {
+    /// How long a typing indicator lasts unless the typist repeats it.
+    public static let typingLifetimeMilliseconds = 6_000
+
+    /// The conversations whose events `caller`'s devices receive, and the position the
+    /// answer holds at (the newest in the same snapshot).
+    public func memberships(_ caller: Caller) async throws -> (conversations: [Int64], asOf: Int64) {
+        try await run {
+            try await store.read { db in
+                let keys = try db.fetchAll("SELECT conversation_id FROM member WHERE user_id = \(caller.userKey)").map { try $0.get(0, as: Int64.self) }
+                let newest = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+                return (keys, newest)
+            }
+        }
+    }
+
+    /// Whether a device at `position` can replay what it missed: not when the position was
+    /// never issued here (a restored backup, another server), nor when more than `maxEvents`
+    /// are waiting (reloading the conversation list and the newest history is quicker).
+    public func catchUp(_ caller: Caller, after position: Int64, maxEvents: Int) async throws -> CatchUp {
+        try await run {
+            try await store.read { db in
+                let newest = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+                if position > newest {
+                    return .resync(position: newest, reason: "position \(position) was never issued by this server")
+                }
+                let waiting = try Chat.feedRows(db, user: caller.userKey, after: position, limit: maxEvents + 1).count
+                if waiting > maxEvents {
+                    return .resync(position: newest, reason: "more than \(maxEvents) events were missed")
+                }
+                return .replay
+            }
+        }
+    }
+
+    /// The next page of events after `position` for `caller`'s devices, as socket frames
+    /// (messages without a per-viewer status, exactly as the live frames).
+    public func replay(_ caller: Caller, after position: Int64, limit: Int) async throws -> ReplayPage {
+        try await run {
+            try await store.read { db in
+                let newest = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+                let rows = try Chat.feedRows(db, user: caller.userKey, after: position, limit: limit + 1)
+                let frames = try Chat.storedEvents(db, rows.prefix(limit), viewer: nil).map { ($0.record.position, $0.record.frame) }
+                return ReplayPage(frames: frames, hasMore: rows.count > limit, newest: newest)
+            }
+        }
+    }
+
+    /// Tells the conversation's other members' devices that the caller started or stopped
+    /// typing. Nothing is stored.
+    ///
+    /// - Throws: 403 `not_member` in a public channel not joined; 404.
+    public func typing(_ caller: Caller, conversation id: ConversationID, typing: Bool) async throws {
+        let access = try await run {
+            try await store.read { db in try Chat.access(db, caller: caller, id: id) }
+        }
+        _ = try access.requireMember()
+        let frame = RealtimeFrames.typing(conversationID: id.rawValue, userID: caller.userID.rawValue, typing: typing,
+                                          expiresInMs: Chat.typingLifetimeMilliseconds)
+        bus?.publish([.ephemeral(audience: .membersExcept(conversation: access.key, user: caller.userKey), frame: frame)])
+    }
+
+    /// The people who see `user`'s presence: everyone sharing a direct conversation, group or
+    /// private channel with them (public channels are too large to tell every member).
+    public func presenceAudience(user: Int64) async throws -> [Int64] {
+        try await run {
+            try await store.read { db in
+                try db.fetchAll("""
+                    SELECT DISTINCT other.user_id FROM member mine
+                    JOIN conversation c ON c.id = mine.conversation_id AND c.kind != 'public'
+                    JOIN member other ON other.conversation_id = mine.conversation_id
+                    WHERE mine.user_id = \(user) AND other.user_id != \(user)
+                    """).map { try $0.get(0, as: Int64.self) }
+            }
+        }
+    }
+
+    /// A user's public id.
+    public func publicID(user: Int64) async throws -> String {
+        try await run {
+            try await store.read { db in
+                guard let id = try db.fetchValue(String.self, "SELECT public_id FROM account WHERE id = \(user)") else { throw ChatError.userNotFound }
+                return id
+            }
+        }
+    }
+
+    /// Records that `user`'s last device disconnected now.
+    ///
+    /// - Returns: the time stored, in milliseconds since 1970.
+    public func recordLastSeen(user: Int64) async throws -> Int64 {
+        let now = nowMilliseconds
+        try await run {
+            try await store.write { db in try db.execute("UPDATE account SET last_seen_at = \(now) WHERE id = \(user)") }
+        }
+        return now
+    }
+
+    /// The presence of the people asked about who share a non-public conversation with the
+    /// caller (others are left out, so presence cannot be probed for strangers).
+    /// `isOnline` answers for users by internal key.
+    public func presence(_ caller: Caller, users ids: [UserID], isOnline: @Sendable ([Int64]) async -> Set<Int64>) async throws -> PresenceList {
+        guard (1...Limits.presencePerQuery).contains(ids.count) else {
+            throw ChatError.invalid("userIds must list 1–\(Limits.presencePerQuery) users")
+        }
+        let rows = try await run {
+            try await store.read { db in
+                try db.fetchAll("""
+                    SELECT DISTINCT u.id, u.public_id, u.last_seen_at FROM account u
+                    JOIN member other ON other.user_id = u.id
+                    JOIN conversation c ON c.id = other.conversation_id AND c.kind != 'public'
+                    JOIN member mine ON mine.conversation_id = other.conversation_id AND mine.user_id = \(caller.userKey)
+                    WHERE u.public_id IN (\(list: ids.map(\.rawValue))) AND u.app_id = \(caller.appID)
+                    """).map { (try $0.get(0, as: Int64.self), try $0.get(1, as: String.self), try $0.get(2, as: Int64?.self)) }
+            }
+        }
+        let online = await isOnline(rows.map(\.0))
+        return PresenceList(users: rows.map { key, id, lastSeen in
+            online.contains(key) ? Presence(userID: UserID(rawValue: id), status: .online, lastSeenAt: nil)
+                                 : Presence(userID: UserID(rawValue: id), status: .offline, lastSeenAt: lastSeen.map(Chat.date))
+        })
+    }
+}

@@ -1,0 +1,97 @@
+public import ParleyWire
+
+/// An event as stored, written straight to JSON (``writeJSON(into:)``) exactly as
+/// ``WireCoding/encoder()`` writes the ``ConversationEvent`` it stands for. The feed, the
+/// WebSocket's replay and its live frames all write events from records, so a device that
+/// caught up and one that stayed connected see the same bytes for the same event.
+public struct EventRecord: Sendable, Hashable, JSONWritable {
+    /// Server-wide, strictly increasing.
+    public var position: Int64
+    /// The conversation's public id.
+    public var conversationID: String
+    /// Per conversation, gap-free; nil for `receipt.updated`.
+    public var seq: Int64?
+    /// What happened.
+    public var type: ConversationEvent.Kind
+    /// Who caused it (public id).
+    public var actorID: String?
+    /// Milliseconds since 1970.
+    public var createdAt: Int64
+    /// The message of a message event.
+    public var message: MessageRecord?
+    /// The user a membership or receipt event is about (public id).
+    public var userID: String?
+    /// The member's role after a membership event.
+    public var role: MemberRole?
+    /// The title after `conversation.updated`.
+    public var title: String?
+    /// The custom data after `conversation.updated`, as canonical JSON.
+    public var customDataJSON: String?
+    /// The watermarks after `receipt.updated`.
+    public var deliveredSeq: Int64?
+    /// The read watermark after `receipt.updated`.
+    public var readSeq: Int64?
+
+    /// The typed event.
+    ///
+    /// - Throws: a decoding error if stored JSON is damaged.
+    public func event() throws -> ConversationEvent {
+        ConversationEvent(position: position, conversationID: ConversationID(rawValue: conversationID), seq: seq, type: type,
+                          actorID: actorID.map(UserID.init(rawValue:)), createdAt: Chat.date(createdAt), message: try message?.message(),
+                          userID: userID.map(UserID.init(rawValue:)), role: role, title: title,
+                          customData: try customDataJSON.map(JSONValue.decode), deliveredSeq: deliveredSeq, readSeq: readSeq)
+    }
+
+    /// Keys in sorted order, as the encoder writes them.
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.object { json in
+            if let actorID { json.key("actorId"); json.string(actorID) }
+            json.key("conversationId"); json.string(conversationID)
+            json.key("createdAt"); json.date(milliseconds: createdAt)
+            if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
+            if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
+            if let message { json.key("message"); message.writeJSON(into: &json) }
+            json.key("position"); json.integer(position)
+            if let readSeq { json.key("readSeq"); json.integer(readSeq) }
+            if let role { json.key("role"); json.string(role.rawValue) }
+            if let seq { json.key("seq"); json.integer(seq) }
+            if let title { json.key("title"); json.string(title) }
+            json.key("type"); json.string(type.rawValue)
+            if let userID { json.key("userId"); json.string(userID) }
+        }
+    }
+
+    /// The realtime frame that carries this event: `{"event":{…},"type":"event"}`
+    /// (docs/protocol.md).
+    public var frame: [UInt8] {
+        var writer = JSONWriter(capacity: 512)
+        writer.object { json in
+            json.key("event"); writeJSON(into: &json)
+            json.key("type"); json.string("event")
+        }
+        return writer.bytes
+    }
+}
+
+/// A page of events as records: see ``EventRecord``. Encodes as ``EventPage``.
+public struct EventRecordPage: Sendable, Hashable, JSONWritable {
+    /// The events, oldest first.
+    public var records: [EventRecord]
+    /// More events follow the last one.
+    public var hasMore: Bool
+
+    /// The typed page.
+    public func page() throws -> EventPage {
+        EventPage(events: try records.map { try $0.event() }, hasMore: hasMore)
+    }
+
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.object { json in
+            json.key("events")
+            json.array { array in
+                for record in records { record.writeJSON(into: &array) }
+            }
+            json.key("hasMore"); json.bool(hasMore)
+        }
+    }
+}

@@ -1,0 +1,250 @@
+import Foundation
+import ParleyWire
+
+/// One node's router from the ``Bus`` to the connected devices: who is subscribed to which
+/// conversation, who is online. All of its state lives on one serial queue, and publications
+/// are routed there in the order the bus delivers them, so every device receives its events
+/// in position order.
+///
+/// Subscriptions follow the event log itself: a `member.added` subscribes the newcomer's
+/// devices before it is delivered, a `member.removed` unsubscribes the leaver's after. A
+/// device that connects is attached in two steps around one read of its memberships, and
+/// membership changes that land in between are applied on top (``attach(_:)``), so nothing
+/// routed after attaching is missed.
+///
+/// `Frame` is what the server sends (an encoded WebSocket frame), made once per publication
+/// however many devices receive it.
+public final class Fanout<Frame: Sendable>: @unchecked Sendable {
+    // @unchecked: every mutable property is touched only on `queue`.
+
+    /// What a device receives.
+    public enum Delivery: Sendable {
+        /// A stored event.
+        case event(position: Int64, frame: Frame)
+        /// Typing or presence.
+        case ephemeral(Frame)
+        /// The device's session was signed out.
+        case signedOut
+    }
+
+    /// One connected device.
+    public final class Subscriber: @unchecked Sendable {
+        /// Whose device.
+        public let caller: Caller
+        let receive: @Sendable (Delivery) -> Void
+        // On the fanout's queue only:
+        var attached = false
+        var pendingMembership: [(position: Int64, conversation: Int64, joined: Bool)] = []
+        var conversations: Set<Int64> = []
+
+        /// A device of `caller`; `receive` is called on the fanout's queue, in order, and must
+        /// only hand the delivery over (to the connection's loop).
+        public init(caller: Caller, receive: @escaping @Sendable (Delivery) -> Void) {
+            self.caller = caller
+            self.receive = receive
+        }
+    }
+
+    private struct PresenceEntry {
+        var devices = 0
+        var generation = 0
+        var online = false
+    }
+
+    private let chat: Chat
+    private let bus: any Bus
+    private let makeFrame: @Sendable ([UInt8]) -> Frame
+    private let presenceGrace: Duration
+    private let queue = DispatchQueue(label: "parley.fanout")
+    private var byUser: [Int64: [ObjectIdentifier: Subscriber]] = [:]
+    private var byConversation: [Int64: [ObjectIdentifier: Subscriber]] = [:]
+    private var presence: [Int64: PresenceEntry] = [:]
+    private var routed = 0
+
+    /// Routes `bus`'s publications; `presenceGrace` is how long a user stays online after
+    /// their last device disconnects (a reconnect within it is not announced).
+    public init(chat: Chat, bus: any Bus, presenceGrace: Duration, makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
+        self.chat = chat
+        self.bus = bus
+        self.makeFrame = makeFrame
+        self.presenceGrace = presenceGrace
+        bus.subscribe { [weak self] publications in
+            guard let self else { return }
+            queue.async { self.route(publications) }
+        }
+    }
+
+    // MARK: - Devices
+
+    /// Attaches a device: from when this returns, it receives every publication for its
+    /// conversations. Events stored before then are for the caller to replay from the store
+    /// (``Chat/replay(_:after:limit:)``): the two overlap, never leave a gap, and the device
+    /// drops what it already has by position.
+    ///
+    /// - Returns: the position the device's subscriptions hold at: everything after it is routed.
+    @discardableResult
+    public func attach(_ subscriber: Subscriber) async throws -> Int64 {
+        await onQueue {
+            self.byUser[subscriber.caller.userKey, default: [:]][ObjectIdentifier(subscriber)] = subscriber
+        }
+        let memberships: (conversations: [Int64], asOf: Int64)
+        do {
+            memberships = try await chat.memberships(subscriber.caller)
+        } catch {
+            detach(subscriber)
+            throw error
+        }
+        let cameOnline: Bool = await onQueue {
+            guard self.byUser[subscriber.caller.userKey]?[ObjectIdentifier(subscriber)] != nil else { return false }  // detached meanwhile
+            var conversations = Set(memberships.conversations)
+            for change in subscriber.pendingMembership where change.position > memberships.asOf {
+                if change.joined { conversations.insert(change.conversation) } else { conversations.remove(change.conversation) }
+            }
+            subscriber.pendingMembership = []
+            for conversation in conversations { self.subscribe(subscriber, to: conversation) }
+            subscriber.attached = true
+            var entry = self.presence[subscriber.caller.userKey] ?? PresenceEntry()
+            entry.devices += 1
+            entry.generation += 1
+            let cameOnline = !entry.online
+            entry.online = true
+            self.presence[subscriber.caller.userKey] = entry
+            return cameOnline
+        }
+        if cameOnline { announce(user: subscriber.caller.userKey, online: true) }
+        return memberships.asOf
+    }
+
+    /// Detaches a device (its connection closed). The user goes offline once no device has
+    /// been attached for the grace period.
+    public func detach(_ subscriber: Subscriber) {
+        queue.async { [self] in
+            let id = ObjectIdentifier(subscriber)
+            guard byUser[subscriber.caller.userKey]?.removeValue(forKey: id) != nil else { return }
+            if byUser[subscriber.caller.userKey]?.isEmpty == true { byUser.removeValue(forKey: subscriber.caller.userKey) }
+            for conversation in subscriber.conversations { unsubscribe(subscriber, from: conversation) }
+            guard subscriber.attached, var entry = presence[subscriber.caller.userKey] else { return }
+            subscriber.attached = false
+            entry.devices -= 1
+            entry.generation += 1
+            presence[subscriber.caller.userKey] = entry
+            guard entry.devices == 0 else { return }
+            let generation = entry.generation
+            let user = subscriber.caller.userKey
+            let (seconds, attoseconds) = presenceGrace.components
+            let grace = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+            queue.asyncAfter(deadline: .now() + grace) { [self] in
+                guard let entry = presence[user], entry.devices == 0, entry.generation == generation else { return }
+                presence.removeValue(forKey: user)
+                announce(user: user, online: false)
+            }
+        }
+    }
+
+    /// Which of `users` are online on this node (connected, or within the grace period).
+    public func online(_ users: [Int64]) async -> Set<Int64> {
+        await onQueue { Set(users.filter { self.presence[$0]?.online == true }) }
+    }
+
+    /// Devices attached on this node.
+    public var deviceCount: Int {
+        get async { await onQueue { self.byUser.values.reduce(0) { $0 + $1.count } } }
+    }
+
+    /// Publications routed since start.
+    public var routedCount: Int {
+        get async { await onQueue { self.routed } }
+    }
+
+    // MARK: - Routing
+
+    private func route(_ publications: [Publication]) {
+        for publication in publications {
+            routed += 1
+            switch publication {
+            case .event(let position, let conversation, let audience, let joins, let leaves, let bytes):
+                if let joins { membershipChanged(user: joins, conversation: conversation, position: position, joined: true) }
+                var frame: Frame?
+                forEachRecipient(of: audience) { subscriber in
+                    let made = frame ?? makeFrame(bytes)
+                    frame = made
+                    subscriber.receive(.event(position: position, frame: made))
+                }
+                if let leaves { membershipChanged(user: leaves, conversation: conversation, position: position, joined: false) }
+            case .ephemeral(let audience, let bytes):
+                var frame: Frame?
+                forEachRecipient(of: audience) { subscriber in
+                    let made = frame ?? makeFrame(bytes)
+                    frame = made
+                    subscriber.receive(.ephemeral(made))
+                }
+            case .signedOut(let user, let only, let except):
+                for subscriber in (byUser[user] ?? [:]).values {
+                    let session = subscriber.caller.sessionKey
+                    if only.map({ $0 == session }) ?? true, except != session { subscriber.receive(.signedOut) }
+                }
+            }
+        }
+    }
+
+    private func forEachRecipient(of audience: Audience, _ body: (Subscriber) -> Void) {
+        switch audience {
+        case .members(let conversation):
+            for subscriber in (byConversation[conversation] ?? [:]).values { body(subscriber) }
+        case .membersExcept(let conversation, let user):
+            for subscriber in (byConversation[conversation] ?? [:]).values where subscriber.caller.userKey != user { body(subscriber) }
+        case .users(let users):
+            for user in users {
+                for subscriber in (byUser[user] ?? [:]).values where subscriber.attached { body(subscriber) }
+            }
+        }
+    }
+
+    private func membershipChanged(user: Int64, conversation: Int64, position: Int64, joined: Bool) {
+        for subscriber in (byUser[user] ?? [:]).values {
+            if subscriber.attached {
+                if joined { subscribe(subscriber, to: conversation) } else { unsubscribe(subscriber, from: conversation) }
+            } else {
+                subscriber.pendingMembership.append((position, conversation, joined))
+            }
+        }
+    }
+
+    private func subscribe(_ subscriber: Subscriber, to conversation: Int64) {
+        subscriber.conversations.insert(conversation)
+        byConversation[conversation, default: [:]][ObjectIdentifier(subscriber)] = subscriber
+    }
+
+    private func unsubscribe(_ subscriber: Subscriber, from conversation: Int64) {
+        subscriber.conversations.remove(conversation)
+        byConversation[conversation]?.removeValue(forKey: ObjectIdentifier(subscriber))
+        if byConversation[conversation]?.isEmpty == true { byConversation.removeValue(forKey: conversation) }
+    }
+
+    // MARK: - Presence
+
+    /// Tells the user's contacts (on every node, through the bus) that they came online or
+    /// went offline; going offline records the time as "last seen".
+    private func announce(user: Int64, online: Bool) {
+        let chat = chat
+        let bus = bus
+        Task {
+            do {
+                let audience = try await chat.presenceAudience(user: user)
+                let lastSeen = online ? nil : try await chat.recordLastSeen(user: user)
+                guard !audience.isEmpty else { return }
+                let frame = RealtimeFrames.presence(userID: try await chat.publicID(user: user), status: online ? .online : .offline,
+                                                    lastSeenAtMilliseconds: lastSeen)
+                bus.publish([.ephemeral(audience: .users(audience), frame: frame)])
+            } catch {
+                // Presence is best effort: a failed store read only skips this announcement.
+            }
+        }
+    }
+
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: body()) }
+        }
+    }
+}

@@ -1,0 +1,515 @@
+import Foundation
+import ParleyChat
+import ParleyNet
+import ParleyWire
+
+/// Settings of the realtime endpoint; every field has a documented default (docs/protocol.md).
+public struct RealtimeConfiguration: Sendable, Hashable {
+    /// How long a new socket has to send `auth`. Default: 10 s.
+    public var authTimeout: Duration = .seconds(10)
+    /// The most events replayed to a reconnecting device; beyond, it is told to resync.
+    /// Default: 10,000.
+    public var maxReplayEvents = 10_000
+    /// Commands per second one connection may send, sustained. Default: 50.
+    public var commandsPerSecond = 50.0
+    /// Commands one connection may send in a burst. Default: 100.
+    public var commandBurst = 100.0
+    /// Commands per second one user may send over all their devices. Default: 100.
+    public var userCommandsPerSecond = 100.0
+    /// Commands one user may send in a burst. Default: 200.
+    public var userCommandBurst = 200.0
+    /// Commands of one connection accepted and not yet answered. Default: 64.
+    public var maxCommandsInFlight = 64
+    /// Outbound bytes queued for a device before it is closed with 4000 (resume). Default: 4 MiB.
+    public var maxQueuedBytes = 4 << 20
+    /// Events held for a device while it replays, before it is closed with 4000. Default: 20,000.
+    public var maxHeldEvents = 20_000
+    /// How long a user stays online after their last device disconnects. Default: 10 s.
+    public var presenceGrace: Duration = .seconds(10)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// What every realtime session shares.
+final class RealtimeContext: Sendable {
+    let chat: Chat
+    let fanout: Fanout<EncodedWebSocketFrame>
+    let configuration: RealtimeConfiguration
+    let heartbeatSeconds: Int
+    let userBuckets: UserBuckets
+
+    init(chat: Chat, fanout: Fanout<EncodedWebSocketFrame>, configuration: RealtimeConfiguration, heartbeatSeconds: Int) {
+        self.chat = chat
+        self.fanout = fanout
+        self.configuration = configuration
+        self.heartbeatSeconds = heartbeatSeconds
+        userBuckets = UserBuckets(rate: configuration.userCommandsPerSecond, burst: configuration.userCommandBurst)
+    }
+}
+
+/// The realtime WebSocket route: `GET /v1/realtime` with the app key in `X-Parley-App-Key`
+/// or `?appKey=` (browsers cannot set headers on a WebSocket). The user's token is never in
+/// the URL: it is the first frame.
+enum RealtimeRoutes {
+    static func add(to router: inout Router, context: RealtimeContext, webSocket: WebSocketConfiguration) {
+        var configuration = webSocket
+        configuration.maxMessageSize = Limits.realtimeFrameBytes
+        configuration.maxQueuedBytes = context.configuration.maxQueuedBytes
+        configuration.slowPeerCloseCode = WebSocketCloseCode(rawValue: RealtimeCloseCode.resume)
+        router.webSocket("/v1/realtime", configuration: configuration) { request in
+            guard let key = request.headers["x-parley-app-key"] ?? request.queryItems["appKey"] else {
+                throw HTTPError(.unauthorized, code: ChatError.unknownApp.code, message: "send the app key in X-Parley-App-Key or ?appKey=")
+            }
+            let app: AppRef
+            do {
+                app = try await context.chat.app(publicKey: key)
+            } catch let error as ChatError {
+                throw HTTPError(HTTPStatus(code: error.status, reason: API.reason(error.status)), code: error.code, message: error.message)
+            }
+            let session = Locked<RealtimeSession?>(nil)
+            return WebSocketHandler(
+                onOpen: { socket in
+                    let created = RealtimeSession(socket: socket, app: app, context: context)
+                    session.withLock { $0 = created }
+                    created.opened()
+                },
+                onMessage: { _, message in session.withLock { $0 }?.received(message) },
+                onClose: { _, _, _ in
+                    session.withLock { $0 }?.closed()
+                    session.withLock { $0 = nil }
+                })
+        }
+    }
+}
+
+/// One device's realtime connection (docs/protocol.md):
+///
+/// ```
+///  awaitingAuth ──auth──▶ authenticating ──token ok──▶ catchingUp ──replayed──▶ live
+///       │ deadline / not auth: 4002 / 4003       │ bad token: 4001
+/// ```
+/// While catching up, live deliveries are held and then sent after the replay, skipping
+/// what the replay already sent (by position): no gap, no duplicate. Commands run one after
+/// another in the order they arrived, so a device's sends are stored in its order.
+///
+/// Loop-confined state is touched only on the socket's loop; tasks hop back with
+/// `socket.loop.execute`.
+final class RealtimeSession: @unchecked Sendable {
+    private enum Phase { case awaitingAuth, authenticating, catchingUp, live, closed }
+    typealias Delivery = Fanout<EncodedWebSocketFrame>.Delivery
+
+    let socket: WebSocket
+    let app: AppRef
+    let context: RealtimeContext
+    private var chat: Chat { context.chat }
+
+    // Loop-confined:
+    private var phase = Phase.awaitingAuth
+    private var authTimer: ScheduledTimer?
+    private var subscriber: Fanout<EncodedWebSocketFrame>.Subscriber?
+    /// The newest position sent to the device; live events at or before it are skipped.
+    private var lastPosition: Int64 = 0
+    private var held: [Delivery] = []
+    private var bucket: TokenBucket
+    private var inFlight = 0
+    private var chain: Task<Void, Never>?
+
+    /// The caller, once authenticated; read by command tasks.
+    private let caller = Locked<Caller?>(nil)
+    /// Deliveries from the fanout's queue, waiting for the loop.
+    private let inbox = Locked<(items: [Delivery], scheduled: Bool)>(([], false))
+
+    init(socket: WebSocket, app: AppRef, context: RealtimeContext) {
+        self.socket = socket
+        self.app = app
+        self.context = context
+        bucket = TokenBucket(rate: context.configuration.commandsPerSecond, burst: context.configuration.commandBurst)
+    }
+
+    // MARK: - Socket events (loop)
+
+    func opened() {
+        authTimer = socket.loop.schedule(after: context.configuration.authTimeout) { [self] in
+            guard phase == .awaitingAuth else { return }
+            fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.authTimeout, reason: "authenticate within the deadline")
+        }
+    }
+
+    func received(_ message: WebSocketMessage) {
+        guard phase != .closed else { return }
+        guard case .text(let text) = message else {
+            fail(ChatError.invalid("frames are JSON text"), id: nil, close: RealtimeCloseCode.protocolViolation, reason: "send JSON text frames")
+            return
+        }
+        let frame: ClientFrame
+        do {
+            frame = try JSONDecoder().decode(ClientFrame.self, from: Data(text.utf8))
+        } catch {
+            let problem = Self.decodingProblem(error)
+            if phase == .awaitingAuth {
+                fail(problem, id: nil, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
+            } else {
+                send(RealtimeFrames.error(id: nil, problem))
+            }
+            return
+        }
+        let id = frame.id
+        if let id, !Limits.commandID.contains(id.count) {
+            send(RealtimeFrames.error(id: nil, ChatError.invalid("id must be 1–\(Limits.commandID.upperBound) characters")))
+            return
+        }
+        guard let kind = frame.kind else {
+            let error = ChatError(status: 400, code: "unknown_command",
+                                  message: "unknown type; one of \(ClientFrame.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+            if phase == .awaitingAuth {
+                fail(error, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
+            } else {
+                send(RealtimeFrames.error(id: id, error))
+            }
+            return
+        }
+        if phase == .awaitingAuth {
+            guard kind == .auth, let token = frame.token else {
+                fail(ChatError.unauthenticated, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth with a token")
+                return
+            }
+            guard (frame.position ?? 0) >= 0 else {
+                fail(ChatError.invalid("position must not be negative"), id: id, close: RealtimeCloseCode.protocolViolation, reason: "bad auth")
+                return
+            }
+            authenticate(token: token, position: frame.position)
+            return
+        }
+        switch kind {
+        case .auth:
+            send(RealtimeFrames.error(id: id, ChatError.invalid("already authenticated")))
+        case .ping:
+            send(RealtimeFrames.pong(id: id))
+        default:
+            command(kind, frame)
+        }
+    }
+
+    func closed() {
+        guard phase != .closed else { return }
+        phase = .closed
+        if let authTimer { socket.loop.cancel(authTimer) }
+        if let subscriber { context.fanout.detach(subscriber) }
+        subscriber = nil
+        held = []
+        chain = nil
+    }
+
+    // MARK: - Authentication and catching up
+
+    private func authenticate(token: String, position: Int64?) {
+        phase = .authenticating
+        if let authTimer { socket.loop.cancel(authTimer) }
+        authTimer = nil
+        chain = Task { [self] in
+            let caller: Caller
+            do {
+                caller = try await chat.authenticate(token: token, app: app)
+            } catch {
+                onLoop { $0.fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.unauthorized, reason: "sign in again") }
+                return
+            }
+            self.caller.withLock { $0 = caller }
+            let subscriber = Fanout<EncodedWebSocketFrame>.Subscriber(caller: caller) { [weak self] delivery in
+                self?.deliver(delivery)
+            }
+            let registered: Bool = await withCheckedContinuation { continuation in
+                socket.loop.execute { [self] in
+                    guard phase == .authenticating else { return continuation.resume(returning: false) }
+                    self.subscriber = subscriber
+                    phase = .catchingUp
+                    continuation.resume(returning: true)
+                }
+            }
+            guard registered else { return }
+            do {
+                let asOf = try await context.fanout.attach(subscriber)
+                try await catchUp(caller, from: position, asOf: asOf)
+            } catch {
+                onLoop { $0.fail(ChatError.internalError, id: nil, close: WebSocketCloseCode.tryAgainLater.rawValue, reason: "try again") }
+            }
+        }
+    }
+
+    /// Replays what the device missed, then goes live.
+    private func catchUp(_ caller: Caller, from position: Int64?, asOf: Int64) async throws {
+        var after = position ?? asOf
+        var newest = asOf
+        if let position {
+            switch try await chat.catchUp(caller, after: position, maxEvents: context.configuration.maxReplayEvents) {
+            case .resync(let current, let reason):
+                after = current
+                newest = current
+                let frame = RealtimeFrames.resync(position: current, reason: reason)
+                onLoop { $0.send(frame) }
+            case .replay:
+                while true {
+                    let page = try await chat.replay(caller, after: after, limit: 200)
+                    let frames = page.frames
+                    onLoop { session in
+                        for (_, frame) in frames { session.send(frame) }
+                    }
+                    after = frames.last?.position ?? after
+                    newest = page.newest
+                    if !page.hasMore { break }
+                }
+            }
+        }
+        let replayedUpTo = after
+        let readyAt = max(after, newest)
+        onLoop { session in
+            guard session.phase == .catchingUp else { return }
+            session.lastPosition = replayedUpTo
+            session.phase = .live
+            let held = session.held
+            session.held = []
+            for delivery in held { session.sendLive(delivery) }
+            session.lastPosition = max(session.lastPosition, readyAt)
+            session.send(RealtimeFrames.ready(position: session.lastPosition, userID: caller.userID.rawValue,
+                                              sessionID: "s\(caller.sessionKey)", heartbeatSeconds: session.context.heartbeatSeconds))
+        }
+    }
+
+    // MARK: - Deliveries
+
+    /// Called on the fanout's queue: hands the delivery to the loop, one hop per burst.
+    private func deliver(_ delivery: Delivery) {
+        let schedule = inbox.withLock { box -> Bool in
+            box.items.append(delivery)
+            if box.scheduled { return false }
+            box.scheduled = true
+            return true
+        }
+        if schedule { socket.loop.execute { [self] in drainInbox() } }
+    }
+
+    private func drainInbox() {
+        let items = inbox.withLock { box -> [Delivery] in
+            let items = box.items
+            box.items = []
+            box.scheduled = false
+            return items
+        }
+        for delivery in items {
+            switch phase {
+            case .live:
+                sendLive(delivery)
+            case .catchingUp:
+                if case .signedOut = delivery { sendLive(delivery); return }
+                held.append(delivery)
+                if held.count > context.configuration.maxHeldEvents {
+                    held = []
+                    socket.close(code: WebSocketCloseCode(rawValue: RealtimeCloseCode.resume), reason: "too far behind: reconnect and resume")
+                    phase = .closed
+                    return
+                }
+            case .awaitingAuth, .authenticating, .closed:
+                return
+            }
+        }
+    }
+
+    private func sendLive(_ delivery: Delivery) {
+        switch delivery {
+        case .event(let position, let frame):
+            guard position > lastPosition else { return }
+            lastPosition = position
+            socket.send(frame)
+        case .ephemeral(let frame):
+            socket.send(frame)
+        case .signedOut:
+            fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.unauthorized, reason: "signed out")
+        }
+    }
+
+    // MARK: - Commands
+
+    private func command(_ kind: ClientFrame.Kind, _ frame: ClientFrame) {
+        let id = frame.id
+        let isTyping = kind == .typingStarted || kind == .typingStopped
+        guard id != nil || isTyping else {
+            send(RealtimeFrames.error(id: nil, ChatError.invalid("\(kind.rawValue) needs an id, which its answer echoes")))
+            return
+        }
+        let now = ContinuousClock.now
+        if let wait = bucket.take(now: now) {
+            send(RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait)))
+            return
+        }
+        guard inFlight < context.configuration.maxCommandsInFlight else {
+            send(RealtimeFrames.error(id: id, ChatError(status: 429, code: "rate_limited",
+                                                        message: "too many commands waiting for answers; wait for some", retryAfterSeconds: 1)))
+            return
+        }
+        inFlight += 1
+        let previous = chain
+        chain = Task { [self] in
+            await previous?.value
+            let answer: [UInt8]?
+            if let caller = caller.withLock({ $0 }) {
+                if let wait = context.userBuckets.take(user: caller.userKey, now: now) {
+                    answer = RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait))
+                } else {
+                    do {
+                        let result = try await execute(kind, frame, caller: caller)
+                        answer = id.map { RealtimeFrames.ack(id: $0, result: result) }
+                    } catch {
+                        answer = RealtimeFrames.error(id: id, error as? ChatError ?? ChatError.internalError)
+                    }
+                }
+            } else {
+                answer = nil  // authentication failed: the socket is closing
+            }
+            onLoop { session in
+                session.inFlight -= 1
+                if let answer { session.send(answer) }
+            }
+        }
+    }
+
+    /// Runs one command; the REST endpoint's answer, encoded.
+    private func execute(_ kind: ClientFrame.Kind, _ frame: ClientFrame, caller: Caller) async throws -> [UInt8] {
+        func conversation() throws -> ConversationID {
+            guard let id = frame.conversationID else { throw ChatError.invalid("\(kind.rawValue) needs conversationId") }
+            return id
+        }
+        func seq() throws -> Int64 {
+            guard let seq = frame.seq else { throw ChatError.invalid("\(kind.rawValue) needs seq") }
+            return seq
+        }
+        let encoder = WireCoding.encoder()
+        switch kind {
+        case .send:
+            guard let message = frame.message else { throw ChatError.invalid("message.send needs message") }
+            let (record, created) = try await chat.sendRecord(caller, to: try conversation(), message)
+            var writer = JSONWriter(capacity: 512)
+            writer.object { json in
+                json.key("created"); json.bool(created)
+                json.key("message"); record.writeJSON(into: &json)
+            }
+            return writer.bytes
+        case .edit:
+            guard let messageID = frame.messageID, let content = frame.content else {
+                throw ChatError.invalid("message.edit needs messageId and content")
+            }
+            let edited = try await chat.edit(caller, conversation: try conversation(), message: messageID,
+                                             EditMessageRequest(content: content, metadata: frame.metadata))
+            return Array(try encoder.encode(edited))
+        case .delete:
+            guard let ids = frame.messageIDs else { throw ChatError.invalid("message.delete needs messageIds") }
+            let deleted = try await chat.delete(caller, conversation: try conversation(), messages: ids)
+            return Array(try encoder.encode(DeletedMessages(messages: deleted)))
+        case .markDelivered:
+            return Array(try encoder.encode(try await chat.updateReceipt(caller, conversation: try conversation(),
+                                                                         ReceiptUpdate(deliveredSeq: try seq()))))
+        case .markRead:
+            return Array(try encoder.encode(try await chat.updateReceipt(caller, conversation: try conversation(), ReceiptUpdate(readSeq: try seq()))))
+        case .typingStarted, .typingStopped:
+            try await chat.typing(caller, conversation: try conversation(), typing: kind == .typingStarted)
+            return Array("{}".utf8)
+        case .join:
+            return Array(try encoder.encode(try await chat.join(caller, id: try conversation())))
+        case .leave:
+            try await chat.removeMember(caller, id: try conversation(), user: caller.userID)
+            return Array("{}".utf8)
+        case .presence:
+            guard let users = frame.userIDs else { throw ChatError.invalid("presence.query needs userIds") }
+            let fanout = context.fanout
+            return Array(try encoder.encode(try await chat.presence(caller, users: users, isOnline: { await fanout.online($0) })))
+        case .auth, .ping:
+            throw ChatError.invalid("not a command here")
+        }
+    }
+
+    /// The typed error for a frame that did not decode, naming the field (as REST does).
+    static func decodingProblem(_ error: any Error) -> ChatError {
+        let message: String
+        switch error {
+        case let error as ChatError:
+            return error
+        case DecodingError.keyNotFound(let key, _):
+            message = "missing field '\(key.stringValue)'"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            message = "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type"
+        case DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty:
+            message = "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' is invalid"
+        default:
+            message = "the frame is not a JSON object"
+        }
+        return ChatError(status: 400, code: "invalid_json", message: message)
+    }
+
+    // MARK: - Helpers (loop)
+
+    private func send(_ bytes: [UInt8]) {
+        guard phase != .closed else { return }
+        socket.send(EncodedWebSocketFrame(utf8: bytes))
+    }
+
+    /// Sends the error, then closes with `code`.
+    private func fail(_ error: ChatError, id: String?, close code: UInt16, reason: String) {
+        guard phase != .closed else { return }
+        send(RealtimeFrames.error(id: id, error))
+        socket.close(code: WebSocketCloseCode(rawValue: code), reason: reason)
+        closed()
+    }
+
+    private func onLoop(_ body: @escaping @Sendable (RealtimeSession) -> Void) {
+        socket.loop.execute { [self] in body(self) }
+    }
+}
+
+/// A token bucket: `rate` per second sustained, `burst` at once.
+struct TokenBucket: Sendable {
+    let rate: Double
+    let burst: Double
+    private var tokens: Double
+    private var updated: ContinuousClock.Instant?
+
+    init(rate: Double, burst: Double) {
+        self.rate = rate
+        self.burst = burst
+        tokens = burst
+    }
+
+    /// Takes a token; nil if one was there, else whole seconds until one is.
+    mutating func take(now: ContinuousClock.Instant) -> Int? {
+        if let updated {
+            let elapsed = now - updated
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            tokens = min(burst, tokens + max(0, seconds) * rate)
+        }
+        updated = now
+        guard tokens >= 1 else { return max(1, Int(((1 - tokens) / rate).rounded(.up))) }
+        tokens -= 1
+        return nil
+    }
+}
+
+/// Token buckets per user, shared by all of a user's connections on this node.
+final class UserBuckets: Sendable {
+    private let buckets = Locked<[Int64: TokenBucket]>([:])
+    private let rate: Double
+    private let burst: Double
+
+    init(rate: Double, burst: Double) {
+        self.rate = rate
+        self.burst = burst
+    }
+
+    func take(user: Int64, now: ContinuousClock.Instant) -> Int? {
+        buckets.withLock { buckets in
+            if buckets.count > 100_000 { buckets.removeAll(keepingCapacity: true) }  // full buckets are the default anyway
+            var bucket = buckets[user] ?? TokenBucket(rate: rate, burst: burst)
+            let wait = bucket.take(now: now)
+            buckets[user] = bucket
+            return wait
+        }
+    }
+}

@@ -1,0 +1,311 @@
+"""The realtime WebSocket (docs/protocol.md) against the real binary, driven by Python
+`websockets`: live events on every device, acks, receipts, typing, presence, resume without a
+gap, resync, sign-out, bad input and rate limits."""
+import json
+import socket
+import time
+import uuid
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from conftest import Server
+from parley import Client
+from realtime import Device, event_key
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = Server("--presence-grace", "1", "--auth-timeout", "2", "--max-replay-events", "60")
+    yield running
+    assert running.stop() == 0
+
+
+def names():
+    suffix = uuid.uuid4().hex[:8]
+    return f"alice{suffix}", f"bob{suffix}", f"carol{suffix}"
+
+
+def people(server, count=2):
+    clients = []
+    for name in names()[:count]:
+        clients.append(Client(server).register(name))
+    return clients
+
+
+def group(owner, *others):
+    status, conversation = owner.post("/v1/conversations", {"kind": "group", "title": "room",
+                                                             "members": [o.user["username"] for o in others]})
+    assert status == 201, conversation
+    return conversation["id"]
+
+
+def test_a_message_reaches_every_device_of_every_member_and_the_sender_gets_its_ack(server):
+    alice, bob = people(server)
+    room = group(alice, bob)
+    second_alice = Client(server).sign_in(alice.user["username"])
+    phone, laptop = Device(server, alice.token), Device(server, second_alice.token)
+    bobs = Device(server, bob.token)
+    for device in (phone, laptop, bobs):
+        device.wait_ready()
+
+    ack = phone.send_text(room, "hello", client_id="first")
+    assert ack["type"] == "ack" and ack["result"]["created"] is True
+    message = ack["result"]["message"]
+    assert message["clientId"] == "first" and message["status"] == "sent"
+
+    for device in (phone, laptop, bobs):  # the Syncano bug: the sender's other device sees it too
+        event = device.wait_event(lambda e: e["type"] == "message.created")["event"]
+        assert event["message"]["id"] == message["id"] and event["message"]["clientId"] == "first"
+        assert event["seq"] == message["seq"] and event["position"] > 0
+
+    # A resend after a lost ack returns the original: no second message, no second event.
+    again = phone.send_text(room, "hello", client_id="first")
+    assert again["result"]["created"] is False and again["result"]["message"]["id"] == message["id"]
+    bobs.drain()
+    assert [e["message"]["id"] for e in bobs.events if e["type"] == "message.created"] == [message["id"]]
+
+
+def test_rest_changes_are_pushed_too_and_edits_deletes_and_receipts_arrive_live(server):
+    alice, bob = people(server)
+    room = group(alice, bob)
+    alices, bobs = Device(server, alice.token), Device(server, bob.token)
+    alices.wait_ready(), bobs.wait_ready()
+
+    status, sent = alice.send(room, "over REST")  # another device using REST
+    assert status == 201
+    created = bobs.wait_event(lambda e: e["type"] == "message.created")["event"]
+    assert created["message"]["id"] == sent["id"]
+
+    # Bob's device marks it delivered: Alice sees her message move from sent to delivered, then read.
+    assert bobs.command("receipt.delivered", conversationId=room, seq=created["seq"])["result"]["deliveredSeq"] == created["seq"]
+    receipt = alices.wait_event(lambda e: e["type"] == "receipt.updated")["event"]
+    assert receipt["userId"] == bob.user["id"] and receipt["deliveredSeq"] == created["seq"] and "seq" not in receipt
+    bobs.command("receipt.read", conversationId=room, seq=created["seq"])
+    receipt = alices.wait_event(lambda e: e["type"] == "receipt.updated" and e["readSeq"] == created["seq"])["event"]
+    status, message = alice.get(f"/v1/conversations/{room}/messages/{sent['id']}")
+    assert message["status"] == "read"
+    # Marking again changes nothing and publishes nothing.
+    bobs.command("receipt.read", conversationId=room, seq=created["seq"])
+
+    edited = alices.command("message.edit", conversationId=room, messageId=sent["id"], content={"type": "text", "text": "fixed"})
+    assert edited["result"]["editedAt"]
+    event = bobs.wait_event(lambda e: e["type"] == "message.edited")["event"]
+    assert event["message"]["content"]["text"] == "fixed"
+
+    extra = alices.send_text(room, "second")["result"]["message"]
+    deleted = alices.command("message.delete", conversationId=room, messageIds=[sent["id"], extra["id"]])
+    assert [m["deletedAt"] is not None for m in deleted["result"]["messages"]] == [True, True]
+    tombstones = [bobs.wait_event(lambda e: e["type"] == "message.deleted")["event"] for _ in range(2)]
+    assert {t["message"]["id"] for t in tombstones} == {sent["id"], extra["id"]}
+    assert all("content" not in t["message"] for t in tombstones)
+
+    # Someone else's message: refused, nothing changed, nothing published.
+    mine = bobs.send_text(room, "bob's")["result"]["message"]
+    refused = alices.command("message.edit", conversationId=room, messageId=mine["id"], content={"type": "text", "text": "x"})
+    assert refused["type"] == "error" and refused["error"]["code"] == "forbidden"
+    bobs.drain()
+    assert not [e for e in bobs.events if e["type"] == "message.edited" and e["message"]["id"] == mine["id"]]
+
+
+def test_a_device_that_was_away_resumes_with_exactly_the_events_the_others_saw(server):
+    alice, bob = people(server)
+    room = group(alice, bob)
+    second_bob = Client(server).sign_in(bob.user["username"])
+    alices, bobs = Device(server, alice.token), Device(server, bob.token)
+    away = Device(server, second_bob.token)
+    for device in (alices, bobs, away):
+        device.wait_ready()
+    alices.send_text(room, "before")
+    for device in (alices, bobs, away):
+        device.wait_event(lambda e: e["type"] == "message.created")
+    last = away.position
+    away.close()
+
+    # While it is away: messages, an edit, a delete, receipts, a new conversation.
+    sent = [alices.send_text(room, f"m{i}")["result"]["message"] for i in range(5)]
+    alices.command("message.edit", conversationId=room, messageId=sent[0]["id"], content={"type": "text", "text": "m0!"})
+    alices.command("message.delete", conversationId=room, messageIds=[sent[1]["id"]])
+    bobs.command("receipt.read", conversationId=room, seq=sent[-1]["seq"])
+    other = group(alice, bob)
+    alices.send_text(other, "in the new room")
+    final = alices.send_text(room, "last")["result"]["message"]
+    bobs.wait_event(lambda e: e.get("message", {}).get("id") == final["id"])
+    bobs.drain()
+
+    back = Device(server, second_bob.token, position=last)
+    ready = back.wait_ready()
+    stayed = [event_key(e) for e in bobs.events if e["position"] > last]
+    resumed = [event_key(e) for e in back.events]
+    assert resumed == stayed, "the resumed device must see exactly what the connected one saw, in order"
+    assert ready["position"] >= stayed[-1][0]
+    assert [e["position"] for e in back.events] == sorted({e["position"] for e in back.events})
+
+    # And then it is live: no gap between replay and live.
+    live = alices.send_text(room, "after resume")["result"]["message"]
+    assert back.wait_event(lambda e: e.get("message", {}).get("id") == live["id"])
+
+
+def test_a_position_the_server_never_issued_or_too_far_behind_gets_resync(server):
+    alice, bob = people(server)
+    room = group(alice, bob)
+    future = Device(server, alice.token, position=10**12)
+    resync = future.until(lambda f: f["type"] == "resync")
+    assert resync["position"] < 10**12 and "never issued" in resync["reason"]
+    future.wait_ready()
+
+    device = Device(server, bob.token)
+    device.wait_ready()
+    start = device.position
+    device.close()
+    for i in range(70):  # the server replays at most 60 here
+        alice.send(room, f"n{i}")
+    behind = Device(server, bob.token, position=start)
+    resync = behind.until(lambda f: f["type"] == "resync")
+    assert "more than 60" in resync["reason"]
+    behind.wait_ready()
+    assert behind.ready["position"] >= resync["position"]
+    assert not [f for f in behind.frames if f["type"] == "event"], "a resync replays nothing"
+
+
+def test_typing_goes_to_the_other_members_only_and_presence_follows_connections(server):
+    alice, bob = people(server)
+    room = group(alice, bob)
+    alices = Device(server, alice.token)
+    alices.wait_ready()
+    bobs = Device(server, bob.token)
+    bobs.wait_ready()
+    online = alices.until(lambda f: f["type"] == "presence" and f["userId"] == bob.user["id"])
+    assert online["status"] == "online"
+
+    second = Device(server, Client(server).sign_in(alice.user["username"]).token)
+    second.wait_ready()
+    alices.command("typing.start", conversationId=room)
+    typing = bobs.until(lambda f: f["type"] == "typing")
+    assert typing == {"type": "typing", "conversationId": room, "userId": alice.user["id"], "typing": True, "expiresInMs": 6000}
+    alices.command("typing.stop", conversationId=room)
+    assert bobs.until(lambda f: f["type"] == "typing")["typing"] is False
+    second.drain()
+    assert not [f for f in second.frames if f["type"] == "typing"], "the typist's own devices are not told"
+
+    answer = alices.command("presence.query", userIds=[bob.user["id"]])
+    assert answer["result"]["users"] == [{"userId": bob.user["id"], "status": "online"}]
+    bobs.close()
+    offline = alices.until(lambda f: f["type"] == "presence" and f["status"] == "offline", timeout=10)
+    assert offline["userId"] == bob.user["id"] and offline["lastSeenAt"]
+    answer = alices.command("presence.query", userIds=[bob.user["id"], "u_nobody"])
+    assert [u["status"] for u in answer["result"]["users"]] == ["offline"]
+
+
+def test_join_and_leave_a_public_channel_over_the_socket(server):
+    alice, bob = people(server)
+    status, channel = alice.post("/v1/conversations", {"kind": "public", "title": f"news-{uuid.uuid4().hex[:6]}"})
+    assert status == 201
+    alices, bobs = Device(server, alice.token), Device(server, bob.token)
+    alices.wait_ready(), bobs.wait_ready()
+    refused = bobs.send_text(channel["id"], "not yet")
+    assert refused["error"]["code"] == "not_member"
+    joined = bobs.command("channel.join", conversationId=channel["id"])
+    assert joined["result"]["id"] == channel["id"]
+    bobs.wait_event(lambda e: e["type"] == "member.added" and e["userId"] == bob.user["id"])
+    alices.wait_event(lambda e: e["type"] == "member.added" and e["userId"] == bob.user["id"])
+    alices.send_text(channel["id"], "welcome")
+    bobs.wait_event(lambda e: e["type"] == "message.created")
+    assert bobs.command("channel.leave", conversationId=channel["id"])["type"] == "ack"
+    bobs.wait_event(lambda e: e["type"] == "member.removed")
+    after = alices.send_text(channel["id"], "gone")["result"]["message"]
+    alices.wait_event(lambda e: e.get("message", {}).get("id") == after["id"])
+    bobs.drain()
+    assert not [e for e in bobs.events if e.get("message", {}).get("id") == after["id"]], "a leaver gets nothing after leaving"
+
+
+def test_signing_out_closes_the_socket_with_4001(server):
+    alice, = people(server, 1)
+    device = Device(server, alice.token)
+    device.wait_ready()
+    assert alice.delete("/v1/sessions/current")[0] == 204
+    assert device.close_code() == 4001
+
+
+@pytest.mark.parametrize("first, code", [
+    ({"type": "auth", "token": "not-a-real-token-at-all"}, 4001),
+    ({"type": "ping", "id": "1"}, 4003),
+    ({"type": "message.send", "id": "1", "conversationId": "c_x"}, 4003),
+    ("{not json", 4003),
+    ({"type": "auth"}, 4003),
+])
+def test_a_bad_first_frame_gets_a_typed_error_and_a_close_code(server, first, code):
+    device = Device(server, None, authenticate=False)
+    device.socket.send(first if isinstance(first, str) else json.dumps(first))
+    error = device.next()
+    assert error["type"] == "error" and error["error"]["code"] in ("unauthenticated", "invalid_json", "unknown_command")
+    assert device.close_code() == code
+
+
+def test_no_auth_within_the_deadline_closes_with_4002_and_binary_with_4003(server):
+    device = Device(server, None, authenticate=False)
+    assert device.close_code(timeout=10) == 4002
+    alice, = people(server, 1)
+    device = Device(server, alice.token)
+    device.wait_ready()
+    device.socket.send(b"\x00\x01")
+    assert device.close_code() == 4003
+
+
+def test_bad_commands_after_auth_get_typed_errors_and_the_socket_stays(server):
+    alice, bob = people(server)
+    outsider, = people(server, 1)
+    room = group(alice, bob)
+    device = Device(server, outsider.token)
+    device.wait_ready()
+    device.socket.send("[1, 2")
+    assert device.next()["error"]["code"] == "invalid_json"
+    assert device.command("message.sned")["error"]["code"] == "unknown_command"
+    assert device.command("message.send", conversationId=room)["error"]["code"] == "invalid_request"
+    # Someone else's conversation: the same answer as one that does not exist, nothing leaked.
+    answer = device.send_text(room, "let me in")
+    assert answer["error"] == {"code": "conversation_not_found", "message": "no such conversation", "status": 404}
+    assert device.command("typing.start", conversationId=room)["error"]["code"] == "conversation_not_found"
+    assert device.command("receipt.read", conversationId=room, seq=1)["error"]["code"] == "conversation_not_found"
+    assert device.command("auth", token=outsider.token)["error"]["code"] == "invalid_request"
+    assert device.command("ping")["type"] == "pong"
+    status, history = alice.get(f"/v1/conversations/{room}/messages")
+    assert history["messages"] == [], "nothing was stored"
+
+
+def test_another_apps_token_is_refused_and_an_unknown_app_key_cannot_upgrade(server):
+    alice, = people(server, 1)
+    created = server.apps("create", f"other{uuid.uuid4().hex[:6]}")
+    other_key = created.stdout.split("app key:")[1].split()[0]
+    device = Device(server, alice.token, app_key=other_key)
+    assert device.next()["error"]["code"] == "unauthenticated"
+    assert device.close_code() == 4001
+    with pytest.raises(InvalidStatus) as refused:
+        connect(f"ws://{server.host}:{server.port}/v1/realtime", additional_headers={"X-Parley-App-Key": "pk_nope"})
+    assert refused.value.response.status_code == 401
+
+
+def test_an_oversize_frame_closes_with_1009(server):
+    alice, = people(server, 1)
+    device = Device(server, alice.token)
+    device.wait_ready()
+    device.socket.send("x" * (128 * 1024 + 1))
+    assert device.close_code() == 1009
+
+
+def test_commands_beyond_the_rate_limit_get_rate_limited_with_a_retry_time():
+    running = Server("--commands-per-second", "5")
+    try:
+        alice, bob = people(running)
+        room = group(alice, bob)
+        device = Device(running, alice.token)
+        device.wait_ready()
+        for i in range(40):
+            device.socket.send(json.dumps({"type": "typing.start", "id": f"t{i}", "conversationId": room}))
+        answers = [device.until(lambda f: f.get("id") == f"t{i}") for i in range(40)]
+        limited = [a for a in answers if a["type"] == "error"]
+        assert limited and all(a["error"]["code"] == "rate_limited" and a["error"]["retryAfterSeconds"] >= 1 for a in limited)
+        assert len(limited) < 40
+    finally:
+        running.stop()
