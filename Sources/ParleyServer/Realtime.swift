@@ -251,11 +251,12 @@ final class RealtimeSession: @unchecked Sendable {
             case .replay:
                 while true {
                     let page = try await chat.replay(caller, after: after, limit: 200)
-                    let frames = page.frames
-                    onLoop { session in
-                        for (_, frame) in frames { session.send(frame) }
+                    let frames = page.frames.map(\.frame)
+                    let open: Bool = await withCheckedContinuation { continuation in
+                        onLoop { session in session.sendPaced(frames, from: 0) { continuation.resume(returning: $0) } }
                     }
-                    after = frames.last?.position ?? after
+                    guard open else { return }
+                    after = page.frames.last?.position ?? after
                     newest = page.newest
                     if !page.hasMore { break }
                 }
@@ -274,6 +275,25 @@ final class RealtimeSession: @unchecked Sendable {
             session.send(RealtimeFrames.ready(position: session.lastPosition, userID: caller.userID.rawValue,
                                               sessionID: "s\(caller.sessionKey)", heartbeatSeconds: session.context.heartbeatSeconds))
         }
+    }
+
+    /// Sends replayed frames no faster than the device reads them: while more than a quarter
+    /// of the queue limit is waiting, it checks again shortly. (Sending a long replay at once
+    /// would trip the slow-peer limit on a device that reads fine.) `done` gets false if the
+    /// connection closed meanwhile.
+    private func sendPaced(_ frames: [[UInt8]], from start: Int, done: @escaping @Sendable (Bool) -> Void) {
+        var index = start
+        while index < frames.count {
+            guard phase != .closed else { return done(false) }
+            if socket.queuedBytes > context.configuration.maxQueuedBytes / 4 {
+                let resumeAt = index
+                _ = socket.loop.schedule(after: .milliseconds(2)) { [self] in sendPaced(frames, from: resumeAt, done: done) }
+                return
+            }
+            send(frames[index])
+            index += 1
+        }
+        done(phase != .closed)
     }
 
     // MARK: - Deliveries

@@ -32,7 +32,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Accounts one address may create per hour. `--signups-per-hour`. Default: 60.
     public var signUpsPerHour = 60
     /// The realtime WebSocket's limits and timers (docs/protocol.md). `--presence-grace`,
-    /// `--max-replay-events`, `--commands-per-second`, `--auth-timeout`.
+    /// `--max-replay-events`, `--commands-per-second`, `--auth-timeout`, `--max-queued-bytes`.
     public var realtime = RealtimeConfiguration()
 
     /// The defaults.
@@ -73,6 +73,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         ("--max-replay-events <n>", "PARLEY_MAX_REPLAY_EVENTS", "Most events replayed to a reconnecting device before it must resync (default 10000)."),
         ("--commands-per-second <n>", "PARLEY_COMMANDS_PER_SECOND", "Realtime commands per second per connection, sustained; twice that per user and in bursts (default 50)."),
         ("--auth-timeout <s>", "PARLEY_AUTH_TIMEOUT", "Seconds a new realtime socket has to authenticate (default 10)."),
+        ("--max-queued-bytes <n>", "PARLEY_MAX_QUEUED_BYTES", "Bytes queued for a realtime device that is not reading before it is closed with 4000 (default 4194304)."),
         ("-h, --help", nil, "Show this help."),
         ("--version", nil, "Print the version."),
     ]
@@ -197,6 +198,7 @@ public struct ServerConfiguration: Sendable, Equatable {
                 configuration.realtime.userCommandsPerSecond = 2 * rate
                 configuration.realtime.userCommandBurst = 4 * rate
             case "--auth-timeout": configuration.realtime.authTimeout = .seconds(try integer(1...3600))
+            case "--max-queued-bytes": configuration.realtime.maxQueuedBytes = try integer(65_536...(1 << 30))
             default:
                 throw UsageError(message: "unknown option '\(name)'")
             }

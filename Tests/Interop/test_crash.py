@@ -108,3 +108,97 @@ def test_kill_9_mid_run_loses_no_acknowledged_message(synchronous):
         print(f"{len(acknowledged)} acknowledged before kill -9, {len(pending)} in flight, all accounted for")
     finally:
         server.kill()
+
+
+def test_kill_9_under_realtime_load_then_every_device_resumes_and_sees_every_acknowledged_message_once():
+    """Guarantees 1–3 on the socket: devices send over the realtime WebSocket and listen, the
+    server is killed mid-run and restarted, every device resumes from the last position it
+    processed; each member's device then has every acknowledged message exactly once, and
+    each conversation's messages in seq order."""
+    from websockets.exceptions import ConnectionClosed
+
+    from realtime import Device
+
+    server = Server("--commands-per-second", "100000")
+    try:
+        owner = Client(server).register("owner")
+        names = [f"sender{i}" for i in range(6)]
+        senders = [Client(server).register(name) for name in names]
+        rooms = [owner.post("/v1/conversations", {"kind": "group", "title": f"room {i}", "members": names})[1]["id"]
+                 for i in range(3)]
+        listeners = [Device(server, owner.token), Device(server, Client(server).sign_in("owner").token)]
+        devices = [Device(server, sender.token) for sender in senders]
+        for device in listeners + devices:
+            device.wait_ready()
+
+        acked, in_flight = {}, {}
+        lock = threading.Lock()
+        enough = threading.Event()
+
+        def send_loop(index):
+            device, sequence = devices[index], 0
+            while True:
+                room, client_id, text = rooms[sequence % len(rooms)], f"w{index}-{sequence}", f"{sequence} from {index}"
+                with lock:
+                    in_flight[index] = (room, client_id, text)
+                try:
+                    answer = device.send_text(room, text, client_id=client_id)
+                except (ConnectionClosed, TimeoutError, OSError):
+                    return
+                assert answer["type"] == "ack", answer
+                with lock:
+                    acked[client_id] = answer["result"]["message"]["id"]
+                    del in_flight[index]
+                    if len(acked) >= 400:
+                        enough.set()
+                sequence += 1
+
+        def listen_loop(device):
+            try:
+                while True:
+                    device.next(timeout=60)
+            except (ConnectionClosed, TimeoutError, OSError):
+                return
+
+        threads = [threading.Thread(target=send_loop, args=(i,), daemon=True) for i in range(len(devices))]
+        threads += [threading.Thread(target=listen_loop, args=(d,), daemon=True) for d in listeners]
+        for thread in threads:
+            thread.start()
+        assert enough.wait(timeout=120), f"only {len(acked)} acks before the timeout"
+        server.kill()
+        for thread in threads:
+            thread.join(timeout=30)
+        with lock:
+            acknowledged, pending = dict(acked), list(in_flight.items())
+
+        server.start()
+        everyone = listeners + devices
+        resumed = []
+        for device in everyone:
+            again = Device(server, device.token, position=device.position)
+            again.wait_ready(timeout=30)
+            again.events = device.events + again.events  # what this device has processed, in order
+            resumed.append(again)
+        # The senders retry what was in flight, with the same client id: stored at most once.
+        expected = set(acknowledged)
+        for index, (room, client_id, text) in pending:
+            answer = resumed[len(listeners) + index].send_text(room, text, client_id=client_id)
+            assert answer["type"] == "ack", answer
+            expected.add(client_id)
+        for device in resumed:
+            seen = lambda: {e["message"]["clientId"] for e in device.events if e["type"] == "message.created"}
+            while not expected <= seen():
+                device.next(timeout=30)
+            created = [e for e in device.events if e["type"] == "message.created"]
+            client_ids = [e["message"]["clientId"] for e in created]
+            assert len(client_ids) == len(set(client_ids)), "a device saw a message twice"
+            assert set(client_ids) == expected
+            for client_id, message_id in acknowledged.items():
+                assert next(e for e in created if e["message"]["clientId"] == client_id)["message"]["id"] == message_id
+            for room in rooms:
+                seqs = [e["seq"] for e in created if e["conversationId"] == room]
+                assert seqs == sorted(seqs), "messages out of seq order"
+        print(f"{len(acknowledged)} acknowledged over the socket before kill -9, {len(pending)} in flight; "
+              f"{len(resumed)} devices resumed with every one exactly once")
+    finally:
+        server.kill()

@@ -309,3 +309,38 @@ def test_commands_beyond_the_rate_limit_get_rate_limited_with_a_retry_time():
         assert len(limited) < 40
     finally:
         running.stop()
+
+
+def test_a_device_that_stops_reading_is_closed_with_4000_and_resumes_while_the_others_keep_their_pace():
+    running = Server("--max-queued-bytes", "262144", "--commands-per-second", "100000")
+    try:
+        alice, bob, carol = people(running, 3)
+        room = group(alice, bob, carol)
+        sender, fast = Device(running, alice.token), Device(running, carol.token)
+        # Bob's device reads into a queue of one message, then stops: the server's queue for it fills.
+        slow = Device(running, bob.token, max_queue=1)
+        for device in (sender, fast, slow):
+            device.wait_ready()
+        start_position = slow.position
+        latencies, sent = [], []
+        text = "x" * 8000
+        for i in range(1200):
+            began = time.monotonic()
+            ack = sender.send_text(room, f"{i} {text}")
+            sent.append(ack["result"]["message"]["id"])
+            fast.wait_event(lambda e, mid=sent[-1]: e.get("message", {}).get("id") == mid)
+            latencies.append(time.monotonic() - began)
+        latencies.sort()
+        p99 = latencies[int(len(latencies) * 0.99)]
+        assert p99 < 1.0, f"the others slowed down: p99 send-to-receive {p99:.3f} s"
+        assert [e["message"]["id"] for e in fast.events if e["type"] == "message.created"] == sent
+
+        assert slow.close_code(timeout=30) == 4000, "the slow device is told to resume"
+        got = [e["message"]["id"] for e in slow.events if e["type"] == "message.created"]
+        assert len(got) < len(sent)
+        resumed = Device(running, bob.token, position=slow.position or start_position)
+        resumed.wait_ready(timeout=30)
+        got += [e["message"]["id"] for e in resumed.events if e["type"] == "message.created"]
+        assert got == sent, "after resuming it has every message, once, in order"
+    finally:
+        running.stop()
