@@ -84,6 +84,12 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// - Returns: the position the device's subscriptions hold at: everything after it is routed.
     @discardableResult
     public func attach(_ subscriber: Subscriber) async throws -> Int64 {
+        try await attach(subscriber, beforeSubscribing: nil)
+    }
+
+    /// ``attach(_:)`` with a hook between reading the memberships and subscribing, where tests
+    /// make the membership changes that must not be lost.
+    func attach(_ subscriber: Subscriber, beforeSubscribing: (@Sendable () async throws -> Void)?) async throws -> Int64 {
         await onQueue {
             self.byUser[subscriber.caller.userKey, default: [:]][ObjectIdentifier(subscriber)] = subscriber
         }
@@ -94,6 +100,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             detach(subscriber)
             throw error
         }
+        try await beforeSubscribing?()
         let cameOnline: Bool = await onQueue {
             guard self.byUser[subscriber.caller.userKey]?[ObjectIdentifier(subscriber)] != nil else { return false }  // detached meanwhile
             var conversations = Set(memberships.conversations)

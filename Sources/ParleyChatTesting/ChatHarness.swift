@@ -34,7 +34,7 @@ public final class ChatHarness: Sendable {
     public let directory: String
 
     /// Creates the directory, store, schema and one app.
-    public static func make(configure: (inout Chat.Configuration) -> Void = { _ in }) async throws -> ChatHarness {
+    public static func make(bus: (any Bus)? = nil, configure: (inout Chat.Configuration) -> Void = { _ in }) async throws -> ChatHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-chat-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let store = try SQLiteStore(path: directory + "/parley.sqlite")
@@ -43,7 +43,7 @@ public final class ChatHarness: Sendable {
         configuration.passwordCost = .minimum
         configuration.now = { clock.now }
         configure(&configuration)
-        let chat = Chat(store: store, configuration: configuration)
+        let chat = Chat(store: store, configuration: configuration, bus: bus)
         try await chat.migrate()
         let app = try await chat.app(publicKey: try await chat.createApp(name: "test").publicKey)
         return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory)

@@ -135,6 +135,9 @@ public struct ServerFrame: Hashable, Codable, Sendable {
         case type, id, result, error, event, conversationID = "conversationId", userID = "userId", typing, expiresInMs, status,
              lastSeenAt, position, heartbeatSeconds, sessionID = "sessionId", reason
     }
+
+    /// A frame of `type`; set the fields it carries.
+    public init(_ type: Kind) { self.type = type }
 }
 
 /// Online or not.

@@ -206,6 +206,16 @@ struct HistoryJSONTests {
         #expect(full.messages.map(\.status) == [.read, nil, .read, nil, .read, nil, nil])
         #expect(full.messages[1].content == nil && full.messages[1].deletedAt != nil)
         #expect(full.messages[0].editedAt != nil && full.messages[0].content == .text("edited"))
+
+        // Events (the feed and the socket's frames) are written the same way.
+        _ = try await harness.chat.updateConversation(alice, id: room.id, UpdateConversationRequest(
+            title: "Tïtle \"q\"", customData: .object(["b": .array([.number(2.5)]), "a": .string("x")])))
+        _ = try await harness.chat.updateReceipt(bob, conversation: room.id, ReceiptUpdate(deliveredSeq: 1_000, readSeq: 1_000))
+        let feed = try await harness.chat.feed(alice, afterPosition: 0, limit: 200)
+        #expect(Set(feed.records.map(\.type)) == [.memberAdded, .conversationCreated, .messageCreated, .messageEdited, .messageDeleted,
+                                                   .receiptUpdated, .conversationUpdated])
+        let expected = try WireCoding.encoder().encode(try feed.page())
+        #expect(String(decoding: feed.jsonBytes, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
     }
 }
 

@@ -1,0 +1,178 @@
+import Foundation
+@testable import ParleyChat
+import ParleyChatTesting
+import ParleyNetTesting
+import ParleyWire
+import Testing
+
+/// Who receives which event: the feed (catch-up) and the fanout (live) follow one rule.
+struct RealtimeDomainTests {
+    /// A device on a fanout whose frames are the bytes themselves.
+    final class Probe: @unchecked Sendable {
+        let deliveries = EventQueue<Fanout<[UInt8]>.Delivery>()
+        let subscriber: Fanout<[UInt8]>.Subscriber
+        private let lock = NSLock()
+        private var received: [ConversationEvent] = []
+        /// Every event taken so far, in order.
+        var events: [ConversationEvent] { lock.withLock { received } }
+
+        init(_ caller: Caller) {
+            let deliveries = deliveries
+            subscriber = Fanout<[UInt8]>.Subscriber(caller: caller) { deliveries.push($0) }
+        }
+
+        /// The next delivered frame, decoded.
+        func next() async throws -> ServerFrame {
+            switch try await deliveries.next(timeout: 10) {
+            case .event(_, let frame), .ephemeral(let frame): return try WireCoding.decoder().decode(ServerFrame.self, from: Data(frame))
+            case .signedOut: return ServerFrame(.error)
+            }
+        }
+
+        func nextEvent() async throws -> ConversationEvent {
+            while true {
+                let frame = try await next()
+                if let event = frame.event {
+                    lock.withLock { received.append(event) }
+                    return event
+                }
+            }
+        }
+    }
+
+    @Test func aMemberSeesEventsFromTheirJoinToTheirRemovalAndPublicReceiptsStayTheirOwn() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (carol, _) = try await harness.register("carol")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        let early = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "early", content: .text("before carol"))).0
+        _ = try await harness.chat.addMembers(alice, id: room.id, AddMembersRequest(usernames: ["carol"]))
+        _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "late", content: .text("with carol")))
+        try await harness.chat.removeMember(alice, id: room.id, user: bob.userID)
+        _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "after", content: .text("without bob")))
+
+        func feed(_ caller: Caller) async throws -> [EventRecord] { try await harness.chat.feed(caller, afterPosition: 0, limit: 200).records }
+        let types = try await feed(alice).map(\.type)
+        #expect(types == [.memberAdded, .memberAdded, .conversationCreated, .messageCreated, .memberAdded, .messageCreated,
+                          .memberRemoved, .messageCreated])
+        // Carol: from her own member.added on; never the message from before she came.
+        let carols = try await feed(carol)
+        #expect(carols.first?.type == .memberAdded && carols.first?.userID == carol.userID.rawValue)
+        #expect(!carols.contains { $0.message?.id == early.id.rawValue })
+        #expect(carols.compactMap(\.message?.clientID) == ["late", "after"])
+        // Bob: up to and including his removal, nothing after.
+        let bobs = try await feed(bob)
+        #expect(bobs.last?.type == .memberRemoved)
+        #expect(bobs.compactMap(\.message?.clientID) == ["early", "late"])
+
+        // In a public channel a receipt goes only to its owner's devices.
+        let (channel, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .public, title: "news"))
+        _ = try await harness.chat.join(bob, id: channel.id)
+        let post = try await harness.chat.send(alice, to: channel.id, SendMessageRequest(clientID: "p", content: .text("hi"))).0
+        _ = try await harness.chat.updateReceipt(bob, conversation: channel.id, ReceiptUpdate(readSeq: post.seq))
+        #expect(try await feed(bob).contains { $0.type == .receiptUpdated && $0.conversationID == channel.id.rawValue })
+        #expect(try await !feed(alice).contains { $0.type == .receiptUpdated && $0.conversationID == channel.id.rawValue })
+        // A receipt that moves nothing is not an event.
+        let before = try await feed(bob).count
+        _ = try await harness.chat.updateReceipt(bob, conversation: channel.id, ReceiptUpdate(readSeq: post.seq))
+        #expect(try await feed(bob).count == before)
+    }
+
+    @Test func theFanoutFollowsMembershipAndDeliversExactlyWhatTheFeedHolds() async throws {
+        let bus = InProcessBus()
+        let harness = try await ChatHarness.make(bus: bus)
+        defer { harness.tearDown() }
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (carol, _) = try await harness.register("carol")
+        let alices = Probe(alice), bobs = Probe(bob), carols = Probe(carol)
+        for probe in [alices, bobs, carols] { try await fanout.attach(probe.subscriber) }
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        // The new conversation's events reach its first members live, each from their own join.
+        #expect(try await [alices.nextEvent(), alices.nextEvent(), alices.nextEvent()].map(\.type) == [.memberAdded, .memberAdded, .conversationCreated])
+        let bobFirst = try await bobs.nextEvent()
+        #expect(bobFirst.type == .memberAdded && bobFirst.userID == bob.userID)
+        #expect(try await bobs.nextEvent().type == .conversationCreated)
+        _ = try await harness.chat.addMembers(alice, id: room.id, AddMembersRequest(usernames: ["carol"]))
+        let added = try await carols.nextEvent()
+        #expect(added.type == .memberAdded && added.userID == carol.userID)
+        try await harness.chat.typing(carol, conversation: room.id, typing: true)
+        var typing = try await bobs.next()
+        while typing.type != .typing { typing = try await bobs.next() }
+        #expect(typing.type == .typing && typing.userID == carol.userID)
+
+        try await harness.chat.removeMember(alice, id: room.id, user: bob.userID)
+        let message = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "m", content: .text("x"))).0
+        // Alice's probe saw every event of the room in position order, exactly the feed's.
+        let feed = try await harness.chat.feed(alice, afterPosition: 0, limit: 200).records.map(\.position)
+        while alices.events.count < feed.count { _ = try await alices.nextEvent() }
+        #expect(alices.events.map(\.position) == feed)
+        // Bob got his own removal, then nothing more from the room.
+        var bobEvents: [ConversationEvent] = []
+        while bobEvents.last?.type != .memberRemoved { bobEvents.append(try await bobs.nextEvent()) }
+        let carolsMessage = try await carols.nextEvent { $0.type == .messageCreated }
+        #expect(carolsMessage.message?.id == message.id)
+        await #expect(throws: TimedOut.self) {
+            while true {
+                let delivery = try await bobs.deliveries.next(timeout: 0.3)
+                if case .event = delivery { Issue.record("a removed member received an event") }
+            }
+        }
+
+        // Signing out reaches the device of that session only.
+        try await harness.chat.signOut(carol, everywhere: false)
+        while true {
+            if case .signedOut = try await carols.deliveries.next(timeout: 10) { break }
+        }
+        fanout.detach(carols.subscriber)
+        #expect(await fanout.deviceCount == 2)
+    }
+}
+
+extension RealtimeDomainTests {
+    /// A device attaching while it is being added somewhere must end up subscribed there: the
+    /// change lands between the attach's read of its memberships and its subscribing.
+    @Test func aDeviceAddedToAConversationWhileAttachingMissesNothingAfterward() async throws {
+        let bus = InProcessBus()
+        let harness = try await ChatHarness.make(bus: bus)
+        defer { harness.tearDown() }
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
+        let (alice, _) = try await harness.register("alice")
+        let (carol, _) = try await harness.register("carol")
+        let (old, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
+        let probe = Probe(carol)
+        let rooms = LockedBox<ConversationID?>(nil)
+        let chat = harness.chat
+        let asOf = try await fanout.attach(probe.subscriber) {
+            rooms.set(try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"])).0.id)
+            try await chat.removeMember(carol, id: old.id, user: carol.userID)
+        }
+        let room = try #require(rooms.get())
+        let message = try await harness.chat.send(alice, to: room, SendMessageRequest(clientID: "new", content: .text("hi"))).0
+        _ = try await harness.chat.send(alice, to: old.id, SendMessageRequest(clientID: "old", content: .text("gone")))
+        let received = try await probe.nextEvent { $0.message != nil }
+        #expect(received.message?.id == message.id, "subscribed to the room it joined, not to the one it left")
+        #expect(received.position > asOf)
+    }
+}
+
+final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func get() -> Value { lock.withLock { value } }
+    func set(_ new: Value) { lock.withLock { value = new } }
+}
+
+extension RealtimeDomainTests.Probe {
+    func nextEvent(where predicate: (ConversationEvent) -> Bool) async throws -> ConversationEvent {
+        while true {
+            let event = try await nextEvent()
+            if predicate(event) { return event }
+        }
+    }
+}
+
