@@ -42,6 +42,8 @@ let package = Package(
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
         .executableTarget(name: "fuzz-wire", dependencies: ["ParleyChat", "ParleyWire", "ParleyNetTesting"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+        .executableTarget(name: "fuzz-realtime", dependencies: ["ParleyServer", "ParleyChat", "ParleyNet", "ParleyWire", "ParleyNetTesting"],
+                          swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
         .target(name: "ParleyNetTesting", dependencies: ["ParleyNet"]),
