@@ -273,7 +273,7 @@ final class RealtimeSession: @unchecked Sendable {
             for delivery in held { session.sendLive(delivery) }
             session.lastPosition = max(session.lastPosition, readyAt)
             session.send(RealtimeFrames.ready(position: session.lastPosition, userID: caller.userID.rawValue,
-                                              sessionID: "s\(caller.sessionKey)", heartbeatSeconds: session.context.heartbeatSeconds))
+                                              heartbeatSeconds: session.context.heartbeatSeconds))
         }
     }
 

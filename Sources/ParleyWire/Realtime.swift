@@ -126,14 +126,12 @@ public struct ServerFrame: Hashable, Codable, Sendable {
     public var position: Int64?
     /// `ready`: the interval at which the server pings, and expects the client to be heard.
     public var heartbeatSeconds: Int?
-    /// `ready`: the session's id.
-    public var sessionID: String?
     /// `resync`: why.
     public var reason: String?
 
     enum CodingKeys: String, CodingKey {
         case type, id, result, error, event, conversationID = "conversationId", userID = "userId", typing, expiresInMs, status,
-             lastSeenAt, position, heartbeatSeconds, sessionID = "sessionId", reason
+             lastSeenAt, position, heartbeatSeconds, reason
     }
 
     /// A frame of `type`; set the fields it carries.
@@ -239,13 +237,12 @@ public enum RealtimeFrames {
         return writer.bytes
     }
 
-    /// `{"heartbeatSeconds":…,"position":…,"sessionId":…,"type":"ready","userId":…}`.
-    public static func ready(position: Int64, userID: String, sessionID: String, heartbeatSeconds: Int) -> [UInt8] {
+    /// `{"heartbeatSeconds":…,"position":…,"type":"ready","userId":…}`.
+    public static func ready(position: Int64, userID: String, heartbeatSeconds: Int) -> [UInt8] {
         var writer = JSONWriter(capacity: 128)
         writer.object { json in
             json.key("heartbeatSeconds"); json.integer(Int64(heartbeatSeconds))
             json.key("position"); json.integer(position)
-            json.key("sessionId"); json.string(sessionID)
             json.key("type"); json.string("ready")
             json.key("userId"); json.string(userID)
         }
