@@ -39,6 +39,7 @@ bench: ## Run the benchmarks against nginx, Redis and the sqlite3 CLI; prints ta
 	@scripts/install-deps.sh --bench
 	@scripts/bench.sh
 	@scripts/bench-chat.sh
+	@scripts/bench-realtime.sh
 
 clean: ## Remove build products and tool caches
 	rm -rf .build .build-fuzz .build-tsan .venv .tools reports

@@ -183,17 +183,19 @@ extension Connection {
     ///
     /// - Parameters:
     ///   - timeout: how long the TCP handshake may take. Default: 10 s.
+    ///   - source: the local address to connect from (port 0: any), for load generators that
+    ///     need more than one address's worth of ephemeral ports. Default: the kernel's choice.
     ///   - handler: made on the loop once connected; receives every event.
     /// - Throws: ``IOError`` (`connect: Connection refused`, or `ETIMEDOUT`).
     public static func connect(
-        to address: SocketAddress, on loop: EventLoop, timeout: Duration = .seconds(10),
+        to address: SocketAddress, from source: SocketAddress? = nil, on loop: EventLoop, timeout: Duration = .seconds(10),
         budget: WriteBudget = WriteBudget(),
         handler: @escaping @Sendable () -> any ConnectionHandler
     ) async throws -> Connection {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Connection, any Error>) in
             loop.execute {
                 let connector = Connector(loop: loop, budget: budget, makeHandler: handler, continuation: continuation)
-                connector.start(address: address, timeout: timeout)
+                connector.start(address: address, source: source, timeout: timeout)
             }
         }
     }
@@ -216,9 +218,14 @@ private final class Connector: Selectable {
         self.continuation = continuation
     }
 
-    func start(address: SocketAddress, timeout: Duration) {
+    func start(address: SocketAddress, source: SocketAddress?, timeout: Duration) {
         fd = socket(address.family, Sock.streamFlags, 0)
         guard fd >= 0 else { return fail(IOError.current("socket")) }
+        if let source {
+            // Bind before connect picks a port, so each source address has its own port range.
+            Sock.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+            guard source.withSockAddr({ bind(fd, $0, $1) }) == 0 else { return fail(IOError.current("bind \(source)")) }
+        }
         let rc = address.withSockAddr { Glibc.connect(fd, $0, $1) }
         if rc == 0 { return finish() }
         guard errno == EINPROGRESS else { return fail(IOError.current("connect \(address)")) }

@@ -27,6 +27,15 @@ let usage = """
                     --messages N (1000000)  --duration S (10)
       signin      Sequential sign-ins: the latency the Argon2id cost gives.
                     --url http://HOST:PORT  --app-key KEY  --count N (50)
+      fanout      Users in conversations, each sending at a steady rate over the realtime
+                  WebSocket: accepted messages/s, deliveries/s, send-to-receive p50/p99 per rate.
+                    --url http://HOST:PORT  --app-key KEY | --redis HOST:PORT (the same through pub/sub)
+                    --users N (1000)  --group-size N (10)  --rates R,R,… (1000,2000,4000,8000)
+                    --duration S (5)
+      connections Many idle authenticated realtime sockets from several source addresses; with
+                  --restart-wait, the time to reconnect them all after the server restarts.
+                    --url http://HOST:PORT  --app-key KEY  --connections N (20000)  --users N (1000)
+                    --sources 127.0.0.2,127.0.0.3,… --offset N (0)  --restart-wait 1 | --hold 1
 
     OPTIONS:
       --threads N   client event loops (default: one per core)
@@ -422,6 +431,8 @@ do {
     case "sqlite-insert": try await runSQLiteReference(options)
     case "history": try await runHistory(options, group: group)
     case "signin": try await runSignIn(options)
+    case "fanout": try await runFanout(options, group: group)
+    case "connections": try await runConnections(options, group: group)
     default: throw BenchError("unknown command '\(options.command)'")
     }
 } catch {

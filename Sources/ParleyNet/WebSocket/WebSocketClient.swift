@@ -15,6 +15,7 @@ public enum WebSocketClient: Sendable {
     ///
     /// - Parameters:
     ///   - headers: extra request headers (for example an app key).
+    ///   - source: the local address to connect from (see ``Connection/connect(to:from:on:timeout:budget:handler:)``).
     ///   - loop: the loop to run on; the handler's callbacks run there.
     ///   - handler: receives the open socket, messages and the close.
     /// - Returns: the open socket.
@@ -22,7 +23,7 @@ public enum WebSocketClient: Sendable {
     ///   ``IOError``/``ResolveError`` when the server cannot be reached.
     public static func connect(to url: String, headers: HTTPHeaders = HTTPHeaders(),
                                configuration: WebSocketConfiguration = WebSocketConfiguration(),
-                               timeout: Duration = .seconds(10), on loop: EventLoop,
+                               timeout: Duration = .seconds(10), from source: SocketAddress? = nil, on loop: EventLoop,
                                handler: WebSocketHandler) async throws -> WebSocket {
         let target = try parse(url)
         guard let address = try SocketAddress.resolve(host: target.host, port: target.port).first else {
@@ -43,7 +44,7 @@ public enum WebSocketClient: Sendable {
             result.withLock { $0 = continuation }
             Task {
                 do {
-                    _ = try await Connection.connect(to: address, on: loop, timeout: timeout) {
+                    _ = try await Connection.connect(to: address, from: source, on: loop, timeout: timeout) {
                         ClientHandshakeHandler(request: request, expectedAccept: WebSocketHandshake.acceptValue(forKey: key),
                                                configuration: configuration, handler: handler, timeout: timeout) { outcome in
                             let continuation = result.withLock { value in

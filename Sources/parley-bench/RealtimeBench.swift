@@ -1,0 +1,396 @@
+import Foundation
+import ParleyNet
+import ParleyWire
+
+// Benchmarks of the realtime WebSocket (issue 4): fan-out at several rates against Redis
+// pub/sub doing the same fan-out, and many idle authenticated sockets. See docs/benchmarks.md.
+
+/// Counters shared by every connection of a fan-out run.
+final class FanoutStats: @unchecked Sendable {
+    private let lock = NSLock()
+    private var acks = 0
+    private var deliveries = 0
+    private var latencies: [UInt64] = []
+    private var recording = false
+
+    func ack() { lock.withLock { if recording { acks += 1 } } }
+
+    func delivered(sentAt: UInt64, now: UInt64) {
+        lock.withLock {
+            guard recording else { return }
+            deliveries += 1
+            latencies.append(now &- sentAt)
+        }
+    }
+
+    func start() { lock.withLock { acks = 0; deliveries = 0; latencies.removeAll(keepingCapacity: true); recording = true } }
+
+    func stop() -> (acks: Int, deliveries: Int, latencies: [UInt64]) {
+        lock.withLock {
+            recording = false
+            return (acks, deliveries, latencies)
+        }
+    }
+
+    var counts: (acks: Int, deliveries: Int) { lock.withLock { (acks, deliveries) } }
+}
+
+/// Nanoseconds on the monotonic clock (one process: senders and receivers share it).
+@inline(__always) func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// The send time a payload carries: `b<nanoseconds>` after `marker`. A plain byte scan: the
+/// generic `firstRange(of:)` cost the load generator more CPU than the server it measures.
+func sentAt(in text: String, after marker: [UInt8]) -> UInt64? {
+    var text = text
+    return text.withUTF8 { bytes -> UInt64? in
+        guard let first = marker.first, bytes.count >= marker.count else { return nil }
+        var at = -1
+        var candidate = 0
+        while candidate <= bytes.count - marker.count {
+            if bytes[candidate] == first, marker.indices.allSatisfy({ bytes[candidate + $0] == marker[$0] }) {
+                at = candidate
+                break
+            }
+            candidate += 1
+        }
+        guard at >= 0 else { return nil }
+        var index = at + marker.count
+        var value: UInt64 = 0
+        let start = index
+        while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
+            value = value &* 10 &+ UInt64(bytes[index] - 48)
+            index += 1
+        }
+        return index > start ? value : nil
+    }
+}
+
+/// Whether `text` starts with `prefix`.
+func hasPrefix(_ text: String, _ prefix: [UInt8]) -> Bool {
+    var text = text
+    return text.withUTF8 { bytes in bytes.count >= prefix.count && prefix.indices.allSatisfy { bytes[$0] == prefix[$0] } }
+}
+
+struct FanoutPlan {
+    var users: Int
+    var groupSize: Int
+    var rates: [Int]
+    var duration: Double
+
+    init(_ options: Options) throws {
+        users = try options.int("users", 1000)
+        groupSize = try options.int("group-size", 10)
+        rates = try (options.string("rates") ?? "1000,2000,4000,8000").split(separator: ",").map {
+            guard let rate = Int($0), rate > 0 else { throw BenchError("--rates is a comma-separated list of messages per second") }
+            return rate
+        }
+        duration = Double(try options.int("duration", 5))
+        guard users % groupSize == 0 else { throw BenchError("--users must be a multiple of --group-size") }
+    }
+
+    func group(of user: Int) -> Int { user / groupSize }
+}
+
+/// Sends `rate` messages per second spread over every user for `duration`, then waits for the
+/// deliveries to settle; reports one line per rate.
+func driveRates(_ plan: FanoutPlan, stats: FanoutStats, options: Options, benchmark: String,
+                send: @escaping @Sendable (_ user: Int, _ sequence: Int) -> Void) async throws {
+    var sequence = 0
+    for rate in plan.rates {
+        stats.start()
+        let started = monotonicNanoseconds()
+        let end = started + UInt64(plan.duration * 1e9)
+        var sent = 0
+        var user = 0
+        while true {
+            let now = monotonicNanoseconds()
+            if now >= end { break }
+            let due = Int(Double(now - started) / 1e9 * Double(rate))
+            while sent < due {
+                send(user, sequence)
+                sent += 1
+                sequence += 1
+                user = (user + 1) % plan.users
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        // Deliveries of the last sends still in flight: wait until they stop coming (or 5 s).
+        var last = stats.counts.deliveries
+        for _ in 0..<50 {
+            try await Task.sleep(for: .milliseconds(100))
+            let now = stats.counts.deliveries
+            if now == last, now >= sent * plan.groupSize { break }
+            last = now
+        }
+        let (acks, deliveries, latencies) = stats.stop()
+        let sorted = latencies.sorted()
+        report(options, ["benchmark": benchmark, "offered_per_s": "\(rate)", "sent": "\(sent)",
+                         "accepted_per_s": String(format: "%.0f", Double(acks) / plan.duration),
+                         "deliveries_per_s": String(format: "%.0f", Double(deliveries) / plan.duration),
+                         "expected_deliveries": "\(sent * plan.groupSize)", "deliveries": "\(deliveries)",
+                         "p50_ms": String(format: "%.2f", percentile(sorted, 0.50) / 1000),
+                         "p99_ms": String(format: "%.2f", percentile(sorted, 0.99) / 1000)])
+    }
+}
+
+// MARK: - Parley
+
+/// Signs in `count` users named `prefix0…`, `parallel` at a time.
+func signInUsers(_ setup: SetupClient, prefix: String, count: Int, parallel: Int = 16) async throws -> [SetupClient] {
+    var clients = [SetupClient?](repeating: nil, count: count)
+    try await withThrowingTaskGroup(of: (Int, SetupClient).self) { tasks in
+        var next = 0
+        func add() {
+            let index = next
+            next += 1
+            tasks.addTask { (index, try await setup.signedIn("\(prefix)\(index)")) }
+        }
+        for _ in 0..<min(parallel, count) { add() }
+        while let (index, client) = try await tasks.next() {
+            clients[index] = client
+            if (index + 1) % 500 == 0 { progress("\(index + 1) users signed in") }
+            if next < count { add() }
+        }
+    }
+    return clients.compactMap { $0 }
+}
+
+/// Connects and authenticates a realtime socket; `onText` sees every frame after `ready`.
+func connectDevice(url: String, appKey: String, token: String, from source: SocketAddress? = nil, on loop: EventLoop,
+                   onClose: @escaping @Sendable () -> Void = {}, onText: @escaping @Sendable (String) -> Void) async throws -> WebSocket {
+    let ready = Completion<Void>()
+    let isReady = Locked(false)
+    let readyPrefix = Array(#"{"heartbeatSeconds":"#.utf8)
+    let handler = WebSocketHandler(
+        onMessage: { _, message in
+            guard case .text(let text) = message else { return }
+            if isReady.withLock({ $0 }) {
+                onText(text)
+            } else if hasPrefix(text, readyPrefix) {
+                isReady.withLock { $0 = true }
+                ready.complete(())
+            }
+        },
+        onClose: { _, _, _ in
+            ready.complete(())  // unblocks a connect that never got ready
+            onClose()
+        })
+    let socket = try await WebSocketClient.connect(to: url, headers: HTTPHeaders([("X-Parley-App-Key", appKey)]),
+                                                   from: source, on: loop, handler: handler)
+    socket.send(text: #"{"type":"auth","token":"\#(token)"}"#)
+    await ready.wait()
+    guard isReady.withLock({ $0 }) else { throw BenchError("the server closed the socket before it was ready") }
+    return socket
+}
+
+func runFanout(_ options: Options, group: EventLoopGroup) async throws {
+    let plan = try FanoutPlan(options)
+    if let redis = options.string("redis") { return try await runFanoutRedis(options, plan: plan, redis: redis, group: group) }
+    guard let base = options.string("url"), let appKey = options.string("app-key") else {
+        throw BenchError("fanout needs --url http://HOST:PORT and --app-key KEY (or --redis HOST:PORT)")
+    }
+    let setup = SetupClient(base: base, appKey: appKey)
+    let clients = try await signInUsers(setup, prefix: "fan", count: plan.users)
+    var conversations: [String] = []
+    for start in stride(from: 0, to: plan.users, by: plan.groupSize) {
+        let members = (start + 1..<start + plan.groupSize).map { "fan\($0)" }
+        let conversation = try await clients[start].call("POST", "/v1/conversations",
+                                                          body: CreateConversationRequest(kind: .group, members: members, title: "fan \(start)"),
+                                                          as: Conversation.self)
+        conversations.append(conversation.id.rawValue)
+    }
+    progress("\(plan.users) users in \(conversations.count) conversations of \(plan.groupSize)")
+    let stats = FanoutStats()
+    let marker = Array(#""text":"b"#.utf8)
+    let eventPrefix = Array(#"{"event":{"#.utf8)
+    let ackPrefix = Array(#"{"id":"#.utf8)
+    let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
+    var sockets: [WebSocket] = []
+    for (index, client) in clients.enumerated() {
+        let socket = try await connectDevice(url: url, appKey: appKey, token: client.token ?? "", on: group.loops[index % group.loops.count]) { text in
+            if hasPrefix(text, eventPrefix) {
+                if let sent = sentAt(in: text, after: marker) { stats.delivered(sentAt: sent, now: monotonicNanoseconds()) }
+            } else if hasPrefix(text, ackPrefix) {
+                stats.ack()  // {"id":…,"result":…,"type":"ack"}; errors start with {"error"
+            }
+        }
+        sockets.append(socket)
+    }
+    progress("\(sockets.count) devices connected; offering \(plan.rates.map(String.init).joined(separator: ", ")) messages/s")
+    let targets = sockets
+    let rooms = conversations
+    try await driveRates(plan, stats: stats, options: options, benchmark: "fanout-parley") { user, sequence in
+        let frame = #"{"type":"message.send","id":"\#(sequence)","conversationId":"\#(rooms[plan.group(of: user)])","message":{"clientId":"f\#(sequence)-\#(UInt32.random(in: 0...UInt32.max))","content":{"type":"text","text":"b\#(monotonicNanoseconds())"}}}"#
+        targets[user].send(text: frame)
+    }
+}
+
+// MARK: - Redis: the same fan-out through pub/sub, nothing stored
+
+/// A subscriber to one channel that records each message's latency.
+final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
+    let channel: String
+    let stats: FanoutStats
+    let ready = Completion<Void>()
+    private var buffer = ByteBuffer()
+    private var subscribed = false
+
+    init(channel: String, stats: FanoutStats) {
+        self.channel = channel
+        self.stats = stats
+    }
+
+    func connectionActive(_ connection: Connection) {
+        connection.write(Array("*2\r\n$9\r\nSUBSCRIBE\r\n$\(channel.utf8.count)\r\n\(channel)\r\n".utf8))
+    }
+
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        buffer.write(bytes)
+        while let value = RESP.parse(&buffer) {
+            guard case .array(let items) = value, case .bulk(let kind)? = items.first else { continue }
+            if kind == "message", case .bulk(let payload)? = items.last,
+               let sent = UInt64(payload.dropFirst()) {
+                stats.delivered(sentAt: sent, now: monotonicNanoseconds())
+            } else if kind == "subscribe", !subscribed {
+                subscribed = true
+                ready.complete(())
+            }
+        }
+    }
+}
+
+/// A publisher that counts the integer replies (the server accepted the PUBLISH).
+final class RedisFanoutPublisher: ConnectionHandler, @unchecked Sendable {
+    let stats: FanoutStats
+    private var buffer = ByteBuffer()
+    init(stats: FanoutStats) { self.stats = stats }
+
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        buffer.write(bytes)
+        while let value = RESP.parse(&buffer) {
+            if case .integer = value { stats.ack() }
+        }
+    }
+}
+
+func runFanoutRedis(_ options: Options, plan: FanoutPlan, redis: String, group: EventLoopGroup) async throws {
+    let parts = redis.split(separator: ":")
+    guard parts.count == 2, let port = UInt16(parts[1]), let address = try SocketAddress.resolve(host: String(parts[0]), port: port).first
+    else { throw BenchError("--redis must be HOST:PORT") }
+    let stats = FanoutStats()
+    var subscribers: [RedisFanoutSubscriber] = []
+    var publishers: [Connection] = []
+    for user in 0..<plan.users {
+        let loop = group.loops[user % group.loops.count]
+        let subscriber = RedisFanoutSubscriber(channel: "g\(plan.group(of: user))", stats: stats)
+        _ = try await Connection.connect(to: address, on: loop) { subscriber }
+        subscribers.append(subscriber)
+        let publisher = RedisFanoutPublisher(stats: stats)
+        publishers.append(try await Connection.connect(to: address, on: loop) { publisher })
+    }
+    for subscriber in subscribers { await subscriber.ready.wait() }
+    progress("\(plan.users) Redis subscribers and publishers ready")
+    let targets = publishers
+    try await driveRates(plan, stats: stats, options: options, benchmark: "fanout-redis") { user, _ in
+        let channel = "g\(plan.group(of: user))"
+        let payload = "b\(monotonicNanoseconds())"
+        let command = Array("*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(payload.utf8.count)\r\n\(payload)\r\n".utf8)
+        targets[user].executeOnLoop { $0.write(command) }
+    }
+    _ = subscribers
+}
+
+// MARK: - Many idle authenticated sockets
+
+/// Opens N authenticated realtime sockets from several loopback source addresses, reports the
+/// server's RSS per socket, then (with `--restart-wait`) waits for the server to be restarted
+/// and reports how long until every socket was reconnected and authenticated again.
+func runConnections(_ options: Options, group: EventLoopGroup) async throws {
+    guard let base = options.string("url"), let appKey = options.string("app-key") else {
+        throw BenchError("connections needs --url http://HOST:PORT and --app-key KEY")
+    }
+    let count = try options.int("connections", 20_000)
+    let userCount = try options.int("users", 1_000)
+    let sources = try (options.string("sources") ?? "127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5").split(separator: ",").map { host in
+        guard let address = try SocketAddress.resolve(host: String(host), port: 0).first else { throw BenchError("bad source \(host)") }
+        return address
+    }
+    let offset = try options.int("offset", 0)
+    let setup = SetupClient(base: base, appKey: appKey)
+    let users = try await signInUsers(setup, prefix: "idle", count: userCount)
+    let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
+    let closed = Locked(0)
+    let started = ContinuousClock.now
+    var sockets: [WebSocket] = []
+    sockets.reserveCapacity(count)
+    try await withThrowingTaskGroup(of: WebSocket.self) { tasks in
+        var next = 0
+        func add() {
+            let index = next
+            next += 1
+            let loop = group.loops[index % group.loops.count]
+            let source = sources[(index + offset) % sources.count]
+            let token = users[(index + offset) % users.count].token ?? ""
+            tasks.addTask {
+                try await connectDevice(url: url, appKey: appKey, token: token, from: source, on: loop,
+                                        onClose: { closed.withLock { $0 += 1 } }, onText: { _ in })
+            }
+        }
+        for _ in 0..<min(128, count) { add() }
+        while let socket = try await tasks.next() {
+            sockets.append(socket)
+            if sockets.count % 2000 == 0 { progress("\(sockets.count) authenticated sockets open") }
+            if next < count { add() }
+        }
+    }
+    report(options, ["benchmark": "connections-open", "connections": "\(count)",
+                     "open_seconds": String(format: "%.2f", seconds(ContinuousClock.now - started))])
+    guard options.string("restart-wait") != nil else {
+        if options.string("hold") != nil { try await Task.sleep(for: .seconds(3600)) }
+        return
+    }
+    // The script restarts the server now; every socket reconnects (with jittered backoff) and
+    // authenticates again.
+    progress("holding \(count) sockets; waiting for the server to restart")
+    while closed.withLock({ $0 }) < count { try await Task.sleep(for: .milliseconds(20)) }
+    let restarted = ContinuousClock.now
+    progress("all \(count) sockets closed by the restart; reconnecting")
+    let reconnected = Locked(0)
+    let failures = Locked(0)
+    let firstBack = Locked<ContinuousClock.Instant?>(nil)
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        var next = 0
+        func add() {
+            let index = next
+            next += 1
+            let loop = group.loops[index % group.loops.count]
+            let source = sources[(index + offset) % sources.count]
+            let token = users[(index + offset) % users.count].token ?? ""
+            tasks.addTask {
+                var delay = 0.05
+                while true {
+                    do {
+                        let socket = try await connectDevice(url: url, appKey: appKey, token: token, from: source, on: loop, onText: { _ in })
+                        reconnected.withLock { $0 += 1 }
+                        firstBack.withLock { $0 = $0 ?? ContinuousClock.now }
+                        _ = socket
+                        return
+                    } catch {
+                        if failures.withLock({ $0 += 1; return $0 }) <= 3 { progress("reconnect failed: \(error); retrying") }
+                        try await Task.sleep(for: .milliseconds(Int(delay * 1000 * Double.random(in: 0.5...1.5))))
+                        delay = min(delay * 2, 2)
+                    }
+                }
+            }
+        }
+        for _ in 0..<min(128, count) { add() }
+        while try await tasks.next() != nil {
+            if next < count { add() }
+        }
+    }
+    report(options, ["benchmark": "connections-reconnect", "connections": "\(reconnected.withLock { $0 })",
+                     "failed_attempts": "\(failures.withLock { $0 })",
+                     "reconnect_seconds": String(format: "%.2f", seconds(ContinuousClock.now - restarted)),
+                     "after_first_seconds": String(format: "%.2f", seconds(ContinuousClock.now - (firstBack.withLock { $0 } ?? restarted)))])
+    _ = sockets
+}
