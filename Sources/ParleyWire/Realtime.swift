@@ -174,7 +174,7 @@ public struct PresenceList: Hashable, Codable, Sendable {
 }
 
 /// The close codes of the realtime WebSocket, beyond RFC 6455's (docs/protocol.md).
-public enum RealtimeCloseCode {
+public enum RealtimeCloseCode: Sendable {
     /// 4000: the client fell too far behind (or the server is shedding load): reconnect and
     /// resume from the last position processed. Nothing is lost.
     public static let resume: UInt16 = 4000
@@ -198,7 +198,7 @@ extension Limits {
 
 /// Writers for the server's frames, shared by the server and tests. Keys are sorted, as
 /// ``WireCoding/encoder()`` writes them.
-public enum RealtimeFrames {
+public enum RealtimeFrames: Sendable {
     /// `{"id":…,"result":…,"type":"ack"}` around a result already encoded.
     public static func ack(id: String?, result: [UInt8]) -> [UInt8] {
         var writer = JSONWriter(capacity: result.count + 48)

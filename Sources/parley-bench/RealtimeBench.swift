@@ -320,28 +320,33 @@ func runConnections(_ options: Options, group: EventLoopGroup) async throws {
     let users = try await signInUsers(setup, prefix: "idle", count: userCount)
     let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
     let closed = Locked(0)
-    let started = ContinuousClock.now
-    var sockets: [WebSocket] = []
-    sockets.reserveCapacity(count)
-    try await withThrowingTaskGroup(of: WebSocket.self) { tasks in
-        var next = 0
-        func add() {
-            let index = next
-            next += 1
-            let loop = group.loops[index % group.loops.count]
-            let source = sources[(index + offset) % sources.count]
-            let token = users[(index + offset) % users.count].token ?? ""
-            tasks.addTask {
-                try await connectDevice(url: url, appKey: appKey, token: token, from: source, on: loop,
-                                        onClose: { closed.withLock { $0 += 1 } }, onText: { _ in })
+    /// Connects device `index` (its source address and token by index), 128 at a time.
+    func connectAll(_ body: @escaping @Sendable (_ index: Int, _ source: SocketAddress, _ token: String, _ loop: EventLoop) async throws -> WebSocket)
+        async throws -> [WebSocket] {
+        var sockets: [WebSocket] = []
+        sockets.reserveCapacity(count)
+        try await withThrowingTaskGroup(of: WebSocket.self) { tasks in
+            var next = 0
+            func add() {
+                let index = next
+                next += 1
+                let (source, token) = (sources[(index + offset) % sources.count], users[(index + offset) % users.count].token ?? "")
+                let loop = group.loops[index % group.loops.count]
+                tasks.addTask { try await body(index, source, token, loop) }
+            }
+            for _ in 0..<min(128, count) { add() }
+            while let socket = try await tasks.next() {
+                sockets.append(socket)
+                if sockets.count % 2000 == 0 { progress("\(sockets.count) authenticated sockets open") }
+                if next < count { add() }
             }
         }
-        for _ in 0..<min(128, count) { add() }
-        while let socket = try await tasks.next() {
-            sockets.append(socket)
-            if sockets.count % 2000 == 0 { progress("\(sockets.count) authenticated sockets open") }
-            if next < count { add() }
-        }
+        return sockets
+    }
+    let started = ContinuousClock.now
+    let sockets = try await connectAll { _, source, token, loop in
+        try await connectDevice(url: url, appKey: appKey, token: token, from: source, on: loop,
+                                onClose: { closed.withLock { $0 += 1 } }, onText: { _ in })
     }
     report(options, ["benchmark": "connections-open", "connections": "\(count)",
                      "open_seconds": String(format: "%.2f", seconds(ContinuousClock.now - started))])
@@ -349,46 +354,29 @@ func runConnections(_ options: Options, group: EventLoopGroup) async throws {
         if options.string("hold") != nil { try await Task.sleep(for: .seconds(3600)) }
         return
     }
-    // The script restarts the server now; every socket reconnects (with jittered backoff) and
-    // authenticates again.
+    // The script restarts the server now; every socket reconnects (with jittered backoff, as
+    // the SDK does) and authenticates again.
     progress("holding \(count) sockets; waiting for the server to restart")
     while closed.withLock({ $0 }) < count { try await Task.sleep(for: .milliseconds(20)) }
     let restarted = ContinuousClock.now
     progress("all \(count) sockets closed by the restart; reconnecting")
-    let reconnected = Locked(0)
     let failures = Locked(0)
     let firstBack = Locked<ContinuousClock.Instant?>(nil)
-    try await withThrowingTaskGroup(of: Void.self) { tasks in
-        var next = 0
-        func add() {
-            let index = next
-            next += 1
-            let loop = group.loops[index % group.loops.count]
-            let source = sources[(index + offset) % sources.count]
-            let token = users[(index + offset) % users.count].token ?? ""
-            tasks.addTask {
-                var delay = 0.05
-                while true {
-                    do {
-                        let socket = try await connectDevice(url: url, appKey: appKey, token: token, from: source, on: loop, onText: { _ in })
-                        reconnected.withLock { $0 += 1 }
-                        firstBack.withLock { $0 = $0 ?? ContinuousClock.now }
-                        _ = socket
-                        return
-                    } catch {
-                        if failures.withLock({ $0 += 1; return $0 }) <= 3 { progress("reconnect failed: \(error); retrying") }
-                        try await Task.sleep(for: .milliseconds(Int(delay * 1000 * Double.random(in: 0.5...1.5))))
-                        delay = min(delay * 2, 2)
-                    }
-                }
+    let again = try await connectAll { _, source, token, loop in
+        var delay = 0.05
+        while true {
+            do {
+                let socket = try await connectDevice(url: url, appKey: appKey, token: token, from: source, on: loop, onText: { _ in })
+                firstBack.withLock { $0 = $0 ?? ContinuousClock.now }
+                return socket
+            } catch {
+                if failures.withLock({ $0 += 1; return $0 }) <= 3 { progress("reconnect failed: \(error); retrying") }
+                try await Task.sleep(for: .milliseconds(Int(delay * 1000 * Double.random(in: 0.5...1.5))))
+                delay = min(delay * 2, 2)
             }
         }
-        for _ in 0..<min(128, count) { add() }
-        while try await tasks.next() != nil {
-            if next < count { add() }
-        }
     }
-    report(options, ["benchmark": "connections-reconnect", "connections": "\(reconnected.withLock { $0 })",
+    report(options, ["benchmark": "connections-reconnect", "connections": "\(again.count)",
                      "failed_attempts": "\(failures.withLock { $0 })",
                      "reconnect_seconds": String(format: "%.2f", seconds(ContinuousClock.now - restarted)),
                      "after_first_seconds": String(format: "%.2f", seconds(ContinuousClock.now - (firstBack.withLock { $0 } ?? restarted)))])

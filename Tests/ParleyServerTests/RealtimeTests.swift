@@ -220,3 +220,24 @@ extension JSONDecoder {
     /// The decoder the SDK uses for server JSON (ISO 8601 dates with milliseconds).
     static var wire: JSONDecoder { WireCoding.decoder() }
 }
+
+/// The command budgets, with time passed in.
+struct TokenBucketTests {
+    @Test func aBurstIsAllowedThenTheRateAndTheWaitIsReported() {
+        var bucket = TokenBucket(rate: 5, burst: 10)
+        let start = ContinuousClock.now
+        let taken = (0..<12).map { _ in bucket.take(now: start) }
+        #expect(taken.prefix(10).allSatisfy { $0 == nil })
+        #expect(taken.suffix(2).allSatisfy { $0 == 1 }, "one token comes back within a second at 5/s")
+        #expect(bucket.take(now: start + .milliseconds(199)) != nil)
+        #expect(bucket.take(now: start + .milliseconds(400)) == nil, "two tokens refilled after 400 ms at 5/s; one used")
+    }
+
+    @Test func everyDeviceOfAUserSharesTheUsersBudget() {
+        let buckets = UserBuckets(rate: 1, burst: 3)
+        let now = ContinuousClock.now
+        #expect((0..<3).map { _ in buckets.take(user: 7, now: now) } == [nil, nil, nil])
+        #expect(buckets.take(user: 7, now: now) == 1)
+        #expect(buckets.take(user: 8, now: now) == nil, "another user has their own budget")
+    }
+}
