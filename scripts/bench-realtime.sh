@@ -5,7 +5,8 @@
 #      the offered rate over the realtime WebSocket (durable: every message is committed before
 #      it is delivered); accepted messages/s, deliveries/s, send-to-receive p50/p99 per rate;
 #      then redis-server pub/sub doing the same fan-out with no persistence;
-#   2. many idle authenticated sockets from several loopback source addresses: the server's
+#   2. many idle authenticated sockets from several loopback source addresses (reconnecting
+#      from four others: see parley-bench connections --help): the server's
 #      RSS per socket, and the time to reconnect and re-authenticate them all after a restart.
 # BENCH_SECONDS (default 5) per rate; IDLE_CONNECTIONS (default 19800: this machine's hard
 # limit on open files per process is 20,000, and the server needs a few for itself).
@@ -71,10 +72,10 @@ start idle "$port"
 before=$(rss_kib "$pid")
 half=$((idle / 2))
 "$bench" connections --url "http://127.0.0.1:$port" --app-key "$key" --connections "$half" --users 200 \
-    --sources 127.0.0.2,127.0.0.3 --offset 2 --restart-wait 1 --json > "$work/idle-a.jsonl" 2>"$work/idle-a.err" &
+    --sources 127.0.0.2,127.0.0.3 --reconnect-sources 127.0.0.6,127.0.0.7 --offset 2 --restart-wait 1 --json > "$work/idle-a.jsonl" 2>"$work/idle-a.err" &
 a=$!
 "$bench" connections --url "http://127.0.0.1:$port" --app-key "$key" --connections "$((idle - half))" --users 200 \
-    --sources 127.0.0.4,127.0.0.5 --offset 1 --restart-wait 1 --json > "$work/idle-b.jsonl" 2>"$work/idle-b.err" &
+    --sources 127.0.0.4,127.0.0.5 --reconnect-sources 127.0.0.8,127.0.0.9 --offset 1 --restart-wait 1 --json > "$work/idle-b.jsonl" 2>"$work/idle-b.err" &
 b=$!
 for _ in $(seq 1 1200); do
     [[ $(cat "$work"/idle-*.jsonl 2>/dev/null | grep -c connections-open) -ge 2 ]] && break

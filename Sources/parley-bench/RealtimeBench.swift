@@ -316,12 +316,20 @@ func runConnections(_ options: Options, group: EventLoopGroup) async throws {
         return address
     }
     let offset = try options.int("offset", 0)
+    // Reconnects from other addresses than the first connections: the server closed those
+    // first (RFC 6455 §7.1.1), so their 4-tuples sit in TIME_WAIT on its side, and a new SYN
+    // that reuses one is answered late. Real clients come from many addresses.
+    let reconnectSources = try (options.string("reconnect-sources") ?? "").split(separator: ",").map { host in
+        guard let address = try SocketAddress.resolve(host: String(host), port: 0).first else { throw BenchError("bad source \(host)") }
+        return address
+    }
     let setup = SetupClient(base: base, appKey: appKey)
     let users = try await signInUsers(setup, prefix: "idle", count: userCount)
     let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
     let closed = Locked(0)
     /// Connects device `index` (its source address and token by index), 128 at a time.
-    func connectAll(_ body: @escaping @Sendable (_ index: Int, _ source: SocketAddress, _ token: String, _ loop: EventLoop) async throws -> WebSocket)
+    func connectAll(from sources: [SocketAddress],
+                    _ body: @escaping @Sendable (_ index: Int, _ source: SocketAddress, _ token: String, _ loop: EventLoop) async throws -> WebSocket)
         async throws -> [WebSocket] {
         var sockets: [WebSocket] = []
         sockets.reserveCapacity(count)
@@ -344,7 +352,7 @@ func runConnections(_ options: Options, group: EventLoopGroup) async throws {
         return sockets
     }
     let started = ContinuousClock.now
-    let sockets = try await connectAll { _, source, token, loop in
+    let sockets = try await connectAll(from: sources) { _, source, token, loop in
         try await connectDevice(url: url, appKey: appKey, token: token, from: source, on: loop,
                                 onClose: { closed.withLock { $0 += 1 } }, onText: { _ in })
     }
@@ -362,7 +370,7 @@ func runConnections(_ options: Options, group: EventLoopGroup) async throws {
     progress("all \(count) sockets closed by the restart; reconnecting")
     let failures = Locked(0)
     let firstBack = Locked<ContinuousClock.Instant?>(nil)
-    let again = try await connectAll { _, source, token, loop in
+    let again = try await connectAll(from: reconnectSources.isEmpty ? sources : reconnectSources) { _, source, token, loop in
         var delay = 0.05
         while true {
             do {

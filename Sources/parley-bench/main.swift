@@ -36,6 +36,7 @@ let usage = """
                   --restart-wait, the time to reconnect them all after the server restarts.
                     --url http://HOST:PORT  --app-key KEY  --connections N (20000)  --users N (1000)
                     --sources 127.0.0.2,127.0.0.3,… --offset N (0)  --restart-wait 1 | --hold 1
+                    --reconnect-sources 127.0.0.6,… (default: --sources)
 
     OPTIONS:
       --threads N   client event loops (default: one per core)
