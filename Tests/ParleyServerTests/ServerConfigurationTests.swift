@@ -28,6 +28,25 @@ struct ServerConfigurationTests {
         #expect(configuration.enableEcho)
     }
 
+    @Test func realtimeOptions() throws {
+        let command = try ServerConfiguration.parse(
+            ["--presence-grace", "3", "--max-replay-events", "500", "--commands-per-second", "20", "--auth-timeout", "4",
+             "--max-queued-bytes", "1048576"],
+            environment: [:])
+        guard case .run(let configuration) = command else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(configuration.realtime.presenceGrace == .seconds(3))
+        #expect(configuration.realtime.maxReplayEvents == 500)
+        #expect(configuration.realtime.commandsPerSecond == 20 && configuration.realtime.commandBurst == 40)
+        #expect(configuration.realtime.userCommandsPerSecond == 40 && configuration.realtime.userCommandBurst == 80)
+        #expect(configuration.realtime.authTimeout == .seconds(4))
+        #expect(configuration.realtime.maxQueuedBytes == 1 << 20)
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--max-queued-bytes", "10"]) }
+        #expect(ServerConfiguration.helpText.contains("--presence-grace"))
+    }
+
     @Test func helpAndVersion() throws {
         #expect(try ServerConfiguration.parse(["--help"]) == .help)
         #expect(try ServerConfiguration.parse(["-h"]) == .help)
