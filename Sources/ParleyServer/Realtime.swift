@@ -230,6 +230,16 @@ final class RealtimeSession: @unchecked Sendable {
             guard registered else { return }
             do {
                 let asOf = try await context.fanout.attach(subscriber)
+                // A socket that closed while attaching may have detached before the attach
+                // registered it: detach again now that the attach is done (a second detach is
+                // harmless), or the fanout would keep a dead device and its user online.
+                let open: Bool = await withCheckedContinuation { continuation in
+                    socket.loop.execute { [self] in continuation.resume(returning: phase != .closed) }
+                }
+                guard open else {
+                    context.fanout.detach(subscriber)
+                    return
+                }
                 try await catchUp(caller, from: position, asOf: asOf)
             } catch {
                 onLoop { $0.fail(ChatError.internalError, id: nil, close: WebSocketCloseCode.tryAgainLater.rawValue, reason: "try again") }

@@ -361,3 +361,25 @@ def test_a_device_that_stops_reading_is_closed_with_4000_and_resumes_while_the_o
         assert got == sent, "after resuming it has every message, once, in order"
     finally:
         running.stop()
+
+
+def test_sockets_that_close_while_authenticating_leave_no_device_behind(server):
+    alice, bob = people(server)
+    group(alice, bob)
+    alices = Device(server, alice.token)
+    alices.wait_ready()
+    steady = Device(server, bob.token)
+    steady.wait_ready()
+    alices.until(lambda f: f["type"] == "presence" and f["userId"] == bob.user["id"] and f["status"] == "online")
+    for _ in range(40):  # auth, then gone before (or while) the server attaches the device
+        device = Device(server, bob.token, authenticate=False)
+        device.auth()
+        device.socket.close()
+    steady.close()
+    # With no device left, Bob goes offline after the grace period (1 s here); a device left
+    # attached by the race would keep him online for ever.
+    offline = alices.until(lambda f: f["type"] == "presence" and f["userId"] == bob.user["id"] and f["status"] == "offline",
+                           timeout=15)
+    assert offline["lastSeenAt"]
+    answer = alices.command("presence.query", userIds=[bob.user["id"]])
+    assert answer["result"]["users"][0]["status"] == "offline"
