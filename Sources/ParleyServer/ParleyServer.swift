@@ -69,11 +69,11 @@ public final class ParleyServer: Sendable {
         httpConfiguration.port = configuration.port
         httpConfiguration.limits.maxBodySize = configuration.maxBodyBytes
         let startedAt = ContinuousClock.now
-        var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store)
-        ChatRoutes.add(to: &router, chat: chat)
         let fanout = Fanout<EncodedWebSocketFrame>(chat: chat, bus: bus, presenceGrace: configuration.realtime.presenceGrace) { bytes in
             EncodedWebSocketFrame(utf8: bytes)
         }
+        var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout)
+        ChatRoutes.add(to: &router, chat: chat)
         var webSocket = WebSocketConfiguration()
         webSocket.pingInterval = .seconds(configuration.pingIntervalSeconds)
         RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,

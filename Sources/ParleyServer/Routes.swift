@@ -1,10 +1,12 @@
 import Foundation
+import ParleyChat
 import ParleyNet
 import ParleyStoreSQLite
 
 /// The server's HTTP and WebSocket routes.
 enum Routes {
-    static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore) -> Router {
+    static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
+                     fanout: Fanout<EncodedWebSocketFrame>? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
@@ -16,7 +18,9 @@ enum Routes {
                             body: healthPrefix + Array(String(uptime).utf8) + healthSuffix)
         }
         router.get("/metrics") { _ in
-            var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store))
+            var realtime: (devices: Int, routed: Int)?
+            if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
+            var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             return response
         }
@@ -70,7 +74,8 @@ enum Routes {
 
 /// Renders `/metrics` in the Prometheus text exposition format (version 0.0.4).
 enum Metrics {
-    static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore) -> String {
+    static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
+                       realtime: (devices: Int, routed: Int)? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -95,6 +100,11 @@ enum Metrics {
                [("", "\(NetMetrics.shared.slowWebSocketsClosed)")])
         metric("parley_event_loop_lag_seconds", "gauge", "How late each loop's 100 ms heartbeat timer last fired.",
                group.loops.map { loop in ("{loop=\"\(loop.index)\"}", String(format: "%.6f", seconds(loop.lag))) })
+        if let realtime {
+            metric("parley_realtime_devices", "gauge", "Authenticated realtime sockets attached on this node.", [("", "\(realtime.devices)")])
+            metric("parley_realtime_published_total", "counter", "Publications (events, typing, presence) the fanout routed.",
+                   [("", "\(realtime.routed)")])
+        }
         let commits = store.commitStatistics
         metric("parley_store_writes_total", "counter", "Write transactions requested of the store.", [("", "\(commits.writes)")])
         metric("parley_store_commits_total", "counter", "Commits (fsyncs) that carried them: writes/commits is the group-commit batching.",

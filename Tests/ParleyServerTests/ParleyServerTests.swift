@@ -44,7 +44,8 @@ struct ParleyServerTests {
         for name in ["parley_connections_open", "parley_http_responses_total{class=\"2xx\"}",
                      "parley_websocket_frames_total{direction=\"in\"}", "parley_network_bytes_total{direction=\"out\"}",
                      "parley_event_loop_lag_seconds{loop=\"1\"}", "parley_build_info{version=\"\(ParleyVersion.current)\"} 1",
-                     "parley_store_writes_total", "parley_store_commits_total"] {
+                     "parley_store_writes_total", "parley_store_commits_total", "parley_realtime_devices", "parley_realtime_published_total",
+                     "parley_websocket_slow_closed_total"] {
             #expect(body.contains(name), "metrics include \(name)")
         }
         // Every sample line is `name{labels} value` with a numeric value.
