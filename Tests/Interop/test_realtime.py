@@ -383,3 +383,38 @@ def test_sockets_that_close_while_authenticating_leave_no_device_behind(server):
     assert offline["lastSeenAt"]
     answer = alices.command("presence.query", userIds=[bob.user["id"]])
     assert answer["result"]["users"][0]["status"] == "offline"
+
+
+def test_a_reconnect_within_the_grace_period_is_not_announced(server):
+    alice, bob = people(server)
+    group(alice, bob)
+    alices = Device(server, alice.token)
+    alices.wait_ready()
+    first = Device(server, bob.token)
+    first.wait_ready()
+    alices.until(lambda f: f["type"] == "presence" and f["userId"] == bob.user["id"] and f["status"] == "online")
+    first.close()
+    again = Device(server, bob.token)  # a network blip: back well within the 1 s grace
+    again.wait_ready()
+    alices.drain(quiet=1.5)  # absence: longer than the grace period
+    assert not [f for f in alices.frames if f["type"] == "presence" and f["userId"] == bob.user["id"] and f["status"] == "offline"]
+
+
+def test_a_users_devices_share_one_command_budget():
+    running = Server("--commands-per-second", "5")  # 10 at once per connection, 20 per user
+    try:
+        alice, bob = people(running)
+        room = group(alice, bob)
+        devices = [Device(running, Client(running).sign_in(alice.user["username"]).token) for _ in range(3)]
+        for device in devices:
+            device.wait_ready()
+        for device in devices:  # 10 each: within every connection's own burst
+            for i in range(10):
+                device.socket.send(json.dumps({"type": "typing.start", "id": f"t{i}", "conversationId": room}))
+        answers = [d.until(lambda f, i=i: f.get("id") == f"t{i}") for d in devices for i in range(10)]
+        limited = [a for a in answers if a["type"] == "error"]
+        assert limited, "30 commands at once exceed the user's burst of 20"
+        assert all(a["error"]["code"] == "rate_limited" for a in limited)
+        assert len(limited) <= 12
+    finally:
+        running.stop()
