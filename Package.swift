@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "parley-bench", targets: ["parley-bench"]),
         .library(name: "ParleyNet", targets: ["ParleyNet"]),
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
+        .library(name: "Parley", targets: ["Parley"]),
     ],
     targets: [
         // epoll, eventfd, timerfd and accept4 are not in Swift's Glibc module.
@@ -30,6 +31,8 @@ let package = Package(
         .target(name: "ParleyCrypto", dependencies: ["CParleySodium"]),
         .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
         .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite"]),
+        // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
+        .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
 
         .executableTarget(name: "parley-server", dependencies: ["ParleyServer"]),
         .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyCrypto"]),
@@ -53,6 +56,7 @@ let package = Package(
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting"]),
     ]
 )
 

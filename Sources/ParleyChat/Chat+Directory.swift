@@ -2,15 +2,7 @@ import Foundation
 import ParleyStore
 public import ParleyWire
 
-/// How a directory search orders its results.
-public enum UserSort: String, Sendable, CaseIterable {
-    /// By username, A to Z (the default); `-username` for Z to A.
-    case username, usernameDescending = "-username"
-    /// By display name, then username; `-displayName` reversed.
-    case displayName, displayNameDescending = "-displayName"
-    /// Oldest accounts first; `-createdAt` newest first.
-    case createdAt, createdAtDescending = "-createdAt"
-
+extension UserSort {
     var orderBy: SQL {
         switch self {
         case .username: "u.username_key ASC"

@@ -77,6 +77,16 @@ public struct ChangePasswordRequest: Hashable, Codable, Sendable {
     }
 }
 
+/// How a directory search orders its results (`sort=` on `GET /v1/users`).
+public enum UserSort: String, Sendable, Hashable, CaseIterable {
+    /// By username, A to Z (the default); `-username` for Z to A.
+    case username, usernameDescending = "-username"
+    /// By display name, then username; `-displayName` reversed.
+    case displayName, displayNameDescending = "-displayName"
+    /// Oldest accounts first; `-createdAt` newest first.
+    case createdAt, createdAtDescending = "-createdAt"
+}
+
 /// `GET /v1/users`: one page of a directory search.
 public struct UserPage: Hashable, Codable, Sendable {
     /// The users, in the order asked for or sorted as asked.

@@ -1,0 +1,70 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import ParleyWire
+
+/// The REST half: JSON over URLSession (FoundationNetworking on Linux), errors mapped to
+/// ``ParleyError``.
+struct HTTPClient: Sendable {
+    let base: String
+    let appKey: String
+
+    func call<Response: Decodable & Sendable>(_ method: String, _ path: String, query: [(String, String)] = [],
+                                              token: String?, as type: Response.Type = Response.self) async throws -> Response {
+        try await call(method, path, query: query, body: Optional<Empty>.none, token: token)
+    }
+
+    func call<Body: Encodable, Response: Decodable & Sendable>(_ method: String, _ path: String, query: [(String, String)] = [],
+                                                             body: Body?, token: String?,
+                                                             as type: Response.Type = Response.self) async throws -> Response {
+        let data = try await raw(method, path, query: query, body: body, token: token)
+        if Response.self == Empty.self, let empty = Empty() as? Response { return empty }
+        do {
+            return try WireCoding.decoder().decode(Response.self, from: data)
+        } catch {
+            throw ParleyError.badResponse("\(method) \(path): \(error)")
+        }
+    }
+
+    private func raw<Body: Encodable>(_ method: String, _ path: String, query: [(String, String)], body: Body?, token: String?) async throws -> Data {
+        guard var components = URLComponents(string: base + path) else { throw ParleyError.badResponse("bad URL \(base + path)") }
+        if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
+        guard let url = components.url else { throw ParleyError.badResponse("bad URL \(base + path)") }
+        var request = URLRequest(url: url, timeoutInterval: 30)
+        request.httpMethod = method
+        request.setValue(appKey, forHTTPHeaderField: "X-Parley-App-Key")
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try WireCoding.encoder().encode(body)
+        }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await URLSession.shared.data(for: request)
+        } catch {
+            throw ParleyError.unreachable(error.localizedDescription)
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard (200..<300).contains(status) else {
+            let body = try? JSONDecoder().decode(ErrorEnvelope.self, from: data)
+            let retryAfter = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Retry-After").flatMap(Int.init)
+            throw ParleyError.server(ChatError(status: status, code: body?.error.code ?? "http_\(status)",
+                                               message: body?.error.message ?? "HTTP \(status)", retryAfterSeconds: retryAfter))
+        }
+        return data
+    }
+}
+
+/// The REST error body: `{"error":{"code":…,"message":…}}`.
+struct ErrorEnvelope: Decodable {
+    struct Body: Decodable {
+        var code: String
+        var message: String
+    }
+    var error: Body
+}
+
+/// An empty body or answer (204).
+struct Empty: Codable, Sendable {}

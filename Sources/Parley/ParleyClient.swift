@@ -1,0 +1,586 @@
+import Foundation
+public import ParleyWire
+
+/// A Parley client: one user on one device. REST for request–response work, one realtime
+/// socket for everything live, and the reliability apps should not have to write — an outbox
+/// that survives being offline (and, with a ``FileStateStore``, a relaunch), reconnection with
+/// jittered backoff, resume from the last position, automatic delivered receipts, and each
+/// outgoing message's `sending → sent → delivered → read` (or `failed`) as a stream.
+///
+/// ```swift
+/// let client = ParleyClient(server: "http://127.0.0.1:8080", appKey: "pk_…")
+/// try await client.signIn(username: "ana", password: "correct horse")
+/// let chat = try await client.directConversation(with: "bob")
+/// await client.connect()
+/// let pending = try await client.send(.text("hi Bob"), to: chat.id)
+/// for await event in client.events() { … }
+/// ```
+public actor ParleyClient {
+    /// Where the client stands with the realtime socket.
+    public enum ConnectionState: Sendable, Hashable {
+        /// Not connected (signed out of the socket by the app, or between attempts).
+        case offline
+        /// Opening the socket and authenticating.
+        case connecting
+        /// Connected and replaying what was missed.
+        case resyncing
+        /// Caught up and live.
+        case online
+        /// The server refused the session (signed out elsewhere, password changed): sign in again.
+        case signedOut
+    }
+
+    /// Something that happened, as the socket delivered it.
+    public enum LiveEvent: Sendable, Hashable {
+        /// A stored change (message, edit, delete, membership, receipt…), in position order.
+        case event(ConversationEvent)
+        /// Someone started (true) or stopped typing; forget a `true` after `expiresIn`.
+        case typing(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresIn: Duration)
+        /// Someone came online or went offline.
+        case presence(Presence)
+        /// Too much was missed to replay: reload what is shown (conversation list, open history).
+        case resync(position: Int64)
+    }
+
+    /// Where one of this client's messages is.
+    public enum OutgoingStatus: Sendable, Hashable {
+        /// In the outbox, not yet acknowledged.
+        case sending
+        /// Stored by the server.
+        case sent(Message)
+        /// Every other member's device has it.
+        case delivered
+        /// Every other member has seen it.
+        case read
+        /// The server refused it (and will refuse a retry): the reason.
+        case failed(ParleyError)
+    }
+
+    /// A status change of one outgoing message, named by its client id.
+    public struct OutgoingUpdate: Sendable, Hashable {
+        /// The idempotency key ``send(_:to:metadata:replyTo:)`` returned.
+        public var clientID: String
+        /// Where it went.
+        public var conversationID: ConversationID
+        /// Its new status.
+        public var status: OutgoingStatus
+    }
+
+    private let http: HTTPClient
+    private let realtimeURL: String
+    private let appKey: String
+    private let store: any ClientStateStore
+    private var state: ClientState
+    private var connection: (any RealtimeConnection)?
+    private var connectionState = ConnectionState.offline
+    private var liveTask: Task<Void, Never>?
+    private var commandCounter = 0
+    private var waiting: [String: CheckedContinuation<ServerFrame, any Error>] = [:]
+    private var sendsInFlight: [String: String] = [:]  // command id → client id
+    private var eventListeners: [UUID: AsyncStream<LiveEvent>.Continuation] = [:]
+    private var stateListeners: [UUID: AsyncStream<ConnectionState>.Continuation] = [:]
+    private var outgoingListeners: [UUID: AsyncStream<OutgoingUpdate>.Continuation] = [:]
+    private var pendingDelivered: [ConversationID: Int64] = [:]
+    private var deliveredFlushScheduled = false
+    /// Other members' watermarks per conversation, for outgoing statuses.
+    private var watermarks: [ConversationID: [UserID: (delivered: Int64, read: Int64)]] = [:]
+    /// How recent sends ended, for ``waitUntilSent(_:)`` calls made after the fact (the last 1,000).
+    private var finished: [String: Result<Message, ParleyError>] = [:]
+    private var finishedOrder: [String] = []
+    /// This client's sent messages not yet read by everyone: conversation → (seq, client id).
+    private var unread: [ConversationID: [(seq: Int64, clientID: String, delivered: Bool)]] = [:]
+
+    /// A client of the server at `server` (`http://host:port`) for the app with `appKey`,
+    /// keeping its token, position and outbox in `store` (default: memory only).
+    public init(server: String, appKey: String, store: any ClientStateStore = MemoryStateStore()) {
+        let base = server.hasSuffix("/") ? String(server.dropLast()) : server
+        http = HTTPClient(base: base, appKey: appKey)
+        self.appKey = appKey
+        realtimeURL = base.replacingOccurrences(of: "https://", with: "wss://").replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
+        self.store = store
+        state = (try? store.load()) ?? ClientState()
+    }
+
+    // MARK: - Accounts
+
+    /// The signed-in user, if any.
+    public var currentUser: User? { state.user }
+
+    /// Creates an account and signs in as it.
+    @discardableResult
+    public func register(username: String, password: String, displayName: String? = nil, device: String? = nil) async throws -> User {
+        let signedIn: SignedIn = try await http.call("POST", "/v1/users", body: RegisterRequest(username: username, password: password,
+                                                                                              displayName: displayName, device: device), token: nil)
+        return try adopt(signedIn)
+    }
+
+    /// Signs in with a password.
+    @discardableResult
+    public func signIn(username: String, password: String, device: String? = nil) async throws -> User {
+        let signedIn: SignedIn = try await http.call("POST", "/v1/sessions", body: SignInRequest(username: username, password: password, device: device),
+                                                     token: nil)
+        return try adopt(signedIn)
+    }
+
+    /// Signs in as a new guest (the Pusher tutorial's anonymous sender).
+    @discardableResult
+    public func signInAsGuest(displayName: String) async throws -> User {
+        let signedIn: SignedIn = try await http.call("POST", "/v1/sessions/guest", body: GuestSignInRequest(displayName: displayName), token: nil)
+        return try adopt(signedIn)
+    }
+
+    /// Signs this device out (`everywhere`: every device of the account), closes the socket
+    /// and forgets the token, position and outbox.
+    public func signOut(everywhere: Bool = false) async throws {
+        let token = try requireToken()
+        let _: Empty = try await http.call("DELETE", everywhere ? "/v1/sessions" : "/v1/sessions/current", token: token)
+        disconnect()
+        state = ClientState()
+        try store.save(state)
+    }
+
+    private func adopt(_ signedIn: SignedIn) throws -> User {
+        if state.user?.id != signedIn.user.id { state = ClientState() }  // another account: nothing carries over
+        state.token = signedIn.session.token
+        state.user = signedIn.user
+        try store.save(state)
+        return signedIn.user
+    }
+
+    private func requireToken() throws -> String {
+        guard let token = state.token else { throw ParleyError.notSignedIn }
+        return token
+    }
+
+    // MARK: - Directory and conversations
+
+    /// Users whose username or display name starts with `query`.
+    public func searchUsers(_ query: String, limit: Int = 20, offset: Int = 0, sort: UserSort = .username) async throws -> UserPage {
+        try await http.call("GET", "/v1/users", query: [("query", query), ("limit", "\(limit)"), ("offset", "\(offset)"), ("sort", sort.rawValue)],
+                            token: try requireToken())
+    }
+
+    /// Which usernames exist (Magnet's "invalid recipients").
+    public func resolve(_ usernames: [String]) async throws -> ResolveUsersResponse {
+        try await http.call("POST", "/v1/users/resolve", body: ResolveUsersRequest(usernames: usernames), token: try requireToken())
+    }
+
+    /// The direct conversation with `username`, created the first time.
+    public func directConversation(with username: String) async throws -> Conversation {
+        try await http.call("POST", "/v1/conversations", body: CreateConversationRequest(kind: .direct, members: [username]), token: try requireToken())
+    }
+
+    /// A new group, public channel or private channel.
+    public func createConversation(_ kind: ConversationKind, title: String?, members: [String] = []) async throws -> Conversation {
+        try await http.call("POST", "/v1/conversations", body: CreateConversationRequest(kind: kind, members: members, title: title),
+                            token: try requireToken())
+    }
+
+    /// The caller's conversations, newest activity first, with unread counts.
+    public func conversations(limit: Int = 30, before cursor: String? = nil) async throws -> ConversationPage {
+        try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? []),
+                            token: try requireToken())
+    }
+
+    /// Joins a public channel.
+    @discardableResult
+    public func join(_ conversation: ConversationID) async throws -> Conversation {
+        try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/join", body: Empty(), token: try requireToken())
+    }
+
+    /// Leaves a group or channel.
+    public func leave(_ conversation: ConversationID) async throws {
+        guard let me = state.user?.id else { throw ParleyError.notSignedIn }
+        let _: Empty = try await http.call("DELETE", "/v1/conversations/\(conversation.rawValue)/members/\(me.rawValue)", token: try requireToken())
+    }
+
+    /// A page of the conversation's members.
+    public func members(of conversation: ConversationID, limit: Int = 100, offset: Int = 0) async throws -> MemberList {
+        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/members", query: [("limit", "\(limit)"), ("offset", "\(offset)")],
+                            token: try requireToken())
+    }
+
+    // MARK: - Messages
+
+    /// A page of history, oldest first: the newest `limit` messages, or those before `seq`
+    /// ("load earlier": pass the oldest seq shown, and the page ends right where the view began).
+    public func history(of conversation: ConversationID, before seq: Int64? = nil, limit: Int = 50) async throws -> MessagePage {
+        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/messages",
+                            query: [("limit", "\(limit)")] + (seq.map { [("before", "\($0)")] } ?? []), token: try requireToken())
+    }
+
+    /// Queues a message and returns its client id at once. It goes out over the socket as soon
+    /// as the client is online (in the order sent, with the same client id after any reconnect,
+    /// so nothing doubles); follow it with ``outgoingUpdates()`` or ``waitUntilSent(_:)``.
+    @discardableResult
+    public func send(_ content: MessageContent, to conversation: ConversationID, metadata: [String: String]? = nil,
+                     replyTo: MessageID? = nil) throws -> String {
+        guard state.token != nil else { throw ParleyError.notSignedIn }
+        let item = OutboxItem(clientID: UUID().uuidString.lowercased(), conversationID: conversation, content: content,
+                              metadata: metadata, replyTo: replyTo)
+        state.outbox.append(item)
+        try store.save(state)
+        publish(OutgoingUpdate(clientID: item.clientID, conversationID: conversation, status: .sending))
+        if connectionState == .online { transmit(item) }
+        return item.clientID
+    }
+
+    /// Waits until the message with `clientID` is stored (or refused).
+    public func waitUntilSent(_ clientID: String) async throws -> Message {
+        if let outcome = finished[clientID] { return try outcome.get() }
+        let updates = outgoingUpdates()
+        guard state.outbox.contains(where: { $0.clientID == clientID }) else {
+            throw ParleyError.badResponse("no message \(clientID) is waiting to be sent")
+        }
+        for await update in updates where update.clientID == clientID {
+            switch update.status {
+            case .sent(let message): return message
+            case .failed(let error): throw error
+            default: continue
+            }
+        }
+        throw ParleyError.unreachable("the client stopped")
+    }
+
+    /// Messages in the outbox, oldest first.
+    public var outbox: [OutboxItem] { state.outbox }
+
+    /// Replaces a message's content (one's own).
+    public func edit(_ message: MessageID, in conversation: ConversationID, to content: MessageContent) async throws -> Message {
+        try await http.call("PATCH", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)",
+                            body: EditMessageRequest(content: content), token: try requireToken())
+    }
+
+    /// Deletes messages (one's own, or any as a moderator), all or none.
+    public func delete(_ messages: [MessageID], in conversation: ConversationID) async throws {
+        struct Deleted: Decodable, Sendable { var messages: [Message] }
+        let _: Deleted = try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/messages/delete",
+                                             body: DeleteMessagesRequest(ids: messages), token: try requireToken())
+    }
+
+    /// Marks everything up to `seq` read (and so delivered).
+    public func markRead(_ conversation: ConversationID, upTo seq: Int64) async throws {
+        let _: Receipt = try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/receipts",
+                                             body: ReceiptUpdate(readSeq: seq), token: try requireToken())
+    }
+
+    /// Tells the other members the user is (or stopped) typing. Repeat every few seconds while
+    /// typing. Does nothing while offline.
+    public func setTyping(_ typing: Bool, in conversation: ConversationID) {
+        var frame = ClientFrame(typing ? .typingStarted : .typingStopped)
+        frame.conversationID = conversation
+        write(frame)
+    }
+
+    /// Who of `users` is online (people sharing a conversation with the caller).
+    public func presence(of users: [UserID]) async throws -> [Presence] {
+        var frame = ClientFrame(.presence)
+        frame.userIDs = users
+        let answer = try await command(frame)
+        guard let result = answer.result else { return [] }
+        return try WireCoding.decoder().decode(PresenceList.self, from: try WireCoding.encoder().encode(result)).users
+    }
+
+    // MARK: - Live
+
+    /// Opens the realtime socket and keeps it open: reconnects with jittered backoff, resumes
+    /// from the last position, sends the outbox. Returns at once.
+    public func connect() {
+        guard liveTask == nil, state.token != nil else { return }
+        liveTask = Task { await self.runLive() }
+    }
+
+    /// Closes the socket and stops reconnecting; the outbox is kept.
+    public func disconnect() {
+        liveTask?.cancel()
+        liveTask = nil
+        connection?.close()
+        connection = nil
+        setState(.offline)
+    }
+
+    /// Every live event from now on (each call gets its own stream).
+    public func events() -> AsyncStream<LiveEvent> {
+        let (stream, continuation) = AsyncStream<LiveEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let id = UUID()
+        eventListeners[id] = continuation
+        continuation.onTermination = { _ in Task { await self.removeEventListener(id) } }
+        return stream
+    }
+
+    /// The events of one conversation.
+    public func events(in conversation: ConversationID) -> AsyncStream<ConversationEvent> {
+        let all = events()
+        return AsyncStream { continuation in
+            let task = Task {
+                for await case .event(let event) in all where event.conversationID == conversation { continuation.yield(event) }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The connection state now and every change after.
+    public func connectionStates() -> AsyncStream<ConnectionState> {
+        let (stream, continuation) = AsyncStream<ConnectionState>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let id = UUID()
+        stateListeners[id] = continuation
+        continuation.yield(connectionState)
+        continuation.onTermination = { _ in Task { await self.removeStateListener(id) } }
+        return stream
+    }
+
+    /// Status changes of this client's outgoing messages.
+    public func outgoingUpdates() -> AsyncStream<OutgoingUpdate> {
+        let (stream, continuation) = AsyncStream<OutgoingUpdate>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let id = UUID()
+        outgoingListeners[id] = continuation
+        continuation.onTermination = { _ in Task { await self.removeOutgoingListener(id) } }
+        return stream
+    }
+
+    /// The last event position processed (what a reconnect resumes from).
+    public var position: Int64? { state.position }
+
+    private func removeEventListener(_ id: UUID) { eventListeners[id] = nil }
+    private func removeStateListener(_ id: UUID) { stateListeners[id] = nil }
+    private func removeOutgoingListener(_ id: UUID) { outgoingListeners[id] = nil }
+
+    private func setState(_ new: ConnectionState) {
+        guard new != connectionState else { return }
+        connectionState = new
+        for continuation in stateListeners.values { continuation.yield(new) }
+    }
+
+    private func publish(_ update: OutgoingUpdate) {
+        for continuation in outgoingListeners.values { continuation.yield(update) }
+    }
+
+    private func runLive() async {
+        var failures = 0
+        while !Task.isCancelled {
+            guard let token = state.token else {
+                setState(.signedOut)
+                return
+            }
+            setState(.connecting)
+            var code: UInt16?
+            do {
+                let connection = try await RealtimeTransport.connect(url: realtimeURL, appKey: appKey)
+                self.connection = connection
+                var auth = ClientFrame(.auth)
+                auth.token = token
+                auth.position = state.position
+                write(auth)
+                setState(.resyncing)
+                for await text in connection.frames {
+                    if handle(text) { failures = 0 }
+                }
+                code = connection.closeCode
+            } catch {
+                code = nil
+            }
+            connection = nil
+            let lost = waiting
+            waiting = [:]
+            sendsInFlight = [:]
+            for continuation in lost.values { continuation.resume(throwing: ParleyError.unreachable("the connection dropped")) }
+            if Task.isCancelled { return }
+            if code == RealtimeCloseCode.unauthorized {
+                setState(.signedOut)
+                liveTask = nil
+                return
+            }
+            setState(.offline)
+            failures += 1
+            // Jittered exponential backoff: 0.25 s, 0.5 s, 1 s … up to 30 s, ±50%.
+            let base = min(30.0, 0.25 * pow(2.0, Double(min(failures - 1, 8))))
+            try? await Task.sleep(for: .milliseconds(Int(base * 1000 * Double.random(in: 0.5...1.5))))
+        }
+    }
+
+    /// Handles one server frame; true when it shows the connection is healthy (`ready`).
+    private func handle(_ text: String) -> Bool {
+        guard let frame = try? WireCoding.decoder().decode(ServerFrame.self, from: Data(text.utf8)) else { return false }
+        switch frame.type {
+        case .ready:
+            if let position = frame.position { advance(to: position) }
+            setState(.online)
+            for item in state.outbox { transmit(item) }
+            return true
+        case .event:
+            guard let event = frame.event else { return false }
+            apply(event)
+        case .typing:
+            if let conversation = frame.conversationID, let user = frame.userID {
+                emit(.typing(conversationID: conversation, userID: user, isTyping: frame.typing ?? false,
+                             expiresIn: .milliseconds(frame.expiresInMs ?? 6000)))
+            }
+        case .presence:
+            if let user = frame.userID, let status = frame.status {
+                emit(.presence(Presence(userID: user, status: status, lastSeenAt: frame.lastSeenAt)))
+            }
+        case .resync:
+            if let position = frame.position {
+                advance(to: position)
+                emit(.resync(position: position))
+            }
+        case .ack, .error, .pong:
+            guard let id = frame.id else { return false }
+            if let clientID = sendsInFlight.removeValue(forKey: id) { sendAnswered(clientID, frame) }
+            waiting.removeValue(forKey: id)?.resume(returning: frame)
+        }
+        return false
+    }
+
+    private func emit(_ event: LiveEvent) {
+        for continuation in eventListeners.values { continuation.yield(event) }
+    }
+
+    private func advance(to position: Int64) {
+        guard position > (state.position ?? 0) else { return }
+        state.position = position
+        try? store.save(state)
+    }
+
+    private func apply(_ event: ConversationEvent) {
+        advance(to: event.position)
+        emit(.event(event))
+        let me = state.user?.id
+        switch event.type {
+        case .messageCreated where event.message?.sender.id != me:
+            if let seq = event.seq { scheduleDelivered(event.conversationID, seq) }
+        case .receiptUpdated where event.userID != me:
+            guard let user = event.userID else { break }
+            watermarks[event.conversationID, default: [:]][user] = (event.deliveredSeq ?? 0, event.readSeq ?? 0)
+            updateStatuses(in: event.conversationID)
+        case .memberAdded where event.userID != me:
+            if let user = event.userID { watermarks[event.conversationID, default: [:]][user] = (0, 0) }
+        case .memberRemoved:
+            if let user = event.userID { watermarks[event.conversationID]?[user] = nil }
+        default:
+            break
+        }
+    }
+
+    /// Marks received messages delivered, one receipt per conversation per burst.
+    private func scheduleDelivered(_ conversation: ConversationID, _ seq: Int64) {
+        pendingDelivered[conversation] = max(pendingDelivered[conversation] ?? 0, seq)
+        guard !deliveredFlushScheduled else { return }
+        deliveredFlushScheduled = true
+        Task {
+            try? await Task.sleep(for: .milliseconds(50))
+            self.flushDelivered()
+        }
+    }
+
+    private func flushDelivered() {
+        deliveredFlushScheduled = false
+        for (conversation, seq) in pendingDelivered {
+            var frame = ClientFrame(.markDelivered)
+            frame.conversationID = conversation
+            frame.seq = seq
+            commandCounter += 1
+            frame.id = "d\(commandCounter)"
+            write(frame)
+        }
+        pendingDelivered = [:]
+    }
+
+    // MARK: - Outbox
+
+    private func transmit(_ item: OutboxItem) {
+        guard connection != nil, !sendsInFlight.values.contains(item.clientID) else { return }
+        var frame = ClientFrame(.send)
+        frame.conversationID = item.conversationID
+        frame.message = SendMessageRequest(clientID: item.clientID, content: item.content, metadata: item.metadata, replyTo: item.replyTo)
+        commandCounter += 1
+        let id = "s\(commandCounter)"
+        frame.id = id
+        sendsInFlight[id] = item.clientID
+        write(frame)
+    }
+
+    private func sendAnswered(_ clientID: String, _ frame: ServerFrame) {
+        guard let index = state.outbox.firstIndex(where: { $0.clientID == clientID }) else { return }
+        let item = state.outbox[index]
+        if frame.type == .ack, case .object(let fields)? = frame.result, let messageJSON = fields["message"],
+           let message = try? WireCoding.decoder().decode(Message.self, from: WireCoding.encoder().encode(messageJSON)) {
+            state.outbox.remove(at: index)
+            try? store.save(state)
+            unread[item.conversationID, default: []].append((message.seq, clientID, false))
+            remember(clientID, .success(message))
+            publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .sent(message)))
+            updateStatuses(in: item.conversationID)
+        } else if let error = frame.error, !error.isTemporary {
+            state.outbox.remove(at: index)
+            try? store.save(state)
+            remember(clientID, .failure(.server(error)))
+            publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .failed(.server(error))))
+        }
+        // A temporary refusal (rate limited) stays in the outbox and goes again on the next
+        // reconnect or send.
+    }
+
+    private func remember(_ clientID: String, _ outcome: Result<Message, ParleyError>) {
+        finished[clientID] = outcome
+        finishedOrder.append(clientID)
+        if finishedOrder.count > 1_000 { finished[finishedOrder.removeFirst()] = nil }
+    }
+
+    /// Moves this client's messages to delivered / read as the other members' watermarks pass them.
+    private func updateStatuses(in conversation: ConversationID) {
+        guard var mine = unread[conversation], !mine.isEmpty, let others = watermarks[conversation], !others.isEmpty else { return }
+        let delivered = others.values.map(\.delivered).min() ?? 0
+        let read = others.values.map(\.read).min() ?? 0
+        var kept: [(seq: Int64, clientID: String, delivered: Bool)] = []
+        for entry in mine {
+            if entry.seq <= read {
+                publish(OutgoingUpdate(clientID: entry.clientID, conversationID: conversation, status: .read))
+            } else if entry.seq <= delivered, !entry.delivered {
+                publish(OutgoingUpdate(clientID: entry.clientID, conversationID: conversation, status: .delivered))
+                kept.append((entry.seq, entry.clientID, true))
+            } else {
+                kept.append(entry)
+            }
+        }
+        mine = kept
+        unread[conversation] = mine
+    }
+
+    /// Learns the other members' watermarks (once per conversation) so statuses can move.
+    public func track(_ conversation: ConversationID) async throws {
+        let list: ReceiptList = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/receipts", query: [("limit", "100")],
+                                                    token: try requireToken())
+        let me = state.user?.id
+        var marks: [UserID: (delivered: Int64, read: Int64)] = [:]
+        for receipt in list.receipts where receipt.userID != me { marks[receipt.userID] = (receipt.deliveredSeq, receipt.readSeq) }
+        for (user, mark) in watermarks[conversation] ?? [:] {
+            let known = marks[user] ?? (0, 0)
+            marks[user] = (max(known.delivered, mark.delivered), max(known.read, mark.read))
+        }
+        watermarks[conversation] = marks
+        updateStatuses(in: conversation)
+    }
+
+    // MARK: - Commands
+
+    private func write(_ frame: ClientFrame) {
+        guard let connection, let data = try? JSONEncoder().encode(frame) else { return }
+        connection.send(String(decoding: data, as: UTF8.self))
+    }
+
+    private func command(_ frame: ClientFrame) async throws -> ServerFrame {
+        guard connection != nil, connectionState == .online else { throw ParleyError.unreachable("not connected") }
+        commandCounter += 1
+        let id = "c\(commandCounter)"
+        var frame = frame
+        frame.id = id
+        let answer = try await withCheckedThrowingContinuation { continuation in
+            waiting[id] = continuation
+            write(frame)
+        }
+        if answer.type == .error, let error = answer.error { throw ParleyError.server(error) }
+        return answer
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import ParleyWire
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One realtime socket as the client sees it: text frames in order, then the close code.
+protocol RealtimeConnection: Sendable {
+    /// Every text frame, in arrival order; finishes when the socket closes.
+    var frames: AsyncStream<String> { get }
+    /// The close code the server sent (nil until closed, or when it vanished).
+    var closeCode: UInt16? { get }
+    func send(_ text: String)
+    func close()
+}
+
+/// Opens realtime sockets: ParleyNet's WebSocket client on Linux, `URLSessionWebSocketTask`
+/// on Apple platforms.
+enum RealtimeTransport {
+    static func connect(url: String, appKey: String) async throws -> any RealtimeConnection {
+        #if canImport(Darwin)
+        return try await URLSessionRealtimeConnection.connect(url: url, appKey: appKey)
+        #else
+        return try await NetRealtimeConnection.connect(url: url, appKey: appKey)
+        #endif
+    }
+}
+
+/// Records the close code once, from whichever thread reports it.
+final class CloseCodeBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var code: UInt16?
+    var value: UInt16? { lock.withLock { code } }
+    func set(_ new: UInt16?) { lock.withLock { if code == nil { code = new } } }
+}
+
+#if !canImport(Darwin)
+import ParleyNet
+
+/// The Linux transport: ParleyNet's RFC 6455 client on one SDK-owned event loop.
+final class NetRealtimeConnection: RealtimeConnection, @unchecked Sendable {
+    /// One loop serves every client of the process (sockets are few and light).
+    static let loops: EventLoopGroup? = try? EventLoopGroup(loopCount: 1)
+
+    let frames: AsyncStream<String>
+    private let socket: WebSocket
+    private let code: CloseCodeBox
+    var closeCode: UInt16? { code.value }
+
+    private init(frames: AsyncStream<String>, socket: WebSocket, code: CloseCodeBox) {
+        self.frames = frames
+        self.socket = socket
+        self.code = code
+    }
+
+    static func connect(url: String, appKey: String) async throws -> any RealtimeConnection {
+        guard let loop = loops?.next() else { throw ParleyError.unreachable("cannot start the SDK's network loop") }
+        let (frames, continuation) = AsyncStream<String>.makeStream()
+        let code = CloseCodeBox()
+        let handler = WebSocketHandler(
+            onMessage: { _, message in
+                if case .text(let text) = message { continuation.yield(text) }
+            },
+            onClose: { _, closeCode, _ in
+                code.set(closeCode.rawValue)
+                continuation.finish()
+            })
+        var configuration = WebSocketConfiguration()
+        configuration.maxMessageSize = 16 << 20
+        do {
+            let socket = try await WebSocketClient.connect(to: url, headers: HTTPHeaders([("X-Parley-App-Key", appKey)]),
+                                                           configuration: configuration, on: loop, handler: handler)
+            return NetRealtimeConnection(frames: frames, socket: socket, code: code)
+        } catch let error as WebSocketClientError where error.status != nil {
+            throw ParleyError.server(.init(status: error.status ?? 0, code: "upgrade_refused", message: error.message))
+        } catch {
+            throw ParleyError.unreachable("\(error)")
+        }
+    }
+
+    func send(_ text: String) { socket.send(text: text) }
+    func close() { socket.close() }
+}
+#else
+
+/// The Apple transport: `URLSessionWebSocketTask`, which answers pings itself.
+final class URLSessionRealtimeConnection: RealtimeConnection, @unchecked Sendable {
+    let frames: AsyncStream<String>
+    private let task: URLSessionWebSocketTask
+    private let code: CloseCodeBox
+    var closeCode: UInt16? { code.value }
+
+    private init(frames: AsyncStream<String>, task: URLSessionWebSocketTask, code: CloseCodeBox) {
+        self.frames = frames
+        self.task = task
+        self.code = code
+    }
+
+    static func connect(url: String, appKey: String) async throws -> any RealtimeConnection {
+        guard let target = URL(string: url) else { throw ParleyError.badResponse("bad URL \(url)") }
+        var request = URLRequest(url: target)
+        request.setValue(appKey, forHTTPHeaderField: "X-Parley-App-Key")
+        let task = URLSession.shared.webSocketTask(with: request)
+        task.maximumMessageSize = 16 << 20
+        let (frames, continuation) = AsyncStream<String>.makeStream()
+        let code = CloseCodeBox()
+        task.resume()
+        Task {
+            while true {
+                do {
+                    if case .string(let text) = try await task.receive() { continuation.yield(text) }
+                } catch {
+                    code.set(task.closeCode == .invalid ? nil : UInt16(task.closeCode.rawValue))
+                    continuation.finish()
+                    return
+                }
+            }
+        }
+        return URLSessionRealtimeConnection(frames: frames, task: task, code: code)
+    }
+
+    func send(_ text: String) { task.send(.string(text)) { _ in } }
+    func close() { task.cancel(with: .normalClosure, reason: nil) }
+}
+#endif

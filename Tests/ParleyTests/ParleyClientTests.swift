@@ -1,0 +1,194 @@
+import Foundation
+import Parley
+import ParleyNetTesting
+import ParleyWire
+import Testing
+
+/// The real `parley-server` binary in a child process, so a test can kill -9 it and start it
+/// again on the same port with the same data.
+final class ServerProcess: @unchecked Sendable {
+    /// `PARLEY_SERVER`, else the `parley-server` built next to this test bundle (any scratch
+    /// path, sanitizers included), else the default debug build.
+    static let binary: String = {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("parley-server").path
+        let candidates: [String?] = [ProcessInfo.processInfo.environment["PARLEY_SERVER"], besideTests,
+                                     root.appendingPathComponent(".build/debug/parley-server").path]
+        return candidates.compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) } ?? besideTests
+    }()
+
+    let data = NSTemporaryDirectory() + "parley-sdk-\(UUID().uuidString)"
+    private(set) var port: UInt16 = 0
+    private(set) var appKey = ""
+    private var process: Process?
+
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    func start() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["--port", "\(port)", "--threads", "2", "--data-dir", data, "--argon2-passes", "1", "--argon2-memory-mib", "1",
+                             "--signups-per-hour", "1000000", "--presence-grace", "1"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        // The banner: "listening on http://127.0.0.1:PORT", the app key on first start, then "Health:".
+        var text = ""
+        let handle = output.fileHandleForReading
+        while !text.contains("Health:") {
+            let chunk = handle.availableData
+            guard !chunk.isEmpty else { throw ParleyError.unreachable("parley-server exited: \(text)") }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        if port == 0, let range = text.range(of: "http://127.0.0.1:") {
+            port = UInt16(text[range.upperBound...].prefix { $0.isNumber }) ?? 0
+        }
+        if appKey.isEmpty, let range = text.range(of: "pk_") {
+            appKey = "pk_" + text[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
+        }
+    }
+
+    /// kill -9.
+    func kill() {
+        guard let process, process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    deinit {
+        kill()
+        try? FileManager.default.removeItem(atPath: data)
+    }
+}
+
+/// Waits for the first element of `stream` that matches, or fails after `seconds`.
+func first<S: AsyncSequence & Sendable>(_ stream: S, within seconds: Double = 20, where predicate: @escaping @Sendable (S.Element) -> Bool)
+    async throws -> S.Element where S.Element: Sendable {
+    try await withTimeout(seconds) {
+        for try await element in stream where predicate(element) { return element }
+        throw ParleyError.unreachable("the stream ended")
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct ParleyClientTests {
+    @Test func aConversationSurvivesKill9WithTheOutboxDrainedAndIdenticalHistories() async throws {
+        let server = ServerProcess()
+        try server.start()
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        let bobEvents = await bob.events(in: chat.id)
+        for client in [alice, bob] {
+            let states = await client.connectionStates()
+            await client.connect()
+            _ = try await first(states) { $0 == .online }
+        }
+
+        var sent: [String] = []
+        for index in 0..<5 {
+            sent.append(try await alice.send(.text("a\(index)"), to: chat.id))
+            sent.append(try await bob.send(.text("b\(index)"), to: chat.id))
+        }
+        for clientID in sent.prefix(10) {
+            _ = try await (sent.firstIndex(of: clientID).map { $0 % 2 == 0 } == true ? alice : bob).waitUntilSent(clientID)
+        }
+
+        // The server dies mid-conversation; both keep typing while it is down.
+        let aliceStates = await alice.connectionStates()
+        server.kill()
+        _ = try await first(aliceStates) { $0 == .offline }
+        let offline = [try await alice.send(.text("while down 1"), to: chat.id), try await bob.send(.text("while down 2"), to: chat.id),
+                       try await alice.send(.text("while down 3"), to: chat.id)]
+        let waitingAtAlice = await alice.outbox.count, waitingAtBob = await bob.outbox.count
+        #expect(waitingAtAlice == 2 && waitingAtBob == 1, "kept in the outbox while offline")
+        try server.start()  // same port, same data
+        for (index, clientID) in offline.enumerated() {
+            _ = try await (index == 1 ? bob : alice).waitUntilSent(clientID)
+        }
+        let leftAtAlice = await alice.outbox.count, leftAtBob = await bob.outbox.count
+        #expect(leftAtAlice == 0 && leftAtBob == 0)
+
+        // Both sides read the same history: 13 messages, each once, in one order.
+        let fromAlice = try await alice.history(of: chat.id, limit: 100).messages
+        let fromBob = try await bob.history(of: chat.id, limit: 100).messages
+        #expect(fromAlice.map(\.id) == fromBob.map(\.id))
+        #expect(fromAlice.count == 13 && Set(fromAlice.map(\.clientID)) == Set(sent + offline))
+        #expect(fromAlice.map(\.seq) == fromAlice.map(\.seq).sorted())
+        // Bob's device saw each of Alice's messages live exactly once, across the crash.
+        var seen: [String] = []
+        let alicesIDs = Set(fromAlice.filter { $0.sender.username == "alice" }.map(\.id.rawValue))
+        for try await event in bobEvents where event.type == .messageCreated {
+            if let message = event.message, message.sender.username == "alice" { seen.append(message.id.rawValue) }
+            if Set(seen) == alicesIDs { break }
+        }
+        #expect(seen.count == alicesIDs.count, "no duplicates")
+        await alice.disconnect()
+        await bob.disconnect()
+    }
+
+    @Test func anOutgoingMessageGoesSendingSentDeliveredRead() async throws {
+        let server = ServerProcess()
+        try server.start()
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        try await alice.track(chat.id)
+        let updates = await alice.outgoingUpdates()
+        let bobEvents = await bob.events(in: chat.id)
+        for client in [alice, bob] {
+            let states = await client.connectionStates()
+            await client.connect()
+            _ = try await first(states) { $0 == .online }
+        }
+        let clientID = try await alice.send(.text("are you there?"), to: chat.id)
+        var statuses: [String] = []
+        for await update in updates where update.clientID == clientID {
+            switch update.status {
+            case .sending: statuses.append("sending")
+            case .sent: statuses.append("sent")
+            case .delivered:  // Bob's client marked it delivered by itself; now he reads it
+                statuses.append("delivered")
+                let received = try await first(bobEvents) { $0.type == .messageCreated }
+                try await bob.markRead(chat.id, upTo: try #require(received.seq))
+            case .read: statuses.append("read")
+            case .failed(let error): Issue.record("failed: \(error)")
+            }
+            if statuses.last == "read" { break }
+        }
+        #expect(statuses == ["sending", "sent", "delivered", "read"])
+        await alice.disconnect()
+        await bob.disconnect()
+    }
+
+    @Test func aSendMadeOfflineSurvivesARelaunchInAPrivateFile() async throws {
+        let server = ServerProcess()
+        try server.start()
+        let file = NSTemporaryDirectory() + "parley-state-\(UUID().uuidString)/state.json"
+        let first = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
+        try await first.register(username: "ana", password: "correct horse battery")
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await first.directConversation(with: "bob")
+        let clientID = try await first.send(.location(Location(latitude: 52.52, longitude: 13.405)), to: chat.id)  // never connected
+        let attributes = try FileManager.default.attributesOfItem(atPath: file)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600, "the token is readable by its owner only")
+
+        // The app is relaunched: a new client from the same file sends what was waiting.
+        let relaunched = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
+        #expect(await relaunched.currentUser?.username == "ana")
+        #expect(await relaunched.outbox.map(\.clientID) == [clientID])
+        let sent = Task { try await relaunched.waitUntilSent(clientID) }
+        await relaunched.connect()
+        let message = try await withTimeout(20) { try await sent.value }
+        #expect(message.content == .location(Location(latitude: 52.52, longitude: 13.405)))
+        #expect(try await bob.history(of: chat.id).messages.map(\.id) == [message.id])
+        await relaunched.disconnect()
+    }
+}
