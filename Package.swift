@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .executable(name: "parley-server", targets: ["parley-server"]),
         .executable(name: "parley-bench", targets: ["parley-bench"]),
+        .executable(name: "parley", targets: ["parley"]),
         .library(name: "ParleyNet", targets: ["ParleyNet"]),
         .library(name: "ParleyWire", targets: ["ParleyWire"]),
         .library(name: "Parley", targets: ["Parley"]),
@@ -35,6 +36,7 @@ let package = Package(
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
 
         .executableTarget(name: "parley-server", dependencies: ["ParleyServer"]),
+        .executableTarget(name: "parley", dependencies: ["Parley", "ParleyWire"]),
         .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyCrypto"]),
 
         // libFuzzer entry points. Built with `--sanitize=fuzzer -Xswiftc -DFUZZING` by

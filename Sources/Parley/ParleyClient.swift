@@ -182,6 +182,12 @@ public actor ParleyClient {
                             token: try requireToken())
     }
 
+    /// Public channels whose title starts with `query` (all when empty).
+    public func channels(matching query: String = "", limit: Int = 30, offset: Int = 0) async throws -> ChannelPage {
+        try await http.call("GET", "/v1/channels", query: [("query", query), ("limit", "\(limit)"), ("offset", "\(offset)")],
+                            token: try requireToken())
+    }
+
     /// Joins a public channel.
     @discardableResult
     public func join(_ conversation: ConversationID) async throws -> Conversation {
@@ -223,6 +229,16 @@ public actor ParleyClient {
         publish(OutgoingUpdate(clientID: item.clientID, conversationID: conversation, status: .sending))
         if connectionState == .online { transmit(item) }
         return item.clientID
+    }
+
+    /// Sends to a set of usernames right away (Magnet's MessageMe): the direct conversation for
+    /// one name, else the group of exactly those people, created when needed. Unknown names
+    /// come back in `invalidUsernames` and are left out. Needs the server: while offline it
+    /// throws (use ``send(_:to:metadata:replyTo:)`` with a conversation id to queue).
+    public func send(_ content: MessageContent, toUsernames usernames: [String], metadata: [String: String]? = nil) async throws -> SendToUsersResponse {
+        try await http.call("POST", "/v1/messages", body: SendToUsersRequest(to: usernames, clientID: UUID().uuidString.lowercased(),
+                                                                           content: content, metadata: metadata),
+                            token: try requireToken())
     }
 
     /// Waits until the message with `clientID` is stored (or refused).

@@ -1,0 +1,54 @@
+public import Foundation
+public import ParleyWire
+
+// MessageKit's `MessageType` asks for `sender` (a `SenderType`: `senderId`, `displayName`),
+// `messageId`, `sentDate` and `kind`. `Message` and `Sender` carry the first three under those
+// names; `kind` cannot be MessageKit's own `MessageKind` without depending on MessageKit, so
+// `messageKind` mirrors it case for case and an app maps it in one `switch` (the README shows
+// the whole extension).
+
+extension Message {
+    /// MessageKit's `messageId`.
+    public var messageId: String { id.rawValue }
+    /// MessageKit's `sentDate`.
+    public var sentDate: Date { sentAt }
+    /// MessageKit's `kind`, case for case (a tombstone is `.text("")` with `deletedAt` set).
+    public var messageKind: MessageKindMirror {
+        switch content {
+        case .text(let text)?: .text(text)
+        case .markdown(let markdown)?: .attributedText(markdown: markdown)
+        case .location(let location)?: .location(latitude: location.latitude, longitude: location.longitude)
+        case .photo(let media)?: .photo(media)
+        case .video(let media)?: .video(media)
+        case .audio(let media)?: .audio(media)
+        case .file(let media)?: .file(media)
+        case .custom(let type, let payload)?: .custom(type: type, payload: payload)
+        case nil: .text("")
+        }
+    }
+}
+
+extension Sender {
+    /// MessageKit's `SenderType.senderId`.
+    public var senderId: String { id.rawValue }
+}
+
+/// MessageKit's `MessageKind`, with Parley's payloads.
+public enum MessageKindMirror: Sendable, Hashable {
+    /// `.text(String)`.
+    case text(String)
+    /// `.attributedText(NSAttributedString)`: render the Markdown (`AttributedString(markdown:)`).
+    case attributedText(markdown: String)
+    /// `.photo(MediaItem)`.
+    case photo(Attachment)
+    /// `.video(MediaItem)`: `thumbnailID` is the poster image.
+    case video(Attachment)
+    /// `.location(LocationItem)`.
+    case location(latitude: Double, longitude: Double)
+    /// `.audio(AudioItem)`.
+    case audio(Attachment)
+    /// A file: MessageKit shows it as `.custom`.
+    case file(Attachment)
+    /// `.custom(Any?)`.
+    case custom(type: String, payload: JSONValue)
+}

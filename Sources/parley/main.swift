@@ -1,0 +1,339 @@
+import Foundation
+import Parley
+import ParleyWire
+
+// parley: the terminal client. Scriptable commands over the Parley SDK; state (token,
+// position, outbox) in $PARLEY_HOME/state.json (0600), the server and app key in
+// $PARLEY_HOME/config.json. Exit codes are documented in `parley --help`.
+
+let overview = """
+    parley: chat with a Parley server from the terminal.
+
+    USAGE: parley [--server URL] [--app-key KEY] <command> [arguments]
+
+    COMMANDS:
+      register <username> [--display-name NAME]   create an account and sign in
+      login <username>                            sign in (this device)
+      logout [--everywhere]                       sign out this device (or every device)
+      whoami                                      the signed-in user
+      users search [QUERY] [--limit N] [--sort S] find people by username or display name
+      conversations [--limit N]                   your conversations, newest first, with unread counts
+      send <conversation> <text…>                 send a message (queued if the server is down)
+      send --to alice,bob <text…>                 send to people by username (direct or group)
+           … --location LAT,LON                   send a location instead of text
+      history <conversation> [--limit N] [--before SEQ] [--json]
+      edit <conversation> <message> <text…>       change one of your messages
+      delete <conversation> <message>…            delete your messages (all or none)
+      listen [--conversation ID] [--json]         print events as they arrive, until interrupted
+
+    Passwords are read from PARLEY_PASSWORD, else from the first line of standard input.
+    The server and app key come from --server/--app-key, else PARLEY_SERVER/PARLEY_APP_KEY,
+    else what the last register or login saved. `parley <command> --help` for one command.
+
+    EXIT CODES:
+      0  done
+      1  the server refused (the message says why)
+      2  usage error
+      3  the server cannot be reached (a send stays queued and goes with the next command)
+      4  not signed in: run `parley login <username>`
+    """
+
+let commandHelp: [String: String] = [
+    "register": "parley register <username> [--display-name NAME]\n  Creates the account (password from PARLEY_PASSWORD or standard input) and signs in.",
+    "login": "parley login <username>\n  Signs in on this device (password from PARLEY_PASSWORD or standard input).",
+    "logout": "parley logout [--everywhere]\n  Signs out this device, or every device of the account.",
+    "whoami": "parley whoami\n  Prints: username, display name, user id.",
+    "users": "parley users search [QUERY] [--limit N] [--offset N] [--sort username|-username|displayName|-displayName|createdAt|-createdAt]\n  Prints one user per line: username, display name, id.",
+    "conversations": "parley conversations [--limit N]\n  Prints one conversation per line: id, kind, name, unread count, last message.",
+    "send": "parley send <conversation> <text…> | parley send --to alice,bob <text…> [--location LAT,LON]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3).",
+    "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
+    "edit": "parley edit <conversation> <message> <text…>\n  Replaces the text of one of your messages.",
+    "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
+    "listen": "parley listen [--conversation ID] [--json]\n  Connects and prints every event as it arrives (JSON lines with --json) until interrupted.",
+]
+
+/// A command-line mistake.
+struct UsageError: Error { var message: String }
+
+/// The parsed command line: positional words and `--name value` options (`--flag` alone is "true").
+struct Arguments {
+    var words: [String] = []
+    var options: [String: String] = [:]
+    static let flags: Set<String> = ["json", "everywhere", "help"]
+
+    init(_ raw: [String]) throws {
+        var rest = raw[...]
+        while let argument = rest.popFirst() {
+            if argument == "-h" { options["help"] = "true"; continue }
+            guard argument.hasPrefix("--") else { words.append(argument); continue }
+            let name = String(argument.dropFirst(2))
+            if let equals = name.firstIndex(of: "=") {
+                options[String(name[..<equals])] = String(name[name.index(after: equals)...])
+            } else if Self.flags.contains(name) {
+                options[name] = "true"
+            } else {
+                guard let value = rest.popFirst() else { throw UsageError(message: "--\(name) needs a value") }
+                options[name] = value
+            }
+        }
+    }
+
+    func int(_ name: String) throws -> Int? {
+        guard let text = options[name] else { return nil }
+        guard let value = Int(text), value >= 0 else { throw UsageError(message: "--\(name) must be a whole number") }
+        return value
+    }
+}
+
+/// Where the CLI keeps its files.
+enum Home {
+    static var directory: String {
+        if let home = ProcessInfo.processInfo.environment["PARLEY_HOME"] { return home }
+        return (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.config/parley"
+    }
+    static var statePath: String { directory + "/state.json" }
+    static var configPath: String { directory + "/config.json" }
+
+    struct Config: Codable { var server: String; var appKey: String }
+
+    static func loadConfig() -> Config? {
+        guard let data = FileManager.default.contents(atPath: configPath) else { return nil }
+        return try? JSONDecoder().decode(Config.self, from: data)
+    }
+
+    static func save(_ config: Config) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        _ = FileManager.default.createFile(atPath: configPath, contents: try JSONEncoder().encode(config), attributes: [.posixPermissions: 0o600])
+    }
+}
+
+func output(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func complain(_ line: String) {
+    FileHandle.standardError.write(Data(("parley: " + line + "\n").utf8))
+}
+
+func password() throws -> String {
+    if let password = ProcessInfo.processInfo.environment["PARLEY_PASSWORD"] { return password }
+    guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+        throw UsageError(message: "no password: set PARLEY_PASSWORD or write it on standard input")
+    }
+    return line
+}
+
+func text(of message: Message) -> String {
+    if message.deletedAt != nil { return "(deleted)" }
+    switch message.content {
+    case .text(let text)?, .markdown(let text)?: return text + (message.editedAt != nil ? " (edited)" : "")
+    case .location(let location)?: return "📍 \(location.latitude),\(location.longitude)"
+    case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
+        return "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
+    case .custom(let type, _)?: return "[\(type)]"
+    case nil: return ""
+    }
+}
+
+func time(_ date: Date) -> String {
+    WireCoding.formatDate(date)
+}
+
+func json(_ value: some Encodable) throws -> String {
+    let encoder = WireCoding.encoder()
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
+}
+
+func content(_ arguments: Arguments, words: ArraySlice<String>) throws -> MessageContent {
+    if let location = arguments.options["location"] {
+        let parts = location.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard parts.count == 2, let latitude = parts[0], let longitude = parts[1] else {
+            throw UsageError(message: "--location is LAT,LON, for example 52.52,13.405")
+        }
+        return .location(Location(latitude: latitude, longitude: longitude))
+    }
+    let text = words.joined(separator: " ")
+    guard !text.isEmpty else { throw UsageError(message: "write the message after the conversation (or use --location)") }
+    return .text(text)
+}
+
+func run(_ raw: [String]) async throws {
+    let arguments = try Arguments(raw)
+    guard let command = arguments.words.first else {
+        output(overview)
+        return
+    }
+    if arguments.options["help"] != nil || command == "help" {
+        let topic = command == "help" ? arguments.words.dropFirst().first : command
+        output(topic.flatMap { commandHelp[$0] } ?? overview)
+        return
+    }
+    let saved = Home.loadConfig()
+    let environment = ProcessInfo.processInfo.environment
+    guard let server = arguments.options["server"] ?? environment["PARLEY_SERVER"] ?? saved?.server,
+          let appKey = arguments.options["app-key"] ?? environment["PARLEY_APP_KEY"] ?? saved?.appKey else {
+        throw UsageError(message: "which server? pass --server URL --app-key KEY (or set PARLEY_SERVER and PARLEY_APP_KEY)")
+    }
+    let client = ParleyClient(server: server, appKey: appKey, store: FileStateStore(path: Home.statePath))
+    let words = arguments.words.dropFirst()
+
+    switch command {
+    case "register", "login":
+        guard let username = words.first else { throw UsageError(message: "\(command) needs a username") }
+        let user = command == "register"
+            ? try await client.register(username: username, password: try password(), displayName: arguments.options["display-name"], device: "parley CLI")
+            : try await client.signIn(username: username, password: try password(), device: "parley CLI")
+        try Home.save(.init(server: server, appKey: appKey))
+        output("signed in as \(user.username) (\(user.id.rawValue))")
+    case "logout":
+        try await client.signOut(everywhere: arguments.options["everywhere"] != nil)
+        output("signed out")
+    case "whoami":
+        guard let user = await client.currentUser else { throw ParleyError.notSignedIn }
+        output("\(user.username)\t\(user.displayName)\t\(user.id.rawValue)")
+    case "users":
+        guard words.first == "search" else { throw UsageError(message: "try: parley users search [QUERY]") }
+        let sort = try arguments.options["sort"].map { name in
+            guard let sort = UserSort(rawValue: name) else { throw UsageError(message: "--sort is one of \(UserSort.allCases.map(\.rawValue).joined(separator: ", "))") }
+            return sort
+        } ?? .username
+        let page = try await client.searchUsers(words.dropFirst().joined(separator: " "), limit: try arguments.int("limit") ?? 20,
+                                                offset: try arguments.int("offset") ?? 0, sort: sort)
+        for user in page.users { output("\(user.username)\t\(user.displayName)\t\(user.id.rawValue)") }
+    case "conversations":
+        let page = try await client.conversations(limit: try arguments.int("limit") ?? 30)
+        for conversation in page.conversations {
+            let name = conversation.title ?? conversation.peer?.username ?? "(untitled)"
+            let last = conversation.lastMessage.map { "\($0.sender.username): \(text(of: $0))" } ?? ""
+            output("\(conversation.id.rawValue)\t\(conversation.kind.rawValue)\t\(name)\tunread \(conversation.unreadCount)\t\(last)")
+        }
+    case "send":
+        if let to = arguments.options["to"] {
+            let names = to.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let answer = try await client.send(try content(arguments, words: words), toUsernames: names)
+            for name in answer.invalidUsernames { complain("no user named '\(name)'; left out") }
+            guard let message = answer.message, let conversation = answer.conversation else {
+                throw ParleyError.badResponse("the server answered without the message")
+            }
+            output("\(message.id.rawValue)\tseq \(message.seq)\t\(conversation.id.rawValue)")
+        } else {
+            guard let conversation = words.first else { throw UsageError(message: "send needs a conversation id or --to usernames") }
+            let clientID = try await client.send(try content(arguments, words: words.dropFirst()), to: ConversationID(rawValue: conversation))
+            let message = try await deliverOutbox(client, waitingFor: clientID)
+            output("\(message.id.rawValue)\tseq \(message.seq)")
+        }
+    case "history":
+        guard let conversation = words.first else { throw UsageError(message: "history needs a conversation id") }
+        let page = try await client.history(of: ConversationID(rawValue: conversation), before: (try arguments.int("before")).map(Int64.init),
+                                            limit: try arguments.int("limit") ?? 50)
+        if arguments.options["json"] != nil {
+            output(try json(page))
+        } else {
+            for message in page.messages {
+                output("\(message.seq)\t\(message.id.rawValue)\t\(message.sender.username)\t\(time(message.sentAt))\t\(text(of: message))")
+            }
+        }
+    case "edit":
+        guard words.count >= 3, let conversation = words.first else { throw UsageError(message: "edit <conversation> <message> <text…>") }
+        let edited = try await client.edit(MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation),
+                                           to: .text(words.dropFirst(2).joined(separator: " ")))
+        output("\(edited.id.rawValue)\tedited")
+    case "delete":
+        guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "delete <conversation> <message>…") }
+        try await client.delete(words.dropFirst().map(MessageID.init(rawValue:)), in: ConversationID(rawValue: conversation))
+        output("deleted \(words.count - 1)")
+    case "listen":
+        try await listen(client, conversation: arguments.options["conversation"].map(ConversationID.init(rawValue:)),
+                         json: arguments.options["json"] != nil)
+    default:
+        throw UsageError(message: "unknown command '\(command)'")
+    }
+}
+
+/// Connects, waits until the outbox (this send and any left from before) is delivered.
+func deliverOutbox(_ client: ParleyClient, waitingFor clientID: String) async throws -> Message {
+    guard await client.currentUser != nil else { throw ParleyError.notSignedIn }
+    let states = await client.connectionStates()
+    await client.connect()
+    let sent = Task { try await client.waitUntilSent(clientID) }
+    // Whichever comes first: the ack, a refusal of the session, or 15 s without an ack (the
+    // message stays queued in the state file and goes with the next command).
+    let result = await withTaskGroup(of: Result<Message, ParleyError>?.self) { group in
+        group.addTask {
+            do { return .success(try await sent.value) } catch let error as ParleyError { return .failure(error) } catch { return nil }
+        }
+        group.addTask {
+            for await state in states where state == .signedOut { return .failure(.notSignedIn) }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(15))
+            return .failure(.unreachable("no answer within 15 s; the message is queued and goes with the next command"))
+        }
+        var first: Result<Message, ParleyError>?
+        while first == nil, let next = await group.next() { first = next }
+        sent.cancel()
+        group.cancelAll()
+        return first
+    }
+    await client.disconnect()
+    switch result {
+    case .success(let message)?: return message
+    case .failure(let error)?: throw error
+    case nil: throw ParleyError.unreachable("the message is queued and goes with the next command")
+    }
+}
+
+func listen(_ client: ParleyClient, conversation: ConversationID?, json asJSON: Bool) async throws {
+    guard await client.currentUser != nil else { throw ParleyError.notSignedIn }
+    let events = await client.events()
+    let states = await client.connectionStates()
+    await client.connect()
+    Task {
+        for await state in states {
+            if state == .signedOut { complain("signed out by the server: run parley login"); exit(4) }
+            if !asJSON { complain("\(state)") }
+        }
+    }
+    for await event in events {
+        switch event {
+        case .event(let event):
+            guard conversation == nil || event.conversationID == conversation else { continue }
+            if asJSON {
+                output(try json(event))
+            } else if let message = event.message {
+                let what = event.type == .messageCreated ? "" : " [\(event.type.rawValue)]"
+                output("\(time(event.createdAt))\t\(event.conversationID.rawValue)\t\(message.sender.username): \(text(of: message))\(what)")
+            } else {
+                output("\(time(event.createdAt))\t\(event.conversationID.rawValue)\t\(event.type.rawValue) \(event.userID?.rawValue ?? "")")
+            }
+        case .typing(let where_, let user, let typing, _):
+            guard conversation == nil || where_ == conversation else { continue }
+            output(asJSON ? #"{"conversationId":"\#(where_.rawValue)","type":"typing","typing":\#(typing),"userId":"\#(user.rawValue)"}"#
+                          : "\(where_.rawValue)\t\(user.rawValue) \(typing ? "is typing…" : "stopped typing")")
+        case .presence(let presence):
+            output(asJSON ? try json(presence) : "\(presence.userID.rawValue) is \(presence.status.rawValue)")
+        case .resync(let position):
+            output(asJSON ? #"{"position":\#(position),"type":"resync"}"# : "(missed too much: reload; continuing from \(position))")
+        }
+    }
+}
+
+do {
+    try await run(Array(CommandLine.arguments.dropFirst()))
+    exit(0)
+} catch let error as UsageError {
+    complain(error.message + "\nRun 'parley --help' for the commands.")
+    exit(2)
+} catch let error as ParleyError {
+    complain(error.description)
+    switch error {
+    case .notSignedIn: exit(4)
+    case .server(let refusal) where refusal.code == "unauthenticated": complain("run: parley login <username>"); exit(4)
+    case .unreachable: exit(3)
+    default: exit(1)
+    }
+} catch {
+    complain("\(error)")
+    exit(1)
+}
