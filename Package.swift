@@ -37,6 +37,13 @@ let package = Package(
 
         .executableTarget(name: "parley-server", dependencies: ["ParleyServer"]),
         .executableTarget(name: "parley", dependencies: ["Parley", "ParleyWire"]),
+
+        // Examples/: each tutorial's flow against Parley, run against a real server by `make test`.
+        .target(name: "ExampleSupport", dependencies: ["Parley", "ParleyWire"], path: "Examples/Support"),
+        .executableTarget(name: "MessageMe", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/MessageMe"),
+        .executableTarget(name: "SyncanoChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/SyncanoChat"),
+        .executableTarget(name: "DeliveryStatus", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/DeliveryStatus"),
+        .executableTarget(name: "BackendlessChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/BackendlessChat"),
         .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyCrypto"]),
 
         // libFuzzer entry points. Built with `--sanitize=fuzzer -Xswiftc -DFUZZING` by

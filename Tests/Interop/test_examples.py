@@ -1,0 +1,29 @@
+"""Each tutorial's flow in Examples/, run as the programs they are against the real server:
+each must print its steps and end with exit 0 (they check what the tutorial's user would see)."""
+import os
+import subprocess
+
+import pytest
+
+from parley import ROOT, Server
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = Server()
+    yield running
+    running.stop()
+
+
+@pytest.mark.parametrize("example", ["MessageMe", "SyncanoChat", "DeliveryStatus", "BackendlessChat"])
+def test_the_example_runs_its_tutorials_flow(server, example):
+    binary = os.path.join(ROOT, ".build", "debug", example)
+    result = subprocess.run([binary, "--server", server.url, "--app-key", server.app_key], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{example} failed:\n{result.stdout}\n{result.stderr}"
+    assert result.stdout.strip().endswith(f"{example}: ok")
+
+
+def test_an_example_without_a_server_says_how_to_run_it():
+    result = subprocess.run([os.path.join(ROOT, ".build", "debug", "MessageMe")], capture_output=True, text=True, timeout=30,
+                            env={k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")})
+    assert result.returncode == 2 and "--server" in result.stdout
