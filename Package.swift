@@ -36,7 +36,9 @@ let package = Package(
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
 
         .executableTarget(name: "parley-server", dependencies: ["ParleyServer"]),
-        .executableTarget(name: "parley", dependencies: ["Parley", "ParleyWire"]),
+        // The terminal client; its screen layout and key decoding are a library so tests read them as data.
+        .target(name: "ParleyTerminalUI"),
+        .executableTarget(name: "parley", dependencies: ["Parley", "ParleyWire", "ParleyTerminalUI"]),
 
         // Examples/: each tutorial's flow against Parley, run against a real server by `make test`.
         .target(name: "ExampleSupport", dependencies: ["Parley", "ParleyWire"], path: "Examples/Support"),
@@ -65,7 +67,7 @@ let package = Package(
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
-        .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTerminalUI"]),
     ]
 )
 

@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis)
 set -euo pipefail
 
-packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev sqlite3 curl python3-venv)
+packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev sqlite3 curl python3-venv tmux)
 if [[ "${1:-}" == "--bench" ]]; then
     packages+=(wrk nginx-light redis-server)
 fi

@@ -176,6 +176,11 @@ public actor ParleyClient {
                             token: try requireToken())
     }
 
+    /// One conversation as the caller sees it (unread count, last message, the peer of a direct one).
+    public func conversation(_ id: ConversationID) async throws -> Conversation {
+        try await http.call("GET", "/v1/conversations/\(id.rawValue)", token: try requireToken())
+    }
+
     /// The caller's conversations, newest activity first, with unread counts.
     public func conversations(limit: Int = 30, before cursor: String? = nil) async throws -> ConversationPage {
         try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? []),

@@ -25,6 +25,7 @@ let overview = """
       edit <conversation> <message> <text…>       change one of your messages
       delete <conversation> <message>…            delete your messages (all or none)
       listen [--conversation ID] [--json]         print events as they arrive, until interrupted
+      chat <conversation>                         the full-screen chat (type, Enter; /edit, /delete, /quit)
 
     Passwords are read from PARLEY_PASSWORD, else from the first line of standard input.
     The server and app key come from --server/--app-key, else PARLEY_SERVER/PARLEY_APP_KEY,
@@ -49,6 +50,7 @@ let commandHelp: [String: String] = [
     "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
     "edit": "parley edit <conversation> <message> <text…>\n  Replaces the text of one of your messages.",
     "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
+    "chat": "parley chat <conversation>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
     "listen": "parley listen [--conversation ID] [--json]\n  Connects and prints every event as it arrives (JSON lines with --json) until interrupted.",
 ]
 
@@ -242,6 +244,9 @@ func run(_ raw: [String]) async throws {
         guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "delete <conversation> <message>…") }
         try await client.delete(words.dropFirst().map(MessageID.init(rawValue:)), in: ConversationID(rawValue: conversation))
         output("deleted \(words.count - 1)")
+    case "chat":
+        guard let conversation = words.first else { throw UsageError(message: "chat needs a conversation id (parley conversations lists them)") }
+        try await ChatScreen.run(client, conversation: ConversationID(rawValue: conversation))
     case "listen":
         try await listen(client, conversation: arguments.options["conversation"].map(ConversationID.init(rawValue:)),
                          json: arguments.options["json"] != nil)

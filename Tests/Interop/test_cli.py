@@ -2,6 +2,7 @@
 person at a shell would run them: exit codes, output lines, state kept between runs."""
 import json
 import os
+import shlex
 import subprocess
 import tempfile
 import time
@@ -150,3 +151,95 @@ def test_a_send_while_the_server_is_down_is_queued_and_goes_with_the_next_comman
         assert texts == ["before", "while down", "after"], "the queued message went first, once"
     finally:
         running.kill()
+
+
+class Tmux:
+    """A terminal a person types into: a tmux session of 80 × 24 running one command."""
+
+    def __init__(self, name, command, env):
+        self.name = name
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", f"env {exports} {command}"], check=True)
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
+
+    def wait_for(self, predicate, timeout=20):
+        """Reads the screen until it shows what the test waits for (or fails with what it shows)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if predicate(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the screen never showed it:\n{screen}")
+            time.sleep(0.1)
+
+    def type(self, text, enter=True):
+        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+        if enter:
+            subprocess.run(["tmux", "send-keys", "-t", self.name, "Enter"], check=True)
+
+    def keys(self, *names):
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *names], check=True)
+
+    def close(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def test_the_chat_screen_as_a_person_uses_it(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, "--display-name", "Ana", password="correct horse battery")
+    bob.run("register", bob_name, "--display-name", "Bob", password="correct horse battery")
+    conversation = bob.run("send", "--to", ana_name, "hi Ana, this is Bob").stdout.strip().split("\t")[2]
+    for i in range(0, 30, 10):  # history to scroll back through: each with 9 more lines between
+        bob.run("send", conversation, f"old message {i}" + "".join(f"\nline {j}" for j in range(9)))
+    env = {"PARLEY_HOME": ana.home, "PATH": os.environ.get("PATH", "")}
+    screen = Tmux(f"ana-{uuid.uuid4().hex[:6]}", f"{CLI} chat {conversation}", env)
+    bobs = None
+    try:
+        shown = screen.wait_for(lambda s: "online" in s and "old message 20" in s)
+        assert "Bob" in shown and "▏ old message 20" in shown, "others' messages on the left with their name"
+
+        screen.type("hello Bob, Ana here")
+        mine = screen.wait_for(lambda s: "hello Bob, Ana here ▕" in s and "✓" in s)
+        line = next(l for l in mine.splitlines() if "hello Bob, Ana here" in l)
+        assert line.rstrip().endswith("▕") and line.startswith(" " * 20), "mine on the right"
+        history = bob.run("history", conversation).stdout
+        assert "hello Bob, Ana here" in history
+
+        # Bob opens the same conversation: his screen marks it delivered and read; Ana sees ✓✓ read.
+        bobs = Tmux(f"bob-{uuid.uuid4().hex[:6]}", f"{CLI} chat {conversation}", {"PARLEY_HOME": bob.home, "PATH": env["PATH"]})
+        bobs.wait_for(lambda s: "hello Bob, Ana here" in s)
+        screen.wait_for(lambda s: "✓✓ read" in s)
+
+        # Bob types: Ana sees the typing line, then his message.
+        bobs.type("typing something", enter=False)
+        screen.wait_for(lambda s: "Bob is typing…" in s)
+        bobs.keys("Enter")
+        screen.wait_for(lambda s: "▏ typing something" in s)
+
+        # Edit and delete one's own message by its number.
+        number = next(l for l in screen.screen().splitlines() if "✓✓ read" in l).split()[0]
+        screen.type(f"/edit {number[1:]} hello Bob (fixed)")
+        screen.wait_for(lambda s: "hello Bob (fixed) (edited)" in s)
+        bobs.wait_for(lambda s: "hello Bob (fixed) (edited)" in s)
+        screen.type(f"/delete {number[1:]}")
+        bobs.wait_for(lambda s: "(deleted)" in s and "hello Bob (fixed)" not in s)
+        screen.type("/edit 1 not mine")
+        screen.wait_for(lambda s: "you can only edit your own messages" in s)
+
+        # Scrolling back shows older history.
+        screen.keys("PageUp")
+        screen.keys("PageUp")
+        screen.wait_for(lambda s: "old message 0" in s and "↑" in s)
+        screen.type("/quit")
+        deadline = time.monotonic() + 10
+        while subprocess.run(["tmux", "has-session", "-t", screen.name], capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, "/quit did not leave"
+            time.sleep(0.1)
+    finally:
+        screen.close()
+        if bobs:
+            bobs.close()

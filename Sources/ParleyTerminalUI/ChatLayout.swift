@@ -1,0 +1,131 @@
+/// The chat screen as data: what `parley chat` draws, computed apart from drawing so that it
+/// is tested line by line. Everything here is pure: same input, same lines.
+public struct ChatLayout: Sendable {
+    /// One message as the screen shows it.
+    public struct Bubble: Sendable, Hashable {
+        /// The number commands use (`/edit 3 …`), shown on one's own messages.
+        public var number: Int
+        /// Written by the user at this terminal (drawn on the right).
+        public var mine: Bool
+        /// The sender's display name.
+        public var sender: String
+        /// `HH:mm`.
+        public var time: String
+        /// The text (or a description of a location, photo, …).
+        public var text: String
+        /// Edited since sent.
+        public var edited: Bool
+        /// Deleted (a tombstone).
+        public var deleted: Bool
+        /// For one's own messages: the mark after the time.
+        public var status: Status?
+
+        /// Creates a bubble; each argument sets the property of the same name.
+        public init(number: Int, mine: Bool, sender: String, time: String, text: String, edited: Bool = false, deleted: Bool = false,
+                    status: Status? = nil) {
+            self.number = number
+            self.mine = mine
+            self.sender = sender
+            self.time = time
+            self.text = text
+            self.edited = edited
+            self.deleted = deleted
+            self.status = status
+        }
+    }
+
+    /// Where one's own message is.
+    public enum Status: String, Sendable, Hashable {
+        case sending = "…"
+        case sent = "✓"
+        case delivered = "✓✓"
+        case read = "✓✓ read"
+        case failed = "! not sent"
+    }
+
+    /// Columns and rows of the terminal.
+    public var width: Int
+    public var height: Int
+
+    /// A layout for a terminal of `width` × `height` (at least 20 × 6).
+    public init(width: Int, height: Int) {
+        self.width = max(20, width)
+        self.height = max(6, height)
+    }
+
+    /// The lines of all bubbles, oldest first, each at most `width` columns.
+    public func lines(for bubbles: [Bubble]) -> [String] {
+        let bubbleWidth = max(10, width * 7 / 10)
+        var lines: [String] = []
+        var previousSender: String?
+        for bubble in bubbles {
+            let body = bubble.deleted ? "(deleted)" : bubble.text + (bubble.edited ? " (edited)" : "")
+            let wrapped = Self.wrap(body, width: bubbleWidth - 2)
+            if bubble.mine {
+                for line in wrapped { lines.append(Self.right("\(line) ▕", width: width)) }
+                let mark = bubble.status.map { " \($0.rawValue)" } ?? ""
+                lines.append(Self.right("#\(bubble.number) \(bubble.time)\(mark)  ", width: width))
+            } else {
+                if bubble.sender != previousSender { lines.append(Self.fit("\(bubble.sender)", width: width)) }
+                for line in wrapped { lines.append(Self.fit("▏ \(line)", width: width)) }
+                lines.append(Self.fit("  \(bubble.time)", width: width))
+            }
+            previousSender = bubble.mine ? nil : bubble.sender
+        }
+        return lines
+    }
+
+    /// The whole screen: a title line, the messages scrolled `scroll` lines up from the
+    /// newest, the typing line, a rule, and the input line. Exactly `height` lines.
+    public func screen(title: String, bubbles: [Bubble], scroll: Int, typing: String?, input: String, notice: String? = nil) -> [String] {
+        let messageRows = height - 4
+        let all = lines(for: bubbles)
+        let maxScroll = max(0, all.count - messageRows)
+        let offset = min(max(0, scroll), maxScroll)
+        let end = all.count - offset
+        let visible = Array(all[max(0, end - messageRows)..<end])
+        var screen = [Self.fit(title + (offset > 0 ? "  (↑ \(offset) lines; PgDn for newer)" : ""), width: width)]
+        screen += Array(repeating: "", count: messageRows - visible.count) + visible
+        screen.append(Self.fit(notice ?? typing ?? "", width: width))
+        screen.append(String(repeating: "─", count: width))
+        let prompt = "> " + input
+        screen.append(prompt.count > width ? String(prompt.suffix(width)) : prompt)
+        return screen
+    }
+
+    /// How many lines scrolling up may go before the top (then the client loads earlier history).
+    public func maxScroll(for bubbles: [Bubble]) -> Int { max(0, lines(for: bubbles).count - (height - 4)) }
+
+    /// Splits `text` into lines of at most `width` characters, at spaces where possible.
+    public static func wrap(_ text: String, width: Int) -> [String] {
+        var lines: [String] = []
+        for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var line = ""
+            for word in paragraph.split(separator: " ", omittingEmptySubsequences: false) {
+                var word = String(word)
+                while word.count > width {  // a word longer than a line is cut
+                    if !line.isEmpty { lines.append(line); line = "" }
+                    lines.append(String(word.prefix(width)))
+                    word = String(word.dropFirst(width))
+                }
+                if line.isEmpty {
+                    line = word
+                } else if line.count + 1 + word.count <= width {
+                    line += " " + word
+                } else {
+                    lines.append(line)
+                    line = word
+                }
+            }
+            lines.append(line)
+        }
+        return lines
+    }
+
+    static func fit(_ text: String, width: Int) -> String { text.count > width ? String(text.prefix(width - 1)) + "…" : text }
+
+    static func right(_ text: String, width: Int) -> String {
+        let fitted = fit(text, width: width)
+        return String(repeating: " ", count: max(0, width - fitted.count)) + fitted
+    }
+}

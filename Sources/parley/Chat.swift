@@ -1,0 +1,233 @@
+import Foundation
+import Parley
+import ParleyTerminalUI
+import ParleyWire
+
+/// `parley chat <conversation>`: the full-screen chat. Everything that happens — a key, an
+/// event, a status change, a tick — becomes one input to a single loop that updates the
+/// model and redraws from ``ChatLayout``.
+enum ChatScreen {
+    enum Input: Sendable {
+        case key(Key)
+        case live(ParleyClient.LiveEvent)
+        case outgoing(ParleyClient.OutgoingUpdate)
+        case state(ParleyClient.ConnectionState)
+        case tick
+    }
+
+    static let help = "Enter sends · /edit N text · /delete N… · PgUp/PgDn scroll · /quit"
+
+    static func run(_ client: ParleyClient, conversation id: ConversationID) async throws {
+        guard let me = await client.currentUser else { throw ParleyError.notSignedIn }
+        let conversation = try await client.conversation(id)
+        let title = conversation.title ?? conversation.peer?.displayName ?? "chat"
+        var messages = try await client.history(of: id).messages
+        var hasOlder = messages.count == 50
+        try await client.track(id)
+
+        let terminal = Terminal()
+        let (inputs, feed) = AsyncStream<Input>.makeStream()
+        let events = await client.events()
+        let updates = await client.outgoingUpdates()
+        let states = await client.connectionStates()
+        let keys = terminal.keys()
+        let feeders = [
+            Task { for await key in keys { feed.yield(.key(key)) } },
+            Task { for await event in events { feed.yield(.live(event)) } },
+            Task { for await update in updates { feed.yield(.outgoing(update)) } },
+            Task { for await state in states { feed.yield(.state(state)) } },
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    feed.yield(.tick)
+                }
+            },
+        ]
+        terminal.enterRawMode()
+        defer {
+            for feeder in feeders { feeder.cancel() }
+            terminal.leaveRawMode()
+        }
+        await client.connect()
+
+        // The model.
+        var pending: [(clientID: String, text: String, status: ChatLayout.Status)] = []
+        var statuses: [MessageID: ChatLayout.Status] = [:]
+        var typing: [UserID: (name: String, until: Date)] = [:]
+        var names: [UserID: String] = [me.id: me.displayName]
+        for message in messages { names[message.sender.id] = message.sender.displayName }
+        var input = ""
+        var scroll = 0
+        var notice: String? = help
+        var connection = "connecting"
+        var lastTypingSent = Date.distantPast
+        var readUpTo: Int64 = 0
+        let clock = DateFormatter()
+        clock.dateFormat = "HH:mm"
+
+        func bubbles() -> [ChatLayout.Bubble] {
+            var numbered: [ChatLayout.Bubble] = []
+            var number = 0
+            for message in messages {
+                number += 1
+                let mine = message.sender.id == me.id
+                numbered.append(ChatLayout.Bubble(
+                    number: number, mine: mine, sender: message.sender.displayName, time: clock.string(from: message.sentAt),
+                    text: describe(message), edited: message.editedAt != nil, deleted: message.deletedAt != nil,
+                    status: mine ? (statuses[message.id] ?? .sent) : nil))
+            }
+            for item in pending {
+                number += 1
+                numbered.append(ChatLayout.Bubble(number: number, mine: true, sender: me.displayName, time: clock.string(from: Date()),
+                                                  text: item.text, status: item.status))
+            }
+            return numbered
+        }
+
+        func redraw() {
+            let size = terminal.size
+            let layout = ChatLayout(width: size.width, height: size.height)
+            let now = Date()
+            let typers = typing.values.filter { $0.until > now }.map(\.name).sorted()
+            let typingLine = typers.isEmpty ? nil : typers.joined(separator: ", ") + (typers.count == 1 ? " is typing…" : " are typing…")
+            terminal.draw(layout.screen(title: "\(title)  [\(connection)]", bubbles: bubbles(), scroll: scroll, typing: typingLine,
+                                        input: input, notice: notice))
+        }
+
+        func message(numbered number: Int) -> Message? {
+            number >= 1 && number <= messages.count ? messages[number - 1] : nil
+        }
+
+        /// Runs one line from the input: a message, or a command. Returns a notice to show.
+        func perform(_ line: String) async throws -> String? {
+            guard !line.isEmpty else { return nil }
+            guard line.hasPrefix("/") else {
+                let clientID = try await client.send(.text(line), to: id)
+                pending.append((clientID, line, .sending))
+                scroll = 0
+                return nil
+            }
+            let parts = line.split(separator: " ", maxSplits: 2).map(String.init)
+            switch parts[0] {
+            case "/quit":
+                return nil
+            case "/edit":
+                guard parts.count == 3, let number = Int(parts[1]), let target = message(numbered: number) else { return "usage: /edit N new text" }
+                guard target.sender.id == me.id else { return "you can only edit your own messages" }
+                let edited = try await client.edit(target.id, in: id, to: .text(parts[2]))
+                if let index = messages.firstIndex(where: { $0.id == edited.id }) { messages[index] = edited }
+                return "edited #\(number)"
+            case "/delete":
+                let numbers = line.split(separator: " ").dropFirst().compactMap { Int($0) }
+                let targets = numbers.compactMap(message(numbered:))
+                guard !targets.isEmpty, targets.count == numbers.count else { return "usage: /delete N [N…]" }
+                guard targets.allSatisfy({ $0.sender.id == me.id }) else { return "you can only delete your own messages" }
+                try await client.delete(targets.map(\.id), in: id)
+                return "deleted \(numbers.map { "#\($0)" }.joined(separator: " "))"
+            default:
+                return help
+            }
+        }
+
+        /// What is on screen has been read: move the read watermark (the sender sees ✓✓ read).
+        func markShownRead() async {
+            guard scroll == 0, let newest = messages.last?.seq, newest > readUpTo else { return }
+            readUpTo = newest
+            try? await client.markRead(id, upTo: newest)
+        }
+
+        redraw()
+        await markShownRead()
+        for await event in inputs {
+            switch event {
+            case .key(.interrupt), .key(.endOfInput):
+                await client.disconnect()
+                return
+            case .key(.character(let character)):
+                input.append(character)
+                notice = nil
+                if Date().timeIntervalSince(lastTypingSent) > 3 {
+                    lastTypingSent = Date()
+                    await client.setTyping(true, in: id)
+                }
+            case .key(.backspace):
+                if !input.isEmpty { input.removeLast() }
+            case .key(.pageUp), .key(.up):
+                let layout = ChatLayout(width: terminal.size.width, height: terminal.size.height)
+                var step = layout.height - 5
+                if case .key(.up) = event { step = 1 }
+                if scroll + step > layout.maxScroll(for: bubbles()), hasOlder, let oldest = messages.first?.seq {
+                    let earlier = try await client.history(of: id, before: oldest)
+                    let before = layout.lines(for: bubbles()).count
+                    messages = earlier.messages + messages
+                    hasOlder = earlier.hasOlder
+                    scroll += layout.lines(for: bubbles()).count - before  // keep the view where it was
+                }
+                scroll = min(scroll + step, layout.maxScroll(for: bubbles()))
+            case .key(.pageDown), .key(.down):
+                var step = terminal.size.height - 5
+                if case .key(.down) = event { step = 1 }
+                scroll = max(0, scroll - step)
+            case .key(.enter):
+                let line = input.trimmingCharacters(in: .whitespaces)
+                input = ""
+                lastTypingSent = .distantPast
+                await client.setTyping(false, in: id)
+                do {
+                    notice = try await perform(line)
+                } catch {
+                    notice = "\(error)"
+                }
+                if line == "/quit" {
+                    await client.disconnect()
+                    return
+                }
+            case .live(.event(let event)) where event.conversationID == id:
+                if let message = event.message {
+                    names[message.sender.id] = message.sender.displayName
+                    if let index = messages.firstIndex(where: { $0.id == message.id }) {
+                        messages[index] = message
+                    } else if event.type == .messageCreated {
+                        pending.removeAll { $0.clientID == message.clientID && message.sender.id == me.id }
+                        messages.append(message)
+                    }
+                    typing[message.sender.id] = nil
+                }
+            case .live(.typing(let conversation, let user, let isTyping, let expiresIn)) where conversation == id:
+                typing[user] = isTyping ? (names[user] ?? "someone", Date().addingTimeInterval(Double(expiresIn.components.seconds))) : nil
+            case .outgoing(let update) where update.conversationID == id:
+                switch update.status {
+                case .sending: break
+                case .sent(let message):
+                    pending.removeAll { $0.clientID == update.clientID }
+                    if !messages.contains(where: { $0.id == message.id }) { messages.append(message) }
+                    statuses[message.id] = statuses[message.id] ?? .sent
+                case .delivered, .read:
+                    if let message = messages.first(where: { $0.clientID == update.clientID && $0.sender.id == me.id }) {
+                        statuses[message.id] = update.status == .read ? .read : .delivered
+                    }
+                case .failed(let error):
+                    if let index = pending.firstIndex(where: { $0.clientID == update.clientID }) { pending[index].status = .failed }
+                    notice = "not sent: \(error)"
+                }
+            case .state(let state):
+                connection = "\(state)"
+            default:
+                break
+            }
+            redraw()
+            await markShownRead()
+        }
+    }
+
+    static func describe(_ message: Message) -> String {
+        switch message.content {
+        case .text(let text)?, .markdown(let text)?: text
+        case .location(let location)?: "📍 \(location.latitude),\(location.longitude)" + (location.name.map { " \($0)" } ?? "")
+        case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
+            "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
+        case .custom(let type, _)?: "[\(type)]"
+        case nil: ""
+        }
+    }
+}
