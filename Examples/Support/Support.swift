@@ -34,12 +34,12 @@ public func fail(_ text: String) -> Never {
     exit(1)
 }
 
-/// The first conversation event that matches, within `seconds`.
-public func firstEvent(_ events: AsyncStream<ParleyClient.LiveEvent>, within seconds: Double = 15,
-                       where predicate: @escaping @Sendable (ConversationEvent) -> Bool) async throws -> ConversationEvent {
-    try await withThrowingTaskGroup(of: ConversationEvent?.self) { group in
+/// The first element of `stream` that `pick` turns into a value, within `seconds`.
+func firstPicked<Element: Sendable, Value: Sendable>(_ stream: AsyncStream<Element>, within seconds: Double,
+                                                     _ pick: @escaping @Sendable (Element) -> Value?) async throws -> Value {
+    try await withThrowingTaskGroup(of: Value?.self) { group in
         group.addTask {
-            for await case .event(let event) in events where predicate(event) { return event }
+            for await element in stream { if let value = pick(element) { return value } }
             return nil
         }
         group.addTask {
@@ -47,25 +47,24 @@ public func firstEvent(_ events: AsyncStream<ParleyClient.LiveEvent>, within sec
             return nil
         }
         defer { group.cancelAll() }
-        guard let first = try await group.next(), let event = first else { fail("no matching event within \(seconds) s") }
-        return event
+        guard let first = try await group.next(), let value = first else { fail("nothing matching arrived within \(seconds) s") }
+        return value
     }
 }
 
-/// The first outgoing update for `clientID` that matches, within `seconds`.
+/// The first conversation event that matches, within `seconds`.
+public func firstEvent(_ events: AsyncStream<ParleyClient.LiveEvent>, within seconds: Double = 15,
+                       where predicate: @escaping @Sendable (ConversationEvent) -> Bool) async throws -> ConversationEvent {
+    try await firstPicked(events, within: seconds) { live in
+        if case .event(let event) = live, predicate(event) { return event }
+        return nil
+    }
+}
+
+/// The first status of the message `clientID` that matches, within `seconds`.
 public func firstUpdate(_ updates: AsyncStream<ParleyClient.OutgoingUpdate>, for clientID: String, within seconds: Double = 15,
                         where predicate: @escaping @Sendable (ParleyClient.OutgoingStatus) -> Bool) async throws -> ParleyClient.OutgoingStatus {
-    try await withThrowingTaskGroup(of: ParleyClient.OutgoingStatus?.self) { group in
-        group.addTask {
-            for await update in updates where update.clientID == clientID && predicate(update.status) { return update.status }
-            return nil
-        }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let status = first else { fail("no matching status within \(seconds) s") }
-        return status
+    try await firstPicked(updates, within: seconds) { update in
+        update.clientID == clientID && predicate(update.status) ? update.status : nil
     }
 }

@@ -2,8 +2,10 @@
 person at a shell would run them: exit codes, output lines, state kept between runs."""
 import json
 import os
+import queue
 import shlex
 import subprocess
+import threading
 import tempfile
 import time
 import uuid
@@ -90,26 +92,24 @@ def test_listen_prints_events_as_json_lines_as_they_arrive(server):
     env = dict(os.environ, PARLEY_HOME=bob.home)
     listener = subprocess.Popen([CLI, "listen", "--json", "--conversation", conversation], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in listener.stdout], daemon=True).start()
     try:
-        # Send until the listener shows it (it may still be connecting when the first goes out).
+        # Send until the listener prints it (it may still be connecting when the first goes out).
         deadline = time.monotonic() + 30
-        seen = None
-        os.set_blocking(listener.stdout.fileno(), False)
-        buffer = ""
+        seen, printed = None, []
         while seen is None and time.monotonic() < deadline:
             text = f"live {uuid.uuid4().hex[:6]}"
             assert ana.run("send", conversation, text).returncode == 0
-            wait_until = time.monotonic() + 2
-            while time.monotonic() < wait_until and seen is None:
-                chunk = listener.stdout.read() or ""
-                buffer += chunk
-                for line in buffer.splitlines():
-                    event = json.loads(line)
+            try:
+                while seen is None:
+                    event = json.loads(lines.get(timeout=2))
+                    printed.append(event)
                     if event.get("type") == "message.created" and event["message"]["content"].get("text") == text:
                         seen = event
-                if seen is None:
-                    time.sleep(0.05)
-        assert seen is not None, f"listen printed: {buffer!r}"
+            except queue.Empty:
+                pass
+        assert seen is not None, f"listen printed: {printed!r}"
         assert seen["conversationId"] == conversation and seen["position"] > 0
     finally:
         listener.terminate()
