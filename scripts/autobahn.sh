@@ -4,7 +4,7 @@
 # on the machine image's pyenv Python 2.7 (PLATFORM.md). Summary: reports/autobahn/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-server=${PARLEY_SERVER:-.build/debug/parley-server}
+server=${PARLEY_SERVER_BINARY:-.build/debug/parley-server}
 py27=""
 for candidate in "$(pyenv root 2>/dev/null || true)/versions/2.7.18/bin/python" \
     "${PYENV_ROOT:-$HOME/.pyenv}/versions/2.7.18/bin/python" /root/.pyenv/versions/2.7.18/bin/python; do

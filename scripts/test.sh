@@ -42,7 +42,7 @@ replay_fuzz_inputs() {
     return $status
 }
 interop_tests() {
-    PARLEY_SERVER=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
+    PARLEY_SERVER_BINARY=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
 }
 
 step "Python test tools (.venv)" scripts/venv.sh

@@ -17,7 +17,7 @@ let dan = ParleyClient(server: server, appKey: appKey)
 try await carla.register(username: "carla-\(suffix)", password: "correct horse battery")
 try await dan.register(username: "dan-\(suffix)", password: "correct horse battery")
 let chat = try await carla.directConversation(with: "dan-\(suffix)")
-await carla.connect()
+try await connectAll([carla])
 var mine: [Message] = []
 for text in ["first", "second", "third", "fourth"] {
     mine.append(try await carla.waitUntilSent(try await carla.send(.text(text), to: chat.id)))
@@ -33,8 +33,7 @@ guard history.messages.map(\.id) == mine.map(\.id), history.messages.map(\.sentD
 }
 
 let danEvents = await dan.events(in: chat.id)
-await dan.connect()
-await carla.connect()
+try await connectAll([dan, carla])
 let edited = try await carla.edit(mine[0].id, in: chat.id, to: .text("first (fixed)"))
 guard let editedAt = edited.editedAt else { fail("no edited time") }
 step("edited at \(WireCoding.formatDate(editedAt))")

@@ -21,7 +21,7 @@ step("three guests: \(me.username), \(names.joined(separator: ", "))")
 let room = try await sender.createConversation(.group, title: "room", members: names)
 try await sender.track(room.id)
 let updates = await sender.outgoingUpdates()
-for client in [sender] + others { await client.connect() }
+try await connectAll([sender] + others)
 
 let clientID = try await sender.send(.text("Is this thing on?"), to: room.id)
 step("bubble: sending")

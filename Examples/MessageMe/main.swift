@@ -30,8 +30,7 @@ step("search found \(recipient.username) (\(found.total) match)")
 
 let bobEvents = await bob.events()
 let aliceEvents = await alice.events()
-await alice.connect()
-await bob.connect()
+try await connectAll([alice, bob])
 let sent = try await alice.send(.location(Location(latitude: 37.7749, longitude: -122.4194, name: "meet here")),
                                 toUsernames: [recipient.username, "nobody-\(suffix)"])
 step("sent; invalid recipients: \(sent.invalidUsernames)")

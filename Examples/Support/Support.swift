@@ -5,7 +5,12 @@ public import Parley
 public import ParleyWire
 
 /// The server and app key: `--server URL --app-key KEY`, else PARLEY_SERVER and PARLEY_APP_KEY.
+/// Also starts a watchdog: an example that has not finished within a minute fails.
 public func exampleSettings() throws -> (server: String, appKey: String) {
+    Task.detached {
+        try await Task.sleep(for: .seconds(60))
+        fail("the flow did not finish within 60 s")
+    }
     var arguments = CommandLine.arguments.dropFirst()
     var server = ProcessInfo.processInfo.environment["PARLEY_SERVER"]
     var appKey = ProcessInfo.processInfo.environment["PARLEY_APP_KEY"]
@@ -23,6 +28,17 @@ public func exampleSettings() throws -> (server: String, appKey: String) {
         exit(2)
     }
     return (server, appKey)
+}
+
+/// Connects each client and waits until all are online. A client with no saved position
+/// starts live from the moment it is attached, so a flow that sends and expects others to
+/// see it live waits for this first (later reconnects resume from the saved position).
+public func connectAll(_ clients: [ParleyClient], within seconds: Double = 15) async throws {
+    for client in clients {
+        let states = await client.connectionStates()
+        await client.connect()
+        _ = try await firstPicked(states, within: seconds) { $0 == .online ? true : nil }
+    }
 }
 
 /// Prints one step of the flow.

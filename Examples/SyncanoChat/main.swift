@@ -28,7 +28,7 @@ step("ana signed in on two devices")
 let channel = try await phone.createConversation(.public, title: "lobby-\(suffix)")
 try await bea.join(channel.id)
 let tabletEvents = await tablet.events(in: channel.id)
-for client in [phone, tablet, bea] { await client.connect() }
+try await connectAll([phone, tablet, bea])
 
 for text in ["hello from ana's phone", "anyone here?"] {
     _ = try await phone.waitUntilSent(try await phone.send(.text(text), to: channel.id))

@@ -12,7 +12,7 @@ import tempfile
 import uuid
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BINARY = os.environ.get("PARLEY_SERVER", os.path.join(ROOT, ".build", "debug", "parley-server"))
+BINARY = os.environ.get("PARLEY_SERVER_BINARY", os.path.join(ROOT, ".build", "debug", "parley-server"))
 
 # Cheap password hashing for tests: Argon2id with 1 pass over 1 MiB (production: 2 and 64).
 TEST_FLAGS = ["--argon2-passes", "1", "--argon2-memory-mib", "1", "--signups-per-hour", "1000000"]

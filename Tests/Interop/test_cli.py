@@ -32,11 +32,15 @@ class Shell:
         self.home = tempfile.mkdtemp(prefix="parley-cli-")
 
     def run(self, *args, password=None, server_flags=True, timeout=60):
-        env = dict(os.environ, PARLEY_HOME=self.home)
-        env.pop("PARLEY_PASSWORD", None)
+        env = clean_env(PARLEY_HOME=self.home)
         flags = ["--server", self.server.url, "--app-key", self.server.app_key] if server_flags else []
         return subprocess.run([CLI, *flags, *args], input=(password + "\n") if password else "", env=env,
                               capture_output=True, text=True, timeout=timeout)
+
+
+def clean_env(**extra):
+    """The environment without any PARLEY_ settings of the caller's, plus `extra`."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}, **extra}
 
 
 def name(prefix):
@@ -89,7 +93,7 @@ def test_listen_prints_events_as_json_lines_as_they_arrive(server):
     ana.run("register", ana_name, password="correct horse battery")
     bob.run("register", bob_name, password="correct horse battery")
     conversation = ana.run("send", "--to", bob_name, "first").stdout.strip().split("\t")[2]
-    env = dict(os.environ, PARLEY_HOME=bob.home)
+    env = clean_env(PARLEY_HOME=bob.home)
     listener = subprocess.Popen([CLI, "listen", "--json", "--conversation", conversation], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
@@ -124,7 +128,7 @@ def test_exit_codes_say_what_went_wrong(server):
     wrong = shell.run("login", name("ghost"), password="wrong password!")
     assert wrong.returncode == 1 and "wrong username or password" in wrong.stderr
     down = subprocess.run([CLI, "--server", "http://127.0.0.1:9", "--app-key", "pk_x", "login", "x"], input="pw\n",
-                          env=dict(os.environ, PARLEY_HOME=shell.home), capture_output=True, text=True, timeout=60)
+                          env=clean_env(PARLEY_HOME=shell.home), capture_output=True, text=True, timeout=60)
     assert down.returncode == 3 and "cannot reach the server" in down.stderr
     helped = shell.run("send", "--help")
     assert helped.returncode == 0 and "--to alice,bob" in helped.stdout

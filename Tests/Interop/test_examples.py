@@ -18,7 +18,9 @@ def server():
 @pytest.mark.parametrize("example", ["MessageMe", "SyncanoChat", "DeliveryStatus", "BackendlessChat"])
 def test_the_example_runs_its_tutorials_flow(server, example):
     binary = os.path.join(ROOT, ".build", "debug", example)
-    result = subprocess.run([binary, "--server", server.url, "--app-key", server.app_key], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
+    result = subprocess.run([binary, "--server", server.url, "--app-key", server.app_key], capture_output=True, text=True, timeout=120,
+                            env=env)
     assert result.returncode == 0, f"{example} failed:\n{result.stdout}\n{result.stderr}"
     assert result.stdout.strip().endswith(f"{example}: ok")
 

@@ -7,12 +7,12 @@ import Testing
 /// The real `parley-server` binary in a child process, so a test can kill -9 it and start it
 /// again on the same port with the same data.
 final class ServerProcess: @unchecked Sendable {
-    /// `PARLEY_SERVER`, else the `parley-server` built next to this test bundle (any scratch
+    /// `PARLEY_SERVER_BINARY`, else the `parley-server` built next to this test bundle (any scratch
     /// path, sanitizers included), else the default debug build.
     static let binary: String = {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("parley-server").path
-        let candidates: [String?] = [ProcessInfo.processInfo.environment["PARLEY_SERVER"], besideTests,
+        let candidates: [String?] = [ProcessInfo.processInfo.environment["PARLEY_SERVER_BINARY"], besideTests,
                                      root.appendingPathComponent(".build/debug/parley-server").path]
         return candidates.compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) } ?? besideTests
     }()
