@@ -111,7 +111,7 @@ public actor ParleyClient {
     public func register(username: String, password: String, displayName: String? = nil, device: String? = nil) async throws -> User {
         let signedIn: SignedIn = try await http.call("POST", "/v1/users", body: RegisterRequest(username: username, password: password,
                                                                                               displayName: displayName, device: device), token: nil)
-        return try adopt(signedIn)
+        return try await adopt(signedIn)
     }
 
     /// Signs in with a password.
@@ -119,14 +119,14 @@ public actor ParleyClient {
     public func signIn(username: String, password: String, device: String? = nil) async throws -> User {
         let signedIn: SignedIn = try await http.call("POST", "/v1/sessions", body: SignInRequest(username: username, password: password, device: device),
                                                      token: nil)
-        return try adopt(signedIn)
+        return try await adopt(signedIn)
     }
 
     /// Signs in as a new guest (the Pusher tutorial's anonymous sender).
     @discardableResult
     public func signInAsGuest(displayName: String) async throws -> User {
         let signedIn: SignedIn = try await http.call("POST", "/v1/sessions/guest", body: GuestSignInRequest(displayName: displayName), token: nil)
-        return try adopt(signedIn)
+        return try await adopt(signedIn)
     }
 
     /// Signs this device out (`everywhere`: every device of the account), closes the socket
@@ -139,10 +139,17 @@ public actor ParleyClient {
         try store.save(state)
     }
 
-    private func adopt(_ signedIn: SignedIn) throws -> User {
+    private func adopt(_ signedIn: SignedIn) async throws -> User {
         if state.user?.id != signedIn.user.id { state = ClientState() }  // another account: nothing carries over
         state.token = signedIn.session.token
         state.user = signedIn.user
+        if state.position == nil {
+            // Live starts here, not when the socket first attaches: the newest position of the
+            // account's conversations (the list is newest activity first), or 0 for none. So
+            // whatever happens between signing in and connecting is replayed, never missed.
+            let page: ConversationPage? = try? await http.call("GET", "/v1/conversations", query: [("limit", "1")], token: state.token)
+            state.position = page?.conversations.first?.lastPosition ?? 0
+        }
         try store.save(state)
         return signedIn.user
     }

@@ -167,6 +167,25 @@ struct ParleyClientTests {
         await bob.disconnect()
     }
 
+    @Test func whatHappensBetweenSigningInAndConnectingIsReplayedNotMissed() async throws {
+        let server = ServerProcess()
+        try server.start()
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        // Bob is signed in but not connected: Alice starts a conversation and writes.
+        let sent = try await alice.send(.text("are you there?"), toUsernames: ["bob"])
+        let events = await bob.events()
+        await bob.connect()
+        let received = try await first(events) {
+            if case .event(let event) = $0, event.message?.id == sent.message?.id { return true }
+            return false
+        }
+        if case .event(let event) = received { #expect(event.type == .messageCreated) }
+        await bob.disconnect()
+    }
+
     @Test func aSendMadeOfflineSurvivesARelaunchInAPrivateFile() async throws {
         let server = ServerProcess()
         try server.start()
