@@ -99,16 +99,6 @@ extension Chat {
         }
     }
 
-    /// A user's public id.
-    public func publicID(user: Int64) async throws -> String {
-        try await run {
-            try await store.read { db in
-                guard let id = try db.fetchValue(String.self, "SELECT public_id FROM account WHERE id = \(user)") else { throw ChatError.userNotFound }
-                return id
-            }
-        }
-    }
-
     /// Records that `user`'s last device disconnected now.
     ///
     /// - Returns: the time stored, in milliseconds since 1970.

@@ -118,7 +118,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             self.presence[subscriber.caller.userKey] = entry
             return cameOnline
         }
-        if cameOnline { announce(user: subscriber.caller.userKey, online: true) }
+        if cameOnline { announce(subscriber.caller, online: true) }
         return memberships.asOf
     }
 
@@ -137,13 +137,14 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             presence[subscriber.caller.userKey] = entry
             guard entry.devices == 0 else { return }
             let generation = entry.generation
-            let user = subscriber.caller.userKey
+            let caller = subscriber.caller
+            let user = caller.userKey
             let (seconds, attoseconds) = presenceGrace.components
             let grace = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
             queue.asyncAfter(deadline: .now() + grace) { [self] in
                 guard let entry = presence[user], entry.devices == 0, entry.generation == generation else { return }
                 presence.removeValue(forKey: user)
-                announce(user: user, online: false)
+                announce(caller, online: false)
             }
         }
     }
@@ -232,15 +233,15 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// Tells the user's contacts (on every node, through the bus) that they came online or
     /// went offline; going offline records the time as "last seen".
-    private func announce(user: Int64, online: Bool) {
+    private func announce(_ caller: Caller, online: Bool) {
         let chat = chat
         let bus = bus
         Task {
             do {
-                let audience = try await chat.presenceAudience(user: user)
-                let lastSeen = online ? nil : try await chat.recordLastSeen(user: user)
+                let audience = try await chat.presenceAudience(user: caller.userKey)
+                let lastSeen = online ? nil : try await chat.recordLastSeen(user: caller.userKey)
                 guard !audience.isEmpty else { return }
-                let frame = RealtimeFrames.presence(userID: try await chat.publicID(user: user), status: online ? .online : .offline,
+                let frame = RealtimeFrames.presence(userID: caller.userID.rawValue, status: online ? .online : .offline,
                                                     lastSeenAtMilliseconds: lastSeen)
                 bus.publish([.ephemeral(audience: .users(audience), frame: frame)])
             } catch {

@@ -114,6 +114,8 @@ final class RealtimeSession: @unchecked Sendable {
     private var bucket: TokenBucket
     private var inFlight = 0
     private var chain: Task<Void, Never>?
+    /// Decodes this socket's frames (loop thread only; one per session, not one per frame).
+    private let decoder = JSONDecoder()
 
     /// The caller, once authenticated; read by command tasks.
     private let caller = Locked<Caller?>(nil)
@@ -144,7 +146,7 @@ final class RealtimeSession: @unchecked Sendable {
         }
         let frame: ClientFrame
         do {
-            frame = try JSONDecoder().decode(ClientFrame.self, from: Data(text.utf8))
+            frame = try decoder.decode(ClientFrame.self, from: Data(text.utf8))
         } catch {
             let problem = Self.decodingProblem(error)
             if phase == .awaitingAuth {
@@ -413,7 +415,8 @@ final class RealtimeSession: @unchecked Sendable {
             guard let seq = frame.seq else { throw ChatError.invalid("\(kind.rawValue) needs seq") }
             return seq
         }
-        let encoder = WireCoding.encoder()
+        // The REST answers, encoded as REST encodes them (the send's, the hot path, is written by hand).
+        func encode(_ value: some Encodable) throws -> [UInt8] { Array(try WireCoding.encoder().encode(value)) }
         switch kind {
         case .send:
             guard let message = frame.message else { throw ChatError.invalid("message.send needs message") }
@@ -430,28 +433,27 @@ final class RealtimeSession: @unchecked Sendable {
             }
             let edited = try await chat.edit(caller, conversation: try conversation(), message: messageID,
                                              EditMessageRequest(content: content, metadata: frame.metadata))
-            return Array(try encoder.encode(edited))
+            return try encode(edited)
         case .delete:
             guard let ids = frame.messageIDs else { throw ChatError.invalid("message.delete needs messageIds") }
             let deleted = try await chat.delete(caller, conversation: try conversation(), messages: ids)
-            return Array(try encoder.encode(DeletedMessages(messages: deleted)))
+            return try encode(DeletedMessages(messages: deleted))
         case .markDelivered:
-            return Array(try encoder.encode(try await chat.updateReceipt(caller, conversation: try conversation(),
-                                                                         ReceiptUpdate(deliveredSeq: try seq()))))
+            return try encode(try await chat.updateReceipt(caller, conversation: try conversation(), ReceiptUpdate(deliveredSeq: try seq())))
         case .markRead:
-            return Array(try encoder.encode(try await chat.updateReceipt(caller, conversation: try conversation(), ReceiptUpdate(readSeq: try seq()))))
+            return try encode(try await chat.updateReceipt(caller, conversation: try conversation(), ReceiptUpdate(readSeq: try seq())))
         case .typingStarted, .typingStopped:
             try await chat.typing(caller, conversation: try conversation(), typing: kind == .typingStarted)
             return Array("{}".utf8)
         case .join:
-            return Array(try encoder.encode(try await chat.join(caller, id: try conversation())))
+            return try encode(try await chat.join(caller, id: try conversation()))
         case .leave:
             try await chat.removeMember(caller, id: try conversation(), user: caller.userID)
             return Array("{}".utf8)
         case .presence:
             guard let users = frame.userIDs else { throw ChatError.invalid("presence.query needs userIds") }
             let fanout = context.fanout
-            return Array(try encoder.encode(try await chat.presence(caller, users: users, isOnline: { await fanout.online($0) })))
+            return try encode(try await chat.presence(caller, users: users, isOnline: { await fanout.online($0) }))
         case .auth, .ping:
             throw ChatError.invalid("not a command here")
         }

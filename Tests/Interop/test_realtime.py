@@ -418,3 +418,45 @@ def test_a_users_devices_share_one_command_budget():
         assert len(limited) <= 12
     finally:
         running.stop()
+
+
+def test_command_ids_and_presence_queries_have_limits(server):
+    alice, bob = people(server)
+    group(alice, bob)
+    device = Device(server, alice.token)
+    device.wait_ready()
+    device.socket.send(json.dumps({"type": "ping", "id": "x" * 65}))
+    answer = device.until(lambda f: f["type"] == "error")
+    assert answer["error"]["code"] == "invalid_request" and "id must be 1–64" in answer["error"]["message"]
+    assert device.command("ping")["type"] == "pong", "the socket stays usable"
+    for ids in ([], [bob.user["id"]] * 101):
+        refused = device.command("presence.query", userIds=ids)
+        assert refused["error"]["code"] == "invalid_request" and "1–100" in refused["error"]["message"]
+    assert device.command("presence.query", userIds=[bob.user["id"]] * 100)["type"] == "ack"
+
+
+def test_commands_beyond_those_waiting_for_answers_are_refused_and_the_rest_answered():
+    running = Server("--commands-per-second", "100000")
+    try:
+        alice, bob = people(running)
+        room = group(alice, bob)
+        device = Device(running, alice.token)
+        device.wait_ready()
+        # 400 sends at once: each waits for its commit, so more than 64 wait at a time.
+        for i in range(400):
+            device.socket.send(json.dumps({"type": "message.send", "id": f"s{i}", "conversationId": room,
+                                           "message": {"clientId": f"burst-{i}", "content": {"type": "text", "text": f"{i}"}}}))
+        answers = [device.until(lambda f, i=i: f.get("id") == f"s{i}", timeout=60) for i in range(400)]
+        refused = [a for a in answers if a["type"] == "error"]
+        assert refused and all(a["error"]["code"] == "rate_limited" and "waiting for answers" in a["error"]["message"] for a in refused)
+        acknowledged = sorted(a["result"]["message"]["clientId"] for a in answers if a["type"] == "ack")
+        stored, before = [], ""
+        while True:  # every page of the history, newest first
+            status, page = alice.get(f"/v1/conversations/{room}/messages?limit=200{before}")
+            stored += [m["clientId"] for m in page["messages"]]
+            if not page["hasOlder"]:
+                break
+            before = f"&before={page['messages'][0]['seq']}"
+        assert sorted(stored) == acknowledged, "exactly the acknowledged sends were stored, each once"
+    finally:
+        running.stop()

@@ -74,20 +74,32 @@ func first<S: AsyncSequence & Sendable>(_ stream: S, within seconds: Double = 20
 
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct ParleyClientTests {
-    @Test func aConversationSurvivesKill9WithTheOutboxDrainedAndIdenticalHistories() async throws {
+    /// A fresh server with Alice and Bob registered, each on their own client.
+    func aliceAndBob() async throws -> (ServerProcess, ParleyClient, ParleyClient) {
         let server = ServerProcess()
         try server.start()
         let alice = ParleyClient(server: server.url, appKey: server.appKey)
         let bob = ParleyClient(server: server.url, appKey: server.appKey)
         try await alice.register(username: "alice", password: "correct horse battery")
         try await bob.register(username: "bob", password: "correct horse battery")
-        let chat = try await alice.directConversation(with: "bob")
-        let bobEvents = await bob.events(in: chat.id)
-        for client in [alice, bob] {
+        return (server, alice, bob)
+    }
+
+    /// Connects each client and waits until it is online.
+    func connectUntilOnline(_ clients: ParleyClient...) async throws {
+        for client in clients {
             let states = await client.connectionStates()
             await client.connect()
             _ = try await first(states) { $0 == .online }
         }
+    }
+
+    @Test func aConversationSurvivesKill9WithTheOutboxDrainedAndIdenticalHistories() async throws {
+        let (server, alice, bob) = try await aliceAndBob()
+        defer { withExtendedLifetime(server) {} }  // killed when released: it lives as long as the test
+        let chat = try await alice.directConversation(with: "bob")
+        let bobEvents = await bob.events(in: chat.id)
+        try await connectUntilOnline(alice, bob)
 
         var sent: [String] = []
         for index in 0..<5 {
@@ -132,21 +144,13 @@ struct ParleyClientTests {
     }
 
     @Test func anOutgoingMessageGoesSendingSentDeliveredRead() async throws {
-        let server = ServerProcess()
-        try server.start()
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        let bob = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
-        try await bob.register(username: "bob", password: "correct horse battery")
+        let (server, alice, bob) = try await aliceAndBob()
+        defer { withExtendedLifetime(server) {} }  // killed when released: it lives as long as the test
         let chat = try await alice.directConversation(with: "bob")
         try await alice.track(chat.id)
         let updates = await alice.outgoingUpdates()
         let bobEvents = await bob.events(in: chat.id)
-        for client in [alice, bob] {
-            let states = await client.connectionStates()
-            await client.connect()
-            _ = try await first(states) { $0 == .online }
-        }
+        try await connectUntilOnline(alice, bob)
         let clientID = try await alice.send(.text("are you there?"), to: chat.id)
         var statuses: [String] = []
         for await update in updates where update.clientID == clientID {
@@ -168,12 +172,8 @@ struct ParleyClientTests {
     }
 
     @Test func whatHappensBetweenSigningInAndConnectingIsReplayedNotMissed() async throws {
-        let server = ServerProcess()
-        try server.start()
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        let bob = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
-        try await bob.register(username: "bob", password: "correct horse battery")
+        let (server, alice, bob) = try await aliceAndBob()
+        defer { withExtendedLifetime(server) {} }  // killed when released: it lives as long as the test
         // Bob is signed in but not connected: Alice starts a conversation and writes.
         let sent = try await alice.send(.text("are you there?"), toUsernames: ["bob"])
         let events = await bob.events()
@@ -188,6 +188,7 @@ struct ParleyClientTests {
 
     @Test func aSendMadeOfflineSurvivesARelaunchInAPrivateFile() async throws {
         let server = ServerProcess()
+        defer { withExtendedLifetime(server) {} }
         try server.start()
         let file = NSTemporaryDirectory() + "parley-state-\(UUID().uuidString)/state.json"
         let first = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
