@@ -24,6 +24,7 @@ let package = Package(
         // SQLite (WAL, FTS5) for the embedded store; libsodium for Argon2id and random ids.
         .systemLibrary(name: "CParleySQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CParleySodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CParleyVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
 
         .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto"]),
         .target(name: "ParleyWire"),
@@ -31,7 +32,8 @@ let package = Package(
         .target(name: "ParleyStoreSQLite", dependencies: ["ParleyStore", "CParleySQLite"]),
         .target(name: "ParleyCrypto", dependencies: ["CParleySodium"]),
         .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
-        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite"]),
+        .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
+        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto"]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
 
@@ -66,6 +68,7 @@ let package = Package(
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting"]),
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTerminalUI"]),
     ]

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Parley needs, only if any is missing. Quiet when nothing to do.
 #   scripts/install-deps.sh           build + test packages
-#   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis)
+#   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis, vipsthumbnail)
 set -euo pipefail
 
-packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev sqlite3 curl python3-venv tmux)
+packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev sqlite3 curl python3-venv tmux)
 if [[ "${1:-}" == "--bench" ]]; then
-    packages+=(wrk nginx-light redis-server)
+    packages+=(wrk nginx-light redis-server libvips-tools)
 fi
 
 missing=()

@@ -54,6 +54,8 @@ extension Chat {
             try await store.write({ db -> Committed<(MessageRecord, created: Bool)> in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
+                var prepared = prepared
+                let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
                 if let (existing, _) = try Chat.existing(db, caller: caller, prepared: prepared, in: access.key) {
                     return Committed(value: (existing, false), publications: [])
                 }
@@ -62,7 +64,7 @@ extension Chat {
                     throw ChatError.invalid("replyTo names no message in this conversation")
                 }
                 let (message, position) = try Chat.insertMessage(db, caller: caller, access: access, publicID: publicID, prepared: prepared,
-                                                                 replyTo: request.replyTo, now: now)
+                                                                 media: media, replyTo: request.replyTo, now: now)
                 var publications: [Publication] = []
                 if bus != nil {
                     var shared = message
@@ -98,6 +100,8 @@ extension Chat {
                     throw resolved.invalidUsernames.isEmpty ? ChatError.invalid("send to someone other than yourself")
                                                             : Chat.unknownUsers(resolved.invalidUsernames)
                 }
+                var prepared = prepared
+                let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
                 // A retry of an earlier send returns it, wherever it went.
                 if let (existing, key) = try Chat.existing(db, caller: caller, prepared: prepared, in: nil) {
                     let conversation = try Chat.view(db, key: key, caller: caller)
@@ -106,7 +110,8 @@ extension Chat {
                 }
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
-                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, replyTo: nil, now: now).record.message()
+                let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, media: media,
+                                                   replyTo: nil, now: now).record.message()
                 let conversation = try Chat.view(db, key: key, caller: caller)
                 return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
             }
@@ -360,11 +365,14 @@ extension Chat {
                 let old = try Chat.message(row)
                 guard try row.get(13, as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author edits a message") }
                 guard old.deletedAt == nil, let oldContent = old.content else { throw ChatError.conflict("the message was deleted") }
+                var prepared = prepared
+                let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
+                try Chat.setMedia(db, message: key, keys: media, now: now)
                 try db.execute("""
                     UPDATE message SET content = \(prepared.content), metadata = \(prepared.metadata), edited_at = \(now) WHERE id = \(key)
                     """)
                 try Chat.unindex(db, key: key, content: oldContent)
-                try Chat.index(db, key: key, content: request.content)
+                try Chat.index(db, key: key, content: prepared.value)
                 try Chat.appendEvent(db, conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now)
                 return try Chat.reload(db, access: access, key: key, caller: caller)
             }
@@ -395,6 +403,7 @@ extension Chat {
                 for target in targets where target.message.deletedAt == nil {
                     try db.execute("UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now) WHERE id = \(target.key)")
                     if let content = target.message.content { try Chat.unindex(db, key: target.key, content: content) }
+                    try Chat.setMedia(db, message: target.key, keys: [], now: now)
                     try Chat.appendEvent(db, conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, now: now)
                 }
                 return try targets.map { try Chat.reload(db, access: access, key: $0.key, caller: caller) }
@@ -407,6 +416,7 @@ extension Chat {
     /// A validated message, encoded once before the transaction.
     struct PreparedMessage: Sendable {
         var clientID: String
+        var value: MessageContent
         var content: String
         var metadata: String?
         var searchable: String
@@ -415,12 +425,24 @@ extension Chat {
             try Validate.clientID(clientID)
             try Validate.content(content)
             try Validate.metadata(metadata)
+            self.clientID = clientID
+            value = content
+            self.content = try Self.encode(content)
+            self.metadata = try metadata.map { try Self.encode($0) }
+            searchable = content.searchableText
+        }
+
+        /// Swaps in content the server completed (attachment details; see ``Chat/bindMedia``).
+        mutating func replace(_ content: MessageContent) throws {
+            value = content
+            self.content = try Self.encode(content)
+            searchable = content.searchableText
+        }
+
+        private static func encode(_ value: some Encodable) throws -> String {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            self.clientID = clientID
-            self.content = String(decoding: try encoder.encode(content), as: UTF8.self)
-            self.metadata = try metadata.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
-            searchable = content.searchableText
+            return String(decoding: try encoder.encode(value), as: UTF8.self)
         }
     }
 
@@ -444,7 +466,7 @@ extension Chat {
     }
 
     static func insertMessage(_ db: any Database, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
-                              replyTo: MessageID?, now: Int64) throws -> (record: MessageRecord, position: Int64) {
+                              media: [Int64], replyTo: MessageID?, now: Int64) throws -> (record: MessageRecord, position: Int64) {
         // The hot path of every send: five statements. The seq is known (one writer, inside
         // this transaction), so the conversation row is updated once, guarded on it.
         let seq = access.lastSeq + 1
@@ -471,6 +493,7 @@ extension Chat {
         if !prepared.searchable.isEmpty, db.dialect == .sqlite {
             try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(prepared.searchable))")
         }
+        if !media.isEmpty { try setMedia(db, message: key, keys: media, now: now) }
         // Nobody else can have this seq delivered yet: a new message is always "sent".
         let record = MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
                                    senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,

@@ -172,6 +172,52 @@ public enum Schema: Sendable {
             // When the user was last connected (presence: "offline, last seen …").
             try db.execute("ALTER TABLE account ADD COLUMN last_seen_at INTEGER")
         }
+        migrator.register("0006 media") { db in
+            // An upload. Its bytes live in the blob store under `blob` (the SHA-256 of the
+            // bytes, so the same bytes are stored once); a photo's server-made thumbnail under
+            // `thumb_blob`. `refs` counts the messages that point at it; one that no message
+            // points at any more (`released_at`), or never did after a day, is collected.
+            try db.execute("""
+                CREATE TABLE attachment (
+                    id INTEGER PRIMARY KEY,
+                    public_id TEXT NOT NULL UNIQUE,
+                    app_id INTEGER NOT NULL REFERENCES app(id),
+                    owner_id INTEGER NOT NULL REFERENCES account(id),
+                    client_id TEXT,
+                    kind TEXT NOT NULL CHECK (kind IN ('photo', 'video', 'audio', 'file')),
+                    mime_type TEXT NOT NULL,
+                    name TEXT,
+                    size_bytes INTEGER NOT NULL CHECK (size_bytes >= 0),
+                    blob TEXT NOT NULL,
+                    width INTEGER,
+                    height INTEGER,
+                    thumb_blob TEXT,
+                    thumb_width INTEGER,
+                    thumb_height INTEGER,
+                    thumb_size INTEGER,
+                    refs INTEGER NOT NULL DEFAULT 0 CHECK (refs >= 0),
+                    released_at INTEGER,
+                    created_at INTEGER NOT NULL,
+                    UNIQUE (owner_id, client_id))
+                """)
+            try db.execute("CREATE INDEX attachment_blob ON attachment (blob)")
+            try db.execute("CREATE INDEX attachment_thumb_blob ON attachment (thumb_blob) WHERE thumb_blob IS NOT NULL")
+            try db.execute("CREATE INDEX attachment_owner ON attachment (owner_id)")
+            try db.execute("CREATE INDEX attachment_unreferenced ON attachment (created_at) WHERE refs = 0")
+            try db.execute("""
+                CREATE TABLE message_attachment (
+                    message_id INTEGER NOT NULL REFERENCES message(id),
+                    attachment_id INTEGER NOT NULL REFERENCES attachment(id),
+                    PRIMARY KEY (message_id, attachment_id)) WITHOUT ROWID
+                """)
+            try db.execute("CREATE INDEX message_attachment_by_attachment ON message_attachment (attachment_id, message_id)")
+            // Blobs no attachment points at, to be removed from the blob store; a row goes once
+            // the file is gone, so a crash in between only leaves work for the next pass.
+            try db.execute("CREATE TABLE blob_garbage (blob TEXT PRIMARY KEY, since INTEGER NOT NULL) WITHOUT ROWID")
+            // Server secrets kept with the data (the media URL signing key), so every node of
+            // a cluster agrees on them.
+            try db.execute("CREATE TABLE setting (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
+        }
         return migrator
     }
 }

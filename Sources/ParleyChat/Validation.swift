@@ -95,7 +95,6 @@ enum Validate {
             if let name = location.name { try attachmentText(name, field: "name") }
         case .photo(let media), .video(let media), .audio(let media), .file(let media):
             try attachment(media)
-            if case .file = content, media.name == nil { throw ChatError.invalid("a file message needs a name") }
         case .custom(let type, let payload):
             guard Limits.customType.contains(type.utf8.count),
                   type.unicodeScalars.allSatisfy({ $0.isASCII && (isAlphanumeric($0) || "-_.".unicodeScalars.contains($0)) }) else {

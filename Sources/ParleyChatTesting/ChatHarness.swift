@@ -2,7 +2,7 @@ public import Foundation
 public import ParleyChat
 import ParleyCrypto
 public import ParleyStoreSQLite
-import ParleyWire
+public import ParleyWire
 
 /// A clock tests move by hand.
 public final class ManualClock: @unchecked Sendable {
@@ -62,6 +62,21 @@ public final class ChatHarness: Sendable {
         let signedIn = try await chat.register(RegisterRequest(username: username, password: "correct horse battery"), app: app, address: address)
         let token = signedIn.session.token ?? ""
         return (try await chat.authenticate(token: token, app: app), token)
+    }
+
+    /// Records an upload as the server would after storing its bytes (no blob store here: the
+    /// domain only keeps the record), and returns its id. Distinct `seed`s give distinct blobs.
+    public func upload(_ caller: Caller, kind: MediaKind, mimeType: String? = nil, name: String? = nil, width: Int? = nil,
+                       height: Int? = nil, sizeBytes: Int64 = 1_000, seed: String = UUID().uuidString,
+                       policy: Chat.MediaPolicy = Chat.MediaPolicy()) async throws -> MediaInfo {
+        let blob = SHA256.hash(Array(seed.utf8)).hexString
+        let defaultType = ["photo": "image/jpeg", "video": "video/mp4", "audio": "audio/mpeg", "file": "application/octet-stream"][kind.rawValue]
+        let thumbnail = kind == .photo ? (blob: SHA256.hash(Array(("thumb" + seed).utf8)).hexString,
+                                          info: MediaThumbnail(width: 10, height: 10, sizeBytes: 100)) : nil
+        let upload = NewAttachment(kind: kind, mimeType: mimeType ?? defaultType ?? "application/octet-stream", sizeBytes: sizeBytes,
+                                   name: name, width: width ?? (kind == .photo ? 800 : nil), height: height ?? (kind == .photo ? 600 : nil),
+                                   blob: blob, thumbnail: thumbnail)
+        return try await chat.recordUpload(caller, upload, policy: policy).0
     }
 
     /// Closes the store and removes the directory.

@@ -6,6 +6,7 @@ import Foundation
 public enum Crypto: Sendable {
     /// Initialises libsodium once; safe to call from any thread, any number of times.
     private static let initialised: Bool = sodium_init() >= 0
+    static var isReady: Bool { initialised }
 
     /// Argon2id cost settings. The defaults are libsodium's INTERACTIVE limits (2 passes,
     /// 64 MiB), the figure its documentation gives for interactive sign-in.

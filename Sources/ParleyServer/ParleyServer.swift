@@ -2,6 +2,7 @@ import Foundation
 public import ParleyChat
 public import ParleyNet
 import ParleyCrypto
+import ParleyMedia
 import ParleyStore
 import ParleyStoreSQLite
 
@@ -26,13 +27,15 @@ public final class ParleyServer: Sendable {
     private let group: EventLoopGroup
     private let http: HTTPServer
     private let store: SQLiteStore
+    private let collector: Task<Void, Never>
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: SQLiteStore,
-                 createdApp: AppCredentials?, apps: [AppCredentials]) {
+                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>) {
         self.configuration = configuration
         self.group = group
         self.http = http
         self.store = store
+        self.collector = collector
         self.createdApp = createdApp
         self.apps = apps
         let host = http.localAddress.description.hasPrefix("[") ? "[\(configuration.host)]" : configuration.host
@@ -57,6 +60,14 @@ public final class ParleyServer: Sendable {
             store.close()
             throw StartError(message: "cannot create the default app: \(error)")
         }
+        let blobs: FileBlobStore
+        do {
+            blobs = try FileBlobStore(root: (configuration.dataDirectory as NSString).appendingPathComponent("media"))
+        } catch {
+            store.close()
+            throw StartError(message: "cannot create the media directory in \(configuration.dataDirectory): \(error.localizedDescription)")
+        }
+        let media = MediaService(chat: chat, blobs: blobs, configuration: configuration.media)
         let group: EventLoopGroup
         do {
             group = try EventLoopGroup(loopCount: configuration.threads ?? EventLoopGroup.coreCount)
@@ -74,6 +85,7 @@ public final class ParleyServer: Sendable {
         }
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout)
         ChatRoutes.add(to: &router, chat: chat)
+        MediaRoutes.add(to: &router, media: media, chat: chat)
         var webSocket = WebSocketConfiguration()
         webSocket.pingInterval = .seconds(configuration.pingIntervalSeconds)
         RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,
@@ -81,7 +93,15 @@ public final class ParleyServer: Sendable {
                            webSocket: webSocket)
         do {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
-            return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps)
+            let interval = configuration.media.collectionIntervalSeconds
+            let collector = Task {
+                while !Task.isCancelled {
+                    _ = try? await media.collect()
+                    try? await Task.sleep(for: .seconds(interval))
+                }
+            }
+            return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
+                                collector: collector)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             store.close()
@@ -165,6 +185,7 @@ public final class ParleyServer: Sendable {
     /// Graceful stop: see ``HTTPServer/shutdown(timeout:)``; then the loops stop and the
     /// store finishes its queued writes and closes.
     public func shutdown() async {
+        collector.cancel()
         await http.shutdown(timeout: .seconds(configuration.shutdownTimeoutSeconds))
         group.shutdown()
         store.close()

@@ -34,6 +34,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The realtime WebSocket's limits and timers (docs/protocol.md). `--presence-grace`,
     /// `--max-replay-events`, `--commands-per-second`, `--auth-timeout`, `--max-queued-bytes`.
     public var realtime = RealtimeConfiguration()
+    /// Upload limits, quotas, thumbnails, signed URLs and collection (docs/media.md).
+    /// `--max-photo-bytes`, `--max-video-bytes`, `--max-audio-bytes`, `--max-file-bytes`,
+    /// `--media-quota-bytes`, `--max-image-pixels`, `--thumbnail-size`, `--keep-photo-metadata`,
+    /// `--media-url-lifetime`, `--media-orphan-lifetime`, `--media-gc-interval`.
+    public var media = MediaConfiguration()
 
     /// The defaults.
     public init() {}
@@ -74,6 +79,17 @@ public struct ServerConfiguration: Sendable, Equatable {
         ("--commands-per-second <n>", "PARLEY_COMMANDS_PER_SECOND", "Realtime commands per second per connection, sustained; twice that per user and in bursts (default 50)."),
         ("--auth-timeout <s>", "PARLEY_AUTH_TIMEOUT", "Seconds a new realtime socket has to authenticate (default 10)."),
         ("--max-queued-bytes <n>", "PARLEY_MAX_QUEUED_BYTES", "Bytes queued for a realtime device that is not reading before it is closed with 4000 (default 4194304)."),
+        ("--max-photo-bytes <n>", "PARLEY_MAX_PHOTO_BYTES", "Largest photo upload (default 26214400)."),
+        ("--max-video-bytes <n>", "PARLEY_MAX_VIDEO_BYTES", "Largest video upload (default 536870912)."),
+        ("--max-audio-bytes <n>", "PARLEY_MAX_AUDIO_BYTES", "Largest audio upload (default 67108864)."),
+        ("--max-file-bytes <n>", "PARLEY_MAX_FILE_BYTES", "Largest file upload (default 104857600)."),
+        ("--media-quota-bytes <n>", "PARLEY_MEDIA_QUOTA_BYTES", "Bytes of uploads one account may hold (default 1073741824)."),
+        ("--max-image-pixels <n>", "PARLEY_MAX_IMAGE_PIXELS", "Largest photo in pixels, width x height (default 64000000)."),
+        ("--thumbnail-size <px>", "PARLEY_THUMBNAIL_SIZE", "Side of the square photo thumbnails fit (default 512)."),
+        ("--keep-photo-metadata", "PARLEY_KEEP_PHOTO_METADATA", "Keep photos' EXIF/XMP/IPTC metadata, location included (default: removed)."),
+        ("--media-url-lifetime <s>", "PARLEY_MEDIA_URL_LIFETIME", "Seconds a signed download URL works (default 600)."),
+        ("--media-orphan-lifetime <s>", "PARLEY_MEDIA_ORPHAN_LIFETIME", "Seconds an upload no message uses is kept (default 86400)."),
+        ("--media-gc-interval <s>", "PARLEY_MEDIA_GC_INTERVAL", "Seconds between removals of unused uploads (default 300)."),
         ("-h, --help", nil, "Show this help."),
         ("--version", nil, "Print the version."),
     ]
@@ -100,7 +116,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             'apps rotate-secret' replaces a secret. A running server sees new apps at once.
 
             ENDPOINTS: the REST API under /v1 (docs/openapi.yaml), GET /healthz (liveness and
-            version), GET /metrics (Prometheus text).
+            version), GET /metrics (Prometheus text). Uploads are kept in <data-dir>/media.
             SIGNALS: SIGINT or SIGTERM stop accepting, close WebSockets with 1001, finish
             in-flight requests and exit 0 within the shutdown timeout.
             """
@@ -121,6 +137,12 @@ public struct ServerConfiguration: Sendable, Equatable {
             "PARLEY_SHUTDOWN_TIMEOUT": "--shutdown-timeout", "PARLEY_ENABLE_ECHO": "--enable-echo",
             "PARLEY_SQLITE_SYNCHRONOUS": "--sqlite-synchronous", "PARLEY_ARGON2_PASSES": "--argon2-passes",
             "PARLEY_ARGON2_MEMORY_MIB": "--argon2-memory-mib", "PARLEY_SIGNUPS_PER_HOUR": "--signups-per-hour",
+            "PARLEY_MAX_PHOTO_BYTES": "--max-photo-bytes", "PARLEY_MAX_VIDEO_BYTES": "--max-video-bytes",
+            "PARLEY_MAX_AUDIO_BYTES": "--max-audio-bytes", "PARLEY_MAX_FILE_BYTES": "--max-file-bytes",
+            "PARLEY_MEDIA_QUOTA_BYTES": "--media-quota-bytes", "PARLEY_MAX_IMAGE_PIXELS": "--max-image-pixels",
+            "PARLEY_THUMBNAIL_SIZE": "--thumbnail-size", "PARLEY_KEEP_PHOTO_METADATA": "--keep-photo-metadata",
+            "PARLEY_MEDIA_URL_LIFETIME": "--media-url-lifetime", "PARLEY_MEDIA_ORPHAN_LIFETIME": "--media-orphan-lifetime",
+            "PARLEY_MEDIA_GC_INTERVAL": "--media-gc-interval",
         ]
         for (variable, flag) in environmentNames.sorted(by: { $0.key < $1.key }) {
             if let value = environment[variable] { pairs.append((flag, value, true)) }
@@ -137,7 +159,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             switch argument {
             case "-h", "--help", "help": return .help
             case "--version": return .version
-            case "--enable-echo": pairs.append((argument, "1", false))
+            case "--enable-echo", "--keep-photo-metadata": pairs.append((argument, "1", false))
             case _ where apps != nil && !argument.hasPrefix("-"): apps?.append(argument)
             default:
                 var name = argument
@@ -183,6 +205,21 @@ public struct ServerConfiguration: Sendable, Equatable {
                     throw UsageError(message: "\(source) must be 1/true/yes or 0/false/no")
                 }
                 configuration.enableEcho = ["1", "true", "yes"].contains(value.lowercased())
+            case "--keep-photo-metadata":
+                guard ["1", "true", "yes", "0", "false", "no"].contains(value.lowercased()) else {
+                    throw UsageError(message: "\(source) must be 1/true/yes or 0/false/no")
+                }
+                configuration.media.keepPhotoMetadata = ["1", "true", "yes"].contains(value.lowercased())
+            case "--max-photo-bytes": configuration.media.maxPhotoBytes = Int64(try integer(1...(1 << 40)))
+            case "--max-video-bytes": configuration.media.maxVideoBytes = Int64(try integer(1...(1 << 40)))
+            case "--max-audio-bytes": configuration.media.maxAudioBytes = Int64(try integer(1...(1 << 40)))
+            case "--max-file-bytes": configuration.media.maxFileBytes = Int64(try integer(1...(1 << 40)))
+            case "--media-quota-bytes": configuration.media.quotaBytes = Int64(try integer(0...(1 << 50)))
+            case "--max-image-pixels": configuration.media.maxImagePixels = try integer(1...1_000_000_000)
+            case "--thumbnail-size": configuration.media.thumbnailSide = try integer(16...4096)
+            case "--media-url-lifetime": configuration.media.urlLifetimeSeconds = try integer(1...86_400)
+            case "--media-orphan-lifetime": configuration.media.orphanLifetimeSeconds = try integer(0...(365 * 86_400))
+            case "--media-gc-interval": configuration.media.collectionIntervalSeconds = try integer(1...86_400)
             case "--sqlite-synchronous":
                 guard ["full", "normal"].contains(value.lowercased()) else { throw UsageError(message: "\(source) must be full or normal") }
                 configuration.sqliteSynchronous = value.lowercased()

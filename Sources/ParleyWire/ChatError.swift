@@ -53,6 +53,14 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     public static let messageNotFound = ChatError(status: 404, code: "message_not_found", message: "no such message")
     /// 404: no such user in this app.
     public static let userNotFound = ChatError(status: 404, code: "user_not_found", message: "no such user")
+    /// 404: no such upload, or the caller may not see it (never told apart, so ids cannot be probed).
+    public static let attachmentNotFound = ChatError(status: 404, code: "attachment_not_found",
+                                                     message: "no such attachment; upload it with POST /v1/media first")
+    /// 403: storing this upload would take the account past its media quota.
+    public static func quotaExceeded(usedBytes: Int64, quotaBytes: Int64) -> ChatError {
+        ChatError(status: 403, code: "quota_exceeded",
+                  message: "this upload would exceed the account's media quota (\(usedBytes) of \(quotaBytes) bytes used); delete messages with media to free space")
+    }
     /// 409: the username is taken in this app (compared case-insensitively).
     public static let usernameTaken = ChatError(status: 409, code: "username_taken", message: "that username is taken; choose another")
     /// 409: the client id was already used for a different message.

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import urllib.parse
 import uuid
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -139,3 +140,37 @@ class Client:
     def send(self, conversation_id, text=None, content=None, client_id=None, **extra):
         body = {"clientId": client_id or str(uuid.uuid4()), "content": content or {"type": "text", "text": text}, **extra}
         return self.post(f"/v1/conversations/{conversation_id}/messages", body)
+
+    def upload(self, data, kind, mime, name=None, client_id=None, headers=None):
+        """POST /v1/media with the file's bytes as the body; returns (status, JSON answer)."""
+        query = {"kind": kind}
+        if name is not None:
+            query["name"] = name
+        if client_id is not None:
+            query["clientId"] = client_id
+        all_headers = {"Content-Type": mime} if mime is not None else {}
+        all_headers.update(headers or {})
+        if mime is None:
+            return self.request_bytes("POST", "/v1/media?" + urllib.parse.urlencode(query), data, all_headers, json_answer=True)[:2]
+        return self.request("POST", "/v1/media?" + urllib.parse.urlencode(query), raw=data, headers=all_headers)
+
+    def request_bytes(self, method, path, body=None, headers=None, json_answer=False, authenticated=True):
+        """A request whose answer body is returned as bytes: (status, bytes or JSON, headers)."""
+        all_headers = {"X-Parley-App-Key": self.app_key} if self.app_key and authenticated else {}
+        if self.token and authenticated:
+            all_headers["Authorization"] = f"Bearer {self.token}"
+        all_headers.update(headers or {})
+        connection = http.client.HTTPConnection(self.server.host, self.server.port, timeout=60)
+        try:
+            connection.request(method, path, body=body, headers=all_headers)
+            response = connection.getresponse()
+            data = response.read()
+            answer = json.loads(data) if json_answer and data else data
+            return response.status, answer, {name.lower(): value for name, value in response.getheaders()}
+        finally:
+            connection.close()
+
+    def download(self, attachment_id, variant="original", headers=None):
+        """GET /v1/media/{id}[/thumbnail] with the bearer token: (status, bytes, headers)."""
+        suffix = "/thumbnail" if variant == "thumbnail" else ""
+        return self.request_bytes("GET", f"/v1/media/{attachment_id}{suffix}", headers=headers)

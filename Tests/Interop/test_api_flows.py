@@ -8,6 +8,8 @@ import uuid
 
 import pytest
 
+import media
+
 from parley import Client, Server
 
 
@@ -255,23 +257,42 @@ CONTENTS = [
     {"type": "text", "text": "plain 👋"},
     {"type": "markdown", "markdown": "**bold** and _italic_"},
     {"type": "location", "latitude": 52.5200, "longitude": 13.4050, "name": "Berlin"},
-    {"type": "photo", "attachmentId": "a_photo1", "width": 800, "height": 600, "caption": "sunset"},
-    {"type": "video", "attachmentId": "a_video1", "thumbnailId": "a_thumb1", "durationSeconds": 12.5},
-    {"type": "audio", "attachmentId": "a_audio1", "durationSeconds": 3},
-    {"type": "file", "attachmentId": "a_file1", "name": "report.pdf", "mimeType": "application/pdf", "sizeBytes": 1234},
+    {"type": "photo", "attachmentId": "@photo", "caption": "sunset"},
+    {"type": "video", "attachmentId": "@video", "thumbnailId": "@photo", "durationSeconds": 12.5, "width": 1920, "height": 1080},
+    {"type": "audio", "attachmentId": "@audio", "durationSeconds": 3},
+    {"type": "file", "attachmentId": "@file", "name": "report.pdf"},
     {"type": "custom", "customType": "poll", "payload": {"question": "lunch?", "options": ["yes", "no"], "multi": False}},
 ]
+
+UPLOADS = {
+    "@photo": (lambda: media.jpeg(800, 600), "photo", "image/jpeg", {"width": 800, "height": 600}),
+    "@video": (media.mp4, "video", "video/mp4", {}),
+    "@audio": (media.mp3, "audio", "audio/mpeg", {}),
+    "@file": (media.pdf, "file", "application/pdf", {}),
+}
 
 
 @pytest.mark.parametrize("content", CONTENTS, ids=[c["type"] for c in CONTENTS])
 def test_messagekit_every_content_kind_round_trips(server, content):
     alice, bob = user(server), user(server)
     status, room = alice.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+    content = dict(content)
+    expected = dict(content)
+    for field in ("attachmentId", "thumbnailId"):
+        if field in content:
+            make, kind, mime, known = UPLOADS[content[field]]
+            data = make()
+            status, uploaded = alice.upload(data, kind, mime)
+            assert status == 201, uploaded
+            content[field] = expected[field] = uploaded["id"]
+            if field == "attachmentId":
+                # The server fills in what it verified; a client cannot claim another size or type.
+                expected.update({"mimeType": mime, "sizeBytes": uploaded["sizeBytes"], **known})
     status, sent = alice.send(room["id"], content=content)
     assert status == 201, sent
     status, page = bob.get(f"/v1/conversations/{room['id']}/messages")
     received = page["messages"][-1]
-    assert received["content"] == content
+    assert received["content"] == expected
     assert set(received) >= {"id", "sender", "sentAt", "content"}  # MessageKit's MessageType
     assert set(received["sender"]) >= {"id", "displayName"}        # MessageKit's SenderType
 
@@ -282,7 +303,7 @@ def test_messagekit_every_content_kind_round_trips(server, content):
     ({"type": "text", "text": "x" * 10_001}, "too long"),
     ({"type": "location", "latitude": 91, "longitude": 0}, "latitude out of range"),
     ({"type": "photo", "attachmentId": "../etc/passwd"}, "attachment id with a path"),
-    ({"type": "file", "attachmentId": "a1"}, "file without a name"),
+    ({"type": "file", "attachmentId": "a1", "name": "f", "sizeBytes": -1}, "negative size"),
     ({"type": "custom", "customType": "poll", "payload": {"big": "x" * 20_000}}, "payload too large"),
     ({"type": "custom", "customType": "has space", "payload": 1}, "bad custom type"),
     ({"type": "sticker", "id": 3}, "unknown type"),

@@ -171,11 +171,14 @@ struct HistoryJSONTests {
         let (bob, _) = try await harness.register("bob")
         _ = try await harness.chat.updateProfile(bob, UpdateProfileRequest(displayName: "Bob \"the\" Büilder 🛠"))
         let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        let photo = try await harness.upload(bob, kind: .photo, name: "Büro \"1\".jpg")
+        let video = try await harness.upload(alice, kind: .video)
+        let thumbnail = try await harness.upload(alice, kind: .photo)
         let contents: [MessageContent] = [
             .text("plain \\ \"quoted\" / slash\nnew line é 👋"), .markdown("**b**"),
             .location(Location(latitude: 52.520008, longitude: -13.404954, name: "Mitte")),
-            .photo(Attachment(attachmentID: "a1", width: 800, height: 600, caption: "x")),
-            .video(Attachment(attachmentID: "v", thumbnailID: "t", durationSeconds: 0.1)),
+            .photo(Attachment(attachmentID: photo.id, caption: "x")),
+            .video(Attachment(attachmentID: video.id, thumbnailID: thumbnail.id, durationSeconds: 0.1)),
             .custom(type: "poll", payload: .object(["n": .number(1e-7), "list": .array([.bool(true), .null, .string("ü")])])),
         ]
         var sent: [Message] = []

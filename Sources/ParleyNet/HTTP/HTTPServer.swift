@@ -179,6 +179,10 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     /// more than this waits (TCP backpressure) instead of growing our memory.
     static let maxBufferedWhileBusy = 64 * 1024
     private var dateCache: (second: Int, text: String) = (0, "")
+    /// A file body being sent, and how many of its bytes are queued so far.
+    private var sendingFile: (region: FileRegion, sent: Int64)?
+    /// Bytes read from a file per write.
+    static let fileChunk = 128 * 1024
 
     init(shared: HTTPServerShared, registry: ConnectionRegistry, loop: EventLoop) {
         self.shared = shared
@@ -234,8 +238,9 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     }
 
     func connection(_ connection: Connection, writabilityChanged writable: Bool) {
-        // Responses are written whole and one at a time, so the queue is bounded by one
-        // response; nothing to throttle here.
+        // Byte responses are written whole and one at a time, so the queue is bounded by one
+        // response; a file body continues when the peer has taken some of the queue.
+        if writable, sendingFile != nil { sendFile() }
     }
 
     func connectionDidClose(_ connection: Connection, error: IOError?) {
@@ -243,6 +248,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
             stream.fail(HTTPError(.badRequest, code: "connection_closed", message: "the connection closed"))
         }
         phase = .closed
+        sendingFile = nil
         if let timer { loop.cancel(timer) }
         timer = nil
         registry.remove(self)
@@ -441,8 +447,10 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         guard let connection, connection.isOpen else { return }
         switch phase {
         case .streaming:
-            // Answered before the body ended: send now, drop the rest of the body.
+            // Answered before the body ended: send now, drop the rest of the body. A refusal
+            // (an upload over its limit) closes instead of reading what may be gigabytes.
             phase = .draining
+            if response.status.code >= 400 { keepAlive = false }
             if readPausedForBody {
                 readPausedForBody = false
                 connection.resumeReading()
@@ -460,14 +468,67 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         if closing { keepAlive = false }
         var response = response
         if let serverName = shared.configuration.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
-        let keepAlive = self.keepAlive && !shuttingDown
+        keepAlive = keepAlive && !shuttingDown
         let head = response.serializedHead(date: currentDate(), keepAlive: keepAlive)
         NetMetrics.shared.response(status: response.status.code)
+        if let file = response.file, !isHeadRequest, file.length > 0 {
+            connection.write(head)
+            sendingFile = (file, 0)
+            timeouts.sendProgressed(now: loop.now)
+            armTimer()
+            sendFile()
+            return
+        }
         if isHeadRequest || response.body.isEmpty {
             connection.write(head)
         } else {
             connection.write(contentsOf: [head, response.body])
         }
+        finishResponse()
+    }
+
+    /// Queues the file body's next pieces while the connection is under its write budget;
+    /// the rest follows when it drains (``connection(_:writabilityChanged:)``).
+    private func sendFile() {
+        guard let connection, connection.isOpen, let pending = sendingFile else { return }
+        let region = pending.region
+        var sent = pending.sent
+        while sent < region.length, connection.isWritable {
+            let count = Int(min(Int64(Self.fileChunk), region.length - sent))
+            let offset = off_t(region.offset + sent)
+            let chunk = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                var read = 0
+                while read < count {
+                    let result = pread(region.descriptor, buffer.baseAddress.map { $0 + read }, count - read, offset + off_t(read))
+                    if result < 0, errno == EINTR { continue }
+                    guard result > 0 else { break }
+                    read += result
+                }
+                initialized = read
+            }
+            guard chunk.count == count else {
+                // The file shrank or could not be read: the head promised a length that can no
+                // longer be kept, so the only honest signal is to close the connection.
+                sendingFile = nil
+                connection.close(mode: .now)
+                return
+            }
+            connection.write(chunk)
+            sent += Int64(count)
+        }
+        timeouts.sendProgressed(now: loop.now)
+        armTimer()
+        guard sent == region.length else {
+            sendingFile = (region, sent)
+            return
+        }
+        sendingFile = nil
+        finishResponse()
+    }
+
+    /// After a response is queued: close, drain, or wait for the next request.
+    private func finishResponse() {
+        guard let connection else { return }
         switch phase {
         case .draining:
             // Keep reading the unread body; `handleEnd` finishes the request.

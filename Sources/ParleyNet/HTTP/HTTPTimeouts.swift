@@ -8,6 +8,8 @@
 ///  (close quietly)     (408, close)         (408, close)
 /// ```
 /// `busy` (a handler is running, or reading is paused for backpressure) never times out here.
+/// While a file body is being sent, `sending` closes a connection whose peer has not taken
+/// a byte for `body` (a download that stopped reading).
 public struct HTTPTimeouts: Sendable, Hashable {
     /// The limits, in nanoseconds.
     public struct Configuration: Sendable, Hashable {
@@ -37,6 +39,7 @@ public struct HTTPTimeouts: Sendable, Hashable {
         case head(since: UInt64)
         case body(since: UInt64)
         case busy
+        case sending(since: UInt64)
     }
 
     private(set) var phase: Phase
@@ -55,7 +58,7 @@ public struct HTTPTimeouts: Sendable, Hashable {
         switch phase {
         case .idle: phase = .head(since: now)
         case .body: phase = .body(since: now)
-        case .head, .busy: break
+        case .head, .busy, .sending: break
         }
     }
 
@@ -70,6 +73,8 @@ public struct HTTPTimeouts: Sendable, Hashable {
     /// Reading of a body resumed after a pause.
     public mutating func bodyResumed(now: UInt64) { phase = .body(since: now) }
 
+    /// A file body started or made progress (bytes left the queue).
+    public mutating func sendProgressed(now: UInt64) { phase = .sending(since: now) }
     /// The response was written; the connection waits for the next request.
     public mutating func responseSent(now: UInt64) { phase = .idle(since: now) }
 
@@ -78,7 +83,7 @@ public struct HTTPTimeouts: Sendable, Hashable {
         switch phase {
         case .idle(let since): since &+ idle
         case .head(let since): since &+ head
-        case .body(let since): since &+ body
+        case .body(let since), .sending(let since): since &+ body
         case .busy: nil
         }
     }
@@ -88,7 +93,7 @@ public struct HTTPTimeouts: Sendable, Hashable {
         guard let deadline else { return .wait(until: nil) }
         guard now >= deadline else { return .wait(until: deadline) }
         switch phase {
-        case .idle: return .closeIdle
+        case .idle, .sending: return .closeIdle
         case .head, .body: return .requestTimeout
         case .busy: return .wait(until: nil)
         }

@@ -136,6 +136,8 @@ public struct HTTPStatus: Sendable, Hashable, CustomStringConvertible {
     public static let created = HTTPStatus(code: 201, reason: "Created")
     public static let accepted = HTTPStatus(code: 202, reason: "Accepted")
     public static let noContent = HTTPStatus(code: 204, reason: "No Content")
+    public static let partialContent = HTTPStatus(code: 206, reason: "Partial Content")
+    public static let notModified = HTTPStatus(code: 304, reason: "Not Modified")
     public static let badRequest = HTTPStatus(code: 400, reason: "Bad Request")
     public static let unauthorized = HTTPStatus(code: 401, reason: "Unauthorized")
     public static let forbidden = HTTPStatus(code: 403, reason: "Forbidden")
@@ -148,6 +150,7 @@ public struct HTTPStatus: Sendable, Hashable, CustomStringConvertible {
     public static let uriTooLong = HTTPStatus(code: 414, reason: "URI Too Long")
     public static let unsupportedMediaType = HTTPStatus(code: 415, reason: "Unsupported Media Type")
     public static let expectationFailed = HTTPStatus(code: 417, reason: "Expectation Failed")
+    public static let rangeNotSatisfiable = HTTPStatus(code: 416, reason: "Range Not Satisfiable")
     public static let unprocessableContent = HTTPStatus(code: 422, reason: "Unprocessable Content")
     public static let upgradeRequired = HTTPStatus(code: 426, reason: "Upgrade Required")
     public static let tooManyRequests = HTTPStatus(code: 429, reason: "Too Many Requests")
@@ -155,6 +158,7 @@ public struct HTTPStatus: Sendable, Hashable, CustomStringConvertible {
     public static let internalServerError = HTTPStatus(code: 500, reason: "Internal Server Error")
     public static let notImplemented = HTTPStatus(code: 501, reason: "Not Implemented")
     public static let serviceUnavailable = HTTPStatus(code: 503, reason: "Service Unavailable")
+    public static let insufficientStorage = HTTPStatus(code: 507, reason: "Insufficient Storage")
     public static let versionNotSupported = HTTPStatus(code: 505, reason: "HTTP Version Not Supported")
 }
 

@@ -139,6 +139,27 @@ extension HTTPError {
     }
 }
 
+/// A byte range of an open file, sent as a response body in pieces as the peer takes them
+/// (at most about the connection's write budget in memory, whatever the file's size).
+public struct FileRegion: Sendable {
+    /// An open, readable descriptor.
+    public var descriptor: Int32
+    /// The first byte to send.
+    public var offset: Int64
+    /// How many bytes to send.
+    public var length: Int64
+    /// Whatever keeps `descriptor` open (it is released once the body is sent).
+    public var owner: any Sendable
+
+    /// A region of `descriptor`, kept open by `owner`.
+    public init(descriptor: Int32, offset: Int64, length: Int64, owner: any Sendable) {
+        self.descriptor = descriptor
+        self.offset = offset
+        self.length = length
+        self.owner = owner
+    }
+}
+
 /// A response.
 public struct Response: Sendable {
     /// The status.
@@ -147,6 +168,8 @@ public struct Response: Sendable {
     public var headers: HTTPHeaders
     /// The body bytes.
     public var body: [UInt8]
+    /// A file region sent as the body instead of ``body`` (downloads).
+    public var file: FileRegion?
 
     /// Creates a response.
     public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
@@ -208,8 +231,8 @@ extension Response {
         for field in headers where !field.name.caseInsensitiveEquals("content-length") {
             text += "\(field.name): \(field.value)\r\n"
         }
-        if status.code >= 200, status.code != 204 {
-            text += "Content-Length: \(body.count)\r\n"
+        if status.code >= 200, status.code != 204, status.code != 304 {
+            text += "Content-Length: \(file?.length ?? Int64(body.count))\r\n"
         }
         text += "Date: \(date)\r\n"
         if !keepAlive { text += "Connection: close\r\n" }

@@ -1,0 +1,62 @@
+import Foundation
+public import ParleyCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// File-level steps of an upload: hashing and metadata removal over memory-mapped files, so
+/// even a large file is never copied whole into the heap.
+public enum MediaFiles {
+    /// The SHA-256 (hex) and size of the file at `path`.
+    public static func sha256(path: String) throws -> (hex: String, size: Int64) {
+        try withMapped(path) { buffer in
+            var hasher = SHA256()
+            hasher.update(buffer)
+            return (hasher.finalize().hexString, Int64(buffer.count))
+        }
+    }
+
+    /// Writes `input` without location-bearing metadata (``MetadataStripper``) to `output`.
+    ///
+    /// - Returns: the new file's SHA-256 (hex) and size, or `nil` when nothing needed
+    ///   removing (the input is kept as it is and `output` is left empty).
+    /// - Throws: ``MetadataStripper/Problem`` for a structure that does not add up.
+    public static func stripMetadata(_ format: MediaFormat, input: String, output: StagingFile) throws -> (hex: String, size: Int64)? {
+        try withMapped(input) { buffer in
+            let (pieces, _) = try MetadataStripper.plan(format, buffer)
+            if pieces == [.copy(0..<buffer.count)] { return nil }
+            var hasher = SHA256()
+            var size: Int64 = 0
+            for piece in pieces {
+                switch piece {
+                case .copy(let range):
+                    let slice = UnsafeRawBufferPointer(rebasing: buffer[range])
+                    hasher.update(slice)
+                    try output.write(slice)
+                    size += Int64(range.count)
+                case .insert(let bytes):
+                    hasher.update(bytes)
+                    try output.write(bytes)
+                    size += Int64(bytes.count)
+                }
+            }
+            return (hasher.finalize().hexString, size)
+        }
+    }
+
+    /// Runs `body` over the file mapped read-only (an empty buffer for an empty file).
+    static func withMapped<T>(_ path: String, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BlobStoreError.io("open", errno) }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw BlobStoreError.io("fstat", errno) }
+        let size = Int(status.st_size)
+        guard size > 0 else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        guard let address = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), address != MAP_FAILED else {
+            throw BlobStoreError.io("mmap", errno)
+        }
+        defer { munmap(address, size) }
+        return try body(UnsafeRawBufferPointer(start: address, count: size))
+    }
+}

@@ -1,0 +1,503 @@
+import Foundation
+import ParleyChat
+import ParleyCrypto
+import ParleyMedia
+import ParleyNet
+public import ParleyWire
+
+/// Media limits and timers (docs/media.md). Each has a `parley-server` option.
+public struct MediaConfiguration: Sendable, Equatable {
+    /// Largest photo upload. `--max-photo-bytes`. Default: 25 MiB.
+    public var maxPhotoBytes: Int64 = 25 << 20
+    /// Largest video upload. `--max-video-bytes`. Default: 512 MiB.
+    public var maxVideoBytes: Int64 = 512 << 20
+    /// Largest audio upload. `--max-audio-bytes`. Default: 64 MiB.
+    public var maxAudioBytes: Int64 = 64 << 20
+    /// Largest file upload. `--max-file-bytes`. Default: 100 MiB.
+    public var maxFileBytes: Int64 = 100 << 20
+    /// Bytes of uploads one account may hold. `--media-quota-bytes`. Default: 1 GiB.
+    public var quotaBytes: Int64 = 1 << 30
+    /// Largest photo in pixels (width × height). `--max-image-pixels`. Default: 64,000,000.
+    public var maxImagePixels = 64_000_000
+    /// Side of the square a photo's thumbnail fits. `--thumbnail-size`. Default: 512.
+    public var thumbnailSide = 512
+    /// Keep photos' EXIF/XMP/IPTC metadata, location included. `--keep-photo-metadata`.
+    /// Default: off (removed).
+    public var keepPhotoMetadata = false
+    /// Seconds a signed download URL works. `--media-url-lifetime`. Default: 600.
+    public var urlLifetimeSeconds = 600
+    /// Seconds an upload no message refers to is kept. `--media-orphan-lifetime`. Default: 86,400.
+    public var orphanLifetimeSeconds = 86_400
+    /// Seconds between collections of unreferenced uploads. `--media-gc-interval`. Default: 300.
+    public var collectionIntervalSeconds = 300
+    /// Uploads one account may have in progress at once. Default: 4.
+    public var concurrentUploadsPerUser = 4
+
+    /// The defaults.
+    public init() {}
+
+    /// The limit for a kind.
+    public func maxBytes(_ kind: MediaKind) -> Int64 {
+        switch kind {
+        case .photo: maxPhotoBytes
+        case .video: maxVideoBytes
+        case .audio: maxAudioBytes
+        case .file: maxFileBytes
+        }
+    }
+
+    /// The largest of the per-kind limits: what the upload route reads at most.
+    var largestUpload: Int64 { MediaKind.allCases.map(maxBytes).max() ?? maxFileBytes }
+}
+
+/// Uploads and downloads: streams bodies to the blob store, verifies and processes them,
+/// records them in ``Chat``, serves them to members, and collects what no message uses.
+final class MediaService: Sendable {
+    let chat: Chat
+    let blobs: any BlobStore
+    let images: ImageProcessor
+    let configuration: MediaConfiguration
+    /// Serialises blob puts and the collector's deletes, so a blob being collected is never
+    /// re-used halfway (see ``collect()``).
+    let gate = AsyncGate()
+    private let lanes: [DispatchQueue]
+    private let laneCounter = Locked(0)
+    private let uploadsInProgress = Locked([Int64: Int]())
+    private let signingKey = Locked<[UInt8]?>(nil)
+
+    init(chat: Chat, blobs: any BlobStore, configuration: MediaConfiguration) {
+        self.chat = chat
+        self.blobs = blobs
+        self.configuration = configuration
+        var limits = ImageProcessor.Limits()
+        limits.maxPixels = configuration.maxImagePixels
+        limits.thumbnailSide = configuration.thumbnailSide
+        images = ImageProcessor(limits: limits)
+        lanes = (0..<max(1, min(4, EventLoopGroup.coreCount))).map { DispatchQueue(label: "parley.media.\($0)") }
+    }
+
+    var policy: Chat.MediaPolicy {
+        var policy = Chat.MediaPolicy()
+        policy.quotaBytes = configuration.quotaBytes
+        policy.orphanLifetime = TimeInterval(configuration.orphanLifetimeSeconds)
+        return policy
+    }
+
+    /// Runs blocking file or image work off the event loops.
+    func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        let lane = lanes[laneCounter.withLock { value in value &+= 1; return value } % lanes.count]
+        return try await withCheckedThrowingContinuation { continuation in
+            lane.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    // MARK: - Upload
+
+    /// What the query and headers of an upload ask for.
+    struct UploadRequest: Sendable {
+        var kind: MediaKind
+        var mimeType: String
+        var declared: MediaFormat?
+        var name: String?
+        var clientID: String?
+        var maxBytes: Int64
+    }
+
+    /// Checks everything that can be checked before the body is read.
+    func uploadRequest(_ request: Request) throws -> UploadRequest {
+        let query = request.queryItems
+        guard let kindName = query["kind"], let kind = MediaKind(rawValue: kindName) else {
+            throw ChatError.invalid("kind must be photo, video, audio or file")
+        }
+        var name: String?
+        if let given = query["name"] {
+            do { name = try FileName.sanitize(given) } catch { throw ChatError.invalid(error.description) }
+        }
+        let clientID = query["clientId"]
+        guard let header = request.headers["content-type"], let mimeType = MediaType.parse(header) else {
+            throw ChatError(status: 415, code: "unsupported_media_type",
+                            message: "send the file's media type in Content-Type (e.g. image/jpeg); the body is the file's bytes")
+        }
+        let declared = MediaFormat.named(mimeType)
+        switch kind {
+        case .photo, .video, .audio:
+            guard let declared, declared.kind == kind else {
+                throw ChatError(status: 415, code: "unsupported_media_type", message: Self.accepted(kind, given: mimeType))
+            }
+        case .file:
+            break
+        }
+        let maxBytes = configuration.maxBytes(kind)
+        if let length = request.headers["content-length"].flatMap({ Int64($0) }), length > maxBytes {
+            throw Self.tooLarge(kind, limit: maxBytes)
+        }
+        return UploadRequest(kind: kind, mimeType: declared?.mimeType ?? mimeType, declared: declared, name: name,
+                             clientID: clientID, maxBytes: maxBytes)
+    }
+
+    static func accepted(_ kind: MediaKind, given: String) -> String {
+        let formats = MediaFormat.allCases.filter { $0.kind == kind }.map(\.mimeType).joined(separator: ", ")
+        let hint = MediaFormat.named(given) == .heic ? " (HEIC/AVIF is not accepted: convert to JPEG, e.g. UIImage.jpegData)" : ""
+        return "a \(kind.rawValue) must be one of \(formats), not \(given)\(hint); send other files with kind=file"
+    }
+
+    static func tooLarge(_ kind: MediaKind, limit: Int64) -> ChatError {
+        ChatError(status: 413, code: "file_too_large", message: "a \(kind.rawValue) upload may be at most \(limit) bytes")
+    }
+
+    /// Handles `POST /v1/media`: the body is streamed to a staging file (never held whole in
+    /// memory), verified against its declared type by its first bytes, processed (photos:
+    /// size, metadata removal, thumbnail), stored under its hash and recorded.
+    func upload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
+        let upload = try uploadRequest(request)
+        if let clientID = upload.clientID, let existing = try await chat.existingUpload(caller, clientID: clientID) {
+            return (existing, false)
+        }
+        guard reserveUploadSlot(caller.userKey) else {
+            throw ChatError(status: 429, code: "too_many_uploads",
+                            message: "at most \(configuration.concurrentUploadsPerUser) uploads at once per account; retry when one finishes",
+                            retryAfterSeconds: 1)
+        }
+        defer { releaseUploadSlot(caller.userKey) }
+        var staged: [StagingFile] = []
+        defer { for file in staged { file.discard() } }
+
+        // 1. The body, to disk as it arrives.
+        let original = try blobs.makeStagingFile()
+        staged.append(original)
+        var prefix: [UInt8] = []
+        var received: Int64 = 0
+        var hasher = SHA256()
+        switch request.body {
+        case .bytes(let bytes):
+            received = Int64(bytes.count)
+            guard received <= upload.maxBytes else { throw Self.tooLarge(upload.kind, limit: upload.maxBytes) }
+            prefix = Array(bytes.prefix(MediaFormat.magicLength))
+            hasher.update(bytes)
+            try original.write(bytes)
+        case .stream(let stream):
+            for try await chunk in stream {
+                received += Int64(chunk.count)
+                guard received <= upload.maxBytes else { throw Self.tooLarge(upload.kind, limit: upload.maxBytes) }
+                if prefix.count < MediaFormat.magicLength { prefix += chunk.prefix(MediaFormat.magicLength - prefix.count) }
+                hasher.update(chunk)
+                do { try original.write(chunk) } catch { throw Self.storageError(error) }
+            }
+        }
+        let originalHash = hasher.finalize().hexString
+        guard received > 0 else { throw ChatError.invalid("the upload is empty") }
+
+        // 2. The content must be what it claims to be.
+        let sniffed = MediaFormat.sniff(prefix)
+        if let declared = upload.declared {
+            guard let sniffed, sniffed.matches(declared: declared) else {
+                throw ChatError(status: 415, code: "type_mismatch",
+                                message: "the content is \(sniffed?.mimeType ?? "not a recognised format"), not \(upload.mimeType) as declared")
+            }
+        }
+
+        // 3. Photos: size, metadata, thumbnail. Everything else is stored as it came.
+        var new = NewAttachment(kind: upload.kind, mimeType: upload.mimeType, sizeBytes: received, name: upload.name, blob: "",
+                                clientID: upload.clientID)
+        var stored = original
+        var thumbnailFile: StagingFile?
+        if upload.kind == .photo, let format = sniffed {
+            let stripped = try blobs.makeStagingFile()
+            staged.append(stripped)
+            let thumbnail = try blobs.makeStagingFile()
+            staged.append(thumbnail)
+            thumbnail.closeForWriting()
+            let keepMetadata = configuration.keepPhotoMetadata
+            let images = images
+            let result = try await offLoop { () throws -> (ImageProcessor.Info, ImageProcessor.Info, (hex: String, size: Int64)?) in
+                let info: ImageProcessor.Info
+                do { info = try images.info(path: original.path) } catch { throw Self.imageError(error) }
+                var strippedHash: (hex: String, size: Int64)?
+                if !keepMetadata {
+                    do {
+                        strippedHash = try MediaFiles.stripMetadata(format, input: original.path, output: stripped)
+                    } catch let problem as MetadataStripper.Problem {
+                        throw ChatError(status: 415, code: "invalid_image", message: problem.description)
+                    }
+                }
+                let source = strippedHash == nil ? original.path : stripped.path
+                let thumb: ImageProcessor.Info
+                do { thumb = try images.thumbnail(path: source, output: thumbnail.path) } catch { throw Self.imageError(error) }
+                return (info, thumb, strippedHash)
+            }
+            new.width = result.0.width
+            new.height = result.0.height
+            if let strippedHash = result.2 {
+                stored = stripped
+                new.sizeBytes = strippedHash.size
+                new.blob = strippedHash.hex
+            }
+            let thumbHash = try await offLoop { try MediaFiles.sha256(path: thumbnail.path) }
+            new.thumbnail = (thumbHash.hex, MediaThumbnail(width: result.1.width, height: result.1.height, sizeBytes: thumbHash.size))
+            thumbnailFile = thumbnail
+        }
+        if new.blob.isEmpty { new.blob = originalHash }
+
+        // 4. Stored under its hash, then recorded; both behind the gate the collector uses.
+        guard let key = BlobKey(hex: new.blob) else { throw ChatError.internalError }
+        let thumbKey = new.thumbnail.flatMap { BlobKey(hex: $0.blob) }
+        let blobs = blobs
+        let storedFile = stored, thumbFile = thumbnailFile, record = new
+        return try await gate.run {
+            do {
+                try await self.offLoop {
+                    try blobs.put(key, from: storedFile)
+                    if let thumbKey, let thumbFile { try blobs.put(thumbKey, from: thumbFile) }
+                }
+            } catch {
+                throw Self.storageError(error)
+            }
+            do {
+                return try await self.chat.recordUpload(caller, record, policy: self.policy)
+            } catch {
+                try? await self.chat.markGarbage([key.hex] + (thumbKey.map { [$0.hex] } ?? []))
+                throw error
+            }
+        }
+    }
+
+    static func imageError(_ error: any Error) -> ChatError {
+        switch error as? ImageProcessor.Problem {
+        case .tooLarge?: ChatError(status: 422, code: "image_too_large", message: "\(error)")
+        default: ChatError(status: 415, code: "invalid_image", message: "\(error)")
+        }
+    }
+
+    static func storageError(_ error: any Error) -> any Error {
+        if let error = error as? BlobStoreError, error.isNoSpace {
+            return ChatError(status: 507, code: "storage_full", message: "the server is out of disk space; nothing was stored, retry later")
+        }
+        return error
+    }
+
+    private func reserveUploadSlot(_ user: Int64) -> Bool {
+        uploadsInProgress.withLock { counts in
+            let current = counts[user, default: 0]
+            guard current < configuration.concurrentUploadsPerUser else { return false }
+            counts[user] = current + 1
+            return true
+        }
+    }
+
+    private func releaseUploadSlot(_ user: Int64) {
+        uploadsInProgress.withLock { counts in
+            let remaining = counts[user, default: 1] - 1
+            counts[user] = remaining > 0 ? remaining : nil
+        }
+    }
+
+    // MARK: - Download
+
+    /// Handles `GET /v1/media/{id}` and `/thumbnail`: a bearer token of someone allowed to
+    /// see it, or a valid signed URL; `If-None-Match` (304) and one `Range` (206/416).
+    func download(_ request: Request, variant: MediaVariant, api: API) async throws -> Response {
+        let id = request.parameters["id"] ?? ""
+        let query = request.queryItems
+        let attachment: StoredAttachment
+        let signed = query["signature"] != nil || query["expires"] != nil
+        if signed {
+            try await verifySignature(id: id, variant: variant, expires: query["expires"], signature: query["signature"])
+            attachment = try await chat.attachment(signedID: id)
+        } else {
+            attachment = try await chat.attachment(try await api.caller(request), id: id)
+        }
+        let blob: String, mimeType: String
+        switch variant {
+        case .original:
+            blob = attachment.blob
+            mimeType = Self.servedType(attachment.info)
+        case .thumbnail:
+            guard let thumbnail = attachment.thumbnailBlob else {
+                throw ChatError(status: 404, code: "thumbnail_not_found",
+                                message: "only photos have a server-made thumbnail; a video's preview is its message's thumbnailId")
+            }
+            blob = thumbnail
+            mimeType = "image/jpeg"
+        }
+        let etag = "\"\(blob)\""
+        var headers = HTTPHeaders()
+        headers.add(name: "ETag", value: etag)
+        headers.add(name: "Cache-Control", value: signed ? "private, max-age=\(configuration.urlLifetimeSeconds)" : "private, max-age=31536000, immutable")
+        if let match = request.headers["if-none-match"], Self.matches(match, etag: etag) {
+            return Response(status: .notModified, headers: headers)
+        }
+        guard let key = BlobKey(hex: blob), let file = try blobs.open(key) else { throw ChatError.attachmentNotFound }
+        headers.add(name: "Content-Type", value: mimeType)
+        headers.add(name: "Accept-Ranges", value: "bytes")
+        let disposition = attachment.info.kind == .file && variant == .original ? "attachment" : "inline"
+        let name = variant == .thumbnail ? attachment.info.name.map { $0 + ".jpg" } : attachment.info.name
+        headers.add(name: "Content-Disposition", value: FileName.contentDisposition(disposition, name: name))
+        headers.add(name: "X-Content-Type-Options", value: "nosniff")
+        headers.add(name: "Content-Security-Policy", value: "default-src 'none'; sandbox")
+        var range = ByteRange.whole
+        if let header = request.headers["range"] {
+            let ifRange = request.headers["if-range"]
+            if ifRange == nil || ifRange == etag { range = ByteRange.parse(header, length: file.size) }
+        }
+        switch range {
+        case .whole:
+            var response = Response(status: .ok, headers: headers)
+            response.file = FileRegion(descriptor: file.descriptor, offset: 0, length: file.size, owner: file)
+            return response
+        case .part(let first, let last):
+            headers.add(name: "Content-Range", value: "bytes \(first)-\(last)/\(file.size)")
+            var response = Response(status: .partialContent, headers: headers)
+            response.file = FileRegion(descriptor: file.descriptor, offset: first, length: last - first + 1, owner: file)
+            return response
+        case .unsatisfiable:
+            var response = HTTPError(.rangeNotSatisfiable, code: "range_not_satisfiable",
+                                     message: "the range starts beyond the end of the \(file.size)-byte file").response
+            response.headers.add(name: "Content-Range", value: "bytes */\(file.size)")
+            return response
+        }
+    }
+
+    /// The type a download is served as. Files declared as something a browser would run
+    /// (HTML, SVG, XML, JavaScript) are served as bytes.
+    static func servedType(_ info: MediaInfo) -> String {
+        guard info.kind == .file else { return info.mimeType }
+        let active = ["html", "xml", "svg", "javascript", "ecmascript", "xhtml"]
+        return active.contains(where: { info.mimeType.contains($0) }) ? "application/octet-stream" : info.mimeType
+    }
+
+    /// Whether an `If-None-Match` list names `etag` (weak comparison, RFC 9110 §13.1.2).
+    static func matches(_ header: String, etag: String) -> Bool {
+        header.split(separator: ",").contains { candidate in
+            let tag = candidate.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || tag == etag || tag == "W/" + etag
+        }
+    }
+
+    // MARK: - Signed URLs
+
+    /// A short-lived URL for an attachment the caller may download.
+    func signedURL(_ caller: Caller, id: String, variant: MediaVariant) async throws -> SignedMediaURL {
+        let attachment = try await chat.attachment(caller, id: id)
+        if variant == .thumbnail, attachment.thumbnailBlob == nil {
+            throw ChatError(status: 404, code: "thumbnail_not_found", message: "only photos have a server-made thumbnail")
+        }
+        let expires = Int64(Date().timeIntervalSince1970) + Int64(configuration.urlLifetimeSeconds)
+        let signature = try await sign(id: attachment.info.id, variant: variant, expires: expires)
+        let path = "/v1/media/\(attachment.info.id)" + (variant == .thumbnail ? "/thumbnail" : "")
+        return SignedMediaURL(url: "\(path)?expires=\(expires)&signature=\(signature)",
+                              expiresAt: Date(timeIntervalSince1970: TimeInterval(expires)))
+    }
+
+    private func sign(id: String, variant: MediaVariant, expires: Int64) async throws -> String {
+        let key: [UInt8]
+        if let cached = signingKey.withLock({ $0 }) {
+            key = cached
+        } else {
+            key = try await chat.mediaSigningKey()
+            signingKey.withLock { $0 = key }
+        }
+        let message = Array("parley-media-v1\n\(id)\n\(variant.rawValue)\n\(expires)".utf8)
+        return Crypto.base64URLEncoded(Crypto.hmacSHA256(key: key, message: message))
+    }
+
+    private func verifySignature(id: String, variant: MediaVariant, expires: String?, signature: String?) async throws {
+        let invalid = ChatError(status: 403, code: "invalid_signature",
+                                message: "the link is invalid or has expired; ask for a new one with GET /v1/media/{id}/url")
+        guard let expires, let expiry = Int64(expires), let signature, signature.utf8.count <= 64 else { throw invalid }
+        let now = Int64(Date().timeIntervalSince1970)
+        guard expiry >= now, expiry - now <= Int64(max(configuration.urlLifetimeSeconds, 1)) + 60 else { throw invalid }
+        let expected = try await sign(id: id, variant: variant, expires: expiry)
+        guard Crypto.constantTimeEqual(Array(expected.utf8), Array(signature.utf8)) else { throw invalid }
+    }
+
+    // MARK: - Collection
+
+    /// Forgets uploads no message uses and removes blobs no attachment uses, until nothing is
+    /// left to do. Runs behind the gate: an upload cannot store a blob this pass is removing.
+    @discardableResult
+    func collect() async throws -> Int {
+        var removed = 0
+        while true {
+            let count: Int = try await gate.run {
+                let garbage = try await self.chat.collectMedia(policy: self.policy)
+                guard !garbage.isEmpty else { return 0 }
+                let blobs = self.blobs
+                try await self.offLoop { for hex in garbage { if let key = BlobKey(hex: hex) { try blobs.delete(key) } } }
+                try await self.chat.forgetGarbage(garbage)
+                return garbage.count
+            }
+            removed += count
+            if count < 500 { return removed }
+        }
+    }
+}
+
+/// An asynchronous mutual exclusion: `run` bodies execute one at a time, in arrival order,
+/// even across suspension points (an actor would interleave them).
+final class AsyncGate: Sendable {
+    private let state = Locked((busy: false, waiters: [CheckedContinuation<Void, Never>]()))
+
+    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await acquire()
+        defer { release() }
+        return try await body()
+    }
+
+    private func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let enter = state.withLock { state -> Bool in
+                if state.busy {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.busy = true
+                return true
+            }
+            if enter { continuation.resume() }
+        }
+    }
+
+    private func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiters.isEmpty {
+                state.busy = false
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}
+
+/// The media routes (docs/openapi.yaml, docs/media.md).
+enum MediaRoutes {
+    static func add(to router: inout Router, media: MediaService, chat: Chat) {
+        let api = API(chat: chat)
+        let uploadLimit = Int(clamping: media.configuration.largestUpload)
+        router.post("/v1/media", options: RouteOptions(body: .stream(maxBytes: uploadLimit))) { request in
+            await api.respondCreatedOrFound {
+                let caller = try await api.caller(request)
+                return try await media.upload(caller, request)
+            }
+        }
+        router.get("/v1/media/:id") { request in
+            do { return try await media.download(request, variant: .original, api: api) } catch { return api.errorResponse(error) }
+        }
+        router.get("/v1/media/:id/thumbnail") { request in
+            do { return try await media.download(request, variant: .thumbnail, api: api) } catch { return api.errorResponse(error) }
+        }
+        router.get("/v1/media/:id/info") { request in
+            await api.respond {
+                try await chat.attachment(try await api.caller(request), id: request.parameters["id"] ?? "").info
+            }
+        }
+        router.get("/v1/media/:id/url") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let variantName = request.queryItems["variant"] ?? "original"
+                guard let variant = MediaVariant(rawValue: variantName) else { throw ChatError.invalid("variant must be original or thumbnail") }
+                return try await media.signedURL(caller, id: request.parameters["id"] ?? "", variant: variant)
+            }
+        }
+    }
+}
