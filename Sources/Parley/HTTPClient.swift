@@ -27,6 +27,26 @@ struct HTTPClient: Sendable {
         }
     }
 
+    /// A request to `path` with the app key and token, for uploads and downloads.
+    func request(_ method: String, _ path: String, query: [(String, String)] = [], token: String?) throws -> URLRequest {
+        guard var components = URLComponents(string: base + path) else { throw ParleyError.badResponse("bad URL \(base + path)") }
+        if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
+        guard let url = components.url else { throw ParleyError.badResponse("bad URL \(base + path)") }
+        var request = URLRequest(url: url, timeoutInterval: 300)
+        request.httpMethod = method
+        request.setValue(appKey, forHTTPHeaderField: "X-Parley-App-Key")
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        return request
+    }
+
+    /// The typed error of a non-2xx answer.
+    static func failure(status: Int, data: Data, response: URLResponse?) -> ParleyError {
+        let body = try? JSONDecoder().decode(ErrorEnvelope.self, from: data)
+        let retryAfter = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Retry-After").flatMap(Int.init)
+        return ParleyError.server(ChatError(status: status, code: body?.error.code ?? "http_\(status)",
+                                            message: body?.error.message ?? "HTTP \(status)", retryAfterSeconds: retryAfter))
+    }
+
     private func raw<Body: Encodable>(_ method: String, _ path: String, query: [(String, String)], body: Body?, token: String?) async throws -> Data {
         guard var components = URLComponents(string: base + path) else { throw ParleyError.badResponse("bad URL \(base + path)") }
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }

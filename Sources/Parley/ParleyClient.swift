@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import ParleyWire
 
 /// A Parley client: one user on one device. REST for request–response work, one realtime
@@ -66,10 +66,14 @@ public actor ParleyClient {
         public var status: OutgoingStatus
     }
 
-    private let http: HTTPClient
+    let http: HTTPClient
     private let realtimeURL: String
     private let appKey: String
     private let store: any ClientStateStore
+    /// Where downloaded attachments are cached.
+    let mediaCache: URL
+    /// The most bytes the media cache keeps; the least recently used files go first.
+    let mediaCacheBytes: Int64
     private var state: ClientState
     private var connection: (any RealtimeConnection)?
     private var connectionState = ConnectionState.offline
@@ -91,9 +95,14 @@ public actor ParleyClient {
     private var unread: [ConversationID: [(seq: Int64, clientID: String, delivered: Bool)]] = [:]
 
     /// A client of the server at `server` (`http://host:port`) for the app with `appKey`,
-    /// keeping its token, position and outbox in `store` (default: memory only).
-    public init(server: String, appKey: String, store: any ClientStateStore = MemoryStateStore()) {
+    /// keeping its token, position and outbox in `store` (default: memory only) and
+    /// downloaded attachments in `mediaCache` (default: a folder in the temporary directory),
+    /// at most `mediaCacheBytes` of them (default: 256 MiB).
+    public init(server: String, appKey: String, store: any ClientStateStore = MemoryStateStore(), mediaCache: URL? = nil,
+                mediaCacheBytes: Int64 = 256 << 20) {
         let base = server.hasSuffix("/") ? String(server.dropLast()) : server
+        self.mediaCache = mediaCache ?? FileManager.default.temporaryDirectory.appendingPathComponent("parley-media-\(appKey)")
+        self.mediaCacheBytes = mediaCacheBytes
         http = HTTPClient(base: base, appKey: appKey)
         self.appKey = appKey
         realtimeURL = base.replacingOccurrences(of: "https://", with: "wss://").replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
@@ -154,7 +163,7 @@ public actor ParleyClient {
         return signedIn.user
     }
 
-    private func requireToken() throws -> String {
+    func requireToken() throws -> String {
         guard let token = state.token else { throw ParleyError.notSignedIn }
         return token
     }

@@ -21,6 +21,9 @@ let overview = """
       send <conversation> <text…>                 send a message (queued if the server is down)
       send --to alice,bob <text…>                 send to people by username (direct or group)
            … --location LAT,LON                   send a location instead of text
+      send <conversation> --photo PATH [caption…] upload and send a photo (also --file, --audio,
+                                                  --video PATH --thumbnail IMAGE [--duration S])
+      download <attachment> [--thumbnail] [--output PATH]   save an attachment (cached)
       history <conversation> [--limit N] [--before SEQ] [--json]
       edit <conversation> <message> <text…>       change one of your messages
       delete <conversation> <message>…            delete your messages (all or none)
@@ -46,7 +49,8 @@ let commandHelp: [String: String] = [
     "whoami": "parley whoami\n  Prints: username, display name, user id.",
     "users": "parley users search [QUERY] [--limit N] [--offset N] [--sort username|-username|displayName|-displayName|createdAt|-createdAt]\n  Prints one user per line: username, display name, id.",
     "conversations": "parley conversations [--limit N]\n  Prints one conversation per line: id, kind, name, unread count, last message.",
-    "send": "parley send <conversation> <text…> | parley send --to alice,bob <text…> [--location LAT,LON]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3).",
+    "send": "parley send <conversation> <text…> | parley send --to alice,bob <text…> [--location LAT,LON]\n       parley send <conversation> (--photo PATH | --file PATH | --audio PATH | --video PATH --thumbnail IMAGE [--duration S]) [caption…]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3). Media is uploaded first (progress on standard error) and the words become its caption.",
+    "download": "parley download <attachment> [--thumbnail] [--output PATH]\n  Saves an attachment you may see (a photo's server-made thumbnail with --thumbnail) to PATH, or to its name in the current directory. Downloads are cached.",
     "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
     "edit": "parley edit <conversation> <message> <text…>\n  Replaces the text of one of your messages.",
     "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
@@ -61,7 +65,7 @@ struct UsageError: Error { var message: String }
 struct Arguments {
     var words: [String] = []
     var options: [String: String] = [:]
-    static let flags: Set<String> = ["json", "everywhere", "help"]
+    static let flags: Set<String> = ["json", "everywhere", "help", "thumbnail"]
 
     init(_ raw: [String]) throws {
         var rest = raw[...]
@@ -83,6 +87,12 @@ struct Arguments {
     func int(_ name: String) throws -> Int? {
         guard let text = options[name] else { return nil }
         guard let value = Int(text), value >= 0 else { throw UsageError(message: "--\(name) must be a whole number") }
+        return value
+    }
+
+    func double(_ name: String) throws -> Double? {
+        guard let text = options[name] else { return nil }
+        guard let value = Double(text), value.isFinite, value >= 0 else { throw UsageError(message: "--\(name) must be a number of seconds") }
         return value
     }
 }
@@ -159,6 +169,63 @@ func content(_ arguments: Arguments, words: ArraySlice<String>) throws -> Messag
     return .text(text)
 }
 
+/// The media `send` was asked to upload, if any.
+func outgoingMedia(_ arguments: Arguments) throws -> OutgoingMedia? {
+    func file(_ option: String) throws -> URL? {
+        guard let path = arguments.options[option] else { return nil }
+        guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError(message: "--\(option): cannot read \(path)") }
+        return URL(fileURLWithPath: path)
+    }
+    let chosen = ["photo", "video", "audio", "file"].filter { arguments.options[$0] != nil }
+    guard chosen.count <= 1 else { throw UsageError(message: "send one of --photo, --video, --audio or --file at a time") }
+    if let photo = try file("photo") { return .photo(try Data(contentsOf: photo)) }
+    if let audio = try file("audio") { return .audio(file: audio, durationSeconds: try arguments.double("duration")) }
+    if let any = try file("file") { return .file(any) }
+    if let video = try file("video") {
+        guard let thumbnail = try file("thumbnail") else { throw UsageError(message: "--video needs --thumbnail IMAGE (a JPEG or PNG still)") }
+        return .video(file: video, thumbnail: try Data(contentsOf: thumbnail), durationSeconds: try arguments.double("duration"))
+    }
+    return nil
+}
+
+/// Connects, uploads with a progress line on standard error, and waits for the message.
+func sendMedia(_ client: ParleyClient, _ media: OutgoingMedia, to conversation: ConversationID, caption: String?) async throws -> Message {
+    guard await client.currentUser != nil else { throw ParleyError.notSignedIn }
+    let states = await client.connectionStates()
+    await client.connect()
+    defer { Task { await client.disconnect() } }
+    let transfer = try await client.send(media, to: conversation, caption: caption)
+    let showProgress = isatty(STDERR_FILENO) == 1
+    for await step in transfer.progress where showProgress {
+        FileHandle.standardError.write(Data("\ruploading \(Int(step.fraction * 100))% (\(step.sentBytes) of \(step.totalBytes) bytes)".utf8))
+    }
+    if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+    // The message goes through the outbox: wait for the ack, a refused session, or 30 s.
+    let sent = Task { try await transfer.value }
+    let result = await withTaskGroup(of: Result<Message, ParleyError>?.self) { group in
+        group.addTask {
+            do { return .success(try await sent.value) } catch let error as ParleyError { return .failure(error) } catch { return nil }
+        }
+        group.addTask {
+            for await state in states where state == .signedOut { return .failure(.notSignedIn) }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(30))
+            return .failure(.unreachable("no answer within 30 s; the message is queued and goes with the next command"))
+        }
+        var first: Result<Message, ParleyError>?
+        while first == nil, let next = await group.next() { first = next }
+        group.cancelAll()
+        return first
+    }
+    switch result {
+    case .success(let message)?: return message
+    case .failure(let error)?: throw error
+    case nil: throw ParleyError.unreachable("the upload did not finish")
+    }
+}
+
 func run(_ raw: [String]) async throws {
     let arguments = try Arguments(raw)
     guard let command = arguments.words.first else {
@@ -218,12 +285,30 @@ func run(_ raw: [String]) async throws {
                 throw ParleyError.badResponse("the server answered without the message")
             }
             output("\(message.id.rawValue)\tseq \(message.seq)\t\(conversation.id.rawValue)")
+        } else if let media = try outgoingMedia(arguments) {
+            guard let conversation = words.first else { throw UsageError(message: "send needs a conversation id") }
+            let caption = words.dropFirst().joined(separator: " ")
+            let message = try await sendMedia(client, media, to: ConversationID(rawValue: conversation), caption: caption.isEmpty ? nil : caption)
+            output("\(message.id.rawValue)\tseq \(message.seq)")
         } else {
             guard let conversation = words.first else { throw UsageError(message: "send needs a conversation id or --to usernames") }
             let clientID = try await client.send(try content(arguments, words: words.dropFirst()), to: ConversationID(rawValue: conversation))
             let message = try await deliverOutbox(client, waitingFor: clientID)
             output("\(message.id.rawValue)\tseq \(message.seq)")
         }
+    case "download":
+        guard let attachment = words.first else { throw UsageError(message: "download needs an attachment id (history --json shows them)") }
+        let variant: MediaVariant = arguments.options["thumbnail"] != nil ? .thumbnail : .original
+        let cached = try await client.download(attachment, variant: variant)
+        var target = arguments.options["output"]
+        if target == nil {
+            let name = try await client.mediaInfo(attachment).name.map { (($0 as NSString).lastPathComponent) } ?? attachment
+            target = variant == .thumbnail ? name + ".thumbnail.jpg" : name
+        }
+        let destination = URL(fileURLWithPath: target ?? attachment)
+        try? FileManager.default.removeItem(at: destination)
+        try FileManager.default.copyItem(at: cached, to: destination)
+        output(destination.path)
     case "history":
         guard let conversation = words.first else { throw UsageError(message: "history needs a conversation id") }
         let page = try await client.history(of: ConversationID(rawValue: conversation), before: (try arguments.int("before")).map(Int64.init),

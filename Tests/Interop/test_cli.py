@@ -247,3 +247,47 @@ def test_the_chat_screen_as_a_person_uses_it(server):
         screen.close()
         if bobs:
             bobs.close()
+
+
+def test_send_a_photo_and_a_file_then_download_them(server, tmp_path):
+    import media
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    assert ana.run("register", ana_name, password="correct horse battery").returncode == 0
+    assert bob.run("register", bob_name, password="correct horse battery").returncode == 0
+    first = ana.run("send", "--to", bob_name, "hello")
+    conversation = first.stdout.split("\t")[2].strip()
+    photo = tmp_path / "beach.jpg"
+    photo.write_bytes(media.jpeg(800, 600, orientation=1))
+    sent = ana.run("send", conversation, "--photo", str(photo), "the", "beach")
+    assert sent.returncode == 0, sent.stderr
+    report = tmp_path / "report.pdf"
+    report.write_bytes(media.pdf(5000))
+    sent = ana.run("send", conversation, "--file", str(report))
+    assert sent.returncode == 0, sent.stderr
+    history = json.loads(bob.run("history", conversation, "--json").stdout)
+    photo_content, file_content = history["messages"][-2]["content"], history["messages"][-1]["content"]
+    assert photo_content["type"] == "photo" and photo_content["caption"] == "the beach" and photo_content["width"] == 800
+    assert file_content == {"type": "file", "attachmentId": file_content["attachmentId"], "name": "report.pdf",
+                            "mimeType": "application/octet-stream", "sizeBytes": len(report.read_bytes())}
+    # Bob saves both; the photo no longer carries a location.
+    saved = bob.run("download", photo_content["attachmentId"], "--output", str(tmp_path / "got.jpg"))
+    assert saved.returncode == 0, saved.stderr
+    assert media.exif_of((tmp_path / "got.jpg").read_bytes())[1] is False
+    saved = subprocess.run([CLI, "download", file_content["attachmentId"]], cwd=tmp_path, env=clean_env(PARLEY_HOME=bob.home),
+                           capture_output=True, text=True, timeout=60)
+    assert saved.returncode == 0 and saved.stdout.strip().endswith("report.pdf"), saved.stderr
+    assert (tmp_path / "report.pdf").read_bytes() == report.read_bytes()
+    thumb = bob.run("download", photo_content["attachmentId"], "--thumbnail", "--output", str(tmp_path / "t.jpg"))
+    assert thumb.returncode == 0 and (tmp_path / "t.jpg").read_bytes()[:2] == b"\xff\xd8"
+    # A stranger gets the server's refusal and exit 1; a bad option, exit 2.
+    eve = Shell(server)
+    assert eve.run("register", name("eve"), password="correct horse battery").returncode == 0
+    refused = eve.run("download", photo_content["attachmentId"], "--output", str(tmp_path / "no.jpg"))
+    assert refused.returncode == 1 and "no such attachment" in refused.stderr
+    assert ana.run("send", conversation, "--video", str(photo)).returncode == 2
+    text = tmp_path / "notes.txt"
+    text.write_text("not a picture")
+    refused = ana.run("send", conversation, "--photo", str(text))
+    assert refused.returncode == 1, refused.stderr
+    assert "not image/jpeg as declared" in refused.stderr

@@ -1,0 +1,349 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+public import ParleyWire
+
+/// Media to upload and send in one step (``ParleyClient/send(_:to:caption:)``).
+public enum OutgoingMedia: Sendable {
+    /// A JPEG, PNG, GIF or WebP image (on iOS, `UIImage.jpegData(compressionQuality:)`); the
+    /// server removes its location metadata and makes a thumbnail.
+    case photo(Data)
+    /// A video file and its thumbnail image (MessageKit's `video(file:thumbnail:)`), with what
+    /// the client knows about it.
+    case video(file: URL, thumbnail: Data, durationSeconds: Double? = nil, width: Int? = nil, height: Int? = nil)
+    /// A sound file (voice message).
+    case audio(file: URL, durationSeconds: Double? = nil)
+    /// Any file, sent under its own name unless `name` says otherwise.
+    case file(URL, name: String? = nil)
+}
+
+/// How far an upload is.
+public struct UploadProgress: Sendable, Hashable {
+    /// Bytes sent so far (over every file of the message).
+    public var sentBytes: Int64
+    /// Bytes to send in all.
+    public var totalBytes: Int64
+    /// `sentBytes / totalBytes`, 0…1.
+    public var fraction: Double { totalBytes > 0 ? min(1, Double(sentBytes) / Double(totalBytes)) : 1 }
+
+    /// Creates the value.
+    public init(sentBytes: Int64, totalBytes: Int64) {
+        self.sentBytes = sentBytes
+        self.totalBytes = totalBytes
+    }
+}
+
+/// A transfer in progress: its progress as an `AsyncSequence`, and its result.
+///
+/// ```swift
+/// let sending = try await client.send(.photo(jpeg), to: chat.id)
+/// for await step in sending.progress { bar.progress = step.fraction }
+/// let message = try await sending.value
+/// ```
+public final class MediaTransfer<Value: Sendable>: Sendable {
+    /// Upload progress; finishes when the uploads are done (or failed).
+    public let progress: AsyncStream<UploadProgress>
+    private let task: Task<Value, any Error>
+
+    init(progress: AsyncStream<UploadProgress>, task: Task<Value, any Error>) {
+        self.progress = progress
+        self.task = task
+    }
+
+    /// The result, once the transfer finished.
+    public var value: Value {
+        get async throws { try await task.value }
+    }
+
+    /// Stops the transfer (an upload in flight is abandoned; the server keeps nothing of it).
+    public func cancel() { task.cancel() }
+}
+
+extension ParleyClient {
+    // MARK: - Sending media
+
+    /// Uploads the media, then sends a message carrying it through the outbox (like
+    /// ``send(_:to:metadata:replyTo:)``). The transfer's value is the stored message.
+    ///
+    /// - Throws: ``ParleyError/notSignedIn``; the transfer's value throws the server's typed
+    ///   refusal (`file_too_large`, `type_mismatch`, `quota_exceeded`, …) or a transport error.
+    public func send(_ media: OutgoingMedia, to conversation: ConversationID, caption: String? = nil) throws -> MediaTransfer<Message> {
+        _ = try requireToken()
+        let (progress, continuation) = AsyncStream<UploadProgress>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let parts = try Self.parts(of: media)
+        let total = parts.reduce(Int64(0)) { $0 + $1.size }
+        let task = Task<Message, any Error> {
+            defer { continuation.finish() }
+            var done: Int64 = 0
+            var uploaded: [MediaInfo] = []
+            for part in parts {
+                let before = done
+                let info = try await self.upload(part) { sent in
+                    continuation.yield(UploadProgress(sentBytes: before + sent, totalBytes: total))
+                }
+                done += part.size
+                continuation.yield(UploadProgress(sentBytes: done, totalBytes: total))
+                uploaded.append(info)
+            }
+            continuation.finish()
+            let content = Self.content(for: media, uploaded: uploaded, caption: caption)
+            let clientID = try self.send(content, to: conversation)
+            return try await self.waitUntilSent(clientID)
+        }
+        return MediaTransfer(progress: progress, task: task)
+    }
+
+    /// Uploads one file without sending it (the answer names it for a message's content).
+    public func upload(file: URL, kind: MediaKind, mimeType: String, name: String? = nil) throws -> MediaTransfer<MediaInfo> {
+        _ = try requireToken()
+        let size = try Self.size(of: file)
+        let part = Part(source: .file(file), kind: kind, mimeType: mimeType, name: name ?? file.lastPathComponent, size: size)
+        let (progress, continuation) = AsyncStream<UploadProgress>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let task = Task<MediaInfo, any Error> {
+            defer { continuation.finish() }
+            let info = try await self.upload(part) { sent in continuation.yield(UploadProgress(sentBytes: sent, totalBytes: size)) }
+            continuation.yield(UploadProgress(sentBytes: size, totalBytes: size))
+            return info
+        }
+        return MediaTransfer(progress: progress, task: task)
+    }
+
+    // MARK: - Downloading
+
+    /// The attachment's bytes in a local file, downloaded once and then read from the cache
+    /// (attachments never change: their ETag is their content's hash). Each account has its
+    /// own cache folder, so one account never reads what only another was allowed to fetch.
+    public func download(_ attachmentID: String, variant: MediaVariant = .original) async throws -> URL {
+        let token = try requireToken()
+        guard let user = currentUser else { throw ParleyError.notSignedIn }
+        let cache = mediaCache.appendingPathComponent(Self.safe(user.id.rawValue))
+        let target = cache.appendingPathComponent("\(Self.safe(attachmentID))-\(variant.rawValue)")
+        if FileManager.default.fileExists(atPath: target.path) {
+            try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: target.path)
+            return target
+        }
+        let suffix = variant == .thumbnail ? "/thumbnail" : ""
+        let request = try http.request("GET", "/v1/media/\(attachmentID)\(suffix)", token: token)
+        let (file, response): (URL, URLResponse) = try await withCheckedThrowingContinuation { continuation in
+            URLSession.shared.downloadTask(with: request) { location, response, error in
+                if let error { return continuation.resume(throwing: ParleyError.unreachable(error.localizedDescription)) }
+                guard let location, let response else { return continuation.resume(throwing: ParleyError.badResponse("no download")) }
+                // The file is removed when this handler returns: keep it.
+                let kept = FileManager.default.temporaryDirectory.appendingPathComponent("parley-download-\(UUID().uuidString)")
+                do {
+                    try FileManager.default.moveItem(at: location, to: kept)
+                    continuation.resume(returning: (kept, response))
+                } catch {
+                    continuation.resume(throwing: ParleyError.badResponse("cannot keep the download: \(error)"))
+                }
+            }.resume()
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard status == 200 else {
+            let data = (try? Data(contentsOf: file)) ?? Data()
+            try? FileManager.default.removeItem(at: file)
+            throw HTTPClient.failure(status: status, data: data, response: response)
+        }
+        try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(at: target)
+        try FileManager.default.moveItem(at: file, to: target)
+        Self.trim(cache, toBytes: mediaCacheBytes)
+        return target
+    }
+
+    /// A short-lived URL for an attachment that needs no headers (`AsyncImage`, a web view).
+    public func signedURL(for attachmentID: String, variant: MediaVariant = .original) async throws -> URL {
+        let signed: SignedMediaURL = try await http.call("GET", "/v1/media/\(attachmentID)/url", query: [("variant", variant.rawValue)],
+                                                         token: try requireToken())
+        guard let url = URL(string: http.base + signed.url) else { throw ParleyError.badResponse("bad signed URL \(signed.url)") }
+        return url
+    }
+
+    /// What the server knows about an upload (size, type, a photo's dimensions and thumbnail).
+    public func mediaInfo(_ attachmentID: String) async throws -> MediaInfo {
+        try await http.call("GET", "/v1/media/\(attachmentID)/info", token: try requireToken())
+    }
+
+    // MARK: - Inside
+
+    struct Part: Sendable {
+        enum Source: Sendable { case data(Data), file(URL) }
+        var source: Source
+        var kind: MediaKind
+        var mimeType: String
+        var name: String?
+        var size: Int64
+    }
+
+    static func parts(of media: OutgoingMedia) throws -> [Part] {
+        switch media {
+        case .photo(let data):
+            return [Part(source: .data(data), kind: .photo, mimeType: imageType(data), name: nil, size: Int64(data.count))]
+        case .video(let file, let thumbnail, _, _, _):
+            return [Part(source: .file(file), kind: .video, mimeType: videoType(file), name: file.lastPathComponent, size: try size(of: file)),
+                    Part(source: .data(thumbnail), kind: .photo, mimeType: imageType(thumbnail), name: nil, size: Int64(thumbnail.count))]
+        case .audio(let file, _):
+            return [Part(source: .file(file), kind: .audio, mimeType: audioType(file), name: file.lastPathComponent, size: try size(of: file))]
+        case .file(let file, let name):
+            return [Part(source: .file(file), kind: .file, mimeType: "application/octet-stream", name: name ?? file.lastPathComponent,
+                         size: try size(of: file))]
+        }
+    }
+
+    static func content(for media: OutgoingMedia, uploaded: [MediaInfo], caption: String?) -> MessageContent {
+        let first = uploaded.first?.id ?? ""
+        switch media {
+        case .photo:
+            return .photo(Attachment(attachmentID: first, caption: caption))
+        case .video(_, _, let duration, let width, let height):
+            return .video(Attachment(attachmentID: first, thumbnailID: uploaded.dropFirst().first?.id, width: width, height: height,
+                                     durationSeconds: duration, caption: caption))
+        case .audio(_, let duration):
+            return .audio(Attachment(attachmentID: first, durationSeconds: duration, caption: caption))
+        case .file:
+            return .file(Attachment(attachmentID: first, caption: caption))
+        }
+    }
+
+    /// The image type from the first bytes (the server checks them the same way).
+    static func imageType(_ data: Data) -> String {
+        let head = [UInt8](data.prefix(12))
+        if head.starts(with: [0x89, 0x50, 0x4E, 0x47]) { return "image/png" }
+        if head.starts(with: Array("GIF8".utf8)) { return "image/gif" }
+        if head.count >= 12, head[8..<12].elementsEqual("WEBP".utf8) { return "image/webp" }
+        return "image/jpeg"
+    }
+
+    static func videoType(_ file: URL) -> String {
+        switch file.pathExtension.lowercased() {
+        case "mov": "video/quicktime"
+        case "webm", "mkv": "video/webm"
+        case "3gp": "video/3gpp"
+        default: "video/mp4"
+        }
+    }
+
+    static func audioType(_ file: URL) -> String {
+        switch file.pathExtension.lowercased() {
+        case "mp3": "audio/mpeg"
+        case "aac": "audio/aac"
+        case "ogg", "opus", "oga": "audio/ogg"
+        case "wav": "audio/wav"
+        case "flac": "audio/flac"
+        case "amr": "audio/amr"
+        case "caf": "audio/x-caf"
+        default: "audio/mp4"
+        }
+    }
+
+    static func size(of file: URL) throws -> Int64 {
+        let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+        return (attributes[.size] as? NSNumber)?.int64Value ?? 0
+    }
+
+    static func safe(_ id: String) -> String {
+        String(id.unicodeScalars.filter { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == "-") }.map(Character.init))
+    }
+
+    /// Removes the least recently used cached files beyond `limit` bytes.
+    static func trim(_ cache: URL, toBytes limit: Int64) {
+        let keys: [URLResourceKey] = [.contentModificationDateKey, .fileSizeKey]
+        guard let files = try? FileManager.default.contentsOfDirectory(at: cache, includingPropertiesForKeys: keys) else { return }
+        var entries = files.compactMap { file -> (URL, Date, Int64)? in
+            guard let values = try? file.resourceValues(forKeys: Set(keys)) else { return nil }
+            return (file, values.contentModificationDate ?? .distantPast, Int64(values.fileSize ?? 0))
+        }
+        var total = entries.reduce(Int64(0)) { $0 + $1.2 }
+        entries.sort { $0.1 < $1.1 }
+        for (file, _, size) in entries where total > limit {
+            try? FileManager.default.removeItem(at: file)
+            total -= size
+        }
+    }
+
+    /// Sends one part with progress; retried parts reuse one client id, so a retry after a lost
+    /// answer returns the first upload.
+    func upload(_ part: Part, progress: @escaping @Sendable (Int64) -> Void) async throws -> MediaInfo {
+        var query = [("kind", part.kind.rawValue), ("clientId", UUID().uuidString.lowercased())]
+        if let name = part.name { query.append(("name", name)) }
+        var request = try http.request("POST", "/v1/media", query: query, token: try requireToken())
+        request.setValue(part.mimeType, forHTTPHeaderField: "Content-Type")
+        let delegate = UploadDelegate(progress: progress)
+        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, response) = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
+                delegate.begin(continuation)
+                let task: URLSessionUploadTask
+                switch part.source {
+                case .data(let data): task = session.uploadTask(with: request, from: data)
+                case .file(let file): task = session.uploadTask(with: request, fromFile: file)
+                }
+                delegate.task = task
+                task.resume()
+            }
+        } onCancel: {
+            delegate.cancel()
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard (200..<300).contains(status) else { throw HTTPClient.failure(status: status, data: data, response: response) }
+        do {
+            return try WireCoding.decoder().decode(MediaInfo.self, from: data)
+        } catch {
+            throw ParleyError.badResponse("POST /v1/media: \(error)")
+        }
+    }
+}
+
+/// Collects an upload's answer and reports bytes sent.
+final class UploadDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // @unchecked: every field is behind `lock`.
+    private let lock = NSLock()
+    private let progress: @Sendable (Int64) -> Void
+    private var received = Data()
+    private var response: URLResponse?
+    private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
+    var task: URLSessionTask? {
+        get { lock.withLock { storedTask } }
+        set { lock.withLock { storedTask = newValue } }
+    }
+    private var storedTask: URLSessionTask?
+
+    init(progress: @escaping @Sendable (Int64) -> Void) { self.progress = progress }
+
+    func begin(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
+        lock.withLock { self.continuation = continuation }
+    }
+
+    func cancel() { task?.cancel() }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+                    totalBytesExpectedToSend: Int64) {
+        progress(totalBytesSent)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        lock.withLock { self.response = response }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        lock.withLock { received.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let (continuation, data, response) = lock.withLock { () -> (CheckedContinuation<(Data, URLResponse), any Error>?, Data, URLResponse?) in
+            defer { self.continuation = nil }
+            return (self.continuation, received, self.response ?? task.response)
+        }
+        if let error {
+            continuation?.resume(throwing: (error as? URLError)?.code == .cancelled ? CancellationError() : ParleyError.unreachable(error.localizedDescription))
+        } else if let response {
+            continuation?.resume(returning: (data, response))
+        } else {
+            continuation?.resume(throwing: ParleyError.badResponse("no answer to the upload"))
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Parley
+import ParleyWire
+import Testing
+
+/// A 16 × 12 JPEG (Pillow, quality 50).
+let tinyJPEG = Data(base64Encoded: """
+    /9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERXRTc4UG1RV19iZ2hnPk1xeXBkeFxlZ2P/2wBDARESEhgVGC8aGi9jQjhCY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2P/wAARCAAMABADASIAAhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAAAAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUFBAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAkM2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVWV1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKTlJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi4+Tl5ufo6erx8vP09fb3+Pn6/8QAHwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREAAgECBAQDBAcFBAQAAQJ3AAECAxEEBSExBhJBUQdhcRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVmZ2hpanN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk5ebn6Onq8vP09fb3+Pn6/9oADAMBAAIRAxEAPwCvRRRWJ4Z//9k=
+    """, options: .ignoreUnknownCharacters) ?? Data()
+
+/// Media through the SDK against the real binary: upload with progress, send, receive,
+/// download once into the cache.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct MediaClientTests {
+    @Test func aPhotoIsUploadedWithProgressSentAndDownloadedOnceByTheOtherMember() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("parley-cache-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey, mediaCache: cache)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        for client in [alice, bob] {
+            let states = await client.connectionStates()
+            await client.connect()
+            _ = try await first(states) { $0 == .online }
+        }
+        let bobsEvents = await bob.events(in: chat.id)
+        // A real JPEG followed by 2 MiB after its end marker (kept out of the stored file): an
+        // upload long enough to report progress more than once.
+        let photo = tinyJPEG + Data(count: 2 << 20)
+        let sending = try await alice.send(.photo(photo), to: chat.id, caption: "the view")
+        var steps: [UploadProgress] = []
+        for await step in sending.progress { steps.append(step) }
+        let message = try await sending.value
+        #expect(steps.count >= 2)
+        #expect(steps.map(\.sentBytes) == steps.map(\.sentBytes).sorted())
+        #expect(steps.last == UploadProgress(sentBytes: Int64(photo.count), totalBytes: Int64(photo.count)))
+        guard case .photo(let attachment)? = message.content else { Issue.record("not a photo: \(String(describing: message.content))"); return }
+        #expect(attachment.width == 16 && attachment.height == 12 && attachment.caption == "the view")
+        #expect(attachment.sizeBytes == Int64(tinyJPEG.count))
+
+        let received = try await first(bobsEvents) { $0.message?.id == message.id }
+        guard case .photo(let seen)? = received.message?.content else { Issue.record("Bob got no photo"); return }
+        let file = try await bob.download(seen.attachmentID)
+        #expect(try Data(contentsOf: file) == tinyJPEG)
+        let thumbnail = try await bob.download(seen.attachmentID, variant: .thumbnail)
+        #expect(try Data(contentsOf: thumbnail).prefix(2) == Data([0xFF, 0xD8]))
+        // A signed URL works with no headers at all.
+        let signed = try await bob.signedURL(for: seen.attachmentID)
+        let (bytes, response) = try await URLSession.shared.data(from: signed)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200 && bytes == tinyJPEG)
+        // Cached: the server can be gone.
+        server.kill()
+        #expect(try await bob.download(seen.attachmentID) == file)
+    }
+
+    @Test func aVideoGoesWithItsThumbnailAndRefusalsAreTyped() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        _ = try await ParleyClient(server: server.url, appKey: server.appKey).register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        let states = await alice.connectionStates()
+        await alice.connect()
+        _ = try await first(states) { $0 == .online }
+        let video = FileManager.default.temporaryDirectory.appendingPathComponent("clip-\(UUID().uuidString).mp4")
+        defer { try? FileManager.default.removeItem(at: video) }
+        var mp4 = Data([0, 0, 0, 24]) + Data("ftypisom".utf8) + Data([0, 0, 2, 0]) + Data("isomiso2".utf8)
+        mp4 += Data([0, 0, 16, 0]) + Data("mdat".utf8) + Data(count: 4088)
+        try mp4.write(to: video)
+        let message = try await alice.send(.video(file: video, thumbnail: tinyJPEG, durationSeconds: 4.5, width: 1280, height: 720),
+                                           to: chat.id).value
+        guard case .video(let attachment)? = message.content else { Issue.record("not a video"); return }
+        #expect(attachment.mimeType == "video/mp4" && attachment.durationSeconds == 4.5 && attachment.thumbnailID != nil)
+        #expect(attachment.name == video.lastPathComponent)
+
+        // Text pretending to be a photo: the server's typed refusal, nothing sent.
+        let refused = try await alice.send(.photo(Data("not a picture".utf8)), to: chat.id)
+        do {
+            _ = try await refused.value
+            Issue.record("a text file was accepted as a photo")
+        } catch let error as ParleyError {
+            #expect(error.code == "type_mismatch")
+        }
+    }
+}
