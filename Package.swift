@@ -62,6 +62,9 @@ let package = Package(
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
+        .executableTarget(name: "fuzz-media", dependencies: ["ParleyMedia", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
+                          swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+
         .target(name: "ParleyNetTesting", dependencies: ["ParleyNet"]),
         .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStoreSQLite", "ParleyCrypto", "ParleyWire"]),
 

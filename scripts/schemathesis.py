@@ -29,6 +29,11 @@ def main():
         conversation = alice.post("/v1/conversations", {"kind": "group", "members": ["bob"], "title": "seed"})[1]
         message = alice.post(f"/v1/conversations/{conversation['id']}/messages",
                              {"clientId": "seed-1", "content": {"type": "text", "text": "hello"}})[1]
+        sys.path.insert(0, os.path.join(ROOT, "Tests", "Interop"))
+        import media
+        photo = alice.upload(media.jpeg(64, 48), "photo", "image/jpeg")[1]
+        alice.post(f"/v1/conversations/{conversation['id']}/messages",
+                   {"clientId": "seed-2", "content": {"type": "photo", "attachmentId": photo["id"]}})
         report = os.path.join(ROOT, "reports", "schemathesis")
         os.makedirs(report, exist_ok=True)
         # Path parameters name the seeded data, so operations reach past the 404 for an
@@ -37,7 +42,8 @@ def main():
         with open(os.path.join(ROOT, "scripts", "schemathesis.toml")) as base, open(config, "w") as out:
             out.write(base.read())
             out.write(f'\n[parameters]\n"path.conversationId" = "{conversation["id"]}"\n'
-                      f'"path.messageId" = "{message["id"]}"\n"path.userId" = "{bob.user["id"]}"\n')
+                      f'"path.messageId" = "{message["id"]}"\n"path.userId" = "{bob.user["id"]}"\n'
+                      f'"path.attachmentId" = "{photo["id"]}"\n')
         def st(token, *selection):
             return [
             os.path.join(ROOT, ".venv", "bin", "st"), "--config-file", config, "run",
