@@ -5,9 +5,15 @@ the id and seq it was acknowledged with; every conversation's event seq runs 1, 
 with no gap; and retrying the sends that were in flight when the server died stores each
 of them exactly once.
 """
+import glob
+import os
+import socket
 import threading
+import time
 
 import pytest
+
+import media
 
 from parley import Client, Server
 
@@ -200,5 +206,49 @@ def test_kill_9_under_realtime_load_then_every_device_resumes_and_sees_every_ack
                 assert seqs == sorted(seqs), "messages out of seq order"
         print(f"{len(acknowledged)} acknowledged over the socket before kill -9, {len(pending)} in flight; "
               f"{len(resumed)} devices resumed with every one exactly once")
+    finally:
+        server.kill()
+
+
+def test_kill_9_during_uploads_keeps_every_acknowledged_file_and_leaves_no_partial_one():
+    server = Server()
+    try:
+        alice, bob = Client(server).register("alice"), Client(server).register("bob")
+        status, room = alice.post("/v1/conversations", {"kind": "direct", "members": ["bob"]})
+        acknowledged = []
+        for index in range(6):
+            photo = media.jpeg(320, 240, color=(index * 30, 10, 10))
+            status, info = alice.upload(photo, "photo", "image/jpeg", client_id=f"photo-{index}")
+            assert status == 201, info
+            if index % 2 == 0:
+                status, _ = alice.send(room["id"], content={"type": "photo", "attachmentId": info["id"]})
+                assert status == 201
+            acknowledged.append((info, index % 2 == 0))
+        # An upload in the middle of its body when the server dies.
+        raw = socket.create_connection((server.host, server.port), timeout=10)
+        data = media.pdf(400_000)
+        raw.sendall((f"POST /v1/media?kind=file&name=half.pdf HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: {server.app_key}\r\n"
+                     f"Authorization: Bearer {alice.token}\r\nContent-Type: application/pdf\r\n"
+                     f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:200_000])
+        staging = os.path.join(server.data, "media", "staging")
+        deadline = time.monotonic() + 10
+        while not os.listdir(staging) and time.monotonic() < deadline:  # wait for the file to appear
+            time.sleep(0.02)
+        assert os.listdir(staging), "the half upload was being written"
+        server.kill()
+        raw.close()
+        server.start()
+        assert os.listdir(staging) == [], "a half-written upload is removed at start"
+        blobs = glob.glob(os.path.join(server.data, "media", "blobs", "*", "*", "*"))
+        assert len(blobs) == 12, "six photos and six thumbnails, nothing partial"
+        alice.sign_in("alice")
+        bob.sign_in("bob")
+        for index, (info, sent) in enumerate(acknowledged):
+            status, body, _ = alice.download(info["id"])
+            assert status == 200 and len(body) == info["sizeBytes"]
+            assert bob.download(info["id"])[0] == (200 if sent else 404)
+            # The retry of an acknowledged upload finds it.
+            status, again = alice.upload(b"irrelevant", "photo", "image/jpeg", client_id=f"photo-{index}")
+            assert status == 200 and again["id"] == info["id"]
     finally:
         server.kill()
