@@ -35,11 +35,12 @@ tsan: deps ## The Swift tests under ThreadSanitizer (own scratch path; not in CI
 fuzz-long: build ## Run each fuzzer for 10 minutes (FUZZ_SECONDS to change)
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/fuzz.sh
 
-bench: ## Run the benchmarks against nginx, Redis and the sqlite3 CLI; prints tables for docs/benchmarks.md
+bench: ## Run the benchmarks against nginx, Redis, the sqlite3 CLI and vipsthumbnail; prints tables for docs/benchmarks.md
 	@scripts/install-deps.sh --bench
 	@scripts/bench.sh
 	@scripts/bench-chat.sh
 	@scripts/bench-realtime.sh
+	@scripts/bench-media.sh
 
 clean: ## Remove build products and tool caches
 	rm -rf .build .build-fuzz .build-tsan .venv .tools reports

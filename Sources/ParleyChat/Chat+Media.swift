@@ -1,5 +1,5 @@
 public import Foundation
-public import ParleyCrypto
+import ParleyCrypto
 import ParleyStore
 public import ParleyWire
 

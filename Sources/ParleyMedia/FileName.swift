@@ -1,6 +1,6 @@
 /// Makes a client-supplied file name safe to store and to send back in a
 /// `Content-Disposition` header.
-public enum FileName {
+public enum FileName: Sendable {
     /// The longest stored name, in UTF-8 bytes (what file systems allow).
     public static let maxBytes = 255
 

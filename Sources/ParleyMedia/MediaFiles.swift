@@ -1,12 +1,12 @@
 import Foundation
-public import ParleyCrypto
+import ParleyCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// File-level steps of an upload: hashing and metadata removal over memory-mapped files, so
 /// even a large file is never copied whole into the heap.
-public enum MediaFiles {
+public enum MediaFiles: Sendable {
     /// The SHA-256 (hex) and size of the file at `path`.
     public static func sha256(path: String) throws -> (hex: String, size: Int64) {
         try withMapped(path) { buffer in

@@ -123,7 +123,7 @@ public enum MediaFormat: String, Sendable, Hashable, CaseIterable {
 
 /// A declared media type, parsed strictly: `type/subtype` of RFC 9110 token characters,
 /// lower-cased, parameters dropped.
-public enum MediaType {
+public enum MediaType: Sendable {
     /// The lower-cased `type/subtype`, or `nil` when it is not one.
     public static func parse(_ header: String) -> String? {
         let essence = header.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""

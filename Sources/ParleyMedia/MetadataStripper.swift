@@ -11,7 +11,7 @@
 ///
 /// Every length is checked against the data; a file whose structure does not add up is
 /// refused (``Problem``), never copied through.
-public enum MetadataStripper {
+public enum MetadataStripper: Sendable {
     /// A piece of the output: a range of the input, or new bytes.
     public enum Piece: Sendable, Hashable {
         case copy(Range<Int>)

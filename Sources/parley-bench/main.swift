@@ -37,6 +37,9 @@ let usage = """
                     --url http://HOST:PORT  --app-key KEY  --connections N (20000)  --users N (1000)
                     --sources 127.0.0.2,127.0.0.3,… --offset N (0)  --restart-wait 1 | --hold 1
                     --reconnect-sources 127.0.0.6,… (default: --sources)
+      thumbnail   The server's photo path (header with pixel limits, thumbnail) on one image, in
+                  process: p50/p99 per image.
+                    --image PATH  --count N (20)  --size PX (512)
 
     OPTIONS:
       --threads N   client event loops (default: one per core)
@@ -434,6 +437,7 @@ do {
     case "signin": try await runSignIn(options)
     case "fanout": try await runFanout(options, group: group)
     case "connections": try await runConnections(options, group: group)
+    case "thumbnail": try await runThumbnail(options)
     default: throw BenchError("unknown command '\(options.command)'")
     }
 } catch {
