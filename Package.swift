@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "ParleyWire"),
         .target(name: "ParleyStore"),
         .target(name: "ParleyStoreSQLite", dependencies: ["ParleyStore", "CParleySQLite"]),
-        .target(name: "ParleyCrypto", dependencies: ["CParleySodium"]),
+        .target(name: "ParleyCrypto", dependencies: ["CParleySodium", "CParleyCrypto"]),
         .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
         .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
         .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto"]),

@@ -43,6 +43,7 @@ token=$(curl -s -H "X-Parley-App-Key: $key" -H 'Content-Type: application/json' 
 nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$work/tmp" "$work/nginx-root/upload"
 cat > "$work/nginx.conf" <<NGINX
+user root;
 worker_processes $cores;
 daemon on;
 pid $work/nginx.pid;
@@ -76,6 +77,8 @@ for round in 1 2 3; do
     grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
     parley_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
     t=$(seconds_for -T "$work/upload.bin" "http://127.0.0.1:$nginx_port/upload/round$round.bin")
+    stored=$(stat -c %s "$work/nginx-root/upload/round$round.bin" 2>/dev/null || echo 0)
+    [[ "$stored" == $(( size_mib << 20 )) ]] || { echo "nginx did not store the upload:"; cat "$work/answer" "$work/nginx-error.log"; exit 1; } >&2
     nginx_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
     rm -f "$work/nginx-root/upload/round$round.bin"
 done
