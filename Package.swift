@@ -33,7 +33,8 @@ let package = Package(
         .target(name: "ParleyCrypto", dependencies: ["CParleySodium", "CParleyCrypto"]),
         .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
         .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
-        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto"]),
+        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto"],
+                resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
 

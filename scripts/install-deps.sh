@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis, vipsthumbnail)
 set -euo pipefail
 
-packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev sqlite3 curl python3-venv tmux)
+packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev sqlite3 curl python3-venv tmux chromium chromium-driver)
 if [[ "${1:-}" == "--bench" ]]; then
     packages+=(wrk nginx-light redis-server libvips-tools)
 fi

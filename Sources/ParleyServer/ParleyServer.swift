@@ -86,6 +86,8 @@ public final class ParleyServer: Sendable {
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout)
         ChatRoutes.add(to: &router, chat: chat)
         MediaRoutes.add(to: &router, media: media, chat: chat)
+        let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey
+        WebRoutes.add(to: &router) { webAppKey }
         var webSocket = WebSocketConfiguration()
         webSocket.pingInterval = .seconds(configuration.pingIntervalSeconds)
         RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,

@@ -1,0 +1,979 @@
+// Parley's web client: sign in, conversations, a MessageKit-like chat view, live over the
+// realtime socket. Plain JavaScript modules; user content only ever becomes text nodes.
+import { Api, ApiError, newID } from "./api.js";
+import { append, clear, h, icon } from "./dom.js";
+import { Live } from "./live.js";
+import { renderMarkdown } from "./markdown.js";
+
+const root = document.getElementById("app");
+const store = {
+  load() { try { return JSON.parse(localStorage.getItem("parley.session") || "null"); } catch { return null; } },
+  save(session) { localStorage.setItem("parley.session", JSON.stringify(session)); },
+  clear() { localStorage.removeItem("parley.session"); },
+};
+
+const state = {
+  api: null,
+  live: null,
+  me: null,
+  connection: "offline",
+  conversations: new Map(),
+  current: null,
+  messages: new Map(),       // conversation id → { list: [message by seq], hasOlder, loaded }
+  receipts: new Map(),       // conversation id → Map(user id → {deliveredSeq, readSeq})
+  pending: new Map(),        // client id → pending message
+  typing: new Map(),         // conversation id → Map(user id → expiry)
+  presence: new Map(),       // user id → {status, lastSeenAt}
+  selecting: false,
+  selected: new Set(),
+  editing: null,
+  typingSentAt: 0,
+};
+
+let config;
+start();
+
+async function start() {
+  try {
+    config = await (await fetch("/app/config.json", { cache: "no-store" })).json();
+  } catch {
+    append(clear(root), h("p", { class: "fatal" }, "Cannot reach the Parley server. Reload when it is running."));
+    return;
+  }
+  const session = store.load();
+  if (session?.token) {
+    state.api = new Api(config.appKey, session.token);
+    try {
+      state.me = await state.api.get("/v1/me");
+      return enterApp(session);
+    } catch (error) {
+      if (error.status !== 401) {
+        state.me = session.user;
+        return enterApp(session);
+      }
+      store.clear();
+    }
+  }
+  showSignIn();
+}
+
+// MARK: - Signing in
+
+function showSignIn(mode = "signin", problem = "") {
+  document.title = "Parley — sign in";
+  const error = h("p", { class: "form-error", role: "alert" }, problem);
+  const tabs = h("div", { class: "tabs", role: "tablist" },
+    ...[["signin", "Sign in"], ["signup", "Sign up"], ["guest", "Guest"]].map(([id, label]) =>
+      h("button", { type: "button", role: "tab", "aria-selected": String(mode === id), class: mode === id ? "tab active" : "tab",
+                    onclick: () => showSignIn(id) }, label)));
+  const fields = [];
+  if (mode !== "guest") {
+    fields.push(field("Username", h("input", { name: "username", autocomplete: "username", required: true, minlength: 3, maxlength: 32, autofocus: true })));
+    fields.push(field("Password", h("input", { name: "password", type: "password", required: true, minlength: 8,
+                                               autocomplete: mode === "signup" ? "new-password" : "current-password" })));
+  }
+  if (mode !== "signin") {
+    fields.push(field("Display name", h("input", { name: "displayName", maxlength: 64, required: mode === "guest", autofocus: mode === "guest" })));
+  }
+  const submit = h("button", { type: "submit", class: "primary" }, { signin: "Sign in", signup: "Create account", guest: "Continue as guest" }[mode]);
+  const form = h("form", { class: "auth-form", onsubmit: async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    const data = Object.fromEntries(new FormData(form));
+    const api = new Api(config.appKey);
+    try {
+      let answer;
+      if (mode === "signin") answer = await api.post("/v1/sessions", { username: data.username, password: data.password, device: "web" });
+      else if (mode === "signup") answer = await api.post("/v1/users", { username: data.username, password: data.password, displayName: data.displayName || undefined, device: "web" });
+      else answer = await api.post("/v1/sessions/guest", { displayName: data.displayName, device: "web" });
+      const session = { token: answer.session.token, user: answer.user, position: null };
+      store.save(session);
+      state.api = new Api(config.appKey, session.token);
+      state.me = answer.user;
+      enterApp(session);
+    } catch (failure) {
+      error.textContent = failure.message;
+      submit.disabled = false;
+    }
+  } }, ...fields, error, submit);
+  append(clear(root), h("main", { class: "auth" }, h("h1", {}, "Parley"), h("p", { class: "tagline" }, "Chat you own."), tabs, form));
+}
+
+function field(label, input) {
+  const id = `f-${input.name}`;
+  input.setAttribute("id", id);
+  return h("div", { class: "field" }, h("label", { for: id }, label), input);
+}
+
+// MARK: - The app
+
+function enterApp(session) {
+  document.title = "Parley";
+  for (const item of session.pending ?? []) state.pending.set(item.clientId, { ...item, status: "sending" });
+  renderShell();
+  state.live = new Live({
+    appKey: config.appKey,
+    token: session.token,
+    position: session.position ?? null,
+    onState: (connection) => { state.connection = connection; renderStatus(); },
+    onReady: () => { flushPending(); queryPresence(); if (state.current) markRead(state.current); },
+    onResync: () => reloadEverything(),
+    onEvent: handleEvent,
+    onEphemeral: handleEphemeral,
+    onSignedOut: () => signedOut("You were signed out (on another device, or the password changed). Sign in again."),
+    onPosition: (position) => persist({ position }),
+  });
+  loadConversations().then(() => {
+    if (session.position == null) persist({ position: Math.max(0, ...[...state.conversations.values()].map((c) => c.lastPosition ?? 0)) });
+    state.live.position = store.load()?.position ?? null;
+    state.live.connect();
+  });
+  window.addEventListener("hashchange", routeFromHash);
+}
+
+function persist(changes) {
+  const session = store.load();
+  if (!session) return;
+  Object.assign(session, changes);
+  store.save(session);
+}
+
+function savePending() {
+  persist({ pending: [...state.pending.values()].filter((item) => item.content).map(({ clientId, conversationId, content, createdAt }) =>
+    ({ clientId, conversationId, content, createdAt })) });
+}
+
+function signedOut(message) {
+  state.live?.stop();
+  store.clear();
+  location.hash = "";
+  Object.assign(state, { live: null, me: null, current: null });
+  state.conversations.clear(); state.messages.clear(); state.pending.clear();
+  showSignIn("signin", message);
+}
+
+let elements = {};
+
+function renderShell() {
+  elements = {
+    status: h("span", { class: "connection", role: "status" }),
+    list: h("ul", { class: "conversation-list", "aria-label": "Conversations" }),
+    chat: h("section", { class: "chat", "aria-label": "Chat" }, h("div", { class: "empty" }, "Choose a conversation, or start one.")),
+  };
+  const me = h("div", { class: "me" },
+    h("span", { class: "avatar", "aria-hidden": "true" }, initials(state.me.displayName)),
+    h("span", { class: "me-name" }, state.me.displayName, state.me.isGuest ? " (guest)" : ""), elements.status);
+  const actions = h("div", { class: "sidebar-actions" },
+    h("button", { type: "button", onclick: () => openPeopleDialog("direct") }, "New chat"),
+    h("button", { type: "button", onclick: () => openPeopleDialog("group") }, "New group"),
+    h("button", { type: "button", onclick: openChannelsDialog }, "Channels"),
+    h("button", { type: "button", class: "quiet", onclick: signOut }, "Sign out"));
+  append(clear(root), h("div", { class: "shell" },
+    h("aside", { class: "sidebar" }, me, actions, elements.list),
+    elements.chat));
+  renderStatus();
+}
+
+function renderStatus() {
+  if (!elements.status) return;
+  const labels = { online: "online", connecting: "connecting…", resyncing: "catching up…", offline: "offline — reconnecting", signedOut: "signed out" };
+  elements.status.textContent = labels[state.connection] ?? state.connection;
+  elements.status.className = `connection ${state.connection}`;
+}
+
+async function signOut() {
+  try { await state.api.delete("/v1/sessions/current"); } catch { /* signed out locally either way */ }
+  signedOut("");
+}
+
+// MARK: - Conversations
+
+async function loadConversations() {
+  try {
+    const page = await state.api.get("/v1/conversations?limit=100");
+    state.conversations.clear();
+    for (const conversation of page.conversations) state.conversations.set(conversation.id, conversation);
+    renderList();
+    routeFromHash();
+    if (state.connection === "online") queryPresence();
+  } catch (error) {
+    if (error.status === 401) signedOut("Your session ended. Sign in again.");
+  }
+}
+
+async function reloadEverything() {
+  await loadConversations();
+  state.messages.clear();
+  if (state.current) openConversation(state.current, { reload: true });
+}
+
+function conversationName(conversation) {
+  if (conversation.kind === "direct") return conversation.peer?.displayName ?? "Direct chat";
+  return conversation.title || "Untitled group";
+}
+
+function renderList() {
+  const sorted = [...state.conversations.values()].sort((a, b) => (b.lastPosition ?? 0) - (a.lastPosition ?? 0));
+  clear(elements.list);
+  if (sorted.length === 0) elements.list.append(h("li", { class: "hint" }, "No conversations yet. Start one with “New chat”."));
+  for (const conversation of sorted) {
+    const last = conversation.lastMessage;
+    const peer = conversation.kind === "direct" ? conversation.peer : null;
+    const unread = conversation.id === state.current ? 0 : conversation.unreadCount;
+    elements.list.append(h("li", {},
+      h("button", { type: "button", class: conversation.id === state.current ? "conversation active" : "conversation",
+                    "data-id": conversation.id, onclick: () => { location.hash = `#/c/${conversation.id}`; } },
+        h("span", { class: "avatar", "aria-hidden": "true" }, initials(conversationName(conversation)),
+          peer ? presenceDot(peer.id) : null),
+        h("span", { class: "conversation-text" },
+          h("span", { class: "conversation-name" }, conversationName(conversation), conversation.kind === "public" ? " #" : ""),
+          h("span", { class: "conversation-last" }, last ? preview(last) : kindLabel(conversation.kind))),
+        h("span", { class: "conversation-meta" },
+          last ? h("time", {}, shortTime(last.sentAt)) : null,
+          unread > 0 ? h("span", { class: "unread", "aria-label": `${unread} unread` }, unread > 9999 ? "9999+" : String(unread)) : null))));
+  }
+}
+
+function kindLabel(kind) {
+  return { direct: "Direct chat", group: "Group", public: "Public channel", private: "Private channel" }[kind] ?? kind;
+}
+
+function preview(message) {
+  const who = message.sender?.id === state.me.id ? "You: " : "";
+  if (message.deletedAt) return `${who}message deleted`;
+  const content = message.content ?? {};
+  switch (content.type) {
+    case "text": return who + content.text;
+    case "markdown": return who + content.markdown;
+    case "location": return `${who}Location`;
+    case "photo": return `${who}Photo${content.caption ? `: ${content.caption}` : ""}`;
+    case "video": return `${who}Video`;
+    case "audio": return `${who}Voice message`;
+    case "file": return `${who}File: ${content.name ?? "file"}`;
+    default: return `${who}${content.customType ?? "message"}`;
+  }
+}
+
+function routeFromHash() {
+  const match = /^#\/c\/([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (match && state.conversations.has(match[1])) {
+    if (state.current !== match[1]) openConversation(match[1]);
+  } else if (!match && state.current) {
+    state.current = null;
+    document.body.classList.remove("chat-open");
+    clear(elements.chat).append(h("div", { class: "empty" }, "Choose a conversation, or start one."));
+    renderList();
+  }
+}
+
+// MARK: - The chat view
+
+async function openConversation(id, { reload = false } = {}) {
+  state.current = id;
+  state.selecting = false;
+  state.selected.clear();
+  state.editing = null;
+  document.body.classList.add("chat-open");
+  const conversation = state.conversations.get(id);
+  conversation.unreadCount = 0;
+  renderList();
+  renderChat();
+  if (!state.messages.has(id) || reload) {
+    try {
+      const [page, receipts] = await Promise.all([
+        state.api.get(`/v1/conversations/${id}/messages?limit=50`),
+        state.api.get(`/v1/conversations/${id}/receipts?limit=100`).catch(() => ({ receipts: [] })),
+      ]);
+      state.messages.set(id, { list: page.messages, hasOlder: page.hasOlder });
+      state.receipts.set(id, new Map((receipts.receipts ?? []).map((r) => [r.userId, r])));
+    } catch (error) {
+      showToast(error.message);
+      return;
+    }
+  }
+  if (state.current !== id) return;
+  renderMessages({ toBottom: true });
+  markRead(id);
+  if (conversation.kind === "direct") queryPresence();
+  elements.composer?.focus();
+}
+
+function renderChat() {
+  const conversation = state.conversations.get(state.current);
+  if (!conversation) return;
+  const peer = conversation.kind === "direct" ? conversation.peer : null;
+  elements.typing = h("div", { class: "typing", "aria-live": "polite" });
+  elements.messages = h("div", { class: "messages", role: "log", "aria-label": "Messages", tabindex: "0" });
+  elements.messages.addEventListener("scroll", () => {
+    const near = elements.messages.scrollHeight - elements.messages.scrollTop - elements.messages.clientHeight < 80;
+    state.stuck = near;
+    elements.jump.hidden = near;
+    if (near) markRead(state.current);
+  });
+  elements.jump = h("button", { type: "button", class: "jump", hidden: true, onclick: () => scrollToBottom(true) }, "↓ Newest");
+  elements.progress = h("div", { class: "upload-progress", hidden: true }, h("div", { class: "bar" }));
+  elements.editBanner = h("div", { class: "edit-banner", hidden: true });
+  elements.composer = h("textarea", { class: "composer-input", rows: 1, placeholder: "Message", "aria-label": "Message",
+                                       enterkeyhint: "send", maxlength: 10000 });
+  elements.composer.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submitComposer();
+    } else if (event.key === "Escape" && state.editing) {
+      cancelEdit();
+    }
+  });
+  elements.composer.addEventListener("input", () => {
+    autoGrow(elements.composer);
+    const now = Date.now();
+    if (elements.composer.value.trim() && now - state.typingSentAt > 3000) {
+      state.typingSentAt = now;
+      state.live?.notify("typing.start", { conversationId: state.current });
+    } else if (!elements.composer.value.trim() && state.typingSentAt) {
+      state.typingSentAt = 0;
+      state.live?.notify("typing.stop", { conversationId: state.current });
+    }
+  });
+  const photoInput = h("input", { type: "file", accept: "image/jpeg,image/png,image/gif,image/webp", class: "visually-hidden",
+                                  "aria-label": "Send a photo", name: "photo" });
+  photoInput.addEventListener("change", () => { if (photoInput.files[0]) sendFile(photoInput.files[0], "photo"); photoInput.value = ""; });
+  const fileInput = h("input", { type: "file", class: "visually-hidden", "aria-label": "Send a file", name: "file" });
+  fileInput.addEventListener("change", () => { if (fileInput.files[0]) sendFile(fileInput.files[0], "file"); fileInput.value = ""; });
+  const selectBar = h("div", { class: "select-bar", hidden: !state.selecting },
+    h("span", { class: "select-count" }, "Select your messages"),
+    h("button", { type: "button", class: "danger", onclick: deleteSelected }, "Delete selected"),
+    h("button", { type: "button", onclick: () => toggleSelect(false) }, "Cancel"));
+  elements.selectBar = selectBar;
+  const header = h("header", { class: "chat-header" },
+    h("button", { type: "button", class: "back", "aria-label": "Back to conversations", onclick: () => { location.hash = ""; } }, "‹"),
+    h("span", { class: "avatar", "aria-hidden": "true" }, initials(conversationName(conversation)), peer ? presenceDot(peer.id) : null),
+    h("div", { class: "chat-title" },
+      h("h2", {}, conversationName(conversation)),
+      h("span", { class: "chat-subtitle" }, peer ? presenceText(peer.id) : `${kindLabel(conversation.kind)} · ${conversation.memberCount} members`)),
+    h("button", { type: "button", class: "quiet", "aria-pressed": String(state.selecting), onclick: () => toggleSelect(!state.selecting) }, "Select"));
+  const composer = h("form", { class: "composer", onsubmit: (event) => { event.preventDefault(); submitComposer(); } },
+    h("label", { class: "attach", title: "Send a photo" }, icon("photo"), photoInput),
+    h("label", { class: "attach", title: "Send a file" }, icon("file"), fileInput),
+    h("button", { type: "button", class: "attach", title: "Share a location", "aria-label": "Share a location", onclick: shareLocation }, icon("location")),
+    elements.composer,
+    h("button", { type: "submit", class: "primary send" }, "Send"));
+  append(clear(elements.chat), header, selectBar,
+    h("div", { class: "messages-wrap" }, elements.messages, elements.jump),
+    elements.typing, elements.progress, elements.editBanner, composer);
+  renderTyping();
+}
+
+function renderMessages({ toBottom = false, keepFrom = null } = {}) {
+  if (!elements.messages) return;
+  const conversation = state.conversations.get(state.current);
+  const data = state.messages.get(state.current);
+  if (!conversation || !data) return;
+  const container = elements.messages;
+  const nearBottom = container.scrollHeight - container.scrollTop - container.clientHeight < 80;
+  clear(container);
+  if (data.hasOlder) {
+    container.append(h("button", { type: "button", class: "load-earlier", onclick: loadEarlier }, "Load earlier messages"));
+  }
+  const pending = [...state.pending.values()].filter((item) => item.conversationId === state.current
+    && !data.list.some((message) => message.clientId === item.clientId && message.sender?.id === state.me.id));
+  const all = [...data.list, ...pending];
+  let previous = null;
+  for (const message of all) {
+    const day = dayLabel(message.sentAt ?? message.createdAt);
+    if (!previous || dayLabel(previous.sentAt ?? previous.createdAt) !== day) container.append(h("div", { class: "day", role: "separator" }, day));
+    const showName = conversation.kind !== "direct" && message.sender?.id !== state.me.id
+      && (!previous || previous.sender?.id !== message.sender?.id || dayLabel(previous.sentAt ?? previous.createdAt) !== day);
+    container.append(renderMessage(message, conversation, showName));
+    previous = message;
+  }
+  if (all.length === 0) container.append(h("div", { class: "empty" }, "No messages yet. Say hello."));
+  if (keepFrom !== null) container.scrollTop = container.scrollHeight - keepFrom;
+  else if (toBottom || nearBottom) scrollToBottom();
+  else elements.jump.hidden = false;
+}
+
+function renderMessage(message, conversation, showName) {
+  const mine = (message.sender?.id ?? state.me.id) === state.me.id;
+  const isPending = !message.id;
+  const classes = ["message", mine ? "mine" : "theirs"];
+  if (message.deletedAt) classes.push("deleted");
+  const bubble = h("div", { class: ["photo", "video"].includes(message.content?.type) && !message.deletedAt ? "bubble media-bubble" : "bubble" });
+  if (message.deletedAt) {
+    bubble.append(h("em", {}, "This message was deleted"));
+  } else {
+    bubble.append(renderContent(message));
+  }
+  const meta = h("span", { class: "meta" },
+    message.editedAt && !message.deletedAt ? h("span", { class: "edited" }, "edited") : null,
+    h("time", { title: new Date(message.sentAt ?? message.createdAt).toLocaleString() }, shortTime(message.sentAt ?? message.createdAt)),
+    mine && !message.deletedAt ? statusMark(message, conversation) : null);
+  bubble.append(meta);
+  const row = h("div", { class: classes.join(" "), "data-id": message.id ?? message.clientId, "data-seq": message.seq ?? "" });
+  if (state.selecting && mine && !isPending && !message.deletedAt) {
+    const box = h("input", { type: "checkbox", "aria-label": "Select message", checked: state.selected.has(message.id) });
+    box.addEventListener("change", () => { box.checked ? state.selected.add(message.id) : state.selected.delete(message.id); updateSelectCount(); });
+    row.append(box);
+  }
+  const body = h("div", { class: "message-body" },
+    showName ? h("span", { class: "sender" }, message.sender?.displayName ?? "") : null, bubble);
+  row.append(body);
+  if (mine && !isPending && !message.deletedAt && !state.selecting) {
+    const actions = h("span", { class: "message-actions" });
+    if (["text", "markdown"].includes(message.content?.type)) {
+      actions.append(h("button", { type: "button", class: "quiet", onclick: () => startEdit(message) }, "Edit"));
+    }
+    actions.append(h("button", { type: "button", class: "quiet", onclick: () => deleteMessages([message.id]) }, "Delete"));
+    body.append(actions);
+  }
+  if (isPending && message.failed) {
+    body.append(h("span", { class: "failed" }, `Not sent: ${message.failed} `,
+      h("button", { type: "button", class: "quiet", onclick: () => { state.pending.delete(message.clientId); savePending(); renderMessages(); } }, "Discard")));
+  }
+  return row;
+}
+
+function renderContent(message) {
+  const content = message.content ?? {};
+  switch (content.type) {
+    case "text": return h("div", { class: "text", dir: "auto" }, content.text);
+    case "markdown": return h("div", { class: "text markdown", dir: "auto" }, renderMarkdown(content.markdown));
+    case "location": {
+      const { latitude, longitude } = content;
+      const label = content.name ?? `${Number(latitude).toFixed(5)}, ${Number(longitude).toFixed(5)}`;
+      return h("div", { class: "location" }, icon("location"), " ",
+        h("a", { href: `https://www.openstreetmap.org/?mlat=${latitude}&mlon=${longitude}#map=16/${latitude}/${longitude}`,
+                 rel: "noopener noreferrer", target: "_blank" }, label));
+    }
+    case "photo": return mediaFigure(message, content, "photo");
+    case "video": return mediaFigure(message, content, "video");
+    case "audio":
+    case "file": {
+      const link = h("a", { class: "file", rel: "noopener noreferrer", download: content.name ?? "" },
+        icon("file"), " ", content.name ?? "file", content.sizeBytes ? ` (${formatBytes(content.sizeBytes)})` : "");
+      if (message.id) signedInto(link, "href", content.attachmentId, "original");
+      return h("div", {}, link, content.caption ? h("div", { class: "caption" }, content.caption) : null);
+    }
+    default: return h("div", { class: "text custom" }, `[${content.customType ?? "message"}]`);
+  }
+}
+
+function mediaFigure(message, content, kind) {
+  const image = h("img", { alt: content.caption ?? (kind === "video" ? "Video" : "Photo"), class: "photo" });
+  // Reserve the photo's shape before it loads, so the list does not jump; then stay at the
+  // bottom if the reader was there.
+  if (content.width && content.height) image.style.aspectRatio = `${content.width} / ${content.height}`;
+  image.addEventListener("load", () => { if (state.stuck) scrollToBottom(); });
+  if (message.localPreview) image.setAttribute("src", message.localPreview);
+  else if (kind === "photo") signedInto(image, "src", content.attachmentId, "thumbnail");
+  else if (content.thumbnailId) signedInto(image, "src", content.thumbnailId, "thumbnail");
+  const open = h("a", { class: "photo-link", rel: "noopener noreferrer", target: "_blank" }, image, kind === "video" ? h("span", { class: "play" }, icon("play", "Play")) : null);
+  if (message.id) signedInto(open, "href", content.attachmentId, "original");
+  const figure = h("figure", { class: "media" }, open);
+  if (message.progress !== undefined) {
+    figure.append(h("div", { class: "upload-progress" }, h("div", { class: "bar", title: `${Math.round(message.progress * 100)}%` })));
+    figure.querySelector(".bar").style.width = `${Math.round(message.progress * 100)}%`;
+  }
+  if (content.caption) figure.append(h("figcaption", {}, content.caption));
+  return figure;
+}
+
+function signedInto(element, attribute, attachmentId, variant) {
+  state.api.mediaURL(attachmentId, variant).then((url) => element.setAttribute(attribute, url)).catch(() => {
+    if (element.tagName === "IMG") element.replaceWith(h("span", { class: "missing" }, "(not available)"));
+  });
+}
+
+function statusMark(message, conversation) {
+  if (message.failed) return h("span", { class: "status failed", title: "Not sent" }, "!");
+  if (!message.id) return h("span", { class: "status sending", title: "Sending", "aria-label": "sending" }, icon("clock"));
+  const status = statusOf(message, conversation);
+  const marks = { sent: "✓", delivered: "✓✓", read: "✓✓" };
+  return h("span", { class: `status ${status}`, title: status[0].toUpperCase() + status.slice(1), "aria-label": status }, marks[status]);
+}
+
+/** sent → delivered → read, from every other member's watermarks. */
+function statusOf(message, conversation) {
+  const receipts = state.receipts.get(conversation.id);
+  if (!receipts || receipts.size === 0) return message.status ?? "sent";
+  const others = [...receipts.values()].filter((r) => r.userId !== state.me.id);
+  if (others.length === 0) return message.status ?? "sent";
+  if (others.every((r) => r.readSeq >= message.seq)) return "read";
+  if (others.every((r) => r.deliveredSeq >= message.seq)) return "delivered";
+  return "sent";
+}
+
+async function loadEarlier() {
+  const data = state.messages.get(state.current);
+  if (!data || data.list.length === 0) return;
+  const id = state.current;
+  const fromBottom = elements.messages.scrollHeight - elements.messages.scrollTop;
+  try {
+    const page = await state.api.get(`/v1/conversations/${id}/messages?limit=50&before=${data.list[0].seq}`);
+    const known = new Set(data.list.map((message) => message.id));
+    data.list = [...page.messages.filter((message) => !known.has(message.id)), ...data.list];
+    data.hasOlder = page.hasOlder;
+    if (state.current === id) renderMessages({ keepFrom: fromBottom });
+  } catch (error) {
+    showToast(error.message);
+  }
+}
+
+function scrollToBottom(smooth = false) {
+  const container = elements.messages;
+  if (!container) return;
+  state.stuck = true;
+  container.scrollTo({ top: container.scrollHeight, behavior: smooth ? "smooth" : "instant" });
+  elements.jump.hidden = true;
+  markRead(state.current);
+}
+
+// MARK: - Sending
+
+function submitComposer() {
+  const text = elements.composer.value.trim();
+  if (!text) return;
+  if (state.editing) return saveEdit(text);
+  elements.composer.value = "";
+  autoGrow(elements.composer);
+  state.typingSentAt = 0;
+  state.live?.notify("typing.stop", { conversationId: state.current });
+  const markdown = /(\*\*|__|~~|`|\[[^\]]+\]\(|(^|\s)[*_][^*_\s])/.test(text);
+  send(state.current, markdown ? { type: "markdown", markdown: text } : { type: "text", text });
+}
+
+function send(conversationId, content, extra = {}) {
+  const item = { clientId: newID(), conversationId, content, createdAt: new Date().toISOString(), sender: state.me, ...extra };
+  state.pending.set(item.clientId, item);
+  savePending();
+  if (conversationId === state.current) renderMessages({ toBottom: true });
+  transmit(item);
+  return item;
+}
+
+async function transmit(item) {
+  if (state.connection !== "online" || item.inFlight) return;
+  item.inFlight = true;
+  try {
+    const result = await state.live.command("message.send", { conversationId: item.conversationId,
+                                                             message: { clientId: item.clientId, content: item.content } });
+    state.pending.delete(item.clientId);
+    savePending();
+    if (item.localPreview) URL.revokeObjectURL(item.localPreview);
+    insertMessage(result.message);
+  } catch (error) {
+    item.inFlight = false;
+    if (error.code && !["offline", "timeout", "rate_limited"].includes(error.code)) {
+      item.failed = error.message;
+      savePending();
+    }
+    if (item.conversationId === state.current) renderMessages();
+  }
+}
+
+function flushPending() {
+  for (const item of state.pending.values()) if (item.content && !item.failed) transmit(item);
+}
+
+async function sendFile(file, kind) {
+  const conversationId = state.current;
+  const local = kind === "photo" ? URL.createObjectURL(file) : null;
+  const placeholder = { clientId: newID(), conversationId, createdAt: new Date().toISOString(), sender: state.me,
+                        content: kind === "photo" ? { type: "photo", attachmentId: "" } : { type: "file", attachmentId: "", name: file.name, sizeBytes: file.size },
+                        localPreview: local, progress: 0, uploading: true };
+  state.pending.set(placeholder.clientId, placeholder);
+  if (conversationId === state.current) renderMessages({ toBottom: true });
+  const bar = () => elements.messages?.querySelector(`[data-id="${placeholder.clientId}"] .bar`);
+  try {
+    const info = await state.api.upload(file, kind, (fraction) => {
+      placeholder.progress = fraction;
+      const element = bar();
+      if (element) { element.style.width = `${Math.round(fraction * 100)}%`; element.title = `${Math.round(fraction * 100)}%`; }
+    });
+    state.pending.delete(placeholder.clientId);
+    const content = kind === "photo" ? { type: "photo", attachmentId: info.id } : { type: "file", attachmentId: info.id, name: info.name ?? file.name };
+    send(conversationId, content, { localPreview: local });
+  } catch (error) {
+    placeholder.failed = error.message;
+    delete placeholder.progress;
+    if (conversationId === state.current) renderMessages();
+  }
+}
+
+function shareLocation() {
+  const conversationId = state.current;
+  const fallback = () => {
+    const answer = prompt("Share a location as “latitude, longitude”:", "52.5200, 13.4050");
+    const match = answer && /^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$/.exec(answer);
+    if (match) send(conversationId, { type: "location", latitude: Number(match[1]), longitude: Number(match[2]) });
+  };
+  if (!navigator.geolocation) return fallback();
+  navigator.geolocation.getCurrentPosition(
+    (position) => send(conversationId, { type: "location", latitude: Number(position.coords.latitude.toFixed(6)), longitude: Number(position.coords.longitude.toFixed(6)) }),
+    fallback, { timeout: 8000 });
+}
+
+function startEdit(message) {
+  state.editing = message;
+  elements.composer.value = message.content.text ?? message.content.markdown ?? "";
+  autoGrow(elements.composer);
+  elements.editBanner.hidden = false;
+  clear(elements.editBanner).append("Editing your message — Enter saves, Esc cancels ",
+    h("button", { type: "button", class: "quiet", onclick: cancelEdit }, "Cancel"));
+  elements.composer.focus();
+}
+
+function cancelEdit() {
+  state.editing = null;
+  elements.composer.value = "";
+  elements.editBanner.hidden = true;
+}
+
+async function saveEdit(text) {
+  const message = state.editing;
+  const markdown = /(\*\*|__|~~|`|\[[^\]]+\]\()/.test(text);
+  try {
+    const edited = await state.api.patch(`/v1/conversations/${message.conversationId}/messages/${message.id}`,
+      { content: markdown ? { type: "markdown", markdown: text } : { type: "text", text } });
+    insertMessage(edited);
+    cancelEdit();
+  } catch (error) {
+    showToast(error.message);
+  }
+}
+
+async function deleteMessages(ids) {
+  if (ids.length === 0) return;
+  if (!confirm(ids.length === 1 ? "Delete this message for everyone?" : `Delete ${ids.length} messages for everyone?`)) return;
+  try {
+    const answer = await state.api.post(`/v1/conversations/${state.current}/messages/delete`, { ids });
+    for (const message of answer.messages) insertMessage(message);
+    toggleSelect(false);
+  } catch (error) {
+    showToast(error.message);
+  }
+}
+
+function toggleSelect(on) {
+  state.selecting = on;
+  state.selected.clear();
+  if (elements.selectBar) elements.selectBar.hidden = !on;
+  updateSelectCount();
+  renderMessages();
+}
+
+function updateSelectCount() {
+  const count = elements.selectBar?.querySelector(".select-count");
+  if (count) count.textContent = state.selected.size ? `${state.selected.size} selected` : "Select your messages";
+}
+
+function deleteSelected() { deleteMessages([...state.selected]); }
+
+// MARK: - Receipts
+
+const deliveredQueue = new Map();
+let deliveredTimer = null;
+
+function markDelivered(conversationId, seq) {
+  deliveredQueue.set(conversationId, Math.max(seq, deliveredQueue.get(conversationId) ?? 0));
+  clearTimeout(deliveredTimer);
+  deliveredTimer = setTimeout(() => {
+    for (const [id, upTo] of deliveredQueue) state.live?.command("receipt.delivered", { conversationId: id, seq: upTo }).catch(() => {});
+    deliveredQueue.clear();
+  }, 150);
+}
+
+let readSent = new Map();
+function markRead(conversationId) {
+  if (!conversationId || document.hidden || state.connection !== "online") return;
+  const data = state.messages.get(conversationId);
+  const conversation = state.conversations.get(conversationId);
+  if (!data || !conversation) return;
+  const container = elements.messages;
+  if (container && container.scrollHeight - container.scrollTop - container.clientHeight > 80) return;
+  const newest = Math.max(0, ...data.list.map((message) => message.seq ?? 0), conversation.lastSeq ?? 0);
+  if (newest <= (readSent.get(conversationId) ?? 0)) return;
+  readSent.set(conversationId, newest);
+  state.live.command("receipt.read", { conversationId, seq: newest }).catch(() => readSent.delete(conversationId));
+}
+document.addEventListener("visibilitychange", () => { if (!document.hidden) markRead(state.current); });
+
+// MARK: - Live events
+
+function insertMessage(message) {
+  const data = state.messages.get(message.conversationId);
+  if (data) {
+    const index = data.list.findIndex((existing) => existing.id === message.id);
+    if (index >= 0) data.list[index] = { ...data.list[index], ...message };
+    else {
+      data.list.push(message);
+      data.list.sort((a, b) => a.seq - b.seq);
+    }
+  }
+  for (const [clientId, item] of state.pending) {
+    if (message.clientId === clientId && message.sender?.id === state.me.id) state.pending.delete(clientId);
+  }
+  const conversation = state.conversations.get(message.conversationId);
+  if (conversation && (!conversation.lastMessage || (conversation.lastMessage.seq ?? 0) <= message.seq)) {
+    conversation.lastMessage = message;
+    conversation.lastSeq = Math.max(conversation.lastSeq ?? 0, message.seq);
+  }
+  if (message.conversationId === state.current) renderMessages();
+  renderList();
+}
+
+function handleEvent(event) {
+  const conversation = state.conversations.get(event.conversationId);
+  switch (event.type) {
+    case "message.created":
+    case "message.edited":
+    case "message.deleted": {
+      if (!conversation) { loadConversations(); return; }
+      conversation.lastPosition = Math.max(conversation.lastPosition ?? 0, event.position);
+      const message = event.message;
+      if (event.type === "message.created" && message.sender?.id !== state.me.id) {
+        markDelivered(event.conversationId, message.seq);
+        if (event.conversationId !== state.current || document.hidden) conversation.unreadCount = (conversation.unreadCount ?? 0) + 1;
+        clearTyping(event.conversationId, message.sender.id);
+      }
+      insertMessage(message);
+      if (event.conversationId === state.current) markRead(state.current);
+      break;
+    }
+    case "receipt.updated": {
+      const receipts = state.receipts.get(event.conversationId) ?? new Map();
+      const old = receipts.get(event.userId) ?? { userId: event.userId, deliveredSeq: 0, readSeq: 0 };
+      receipts.set(event.userId, { ...old, deliveredSeq: Math.max(old.deliveredSeq, event.deliveredSeq ?? 0), readSeq: Math.max(old.readSeq, event.readSeq ?? 0) });
+      state.receipts.set(event.conversationId, receipts);
+      // Read on another device (or here) up to the newest: nothing unread. (Seqs count every
+      // event, not only messages, so a difference of seqs is not a count of messages.)
+      if (event.userId === state.me.id && conversation && (event.readSeq ?? 0) >= (conversation.lastSeq ?? 0)) {
+        conversation.unreadCount = 0;
+        renderList();
+      }
+      if (event.conversationId === state.current) renderMessages();
+      break;
+    }
+    case "conversation.created":
+    case "member.added":
+    case "member.removed":
+    case "conversation.updated":
+    case "member.updated":
+      if (event.type === "member.removed" && event.userId === state.me.id && event.conversationId === state.current) location.hash = "";
+      loadConversations();
+      if (event.conversationId === state.current) state.api.get(`/v1/conversations/${event.conversationId}/receipts?limit=100`)
+        .then((answer) => { state.receipts.set(event.conversationId, new Map(answer.receipts.map((r) => [r.userId, r]))); renderMessages(); })
+        .catch(() => {});
+      break;
+  }
+}
+
+function handleEphemeral(frame) {
+  if (frame.type === "typing") {
+    const typists = state.typing.get(frame.conversationId) ?? new Map();
+    if (frame.typing) typists.set(frame.userId, Date.now() + (frame.expiresInMs ?? 6000));
+    else typists.delete(frame.userId);
+    state.typing.set(frame.conversationId, typists);
+    renderTyping();
+    setTimeout(renderTyping, (frame.expiresInMs ?? 6000) + 50);
+  } else if (frame.type === "presence") {
+    state.presence.set(frame.userId, { status: frame.status, lastSeenAt: frame.lastSeenAt });
+    for (const dot of document.querySelectorAll(`.presence[data-id="${frame.userId}"]`)) dot.className = `presence ${frame.status}`;
+    if (state.current) {
+      const subtitle = elements.chat.querySelector(".chat-subtitle");
+      const peer = state.conversations.get(state.current)?.peer;
+      if (subtitle && peer?.id === frame.userId) subtitle.textContent = presenceText(peer.id);
+    }
+  }
+}
+
+function clearTyping(conversationId, userId) {
+  state.typing.get(conversationId)?.delete(userId);
+  renderTyping();
+}
+
+function renderTyping() {
+  if (!elements.typing || !state.current) return;
+  const typists = state.typing.get(state.current) ?? new Map();
+  const now = Date.now();
+  for (const [user, expiry] of typists) if (expiry <= now) typists.delete(user);
+  const conversation = state.conversations.get(state.current);
+  const names = [...typists.keys()].map((id) => (conversation?.peer?.id === id ? conversation.peer.displayName : memberName(id)));
+  elements.typing.textContent = names.length === 0 ? "" : `${names.join(", ")} ${names.length === 1 ? "is" : "are"} typing…`;
+}
+
+function memberName(userId) {
+  for (const message of state.messages.get(state.current)?.list ?? []) if (message.sender?.id === userId) return message.sender.displayName;
+  return "Someone";
+}
+
+async function queryPresence() {
+  const peers = [...state.conversations.values()].filter((c) => c.kind === "direct" && c.peer).map((c) => c.peer.id).slice(0, 100);
+  if (peers.length === 0) return;
+  try {
+    const answer = await state.live.command("presence.query", { userIds: peers });
+    for (const entry of answer.users ?? []) handleEphemeral({ type: "presence", ...entry });
+  } catch { /* presence is a nicety */ }
+}
+
+function presenceDot(userId) {
+  const status = state.presence.get(userId)?.status ?? "offline";
+  return h("span", { class: `presence ${status}`, "data-id": userId, "aria-hidden": "true" });
+}
+
+function presenceText(userId) {
+  const entry = state.presence.get(userId);
+  if (entry?.status === "online") return "online";
+  if (entry?.lastSeenAt) return `last seen ${shortTime(entry.lastSeenAt)}`;
+  return "offline";
+}
+
+// MARK: - Dialogs: people, groups, channels
+
+function dialog(title, ...content) {
+  const close = () => { overlay.remove(); };
+  const overlay = h("div", { class: "overlay", onclick: (event) => { if (event.target === overlay) close(); } },
+    h("div", { class: "dialog", role: "dialog", "aria-modal": "true", "aria-label": title },
+      h("header", {}, h("h2", {}, title), h("button", { type: "button", class: "quiet", "aria-label": "Close", onclick: close }, "✕")),
+      ...content));
+  overlay.addEventListener("keydown", (event) => { if (event.key === "Escape") close(); });
+  document.body.append(overlay);
+  overlay.querySelector("input")?.focus();
+  return close;
+}
+
+function openPeopleDialog(mode) {
+  const chosen = new Map();
+  const results = h("ul", { class: "results", "aria-label": "People" });
+  const chips = h("div", { class: "chips" });
+  const search = h("input", { name: "search", placeholder: "Search people by name", "aria-label": "Search people", autocomplete: "off" });
+  const title = h("input", { name: "title", placeholder: "Group name (optional)", "aria-label": "Group name", maxlength: 128 });
+  const error = h("p", { class: "form-error", role: "alert" });
+  let close;
+  const renderChips = () => {
+    clear(chips);
+    for (const [id, user] of chosen) chips.append(h("button", { type: "button", class: "chip", onclick: () => { chosen.delete(id); renderChips(); } }, user.displayName, " ✕"));
+  };
+  const runSearch = debounce(async () => {
+    try {
+      const page = await state.api.get(`/v1/users?query=${encodeURIComponent(search.value.trim())}&limit=20`);
+      clear(results);
+      for (const user of page.users.filter((u) => u.id !== state.me.id)) {
+        results.append(h("li", {}, h("button", { type: "button", class: "person", "data-id": user.username, onclick: async () => {
+          if (mode === "group") { chosen.set(user.id, user); renderChips(); return; }
+          try {
+            const conversation = await state.api.post("/v1/conversations", { kind: "direct", members: [user.username] });
+            state.conversations.set(conversation.id, conversation);
+            close();
+            location.hash = `#/c/${conversation.id}`;
+            renderList();
+          } catch (failure) { error.textContent = failure.message; }
+        } }, h("span", { class: "avatar", "aria-hidden": "true" }, initials(user.displayName)),
+           h("span", {}, user.displayName, h("small", {}, ` @${user.username}`)))));
+      }
+      if (!results.firstChild) results.append(h("li", { class: "hint" }, "Nobody by that name."));
+    } catch (failure) { error.textContent = failure.message; }
+  }, 200);
+  search.addEventListener("input", runSearch);
+  const create = h("button", { type: "button", class: "primary", onclick: async () => {
+    if (chosen.size === 0) { error.textContent = "Add at least one person."; return; }
+    try {
+      const body = { kind: "group", members: [...chosen.values()].map((u) => u.username) };
+      if (title.value.trim()) body.title = title.value.trim();
+      const conversation = await state.api.post("/v1/conversations", body);
+      state.conversations.set(conversation.id, conversation);
+      close();
+      location.hash = `#/c/${conversation.id}`;
+      renderList();
+    } catch (failure) { error.textContent = failure.message; }
+  } }, "Create group");
+  close = dialog(mode === "group" ? "New group" : "New chat", search,
+    mode === "group" ? title : null, mode === "group" ? chips : null, results, error, mode === "group" ? create : null);
+  runSearch();
+}
+
+function openChannelsDialog() {
+  const results = h("ul", { class: "results", "aria-label": "Channels" });
+  const search = h("input", { name: "search", placeholder: "Search public channels", "aria-label": "Search channels", autocomplete: "off" });
+  const name = h("input", { name: "channel", placeholder: "New channel name", "aria-label": "New channel name", maxlength: 128 });
+  const isPrivate = h("input", { type: "checkbox", name: "private", "aria-label": "Private" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  let close;
+  const runSearch = debounce(async () => {
+    try {
+      const page = await state.api.get(`/v1/channels?query=${encodeURIComponent(search.value.trim())}&limit=30`);
+      clear(results);
+      for (const channel of page.channels) {
+        const joined = state.conversations.has(channel.id);
+        results.append(h("li", {}, h("span", { class: "channel-name" }, `# ${channel.title}`, h("small", {}, ` ${channel.memberCount} members`)),
+          h("button", { type: "button", class: joined ? "quiet" : "primary", onclick: async () => {
+            try {
+              const conversation = joined ? state.conversations.get(channel.id) : await state.api.post(`/v1/conversations/${channel.id}/join`);
+              state.conversations.set(conversation.id, conversation);
+              close();
+              location.hash = `#/c/${conversation.id}`;
+              renderList();
+            } catch (failure) { error.textContent = failure.message; }
+          } }, joined ? "Open" : "Join")));
+      }
+      if (!results.firstChild) results.append(h("li", { class: "hint" }, "No public channels yet."));
+    } catch (failure) { error.textContent = failure.message; }
+  }, 200);
+  search.addEventListener("input", runSearch);
+  const create = h("form", { class: "inline-form", onsubmit: async (event) => {
+    event.preventDefault();
+    if (!name.value.trim()) return;
+    try {
+      const conversation = await state.api.post("/v1/conversations", { kind: isPrivate.checked ? "private" : "public", title: name.value.trim() });
+      state.conversations.set(conversation.id, conversation);
+      close();
+      location.hash = `#/c/${conversation.id}`;
+      renderList();
+    } catch (failure) { error.textContent = failure.message; }
+  } }, name, h("label", { class: "check" }, isPrivate, " private"), h("button", { type: "submit" }, "Create"));
+  close = dialog("Channels", search, results, h("h3", {}, "Start a channel"), create, error);
+  runSearch();
+}
+
+// MARK: - Small things
+
+function initials(name) {
+  return (name ?? "?").split(/\s+/).filter(Boolean).slice(0, 2).map((part) => [...part][0]?.toUpperCase() ?? "").join("") || "?";
+}
+
+function shortTime(iso) {
+  const date = new Date(iso);
+  const today = new Date();
+  if (date.toDateString() === today.toDateString()) return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return date.toLocaleDateString([], { month: "short", day: "numeric" });
+}
+
+function dayLabel(iso) {
+  const date = new Date(iso);
+  const today = new Date();
+  const yesterday = new Date(Date.now() - 86_400_000);
+  if (date.toDateString() === today.toDateString()) return "Today";
+  if (date.toDateString() === yesterday.toDateString()) return "Yesterday";
+  return date.toLocaleDateString([], { weekday: "long", month: "long", day: "numeric", year: date.getFullYear() === today.getFullYear() ? undefined : "numeric" });
+}
+
+function formatBytes(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1 << 20) return `${(bytes / 1024).toFixed(0)} KB`;
+  return `${(bytes / (1 << 20)).toFixed(1)} MB`;
+}
+
+function autoGrow(textarea) {
+  textarea.style.height = "auto";
+  textarea.style.height = `${Math.min(textarea.scrollHeight, 160)}px`;
+}
+
+function debounce(fn, wait) {
+  let timer;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), wait); };
+}
+
+function showToast(message) {
+  const toast = h("div", { class: "toast", role: "alert" }, message);
+  document.body.append(toast);
+  setTimeout(() => toast.remove(), 5000);
+}

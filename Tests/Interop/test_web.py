@@ -1,0 +1,280 @@
+"""The web client in a real browser: Debian's Chromium, headless, driven by Selenium, against
+the real binary. Two people chat, see each other's messages, receipts, typing and edits
+live; a third session of the first person sees the same history; a page that was asleep
+while the server restarted catches up without a reload. Screenshots of the main screens go
+to reports/screenshots/ (copied into docs/screenshots/ for the README)."""
+import os
+import shutil
+import socket
+import uuid
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+import media
+from parley import ROOT, Server
+
+CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+SHOTS = os.path.join(ROOT, "reports", "screenshots")
+
+
+def name(prefix):
+    return f"{prefix}{uuid.uuid4().hex[:6]}"
+
+
+class Browser:
+    """One person's browser window."""
+
+    def __init__(self, server, width=1200, height=800):
+        assert shutil.which(CHROMIUM) and shutil.which(DRIVER), "install chromium and chromium-driver (scripts/install-deps.sh)"
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}",
+                         "--lang=en-US", "--disable-gpu"]:
+            options.add_argument(argument)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+        self.server = server
+        self.driver.get(server.url + "/app/")
+
+    def wait(self, condition, what, timeout=20):
+        try:
+            # The chat view re-renders its messages on every change: retry a look that raced one.
+            return WebDriverWait(self.driver, timeout, poll_frequency=0.05,
+                                 ignored_exceptions=(StaleElementReferenceException,)).until(lambda _: condition())
+        except Exception as error:
+            raise AssertionError(f"timed out waiting for {what}; console: {self.console()}") from error
+
+    def find(self, css, within=None):
+        return (within or self.driver).find_elements(By.CSS_SELECTOR, css)
+
+    def one(self, css, what=None):
+        return self.wait(lambda: (self.find(css) or [None])[0], what or css)
+
+    def click_text(self, text, css="button"):
+        button = self.wait(lambda: next((b for b in self.find(css) if b.text.strip() == text and b.is_displayed()), None), f"button {text}")
+        button.click()
+
+    def console(self):
+        try:
+            return [entry["message"] for entry in self.driver.get_log("browser") if entry["level"] == "SEVERE"]
+        except WebDriverException:
+            return []
+
+    def sign_up(self, username, display_name):
+        self.click_text("Sign up")
+        self.one("input[name=username]").send_keys(username)
+        self.one("input[name=password]").send_keys("correct horse battery")
+        self.one("input[name=displayName]").send_keys(display_name)
+        self.one("form button[type=submit]").click()
+        self.one(".connection.online", "online")
+
+    def sign_in(self, username):
+        self.one("input[name=username]").send_keys(username)
+        self.one("input[name=password]").send_keys("correct horse battery")
+        self.one("form button[type=submit]").click()
+        self.one(".connection.online", "online")
+
+    def open_conversation(self, label):
+        button = self.wait(lambda: next((b for b in self.find("button.conversation") if label in b.text), None), f"conversation {label}")
+        button.click()
+        self.one(".composer-input")
+
+    def type(self, text, enter=True):
+        box = self.one(".composer-input")
+        box.send_keys(text)
+        if enter:
+            box.send_keys(Keys.ENTER)
+
+    def texts(self):
+        """The bubbles' texts (content only), oldest first."""
+        return [b.find_element(By.CSS_SELECTOR, ":scope > :first-child").text for b in self.find(".messages .bubble")]
+
+    def message(self, contains):
+        return self.wait(lambda: next((m for m in self.find(".messages .message") if contains in m.text), None), f"message {contains!r}")
+
+    def screenshot(self, filename):
+        os.makedirs(SHOTS, exist_ok=True)
+        self.driver.save_screenshot(os.path.join(SHOTS, filename))
+
+    def quit(self):
+        self.driver.quit()
+
+
+@pytest.fixture()
+def browsers():
+    opened = []
+    yield opened
+    for browser in opened:
+        browser.quit()
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = Server()
+    yield running
+    running.stop()
+
+
+def test_two_people_chat_live_and_a_third_session_sees_the_same_history(server, browsers, tmp_path):
+    alice_name, bob_name = name("alice"), name("bob")
+    alice = Browser(server); browsers.append(alice)
+    alice.screenshot("sign-in.png")
+    bob = Browser(server); browsers.append(bob)
+    alice.sign_up(alice_name, "Alice Lima")
+    bob.sign_up(bob_name, "Bob Stone")
+
+    # Alice finds Bob by searching and writes to him.
+    alice.click_text("New chat")
+    alice.one("input[name=search]").send_keys("Bob St")
+    alice.one(f"button.person[data-id='{bob_name}']").click()
+    alice.type("Hello **Bob**")
+    alice.one(".message.mine .status.sent, .message.mine .status.delivered", "sent mark")
+
+    # Bob's list shows the new conversation live, unread, with the last message.
+    bob.wait(lambda: any("Alice Lima" in b.text and "Hello" in b.text and b.find_element(By.CSS_SELECTOR, ".unread").text == "1"
+                         for b in bob.find("button.conversation")), "the conversation in Bob's list, one unread")
+    bob.screenshot("conversations.png")
+    bob.open_conversation("Alice Lima")
+    bob.wait(lambda: bob.message("Hello").find_element(By.CSS_SELECTOR, "strong").text == "Bob", "Markdown rendered")
+    # Alice sees it read.
+    alice.one(".message.mine .status.read", "read mark")
+
+    # Bob types: Alice sees it. Then his reply, with HTML and a javascript: link, stays text.
+    bob.type("<script>", enter=False)
+    alice.wait(lambda: "Bob Stone is typing" in alice.one(".typing").text, "typing line")
+    bob.type("alert(1)</script> and [click](javascript:alert(2)) and https://example.org/x")
+    alice.wait(lambda: "<script>alert(1)</script>" in alice.message("alert(1)").text, "the reply, as text")
+    assert not alice.find(".messages script"), "no script element from a message"
+    assert all(not (link.get_attribute("href") or "").startswith("javascript") for link in alice.find(".messages a"))
+    assert alice.find(".messages a[href='https://example.org/x']"), "plain links are links"
+    alice.wait(lambda: alice.one(".typing").text == "", "typing line cleared by the message")
+
+    # Alice edits her greeting: Bob sees the new text and "edited" live.
+    def edit_button():
+        mine = alice.message("Hello")
+        ActionChains(alice.driver).move_to_element(mine).perform()
+        return mine.find_element(By.XPATH, ".//button[text()='Edit']")
+    alice.wait(lambda: edit_button().is_displayed(), "the Edit button on hover")
+    edit_button().click()
+    box = alice.one(".composer-input")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("Hello **Bob**, see you at 8", Keys.ENTER)
+    bob.wait(lambda: "edited" in bob.message("see you at 8").text, "the edit, marked edited")
+
+    # A photo: progress, then the thumbnail for Bob. A file: a download link.
+    photo = tmp_path / "sunset.jpg"
+    photo.write_bytes(media.jpeg(1200, 800))
+    alice.one("input[name=photo]").send_keys(str(photo))
+    image = bob.wait(lambda: next((i for i in bob.find(".messages img.photo")
+                                   if bob.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)), None),
+                     "Bob's thumbnail")
+    assert bob.driver.execute_script("return arguments[0].naturalWidth", image) == 512
+    report = tmp_path / "notes.txt"
+    report.write_text("bring snacks")
+    alice.one("input[name=file]").send_keys(str(report))
+    link = bob.wait(lambda: next((a for a in bob.find(".messages a.file") if "notes.txt" in a.text and a.get_attribute("href")), None), "file link")
+    assert "/v1/media/" in link.get_attribute("href") and "signature=" in link.get_attribute("href")
+    assert "token" not in link.get_attribute("href")
+
+    # Two more, then select both and delete them: tombstones for Bob.
+    alice.type("one")
+    alice.type("two")
+    alice.wait(lambda: len(alice.find(".message.mine .status.read")) >= 5, "everything read")
+    alice.click_text("Select")
+    for text in ("one", "two"):
+        alice.wait(lambda: alice.message(text).find_element(By.CSS_SELECTOR, "input[type=checkbox]"), "a checkbox").click()
+        alice.wait(lambda: alice.message(text).find_element(By.CSS_SELECTOR, "input[type=checkbox]").is_selected(), "checked")
+    alice.click_text("Delete selected")
+    alice.driver.switch_to.alert.accept()
+    bob.wait(lambda: len(bob.find(".message.deleted")) == 2, "two tombstones")
+    alice.screenshot("chat.png")
+
+    # A third session: Alice on another browser sees the same history.
+    again = Browser(server); browsers.append(again)
+    again.sign_in(alice_name)
+    again.open_conversation("Bob Stone")
+    again.message("see you at 8")
+    again.wait(lambda: len(again.find(".messages .bubble")) == len(alice.find(".messages .bubble")), "the same number of messages")
+    assert again.texts() == alice.texts()
+
+    # On a phone's width: one pane at a time, with a way back.
+    bob.driver.set_window_size(390, 844)
+    bob.screenshot("phone-chat.png")
+    bob.one("button.back").click()
+    bob.one("button.conversation")
+    assert not bob.one(".chat").is_displayed()
+    bob.screenshot("phone-list.png")
+    assert not alice.console() and not bob.console(), (alice.console(), bob.console())
+
+
+def test_guests_and_channels(server, browsers):
+    owner = Browser(server); browsers.append(owner)
+    owner.sign_up(name("host"), "Host")
+    title = "garden " + uuid.uuid4().hex[:4]
+    owner.click_text("Channels")
+    owner.one("input[name=channel]").send_keys(title, Keys.ENTER)
+    owner.one(".composer-input")
+    owner.type("Welcome to the garden")
+    guest = Browser(server); browsers.append(guest)
+    guest.click_text("Guest")
+    guest.one("input[name=displayName]").send_keys("Visitor")
+    guest.one("form button[type=submit]").click()
+    guest.one(".connection.online", "online")
+    guest.click_text("Channels")
+    guest.one("input[name=search]").send_keys(title)
+    row = guest.wait(lambda: next((li for li in guest.find(".results li") if title in li.text), None), "the channel in the list")
+    row.find_element(By.XPATH, ".//button[text()='Join']").click()
+    guest.message("Welcome to the garden")
+    guest.type("Hi, I'm new")
+    owner.message("Hi, I'm new")
+    guest.click_text("Sign out")
+    guest.one("input[name=username]", "the sign-in form after signing out")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_page_asleep_while_the_server_restarts_catches_up_without_a_reload(browsers):
+    port = free_port()
+    server = Server("--port", str(port))
+    try:
+        alice_name, bob_name = name("alice"), name("bob")
+        alice = Browser(server); browsers.append(alice)
+        bob = Browser(server); browsers.append(bob)
+        alice.sign_up(alice_name, "Alice")
+        bob.sign_up(bob_name, "Bob")
+        alice.click_text("New chat")
+        alice.one("input[name=search]").send_keys(bob_name)
+        alice.one(f"button.person[data-id='{bob_name}']").click()
+        alice.type("before the lid closed")
+        bob.open_conversation("Alice")
+        bob.message("before the lid closed")
+        alice.driver.execute_script("window.sameDocument = 'yes'")
+        # The lid closes: Alice's page is frozen (no timers, no events), the server dies and
+        # comes back; Bob reconnects and writes while Alice sleeps.
+        alice.driver.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "frozen"})
+        server.kill()
+        server.start()
+        bob.one(".connection.online", "Bob back online")
+        for index in range(3):
+            bob.type(f"while you were away {index}")
+        bob.wait(lambda: len(bob.find(".message.mine .status")) == 3 and not bob.find(".message.mine .status.sending"), "Bob's messages sent")
+        # The lid opens.
+        alice.driver.execute_cdp_cmd("Page.setWebLifecycleState", {"state": "active"})
+        alice.message("while you were away 2")
+        alice.wait(lambda: [t for t in alice.texts() if "away" in t] == [f"while you were away {i}" for i in range(3)],
+                   "the three messages, once each, in order")
+        assert alice.driver.execute_script("return window.sameDocument") == "yes", "caught up without a reload"
+        alice.one(".connection.online", "Alice online again")
+    finally:
+        server.kill()
