@@ -27,12 +27,14 @@ struct HTTPClient: Sendable {
         }
     }
 
-    /// A request to `path` with the app key and token, for uploads and downloads.
-    func request(_ method: String, _ path: String, query: [(String, String)] = [], token: String?) throws -> URLRequest {
+    /// A request to `path` with the app key and token. Uploads and downloads get five minutes,
+    /// other calls 30 seconds.
+    func request(_ method: String, _ path: String, query: [(String, String)] = [], token: String?,
+                 timeout: TimeInterval = 300) throws -> URLRequest {
         guard var components = URLComponents(string: base + path) else { throw ParleyError.badResponse("bad URL \(base + path)") }
         if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
         guard let url = components.url else { throw ParleyError.badResponse("bad URL \(base + path)") }
-        var request = URLRequest(url: url, timeoutInterval: 300)
+        var request = URLRequest(url: url, timeoutInterval: timeout)
         request.httpMethod = method
         request.setValue(appKey, forHTTPHeaderField: "X-Parley-App-Key")
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
@@ -48,13 +50,7 @@ struct HTTPClient: Sendable {
     }
 
     private func raw<Body: Encodable>(_ method: String, _ path: String, query: [(String, String)], body: Body?, token: String?) async throws -> Data {
-        guard var components = URLComponents(string: base + path) else { throw ParleyError.badResponse("bad URL \(base + path)") }
-        if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
-        guard let url = components.url else { throw ParleyError.badResponse("bad URL \(base + path)") }
-        var request = URLRequest(url: url, timeoutInterval: 30)
-        request.httpMethod = method
-        request.setValue(appKey, forHTTPHeaderField: "X-Parley-App-Key")
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        var request = try request(method, path, query: query, token: token, timeout: 30)
         if let body {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = try WireCoding.encoder().encode(body)
@@ -67,12 +63,7 @@ struct HTTPClient: Sendable {
             throw ParleyError.unreachable(error.localizedDescription)
         }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard (200..<300).contains(status) else {
-            let body = try? JSONDecoder().decode(ErrorEnvelope.self, from: data)
-            let retryAfter = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Retry-After").flatMap(Int.init)
-            throw ParleyError.server(ChatError(status: status, code: body?.error.code ?? "http_\(status)",
-                                               message: body?.error.message ?? "HTTP \(status)", retryAfterSeconds: retryAfter))
-        }
+        guard (200..<300).contains(status) else { throw Self.failure(status: status, data: data, response: response) }
         return data
     }
 }

@@ -193,37 +193,22 @@ func sendMedia(_ client: ParleyClient, _ media: OutgoingMedia, to conversation: 
     guard await client.currentUser != nil else { throw ParleyError.notSignedIn }
     let states = await client.connectionStates()
     await client.connect()
-    defer { Task { await client.disconnect() } }
-    let transfer = try await client.send(media, to: conversation, caption: caption)
+    let transfer: MediaTransfer<Message>
+    do {
+        transfer = try await client.send(media, to: conversation, caption: caption)
+    } catch {
+        await client.disconnect()
+        throw error
+    }
     let showProgress = isatty(STDERR_FILENO) == 1
     for await step in transfer.progress where showProgress {
         FileHandle.standardError.write(Data("\ruploading \(Int(step.fraction * 100))% (\(step.sentBytes) of \(step.totalBytes) bytes)".utf8))
     }
     if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
     // The message goes through the outbox: wait for the ack, a refused session, or 30 s.
-    let sent = Task { try await transfer.value }
-    let result = await withTaskGroup(of: Result<Message, ParleyError>?.self) { group in
-        group.addTask {
-            do { return .success(try await sent.value) } catch let error as ParleyError { return .failure(error) } catch { return nil }
-        }
-        group.addTask {
-            for await state in states where state == .signedOut { return .failure(.notSignedIn) }
-            return nil
-        }
-        group.addTask {
-            try? await Task.sleep(for: .seconds(30))
-            return .failure(.unreachable("no answer within 30 s; the message is queued and goes with the next command"))
-        }
-        var first: Result<Message, ParleyError>?
-        while first == nil, let next = await group.next() { first = next }
-        group.cancelAll()
-        return first
-    }
-    switch result {
-    case .success(let message)?: return message
-    case .failure(let error)?: throw error
-    case nil: throw ParleyError.unreachable("the upload did not finish")
-    }
+    let outcome = await Result { try await firstOutcome(of: Task { try await transfer.value }, states: states, seconds: 30) }
+    await client.disconnect()
+    return try outcome.get()
 }
 
 func run(_ raw: [String]) async throws {
@@ -345,9 +330,22 @@ func deliverOutbox(_ client: ParleyClient, waitingFor clientID: String) async th
     guard await client.currentUser != nil else { throw ParleyError.notSignedIn }
     let states = await client.connectionStates()
     await client.connect()
-    let sent = Task { try await client.waitUntilSent(clientID) }
-    // Whichever comes first: the ack, a refusal of the session, or 15 s without an ack (the
-    // message stays queued in the state file and goes with the next command).
+    let outcome = await Result { try await firstOutcome(of: Task { try await client.waitUntilSent(clientID) }, states: states, seconds: 15) }
+    await client.disconnect()
+    return try outcome.get()
+}
+
+extension Result where Failure == any Error {
+    /// The outcome of an async throwing body.
+    init(_ body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
+
+/// Whichever comes first: the send's outcome, the server refusing the session, or `seconds`
+/// without an answer (the message stays queued in the state file and goes with the next
+/// command).
+func firstOutcome(of sent: Task<Message, any Error>, states: AsyncStream<ParleyClient.ConnectionState>, seconds: Int) async throws -> Message {
     let result = await withTaskGroup(of: Result<Message, ParleyError>?.self) { group in
         group.addTask {
             do { return .success(try await sent.value) } catch let error as ParleyError { return .failure(error) } catch { return nil }
@@ -357,8 +355,8 @@ func deliverOutbox(_ client: ParleyClient, waitingFor clientID: String) async th
             return nil
         }
         group.addTask {
-            try? await Task.sleep(for: .seconds(15))
-            return .failure(.unreachable("no answer within 15 s; the message is queued and goes with the next command"))
+            try? await Task.sleep(for: .seconds(seconds))
+            return .failure(.unreachable("no answer within \(seconds) s; the message is queued and goes with the next command"))
         }
         var first: Result<Message, ParleyError>?
         while first == nil, let next = await group.next() { first = next }
@@ -366,7 +364,6 @@ func deliverOutbox(_ client: ParleyClient, waitingFor clientID: String) async th
         group.cancelAll()
         return first
     }
-    await client.disconnect()
     switch result {
     case .success(let message)?: return message
     case .failure(let error)?: throw error

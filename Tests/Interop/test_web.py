@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -47,7 +47,7 @@ class Browser:
         try:
             # The chat view re-renders its messages on every change: retry a look that raced one.
             return WebDriverWait(self.driver, timeout, poll_frequency=0.05,
-                                 ignored_exceptions=(StaleElementReferenceException,)).until(lambda _: condition())
+                                 ignored_exceptions=(StaleElementReferenceException, NoAlertPresentException)).until(lambda _: condition())
         except Exception as error:
             raise AssertionError(f"timed out waiting for {what}; console: {self.console()}") from error
 
@@ -278,3 +278,74 @@ def test_a_page_asleep_while_the_server_restarts_catches_up_without_a_reload(bro
         alice.one(".connection.online", "Alice online again")
     finally:
         server.kill()
+
+
+def test_groups_load_earlier_keeps_the_place_locations_and_jump_to_newest(server, browsers):
+    from parley import Client
+    owner_name, friend_name = name("olga"), name("finn")
+    friend = Client(server).register(friend_name, display_name="Finn")
+    olga = Browser(server); browsers.append(olga)
+    olga.sign_up(owner_name, "Olga")
+    # A group made in the dialog, named, with Finn picked from the search.
+    olga.click_text("New group")
+    olga.one("input[name=title]").send_keys("Book club")
+    olga.one("input[name=search]").send_keys("Finn")
+    olga.one(f"button.person[data-id='{friend_name}']").click()
+    olga.wait(lambda: any("Finn" in chip.text for chip in olga.find(".chip")), "Finn chosen")
+    olga.click_text("Create group")
+    olga.one(".composer-input")
+    assert "Book club" in olga.one(".chat-title h2").text
+    group_id = olga.driver.execute_script("return location.hash").split("/")[-1]
+    # Sixty messages from Finn: the newest fifty show, names shown where the sender changes.
+    for index in range(60):
+        friend.send(group_id, f"page {index:02d}")
+    olga.message("page 59")
+    assert olga.find(".messages .sender")[0].text == "Finn"
+    # After a reload the conversation opens on its newest fifty.
+    olga.driver.refresh()
+    olga.message("page 59")
+    olga.wait(lambda: olga.texts()[0] == "page 10", "the newest fifty")
+    # Load earlier: the older ten appear above, and what was on screen stays where it was.
+    messages = olga.one(".messages")
+    olga.driver.execute_script("arguments[0].scrollTop = 0", messages)
+    top = "return arguments[0].querySelector('.bubble').getBoundingClientRect().top"
+    before = olga.driver.execute_script(top, olga.message("page 10"))
+    olga.click_text("Load earlier messages")
+    olga.wait(lambda: olga.texts()[0] == "page 00", "the older ten")
+    after = olga.driver.execute_script(top, olga.message("page 10"))
+    assert abs(after - before) < 5, f"the list jumped by {after - before}px"
+    # Scrolled up, a new message does not pull the view down; "Newest" does.
+    friend.send(group_id, "latest news")
+    jump = olga.wait(lambda: next((b for b in olga.find("button.jump") if b.is_displayed()), None), "the jump button")
+    jump.click()
+    olga.wait(lambda: olga.driver.execute_script(
+        "const m = arguments[0]; return m.scrollHeight - m.scrollTop - m.clientHeight < 80", olga.one(".messages")), "at the newest")
+    # A location, typed in when the browser will not tell where it is.
+    olga.one("button[aria-label='Share a location']").click()
+    prompt = olga.wait(lambda: olga.driver.switch_to.alert, "the location prompt", timeout=20)
+    prompt.send_keys("52.52, 13.405")
+    prompt.accept()
+    place = olga.message("52.52000")
+    assert "openstreetmap.org" in place.find_element(By.CSS_SELECTOR, "a").get_attribute("href")
+    status, page = friend.get(f"/v1/conversations/{group_id}/messages?limit=1")
+    assert page["messages"][-1]["content"] == {"type": "location", "latitude": 52.52, "longitude": 13.405}
+
+
+def test_the_app_is_served_with_a_strict_policy_and_nothing_else(server):
+    from parley import Client
+    anyone = Client(server)
+    status, body, headers = anyone.request_bytes("GET", "/app/", authenticated=False)
+    assert status == 200 and b'<script type="module" src="/app/js/app.js">' in body
+    policy = headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "unsafe" not in policy and "frame-ancestors 'none'" in policy
+    assert headers["x-content-type-options"] == "nosniff"
+    status, _, headers = anyone.request_bytes("GET", "/", authenticated=False)
+    assert status == 302 and headers["location"] == "/app/"
+    for path in ["/app/../Package.swift", "/app/%2e%2e/Package.swift", "/app/js/../../Package.swift", "/app/nothing.js"]:
+        assert anyone.request_bytes("GET", path, authenticated=False)[0] == 404, path
+    status, config, _ = anyone.request_bytes("GET", "/app/config.json", authenticated=False, json_answer=True)
+    assert config["appKey"] == server.app_key
+    # The page never puts markup from data into the document: no innerHTML, no eval.
+    for script in ["app.js", "dom.js", "markdown.js", "api.js", "live.js"]:
+        source = anyone.request_bytes("GET", f"/app/js/{script}", authenticated=False)[1].decode()
+        assert "innerHTML" not in source and "eval(" not in source and "insertAdjacentHTML" not in source, script

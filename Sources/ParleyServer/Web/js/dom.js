@@ -1,4 +1,4 @@
-// Building the page without innerHTML: every piece of user content becomes a text node or a
+// Building the page without HTML strings: every piece of user content becomes a text node or a
 // checked attribute, so a message holding `<script>` or a `javascript:` link stays text.
 
 const SAFE_ATTRIBUTES = new Set(["class", "id", "type", "name", "value", "placeholder", "title", "role", "tabindex",
