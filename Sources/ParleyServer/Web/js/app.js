@@ -139,7 +139,7 @@ function persist(changes) {
 }
 
 function savePending() {
-  persist({ pending: [...state.pending.values()].filter((item) => item.content).map(({ clientId, conversationId, content, createdAt }) =>
+  persist({ pending: [...state.pending.values()].filter((item) => item.content && !item.uploading).map(({ clientId, conversationId, content, createdAt }) =>
     ({ clientId, conversationId, content, createdAt })) });
 }
 
@@ -571,7 +571,8 @@ async function transmit(item) {
 }
 
 function flushPending() {
-  for (const item of state.pending.values()) if (item.content && !item.failed) transmit(item);
+  // Uploads in progress are not messages yet: they are sent when their upload finishes.
+  for (const item of state.pending.values()) if (item.content && !item.failed && !item.uploading) transmit(item);
 }
 
 async function sendFile(file, kind) {
