@@ -349,3 +349,35 @@ def test_the_app_is_served_with_a_strict_policy_and_nothing_else(server):
     for script in ["app.js", "dom.js", "markdown.js", "api.js", "live.js"]:
         source = anyone.request_bytes("GET", f"/app/js/{script}", authenticated=False)[1].decode()
         assert "innerHTML" not in source and "eval(" not in source and "insertAdjacentHTML" not in source, script
+
+
+def test_a_photo_shows_at_once_with_its_upload_progress_then_the_servers_thumbnail(server, browsers, tmp_path):
+    sender_name, friend_name = name("pia"), name("rex")
+    from parley import Client
+    friend = Client(server).register(friend_name, display_name="Rex")
+    pia = Browser(server); browsers.append(pia)
+    pia.sign_up(sender_name, "Pia")
+    pia.click_text("New chat")
+    pia.one("input[name=search]").send_keys(friend_name)
+    pia.one(f"button.person[data-id='{friend_name}']").click()
+    pia.one(".composer-input")
+    # A slow uplink (256 KiB/s) so the upload takes a few seconds.
+    pia.driver.execute_cdp_cmd("Network.enable", {})
+    pia.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 256 * 1024})
+    photo = tmp_path / "big.jpg"
+    photo.write_bytes(media.jpeg(1600, 1200, quality=100) + bytes(1 << 20))
+    pia.one("input[name=photo]").send_keys(str(photo))
+    # At once: the local picture, with a progress bar that moves.
+    preview = pia.one(".messages img.photo[src^='blob:']", "the local preview")
+    assert pia.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", preview) == 1600
+    widths = set()
+    pia.wait(lambda: widths.add(pia.driver.execute_script(
+        "const b = document.querySelector('.messages .upload-progress .bar'); return b ? b.style.width : 'gone'")) or
+        len(widths - {"gone", "0%", ""}) >= 2, "the progress bar moving", timeout=30)
+    # Then the stored message, and for the other member the server's thumbnail.
+    pia.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    pia.wait(lambda: not pia.find(".messages .upload-progress"), "the upload to finish", timeout=60)
+    status, page = friend.get(f"/v1/conversations/{pia.driver.execute_script('return location.hash').split('/')[-1]}/messages")
+    assert page["messages"][-1]["content"]["type"] == "photo" and page["messages"][-1]["content"]["width"] == 1600
