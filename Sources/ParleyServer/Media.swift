@@ -50,6 +50,20 @@ public struct MediaConfiguration: Sendable, Equatable {
     var largestUpload: Int64 { MediaKind.allCases.map(maxBytes).max() ?? maxFileBytes }
 }
 
+/// What `/metrics` reports about media.
+struct MediaMetrics: Sendable {
+    /// Uploads stored (retries that found the first upload are not counted).
+    var stored = 0
+    /// Uploads refused (type, size, quota, image problems, broken bodies).
+    var refused = 0
+    /// Bytes received in upload bodies, stored or not.
+    var bytesReceived: Int64 = 0
+    /// Downloads answered with bytes (200 and 206).
+    var downloads = 0
+    /// Files removed by the collector.
+    var blobsRemoved = 0
+}
+
 /// Uploads and downloads: streams bodies to the blob store, verifies and processes them,
 /// records them in ``Chat``, serves them to members, and collects what no message uses.
 final class MediaService: Sendable {
@@ -64,6 +78,8 @@ final class MediaService: Sendable {
     private let laneCounter = Locked(0)
     private let uploadsInProgress = Locked([Int64: Int]())
     private let signingKey = Locked<[UInt8]?>(nil)
+    /// Counters for `/metrics`.
+    let metrics = Locked(MediaMetrics())
 
     init(chat: Chat, blobs: any BlobStore, configuration: MediaConfiguration) {
         self.chat = chat
@@ -149,6 +165,17 @@ final class MediaService: Sendable {
     /// memory), verified against its declared type by its first bytes, processed (photos:
     /// size, metadata removal, thumbnail), stored under its hash and recorded.
     func upload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
+        do {
+            let result = try await storeUpload(caller, request)
+            if result.created { metrics.withLock { $0.stored += 1 } }
+            return result
+        } catch {
+            metrics.withLock { $0.refused += 1 }
+            throw error
+        }
+    }
+
+    private func storeUpload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
         let upload = try uploadRequest(request)
         if let clientID = upload.clientID, let existing = try await chat.existingUpload(caller, clientID: clientID) {
             return (existing, false)
@@ -185,6 +212,7 @@ final class MediaService: Sendable {
             }
         }
         let originalHash = hasher.finalize().hexString
+        metrics.withLock { $0.bytesReceived += received }
         guard received > 0 else { throw ChatError.invalid("the upload is empty") }
 
         // 2. The content must be what it claims to be.
@@ -339,6 +367,7 @@ final class MediaService: Sendable {
             let ifRange = request.headers["if-range"]
             if ifRange == nil || ifRange == etag { range = ByteRange.parse(header, length: file.size) }
         }
+        if range != .unsatisfiable { metrics.withLock { $0.downloads += 1 } }
         switch range {
         case .whole:
             var response = Response(status: .ok, headers: headers)
@@ -424,6 +453,7 @@ final class MediaService: Sendable {
                 let blobs = self.blobs
                 try await self.offLoop { for hex in garbage { if let key = BlobKey(hex: hex) { try blobs.delete(key) } } }
                 try await self.chat.forgetGarbage(garbage)
+                self.metrics.withLock { $0.blobsRemoved += garbage.count }
                 return garbage.count
             }
             removed += count

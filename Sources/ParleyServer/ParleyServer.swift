@@ -83,7 +83,7 @@ public final class ParleyServer: Sendable {
         let fanout = Fanout<EncodedWebSocketFrame>(chat: chat, bus: bus, presenceGrace: configuration.realtime.presenceGrace) { bytes in
             EncodedWebSocketFrame(utf8: bytes)
         }
-        var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout)
+        var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media)
         ChatRoutes.add(to: &router, chat: chat)
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey

@@ -6,7 +6,7 @@ import ParleyStoreSQLite
 /// The server's HTTP and WebSocket routes.
 enum Routes {
     static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
-                     fanout: Fanout<EncodedWebSocketFrame>? = nil) -> Router {
+                     fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
@@ -20,7 +20,8 @@ enum Routes {
         router.get("/metrics") { _ in
             var realtime: (devices: Int, routed: Int)?
             if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
-            var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime))
+            var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
+                                                        media: media?.metrics.withLock { $0 }))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             return response
         }
@@ -75,7 +76,7 @@ enum Routes {
 /// Renders `/metrics` in the Prometheus text exposition format (version 0.0.4).
 enum Metrics {
     static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
-                       realtime: (devices: Int, routed: Int)? = nil) -> String {
+                       realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -104,6 +105,14 @@ enum Metrics {
             metric("parley_realtime_devices", "gauge", "Authenticated realtime sockets attached on this node.", [("", "\(realtime.devices)")])
             metric("parley_realtime_published_total", "counter", "Publications (events, typing, presence) the fanout routed.",
                    [("", "\(realtime.routed)")])
+        }
+        if let media {
+            metric("parley_media_uploads_total", "counter", "Uploads by outcome (a retry that found its first upload counts in neither).",
+                   [("{result=\"stored\"}", "\(media.stored)"), ("{result=\"refused\"}", "\(media.refused)")])
+            metric("parley_media_upload_bytes_total", "counter", "Bytes received in upload bodies.", [("", "\(media.bytesReceived)")])
+            metric("parley_media_downloads_total", "counter", "Downloads answered with bytes (200 and 206).", [("", "\(media.downloads)")])
+            metric("parley_media_files_removed_total", "counter", "Stored files removed because no upload uses them any more.",
+                   [("", "\(media.blobsRemoved)")])
         }
         let commits = store.commitStatistics
         metric("parley_store_writes_total", "counter", "Write transactions requested of the store.", [("", "\(commits.writes)")])

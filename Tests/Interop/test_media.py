@@ -371,3 +371,27 @@ def test_a_large_upload_streams_to_disk_without_growing_the_server(server):
     grown_mib = (peak_kib() - before) / 1024
     assert grown_mib < 40, f"the server's peak memory grew by {grown_mib:.0f} MiB for a 200 MiB upload"
     os.unlink(path)
+
+
+def test_metrics_count_uploads_downloads_and_removals():
+    server = Server("--media-gc-interval", "1")
+    try:
+        alice, bob = user(server), user(server)
+        room = direct(alice, bob)
+        status, info = alice.upload(media.pdf(1000), "file", "application/pdf", name="a.pdf")
+        assert alice.upload(media.pdf(1001), "file", "application/pdf", name="b.pdf")[0] == 201
+        assert alice.upload(b"not a jpeg", "photo", "image/jpeg")[0] == 415
+        status, sent = alice.send(room["id"], content={"type": "file", "attachmentId": info["id"]})
+        assert bob.download(info["id"])[0] == 200
+        assert alice.request("DELETE", f"/v1/conversations/{room['id']}/messages/{sent['id']}")[0] == 200
+        def metrics():
+            status, body, _ = Client(server).request_bytes("GET", "/metrics", authenticated=False)
+            return {line.split(" ")[0]: float(line.split(" ")[1]) for line in body.decode().splitlines() if line.startswith("parley_media")}
+        wait_until(lambda: metrics().get("parley_media_files_removed_total", 0) == 1, what="the deleted message's file to be removed")
+        values = metrics()
+        assert values['parley_media_uploads_total{result="stored"}'] == 2
+        assert values['parley_media_uploads_total{result="refused"}'] == 1
+        assert values["parley_media_upload_bytes_total"] == len(media.pdf(1000)) + len(media.pdf(1001)) + len(b"not a jpeg")
+        assert values["parley_media_downloads_total"] == 1
+    finally:
+        server.stop()
