@@ -381,3 +381,46 @@ def test_a_photo_shows_at_once_with_its_upload_progress_then_the_servers_thumbna
     pia.wait(lambda: not pia.find(".messages .upload-progress"), "the upload to finish", timeout=60)
     status, page = friend.get(f"/v1/conversations/{pia.driver.execute_script('return location.hash').split('/')[-1]}/messages")
     assert page["messages"][-1]["content"]["type"] == "photo" and page["messages"][-1]["content"]["width"] == 1600
+
+
+def test_the_keyboard_alone_signs_up_starts_a_chat_sends_and_edits(server, browsers):
+    from parley import Client
+    friend_name = name("kim")
+    Client(server).register(friend_name, display_name="Kim")
+    me = Browser(server); browsers.append(me)
+    active = lambda: me.driver.switch_to.active_element  # noqa: E731
+    def press(*keys):
+        ActionChains(me.driver).send_keys(*keys).perform()
+    def tab_to(text, backwards=False, limit=40):
+        for _ in range(limit):
+            press(Keys.SHIFT, Keys.TAB, Keys.SHIFT) if backwards else press(Keys.TAB)
+            label = active().text.strip()
+            if label == text or label.endswith("\n" + text) or active().get_attribute("aria-label") == text:
+                return
+        raise AssertionError(f"Tab never reached {text!r}")
+    me.one("input[name=username]")
+    tab_to("Sign up", backwards=True)
+    press(Keys.ENTER)
+    me.wait(lambda: active().get_attribute("name") == "username", "the username field focused")
+    press(name("key"), Keys.TAB, "correct horse battery", Keys.TAB, "Keyboard User", Keys.ENTER)
+    me.one(".connection.online", "online")
+    tab_to("New chat")
+    press(Keys.ENTER)
+    me.wait(lambda: active().get_attribute("name") == "search", "the search field focused")
+    press("Kim")
+    me.one(f"button.person[data-id='{friend_name}']")
+    tab_to("Kim @" + friend_name)
+    press(Keys.ENTER)
+    me.wait(lambda: "composer-input" in (active().get_attribute("class") or ""), "the composer focused")
+    press("typed, not clicked", Keys.ENTER)
+    me.one(".message.mine .status.sent, .message.mine .status.delivered", "sent")
+    tab_to("Edit", backwards=True)
+    press(Keys.ENTER)
+    me.wait(lambda: not me.one(".edit-banner").get_attribute("hidden"), "editing")
+    press(Keys.CONTROL, "a", Keys.CONTROL, "typed and edited", Keys.ENTER)
+    me.wait(lambda: "edited" in me.message("typed and edited").text, "the edit")
+    tab_to("Channels", backwards=True)
+    press(Keys.ENTER)
+    me.one(".dialog")
+    press(Keys.ESCAPE)
+    me.wait(lambda: not me.find(".dialog"), "Escape closes the dialog")

@@ -97,6 +97,8 @@ function showSignIn(mode = "signin", problem = "") {
     }
   } }, ...fields, error, submit);
   append(clear(root), h("main", { class: "auth" }, h("h1", {}, "Parley"), h("p", { class: "tagline" }, "Chat you own."), tabs, form));
+  // `autofocus` only works on the first page load: move the keyboard to the first field.
+  form.querySelector("input")?.focus();
 }
 
 function field(label, input) {
