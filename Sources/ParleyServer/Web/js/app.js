@@ -130,8 +130,9 @@ function enterApp(session) {
     state.live.position = store.load()?.position ?? null;
     state.live.connect();
   });
-  window.addEventListener("hashchange", routeFromHash);
 }
+
+window.addEventListener("hashchange", () => { if (state.me && elements.list) routeFromHash(); });
 
 function persist(changes) {
   const session = store.load();
