@@ -72,7 +72,7 @@ let package = Package(
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting"]),
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
-        .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto"]),
+        .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTerminalUI"]),
     ]

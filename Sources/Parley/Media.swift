@@ -179,14 +179,15 @@ extension ParleyClient {
     static func parts(of media: OutgoingMedia) throws -> [Part] {
         switch media {
         case .photo(let data):
-            return [Part(source: .data(data), kind: .photo, mimeType: imageType(data), name: nil, size: Int64(data.count))]
+            return [Part(source: .data(data), kind: .photo, mimeType: mediaType(of: data, fallback: "image/jpeg"), name: nil, size: Int64(data.count))]
         case .video(let file, let thumbnail, _, _, _):
-            return [Part(source: .file(file), kind: .video, mimeType: videoType(file), name: file.lastPathComponent, size: try size(of: file)),
-                    Part(source: .data(thumbnail), kind: .photo, mimeType: imageType(thumbnail), name: nil, size: Int64(thumbnail.count))]
+            return [Part(source: .file(file), kind: .video, mimeType: mediaType(of: file, fallback: "video/mp4"), name: file.lastPathComponent, size: try size(of: file)),
+                    Part(source: .data(thumbnail), kind: .photo, mimeType: mediaType(of: thumbnail, fallback: "image/jpeg"), name: nil, size: Int64(thumbnail.count))]
         case .audio(let file, _):
-            return [Part(source: .file(file), kind: .audio, mimeType: audioType(file), name: file.lastPathComponent, size: try size(of: file))]
+            return [Part(source: .file(file), kind: .audio, mimeType: mediaType(of: file, fallback: "audio/mp4"), name: file.lastPathComponent, size: try size(of: file))]
         case .file(let file, let name):
-            return [Part(source: .file(file), kind: .file, mimeType: "application/octet-stream", name: name ?? file.lastPathComponent,
+            return [Part(source: .file(file), kind: .file, mimeType: mediaType(of: file, fallback: "application/octet-stream"),
+                         name: name ?? file.lastPathComponent,
                          size: try size(of: file))]
         }
     }
@@ -206,35 +207,17 @@ extension ParleyClient {
         }
     }
 
-    /// The image type from the first bytes (the server checks them the same way).
-    static func imageType(_ data: Data) -> String {
-        let head = [UInt8](data.prefix(12))
-        if head.starts(with: [0x89, 0x50, 0x4E, 0x47]) { return "image/png" }
-        if head.starts(with: Array("GIF8".utf8)) { return "image/gif" }
-        if head.count >= 12, head[8..<12].elementsEqual("WEBP".utf8) { return "image/webp" }
-        return "image/jpeg"
+    /// The media type of a file's first bytes, as the server will recognise them
+    /// (``MediaFormat``); `fallback` for anything it does not recognise, which the server then
+    /// refuses for photos, video and audio with a typed error.
+    static func mediaType(of head: Data, fallback: String) -> String {
+        MediaFormat.sniff(head)?.mimeType ?? fallback
     }
 
-    static func videoType(_ file: URL) -> String {
-        switch file.pathExtension.lowercased() {
-        case "mov": "video/quicktime"
-        case "webm", "mkv": "video/webm"
-        case "3gp": "video/3gpp"
-        default: "video/mp4"
-        }
-    }
-
-    static func audioType(_ file: URL) -> String {
-        switch file.pathExtension.lowercased() {
-        case "mp3": "audio/mpeg"
-        case "aac": "audio/aac"
-        case "ogg", "opus", "oga": "audio/ogg"
-        case "wav": "audio/wav"
-        case "flac": "audio/flac"
-        case "amr": "audio/amr"
-        case "caf": "audio/x-caf"
-        default: "audio/mp4"
-        }
+    static func mediaType(of file: URL, fallback: String) -> String {
+        guard let handle = try? FileHandle(forReadingFrom: file) else { return fallback }
+        defer { try? handle.close() }
+        return mediaType(of: (try? handle.read(upToCount: MediaFormat.magicLength)) ?? Data(), fallback: fallback)
     }
 
     static func size(of file: URL) throws -> Int64 {

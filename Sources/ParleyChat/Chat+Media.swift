@@ -4,7 +4,7 @@ import ParleyStore
 public import ParleyWire
 
 /// An upload about to be recorded: what the server verified about the bytes it stored.
-public struct NewAttachment: Sendable, Hashable {
+public struct NewAttachment: Sendable {
     /// What it was uploaded as.
     public var kind: MediaKind
     /// The verified media type.
@@ -36,17 +36,6 @@ public struct NewAttachment: Sendable, Hashable {
         self.blob = blob
         self.thumbnail = thumbnail
         self.clientID = clientID
-    }
-
-    public static func == (lhs: NewAttachment, rhs: NewAttachment) -> Bool {
-        lhs.kind == rhs.kind && lhs.mimeType == rhs.mimeType && lhs.sizeBytes == rhs.sizeBytes && lhs.name == rhs.name
-            && lhs.width == rhs.width && lhs.height == rhs.height && lhs.blob == rhs.blob && lhs.thumbnail?.blob == rhs.thumbnail?.blob
-            && lhs.thumbnail?.info == rhs.thumbnail?.info && lhs.clientID == rhs.clientID
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(blob)
-        hasher.combine(clientID)
     }
 }
 

@@ -110,7 +110,7 @@ public struct ImageProcessor: Sendable {
         vips_error_clear()
         // libvips names the temporary path; keep the reason only.
         let reason = text.split(separator: "\n").first.map { line in
-            line.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: " ") } ?? String(line)
+            line.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? String(line)
         } ?? "unknown error"
         return reason.isEmpty ? "unknown error" : String(reason.prefix(200))
     }

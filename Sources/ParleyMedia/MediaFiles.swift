@@ -1,5 +1,6 @@
 import Foundation
 import ParleyCrypto
+public import ParleyWire
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,5 @@
+public import ParleyWire
+
 /// Removes metadata that can hold a location (EXIF with GPS, XMP, IPTC, comments) from an
 /// image without re-encoding it, by copying the parts of the file that are kept.
 ///

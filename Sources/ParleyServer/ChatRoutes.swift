@@ -330,29 +330,13 @@ struct API: Sendable {
     func errorResponse(_ error: any Error) -> Response {
         switch error {
         case let error as ChatError:
-            var response = Response.error(status: HTTPStatus(code: error.status, reason: Self.reason(error.status)), code: error.code,
-                                          message: error.message)
+            var response = Response.error(status: HTTPStatus(code: error.status), code: error.code, message: error.message)
             if let seconds = error.retryAfterSeconds { response.headers.add(name: "Retry-After", value: String(seconds)) }
             return response
         case let error as HTTPError:
             return error.response
         default:
             return Response.error(status: .internalServerError, code: ChatError.internalError.code, message: ChatError.internalError.message)
-        }
-    }
-
-    static func reason(_ status: Int) -> String {
-        switch status {
-        case 400: "Bad Request"
-        case 401: "Unauthorized"
-        case 403: "Forbidden"
-        case 404: "Not Found"
-        case 409: "Conflict"
-        case 413: "Content Too Large"
-        case 422: "Unprocessable Content"
-        case 429: "Too Many Requests"
-        case 503: "Service Unavailable"
-        default: status >= 500 ? "Internal Server Error" : "Error"
         }
     }
 }

@@ -351,7 +351,7 @@ final class MediaService: Sendable {
         var headers = HTTPHeaders()
         headers.add(name: "ETag", value: etag)
         headers.add(name: "Cache-Control", value: signed ? "private, max-age=\(configuration.urlLifetimeSeconds)" : "private, max-age=31536000, immutable")
-        if let match = request.headers["if-none-match"], Self.matches(match, etag: etag) {
+        if request.ifNoneMatch(etag) {
             return Response(status: .notModified, headers: headers)
         }
         guard let key = BlobKey(hex: blob), let file = try blobs.open(key) else { throw ChatError.attachmentNotFound }
@@ -392,14 +392,6 @@ final class MediaService: Sendable {
         guard info.kind == .file else { return info.mimeType }
         let active = ["html", "xml", "svg", "javascript", "ecmascript", "xhtml"]
         return active.contains(where: { info.mimeType.contains($0) }) ? "application/octet-stream" : info.mimeType
-    }
-
-    /// Whether an `If-None-Match` list names `etag` (weak comparison, RFC 9110 §13.1.2).
-    static func matches(_ header: String, etag: String) -> Bool {
-        header.split(separator: ",").contains { candidate in
-            let tag = candidate.trimmingCharacters(in: .whitespaces)
-            return tag == "*" || tag == etag || tag == "W/" + etag
-        }
     }
 
     // MARK: - Signed URLs

@@ -65,7 +65,7 @@ enum RealtimeRoutes {
             do {
                 app = try await context.chat.app(publicKey: key)
             } catch let error as ChatError {
-                throw HTTPError(HTTPStatus(code: error.status, reason: API.reason(error.status)), code: error.code, message: error.message)
+                throw HTTPError(HTTPStatus(code: error.status), code: error.code, message: error.message)
             }
             let session = Locked<RealtimeSession?>(nil)
             return WebSocketHandler(

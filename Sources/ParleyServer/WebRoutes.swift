@@ -57,7 +57,7 @@ enum WebRoutes {
             }
             var response = Response(status: .ok, headers: HTTPHeaders([("Content-Type", asset.contentType), ("ETag", asset.etag)]))
             secure(&response, cache: "no-cache")
-            if let match = request.headers["if-none-match"], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == asset.etag }) {
+            if request.ifNoneMatch(asset.etag) {
                 response.status = .notModified
                 return response
             }

@@ -269,7 +269,7 @@ def test_send_a_photo_and_a_file_then_download_them(server, tmp_path):
     photo_content, file_content = history["messages"][-2]["content"], history["messages"][-1]["content"]
     assert photo_content["type"] == "photo" and photo_content["caption"] == "the beach" and photo_content["width"] == 800
     assert file_content == {"type": "file", "attachmentId": file_content["attachmentId"], "name": "report.pdf",
-                            "mimeType": "application/octet-stream", "sizeBytes": len(report.read_bytes())}
+                            "mimeType": "application/pdf", "sizeBytes": len(report.read_bytes())}
     # Bob saves both; the photo no longer carries a location.
     saved = bob.run("download", photo_content["attachmentId"], "--output", str(tmp_path / "got.jpg"))
     assert saved.returncode == 0, saved.stderr

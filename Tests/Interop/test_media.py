@@ -395,3 +395,78 @@ def test_metrics_count_uploads_downloads_and_removals():
         assert values["parley_media_downloads_total"] == 1
     finally:
         server.stop()
+
+
+def test_only_photos_have_a_server_thumbnail(server):
+    alice = user(server)
+    status, info = alice.upload(media.pdf(), "file", "application/pdf", name="x.pdf")
+    status, body, _ = alice.download(info["id"], "thumbnail")
+    assert status == 404 and b"thumbnail_not_found" in body
+    status, answer = alice.get(f"/v1/media/{info['id']}/url?variant=thumbnail")
+    assert status == 404 and answer["error"]["code"] == "thumbnail_not_found"
+
+
+def test_a_matching_if_range_gets_the_part_and_errors_carry_their_reason(server):
+    alice = user(server)
+    data = media.pdf(5000)
+    status, info = alice.upload(data, "file", "application/pdf", name="r.pdf")
+    etag = alice.download(info["id"])[2]["etag"]
+    status, body, headers = alice.download(info["id"], headers={"Range": "bytes=0-9", "If-Range": etag})
+    assert status == 206 and body == data[:10] and headers["content-range"] == f"bytes 0-9/{len(data)}"
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    connection.request("POST", "/v1/media?kind=photo", body=b"plain text", headers={
+        "X-Parley-App-Key": server.app_key, "Authorization": f"Bearer {alice.token}", "Content-Type": "image/jpeg"})
+    response = connection.getresponse()
+    assert (response.status, response.reason) == (415, "Unsupported Media Type")
+    connection.close()
+
+
+def test_at_most_four_uploads_at_once_per_account(server):
+    alice, bob = user(server), user(server)
+    head = (f"POST /v1/media?kind=file&name=slow.pdf HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: {server.app_key}\r\n"
+            f"Authorization: Bearer {alice.token}\r\nContent-Type: application/pdf\r\nContent-Length: 100000\r\n\r\n%PDF-1.7\n")
+    slow = []
+    try:
+        for _ in range(4):
+            raw = socket.create_connection((server.host, server.port), timeout=10)
+            raw.sendall(head.encode())
+            slow.append(raw)
+        # Each of the four is being written: their staging files exist.
+        wait_until(lambda: len(staging_files(server)) == 4, what="four uploads in progress")
+        status, answer = alice.upload(media.pdf(), "file", "application/pdf", name="fifth.pdf")
+        assert status == 429 and answer["error"]["code"] == "too_many_uploads"
+        assert alice.last_headers.get("Retry-After") == "1"
+        assert bob.upload(media.pdf(), "file", "application/pdf", name="bobs.pdf")[0] == 201, "the limit is per account"
+    finally:
+        for raw in slow:
+            raw.close()
+    wait_until(lambda: staging_files(server) == [], what="the abandoned uploads to be removed")
+    assert alice.upload(media.pdf(), "file", "application/pdf", name="again.pdf")[0] == 201, "slots come back"
+
+
+def test_signed_links_stop_working_when_they_expire(tmp_path):
+    server = Server("--media-url-lifetime", "1")
+    try:
+        alice = user(server)
+        status, info = alice.upload(media.jpeg(), "photo", "image/jpeg")
+        link = alice.get(f"/v1/media/{info['id']}/url")[1]["url"]
+        assert Client(server).request_bytes("GET", link, authenticated=False)[0] == 200
+        # One second later (plus the expiry's rounding), the same link is refused.
+        wait_until(lambda: Client(server).request_bytes("GET", link, authenticated=False)[0] == 403, timeout=5,
+                   what="the link to expire")
+    finally:
+        server.stop()
+
+
+def test_keep_photo_metadata_keeps_the_file_as_uploaded(tmp_path):
+    server = Server("--keep-photo-metadata")
+    try:
+        alice = user(server)
+        photo = media.jpeg(320, 240, orientation=6)
+        status, info = alice.upload(photo, "photo", "image/jpeg")
+        assert status == 201 and info["sizeBytes"] == len(photo)
+        stored = alice.download(info["id"])[1]
+        assert stored == photo and media.exif_of(stored)[1], "the GPS position is still there, as the operator chose"
+        assert (info["width"], info["height"]) == (240, 320)
+    finally:
+        server.stop()

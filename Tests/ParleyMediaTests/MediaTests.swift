@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCrypto
 import ParleyMedia
+import ParleyWire
 import Testing
 
 /// A small JPEG made by hand: SOI, APP0 JFIF, APP1 EXIF (orientation 6 and a GPS pointer),

@@ -37,6 +37,24 @@ struct HTTPTimeoutsTests {
         #expect(timeouts.check(now: 50 * second) == .requestTimeout)
     }
 
+    @Test func aFileBodyThePeerStopsTakingIsClosedAfterTheBodyTimeout() {
+        var timeouts = machine()
+        timeouts.headParsed(now: 0, expectingBody: false)
+        timeouts.sendProgressed(now: 1 * second)
+        timeouts.sendProgressed(now: 20 * second)   // the peer drained some of the queue
+        #expect(timeouts.check(now: 49 * second) == .wait(until: 50 * second))
+        #expect(timeouts.check(now: 50 * second) == .closeIdle)
+        timeouts.responseSent(now: 50 * second)
+        #expect(timeouts.check(now: 51 * second) == .wait(until: 110 * second))
+    }
+
+    @Test func statusCodesCarryTheirStandardReasons() {
+        #expect(HTTPStatus(code: 507) == .insufficientStorage)
+        #expect(HTTPStatus(code: 415).reason == "Unsupported Media Type")
+        #expect(HTTPStatus(code: 416).reason == "Range Not Satisfiable")
+        #expect(HTTPStatus(code: 599).reason == "Server Error" && HTTPStatus(code: 499).reason == "Error")
+    }
+
     @Test func aRunningHandlerNeverTimesOutHere() {
         var timeouts = machine()
         timeouts.bytesArrived(now: 0)

@@ -47,6 +47,34 @@ struct ServerConfigurationTests {
         #expect(ServerConfiguration.helpText.contains("--presence-grace"))
     }
 
+    @Test func mediaOptionsAndTheirEnvironmentVariables() throws {
+        let command = try ServerConfiguration.parse(
+            ["--max-photo-bytes", "1000", "--max-video-bytes", "2000", "--max-audio-bytes", "3000", "--max-file-bytes", "4000",
+             "--media-quota-bytes", "5000", "--max-image-pixels", "6000", "--thumbnail-size", "256", "--keep-photo-metadata",
+             "--media-url-lifetime", "60", "--media-orphan-lifetime", "0", "--media-gc-interval", "7"],
+            environment: ["PARLEY_MAX_FILE_BYTES": "9", "PARLEY_MEDIA_GC_INTERVAL": "8"])
+        guard case .run(let configuration) = command else {
+            Issue.record("expected run")
+            return
+        }
+        let media = configuration.media
+        #expect([media.maxPhotoBytes, media.maxVideoBytes, media.maxAudioBytes, media.maxFileBytes, media.quotaBytes] == [1000, 2000, 3000, 4000, 5000])
+        #expect(media.maxImagePixels == 6000 && media.thumbnailSide == 256 && media.keepPhotoMetadata)
+        #expect(media.urlLifetimeSeconds == 60 && media.orphanLifetimeSeconds == 0 && media.collectionIntervalSeconds == 7)
+        #expect(media.largestUpload == 4000)
+        guard case .run(let fromEnvironment) = try ServerConfiguration.parse([], environment: ["PARLEY_MAX_FILE_BYTES": "9",
+                                                                                                "PARLEY_KEEP_PHOTO_METADATA": "yes"]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(fromEnvironment.media.maxFileBytes == 9 && fromEnvironment.media.keepPhotoMetadata)
+        #expect(ServerConfiguration().media.keepPhotoMetadata == false, "location metadata is removed by default")
+        for bad in [["--thumbnail-size", "8"], ["--max-photo-bytes", "0"], ["--media-url-lifetime", "86401"], ["--keep-photo-metadata=maybe"]] {
+            #expect(throws: ServerConfiguration.UsageError.self, "\(bad)") { try ServerConfiguration.parse(bad) }
+        }
+        #expect(ServerConfiguration.helpText.contains("--keep-photo-metadata") && ServerConfiguration.helpText.contains("PARLEY_MAX_PHOTO_BYTES"))
+    }
+
     @Test func helpAndVersion() throws {
         #expect(try ServerConfiguration.parse(["--help"]) == .help)
         #expect(try ServerConfiguration.parse(["-h"]) == .help)

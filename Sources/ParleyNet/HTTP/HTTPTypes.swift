@@ -130,6 +130,20 @@ public struct HTTPStatus: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(code) \(reason)" }
 
+    /// The status with its standard reason phrase (RFC 9110 §15), or a generic one for a code
+    /// Parley never sends.
+    public init(code: Int) {
+        self = Self.known.first { $0.code == code } ?? HTTPStatus(code: code, reason: code >= 500 ? "Server Error" : "Error")
+    }
+
+    private static let known: [HTTPStatus] = [
+        .continue, .switchingProtocols, .ok, .created, .accepted, .noContent, .partialContent, .notModified, .badRequest,
+        .unauthorized, .forbidden, .notFound, .methodNotAllowed, .requestTimeout, .conflict, .lengthRequired, .contentTooLarge,
+        .uriTooLong, .unsupportedMediaType, .expectationFailed, .rangeNotSatisfiable, .unprocessableContent, .upgradeRequired,
+        .tooManyRequests, .headerFieldsTooLarge, .internalServerError, .notImplemented, .serviceUnavailable,
+        .insufficientStorage, .versionNotSupported,
+    ]
+
     public static let `continue` = HTTPStatus(code: 100, reason: "Continue")
     public static let switchingProtocols = HTTPStatus(code: 101, reason: "Switching Protocols")
     public static let ok = HTTPStatus(code: 200, reason: "OK")

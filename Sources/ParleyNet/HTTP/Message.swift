@@ -84,6 +84,16 @@ public struct Request: Sendable {
         return value
     }
 
+    /// Whether `If-None-Match` names `etag` or `*` (weak comparison, RFC 9110 §13.1.2): the
+    /// client's copy is current and the answer is 304.
+    public func ifNoneMatch(_ etag: String) -> Bool {
+        guard let header = headers["if-none-match"] else { return false }
+        return header.split(separator: ",").contains { candidate in
+            let tag = candidate.trimmingOWS()
+            return tag == "*" || tag == etag || tag == "W/" + etag
+        }
+    }
+
     /// Decodes the JSON body as `T`.
     ///
     /// - Throws: 415 `unsupported_media_type` unless the body is `application/json`;

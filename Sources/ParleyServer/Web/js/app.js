@@ -866,10 +866,7 @@ function openPeopleDialog(mode) {
           if (mode === "group") { chosen.set(user.id, user); renderChips(); return; }
           try {
             const conversation = await state.api.post("/v1/conversations", { kind: "direct", members: [user.username] });
-            state.conversations.set(conversation.id, conversation);
-            close();
-            location.hash = `#/c/${conversation.id}`;
-            renderList();
+            showNew(conversation, close);
           } catch (failure) { error.textContent = failure.message; }
         } }, h("span", { class: "avatar", "aria-hidden": "true" }, initials(user.displayName)),
            h("span", {}, user.displayName, h("small", {}, ` @${user.username}`)))));
@@ -884,15 +881,20 @@ function openPeopleDialog(mode) {
       const body = { kind: "group", members: [...chosen.values()].map((u) => u.username) };
       if (title.value.trim()) body.title = title.value.trim();
       const conversation = await state.api.post("/v1/conversations", body);
-      state.conversations.set(conversation.id, conversation);
-      close();
-      location.hash = `#/c/${conversation.id}`;
-      renderList();
+      showNew(conversation, close);
     } catch (failure) { error.textContent = failure.message; }
   } }, "Create group");
   close = dialog(mode === "group" ? "New group" : "New chat", search,
     mode === "group" ? title : null, mode === "group" ? chips : null, results, error, mode === "group" ? create : null);
   runSearch();
+}
+
+/** Closes the dialog and opens a conversation it created or joined. */
+function showNew(conversation, close) {
+  state.conversations.set(conversation.id, conversation);
+  close();
+  location.hash = `#/c/${conversation.id}`;
+  renderList();
 }
 
 function openChannelsDialog() {
@@ -912,10 +914,7 @@ function openChannelsDialog() {
           h("button", { type: "button", class: joined ? "quiet" : "primary", onclick: async () => {
             try {
               const conversation = joined ? state.conversations.get(channel.id) : await state.api.post(`/v1/conversations/${channel.id}/join`);
-              state.conversations.set(conversation.id, conversation);
-              close();
-              location.hash = `#/c/${conversation.id}`;
-              renderList();
+              showNew(conversation, close);
             } catch (failure) { error.textContent = failure.message; }
           } }, joined ? "Open" : "Join")));
       }
@@ -928,10 +927,7 @@ function openChannelsDialog() {
     if (!name.value.trim()) return;
     try {
       const conversation = await state.api.post("/v1/conversations", { kind: isPrivate.checked ? "private" : "public", title: name.value.trim() });
-      state.conversations.set(conversation.id, conversation);
-      close();
-      location.hash = `#/c/${conversation.id}`;
-      renderList();
+      showNew(conversation, close);
     } catch (failure) { error.textContent = failure.message; }
   } }, name, h("label", { class: "check" }, isPrivate, " private"), h("button", { type: "submit" }, "Create"));
   close = dialog("Channels", search, results, h("h3", {}, "Start a channel"), create, error);

@@ -43,20 +43,22 @@ export class Live {
       try { frame = JSON.parse(message.data); } catch { return; }
       this.handle(frame);
     };
-    socket.onclose = (event) => {
-      if (this.socket !== socket) return;
-      this.socket = null;
-      for (const [, waiter] of this.pending) waiter.reject(new Error("the connection closed"));
-      this.pending.clear();
-      if (event.code === 4001) {
-        this.stopped = true;
-        this.setState("signedOut");
-        this.onSignedOut?.();
-        return;
-      }
-      this.setState("offline");
-      this.reconnectSoon();
-    };
+    socket.onclose = (event) => { if (this.socket === socket) this.dropped(event.code); };
+  }
+
+  /** The socket is gone: fail what waits on it, then sign out (4001) or reconnect. */
+  dropped(code, delay) {
+    this.socket = null;
+    for (const [, waiter] of this.pending) waiter.reject(Object.assign(new Error("the connection closed"), { code: "offline" }));
+    this.pending.clear();
+    if (code === 4001) {
+      this.stopped = true;
+      this.setState("signedOut");
+      this.onSignedOut?.();
+      return;
+    }
+    this.setState("offline");
+    this.reconnectSoon(delay);
   }
 
   handle(frame) {
@@ -140,11 +142,9 @@ export class Live {
     const silent = Date.now() - this.lastHeard;
     if (silent > 65_000 || (now && silent > 25_000)) {
       const dead = this.socket;
-      this.socket = null;
       dead.onclose = null;
       dead.close();
-      this.setState("offline");
-      this.reconnectSoon(0);
+      this.dropped(1006, 0);
     } else if (silent > 25_000 || now) {
       this.command("ping").catch(() => {});
     }

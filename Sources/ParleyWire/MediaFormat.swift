@@ -1,7 +1,7 @@
-public import ParleyWire
+import Foundation
 
 /// A file format recognised from its first bytes ("magic"), never from a name or a header
-/// the client chose.
+/// the client chose. The server checks uploads with it; the SDK labels what it uploads with it.
 public enum MediaFormat: String, Sendable, Hashable, CaseIterable {
     case jpeg, png, gif, webp, heic
     case mp4, quicktime, webm, threeGPP
@@ -127,7 +127,7 @@ public enum MediaType: Sendable {
     /// The lower-cased `type/subtype`, or `nil` when it is not one.
     public static func parse(_ header: String) -> String? {
         let essence = header.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let trimmed = essence.trimmingCharacters(in: " \t")
+        let trimmed = essence.trimmingCharacters(in: .whitespaces)
         let parts = trimmed.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, (1...127).contains(parts[0].utf8.count), (1...127).contains(parts[1].utf8.count),
               parts.allSatisfy({ $0.utf8.allSatisfy(isTokenByte) }) else { return nil }
@@ -141,14 +141,5 @@ public enum MediaType: Sendable {
         default:
             Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
         }
-    }
-}
-
-extension StringProtocol {
-    func trimmingCharacters(in set: String) -> String {
-        var text = self[...]
-        while let first = text.first, set.contains(first) { text = text.dropFirst() }
-        while let last = text.last, set.contains(last) { text = text.dropLast() }
-        return String(text)
     }
 }
