@@ -7,7 +7,7 @@ PORT ?= 8080
 HOST ?= 127.0.0.1
 DATA ?= ./data
 
-.PHONY: help deps run build release test tsan fuzz-long bench clean
+.PHONY: help deps test-deps run build release test tsan fuzz-long bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -26,7 +26,10 @@ run: release ## Build (release) and start the server on $(HOST):$(PORT) with dat
 build: deps ## Debug build of everything, tests included (done once; every suite reuses it)
 	@scripts/build.sh
 
-test: build ## Everything CI runs: unit, integration, conformance and fuzz smoke tests
+test-deps: ## Install what the tests use as well (Python venv, tmux, Chromium and its driver)
+	@scripts/install-deps.sh --test
+
+test: test-deps build ## Everything CI runs: unit, integration, conformance and fuzz smoke tests
 	@scripts/test.sh
 
 tsan: deps ## The Swift tests under ThreadSanitizer (own scratch path; not in CI)
