@@ -15,7 +15,7 @@ done
 status=0
 for target in http websocket wire realtime media; do
     work=".build-fuzz/corpus-$target"
-    mkdir -p "$work" "Fuzz/artifacts"
+    mkdir -p "$work" "Fuzz/artifacts" "Fuzz/regressions/$target"
     echo "Fuzzing $target for ${seconds}s…"
     # SWIFT_BACKTRACE=enable=no lets libFuzzer catch the trap and write the crash input.
     if ! SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 ".build-fuzz/debug/fuzz-$target" \

@@ -8,13 +8,29 @@ import Glibc
 /// File-level steps of an upload: hashing and metadata removal over memory-mapped files, so
 /// even a large file is never copied whole into the heap.
 public enum MediaFiles: Sendable {
+    /// A file's SHA-256 and size.
+    public struct Hashed: Sendable, Hashable {
+        /// The SHA-256, lowercase hex.
+        public var hex: String
+        /// The size in bytes.
+        public var size: Int64
+    }
+
     /// The SHA-256 (hex) and size of the file at `path`.
-    public static func sha256(path: String) throws -> (hex: String, size: Int64) {
+    public static func sha256(path: String) throws -> Hashed {
         try withMapped(path) { buffer in
             var hasher = SHA256()
             hasher.update(buffer)
-            return (hasher.finalize().hexString, Int64(buffer.count))
+            return Hashed(hex: hasher.finalize().hexString, size: Int64(buffer.count))
         }
+    }
+
+    /// Checks that the image at `path` is well-formed by ``MetadataStripper``'s rules (every
+    /// length inside the file) without writing anything.
+    ///
+    /// - Throws: ``MetadataStripper/Problem`` for a structure that does not add up.
+    public static func checkStructure(_ format: MediaFormat, path: String) throws {
+        try withMapped(path) { buffer in _ = try MetadataStripper.plan(format, buffer) }
     }
 
     /// Writes `input` without location-bearing metadata (``MetadataStripper``) to `output`.
@@ -22,7 +38,7 @@ public enum MediaFiles: Sendable {
     /// - Returns: the new file's SHA-256 (hex) and size, or `nil` when nothing needed
     ///   removing (the input is kept as it is and `output` is left empty).
     /// - Throws: ``MetadataStripper/Problem`` for a structure that does not add up.
-    public static func stripMetadata(_ format: MediaFormat, input: String, output: StagingFile) throws -> (hex: String, size: Int64)? {
+    public static func stripMetadata(_ format: MediaFormat, input: String, output: StagingFile) throws -> Hashed? {
         try withMapped(input) { buffer in
             let (pieces, _) = try MetadataStripper.plan(format, buffer)
             if pieces == [.copy(0..<buffer.count)] { return nil }
@@ -41,7 +57,7 @@ public enum MediaFiles: Sendable {
                     size += Int64(bytes.count)
                 }
             }
-            return (hasher.finalize().hexString, size)
+            return Hashed(hex: hasher.finalize().hexString, size: size)
         }
     }
 

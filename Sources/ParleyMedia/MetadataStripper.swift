@@ -88,13 +88,13 @@ public enum MetadataStripper: Sendable {
                 pieces.append(.copy(offset..<eoi))
                 return (merge(pieces), orientation)
             case 0xE1:
-                if b.starts(with: Array("Exif\0\0".utf8), at: payload.lowerBound) {
+                if b.starts(with: Array("Exif\0\0".utf8), in: payload) {
                     orientation = exifOrientation(b, tiff: (payload.lowerBound + 6)..<payload.upperBound) ?? orientation
                 }
             case 0xE0, 0xEE:
                 pieces.append(.copy(offset..<end))
             case 0xE2:
-                if b.starts(with: Array("ICC_PROFILE\0".utf8), at: payload.lowerBound) { pieces.append(.copy(offset..<end)) }
+                if b.starts(with: Array("ICC_PROFILE\0".utf8), in: payload) { pieces.append(.copy(offset..<end)) }
             case 0xE3...0xED, 0xEF, 0xFE:
                 break  // other application segments (IPTC, vendor data) and comments
             default:
@@ -256,7 +256,7 @@ public enum MetadataStripper: Sendable {
                 guard offset + 2 < b.count else { throw .truncated("extension") }
                 let label = b[offset + 1]
                 let end = try subBlocks(from: offset + 2)
-                let isXMP = label == 0xFF && offset + 14 <= b.count && b.starts(with: Array("XMP DataXMP".utf8), at: offset + 3)
+                let isXMP = label == 0xFF && b.starts(with: Array("XMP DataXMP".utf8), in: (offset + 3)..<end)
                 if label != 0xFE, !isXMP { pieces.append(.copy(offset..<end)) }
                 offset = end
             case 0x2C:
@@ -306,9 +306,11 @@ struct Bytes {
     subscript(index: Int) -> UInt8 { base[index] }
     func u32be(_ at: Int) -> Int { Int(base[at]) << 24 | Int(base[at + 1]) << 16 | Int(base[at + 2]) << 8 | Int(base[at + 3]) }
     func u32le(_ at: Int) -> Int { Int(base[at]) | Int(base[at + 1]) << 8 | Int(base[at + 2]) << 16 | Int(base[at + 3]) << 24 }
-    func starts(with pattern: [UInt8], at offset: Int) -> Bool {
-        guard offset >= 0, offset + pattern.count <= count else { return false }
-        for (index, byte) in pattern.enumerated() where base[offset + index] != byte { return false }
+    /// Whether the bytes in `range` (a segment's payload, say) begin with `pattern`: a pattern
+    /// longer than the range never matches, even when the bytes after it would.
+    func starts(with pattern: [UInt8], in range: Range<Int>) -> Bool {
+        guard range.lowerBound >= 0, range.upperBound <= count, pattern.count <= range.count else { return false }
+        for (index, byte) in pattern.enumerated() where base[range.lowerBound + index] != byte { return false }
         return true
     }
 }

@@ -235,33 +235,23 @@ final class MediaService: Sendable {
             let thumbnail = try blobs.makeStagingFile()
             staged.append(thumbnail)
             thumbnail.closeForWriting()
-            let keepMetadata = configuration.keepPhotoMetadata
-            let images = images
-            let result = try await offLoop { () throws -> (ImageProcessor.Info, ImageProcessor.Info, (hex: String, size: Int64)?) in
-                let info: ImageProcessor.Info
-                do { info = try images.info(path: original.path) } catch { throw Self.imageError(error) }
-                var strippedHash: (hex: String, size: Int64)?
-                if !keepMetadata {
-                    do {
-                        strippedHash = try MediaFiles.stripMetadata(format, input: original.path, output: stripped)
-                    } catch let problem as MetadataStripper.Problem {
-                        throw ChatError(status: 415, code: "invalid_image", message: problem.description)
-                    }
+            let pipeline = PhotoPipeline(images: images, keepMetadata: configuration.keepPhotoMetadata)
+            let result = try await offLoop { () throws -> PhotoPipeline.Result in
+                do {
+                    return try pipeline.process(format, input: original.path, stripped: stripped, thumbnail: thumbnail.path)
+                } catch let problem as PhotoPipeline.Problem {
+                    throw Self.imageError(problem)
                 }
-                let source = strippedHash == nil ? original.path : stripped.path
-                let thumb: ImageProcessor.Info
-                do { thumb = try images.thumbnail(path: source, output: thumbnail.path) } catch { throw Self.imageError(error) }
-                return (info, thumb, strippedHash)
             }
-            new.width = result.0.width
-            new.height = result.0.height
-            if let strippedHash = result.2 {
+            new.width = result.size.width
+            new.height = result.size.height
+            if let strippedHash = result.stripped {
                 stored = stripped
                 new.sizeBytes = strippedHash.size
                 new.blob = strippedHash.hex
             }
             let thumbHash = try await offLoop { try MediaFiles.sha256(path: thumbnail.path) }
-            new.thumbnail = (thumbHash.hex, MediaThumbnail(width: result.1.width, height: result.1.height, sizeBytes: thumbHash.size))
+            new.thumbnail = (thumbHash.hex, MediaThumbnail(width: result.thumbnail.width, height: result.thumbnail.height, sizeBytes: thumbHash.size))
             thumbnailFile = thumbnail
         }
         if new.blob.isEmpty { new.blob = originalHash }
@@ -289,10 +279,10 @@ final class MediaService: Sendable {
         }
     }
 
-    static func imageError(_ error: any Error) -> ChatError {
-        switch error as? ImageProcessor.Problem {
-        case .tooLarge?: ChatError(status: 422, code: "image_too_large", message: "\(error)")
-        default: ChatError(status: 415, code: "invalid_image", message: "\(error)")
+    static func imageError(_ problem: PhotoPipeline.Problem) -> ChatError {
+        switch problem {
+        case .image(.tooLarge): ChatError(status: 422, code: "image_too_large", message: problem.description)
+        default: ChatError(status: 415, code: "invalid_image", message: problem.description)
         }
     }
 

@@ -10,8 +10,9 @@ import ParleyWire
 ///   range lies inside the input; the output grows by at most one minimal EXIF segment and a
 ///   WebP header; and what it outputs is accepted by it again, unchanged (stripping is
 ///   idempotent, so a stripped file is well-formed by the stripper's own rules).
-/// - 4: the whole image path as an upload takes it: sniffing, libvips reading the header with
-///   the pixel limits, metadata removal and a thumbnail of at most 256 × 256.
+/// - 4: the whole photo path as an upload takes it (``PhotoPipeline``): sniffing, the
+///   structure check and metadata removal, libvips reading the header with the pixel limits,
+///   and a thumbnail of at most 256 × 256.
 /// - 5: the text an upload's request carries: `Content-Type`, the file name (and the
 ///   `Content-Disposition` made from it) and a download's `Range`.
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -45,33 +46,29 @@ private func strip(_ format: MediaFormat, _ body: UnsafeRawBufferPointer) {
     }
 }
 
-private let processor: ImageProcessor = {
+private let pipeline: PhotoPipeline = {
     var limits = ImageProcessor.Limits()
     limits.maxPixels = 4_000_000
     limits.thumbnailSide = 256
-    return ImageProcessor(limits: limits)
+    return PhotoPipeline(images: ImageProcessor(limits: limits))
 }()
 
-private let scratch: String = {
-    let path = NSTemporaryDirectory() + "parley-fuzz-media-\(getpid())"
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
+private let scratch: FileBlobStore? = {
+    try? FileBlobStore(root: NSTemporaryDirectory() + "parley-fuzz-media-\(getpid())")
 }()
 
+/// The upload's photo steps, as the server runs them (``PhotoPipeline``).
 private func image(_ body: UnsafeRawBufferPointer) {
-    guard let format = MediaFormat.sniff(body.prefix(MediaFormat.magicLength)), format.kind == .photo else { return }
-    let input = scratch + "/input", output = scratch + "/thumb.jpg"
-    guard FileManager.default.createFile(atPath: input, contents: Data(body)) else { return }
-    guard let info = try? processor.info(path: input) else { return }
-    precondition(info.width > 0 && info.height > 0 && info.width * info.height <= 4_000_000, "the pixel limit let \(info) through")
-    var source = input
-    if let (pieces, _) = try? MetadataStripper.plan(format, body) {
-        let stripped = MetadataStripper.apply(pieces, to: body)
-        if FileManager.default.createFile(atPath: scratch + "/stripped", contents: Data(stripped)) { source = scratch + "/stripped" }
-    }
-    if let thumbnail = try? processor.thumbnail(path: source, output: output) {
-        precondition(thumbnail.width <= 256 && thumbnail.height <= 256, "a thumbnail of \(thumbnail) is larger than its box")
-    }
+    guard let format = MediaFormat.sniff(body.prefix(MediaFormat.magicLength)), format.kind == .photo,
+          let scratch, let input = try? scratch.makeStagingFile(), let stripped = try? scratch.makeStagingFile() else { return }
+    defer { input.discard(); stripped.discard() }
+    guard (try? input.write(body)) != nil else { return }
+    input.closeForWriting()
+    let thumbnail = scratch.root + "/thumb.jpg"
+    guard let result = try? pipeline.process(format, input: input.path, stripped: stripped, thumbnail: thumbnail) else { return }
+    let size = result.size, small = result.thumbnail
+    precondition(size.width > 0 && size.height > 0 && size.width * size.height <= 4_000_000, "the pixel limit let \(size) through")
+    precondition(small.width <= 256 && small.height <= 256, "a thumbnail of \(small) is larger than its box")
 }
 
 private func text(_ bytes: [UInt8]) {

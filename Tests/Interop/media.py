@@ -37,6 +37,15 @@ def png(width=300, height=200, text="secret location", alpha=False):
     return out.getvalue()
 
 
+def png_lying_chunk(claimed=0x4000_0017):
+    """A real PNG with a tEXt chunk after the header whose length field claims about 1 GiB:
+    libpng allocated that much for it before reading (found by fuzz-media)."""
+    good = png()
+    text = b"Comment\x00secret"
+    lying = struct.pack(">I", claimed) + b"tEXt" + text + struct.pack(">I", zlib.crc32(b"tEXt" + text) & 0xFFFFFFFF)
+    return good[:33] + lying + good[33:]
+
+
 def png_bomb(width=100_000, height=100_000):
     """A few hundred bytes that claim to be a huge PNG: a valid header, a tiny compressed body."""
     def chunk(kind, data):

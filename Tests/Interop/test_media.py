@@ -234,6 +234,7 @@ def test_video_with_a_client_thumbnail_audio_and_files_in_messages(server):
     (media.jpeg()[:400], "photo", "image/jpeg", 415, "invalid_image"),
     (b"\xff\xd8\xff\xe0" + b"A" * 500, "photo", "image/jpeg", 415, "invalid_image"),
     (media.png_bomb(), "photo", "image/png", 422, "image_too_large"),
+    (media.png_lying_chunk(), "photo", "image/png", 415, "invalid_image"),
     (media.jpeg(), "photo", "image/heic", 415, "unsupported_media_type"),
     (media.jpeg(), "photo", "text/plain", 415, "unsupported_media_type"),
     (media.mp3(), "video", "video/mp4", 415, "type_mismatch"),
@@ -243,7 +244,7 @@ def test_video_with_a_client_thumbnail_audio_and_files_in_messages(server):
     (media.jpeg(), "sticker", "image/jpeg", 400, "invalid_request"),
     (b"", "file", "application/octet-stream", 400, "invalid_request"),
     (media.jpeg(), "photo", None, 415, "unsupported_media_type"),
-], ids=["png-as-jpeg", "text-as-jpeg", "truncated-jpeg", "garbage-jpeg", "pixel-bomb", "heic", "photo-as-text",
+], ids=["png-as-jpeg", "text-as-jpeg", "truncated-jpeg", "garbage-jpeg", "pixel-bomb", "chunk-claims-1gib", "heic", "photo-as-text",
         "mp3-as-video", "audio-type-as-video", "mp3-as-m4a", "jpeg-as-pdf", "unknown-kind", "empty", "no-type"])
 def test_bad_uploads_are_refused_with_a_typed_error_and_nothing_is_stored(server, data, kind, mime, status, code):
     alice = user(server)
@@ -468,5 +469,7 @@ def test_keep_photo_metadata_keeps_the_file_as_uploaded(tmp_path):
         stored = alice.download(info["id"])[1]
         assert stored == photo and media.exif_of(stored)[1], "the GPS position is still there, as the operator chose"
         assert (info["width"], info["height"]) == (240, 320)
+        status, answer = alice.upload(media.png_lying_chunk(), "photo", "image/png")
+        assert (status, answer["error"]["code"]) == (415, "invalid_image"), "the structure is checked all the same"
     finally:
         server.stop()

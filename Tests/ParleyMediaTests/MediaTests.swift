@@ -97,6 +97,18 @@ struct MetadataStripperTests {
         #expect(!String(decoding: out, as: UTF8.self).contains("Exif"))
     }
 
+    /// fuzz-media: an APP1 segment two bytes long, followed by bytes that spell the rest of an
+    /// EXIF header, trapped (the EXIF header was looked for past the segment's end).
+    @Test func anExifHeaderIsLookedForOnlyInsideItsSegment() throws {
+        let short: [UInt8] = [0xFF, 0xE1, 0x00, 0x04] + Array("Ex".utf8)
+        let jpeg = handmadeJPEG(orientation: 1)
+        let (out, orientation) = try strip(.jpeg, Array(jpeg.prefix(2)) + short + jpeg.dropFirst(2))
+        #expect(orientation == 1)
+        #expect(out == (try strip(.jpeg, jpeg)).out)
+        let found = try #require(Data(base64Encoded: "AP/Y/+AAEEpGSUYAAQGAAAEAAQAA/+EABEV4aWYAAE1NACoAAAAAAAMBDwACAAAAPwAAJzEBEgADAAAi"))
+        #expect(throws: MetadataStripper.Problem.malformed("expected a marker at byte 26")) { try strip(.jpeg, Array(found.dropFirst())) }
+    }
+
     @Test func truncatedAndMalformedJPEGsAreRefused() {
         let whole = handmadeJPEG()
         for cut in [3, 10, 30, whole.count - 14] {
@@ -210,6 +222,69 @@ struct ImageProcessorTests {
         let path = try temporaryFile([0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 0x41, count: 500))
         defer { unlink(path) }
         #expect(throws: ImageProcessor.Problem.self) { try ImageProcessor().info(path: path) }
+    }
+}
+
+struct PhotoPipelineTests {
+    let helpers = ImageProcessorTests()
+
+    func chunk(_ type: String, _ data: [UInt8], claimedLength: UInt32? = nil) -> [UInt8] {
+        let count = claimedLength ?? UInt32(data.count)
+        let body = Array(type.utf8) + data
+        let crc = helpers.crc32(body)
+        return [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)] + body
+            + [UInt8(crc >> 24), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc & 0xFF)]
+    }
+
+    /// A real 1 × 1 grey PNG (zlib stored block) with a text chunk between header and pixels.
+    func png(text: [UInt8]) -> [UInt8] {
+        let raw: [UInt8] = [0, 0x80]  // filter type none, one grey pixel
+        let adler: [UInt8] = [0x00, 0x82, 0x00, 0x81]
+        let zlib: [UInt8] = [0x78, 0x01, 0x01, 0x02, 0x00, 0xFD, 0xFF] + raw + adler
+        return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", [0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0])
+            + text + chunk("IDAT", zlib) + chunk("IEND", [])
+    }
+
+    func run(_ bytes: [UInt8], keepMetadata: Bool = false) throws -> (PhotoPipeline.Result, stored: [UInt8]) {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("parley-pipeline-\(UUID().uuidString)").path
+        let store = try FileBlobStore(root: root)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let input = try store.makeStagingFile(), stripped = try store.makeStagingFile()
+        try input.write(bytes)
+        input.closeForWriting()
+        let pipeline = PhotoPipeline(images: ImageProcessor(), keepMetadata: keepMetadata)
+        let result = try pipeline.process(.png, input: input.path, stripped: stripped, thumbnail: root + "/thumb.jpg")
+        stripped.closeForWriting()
+        let stored = try Data(contentsOf: URL(fileURLWithPath: result.stripped == nil ? input.path : stripped.path))
+        #expect(FileManager.default.fileExists(atPath: root + "/thumb.jpg"))
+        return (result, [UInt8](stored))
+    }
+
+    @Test func aPhotoIsStoredWithoutItsTextAndGetsAThumbnail() throws {
+        let secret = chunk("tEXt", Array("Comment\0secret location".utf8))
+        let (result, stored) = try run(png(text: secret))
+        #expect(result.size.width == 1 && result.size.height == 1)
+        #expect(result.thumbnail.width == 1 && result.thumbnail.height == 1)
+        #expect(stored == png(text: []))
+        #expect(result.stripped?.size == Int64(stored.count))
+        #expect(result.stripped?.hex == SHA256.hash(stored).hexString)
+    }
+
+    /// An 85-byte PNG whose text chunk claims 1 GiB made libpng allocate 1 GiB (fuzz-media,
+    /// Fuzz/regressions/media): the structure check must refuse it before libvips reads it,
+    /// with or without metadata removal.
+    @Test(arguments: [false, true])
+    func aLengthLeavingTheFileIsRefusedBeforeAnyDecoderSeesIt(keepMetadata: Bool) throws {
+        let lying = chunk("tEXt", Array("Comment\0secret".utf8), claimedLength: 0x4000_0017)
+        #expect(throws: PhotoPipeline.Problem.structure(.truncated("chunk"))) {
+            try run(png(text: lying), keepMetadata: keepMetadata)
+        }
+    }
+
+    @Test func theLimitsHoldForTheFileThatIsStored() throws {
+        #expect(throws: PhotoPipeline.Problem.image(.tooLarge(width: 100_000, height: 100_000, maxPixels: 64_000_000, maxSide: 20_000))) {
+            try run(helpers.bomb())
+        }
     }
 }
 
