@@ -56,7 +56,9 @@ public final class MediaTransfer<Value: Sendable>: Sendable {
         get async throws { try await task.value }
     }
 
-    /// Stops the transfer (an upload in flight is abandoned; the server keeps nothing of it).
+    /// Stops the transfer. What the server received of an upload in flight is kept as an
+    /// unfinished upload (removed after `--media-orphan-lifetime`, or at once with
+    /// ``ParleyClient/abandonUpload(clientID:)``); nothing is stored or sent.
     public func cancel() { task.cancel() }
 }
 
@@ -79,7 +81,7 @@ extension ParleyClient {
             var uploaded: [MediaInfo] = []
             for part in parts {
                 let before = done
-                let info = try await self.upload(part) { sent in
+                let info = try await self.upload(part, clientID: UUID().uuidString.lowercased(), askFirst: false) { sent in
                     continuation.yield(UploadProgress(sentBytes: before + sent, totalBytes: total))
                 }
                 done += part.size
@@ -95,18 +97,44 @@ extension ParleyClient {
     }
 
     /// Uploads one file without sending it (the answer names it for a message's content).
-    public func upload(file: URL, kind: MediaKind, mimeType: String, name: String? = nil) throws -> MediaTransfer<MediaInfo> {
+    ///
+    /// Uploads are resumable: if the connection breaks, the SDK asks the server how much
+    /// arrived and sends only the rest (three more attempts). To continue an upload after the
+    /// app itself was stopped, pass the `clientID` it began with (keep it with the file):
+    /// the upload goes on from where the server stopped, or returns the stored upload when it
+    /// had finished. Unfinished uploads are kept for a day (`--media-orphan-lifetime`).
+    public func upload(file: URL, kind: MediaKind, mimeType: String, name: String? = nil,
+                       clientID: String? = nil) throws -> MediaTransfer<MediaInfo> {
         _ = try requireToken()
         let size = try Self.size(of: file)
         let part = Part(source: .file(file), kind: kind, mimeType: mimeType, name: name ?? file.lastPathComponent, size: size)
         let (progress, continuation) = AsyncStream<UploadProgress>.makeStream(bufferingPolicy: .bufferingNewest(64))
         let task = Task<MediaInfo, any Error> {
             defer { continuation.finish() }
-            let info = try await self.upload(part) { sent in continuation.yield(UploadProgress(sentBytes: sent, totalBytes: size)) }
+            let info = try await self.upload(part, clientID: clientID ?? UUID().uuidString.lowercased(), askFirst: clientID != nil) { sent in
+                continuation.yield(UploadProgress(sentBytes: sent, totalBytes: size))
+            }
             continuation.yield(UploadProgress(sentBytes: size, totalBytes: size))
             return info
         }
         return MediaTransfer(progress: progress, task: task)
+    }
+
+    /// Where the upload `clientID` stands on the server: complete (with the stored upload),
+    /// partial (how many bytes arrived), or `nil` when the server has none.
+    public func uploadStatus(clientID: String) async throws -> UploadStatus? {
+        do {
+            return try await http.call("GET", "/v1/uploads/\(Self.pathSegment(clientID))", token: try requireToken())
+        } catch ParleyError.server(let error) where error.code == "upload_not_found" {
+            return nil
+        }
+    }
+
+    /// Gives up an unfinished upload; the server removes what it kept.
+    ///
+    /// - Throws: `upload_not_found` (404) when there is none.
+    public func abandonUpload(clientID: String) async throws {
+        let _: Empty = try await http.call("DELETE", "/v1/uploads/\(Self.pathSegment(clientID))", token: try requireToken())
     }
 
     // MARK: - Downloading
@@ -245,21 +273,66 @@ extension ParleyClient {
         }
     }
 
-    /// Sends one part with progress; retried parts reuse one client id, so a retry after a lost
-    /// answer returns the first upload.
-    func upload(_ part: Part, progress: @escaping @Sendable (Int64) -> Void) async throws -> MediaInfo {
-        var query = [("kind", part.kind.rawValue), ("clientId", UUID().uuidString.lowercased())]
+    /// Sends one part with progress under one client id. The server keeps what arrived when a
+    /// connection breaks; then, up to three more times, this asks how far it got and sends the
+    /// rest (or finds the upload stored, when only the answer was lost). With `askFirst` it
+    /// asks before the first attempt too (an upload begun before the app was stopped).
+    func upload(_ part: Part, clientID: String, askFirst: Bool, progress: @escaping @Sendable (Int64) -> Void) async throws -> MediaInfo {
+        var ask = askFirst
+        var attempt = 0
+        while true {
+            do {
+                var first: Int64 = 0
+                if ask, let status = try await uploadStatus(clientID: clientID) {
+                    if status.state == .complete, let stored = status.attachment { return stored }
+                    if status.totalBytes == part.size { first = status.receivedBytes }
+                }
+                return try await send(part, clientID: clientID, from: first, progress: progress)
+            } catch let error as ParleyError where attempt < 3 && Self.worthResuming(error) {
+                attempt += 1
+                ask = true
+                try await Task.sleep(nanoseconds: UInt64(attempt) * 500_000_000)
+            }
+        }
+    }
+
+    /// A broken connection, or the server still finishing the broken one (`upload_in_progress`).
+    static func worthResuming(_ error: ParleyError) -> Bool {
+        switch error {
+        case .unreachable: true
+        case .server(let error): error.code == "upload_in_progress" || error.status >= 500
+        case .badResponse, .notSignedIn: false
+        }
+    }
+
+    /// One request: the part from byte `first` on (`Content-Range` when not from the start).
+    private func send(_ part: Part, clientID: String, from first: Int64, progress: @escaping @Sendable (Int64) -> Void) async throws -> MediaInfo {
+        var query = [("kind", part.kind.rawValue), ("clientId", clientID)]
         if let name = part.name { query.append(("name", name)) }
         var request = try http.request("POST", "/v1/media", query: query, token: try requireToken())
         request.setValue(part.mimeType, forHTTPHeaderField: "Content-Type")
-        let delegate = UploadDelegate(progress: progress)
+        var rest: URL?
+        defer { if let rest { try? FileManager.default.removeItem(at: rest) } }
+        var source = part.source
+        if first > 0 {
+            request.setValue("bytes \(first)-\(part.size - 1)/\(part.size)", forHTTPHeaderField: "Content-Range")
+            switch part.source {
+            case .data(let data):
+                source = .data(data.subdata(in: Int(first)..<data.count))
+            case .file(let file):
+                let copy = try Self.copyRest(of: file, from: first)
+                rest = copy
+                source = .file(copy)
+            }
+        }
+        let delegate = UploadDelegate { sent in progress(first + sent) }
         let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
                 delegate.begin(continuation)
                 let task: URLSessionUploadTask
-                switch part.source {
+                switch source {
                 case .data(let data): task = session.uploadTask(with: request, from: data)
                 case .file(let file): task = session.uploadTask(with: request, fromFile: file)
                 }
@@ -276,6 +349,34 @@ extension ParleyClient {
         } catch {
             throw ParleyError.badResponse("POST /v1/media: \(error)")
         }
+    }
+
+    /// The bytes of `file` from `offset` on, in a temporary file (URLSession uploads whole
+    /// files), copied in 1 MiB pieces.
+    static func copyRest(of file: URL, from offset: Int64) throws -> URL {
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("parley-upload-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: copy.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw ParleyError.badResponse("cannot create \(copy.path) to resume an upload")
+        }
+        do {
+            let input = try FileHandle(forReadingFrom: file)
+            defer { try? input.close() }
+            let output = try FileHandle(forWritingTo: copy)
+            defer { try? output.close() }
+            try input.seek(toOffset: UInt64(offset))
+            while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
+                try output.write(contentsOf: chunk)
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: copy)
+            throw error
+        }
+        return copy
+    }
+
+    /// `text` as one path segment (a client id may hold characters a path may not).
+    static func pathSegment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text
     }
 }
 

@@ -1,5 +1,5 @@
 import Foundation
-import ParleyCrypto
+public import ParleyCrypto
 public import ParleyWire
 #if canImport(Glibc)
 import Glibc
@@ -22,6 +22,16 @@ public enum MediaFiles: Sendable {
             var hasher = SHA256()
             hasher.update(buffer)
             return Hashed(hex: hasher.finalize().hexString, size: Int64(buffer.count))
+        }
+    }
+
+    /// A hasher fed with the file at `path`, and the file's first `prefixLength` bytes: where
+    /// a resumed upload's hashing and type check carry on from.
+    public static func resumeHashing(path: String, prefixLength: Int) throws -> (SHA256, [UInt8]) {
+        try withMapped(path) { buffer in
+            var hasher = SHA256()
+            hasher.update(buffer)
+            return (hasher, Array(buffer.prefix(prefixLength)))
         }
     }
 

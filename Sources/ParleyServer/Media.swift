@@ -32,6 +32,8 @@ public struct MediaConfiguration: Sendable, Equatable {
     public var collectionIntervalSeconds = 300
     /// Uploads one account may have in progress at once. Default: 4.
     public var concurrentUploadsPerUser = 4
+    /// Unfinished (resumable) uploads one account may keep. Default: 16.
+    public var unfinishedUploadsPerUser = 16
 
     /// The defaults.
     public init() {}
@@ -74,6 +76,10 @@ final class MediaService: Sendable {
     /// Serialises blob puts and the collector's deletes, so a blob being collected is never
     /// re-used halfway (see ``collect()``).
     let gate = AsyncGate()
+    /// Uploads that stopped before their last byte, to be completed (`Content-Range`).
+    let partials: PartialUploadStore
+    /// Resumable uploads being written now (user, client id): one request at a time each.
+    private let receiving = Locked(Set<PartialKey>())
     private let lanes: [DispatchQueue]
     private let laneCounter = Locked(0)
     private let uploadsInProgress = Locked([Int64: Int]())
@@ -81,9 +87,15 @@ final class MediaService: Sendable {
     /// Counters for `/metrics`.
     let metrics = Locked(MediaMetrics())
 
-    init(chat: Chat, blobs: any BlobStore, configuration: MediaConfiguration) {
+    struct PartialKey: Hashable, Sendable {
+        var user: Int64
+        var clientID: String
+    }
+
+    init(chat: Chat, blobs: any BlobStore, partials: PartialUploadStore, configuration: MediaConfiguration) {
         self.chat = chat
         self.blobs = blobs
+        self.partials = partials
         self.configuration = configuration
         var limits = ImageProcessor.Limits()
         limits.maxPixels = configuration.maxImagePixels
@@ -117,6 +129,13 @@ final class MediaService: Sendable {
         var name: String?
         var clientID: String?
         var maxBytes: Int64
+        /// `Content-Length`, when the body has one.
+        var length: Int64?
+        /// `Content-Range` of a resumed upload: the first byte sent and the whole size.
+        var resume: (first: Int64, total: Int64)?
+
+        /// Kept when the connection breaks: a client id and a known size.
+        var resumable: Bool { clientID != nil && length != nil }
     }
 
     /// Checks everything that can be checked before the body is read.
@@ -144,11 +163,39 @@ final class MediaService: Sendable {
             break
         }
         let maxBytes = configuration.maxBytes(kind)
-        if let length = request.headers["content-length"].flatMap({ Int64($0) }), length > maxBytes {
+        let length = request.headers["content-length"].flatMap { Int64($0) }
+        if let length, length > maxBytes {
             throw Self.tooLarge(kind, limit: maxBytes)
         }
+        var resume: (first: Int64, total: Int64)?
+        if let header = request.headers["content-range"] {
+            guard clientID != nil else { throw ChatError.invalid("a Content-Range continues an upload: name it with clientId") }
+            guard let length, let range = Self.contentRange(header), range.last - range.first + 1 == length else {
+                throw ChatError.invalid("Content-Range must be 'bytes <first>-<total - 1>/<total>' with a Content-Length of the bytes sent; "
+                                        + "ask GET /v1/uploads/{clientId} where to start")
+            }
+            guard range.total <= maxBytes else { throw Self.tooLarge(kind, limit: maxBytes) }
+            resume = (range.first, range.total)
+        }
         return UploadRequest(kind: kind, mimeType: declared?.mimeType ?? mimeType, declared: declared, name: name,
-                             clientID: clientID, maxBytes: maxBytes)
+                             clientID: clientID, maxBytes: maxBytes, length: length, resume: resume)
+    }
+
+    /// Parses `bytes <first>-<last>/<total>` (RFC 9110 §14.4) for the end of a file: the range
+    /// must run to the last byte. Digits only, at most 18 each.
+    static func contentRange(_ header: String) -> (first: Int64, last: Int64, total: Int64)? {
+        guard header.hasPrefix("bytes ") else { return nil }
+        let spec = header.dropFirst(6)
+        let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        let bounds = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        func number(_ text: Substring) -> Int64? {
+            guard !text.isEmpty, text.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+            return Int64(text)
+        }
+        guard bounds.count == 2, let first = number(bounds[0]), let last = number(bounds[1]), let total = number(parts[1]),
+              first <= last, last == total - 1 else { return nil }
+        return (first, last, total)
     }
 
     static func accepted(_ kind: MediaKind, given: String) -> String {
@@ -176,7 +223,7 @@ final class MediaService: Sendable {
     }
 
     private func storeUpload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
-        let upload = try uploadRequest(request)
+        var upload = try uploadRequest(request)
         if let clientID = upload.clientID, let existing = try await chat.existingUpload(caller, clientID: clientID) {
             return (existing, false)
         }
@@ -189,21 +236,63 @@ final class MediaService: Sendable {
         var staged: [StagingFile] = []
         defer { for file in staged { file.discard() } }
 
-        // 1. The body, to disk as it arrives.
-        let original = try blobs.makeStagingFile()
-        staged.append(original)
+        // 1. The body, to disk as it arrives. With a client id and a length the bytes are kept
+        //    if the connection breaks, and a later request sends the rest (Content-Range).
+        var partial: PartialKey?
+        if upload.resumable, let clientID = upload.clientID {
+            let key = PartialKey(user: caller.userKey, clientID: clientID)
+            guard receiving.withLock({ $0.insert(key).inserted }) else {
+                throw ChatError(status: 409, code: "upload_in_progress",
+                                message: "this upload is being received on another connection; retry when that one ends",
+                                retryAfterSeconds: 1)
+            }
+            partial = key
+        }
+        var keepPartial = false
+        defer {
+            if let partial {
+                if !keepPartial { partials.remove(user: partial.user, clientID: partial.clientID) }
+                receiving.withLock { _ = $0.remove(partial) }
+            }
+        }
+        let original: StagingFile
         var prefix: [UInt8] = []
         var received: Int64 = 0
         var hasher = SHA256()
+        if let resume = upload.resume, let partial {
+            keepPartial = true  // a refused continuation leaves the kept bytes as they were
+            let kept: PartialUploadStore.Record
+            (original, kept, received, hasher, prefix) = try await resumePartial(partial, upload, resume)
+            upload.name = kept.name ?? upload.name  // it goes on as it began
+            keepPartial = false
+        } else if let partial, let total = upload.length {
+            original = try await beginPartial(caller, partial, upload, total: total)
+        } else {
+            original = try blobs.makeStagingFile()
+            staged.append(original)
+        }
         switch request.body {
         case .bytes(let bytes):
-            received = Int64(bytes.count)
+            received += Int64(bytes.count)
             guard received <= upload.maxBytes else { throw Self.tooLarge(upload.kind, limit: upload.maxBytes) }
-            prefix = Array(bytes.prefix(MediaFormat.magicLength))
+            if prefix.count < MediaFormat.magicLength { prefix += bytes.prefix(MediaFormat.magicLength - prefix.count) }
             hasher.update(bytes)
-            try original.write(bytes)
+            do { try original.write(bytes) } catch { throw Self.storageError(error) }
         case .stream(let stream):
-            for try await chunk in stream {
+            var chunks = stream.makeAsyncIterator()
+            while true {
+                let next: [UInt8]?
+                do {
+                    next = try await chunks.next()
+                } catch {
+                    // The connection broke (or stalled): what arrived is kept for a resume.
+                    if let partial {
+                        partials.suspend(original, user: partial.user, clientID: partial.clientID)
+                        keepPartial = true
+                    }
+                    throw error
+                }
+                guard let chunk = next else { break }
                 received += Int64(chunk.count)
                 guard received <= upload.maxBytes else { throw Self.tooLarge(upload.kind, limit: upload.maxBytes) }
                 if prefix.count < MediaFormat.magicLength { prefix += chunk.prefix(MediaFormat.magicLength - prefix.count) }
@@ -211,6 +300,7 @@ final class MediaService: Sendable {
                 do { try original.write(chunk) } catch { throw Self.storageError(error) }
             }
         }
+        original.closeForWriting()
         let originalHash = hasher.finalize().hexString
         metrics.withLock { $0.bytesReceived += received }
         guard received > 0 else { throw ChatError.invalid("the upload is empty") }
@@ -278,6 +368,77 @@ final class MediaService: Sendable {
             }
         }
     }
+
+    /// Starts keeping a resumable upload: at most ``MediaConfiguration/unfinishedUploadsPerUser``
+    /// unfinished ones per account, and their declared sizes count against the quota.
+    private func beginPartial(_ caller: Caller, _ key: PartialKey, _ upload: UploadRequest, total: Int64) async throws -> StagingFile {
+        let others = partials.entries(user: key.user).filter { $0.record.clientID != key.clientID }
+        guard others.count < configuration.unfinishedUploadsPerUser else {
+            throw ChatError(status: 429, code: "too_many_unfinished_uploads",
+                            message: "at most \(configuration.unfinishedUploadsPerUser) unfinished uploads per account; "
+                                + "complete one or abandon it with DELETE /v1/uploads/{clientId}")
+        }
+        let used = try await chat.mediaUsage(caller)
+        let pending = others.reduce(Int64(0)) { $0 + $1.record.totalBytes }
+        guard used + pending + total <= configuration.quotaBytes else {
+            throw ChatError.quotaExceeded(usedBytes: used + pending, quotaBytes: configuration.quotaBytes)
+        }
+        let record = PartialUploadStore.Record(user: key.user, clientID: key.clientID, kind: upload.kind, mimeType: upload.mimeType,
+                                               name: upload.name, totalBytes: total, createdAt: Date())
+        let partials = partials
+        do { return try await offLoop { try partials.begin(record) } } catch { throw Self.storageError(error) }
+    }
+
+    /// Opens a kept upload to append the rest: same kind, type and size as it began, and the
+    /// range starts at the first byte the server does not have.
+    private func resumePartial(_ key: PartialKey, _ upload: UploadRequest, _ resume: (first: Int64, total: Int64)) async throws
+        -> (StagingFile, PartialUploadStore.Record, Int64, SHA256, [UInt8]) {
+        let partials = partials
+        guard let (entry, file) = try await offLoop({ try partials.resume(user: key.user, clientID: key.clientID) }) else {
+            throw ChatError(status: 404, code: "upload_not_found",
+                            message: "no unfinished upload with this clientId (it finished, expired or never began); send the whole file without Content-Range")
+        }
+        let record = entry.record
+        guard record.kind == upload.kind, record.mimeType == upload.mimeType, record.totalBytes == resume.total else {
+            file.closeForWriting()
+            throw ChatError(status: 409, code: "upload_mismatch",
+                            message: "this upload began as a \(record.kind.rawValue) of \(record.mimeType), \(record.totalBytes) bytes; "
+                                + "continue it as such, or abandon it with DELETE /v1/uploads/{clientId}")
+        }
+        guard resume.first == entry.receivedBytes else {
+            file.closeForWriting()
+            throw ChatError(status: 409, code: "upload_offset_mismatch",
+                            message: "the server holds \(entry.receivedBytes) bytes of this upload; "
+                                + "send from byte \(entry.receivedBytes) (Content-Range: bytes \(entry.receivedBytes)-\(record.totalBytes - 1)/\(record.totalBytes))")
+        }
+        let path = file.path
+        let (hasher, prefix) = try await offLoop { try MediaFiles.resumeHashing(path: path, prefixLength: MediaFormat.magicLength) }
+        return (file, record, entry.receivedBytes, hasher, prefix)
+    }
+
+    /// Where the caller's upload `clientID` stands (`GET /v1/uploads/{clientId}`).
+    func uploadStatus(_ caller: Caller, clientID: String) async throws -> UploadStatus {
+        if let info = try await chat.existingUpload(caller, clientID: clientID) {
+            return UploadStatus(clientId: clientID, state: .complete, receivedBytes: info.sizeBytes, totalBytes: info.sizeBytes, attachment: info)
+        }
+        guard let entry = partials.entry(user: caller.userKey, clientID: clientID) else { throw Self.noUnfinishedUpload }
+        let expires = entry.updatedAt.addingTimeInterval(TimeInterval(configuration.orphanLifetimeSeconds))
+        return UploadStatus(clientId: clientID, state: .partial, receivedBytes: entry.receivedBytes, totalBytes: entry.record.totalBytes,
+                            expiresAt: expires)
+    }
+
+    /// Abandons an unfinished upload (`DELETE /v1/uploads/{clientId}`); its bytes are removed.
+    func abandonUpload(_ caller: Caller, clientID: String) throws {
+        let key = PartialKey(user: caller.userKey, clientID: clientID)
+        guard receiving.withLock({ !$0.contains(key) }) else {
+            throw ChatError(status: 409, code: "upload_in_progress", message: "this upload is being received; close that connection first",
+                            retryAfterSeconds: 1)
+        }
+        guard partials.remove(user: key.user, clientID: clientID) else { throw Self.noUnfinishedUpload }
+    }
+
+    static let noUnfinishedUpload = ChatError(status: 404, code: "upload_not_found",
+                                              message: "no unfinished upload with this clientId; a finished one is found the same way once stored")
 
     static func imageError(_ problem: PhotoPipeline.Problem) -> ChatError {
         switch problem {
@@ -427,7 +588,10 @@ final class MediaService: Sendable {
     /// left to do. Runs behind the gate: an upload cannot store a blob this pass is removing.
     @discardableResult
     func collect() async throws -> Int {
-        var removed = 0
+        let cutoff = Date().addingTimeInterval(-TimeInterval(configuration.orphanLifetimeSeconds))
+        var removed = partials.expire(before: cutoff) { user, clientID in
+            receiving.withLock { $0.contains(PartialKey(user: user, clientID: clientID)) }
+        }
         while true {
             let count: Int = try await gate.run {
                 let garbage = try await self.chat.collectMedia(policy: self.policy)
@@ -490,6 +654,16 @@ enum MediaRoutes {
             await api.respondCreatedOrFound {
                 let caller = try await api.caller(request)
                 return try await media.upload(caller, request)
+            }
+        }
+        router.get("/v1/uploads/:clientId") { request in
+            await api.respond {
+                try await media.uploadStatus(try await api.caller(request), clientID: request.parameters["clientId"] ?? "")
+            }
+        }
+        router.delete("/v1/uploads/:clientId") { request in
+            await api.respondEmpty {
+                try media.abandonUpload(try await api.caller(request), clientID: request.parameters["clientId"] ?? "")
             }
         }
         router.get("/v1/media/:id") { request in

@@ -61,13 +61,16 @@ public final class ParleyServer: Sendable {
             throw StartError(message: "cannot create the default app: \(error)")
         }
         let blobs: FileBlobStore
+        let partials: PartialUploadStore
         do {
-            blobs = try FileBlobStore(root: (configuration.dataDirectory as NSString).appendingPathComponent("media"))
+            let mediaDirectory = (configuration.dataDirectory as NSString).appendingPathComponent("media")
+            blobs = try FileBlobStore(root: mediaDirectory)
+            partials = try PartialUploadStore(root: mediaDirectory + "/partial")
         } catch {
             store.close()
             throw StartError(message: "cannot create the media directory in \(configuration.dataDirectory): \(error.localizedDescription)")
         }
-        let media = MediaService(chat: chat, blobs: blobs, configuration: configuration.media)
+        let media = MediaService(chat: chat, blobs: blobs, partials: partials, configuration: configuration.media)
         let group: EventLoopGroup
         do {
             group = try EventLoopGroup(loopCount: configuration.threads ?? EventLoopGroup.coreCount)

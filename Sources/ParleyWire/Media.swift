@@ -88,3 +88,39 @@ public struct SignedMediaURL: Codable, Sendable, Hashable {
         self.expiresAt = expiresAt
     }
 }
+
+/// How far an upload with a `clientId` got (`GET /v1/media/uploads/{clientId}`): finished
+/// (``attachment`` is set), or unfinished with ``receivedBytes`` of ``totalBytes`` kept on the
+/// server, to be completed by sending the rest with `Content-Range: bytes received-(total-1)/total`.
+public struct UploadStatus: Codable, Sendable, Hashable {
+    /// Where an upload stands.
+    public enum State: String, Codable, Sendable, Hashable {
+        /// Some bytes are kept; send the rest.
+        case partial
+        /// Stored: ``UploadStatus/attachment`` is the upload.
+        case complete
+    }
+
+    /// The client's id for the upload.
+    public var clientId: String
+    /// Where it stands.
+    public var state: State
+    /// Bytes the server holds (all of them when complete).
+    public var receivedBytes: Int64
+    /// The whole file's size as first declared (the stored size when complete).
+    public var totalBytes: Int64
+    /// When an unfinished upload that receives nothing more is removed.
+    public var expiresAt: Date?
+    /// The stored upload, when complete.
+    public var attachment: MediaInfo?
+
+    /// Creates the value.
+    public init(clientId: String, state: State, receivedBytes: Int64, totalBytes: Int64, expiresAt: Date? = nil, attachment: MediaInfo? = nil) {
+        self.clientId = clientId
+        self.state = state
+        self.receivedBytes = receivedBytes
+        self.totalBytes = totalBytes
+        self.expiresAt = expiresAt
+        self.attachment = attachment
+    }
+}

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Parley
+import ParleyNetTesting
 import ParleyWire
 import Testing
 
@@ -90,6 +91,61 @@ struct MediaClientTests {
             Issue.record("a text file was accepted as a photo")
         } catch let error as ParleyError {
             #expect(error.code == "type_mismatch")
+        }
+    }
+
+    /// An upload that broke off (a raw socket closed halfway, as when an app is stopped) is
+    /// continued by the SDK from the byte the server stopped at, given the same client id.
+    @Test func anUploadThatBrokeOffIsContinuedFromWhereTheServerStopped() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        // A second session of Alice's, to break an upload off by hand.
+        var signIn = URLRequest(url: try #require(URL(string: server.url + "/v1/sessions")))
+        signIn.httpMethod = "POST"
+        signIn.setValue(server.appKey, forHTTPHeaderField: "X-Parley-App-Key")
+        signIn.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        signIn.httpBody = Data(#"{"username":"alice","password":"correct horse battery"}"#.utf8)
+        let token = try #require(try WireCoding.decoder().decode(SignedIn.self, from: try await URLSession.shared.data(for: signIn).0).session.token)
+
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("parley-resume-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("report.pdf")
+        let bytes = Data("%PDF-1.7\n".utf8) + Data((0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) })
+        try bytes.write(to: file)
+        let half = 600_000
+        let raw = try RawClient(port: server.port)
+        raw.send("POST /v1/media?kind=file&clientId=report-7&name=report.pdf HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: \(server.appKey)\r\n"
+                 + "Authorization: Bearer \(token)\r\nContent-Type: application/pdf\r\nContent-Length: \(bytes.count)\r\n\r\n")
+        raw.send(Array(bytes.prefix(half)))
+        raw.shutdownWrite()
+        let deadline = Date().addingTimeInterval(10)
+        while try await alice.uploadStatus(clientID: "report-7")?.receivedBytes != Int64(half) {
+            let kept = try await alice.uploadStatus(clientID: "report-7")
+            try #require(Date() < deadline, "the server did not keep the broken upload's \(half) bytes: \(String(describing: kept))")
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+
+        let transfer = try await alice.upload(file: file, kind: .file, mimeType: "application/pdf", clientID: "report-7")
+        var steps: [UploadProgress] = []
+        for await step in transfer.progress { steps.append(step) }
+        let info = try await transfer.value
+        #expect(steps.allSatisfy { $0.sentBytes >= Int64(half) }, "progress starts where the server stopped: \(steps.prefix(3))")
+        #expect(steps.last == UploadProgress(sentBytes: Int64(bytes.count), totalBytes: Int64(bytes.count)))
+        #expect(info.sizeBytes == Int64(bytes.count) && info.name == "report.pdf")
+        #expect(try Data(contentsOf: try await alice.download(info.id)) == bytes)
+        let status = try await alice.uploadStatus(clientID: "report-7")
+        #expect(status?.state == .complete && status?.attachment?.id == info.id)
+        // The same id again returns the stored upload without sending anything.
+        #expect(try await alice.upload(file: file, kind: .file, mimeType: "application/pdf", clientID: "report-7").value == info)
+        do {
+            try await alice.abandonUpload(clientID: "never-began")
+            Issue.record("abandoning an upload that never began succeeded")
+        } catch let error as ParleyError {
+            #expect(error.code == "upload_not_found")
         }
     }
 }

@@ -1,0 +1,199 @@
+public import Foundation
+import ParleyCrypto
+import Synchronization
+public import ParleyWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Uploads that stopped before their last byte (the connection dropped, the app was
+/// suspended, the server restarted), kept so the client can send only the rest.
+///
+/// Each is two files in one directory, named by the SHA-256 of the account and the client's
+/// upload id: `<key>.json` (what was declared: kind, type, name, total size) and `<key>.part`
+/// (the bytes received so far, in order). The bytes received are the `.part` file's size, so
+/// there is no counter to drift from the data after a crash. The directory is on the blob
+/// store's file system, so a finished upload is renamed into place like a staging file.
+///
+/// An index in memory (read from the directory at start) answers status questions and
+/// per-account totals without touching the disk.
+public final class PartialUploadStore: Sendable {
+    /// What an upload declared when it began.
+    public struct Record: Codable, Sendable, Hashable {
+        /// The account (user key).
+        public var user: Int64
+        /// The client's id for the upload (`clientId`).
+        public var clientID: String
+        /// The declared kind.
+        public var kind: MediaKind
+        /// The declared media type.
+        public var mimeType: String
+        /// The file name, sanitised.
+        public var name: String?
+        /// The whole file's size (the first request's `Content-Length`).
+        public var totalBytes: Int64
+        /// When it began.
+        public var createdAt: Date
+
+        /// Creates the value.
+        public init(user: Int64, clientID: String, kind: MediaKind, mimeType: String, name: String?, totalBytes: Int64, createdAt: Date) {
+            self.user = user
+            self.clientID = clientID
+            self.kind = kind
+            self.mimeType = mimeType
+            self.name = name
+            self.totalBytes = totalBytes
+            self.createdAt = createdAt
+        }
+    }
+
+    /// An unfinished upload: what it declared, how many bytes are kept, and when the last
+    /// arrived.
+    public struct Entry: Sendable, Hashable {
+        /// What it declared.
+        public var record: Record
+        /// Bytes kept so far.
+        public var receivedBytes: Int64
+        /// When bytes last arrived (what expiry counts from).
+        public var updatedAt: Date
+    }
+
+    /// The directory.
+    public let root: String
+    private let index = Mutex([String: Entry]())
+
+    /// Opens (creating) the directory and reads what it holds; a record without its bytes,
+    /// or bytes without a readable record, is removed.
+    public init(root: String) throws {
+        self.root = root
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var found: [String: Entry] = [:]
+        let names = Set((try? manager.contentsOfDirectory(atPath: root)) ?? [])
+        for name in names {
+            let key = String(name.prefix(while: { $0 != "." }))
+            guard name == key + ".json" else {
+                if !names.contains(key + ".json") { unlink(root + "/" + name) }
+                continue
+            }
+            guard let data = manager.contents(atPath: root + "/" + name),
+                  let record = try? Self.decoder.decode(Record.self, from: data),
+                  key == Self.key(user: record.user, clientID: record.clientID),
+                  let (size, modified) = Self.sizeAndTime(root + "/" + key + ".part"), size <= record.totalBytes else {
+                unlink(root + "/" + key + ".json")
+                unlink(root + "/" + key + ".part")
+                continue
+            }
+            found[key] = Entry(record: record, receivedBytes: size, updatedAt: modified)
+        }
+        index.withLock { $0 = found }
+    }
+
+    private static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return decoder
+    }
+
+    /// The entry's file name stem: hex SHA-256 of the account and client id.
+    static func key(user: Int64, clientID: String) -> String {
+        SHA256.hash(Array("\(user)\n\(clientID)".utf8)).hexString
+    }
+
+    /// The unfinished upload `clientID` of `user`, if one is kept.
+    public func entry(user: Int64, clientID: String) -> Entry? {
+        let key = Self.key(user: user, clientID: clientID)
+        return index.withLock { $0[key] }
+    }
+
+    /// Every unfinished upload of `user`.
+    public func entries(user: Int64) -> [Entry] {
+        index.withLock { $0.values.filter { $0.record.user == user } }
+    }
+
+    /// Begins an upload, replacing an unfinished one with the same id: the record is written
+    /// and synced first, then an empty `.part` is returned to write the bytes to.
+    public func begin(_ record: Record) throws -> StagingFile {
+        let key = Self.key(user: record.user, clientID: record.clientID)
+        remove(user: record.user, clientID: record.clientID)
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = .sortedKeys
+        let json = try StagingFile.create(root + "/" + key + ".json", flags: O_TRUNC)
+        do {
+            try json.write(Array(try encoder.encode(record)))
+            try json.sync()
+            json.closeForWriting()
+        } catch {
+            json.discard()
+            throw error
+        }
+        let part = try StagingFile.create(root + "/" + key + ".part", flags: O_TRUNC)
+        index.withLock { $0[key] = Entry(record: record, receivedBytes: 0, updatedAt: Date()) }
+        return part
+    }
+
+    /// Opens the kept bytes of an unfinished upload to append the rest.
+    public func resume(user: Int64, clientID: String) throws -> (Entry, StagingFile)? {
+        let key = Self.key(user: user, clientID: clientID)
+        guard var entry = index.withLock({ $0[key] }) else { return nil }
+        let part = try StagingFile.create(root + "/" + key + ".part", flags: O_APPEND, mustExist: true)
+        let size = lseek(part.descriptor, 0, SEEK_END)
+        guard size >= 0 else { part.closeForWriting(); throw BlobStoreError.io("lseek", errno) }
+        entry.receivedBytes = Int64(size)
+        return (entry, part)
+    }
+
+    /// Records how far an upload got when its connection ended: syncs the bytes so a crash
+    /// after this keeps them.
+    public func suspend(_ part: StagingFile, user: Int64, clientID: String) {
+        try? part.sync()
+        part.closeForWriting()
+        let key = Self.key(user: user, clientID: clientID)
+        let now = Date()
+        if let (size, _) = Self.sizeAndTime(part.path) {
+            index.withLock { index in
+                index[key]?.receivedBytes = size
+                index[key]?.updatedAt = now
+            }
+        }
+    }
+
+    /// Forgets an upload (finished, refused or abandoned) and removes its files; `true` when
+    /// one was kept.
+    @discardableResult
+    public func remove(user: Int64, clientID: String) -> Bool {
+        let key = Self.key(user: user, clientID: clientID)
+        let existed = index.withLock { $0.removeValue(forKey: key) != nil }
+        unlink(root + "/" + key + ".part")
+        unlink(root + "/" + key + ".json")
+        return existed
+    }
+
+    /// Removes unfinished uploads no byte has reached since `cutoff`, except those `busy`
+    /// says are being written; returns how many went.
+    public func expire(before cutoff: Date, busy: (Int64, String) -> Bool) -> Int {
+        let stale = index.withLock { $0.values.filter { $0.updatedAt < cutoff } }
+        var removed = 0
+        for entry in stale where !busy(entry.record.user, entry.record.clientID) {
+            if remove(user: entry.record.user, clientID: entry.record.clientID) { removed += 1 }
+        }
+        return removed
+    }
+
+    private static func sizeAndTime(_ path: String) -> (Int64, Date)? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        let seconds = TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec) / 1e9
+        return (Int64(status.st_size), Date(timeIntervalSince1970: seconds))
+    }
+}
+
+extension StagingFile {
+    /// Opens `path` for writing (0600), creating it unless `mustExist`.
+    static func create(_ path: String, flags: Int32, mustExist: Bool = false) throws(BlobStoreError) -> StagingFile {
+        let descriptor = Glibc.open(path, O_WRONLY | O_CLOEXEC | flags | (mustExist ? 0 : O_CREAT), 0o600)
+        guard descriptor >= 0 else { throw .io("open", errno) }
+        return StagingFile(path: path, descriptor: descriptor)
+    }
+}
