@@ -170,7 +170,7 @@ final class MediaService: Sendable {
         var resume: (first: Int64, total: Int64)?
         if let header = request.headers["content-range"] {
             guard clientID != nil else { throw ChatError.invalid("a Content-Range continues an upload: name it with clientId") }
-            guard let length, let range = Self.contentRange(header), range.last - range.first + 1 == length else {
+            guard let length, let range = ContentRange.parse(header), range.last - range.first + 1 == length else {
                 throw ChatError.invalid("Content-Range must be 'bytes <first>-<total - 1>/<total>' with a Content-Length of the bytes sent; "
                                         + "ask GET /v1/uploads/{clientId} where to start")
             }
@@ -179,23 +179,6 @@ final class MediaService: Sendable {
         }
         return UploadRequest(kind: kind, mimeType: declared?.mimeType ?? mimeType, declared: declared, name: name,
                              clientID: clientID, maxBytes: maxBytes, length: length, resume: resume)
-    }
-
-    /// Parses `bytes <first>-<last>/<total>` (RFC 9110 §14.4) for the end of a file: the range
-    /// must run to the last byte. Digits only, at most 18 each.
-    static func contentRange(_ header: String) -> (first: Int64, last: Int64, total: Int64)? {
-        guard header.hasPrefix("bytes ") else { return nil }
-        let spec = header.dropFirst(6)
-        let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return nil }
-        let bounds = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        func number(_ text: Substring) -> Int64? {
-            guard !text.isEmpty, text.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
-            return Int64(text)
-        }
-        guard bounds.count == 2, let first = number(bounds[0]), let last = number(bounds[1]), let total = number(parts[1]),
-              first <= last, last == total - 1 else { return nil }
-        return (first, last, total)
     }
 
     static func accepted(_ kind: MediaKind, given: String) -> String {

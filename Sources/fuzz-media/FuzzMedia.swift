@@ -14,7 +14,8 @@ import ParleyWire
 ///   structure check and metadata removal, libvips reading the header with the pixel limits,
 ///   and a thumbnail of at most 256 × 256.
 /// - 5: the text an upload's request carries: `Content-Type`, the file name (and the
-///   `Content-Disposition` made from it) and a download's `Range`.
+///   `Content-Disposition` made from it), a resumed upload's `Content-Range`, and a
+///   download's `Range`.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMedia(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size > 0 else { return 0 }
@@ -82,6 +83,9 @@ private func text(_ bytes: [UInt8]) {
         let header = FileName.contentDisposition("attachment", name: name)
         precondition(header.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }, "a Content-Disposition holds a byte a header may not")
         precondition(header.filter { $0 == "\"" }.count == 2, "a quote escaped the filename")
+    }
+    if let range = ContentRange.parse(text) {
+        precondition(range.first >= 0 && range.first <= range.last && range.last == range.total - 1, "Content-Range \(range) is not the end of a file")
     }
     let length = Int64(bytes.first ?? 0) * 1000
     switch ByteRange.parse(text, length: length) {

@@ -1,5 +1,6 @@
 import Testing
 @testable import ParleyServer
+import ParleyNet
 
 struct ServerConfigurationTests {
     @Test func defaults() throws {
@@ -137,5 +138,20 @@ struct ServerConfigurationTests {
         #expect(ServerConfiguration().sqliteSynchronous == "full", "the default survives power loss")
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--sqlite-synchronous", "off"]) }
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--argon2-passes", "0"]) }
+    }
+}
+
+/// `Content-Range` of a resumed upload: only `bytes first-(total-1)/total`, digits only.
+struct ContentRangeTests {
+    @Test func theRestOfAFileParses() {
+        #expect(ContentRange.parse("bytes 100-999/1000") == ContentRange(first: 100, last: 999, total: 1000))
+        #expect(ContentRange.parse("bytes 0-0/1") == ContentRange(first: 0, last: 0, total: 1))
+    }
+
+    @Test(arguments: ["bytes 100-998/1000", "bytes=100-999/1000", "bytes 100-999/*", "bytes */1000", "bytes -1-999/1000",
+                      "bytes 1000-999/1000", "bytes +1-999/1000", "bytes 1 -999/1000", "bytes 100-999/1000/1", "bytes ١-999/1000",
+                      "bytes 0-9999999999999999999/10000000000000000000", "", "bytes "])
+    func anythingElseIsRefused(_ header: String) {
+        #expect(ContentRange.parse(header) == nil)
     }
 }
