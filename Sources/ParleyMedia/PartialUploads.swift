@@ -170,15 +170,10 @@ public final class PartialUploadStore: Sendable {
         return existed
     }
 
-    /// Removes unfinished uploads no byte has reached since `cutoff`, except those `busy`
-    /// says are being written; returns how many went.
-    public func expire(before cutoff: Date, busy: (Int64, String) -> Bool) -> Int {
-        let stale = index.withLock { $0.values.filter { $0.updatedAt < cutoff } }
-        var removed = 0
-        for entry in stale where !busy(entry.record.user, entry.record.clientID) {
-            if remove(user: entry.record.user, clientID: entry.record.clientID) { removed += 1 }
-        }
-        return removed
+    /// Unfinished uploads no byte has reached since `cutoff` (to expire; the caller skips any
+    /// being written and removes the rest).
+    public func stale(before cutoff: Date) -> [Entry] {
+        index.withLock { $0.values.filter { $0.updatedAt < cutoff } }
     }
 
     private static func sizeAndTime(_ path: String) -> (Int64, Date)? {

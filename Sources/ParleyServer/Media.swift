@@ -78,7 +78,8 @@ final class MediaService: Sendable {
     let gate = AsyncGate()
     /// Uploads that stopped before their last byte, to be completed (`Content-Range`).
     let partials: PartialUploadStore
-    /// Resumable uploads being written now (user, client id): one request at a time each.
+    /// Unfinished uploads a request holds now (receiving, abandoning or expiring): one at a
+    /// time each.
     private let receiving = Locked(Set<PartialKey>())
     private let lanes: [DispatchQueue]
     private let laneCounter = Locked(0)
@@ -224,7 +225,7 @@ final class MediaService: Sendable {
         var partial: PartialKey?
         if upload.resumable, let clientID = upload.clientID {
             let key = PartialKey(user: caller.userKey, clientID: clientID)
-            guard receiving.withLock({ $0.insert(key).inserted }) else {
+            guard claim(key) else {
                 throw ChatError(status: 409, code: "upload_in_progress",
                                 message: "this upload is being received on another connection; retry when that one ends",
                                 retryAfterSeconds: 1)
@@ -235,7 +236,7 @@ final class MediaService: Sendable {
         defer {
             if let partial {
                 if !keepPartial { partials.remove(user: partial.user, clientID: partial.clientID) }
-                receiving.withLock { _ = $0.remove(partial) }
+                unclaim(partial)
             }
         }
         let original: StagingFile
@@ -413,11 +414,22 @@ final class MediaService: Sendable {
     /// Abandons an unfinished upload (`DELETE /v1/uploads/{clientId}`); its bytes are removed.
     func abandonUpload(_ caller: Caller, clientID: String) throws {
         let key = PartialKey(user: caller.userKey, clientID: clientID)
-        guard receiving.withLock({ !$0.contains(key) }) else {
+        guard claim(key) else {
             throw ChatError(status: 409, code: "upload_in_progress", message: "this upload is being received; close that connection first",
                             retryAfterSeconds: 1)
         }
+        defer { unclaim(key) }
         guard partials.remove(user: key.user, clientID: clientID) else { throw Self.noUnfinishedUpload }
+    }
+
+    /// Takes the unfinished upload `key` for one request (receiving, abandoning or expiring
+    /// it); `false` when another holds it.
+    private func claim(_ key: PartialKey) -> Bool {
+        receiving.withLock { $0.insert(key).inserted }
+    }
+
+    private func unclaim(_ key: PartialKey) {
+        receiving.withLock { _ = $0.remove(key) }
     }
 
     static let noUnfinishedUpload = ChatError(status: 404, code: "upload_not_found",
@@ -572,8 +584,12 @@ final class MediaService: Sendable {
     @discardableResult
     func collect() async throws -> Int {
         let cutoff = Date().addingTimeInterval(-TimeInterval(configuration.orphanLifetimeSeconds))
-        var removed = partials.expire(before: cutoff) { user, clientID in
-            receiving.withLock { $0.contains(PartialKey(user: user, clientID: clientID)) }
+        var removed = 0
+        for entry in partials.stale(before: cutoff) {
+            let key = PartialKey(user: entry.record.user, clientID: entry.record.clientID)
+            guard claim(key) else { continue }  // bytes are arriving now
+            if partials.remove(user: key.user, clientID: key.clientID) { removed += 1 }
+            unclaim(key)
         }
         while true {
             let count: Int = try await gate.run {

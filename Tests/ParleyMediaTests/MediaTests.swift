@@ -334,14 +334,18 @@ struct PartialUploadStoreTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: root).count == 2, "only the good upload's two files remain")
     }
 
-    @Test func expiryCountsFromTheLastByteAndSparesBusyUploads() throws {
+    @Test func stalenessCountsFromTheLastByte() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("parley-partial-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let store = try PartialUploadStore(root: root)
-        for id in ["idle", "busy"] { try store.begin(record(id)).closeForWriting() }
-        #expect(store.expire(before: Date().addingTimeInterval(-60)) { _, _ in false } == 0, "both are fresh")
-        #expect(store.expire(before: Date().addingTimeInterval(60)) { _, id in id == "busy" } == 1)
-        #expect(store.entries(user: 7).map(\.record.clientID) == ["busy"])
+        let part = try store.begin(record("old"))
+        try part.write(Array("abc".utf8))
+        #expect(store.stale(before: Date().addingTimeInterval(-60)).isEmpty, "it just began")
+        let later = Date().addingTimeInterval(60)
+        #expect(store.stale(before: later).map(\.record.clientID) == ["old"])
+        store.suspend(part, user: 7, clientID: "old")
+        #expect(store.entry(user: 7, clientID: "old")?.receivedBytes == 3)
+        #expect(store.stale(before: Date().addingTimeInterval(-60)).isEmpty, "a byte arrived since")
     }
 }
 
