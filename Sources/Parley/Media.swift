@@ -296,11 +296,12 @@ extension ParleyClient {
         }
     }
 
-    /// A broken connection, or the server still finishing the broken one (`upload_in_progress`).
+    /// A broken connection, another request for the upload that took it over (a network
+    /// layer may send a failed request again by itself), or a server error that may pass.
     static func worthResuming(_ error: ParleyError) -> Bool {
         switch error {
         case .unreachable: true
-        case .server(let error): error.code == "upload_in_progress" || error.status >= 500
+        case .server(let error): error.code == "upload_superseded" || error.status >= 500
         case .badResponse, .notSignedIn: false
         }
     }

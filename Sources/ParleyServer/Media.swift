@@ -78,9 +78,15 @@ final class MediaService: Sendable {
     let gate = AsyncGate()
     /// Uploads that stopped before their last byte, to be completed (`Content-Range`).
     let partials: PartialUploadStore
-    /// Unfinished uploads a request holds now (receiving, abandoning or expiring): one at a
-    /// time each.
-    private let receiving = Locked(Set<PartialKey>())
+    /// Unfinished uploads a request holds now (receiving, asking, abandoning or expiring):
+    /// one at a time each; see ``claim(_:interrupt:takeOver:)``.
+    private let claims = Locked([PartialKey: Holder]())
+
+    /// Who holds an unfinished upload: how to make it let go, and who waits for it.
+    private struct Holder {
+        var interrupt: (@Sendable () -> Void)?
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
     private let lanes: [DispatchQueue]
     private let laneCounter = Locked(0)
     private let uploadsInProgress = Locked([Int64: Int]())
@@ -225,11 +231,13 @@ final class MediaService: Sendable {
         var partial: PartialKey?
         if upload.resumable, let clientID = upload.clientID {
             let key = PartialKey(user: caller.userKey, clientID: clientID)
-            guard claim(key) else {
-                throw ChatError(status: 409, code: "upload_in_progress",
-                                message: "this upload is being received on another connection; retry when that one ends",
-                                retryAfterSeconds: 1)
+            var interrupt: (@Sendable () -> Void)?
+            if case .stream(let stream) = request.body {
+                interrupt = { stream.interrupt(with: Self.superseded) }
             }
+            // A request for this upload while an older one still receives it takes over: the
+            // client came back on a new connection, the old one is dead.
+            _ = await claim(key, interrupt: interrupt, takeOver: true)
             partial = key
         }
         var keepPartial = false
@@ -238,6 +246,10 @@ final class MediaService: Sendable {
                 if !keepPartial { partials.remove(user: partial.user, clientID: partial.clientID) }
                 unclaim(partial)
             }
+        }
+        if let partial, let existing = try await chat.existingUpload(caller, clientID: partial.clientID) {
+            keepPartial = true  // the request it took over from had finished: nothing to remove
+            return (existing, false)
         }
         let original: StagingFile
         var prefix: [UInt8] = []
@@ -269,7 +281,8 @@ final class MediaService: Sendable {
                 do {
                     next = try await chunks.next()
                 } catch {
-                    // The connection broke (or stalled): what arrived is kept for a resume.
+                    // The connection broke, stalled, or a newer request took the upload over:
+                    // what arrived is kept for a resume.
                     if let partial {
                         partials.suspend(original, user: partial.user, clientID: partial.clientID)
                         keepPartial = true
@@ -402,6 +415,10 @@ final class MediaService: Sendable {
 
     /// Where the caller's upload `clientID` stands (`GET /v1/uploads/{clientId}`).
     func uploadStatus(_ caller: Caller, clientID: String) async throws -> UploadStatus {
+        // A connection still receiving it is interrupted, so the answer is what is kept.
+        let key = PartialKey(user: caller.userKey, clientID: clientID)
+        _ = await claim(key, takeOver: true)
+        defer { unclaim(key) }
         if let info = try await chat.existingUpload(caller, clientID: clientID) {
             return UploadStatus(clientId: clientID, state: .complete, receivedBytes: info.sizeBytes, totalBytes: info.sizeBytes, attachment: info)
         }
@@ -412,25 +429,61 @@ final class MediaService: Sendable {
     }
 
     /// Abandons an unfinished upload (`DELETE /v1/uploads/{clientId}`); its bytes are removed.
-    func abandonUpload(_ caller: Caller, clientID: String) throws {
+    func abandonUpload(_ caller: Caller, clientID: String) async throws {
         let key = PartialKey(user: caller.userKey, clientID: clientID)
-        guard claim(key) else {
-            throw ChatError(status: 409, code: "upload_in_progress", message: "this upload is being received; close that connection first",
-                            retryAfterSeconds: 1)
-        }
+        _ = await claim(key, takeOver: true)
         defer { unclaim(key) }
         guard partials.remove(user: key.user, clientID: clientID) else { throw Self.noUnfinishedUpload }
     }
 
     /// Takes the unfinished upload `key` for one request (receiving, abandoning or expiring
     /// it); `false` when another holds it.
-    private func claim(_ key: PartialKey) -> Bool {
-        receiving.withLock { $0.insert(key).inserted }
+    ///
+    /// With `takeOver`, a request that holds it while receiving is interrupted (its bytes so far
+    /// are kept) and this waits for it to let go: a phone that changed networks
+    /// comes back before the server has noticed its old connection is dead (that can take the
+    /// 30 s body timeout), and its status call or continuation must not wait for that or be
+    /// refused. An upload past its body (being processed) is waited for, not interrupted.
+    private func claim(_ key: PartialKey, interrupt: (@Sendable () -> Void)? = nil, takeOver: Bool = false) async -> Bool {
+        while true {
+            enum Outcome { case claimed, busy, wait((@Sendable () -> Void)?) }
+            let outcome: Outcome = claims.withLock { table in
+                guard let holder = table[key] else {
+                    table[key] = Holder(interrupt: interrupt)
+                    return .claimed
+                }
+                return takeOver ? .wait(holder.interrupt) : .busy
+            }
+            switch outcome {
+            case .claimed: return true
+            case .busy: return false
+            case .wait(let stop):
+                stop?()
+                await released(key)
+            }
+        }
+    }
+
+    /// Returns once `key` is not held (callers then try to claim it again).
+    private func released(_ key: PartialKey) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let held = claims.withLock { table in
+                guard table[key] != nil else { return false }
+                table[key]?.waiters.append(continuation)
+                return true
+            }
+            if !held { continuation.resume() }
+        }
     }
 
     private func unclaim(_ key: PartialKey) {
-        receiving.withLock { _ = $0.remove(key) }
+        let waiters = claims.withLock { $0.removeValue(forKey: key)?.waiters ?? [] }
+        for waiter in waiters { waiter.resume() }
     }
+
+    /// What an upload's older request ends with when a newer one took the upload over.
+    static let superseded = ChatError(status: 409, code: "upload_superseded",
+                                      message: "a newer request for this upload took it over; the bytes that arrived are kept")
 
     static let noUnfinishedUpload = ChatError(status: 404, code: "upload_not_found",
                                               message: "no unfinished upload with this clientId; a finished one is found the same way once stored")
@@ -587,7 +640,7 @@ final class MediaService: Sendable {
         var removed = 0
         for entry in partials.stale(before: cutoff) {
             let key = PartialKey(user: entry.record.user, clientID: entry.record.clientID)
-            guard claim(key) else { continue }  // bytes are arriving now
+            guard await claim(key) else { continue }  // bytes are arriving now
             if partials.remove(user: key.user, clientID: key.clientID) { removed += 1 }
             unclaim(key)
         }
@@ -662,7 +715,7 @@ enum MediaRoutes {
         }
         router.delete("/v1/uploads/:clientId") { request in
             await api.respondEmpty {
-                try media.abandonUpload(try await api.caller(request), clientID: request.parameters["clientId"] ?? "")
+                try await media.abandonUpload(try await api.caller(request), clientID: request.parameters["clientId"] ?? "")
             }
         }
         router.get("/v1/media/:id") { request in

@@ -5,7 +5,6 @@ import os
 import queue
 import re
 import shlex
-import socket
 import subprocess
 import threading
 import tempfile
@@ -295,70 +294,6 @@ def test_send_a_photo_and_a_file_then_download_them(server, tmp_path):
     assert "not image/jpeg as declared" in refused.stderr
 
 
-class CuttingProxy:
-    """A TCP proxy in front of the server that cuts the first connection carrying an upload
-    (`POST /v1/media`) after `cut` more bytes, as a phone losing its network would; every
-    byte clients sent is kept so the test can read the requests."""
-
-    def __init__(self, server, cut):
-        self.server, self.cut = server, cut
-        self.sent = bytearray()
-        self.lock = threading.Lock()
-        self.cut_done = False
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection((self.server.host, self.server.port))
-            threading.Thread(target=self.pump_up, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self.pump_down, args=(upstream, client), daemon=True).start()
-
-    def pump_up(self, client, upstream):
-        cutting, after = False, 0
-        try:
-            while data := client.recv(65536):
-                with self.lock:
-                    self.sent += data
-                    if not self.cut_done and not cutting and b"POST /v1/media" in data:
-                        cutting, after = True, len(data) - data.index(b"POST /v1/media")
-                    elif cutting:
-                        after += len(data)
-                    if cutting and after >= self.cut:
-                        self.cut_done = True
-                upstream.sendall(data)
-                if cutting and self.cut_done:
-                    break
-        except OSError:
-            pass
-        for end in (client, upstream):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            end.close()
-
-    @staticmethod
-    def pump_down(upstream, client):
-        try:
-            while data := upstream.recv(65536):
-                client.sendall(data)
-        except OSError:
-            pass
-
-    def upload_heads(self):
-        with self.lock:
-            return [head.decode() for head in re.findall(rb"POST /v1/media\?[^\r\n]*\r\n(?:[^\r\n]+\r\n)*", bytes(self.sent))]
-
-    def close(self):
-        self.listener.close()
-
-
 def test_an_upload_cut_off_midway_is_resumed_by_the_client_from_where_the_server_stopped(server, tmp_path):
     import media
     ana, bob = Shell(server), Shell(server)
@@ -368,6 +303,7 @@ def test_an_upload_cut_off_midway_is_resumed_by_the_client_from_where_the_server
     conversation = ana.run("send", "--to", bob_name, "a long report follows").stdout.split("\t")[2].strip()
     report = tmp_path / "report.pdf"
     report.write_bytes(media.pdf(3_000_000))
+    from proxy import CuttingProxy
     proxy = CuttingProxy(server, cut=1_000_000)
     try:
         sent = subprocess.run([CLI, "--server", proxy.url, "--app-key", server.app_key, "send", conversation, "--file", str(report)],

@@ -218,3 +218,49 @@ def test_kept_bytes_survive_a_kill_9_and_the_upload_completes_after_restart():
         assert partial_files(server) == []
     finally:
         server.kill()
+
+
+def test_a_client_back_on_a_new_connection_takes_the_upload_over_from_the_silent_old_one(server):
+    """A phone switched networks: its old connection is not closed, just silent (the server
+    would notice only after the 30 s body timeout). Asking for the status takes the upload
+    over at once: the old request is interrupted with its bytes kept, and the rest goes."""
+    alice = user(server)
+    data = media.mp4(1_000_000)
+    half = 400_000
+    old = socket.create_connection((server.host, server.port), timeout=10)
+    old.sendall((f"POST /v1/media?kind=video&clientId=commute HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: {alice.app_key}\r\n"
+                 f"Authorization: Bearer {alice.token}\r\nContent-Type: video/mp4\r\n"
+                 f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:half])
+
+    def part_size():
+        parts = glob.glob(os.path.join(server.data, "media", "partial", "*.part"))
+        return sum(os.path.getsize(path) for path in parts)
+    wait_until(lambda: part_size() == half, what="the server to have written what was sent")
+    # The old connection stays open and silent. The status call answers at once, with the count.
+    asking = Client(server)
+    asking.token, asking.connection.timeout = alice.token, 10
+    code, status = asking.get("/v1/uploads/commute")
+    assert (code, status["state"], status["receivedBytes"]) == (200, "partial", half)
+    # The old request was ended with a typed answer, and its connection closed.
+    answer = b""
+    while chunk := old.recv(65536):
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 409") and b"upload_superseded" in answer
+    old.close()
+    code, info = resume(alice, data, half, "video", "video/mp4", "commute")
+    assert code == 201 and alice.download(info["id"])[1] == data
+
+
+def test_a_continuation_takes_over_too(server):
+    alice = user(server)
+    data = media.pdf(800_000)
+    old = socket.create_connection((server.host, server.port), timeout=10)
+    old.sendall((f"POST /v1/media?kind=file&clientId=train HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: {alice.app_key}\r\n"
+                 f"Authorization: Bearer {alice.token}\r\nContent-Type: application/pdf\r\n"
+                 f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:300_000])
+    wait_until(lambda: sum(os.path.getsize(p) for p in glob.glob(os.path.join(server.data, "media", "partial", "*.part"))) == 300_000,
+               what="the first 300000 bytes to be written")
+    # The client guesses it got everything up to 300000 through and sends the rest at once.
+    code, info = resume(alice, data, 300_000, "file", "application/pdf", "train")
+    assert code == 201 and alice.download(info["id"])[1] == data
+    old.close()

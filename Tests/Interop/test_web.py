@@ -4,6 +4,7 @@ live; a third session of the first person sees the same history; a page that was
 while the server restarted catches up without a reload. Screenshots of the main screens go
 to reports/screenshots/ (copied into docs/screenshots/ for the README)."""
 import os
+import re
 import shutil
 import socket
 import uuid
@@ -424,3 +425,46 @@ def test_the_keyboard_alone_signs_up_starts_a_chat_sends_and_edits(server, brows
     me.one(".dialog")
     press(Keys.ESCAPE)
     me.wait(lambda: not me.find(".dialog"), "Escape closes the dialog")
+
+
+def test_a_photo_upload_cut_off_midway_is_resumed_by_the_page(server, browsers, tmp_path):
+    """The network drops in the middle of a photo's upload (a proxy cuts the connection): the
+    page asks how far the server got, sends only the rest, and the photo is sent."""
+    from parley import Client
+    from proxy import CuttingProxy
+    sender_name, friend_name = name("ida"), name("tom")
+    friend = Client(server).register(friend_name, display_name="Tom")
+    proxy = CuttingProxy(server, cut=700_000, every_whole_upload=True)
+    try:
+        ida = Browser(proxy); browsers.append(ida)
+        ida.sign_up(sender_name, "Ida")
+        ida.click_text("New chat")
+        ida.one("input[name=search]").send_keys(friend_name)
+        ida.one(f"button.person[data-id='{friend_name}']").click()
+        ida.one(".composer-input")
+        photo = tmp_path / "harbour.jpg"
+        photo.write_bytes(media.jpeg(1600, 1200, quality=100) + bytes(1 << 20))
+        ida.one("input[name=photo]").send_keys(str(photo))
+        conversation = ida.wait(lambda: ida.driver.execute_script("return location.hash").split("/")[-1], "the conversation")
+
+        def photo_arrived():
+            status, page = friend.get(f"/v1/conversations/{conversation}/messages")
+            return status == 200 and page["messages"] and page["messages"][-1]["content"]["type"] == "photo" and page["messages"][-1]
+        message = ida.wait(photo_arrived, "the photo to arrive for Tom", timeout=60)
+        ida.wait(lambda: not ida.find(".messages .upload-progress"), "the progress bar to go")
+        heads = proxy.upload_heads()
+        # Chromium itself sends a POST that fails on a connection again, several times (each cut
+        # here too, or answered upload_superseded when the copies overlap) before the page hears
+        # of the failure; then the page asks how far the server got and sends the rest, the
+        # only way through this proxy.
+        size = len(photo.read_bytes())
+        ranges = [re.findall(r"(?im)^content-range: .*$", head) for head in heads]
+        assert len(heads) >= 2 and all(found == [] for found in ranges[:-1]), ranges
+        assert proxy.sent.count(b"GET /v1/uploads/") >= 1, "the page asked how far the server got"
+        resumed = re.search(rf"content-range: bytes (\d+)-{size - 1}/{size}\r\n", heads[-1].lower())
+        assert resumed and 0 < int(resumed.group(1)) < size, "the last request sent only the rest"
+        content = message["content"]
+        assert content["width"] == 1600 and content["name"] == "harbour.jpg"
+        assert not ida.find(".messages .failed"), "nothing shows as not sent"
+    finally:
+        proxy.close()

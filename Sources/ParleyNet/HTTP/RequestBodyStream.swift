@@ -63,6 +63,11 @@ public final class RequestBodyStream: AsyncSequence, Sendable {
         waiter?.resume(throwing: error)
     }
 
+    /// Stops the body from the reading side: once the chunks already buffered are read, the
+    /// next read throws `error` (another request took an upload over). No effect on a body
+    /// that has ended.
+    public func interrupt(with error: any Error) { fail(error) }
+
     fileprivate func next() async throws -> [UInt8]? {
         try await withCheckedThrowingContinuation { continuation in
             enum Outcome { case chunk([UInt8], resume: Bool), end, failure(any Error), wait }

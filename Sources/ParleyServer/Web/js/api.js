@@ -51,24 +51,59 @@ export class Api {
   patch(path, body) { return this.call("PATCH", path, body); }
   delete(path) { return this.call("DELETE", path); }
 
-  /** Uploads a File with progress (0…1) and a client id, so a retry returns the first upload. */
-  upload(file, kind, onProgress, clientId = newID()) {
+  /**
+   * Uploads a File with progress (0…1) under one client id. When the connection breaks the
+   * server keeps what arrived: up to three more times this asks how far it got and sends only
+   * the rest (Content-Range), or finds the upload stored when only the answer was lost.
+   */
+  async upload(file, kind, onProgress, clientId = newID()) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        let first = 0;
+        if (attempt > 0) {
+          const status = await this.uploadStatus(clientId);
+          if (status?.state === "complete") return status.attachment;
+          if (status?.totalBytes === file.size) first = status.receivedBytes;
+        }
+        return await this.sendUpload(file, kind, clientId, first, onProgress);
+      } catch (error) {
+        // Broken, or taken over by another request for it (a browser may send a failed POST
+        // again on its own): ask how far the server got and go on from there.
+        const worthResuming = error.code === "unreachable" || error.code === "upload_superseded" || error.status >= 500;
+        if (!worthResuming || attempt >= 3) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 500 * (attempt + 1)));
+      }
+    }
+  }
+
+  /** Where an upload stands on the server (partial or complete), or null when it has none. */
+  async uploadStatus(clientId) {
+    try {
+      return await this.get(`/v1/uploads/${encodeURIComponent(clientId)}`);
+    } catch (error) {
+      if (error.code === "upload_not_found") return null;
+      throw error;
+    }
+  }
+
+  /** One request: the file from byte `first` on. */
+  sendUpload(file, kind, clientId, first, onProgress) {
     const query = new URLSearchParams({ kind, clientId });
     if (file.name) query.set("name", file.name);
+    const extra = { "Content-Type": file.type || "application/octet-stream" };
+    if (first > 0) extra["Content-Range"] = `bytes ${first}-${file.size - 1}/${file.size}`;
     return new Promise((resolve, reject) => {
       const request = new XMLHttpRequest();
       request.open("POST", `/v1/media?${query}`);
-      for (const [name, value] of Object.entries(this.headers({ "Content-Type": file.type || "application/octet-stream" }))) {
-        request.setRequestHeader(name, value);
-      }
-      request.upload.onprogress = (event) => { if (event.lengthComputable) onProgress?.(event.loaded / event.total); };
+      for (const [name, value] of Object.entries(this.headers(extra))) request.setRequestHeader(name, value);
+      request.upload.onprogress = (event) => { if (event.lengthComputable && file.size > 0) onProgress?.((first + event.loaded) / file.size); };
       request.onload = () => {
         const answer = (() => { try { return JSON.parse(request.responseText); } catch { return null; } })();
         if (request.status >= 200 && request.status < 300) resolve(answer);
         else reject(new ApiError(request.status, answer?.error?.code ?? "upload_failed", answer?.error?.message ?? `HTTP ${request.status}`));
       };
       request.onerror = () => reject(new ApiError(0, "unreachable", "The upload was interrupted; try again."));
-      request.send(file);
+      request.send(first > 0 ? file.slice(first) : file);
     });
   }
 
