@@ -3,7 +3,9 @@
 # Markdown table for docs/benchmarks.md:
 #   1. upload throughput (MB/s): curl streaming a file to POST /v1/media (to disk, SHA-256,
 #      fsync, recorded) vs the same curl PUT to nginx, which writes the body to its client
-#      body buffer file and renames it into place (the DAV module), alternating, 3 rounds
+#      body buffer file and renames it into place (the DAV module), alternating, 3 rounds; and
+#      the same upload with a clientId, the resumable path every SDK and web upload takes
+#      (its declaration synced first, the bytes kept in media/partial until complete)
 #   2. thumbnail of a 12-megapixel JPEG: the server's photo path in process (parley-bench
 #      thumbnail: header with pixel limits, then the thumbnail) vs the vipsthumbnail command
 #      line at the same size, plus a whole photo upload through the server for context
@@ -67,8 +69,8 @@ sleep 0.3
 seconds_for() {  # curl arguments… -> seconds
     curl -s -o "$work/answer" -w "%{time_total}" "$@"
 }
-echo "Uploads: ${size_mib} MiB, parley and nginx alternately, 3 rounds…" >&2
-parley_mbs=(); nginx_mbs=()
+echo "Uploads: ${size_mib} MiB, parley, parley resumable and nginx alternately, 3 rounds…" >&2
+parley_mbs=(); nginx_mbs=(); resumable_mbs=()
 for round in 1 2 3; do
     head -c $(( size_mib << 20 )) /dev/urandom > "$work/upload.bin"
     sync
@@ -76,6 +78,10 @@ for round in 1 2 3; do
         -H "Content-Type: application/octet-stream" "http://127.0.0.1:$port/v1/media?kind=file&name=round$round.bin")
     grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
     parley_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
+    t=$(seconds_for -T "$work/upload.bin" -X POST -H "X-Parley-App-Key: $key" -H "Authorization: Bearer $token" \
+        -H "Content-Type: application/octet-stream" "http://127.0.0.1:$port/v1/media?kind=file&name=r$round.bin&clientId=round-$round")
+    grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
+    resumable_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
     t=$(seconds_for -T "$work/upload.bin" "http://127.0.0.1:$nginx_port/upload/round$round.bin")
     stored=$(stat -c %s "$work/nginx-root/upload/round$round.bin" 2>/dev/null || echo 0)
     [[ "$stored" == $(( size_mib << 20 )) ]] || { echo "nginx did not store the upload:"; cat "$work/answer" "$work/nginx-error.log"; exit 1; } >&2
@@ -116,9 +122,11 @@ photo_upload=$(seconds_for --data-binary @"$work/photo.jpg" -H "X-Parley-App-Key
 grep -q '"thumbnail"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
 photo_bytes=$(stat -c %s "$work/photo.jpg")
 
-python3 - "${parley_mbs[*]}" "${nginx_mbs[*]}" "$parley_thumb" "$vips_times" "$photo_upload" "$photo_bytes" "$size_mib" "$cores" <<'PY'
+python3 - "${parley_mbs[*]}" "${nginx_mbs[*]}" "$parley_thumb" "$vips_times" "$photo_upload" "$photo_bytes" "$size_mib" "$cores" \
+    "${resumable_mbs[*]}" <<'PY'
 import datetime, json, statistics, subprocess, sys
 parley = [float(x) for x in sys.argv[1].split()]
+resumable = [float(x) for x in sys.argv[9].split()]
 nginx = [float(x) for x in sys.argv[2].split()]
 thumb = json.loads(sys.argv[3])
 vips_p50, vips_p99 = map(float, sys.argv[4].split())
@@ -131,10 +139,13 @@ print("|---|---|---|---|")
 mp, mn = statistics.median(parley), statistics.median(nginx)
 print(f"| Upload, curl streaming {size_mib} MiB (MB/s, median of 3) | {mp:,.0f} (to disk, SHA-256, fsync, recorded) "
       f"| nginx PUT to its client body file: {mn:,.0f} | {mp/mn:.2f}x |")
+mr = statistics.median(resumable)
+print(f"| The same upload with a clientId (resumable: declaration synced, bytes kept until complete; MB/s) | {mr:,.0f} "
+      f"| nginx, as above: {mn:,.0f} | {mr/mn:.2f}x |")
 tp = float(thumb["p50_ms"])
 print(f"| Thumbnail of a {thumb['megapixels']} MP JPEG to {thumb['thumbnail']} (p50 ms; lower is better) | {tp:.0f} "
       f"(p99 {float(thumb['p99_ms']):.0f}) | vipsthumbnail -s 512: {vips_p50:.0f} (p99 {vips_p99:.0f}) | {vips_p50/tp:.2f}x as fast |")
 print(f"| Whole photo upload of that JPEG ({photo_bytes / 1e6:.1f} MB): receive, strip, measure, thumbnail, fsync, record (ms) "
       f"| {upload_s * 1000:.0f} | – | – |")
-print(f"\nRaw: parley MB/s {[round(x) for x in parley]}, nginx MB/s {[round(x) for x in nginx]}.")
+print(f"\nRaw: parley MB/s {[round(x) for x in parley]}, resumable {[round(x) for x in resumable]}, nginx MB/s {[round(x) for x in nginx]}.")
 PY
