@@ -111,8 +111,11 @@ public final class PartialUploadStore: Sendable {
         index.withLock { $0.values.filter { $0.record.user == user } }
     }
 
-    /// Begins an upload, replacing an unfinished one with the same id: the record is written
-    /// and synced first, then an empty `.part` is returned to write the bytes to.
+    /// Begins an upload, replacing an unfinished one with the same id: the record is written,
+    /// then an empty `.part` is returned to write the bytes to. Nothing is synced here (an
+    /// upload that completes never needed it; one that breaks off is synced by
+    /// ``suspend(_:user:clientID:)``): a crash in the middle of receiving may lose the record,
+    /// and then the bytes, and the client starts over.
     public func begin(_ record: Record) throws -> StagingFile {
         let key = Self.key(user: record.user, clientID: record.clientID)
         remove(user: record.user, clientID: record.clientID)
@@ -122,7 +125,6 @@ public final class PartialUploadStore: Sendable {
         let json = try StagingFile.create(root + "/" + key + ".json", flags: O_TRUNC)
         do {
             try json.write(Array(try encoder.encode(record)))
-            try json.sync()
             json.closeForWriting()
         } catch {
             json.discard()
@@ -144,12 +146,19 @@ public final class PartialUploadStore: Sendable {
         return (entry, part)
     }
 
-    /// Records how far an upload got when its connection ended: syncs the bytes so a crash
-    /// after this keeps them.
+    /// Records how far an upload got when its connection ended: syncs the bytes, the record
+    /// and the directory, so a crash after this keeps them.
     public func suspend(_ part: StagingFile, user: Int64, clientID: String) {
+        let key = Self.key(user: user, clientID: clientID)
         try? part.sync()
         part.closeForWriting()
-        let key = Self.key(user: user, clientID: clientID)
+        for path in [root + "/" + key + ".json", root] {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            if descriptor >= 0 {
+                fsync(descriptor)
+                close(descriptor)
+            }
+        }
         let now = Date()
         if let (size, _) = Self.sizeAndTime(part.path) {
             index.withLock { index in
