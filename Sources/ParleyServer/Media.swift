@@ -267,6 +267,7 @@ final class MediaService: Sendable {
             original = try blobs.makeStagingFile()
             staged.append(original)
         }
+        let keptBefore = received
         switch request.body {
         case .bytes(let bytes):
             received += Int64(bytes.count)
@@ -299,7 +300,7 @@ final class MediaService: Sendable {
         }
         original.closeForWriting()
         let originalHash = hasher.finalize().hexString
-        metrics.withLock { $0.bytesReceived += received }
+        metrics.withLock { $0.bytesReceived += received - keptBefore }  // this request's bytes
         guard received > 0 else { throw ChatError.invalid("the upload is empty") }
 
         // 2. The content must be what it claims to be.

@@ -47,13 +47,18 @@ def status_of(client, client_id):
     return client.get(f"/v1/uploads/{client_id}")
 
 
+def part_sizes(server):
+    return [os.path.getsize(path) for path in glob.glob(os.path.join(server.data, "media", "partial", "*.part"))]
+
+
 def wait_for_partial(client, client_id, received):
-    """Waits until the server has noticed the broken connection and kept `received` bytes."""
-    def kept():
-        status, answer = status_of(client, client_id)
-        return status == 200 and answer["state"] == "partial" and answer["receivedBytes"] == received
-    wait_until(kept, what=f"{received} bytes of {client_id} to be kept")
-    return status_of(client, client_id)[1]
+    """Waits until the server has written the `received` bytes sent, then asks for the status.
+    The wait watches the file, not the status call: asking takes the upload over (interrupts
+    a connection still receiving it), so polling it could stop the bytes still in flight."""
+    wait_until(lambda: received in part_sizes(client.server), what=f"{received} bytes of {client_id} to be written")
+    status, answer = status_of(client, client_id)
+    assert status == 200 and answer["state"] == "partial" and answer["receivedBytes"] == received, answer
+    return answer
 
 
 def resume(client, data, first, kind, mime, client_id):
@@ -232,10 +237,7 @@ def test_a_client_back_on_a_new_connection_takes_the_upload_over_from_the_silent
                  f"Authorization: Bearer {alice.token}\r\nContent-Type: video/mp4\r\n"
                  f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:half])
 
-    def part_size():
-        parts = glob.glob(os.path.join(server.data, "media", "partial", "*.part"))
-        return sum(os.path.getsize(path) for path in parts)
-    wait_until(lambda: part_size() == half, what="the server to have written what was sent")
+    wait_until(lambda: half in part_sizes(server), what="the server to have written what was sent")
     # The old connection stays open and silent. The status call answers at once, with the count.
     asking = Client(server)
     asking.token, asking.connection.timeout = alice.token, 10
@@ -258,8 +260,7 @@ def test_a_continuation_takes_over_too(server):
     old.sendall((f"POST /v1/media?kind=file&clientId=train HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: {alice.app_key}\r\n"
                  f"Authorization: Bearer {alice.token}\r\nContent-Type: application/pdf\r\n"
                  f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:300_000])
-    wait_until(lambda: sum(os.path.getsize(p) for p in glob.glob(os.path.join(server.data, "media", "partial", "*.part"))) == 300_000,
-               what="the first 300000 bytes to be written")
+    wait_until(lambda: 300_000 in part_sizes(server), what="the first 300000 bytes to be written")
     # The client guesses it got everything up to 300000 through and sends the rest at once.
     code, info = resume(alice, data, 300_000, "file", "application/pdf", "train")
     assert code == 201 and alice.download(info["id"])[1] == data
