@@ -73,29 +73,23 @@ seconds_for() {  # curl arguments… -> seconds
     curl -s -o "$work/answer" -w "%{time_total}" "$@"
 }
 echo "Uploads: ${size_mib} MiB, parley and parley resumable (taking turns going first) and nginx, 4 rounds…" >&2
+upload_mbs() {  # query after kind=file -> MB/s of one Parley upload of upload.bin
+    local t
+    t=$(seconds_for -T "$work/upload.bin" -X POST -H "X-Parley-App-Key: $key" -H "Authorization: Bearer $token" \
+        -H "Content-Type: application/octet-stream" "http://127.0.0.1:$port/v1/media?kind=file&$1")
+    grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
+    python3 -c "print($size_mib * 1.048576 / $t)"
+}
 parley_mbs=(); nginx_mbs=(); resumable_mbs=()
 for round in 1 2 3 4; do
     head -c $(( size_mib << 20 )) /dev/urandom > "$work/upload.bin"
     sync
     if (( round % 2 )); then
-    t=$(seconds_for -T "$work/upload.bin" -X POST -H "X-Parley-App-Key: $key" -H "Authorization: Bearer $token" \
-        -H "Content-Type: application/octet-stream" "http://127.0.0.1:$port/v1/media?kind=file&name=round$round.bin")
-    grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
-    parley_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
-    t=$(seconds_for -T "$work/upload.bin" -X POST -H "X-Parley-App-Key: $key" -H "Authorization: Bearer $token" \
-        -H "Content-Type: application/octet-stream" "http://127.0.0.1:$port/v1/media?kind=file&name=r$round.bin&clientId=round-$round")
-    grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
-    resumable_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
+        plain=$(upload_mbs "name=round$round.bin"); resumable=$(upload_mbs "name=r$round.bin&clientId=round-$round")
     else
-    t=$(seconds_for -T "$work/upload.bin" -X POST -H "X-Parley-App-Key: $key" -H "Authorization: Bearer $token" \
-        -H "Content-Type: application/octet-stream" "http://127.0.0.1:$port/v1/media?kind=file&name=r$round.bin&clientId=round-$round")
-    grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
-    resumable_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
-    t=$(seconds_for -T "$work/upload.bin" -X POST -H "X-Parley-App-Key: $key" -H "Authorization: Bearer $token" \
-        -H "Content-Type: application/octet-stream" "http://127.0.0.1:$port/v1/media?kind=file&name=round$round.bin")
-    grep -q '"sizeBytes"' "$work/answer" || { cat "$work/answer" >&2; exit 1; }
-    parley_mbs+=($(python3 -c "print($size_mib * 1.048576 / $t)"))
+        resumable=$(upload_mbs "name=r$round.bin&clientId=round-$round"); plain=$(upload_mbs "name=round$round.bin")
     fi
+    parley_mbs+=("$plain"); resumable_mbs+=("$resumable")
     t=$(seconds_for -T "$work/upload.bin" "http://127.0.0.1:$nginx_port/upload/round$round.bin")
     stored=$(stat -c %s "$work/nginx-root/upload/round$round.bin" 2>/dev/null || echo 0)
     [[ "$stored" == $(( size_mib << 20 )) ]] || { echo "nginx did not store the upload:"; cat "$work/answer" "$work/nginx-error.log"; exit 1; } >&2

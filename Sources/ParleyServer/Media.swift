@@ -94,6 +94,14 @@ final class MediaService: Sendable {
     /// Counters for `/metrics`.
     let metrics = Locked(MediaMetrics())
 
+    /// A kept upload opened to append the rest, with its hashing and type check caught up.
+    struct Resumed {
+        var entry: PartialUploadStore.Entry
+        var file: StagingFile
+        var hasher: SHA256
+        var prefix: [UInt8]
+    }
+
     struct PartialKey: Hashable, Sendable {
         var user: Int64
         var clientID: String
@@ -257,9 +265,9 @@ final class MediaService: Sendable {
         var hasher = SHA256()
         if let resume = upload.resume, let partial {
             keepPartial = true  // a refused continuation leaves the kept bytes as they were
-            let kept: PartialUploadStore.Record
-            (original, kept, received, hasher, prefix) = try await resumePartial(partial, upload, resume)
-            upload.name = kept.name ?? upload.name  // it goes on as it began
+            let kept = try await resumePartial(partial, upload, resume)
+            (original, received, hasher, prefix) = (kept.file, kept.entry.receivedBytes, kept.hasher, kept.prefix)
+            upload.name = kept.entry.record.name ?? upload.name  // it goes on as it began
             keepPartial = false
         } else if let partial, let total = upload.length {
             original = try await beginPartial(caller, partial, upload, total: total)
@@ -390,7 +398,7 @@ final class MediaService: Sendable {
     /// Opens a kept upload to append the rest: same kind, type and size as it began, and the
     /// range starts at the first byte the server does not have.
     private func resumePartial(_ key: PartialKey, _ upload: UploadRequest, _ resume: (first: Int64, total: Int64)) async throws
-        -> (StagingFile, PartialUploadStore.Record, Int64, SHA256, [UInt8]) {
+        -> Resumed {
         let partials = partials
         guard let (entry, file) = try await offLoop({ try partials.resume(user: key.user, clientID: key.clientID) }) else {
             throw ChatError(status: 404, code: "upload_not_found",
@@ -411,7 +419,7 @@ final class MediaService: Sendable {
         }
         let path = file.path
         let (hasher, prefix) = try await offLoop { try MediaFiles.resumeHashing(path: path, prefixLength: MediaFormat.magicLength) }
-        return (file, record, entry.receivedBytes, hasher, prefix)
+        return Resumed(entry: entry, file: file, hasher: hasher, prefix: prefix)
     }
 
     /// Where the caller's upload `clientID` stands (`GET /v1/uploads/{clientId}`).

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 import urllib.parse
 import uuid
 
@@ -17,6 +18,16 @@ BINARY = os.environ.get("PARLEY_SERVER_BINARY", os.path.join(ROOT, ".build", "de
 
 # Cheap password hashing for tests: Argon2id with 1 pass over 1 MiB (production: 2 and 64).
 TEST_FLAGS = ["--argon2-passes", "1", "--argon2-memory-mib", "1", "--signups-per-hour", "1000000"]
+
+
+def wait_until(condition, timeout=20, what="condition"):
+    """Polls an observable condition (a file appearing or going) until it holds or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Server:

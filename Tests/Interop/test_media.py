@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 import media
-from parley import Client, Server
+from parley import Client, Server, wait_until
 
 
 def user(server, name=None):
@@ -25,16 +25,6 @@ def blob_files(server):
 
 def staging_files(server):
     return os.listdir(os.path.join(server.data, "media", "staging"))
-
-
-def wait_until(condition, timeout=20, what="condition"):
-    """Polls an observable condition (a file disappearing) until it holds or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")

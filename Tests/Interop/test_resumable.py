@@ -12,21 +12,11 @@ import uuid
 import pytest
 
 import media
-from parley import Client, Server
+from parley import Client, Server, wait_until
 
 
 def user(server):
     return Client(server).register("u" + uuid.uuid4().hex[:10])
-
-
-def wait_until(condition, timeout=20, what="condition"):
-    """Polls an observable condition until it holds or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def partial_files(server):
@@ -265,3 +255,26 @@ def test_a_continuation_takes_over_too(server):
     code, info = resume(alice, data, 300_000, "file", "application/pdf", "train")
     assert code == 201 and alice.download(info["id"])[1] == data
     old.close()
+
+
+def test_at_most_sixteen_unfinished_uploads_per_account():
+    server = Server()
+    try:
+        alice, bob = user(server), user(server)
+        data = media.pdf(20_000)
+        for index in range(16):
+            # One after another (at most four uploads are received at once): the bytes on disk,
+            # then the status call, which also waits for the request to let go of the upload.
+            break_off(alice, data, 5_000, "file", "application/pdf", f"piece-{index}")
+            wait_until(lambda: part_sizes(server).count(5_000) == index + 1, what=f"unfinished upload {index} to be written")
+            assert status_of(alice, f"piece-{index}")[1]["state"] == "partial"
+        code, answer = alice.upload(data, "file", "application/pdf", client_id="piece-16")
+        assert (code, answer["error"]["code"]) == (429, "too_many_unfinished_uploads"), answer
+        assert "DELETE /v1/uploads/" in answer["error"]["message"], "the answer says how to make room"
+        # Continuing one of the sixteen is no new one; another account has its own sixteen.
+        assert resume(alice, data, 5_000, "file", "application/pdf", "piece-0")[0] == 201
+        assert bob.upload(data, "file", "application/pdf", client_id="piece-16")[0] == 201
+        # Finishing one made room.
+        assert alice.upload(data, "file", "application/pdf", client_id="piece-16")[0] == 201
+    finally:
+        server.stop()

@@ -82,6 +82,13 @@ class Browser:
         self.one("form button[type=submit]").click()
         self.one(".connection.online", "online")
 
+    def start_chat(self, search, username):
+        """New chat: search for someone and open the conversation with them."""
+        self.click_text("New chat")
+        self.one("input[name=search]").send_keys(search)
+        self.one(f"button.person[data-id='{username}']").click()
+        self.one(".composer-input")
+
     def open_conversation(self, label):
         button = self.wait(lambda: next((b for b in self.find("button.conversation") if label in b.text), None), f"conversation {label}")
         button.click()
@@ -132,9 +139,7 @@ def test_two_people_chat_live_and_a_third_session_sees_the_same_history(server, 
     bob.sign_up(bob_name, "Bob Stone")
 
     # Alice finds Bob by searching and writes to him.
-    alice.click_text("New chat")
-    alice.one("input[name=search]").send_keys("Bob St")
-    alice.one(f"button.person[data-id='{bob_name}']").click()
+    alice.start_chat("Bob St", bob_name)
     alice.type("Hello **Bob**")
     alice.one(".message.mine .status.sent, .message.mine .status.delivered", "sent mark")
 
@@ -254,9 +259,7 @@ def test_a_page_asleep_while_the_server_restarts_catches_up_without_a_reload(bro
         bob = Browser(server); browsers.append(bob)
         alice.sign_up(alice_name, "Alice")
         bob.sign_up(bob_name, "Bob")
-        alice.click_text("New chat")
-        alice.one("input[name=search]").send_keys(bob_name)
-        alice.one(f"button.person[data-id='{bob_name}']").click()
+        alice.start_chat(bob_name, bob_name)
         alice.type("before the lid closed")
         bob.open_conversation("Alice")
         bob.message("before the lid closed")
@@ -358,10 +361,7 @@ def test_a_photo_shows_at_once_with_its_upload_progress_then_the_servers_thumbna
     friend = Client(server).register(friend_name, display_name="Rex")
     pia = Browser(server); browsers.append(pia)
     pia.sign_up(sender_name, "Pia")
-    pia.click_text("New chat")
-    pia.one("input[name=search]").send_keys(friend_name)
-    pia.one(f"button.person[data-id='{friend_name}']").click()
-    pia.one(".composer-input")
+    pia.start_chat(friend_name, friend_name)
     # A slow uplink (256 KiB/s) so the upload takes a few seconds.
     pia.driver.execute_cdp_cmd("Network.enable", {})
     pia.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
@@ -438,10 +438,7 @@ def test_a_photo_upload_cut_off_midway_is_resumed_by_the_page(server, browsers, 
     try:
         ida = Browser(proxy); browsers.append(ida)
         ida.sign_up(sender_name, "Ida")
-        ida.click_text("New chat")
-        ida.one("input[name=search]").send_keys(friend_name)
-        ida.one(f"button.person[data-id='{friend_name}']").click()
-        ida.one(".composer-input")
+        ida.start_chat(friend_name, friend_name)
         photo = tmp_path / "harbour.jpg"
         photo.write_bytes(media.jpeg(1600, 1200, quality=100) + bytes(1 << 20))
         ida.one("input[name=photo]").send_keys(str(photo))

@@ -289,63 +289,67 @@ struct PhotoPipelineTests {
 }
 
 struct PartialUploadStoreTests {
+    /// A store in a new temporary folder, removed after `body`.
+    func withStore(_ body: (PartialUploadStore, String) throws -> Void) throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("parley-partial-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try body(try PartialUploadStore(root: root), root)
+    }
+
     func record(_ clientID: String, total: Int64 = 10, user: Int64 = 7) -> PartialUploadStore.Record {
         PartialUploadStore.Record(user: user, clientID: clientID, kind: .file, mimeType: "application/pdf", name: "a.pdf",
                                   totalBytes: total, createdAt: Date(timeIntervalSince1970: 1_700_000_000))
     }
 
     @Test func keptBytesSurviveARestartAndAContinuationAppends() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("parley-partial-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let store = try PartialUploadStore(root: root)
-        let part = try store.begin(record("one"))
-        try part.write(Array("hello".utf8))
-        store.suspend(part, user: 7, clientID: "one")
-        #expect(store.entry(user: 7, clientID: "one")?.receivedBytes == 5)
-        #expect(store.entry(user: 8, clientID: "one") == nil, "keyed by account")
+        try withStore { store, root in
+            let part = try store.begin(record("one"))
+            try part.write(Array("hello".utf8))
+            store.suspend(part, user: 7, clientID: "one")
+            #expect(store.entry(user: 7, clientID: "one")?.receivedBytes == 5)
+            #expect(store.entry(user: 8, clientID: "one") == nil, "keyed by account")
 
-        let reopened = try PartialUploadStore(root: root)
-        let entry = try #require(reopened.entry(user: 7, clientID: "one"))
-        #expect(entry.record == record("one") && entry.receivedBytes == 5)
-        let (resumed, file) = try #require(try reopened.resume(user: 7, clientID: "one"))
-        #expect(resumed.receivedBytes == 5)
-        try file.write(Array("world".utf8))
-        file.closeForWriting()
-        #expect(try String(contentsOfFile: file.path, encoding: .utf8) == "helloworld")
-        #expect(reopened.remove(user: 7, clientID: "one"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: root).isEmpty)
-        #expect(!reopened.remove(user: 7, clientID: "one"))
+            let reopened = try PartialUploadStore(root: root)
+            let entry = try #require(reopened.entry(user: 7, clientID: "one"))
+            #expect(entry.record == record("one") && entry.receivedBytes == 5)
+            let (resumed, file) = try #require(try reopened.resume(user: 7, clientID: "one"))
+            #expect(resumed.receivedBytes == 5)
+            try file.write(Array("world".utf8))
+            file.closeForWriting()
+            #expect(try String(contentsOfFile: file.path, encoding: .utf8) == "helloworld")
+            #expect(reopened.remove(user: 7, clientID: "one"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root).isEmpty)
+            #expect(!reopened.remove(user: 7, clientID: "one"))
+        }
     }
 
     @Test func strayAndInconsistentFilesAreRemovedAtStart() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("parley-partial-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let store = try PartialUploadStore(root: root)
-        let good = try store.begin(record("good"))
-        good.closeForWriting()
-        let long = try store.begin(record("long", total: 2))
-        try long.write(Array("three".utf8))  // more bytes than declared
-        long.closeForWriting()
-        try Data("x".utf8).write(to: URL(fileURLWithPath: root + "/orphan.part"))
-        try Data("{not json".utf8).write(to: URL(fileURLWithPath: root + "/broken.json"))
-        let reopened = try PartialUploadStore(root: root)
-        #expect(reopened.entry(user: 7, clientID: "good") != nil)
-        #expect(reopened.entry(user: 7, clientID: "long") == nil)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: root).count == 2, "only the good upload's two files remain")
+        try withStore { store, root in
+            let good = try store.begin(record("good"))
+            good.closeForWriting()
+            let long = try store.begin(record("long", total: 2))
+            try long.write(Array("three".utf8))  // more bytes than declared
+            long.closeForWriting()
+            try Data("x".utf8).write(to: URL(fileURLWithPath: root + "/orphan.part"))
+            try Data("{not json".utf8).write(to: URL(fileURLWithPath: root + "/broken.json"))
+            let reopened = try PartialUploadStore(root: root)
+            #expect(reopened.entry(user: 7, clientID: "good") != nil)
+            #expect(reopened.entry(user: 7, clientID: "long") == nil)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root).count == 2, "only the good upload's two files remain")
+        }
     }
 
     @Test func stalenessCountsFromTheLastByte() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("parley-partial-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let store = try PartialUploadStore(root: root)
-        let part = try store.begin(record("old"))
-        try part.write(Array("abc".utf8))
-        #expect(store.stale(before: Date().addingTimeInterval(-60)).isEmpty, "it just began")
-        let later = Date().addingTimeInterval(60)
-        #expect(store.stale(before: later).map(\.record.clientID) == ["old"])
-        store.suspend(part, user: 7, clientID: "old")
-        #expect(store.entry(user: 7, clientID: "old")?.receivedBytes == 3)
-        #expect(store.stale(before: Date().addingTimeInterval(-60)).isEmpty, "a byte arrived since")
+        try withStore { store, _ in
+            let part = try store.begin(record("old"))
+            try part.write(Array("abc".utf8))
+            #expect(store.stale(before: Date().addingTimeInterval(-60)).isEmpty, "it just began")
+            let later = Date().addingTimeInterval(60)
+            #expect(store.stale(before: later).map(\.record.clientID) == ["old"])
+            store.suspend(part, user: 7, clientID: "old")
+            #expect(store.entry(user: 7, clientID: "old")?.receivedBytes == 3)
+            #expect(store.stale(before: Date().addingTimeInterval(-60)).isEmpty, "a byte arrived since")
+        }
     }
 }
 
