@@ -67,7 +67,7 @@ let package = Package(
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         .target(name: "ParleyNetTesting", dependencies: ["ParleyNet"]),
-        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStoreSQLite", "ParleyCrypto", "ParleyWire"]),
+        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStore", "ParleyStoreSQLite", "ParleyCrypto", "ParleyWire"]),
 
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting"]),
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),

@@ -16,6 +16,9 @@ public struct ClientState: Codable, Sendable, Hashable {
     public var user: User?
     /// The last event position processed.
     public var position: Int64?
+    /// The epoch `position` belongs to (the server's `ready`/`resync`); sent back on resume so
+    /// that a server restored from a backup answers `resync` instead of replaying another history.
+    public var epoch: String?
     /// Sends waiting for the server's acknowledgement, oldest first.
     public var outbox: [OutboxItem] = []
 

@@ -302,7 +302,7 @@ extension ParleyClient {
         switch error {
         case .unreachable: true
         case .server(let error): error.code == "upload_superseded" || error.status >= 500
-        case .badResponse, .notSignedIn: false
+        case .badResponse, .notSignedIn, .stateNotSaved: false
         }
     }
 

@@ -38,8 +38,13 @@ public actor ParleyClient {
         case typing(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresIn: Duration)
         /// Someone came online or went offline.
         case presence(Presence)
-        /// Too much was missed to replay: reload what is shown (conversation list, open history).
+        /// Too much was missed to replay, or the server's history changed (a restore from
+        /// backup): reload what is shown (conversation list, open history).
         case resync(position: Int64)
+        /// The client's state could not be saved to its store (``ParleyError/stateNotSaved(_:)``):
+        /// an acknowledged send may be sent again after a relaunch (the server answers it with
+        /// the stored message, never a second copy), or the position may be behind.
+        case saveFailed(ParleyError)
     }
 
     /// Where one of this client's messages is.
@@ -408,6 +413,7 @@ public actor ParleyClient {
                 var auth = ClientFrame(.auth)
                 auth.token = token
                 auth.position = state.position
+                auth.epoch = state.position == nil ? nil : state.epoch
                 write(auth)
                 setState(.resyncing)
                 for await text in connection.frames {
@@ -441,6 +447,10 @@ public actor ParleyClient {
         guard let frame = try? WireCoding.decoder().decode(ServerFrame.self, from: Data(text.utf8)) else { return false }
         switch frame.type {
         case .ready:
+            if let epoch = frame.epoch, epoch != state.epoch {
+                state.epoch = epoch
+                persist()
+            }
             if let position = frame.position { advance(to: position) }
             setState(.online)
             for item in state.outbox { transmit(item) }
@@ -459,7 +469,14 @@ public actor ParleyClient {
             }
         case .resync:
             if let position = frame.position {
-                advance(to: position)
+                if let epoch = frame.epoch, epoch != state.epoch {
+                    // Another history: its positions are not comparable with ours.
+                    state.epoch = epoch
+                    state.position = position
+                    persist()
+                } else {
+                    advance(to: position)
+                }
                 emit(.resync(position: position))
             }
         case .ack, .error, .pong:
@@ -477,7 +494,17 @@ public actor ParleyClient {
     private func advance(to position: Int64) {
         guard position > (state.position ?? 0) else { return }
         state.position = position
-        try? store.save(state)
+        persist()
+    }
+
+    /// Saves the state; a failure is told to the app (``LiveEvent/saveFailed(_:)``), never
+    /// swallowed. The state stays in memory and the next save writes it whole.
+    private func persist() {
+        do {
+            try store.save(state)
+        } catch {
+            emit(.saveFailed(.stateNotSaved(String(describing: error))))
+        }
     }
 
     private func apply(_ event: ConversationEvent) {
@@ -544,14 +571,14 @@ public actor ParleyClient {
         if frame.type == .ack, case .object(let fields)? = frame.result, let messageJSON = fields["message"],
            let message = try? WireCoding.decoder().decode(Message.self, from: WireCoding.encoder().encode(messageJSON)) {
             state.outbox.remove(at: index)
-            try? store.save(state)
+            persist()
             unread[item.conversationID, default: []].append((message.seq, clientID, false))
             remember(clientID, .success(message))
             publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .sent(message)))
             updateStatuses(in: item.conversationID)
         } else if let error = frame.error, !error.isTemporary {
             state.outbox.remove(at: index)
-            try? store.save(state)
+            persist()
             remember(clientID, .failure(.server(error)))
             publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .failed(.server(error))))
         }

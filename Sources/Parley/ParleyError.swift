@@ -12,13 +12,16 @@ public enum ParleyError: Error, Hashable, Sendable, CustomStringConvertible {
     case badResponse(String)
     /// The call needs a signed-in user.
     case notSignedIn
+    /// The client's state (token, position, outbox) could not be written to its store: what
+    /// the message says (a full disk, a read-only folder). The change is kept in memory.
+    case stateNotSaved(String)
 
     /// True when the same call may succeed later (network trouble, 429, 5xx).
     public var isTemporary: Bool {
         switch self {
         case .server(let error): error.isTemporary
         case .unreachable: true
-        case .badResponse, .notSignedIn: false
+        case .badResponse, .notSignedIn, .stateNotSaved: false
         }
     }
 
@@ -34,6 +37,7 @@ public enum ParleyError: Error, Hashable, Sendable, CustomStringConvertible {
         case .unreachable(let reason): "cannot reach the server: \(reason)"
         case .badResponse(let reason): "unexpected answer from the server: \(reason)"
         case .notSignedIn: "sign in first"
+        case .stateNotSaved(let reason): "the client's state could not be saved: \(reason); free space or fix the store's folder"
         }
     }
 }

@@ -60,7 +60,7 @@ extension Chat {
                 guard let row = try db.fetchOne("SELECT id, password_hash FROM account WHERE app_id = \(app.id) AND username_key = \(key)") else {
                     return nil
                 }
-                return (try row.get(0), try row.get(1, as: String?.self))
+                return (try row.get("id"), try row.get("password_hash", as: String?.self))
             }
         }
         let password = request.password
@@ -102,12 +102,12 @@ extension Chat {
         let found: (Caller, Int64)? = try await run {
             try await store.read { db in
                 guard let row = try db.fetchOne("""
-                    SELECT s.id, s.expires_at, u.id, u.public_id, u.app_id FROM session s JOIN account u ON u.id = s.user_id
+                    SELECT s.id AS session_key, s.expires_at, u.id AS user_key, u.public_id, u.app_id FROM session s JOIN account u ON u.id = s.user_id
                     WHERE s.token_hash = \(hash)
                     """) else { return nil }
-                let caller = Caller(appID: try row.get(4), userKey: try row.get(2), userID: UserID(rawValue: try row.get(3)),
-                                    sessionKey: try row.get(0))
-                return (caller, try row.get(1))
+                let caller = Caller(appID: try row.get("app_id"), userKey: try row.get("user_key"), userID: UserID(rawValue: try row.get("public_id")),
+                                    sessionKey: try row.get("session_key"))
+                return (caller, try row.get("expires_at"))
             }
         }
         guard let (caller, expiresAt) = found, expiresAt > now else { throw ChatError.unauthenticated }
@@ -144,7 +144,7 @@ extension Chat {
                 guard let row = try db.fetchOne("SELECT username, password_hash FROM account WHERE id = \(caller.userKey)") else {
                     throw ChatError.unauthenticated
                 }
-                return (try row.get(0), try row.get(1, as: String?.self))
+                return (try row.get("username"), try row.get("password_hash", as: String?.self))
             }
         }
         // The same budget as sign-in: a stolen token cannot be used to guess the password.
@@ -186,8 +186,8 @@ extension Chat {
                     WHERE user_id = \(caller.userKey) AND expires_at > \(now) ORDER BY created_at DESC, id DESC
                     """)
                 return SessionList(sessions: try rows.map { row in
-                    Session(token: nil, id: try row.get(0), device: try row.get(1), createdAt: Chat.date(try row.get(2)),
-                            expiresAt: Chat.date(try row.get(3)))
+                    Session(token: nil, id: try row.get("public_id"), device: try row.get("device"), createdAt: Chat.date(try row.get("created_at")),
+                            expiresAt: Chat.date(try row.get("expires_at")))
                 })
             }
         }

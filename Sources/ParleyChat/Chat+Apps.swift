@@ -51,7 +51,7 @@ extension Chat {
         try await run {
             try await store.read { db in
                 try db.fetchAll("SELECT name, public_key, created_at FROM app ORDER BY id").map { row in
-                    AppCredentials(name: try row.get(0), publicKey: try row.get(1), secret: nil, createdAt: Chat.date(try row.get(2)))
+                    AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: nil, createdAt: Chat.date(try row.get("created_at")))
                 }
             }
         }
@@ -71,7 +71,7 @@ extension Chat {
                     """) else {
                     throw ChatError(status: 404, code: "app_not_found", message: "no app with that name or key; see 'parley-server apps list'")
                 }
-                return AppCredentials(name: try row.get(0), publicKey: try row.get(1), secret: secret, createdAt: Chat.date(try row.get(2)))
+                return AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: secret, createdAt: Chat.date(try row.get("created_at")))
             }
         }
     }

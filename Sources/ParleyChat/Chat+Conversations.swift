@@ -53,7 +53,7 @@ extension Chat {
         let now = nowMilliseconds
         let publicID = Crypto.randomID(prefix: "c_")
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: names)
                 guard resolved.invalidUsernames.isEmpty else { throw Chat.unknownUsers(resolved.invalidUsernames) }
                 let others = keys.filter { $0 != caller.userKey }
@@ -95,7 +95,7 @@ extension Chat {
                     SELECT c.id FROM member mb JOIN conversation c ON c.id = mb.conversation_id
                     WHERE mb.user_id = \(caller.userKey) AND c.last_position < \(before)
                     ORDER BY c.last_position DESC LIMIT \(limit + 1)
-                    """).map { try $0.get(0) }
+                    """).map { try $0.get("id") }
                 let conversations = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller) }
                 let next = keys.count > limit ? conversations.last.map { String($0.lastPosition) } : nil
                 return ConversationPage(conversations: conversations, nextCursor: next)
@@ -116,7 +116,7 @@ extension Chat {
                 let keys: [Int64] = try db.fetchAll("""
                     SELECT id FROM conversation WHERE app_id = \(caller.appID) AND kind = 'public'
                     AND title_key >= \(prefix) AND title_key < \(upper) ORDER BY title_key, id LIMIT \(limit + 1) OFFSET \(offset)
-                    """).map { try $0.get(0) }
+                    """).map { try $0.get("id") }
                 let channels = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller) }
                 return ChannelPage(channels: channels, nextOffset: keys.count > limit ? offset + limit : nil)
             }
@@ -142,7 +142,7 @@ extension Chat {
         let customData = try request.customData.map { try Validate.customData($0) }
         let now = nowMilliseconds
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 if access.kind == .direct {
                     _ = try access.requireMember()
@@ -156,7 +156,7 @@ extension Chat {
                     "title": title.map(JSONValue.string) ?? .null,
                     "customData": try customData.map(JSONValue.decode) ?? .null,
                 ]).encoded()
-                try Chat.appendEvent(db, conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
+                try db.append(conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
                 return try Chat.view(db, key: access.key, caller: caller)
             }
         }
@@ -170,7 +170,7 @@ extension Chat {
     public func join(_ caller: Caller, id: ConversationID) async throws -> Conversation {
         let now = nowMilliseconds
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 if access.role == nil {
                     guard access.memberCount < Limits.channelMembers else { throw ChatError.conflict("the channel is full") }
@@ -191,7 +191,7 @@ extension Chat {
         guard role != .owner else { throw ChatError.invalid("add people as member or admin; promote to owner afterwards") }
         let now = nowMilliseconds
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 try access.requireAdmin()
                 if role == .admin, access.role != .owner { throw ChatError.forbidden("only owners may add admins") }
@@ -221,7 +221,7 @@ extension Chat {
     public func removeMember(_ caller: Caller, id: ConversationID, user: UserID) async throws {
         let now = nowMilliseconds
         try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let callerRole = try access.requireMember()
                 guard access.kind != .direct else { throw ChatError.forbidden("nobody leaves a direct conversation; archive it in the client instead") }
@@ -229,8 +229,8 @@ extension Chat {
                     SELECT mb.user_id, mb.role FROM member mb JOIN account u ON u.id = mb.user_id
                     WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
                     """) else { throw ChatError.userNotFound }
-                let targetKey: Int64 = try target.get(0)
-                let targetRole = MemberRole(rawValue: try target.get(1)) ?? .member
+                let targetKey: Int64 = try target.get("user_id")
+                let targetRole = try Chat.stored(try target.get("role"), as: MemberRole.self)
                 if targetKey != caller.userKey {
                     guard callerRole >= .admin, callerRole == .owner || callerRole > targetRole else {
                         throw ChatError.forbidden("only owners, or admins removing plain members, may remove someone")
@@ -241,7 +241,7 @@ extension Chat {
                 }
                 try db.execute("DELETE FROM member WHERE conversation_id = \(access.key) AND user_id = \(targetKey)")
                 try db.execute("UPDATE conversation SET member_count = member_count - 1 WHERE id = \(access.key)")
-                try Chat.appendEvent(db, conversation: access.key, type: .memberRemoved, actor: caller.userKey, user: targetKey, now: now)
+                try db.append(conversation: access.key, type: .memberRemoved, actor: caller.userKey, user: targetKey, now: now)
             }
         }
     }
@@ -252,7 +252,7 @@ extension Chat {
     public func updateMember(_ caller: Caller, id: ConversationID, user: UserID, _ request: UpdateMemberRequest) async throws -> Member {
         let now = nowMilliseconds
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 try access.requireAdmin()
                 guard access.role == .owner else { throw ChatError.forbidden("only owners change roles") }
@@ -260,13 +260,13 @@ extension Chat {
                     SELECT mb.user_id, mb.role FROM member mb JOIN account u ON u.id = mb.user_id
                     WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
                     """) else { throw ChatError.userNotFound }
-                let targetKey: Int64 = try target.get(0)
-                if try target.get(1, as: String.self) == MemberRole.owner.rawValue, request.role != .owner {
+                let targetKey: Int64 = try target.get("user_id")
+                if try target.get("role", as: String.self) == MemberRole.owner.rawValue, request.role != .owner {
                     let owners = try db.fetchValue(Int.self, "SELECT count(*) FROM member WHERE conversation_id = \(access.key) AND role = 'owner'") ?? 0
                     if owners == 1 { throw ChatError.conflict("a conversation needs an owner; promote someone else first") }
                 }
                 try db.execute("UPDATE member SET role = \(request.role.rawValue) WHERE conversation_id = \(access.key) AND user_id = \(targetKey)")
-                try Chat.appendEvent(db, conversation: access.key, type: .memberUpdated, actor: caller.userKey, user: targetKey, role: request.role, now: now)
+                try db.append(conversation: access.key, type: .memberUpdated, actor: caller.userKey, user: targetKey, role: request.role, now: now)
                 return try Chat.member(db, conversation: access.key, user: targetKey)
             }
         }
@@ -282,7 +282,7 @@ extension Chat {
                 let access = try Chat.access(db, caller: caller, id: id)
                 let keys: [Int64] = try db.fetchAll("""
                     SELECT user_id FROM member WHERE conversation_id = \(access.key) ORDER BY joined_at, user_id LIMIT \(limit) OFFSET \(offset)
-                    """).map { try $0.get(0) }
+                    """).map { try $0.get("user_id") }
                 return MemberList(members: try keys.map { try Chat.member(db, conversation: access.key, user: $0) })
             }
         }
@@ -298,17 +298,18 @@ extension Chat {
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID)
             """) else { throw ChatError.conversationNotFound }
-        let kind = ConversationKind(rawValue: try row.get(1)) ?? .private
-        let role = try row.get(2, as: String?.self).flatMap(MemberRole.init(rawValue:))
+        let kind = try stored(try row.get("kind"), as: ConversationKind.self)
+        let role = try row.get("role", as: String?.self).map { try stored($0, as: MemberRole.self) }
         guard role != nil || kind == .public else { throw ChatError.conversationNotFound }
-        return Access(key: try row.get(0), id: id, kind: kind, role: role, lastSeq: try row.get(3), memberCount: try row.get(4),
-                      callerUsername: try row.get(5), callerDisplayName: try row.get(6))
+        return Access(key: try row.get("id"), id: id, kind: kind, role: role, lastSeq: try row.get("last_seq"),
+                      memberCount: try row.get("member_count"), callerUsername: try row.get("username"),
+                      callerDisplayName: try row.get("display_name"))
     }
 
     /// Creates a conversation with its first members. Their `member.added` events come first
     /// and `conversation.created` last, so every first member receives the creation (a member
     /// receives a conversation's events from their own `member.added` on).
-    static func insertConversation(_ db: any Database, app: Int64, publicID: String, kind: ConversationKind, title: String?,
+    static func insertConversation(_ db: Transaction, app: Int64, publicID: String, kind: ConversationKind, title: String?,
                                    customData: String?, directKey: String?, creator: Int64, members: [(Int64, MemberRole)],
                                    now: Int64) throws -> Int64 {
         guard let key = try db.fetchValue(Int64.self, """
@@ -319,11 +320,11 @@ extension Chat {
         for (user, role) in members {
             try addMember(db, conversation: key, user: user, role: role, actor: creator, now: now)
         }
-        try appendEvent(db, conversation: key, type: .conversationCreated, actor: creator, now: now)
+        try db.append(conversation: key, type: .conversationCreated, actor: creator, now: now)
         return key
     }
 
-    static func addMember(_ db: any Database, conversation: Int64, user: Int64, role: MemberRole, actor: Int64, now: Int64) throws {
+    static func addMember(_ db: Transaction, conversation: Int64, user: Int64, role: MemberRole, actor: Int64, now: Int64) throws {
         // A newcomer has "read" nothing but is not behind on history from before they joined:
         // their watermarks start at the current seq, so unread counts start at zero.
         try db.execute("""
@@ -331,23 +332,8 @@ extension Chat {
             SELECT \(conversation), \(user), \(role.rawValue), \(now), last_seq, last_seq FROM conversation WHERE id = \(conversation)
             """)
         try db.execute("UPDATE conversation SET member_count = member_count + 1 WHERE id = \(conversation)")
-        let (_, position) = try appendEvent(db, conversation: conversation, type: .memberAdded, actor: actor, user: user, role: role, now: now)
+        let (_, position) = try db.append(conversation: conversation, type: .memberAdded, actor: actor, user: user, role: role, now: now)
         try db.execute("UPDATE member SET joined_position = \(position) WHERE conversation_id = \(conversation) AND user_id = \(user)")
-    }
-
-    /// Appends an event: the next seq of the conversation and the next server-wide position.
-    @discardableResult
-    static func appendEvent(_ db: any Database, conversation: Int64, type: ConversationEvent.Kind, actor: Int64?, message: Int64? = nil,
-                            user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64) throws -> (seq: Int64, position: Int64) {
-        precondition(type != .receiptUpdated, "receipt events take no seq: appendReceiptEvent")
-        guard let seq = try db.fetchValue(Int64.self, "UPDATE conversation SET last_seq = last_seq + 1 WHERE id = \(conversation) RETURNING last_seq"),
-              let position = try db.fetchValue(Int64.self, """
-                INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at)
-                VALUES (\(conversation), \(seq), \(type.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload), \(now))
-                RETURNING position
-                """) else { throw ChatError.internalError }
-        try db.execute("UPDATE conversation SET last_position = \(position) WHERE id = \(conversation)")
-        return (seq, position)
     }
 
     /// A conversation as `caller` sees it, with last message, unread count and peer.
@@ -358,21 +344,21 @@ extension Chat {
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
-        let id = ConversationID(rawValue: try row.get(0))
-        let kind = ConversationKind(rawValue: try row.get(1)) ?? .private
-        let role = try row.get(9, as: String?.self).flatMap(MemberRole.init(rawValue:))
+        let id = ConversationID(rawValue: try row.get("public_id"))
+        let kind = try stored(try row.get("kind"), as: ConversationKind.self)
+        let role = try row.get("role", as: String?.self).map { try stored($0, as: MemberRole.self) }
         var receipt: Receipt?
         var unread = 0
         if role != nil {
-            let readSeq: Int64 = try row.get(11)
-            receipt = Receipt(userID: caller.userID, deliveredSeq: try row.get(10), readSeq: readSeq)
+            let readSeq: Int64 = try row.get("read_seq")
+            receipt = Receipt(userID: caller.userID, deliveredSeq: try row.get("delivered_seq"), readSeq: readSeq)
             unread = try db.fetchValue(Int.self, """
                 SELECT count(*) FROM (SELECT 1 FROM message WHERE conversation_id = \(key) AND seq > \(readSeq)
                 AND author_id != \(caller.userKey) AND deleted_at IS NULL LIMIT \(Limits.unreadCountCap))
                 """) ?? 0
         }
         var lastMessage: Message?
-        if let messageKey = try row.get(7, as: Int64?.self),
+        if let messageKey = try row.get("last_message_id", as: Int64?.self),
            let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
             lastMessage = try message(messageRow, caller: caller.userKey, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller.userKey))
         }
@@ -383,9 +369,9 @@ extension Chat {
             peer = try user(peerRow)
         }
         return Conversation(
-            id: id, kind: kind, title: try row.get(2), customData: try row.get(3, as: String?.self).map(JSONValue.decode),
-            createdAt: date(try row.get(4)), lastSeq: try row.get(5), lastPosition: try row.get(6), lastMessage: lastMessage,
-            memberCount: try row.get(8), role: role, unreadCount: unread, receipt: receipt, peer: peer)
+            id: id, kind: kind, title: try row.get("title"), customData: try row.get("custom_data", as: String?.self).map(JSONValue.decode),
+            createdAt: date(try row.get("created_at")), lastSeq: try row.get("last_seq"), lastPosition: try row.get("last_position"),
+            lastMessage: lastMessage, memberCount: try row.get("member_count"), role: role, unreadCount: unread, receipt: receipt, peer: peer)
     }
 
     static func member(_ db: any Database, conversation: Int64, user key: Int64) throws -> Member {
@@ -394,8 +380,8 @@ extension Chat {
             FROM member mb JOIN account u ON u.id = mb.user_id WHERE mb.conversation_id = \(conversation) AND mb.user_id = \(key)
             """) else { throw ChatError.userNotFound }
         let user = try user(row)
-        return Member(user: user, role: MemberRole(rawValue: try row.get(6)) ?? .member, joinedAt: date(try row.get(7)),
-                      receipt: Receipt(userID: user.id, deliveredSeq: try row.get(8), readSeq: try row.get(9)))
+        return Member(user: user, role: try stored(try row.get("role"), as: MemberRole.self), joinedAt: date(try row.get("joined_at")),
+                      receipt: Receipt(userID: user.id, deliveredSeq: try row.get("delivered_seq"), readSeq: try row.get("read_seq")))
     }
 
     /// The lowest delivered and read watermarks of everyone but `except`: a message at or
@@ -405,9 +391,10 @@ extension Chat {
     static func lowestWatermarks(_ db: any Database, conversation: Int64, kind: ConversationKind, except: Int64) throws -> (delivered: Int64, read: Int64)? {
         guard kind != .public,
               let row = try db.fetchOne("""
-                SELECT min(delivered_seq), min(read_seq) FROM member WHERE conversation_id = \(conversation) AND user_id != \(except)
+                SELECT min(delivered_seq) AS delivered, min(read_seq) AS read FROM member
+                WHERE conversation_id = \(conversation) AND user_id != \(except)
                 """),
-              let delivered = try row.get(0, as: Int64?.self), let read = try row.get(1, as: Int64?.self) else { return nil }
+              let delivered = try row.get("delivered", as: Int64?.self), let read = try row.get("read", as: Int64?.self) else { return nil }
         return (delivered, read)
     }
 

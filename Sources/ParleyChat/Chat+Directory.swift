@@ -80,9 +80,9 @@ extension Chat {
                 continue
             }
             guard seen.insert(key).inserted else { continue }
-            if let row = try db.fetchOne("SELECT \(userColumns), u.id FROM account u WHERE u.app_id = \(app) AND u.username_key = \(key)") {
+            if let row = try db.fetchOne("SELECT \(userColumns), u.id AS user_key FROM account u WHERE u.app_id = \(app) AND u.username_key = \(key)") {
                 users.append(try user(row))
-                keys.append(try row.get(6))
+                keys.append(try row.get("user_key"))
             } else {
                 invalid.append(name)
             }

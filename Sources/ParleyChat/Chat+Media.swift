@@ -123,9 +123,9 @@ extension Chat {
         return try await run {
             try await store.read { db in
                 guard let row = try db.fetchOne("""
-                    SELECT \(Chat.attachmentColumns), a.id, a.owner_id FROM attachment a WHERE a.public_id = \(id) AND a.app_id = \(caller.appID)
+                    SELECT \(Chat.attachmentColumns) FROM attachment a WHERE a.public_id = \(id) AND a.app_id = \(caller.appID)
                     """),
-                    try row.get(14, as: Int64.self) == caller.userKey || Chat.canRead(db, attachment: try row.get(13), user: caller.userKey)
+                    try row.get("a_owner_key", as: Int64.self) == caller.userKey || Chat.canRead(db, attachment: try row.get("a_key"), user: caller.userKey)
                 else { throw ChatError.attachmentNotFound }
                 return try Chat.storedAttachment(row)
             }
@@ -177,12 +177,12 @@ extension Chat {
                     """)
                 var candidates = Set<String>()
                 for row in rows {
-                    try db.execute("DELETE FROM attachment WHERE id = \(try row.get(0, as: Int64.self))")
-                    candidates.insert(try row.get(1))
-                    if let thumb = try row.get(2, as: String?.self) { candidates.insert(thumb) }
+                    try db.execute("DELETE FROM attachment WHERE id = \(try row.get("id", as: Int64.self))")
+                    candidates.insert(try row.get("blob"))
+                    if let thumb = try row.get("thumb_blob", as: String?.self) { candidates.insert(thumb) }
                 }
                 try Chat.markGarbage(db, candidates, now: now)
-                return try db.fetchAll("SELECT blob FROM blob_garbage ORDER BY since LIMIT \(limit)").map { try $0.get(0) }
+                return try db.fetchAll("SELECT blob FROM blob_garbage ORDER BY since LIMIT \(limit)").map { try $0.get("blob") }
             }
         }
     }
@@ -203,19 +203,24 @@ extension Chat {
     // MARK: - Inside a transaction
 
     static let attachmentColumns: SQL = """
-        a.public_id, a.kind, a.mime_type, a.size_bytes, a.name, a.width, a.height, a.thumb_blob, a.thumb_width, a.thumb_height,
-        a.thumb_size, a.created_at, a.blob
+        a.id AS a_key, a.owner_id AS a_owner_key, a.public_id AS a_public_id, a.kind AS a_kind, a.mime_type AS a_mime_type,
+        a.size_bytes AS a_size_bytes, a.name AS a_name, a.width AS a_width, a.height AS a_height, a.thumb_blob AS a_thumb_blob,
+        a.thumb_width AS a_thumb_width, a.thumb_height AS a_thumb_height, a.thumb_size AS a_thumb_size, a.created_at AS a_created_at,
+        a.blob AS a_blob
         """
 
     static func storedAttachment(_ row: Row) throws -> StoredAttachment {
         var thumbnail: MediaThumbnail?
-        if let width = try row.get(8, as: Int?.self), let height = try row.get(9, as: Int?.self), let size = try row.get(10, as: Int64?.self) {
+        if let width = try row.get("a_thumb_width", as: Int?.self), let height = try row.get("a_thumb_height", as: Int?.self),
+           let size = try row.get("a_thumb_size", as: Int64?.self) {
             thumbnail = MediaThumbnail(width: width, height: height, sizeBytes: size)
         }
-        let info = MediaInfo(id: try row.get(0), kind: MediaKind(rawValue: try row.get(1)) ?? .file, mimeType: try row.get(2),
-                             sizeBytes: try row.get(3), name: try row.get(4, as: String?.self), width: try row.get(5, as: Int?.self),
-                             height: try row.get(6, as: Int?.self), thumbnail: thumbnail, createdAt: Chat.date(try row.get(11)))
-        return StoredAttachment(info: info, blob: try row.get(12), thumbnailBlob: try row.get(7, as: String?.self))
+        let info = MediaInfo(id: try row.get("a_public_id"), kind: try stored(try row.get("a_kind"), as: MediaKind.self),
+                             mimeType: try row.get("a_mime_type"), sizeBytes: try row.get("a_size_bytes"),
+                             name: try row.get("a_name", as: String?.self), width: try row.get("a_width", as: Int?.self),
+                             height: try row.get("a_height", as: Int?.self), thumbnail: thumbnail,
+                             createdAt: Chat.date(try row.get("a_created_at")))
+        return StoredAttachment(info: info, blob: try row.get("a_blob"), thumbnailBlob: try row.get("a_thumb_blob", as: String?.self))
     }
 
     static func usage(_ db: any Database, owner: Int64) throws -> Int64 {
@@ -249,10 +254,10 @@ extension Chat {
     static func bindMedia(_ db: any Database, caller: Caller, prepared: inout PreparedMessage) throws -> [Int64] {
         func resolve(_ id: String, as kinds: Set<MediaKind>, field: String) throws -> (key: Int64, info: MediaInfo) {
             guard let row = try db.fetchOne("""
-                SELECT \(attachmentColumns), a.id, a.owner_id FROM attachment a WHERE a.public_id = \(id) AND a.app_id = \(caller.appID)
+                SELECT \(attachmentColumns) FROM attachment a WHERE a.public_id = \(id) AND a.app_id = \(caller.appID)
                 """) else { throw ChatError.attachmentNotFound }
-            let key: Int64 = try row.get(13)
-            guard try row.get(14, as: Int64.self) == caller.userKey || canRead(db, attachment: key, user: caller.userKey) else {
+            let key: Int64 = try row.get("a_key")
+            guard try row.get("a_owner_key", as: Int64.self) == caller.userKey || canRead(db, attachment: key, user: caller.userKey) else {
                 throw ChatError.attachmentNotFound
             }
             let info = try storedAttachment(row).info
@@ -298,7 +303,7 @@ extension Chat {
 
     /// Points a message at exactly `keys`, releasing attachments it no longer refers to.
     static func setMedia(_ db: any Database, message: Int64, keys: [Int64], now: Int64) throws {
-        let old: [Int64] = try db.fetchAll("SELECT attachment_id FROM message_attachment WHERE message_id = \(message)").map { try $0.get(0) }
+        let old: [Int64] = try db.fetchAll("SELECT attachment_id FROM message_attachment WHERE message_id = \(message)").map { try $0.get("attachment_id") }
         let removed = old.filter { !keys.contains($0) }
         for key in removed {
             try db.execute("DELETE FROM message_attachment WHERE message_id = \(message) AND attachment_id = \(key)")

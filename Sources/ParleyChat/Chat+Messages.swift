@@ -48,35 +48,23 @@ extension Chat {
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
         let now = nowMilliseconds
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
-        // The hot path publishes the event it built rather than reading it back.
-        let bus = bus
         return try await run {
-            try await store.write({ db -> Committed<(MessageRecord, created: Bool)> in
-                let access = try Chat.access(db, caller: caller, id: id)
+            try await write { tx -> (MessageRecord, created: Bool) in
+                let access = try Chat.access(tx, caller: caller, id: id)
                 _ = try access.requireMember()
                 var prepared = prepared
-                let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
-                if let (existing, _) = try Chat.existing(db, caller: caller, prepared: prepared, in: access.key) {
-                    return Committed(value: (existing, false), publications: [])
+                let media = try Chat.bindMedia(tx, caller: caller, prepared: &prepared)
+                if let (existing, _) = try Chat.existing(tx, caller: caller, prepared: prepared, in: access.key) {
+                    return (existing, false)
                 }
                 if let replyTo = request.replyTo,
-                   try db.fetchOne("SELECT 1 FROM message WHERE public_id = \(replyTo.rawValue) AND conversation_id = \(access.key)") == nil {
+                   try tx.fetchOne("SELECT 1 FROM message WHERE public_id = \(replyTo.rawValue) AND conversation_id = \(access.key)") == nil {
                     throw ChatError.invalid("replyTo names no message in this conversation")
                 }
-                let (message, position) = try Chat.insertMessage(db, caller: caller, access: access, publicID: publicID, prepared: prepared,
-                                                                 media: media, replyTo: request.replyTo, now: now)
-                var publications: [Publication] = []
-                if bus != nil {
-                    var shared = message
-                    shared.status = nil
-                    let event = StoredEvent(
-                        record: EventRecord(position: position, conversationID: access.id.rawValue, seq: message.seq, type: .messageCreated,
-                                            actorID: caller.userID.rawValue, createdAt: now, message: shared),
-                        conversationKey: access.key, kind: access.kind, userKey: nil)
-                    publications.append(event.publication)
-                }
-                return Committed(value: (message, true), publications: publications)
-            }, afterCommit: { (committed: Committed<(MessageRecord, created: Bool)>) in bus?.publish(committed.publications) }).value
+                let message = try Chat.insertMessage(tx, caller: caller, access: access, publicID: publicID, prepared: prepared,
+                                                     media: media, replyTo: request.replyTo, now: now)
+                return (message, true)
+            }
         }
     }
 
@@ -93,7 +81,7 @@ extension Chat {
         let messageID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         let conversationID = Crypto.randomID(prefix: "c_")
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: request.to)
                 let others = keys.filter { $0 != caller.userKey }
                 guard !others.isEmpty else {
@@ -111,7 +99,7 @@ extension Chat {
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
                 let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, media: media,
-                                                   replyTo: nil, now: now).record.message()
+                                                     replyTo: nil, now: now).message()
                 let conversation = try Chat.view(db, key: key, caller: caller)
                 return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
             }
@@ -238,49 +226,38 @@ extension Chat {
 
     // MARK: - Events inside a transaction
 
+    /// Columns of an event (`e`) with its conversation (`c`), actor (`a`), the user it is
+    /// about (`t`) and, for message events, the message as it is now (``messageColumns``,
+    /// NULL otherwise): one row per event, no query per message.
     static let eventColumns: SQL = """
-        e.position, c.public_id, e.seq, e.type, a.public_id, e.message_id, t.public_id, e.role, e.payload, e.created_at,
-        e.conversation_id, c.kind, e.user_id
+        e.position AS e_position, c.public_id AS e_conversation_id, e.seq AS e_seq, e.type AS e_type, a.public_id AS e_actor_id,
+        e.message_id AS e_message_key, t.public_id AS e_user_id, e.role AS e_role, e.payload AS e_payload,
+        e.created_at AS e_created_at, e.conversation_id AS e_conversation_key, c.kind AS e_conversation_kind,
+        e.user_id AS e_user_key, \(messageColumns)
         """
     static let eventJoins: SQL = """
         JOIN conversation c ON c.id = e.conversation_id
         LEFT JOIN account a ON a.id = e.actor_id LEFT JOIN account t ON t.id = e.user_id
+        LEFT JOIN message m ON m.id = e.message_id LEFT JOIN account u ON u.id = m.author_id
         """
-
-    /// An event with what the fan-out needs to route it.
-    struct StoredEvent {
-        var record: EventRecord
-        var conversationKey: Int64
-        var kind: ConversationKind
-        var userKey: Int64?
-
-        /// The publication that delivers it live: to the conversation's members (receipts in
-        /// public channels only to the member's own devices), subscribing a newcomer first and
-        /// unsubscribing a leaver after.
-        var publication: Publication {
-            let audience: Audience = record.type == .receiptUpdated && kind == .public
-                ? .users([userKey ?? 0]) : .members(conversation: conversationKey)
-            return .event(position: record.position, conversation: conversationKey, audience: audience,
-                          joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
-                          frame: record.frame)
-        }
-    }
 
     /// Events from rows of `eventColumns`; message events carry the message as it is now.
     /// With a `viewer`, the viewer's own messages carry their status (REST); without, no
     /// message carries one (the socket, where one frame goes to every member).
-    static func storedEvents(_ db: any Database, _ rows: ArraySlice<Row>, viewer: Int64?) throws -> [StoredEvent] {
+    ///
+    /// - Throws: ``StoreError/decoding(_:)`` for a stored kind, role or event type this
+    ///   binary does not know (never relabelled as another).
+    static func storedEvents(_ db: any Database, _ rows: ArraySlice<Row>, viewer: Int64?) throws -> [AppendedEvent] {
         var lowestByConversation: [Int64: (delivered: Int64, read: Int64)?] = [:]
         return try rows.map { row in
-            let conversationKey: Int64 = try row.get(10)
-            let kind = ConversationKind(rawValue: try row.get(11)) ?? .private
+            let conversationKey: Int64 = try row.get("e_conversation_key")
+            let kind = try stored(try row.get("e_conversation_kind"), as: ConversationKind.self)
             var record = EventRecord(
-                position: try row.get(0), conversationID: try row.get(1), seq: try row.get(2, as: Int64?.self),
-                type: ConversationEvent.Kind(rawValue: try row.get(3)) ?? .conversationUpdated, actorID: try row.get(4, as: String?.self),
-                createdAt: try row.get(9), userID: try row.get(6, as: String?.self),
-                role: try row.get(7, as: String?.self).flatMap(MemberRole.init(rawValue:)))
-            if let messageKey = try row.get(5, as: Int64?.self),
-               let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
+                position: try row.get("e_position"), conversationID: try row.get("e_conversation_id"), seq: try row.get("e_seq", as: Int64?.self),
+                type: try stored(try row.get("e_type"), as: ConversationEvent.Kind.self), actorID: try row.get("e_actor_id", as: String?.self),
+                createdAt: try row.get("e_created_at"), userID: try row.get("e_user_id", as: String?.self),
+                role: try row.get("e_role", as: String?.self).map { try stored($0, as: MemberRole.self) })
+            if try row.get("e_message_key", as: Int64?.self) != nil {
                 var lowest: (delivered: Int64, read: Int64)?
                 if let viewer {
                     if lowestByConversation[conversationKey] == nil {
@@ -288,15 +265,16 @@ extension Chat {
                     }
                     lowest = lowestByConversation[conversationKey] ?? nil
                 }
-                record.message = try Chat.record(messageRow, caller: viewer, lowest: lowest)
+                record.message = try Chat.record(row, caller: viewer, lowest: lowest)
             }
-            if let payload = try row.get(8, as: String?.self), case .object(let fields) = try JSONValue.decode(payload) {
+            if let payload = try row.get("e_payload", as: String?.self), case .object(let fields) = try JSONValue.decode(payload) {
                 if case .string(let title) = fields["title"] { record.title = title }
                 if let data = fields["customData"], data != .null { record.customDataJSON = try data.encoded() }
                 if case .number(let delivered) = fields["deliveredSeq"] { record.deliveredSeq = Int64(delivered) }
                 if case .number(let read) = fields["readSeq"] { record.readSeq = Int64(read) }
             }
-            return StoredEvent(record: record, conversationKey: conversationKey, kind: kind, userKey: try row.get(12, as: Int64?.self))
+            return AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
+                                 userKey: try row.get("e_user_key", as: Int64?.self))
         }
     }
 
@@ -358,12 +336,12 @@ extension Chat {
         let prepared = try PreparedMessage("edit", request.content, request.metadata)
         let now = nowMilliseconds
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
                 let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
                 let old = try Chat.message(row)
-                guard try row.get(13, as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author edits a message") }
+                guard try row.get("m_author_key", as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author edits a message") }
                 guard old.deletedAt == nil, let oldContent = old.content else { throw ChatError.conflict("the message was deleted") }
                 var prepared = prepared
                 let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
@@ -373,7 +351,7 @@ extension Chat {
                     """)
                 try Chat.unindex(db, key: key, content: oldContent)
                 try Chat.index(db, key: key, content: prepared.value)
-                try Chat.appendEvent(db, conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now)
+                try db.append(conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now)
                 return try Chat.reload(db, access: access, key: key, caller: caller)
             }
         }
@@ -387,14 +365,14 @@ extension Chat {
         guard (1...Limits.namesPerRequest).contains(ids.count) else { throw ChatError.invalid("ids must list 1–\(Limits.namesPerRequest) messages") }
         let now = nowMilliseconds
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let role = try access.requireMember()
                 let isModerator = access.kind != .direct && role >= .admin
                 var targets: [(key: Int64, message: Message)] = []
                 for messageID in ids where !targets.contains(where: { $0.message.id == messageID }) {
                     let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
-                    let author: Int64 = try row.get(13)
+                    let author: Int64 = try row.get("m_author_key")
                     guard isModerator || author == caller.userKey else {
                         throw ChatError.forbidden("only the author or a moderator deletes a message; nothing was deleted")
                     }
@@ -404,7 +382,7 @@ extension Chat {
                     try db.execute("UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now) WHERE id = \(target.key)")
                     if let content = target.message.content { try Chat.unindex(db, key: target.key, content: content) }
                     try Chat.setMedia(db, message: target.key, keys: [], now: now)
-                    try Chat.appendEvent(db, conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, now: now)
+                    try db.append(conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, now: now)
                 }
                 return try targets.map { try Chat.reload(db, access: access, key: $0.key, caller: caller) }
             }
@@ -454,56 +432,57 @@ extension Chat {
     ///   another conversation.
     static func existing(_ db: any Database, caller: Caller, prepared: PreparedMessage, in conversation: Int64?) throws -> (MessageRecord, Int64)? {
         guard let row = try db.fetchOne("""
-            SELECT \(messageColumns), m.conversation_id, m.content, m.metadata \(messageJoins)
+            SELECT \(messageColumns) \(messageJoins)
             WHERE m.author_id = \(caller.userKey) AND m.client_id = \(prepared.clientID)
             """) else { return nil }
-        let storedIn: Int64 = try row.get(14)
-        let editedOrDeleted = try row.get(8, as: Int64?.self) != nil || row.get(9, as: Int64?.self) != nil
-        let sameContent = try row.get(15, as: String?.self) == prepared.content && row.get(16, as: String?.self) == prepared.metadata
+        let storedIn: Int64 = try row.get("m_conversation_key")
+        let editedOrDeleted = try row.get("m_edited_at", as: Int64?.self) != nil || row.get("m_deleted_at", as: Int64?.self) != nil
+        let sameContent = try row.get("m_content", as: String?.self) == prepared.content && row.get("m_metadata", as: String?.self) == prepared.metadata
         let same = (conversation ?? storedIn) == storedIn && (editedOrDeleted || sameContent)
         guard same else { throw ChatError.clientIDReused }
         return (try record(row, caller: caller.userKey), storedIn)
     }
 
-    static func insertMessage(_ db: any Database, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
-                              media: [Int64], replyTo: MessageID?, now: Int64) throws -> (record: MessageRecord, position: Int64) {
-        // The hot path of every send: five statements. The seq is known (one writer, inside
-        // this transaction), so the conversation row is updated once, guarded on it.
-        let seq = access.lastSeq + 1
-        guard let key = try db.fetchValue(Int64.self, """
+    /// Stores a new message and appends its `message.created`, handing the write path the
+    /// record it built (the send is the hot path: its event is not read back).
+    static func insertMessage(_ tx: Transaction, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
+                              media: [Int64], replyTo: MessageID?, now: Int64) throws -> MessageRecord {
+        // Six statements: the seq from the conversation's counter (EventLog rule 1), the
+        // message, its event (which moves the conversation's activity), the sender's own
+        // watermarks, the full-text entry, and the attachments when there are any.
+        let seq = try EventLog.nextSeq(tx, conversation: access.key)
+        guard let key = try tx.fetchValue(Int64.self, """
             INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at)
             VALUES (\(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
                     \(prepared.metadata), \(replyTo?.rawValue), \(now))
             RETURNING id
-            """),
-              let position = try db.fetchValue(Int64.self, """
-                INSERT INTO event (conversation_id, seq, type, actor_id, message_id, created_at)
-                VALUES (\(access.key), \(seq), \(ConversationEvent.Kind.messageCreated.rawValue), \(caller.userKey), \(key), \(now))
-                RETURNING position
-                """),
-              try db.execute("""
-                UPDATE conversation SET last_seq = \(seq), last_position = \(position), last_message_id = \(key)
-                WHERE id = \(access.key) AND last_seq = \(seq - 1)
-                """) == 1
-        else { throw ChatError.internalError }
-        // The sender has seen their own message on the device that sent it.
-        try db.execute("""
-            UPDATE member SET delivered_seq = \(seq), read_seq = \(seq) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
-            """)
-        if !prepared.searchable.isEmpty, db.dialect == .sqlite {
-            try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(prepared.searchable))")
-        }
-        if !media.isEmpty { try setMedia(db, message: key, keys: media, now: now) }
+            """) else { throw ChatError.internalError }
         // Nobody else can have this seq delivered yet: a new message is always "sent".
         let record = MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
                                    senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,
                                    clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
                                    metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent)
-        return (record, position)
+        try tx.append(conversation: access.key, type: .messageCreated, seq: seq, actor: caller.userKey, message: key, now: now) { position in
+            var shared = record
+            shared.status = nil
+            return AppendedEvent(
+                record: EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
+                                    actorID: caller.userID.rawValue, createdAt: now, message: shared),
+                conversationKey: access.key, conversationKind: access.kind, userKey: nil)
+        }
+        // The sender has seen their own message on the device that sent it.
+        try tx.execute("""
+            UPDATE member SET delivered_seq = \(seq), read_seq = \(seq) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+            """)
+        if !prepared.searchable.isEmpty, tx.dialect == .sqlite {
+            try tx.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(prepared.searchable))")
+        }
+        if !media.isEmpty { try setMedia(tx, message: key, keys: media, now: now) }
+        return record
     }
 
     /// The direct conversation with one person, or the group of exactly these people.
-    static func conversationFor(_ db: any Database, caller: Caller, others: [Int64], newID: String, now: Int64) throws -> Int64 {
+    static func conversationFor(_ db: Transaction, caller: Caller, others: [Int64], newID: String, now: Int64) throws -> Int64 {
         if others.count == 1, let peer = others.first {
             let directKey = "\(min(caller.userKey, peer)):\(max(caller.userKey, peer))"
             if let existing = try db.fetchValue(Int64.self, "SELECT id FROM conversation WHERE app_id = \(caller.appID) AND direct_key = \(directKey)") {
@@ -526,9 +505,9 @@ extension Chat {
 
     static func messageRow(_ db: any Database, access: Access, id: MessageID) throws -> (Row, Int64) {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
-            SELECT \(messageColumns), m.id \(messageJoins) WHERE m.public_id = \(id.rawValue) AND m.conversation_id = \(access.key)
+            SELECT \(messageColumns) \(messageJoins) WHERE m.public_id = \(id.rawValue) AND m.conversation_id = \(access.key)
             """) else { throw ChatError.messageNotFound }
-        return (row, try row.get(14))
+        return (row, try row.get("m_key"))
     }
 
     static func reload(_ db: any Database, access: Access, key: Int64, caller: Caller) throws -> Message {

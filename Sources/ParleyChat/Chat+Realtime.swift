@@ -31,20 +31,25 @@ extension Chat {
     public func memberships(_ caller: Caller) async throws -> (conversations: [Int64], asOf: Int64) {
         try await run {
             try await store.read { db in
-                let keys = try db.fetchAll("SELECT conversation_id FROM member WHERE user_id = \(caller.userKey)").map { try $0.get(0, as: Int64.self) }
-                let newest = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+                let keys = try db.fetchAll("SELECT conversation_id FROM member WHERE user_id = \(caller.userKey)").map { try $0.get("conversation_id", as: Int64.self) }
+                let newest = try EventLog.committedPosition(db)
                 return (keys, newest)
             }
         }
     }
 
-    /// Whether a device at `position` can replay what it missed: not when the position was
-    /// never issued here (a restored backup, another server), nor when more than `maxEvents`
-    /// are waiting (reloading the conversation list and the newest history is quicker).
-    public func catchUp(_ caller: Caller, after position: Int64, maxEvents: Int) async throws -> CatchUp {
-        try await run {
+    /// Whether a device at `position` can replay what it missed: not when its position is of
+    /// another history (`epoch` differs: a restored backup, another server) or was never
+    /// issued here, nor when more than `maxEvents` are waiting (reloading the conversation
+    /// list and the newest history is quicker).
+    public func catchUp(_ caller: Caller, after position: Int64, epoch: String?, maxEvents: Int) async throws -> CatchUp {
+        let current = self.epoch
+        return try await run {
             try await store.read { db in
-                let newest = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+                let newest = try EventLog.committedPosition(db)
+                if let epoch, epoch != current {
+                    return .resync(position: newest, reason: "the server's history changed (epoch \(epoch) is not \(current)): reload, then continue")
+                }
                 if position > newest {
                     return .resync(position: newest, reason: "position \(position) was never issued by this server")
                 }
@@ -62,7 +67,7 @@ extension Chat {
     public func replay(_ caller: Caller, after position: Int64, limit: Int) async throws -> ReplayPage {
         try await run {
             try await store.read { db in
-                let newest = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+                let newest = try EventLog.committedPosition(db)
                 let rows = try Chat.feedRows(db, user: caller.userKey, after: position, limit: limit + 1)
                 let frames = try Chat.storedEvents(db, rows.prefix(limit), viewer: nil).map { ($0.record.position, $0.record.frame) }
                 return ReplayPage(frames: frames, hasMore: rows.count > limit, newest: newest)
@@ -94,7 +99,7 @@ extension Chat {
                     JOIN conversation c ON c.id = mine.conversation_id AND c.kind != 'public'
                     JOIN member other ON other.conversation_id = mine.conversation_id
                     WHERE mine.user_id = \(user) AND other.user_id != \(user)
-                    """).map { try $0.get(0, as: Int64.self) }
+                    """).map { try $0.get("user_id", as: Int64.self) }
             }
         }
     }
@@ -125,7 +130,7 @@ extension Chat {
                     JOIN conversation c ON c.id = other.conversation_id AND c.kind != 'public'
                     JOIN member mine ON mine.conversation_id = other.conversation_id AND mine.user_id = \(caller.userKey)
                     WHERE u.public_id IN (\(list: ids.map(\.rawValue))) AND u.app_id = \(caller.appID)
-                    """).map { (try $0.get(0, as: Int64.self), try $0.get(1, as: String.self), try $0.get(2, as: Int64?.self)) }
+                    """).map { (try $0.get("id", as: Int64.self), try $0.get("public_id", as: String.self), try $0.get("last_seen_at", as: Int64?.self)) }
             }
         }
         let online = await isOnline(rows.map(\.0))

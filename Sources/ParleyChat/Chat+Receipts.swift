@@ -12,7 +12,7 @@ extension Chat {
         guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { throw ChatError.invalid("seq values are not negative") }
         let now = nowMilliseconds
         return try await run {
-            try await writePublishing { db in
+            try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
                 let read = min(update.readSeq ?? 0, access.lastSeq)
@@ -20,7 +20,7 @@ extension Chat {
                 guard let before = try db.fetchOne("""
                     SELECT delivered_seq, read_seq FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                     """) else { throw ChatError.notMember }
-                let old = (delivered: try before.get(0, as: Int64.self), read: try before.get(1, as: Int64.self))
+                let old = (delivered: try before.get("delivered_seq", as: Int64.self), read: try before.get("read_seq", as: Int64.self))
                 let new = (delivered: max(old.delivered, delivered), read: max(old.read, read))
                 if new != old {
                     try db.execute("""
@@ -28,12 +28,7 @@ extension Chat {
                         WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                         """)
                     // Stored with a position and no seq: see ConversationEvent.Kind.receiptUpdated.
-                    let payload = "{\"deliveredSeq\":\(new.delivered),\"readSeq\":\(new.read)}"
-                    try db.execute("""
-                        INSERT INTO event (conversation_id, seq, type, actor_id, user_id, payload, created_at)
-                        VALUES (\(access.key), NULL, \(ConversationEvent.Kind.receiptUpdated.rawValue), \(caller.userKey), \(caller.userKey),
-                                \(payload), \(now))
-                        """)
+                    try db.appendReceipt(conversation: access.key, user: caller.userKey, deliveredSeq: new.delivered, readSeq: new.read, now: now)
                 }
                 return Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
             }
@@ -53,14 +48,14 @@ extension Chat {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let (row, _) = try Chat.messageRow(db, access: access, id: messageID)
-                guard try row.get(13, as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author sees who has a message") }
-                let seq: Int64 = try row.get(2)
+                guard try row.get("m_author_key", as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author sees who has a message") }
+                let seq: Int64 = try row.get("m_seq")
                 func users(_ column: SQL) throws -> [UserID] {
                     try db.fetchAll("""
                         SELECT u.public_id FROM member mb JOIN account u ON u.id = mb.user_id
                         WHERE mb.conversation_id = \(access.key) AND mb.user_id != \(caller.userKey) AND \(column) >= \(seq)
                         ORDER BY u.public_id LIMIT 1000
-                        """).map { UserID(rawValue: try $0.get(0)) }
+                        """).map { UserID(rawValue: try $0.get("public_id")) }
                 }
                 let others = access.memberCount - (access.role == nil ? 0 : 1)
                 let deliveredTo = try users("mb.delivered_seq")

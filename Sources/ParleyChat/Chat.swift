@@ -37,6 +37,8 @@ public final class Chat: Sendable {
     let configuration: Configuration
     /// Where committed changes are published (nil: nobody listens, e.g. the `apps` command).
     public let bus: (any Bus)?
+    /// Features that add rows to every write that appends events, in its transaction.
+    let hooks: [any TransactionHook]
     let failedSignInsByAccount: RateLimiter
     let failedSignInsByAddress: RateLimiter
     let signUpsByAddress: RateLimiter
@@ -44,6 +46,7 @@ public final class Chat: Sendable {
     let laneCounter = Counter()
     let sessions = SessionCache()
     let apps = AppCache()
+    private let loadedEpoch = LockedValue<String?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).
     let decoyPasswordHash: DecoyHash
@@ -52,10 +55,15 @@ public final class Chat: Sendable {
     ///
     /// Start-up does no password work: the timing decoy is hashed on a password lane in the
     /// background, where a sign-in that needs it first waits for it.
-    public init(store: any Store, configuration: Configuration = Configuration(), bus: (any Bus)? = nil) {
+    ///
+    /// - Parameter hooks: features that write rows in the same transaction as each write's
+    ///   events (push and webhook outboxes); see ``TransactionHook``.
+    public init(store: any Store, configuration: Configuration = Configuration(), bus: (any Bus)? = nil,
+                hooks: [any TransactionHook] = []) {
         self.store = store
         self.configuration = configuration
         self.bus = bus
+        self.hooks = hooks
         failedSignInsByAccount = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAccount, window: configuration.failedSignInWindow))
         failedSignInsByAddress = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAddress, window: configuration.failedSignInWindow))
         signUpsByAddress = RateLimiter(rule: .init(limit: configuration.signUpsPerAddressPerHour, window: 3600))
@@ -72,7 +80,18 @@ public final class Chat: Sendable {
     /// - Throws: ``StoreError/unknownMigrations(_:)`` for a database written by a newer version.
     public func migrate() async throws {
         try await Schema.migrator.migrate(store)
+        let epoch = try await store.read { db in
+            try db.fetchValue([UInt8].self, "SELECT value FROM setting WHERE name = \(EventLog.epochSetting)").map { String(decoding: $0, as: UTF8.self) }
+        }
+        guard let epoch else { throw StoreError.decoding("the database has no event-log epoch (setting \(EventLog.epochSetting))") }
+        loadedEpoch.withLock { $0 = epoch }
     }
+
+    /// The name of this database's history of positions: the same for as long as positions
+    /// mean what they meant, a new one after a restore from backup. `ready` and `resync`
+    /// carry it; a device that resumes with another epoch is told to resync
+    /// (docs/protocol.md, "Epochs"). Empty before ``migrate()``.
+    public var epoch: String { loadedEpoch.withLock { $0 } ?? "" }
 
     // MARK: - Shared helpers
 
@@ -90,31 +109,58 @@ public final class Chat: Sendable {
         }
     }
 
-    /// A write whose events are published once committed: the events it appended (every
-    /// position after the largest before it; there is one writer) are read back inside the
-    /// transaction and handed to the bus from the store's after-commit hook, so live frames
-    /// go out in position order and only for changes that are stored.
-    func writePublishing<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
-        guard let bus else { return try await store.write(body) }
+    /// The one write path of every change that appends events (docs/decisions/0013-one-write-path.md):
+    ///
+    /// ```
+    ///  store.write ─ body(tx) ─ tx.appendedEvents() ─ hooks.didAppend ─ COMMIT ─ bus.publish
+    ///                appends       what *this* write     outbox rows        in position
+    ///                events        appended              in the same txn    (commit) order
+    /// ```
+    ///
+    /// The events published are the ones the write itself appended (never "everything after
+    /// the largest position before it"), read back once at the end when the body did not
+    /// hand them over already; every ``TransactionHook`` adds its rows in the same
+    /// transaction; the store's after-commit hook publishes in commit order. A write that
+    /// fails rolls back its change, its events and every hook's rows together.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+        let bus = bus
+        let hooks = hooks
+        let needsEvents = bus != nil || !hooks.isEmpty
         return try await store.write({ db in
-            let before = try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
-            let value = try body(db)
-            let rows = try db.fetchAll("SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins) WHERE e.position > \(before) ORDER BY e.position")
-            return Committed(value: value, publications: try Chat.storedEvents(db, rows[...], viewer: nil).map(\.publication))
-        }, afterCommit: { committed in bus.publish(committed.publications) }).value
+            let transaction = Transaction(db)
+            let value = try body(transaction)
+            guard needsEvents, transaction.hasEvents else { return Committed(value: value, publications: []) }
+            let events = try transaction.appendedEvents()
+            for hook in hooks { try hook.didAppend(events, in: db) }
+            return Committed(value: value, publications: events.map(\.publication))
+        }, afterCommit: { committed in bus?.publish(committed.publications) }).value
     }
 
-    /// Maps storage failures to a 500 that says nothing was changed; domain errors pass through.
+    /// Runs a domain operation: storage failures that may pass (busy, serialization, a lost
+    /// connection; ``StoreError/isRetryable``) are retried a few times with a short backoff,
+    /// then answered 503 `store_unavailable`; any other storage failure is a 500 that says
+    /// nothing was changed; domain errors pass through. `work` must be safe to run again:
+    /// each attempt is its own transaction, and a failed one changed nothing.
     @discardableResult
     func run<T: Sendable>(_ work: () async throws -> T) async throws -> T {
-        do {
-            return try await work()
-        } catch let error as ChatError {
-            throw error
-        } catch {
-            throw ChatError.internalError
+        var attempt = 0
+        while true {
+            do {
+                return try await work()
+            } catch let error as ChatError {
+                throw error
+            } catch let error as StoreError where error.isRetryable {
+                attempt += 1
+                guard attempt < Self.storeAttempts else { throw ChatError.storeUnavailable }
+                try? await Task.sleep(for: .milliseconds(5 << (2 * attempt)))  // 20 ms, 80 ms
+            } catch {
+                throw ChatError.internalError
+            }
         }
     }
+
+    /// How many times ``run(_:)`` tries an operation whose storage failure may pass.
+    static let storeAttempts = 3
 }
 
 /// A write's result and what it publishes.

@@ -8,9 +8,10 @@ import ParleyWire
 ///
 /// Subscriptions follow the event log itself: a `member.added` subscribes the newcomer's
 /// devices before it is delivered, a `member.removed` unsubscribes the leaver's after. A
-/// device that connects is attached in two steps around one read of its memberships, and
-/// membership changes that land in between are applied on top (``attach(_:)``), so nothing
-/// routed after attaching is missed.
+/// device that connects is attached in two steps around one read of its memberships; every
+/// event routed in between is held for it and, once the memberships are known, replayed
+/// through them in order (``attach(_:)``): attaching is atomic with respect to publication,
+/// so a device never misses an event published after the position `attach` returns.
 ///
 /// `Frame` is what the server sends (an encoded WebSocket frame), made once per publication
 /// however many devices receive it.
@@ -34,7 +35,10 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
         let receive: @Sendable (Delivery) -> Void
         // On the fanout's queue only:
         var attached = false
-        var pendingMembership: [(position: Int64, conversation: Int64, joined: Bool)] = []
+        /// Events routed while attaching, in order, replayed through the memberships at the end.
+        var pending: [Publication] = []
+        /// More events arrived while attaching than ``Fanout/maxPendingWhileAttaching``.
+        var pendingOverflowed = false
         var conversations: Set<Int64> = []
 
         /// A device of `caller`; `receive` is called on the fanout's queue, in order, and must
@@ -59,7 +63,14 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     private var byUser: [Int64: [ObjectIdentifier: Subscriber]] = [:]
     private var byConversation: [Int64: [ObjectIdentifier: Subscriber]] = [:]
     private var presence: [Int64: PresenceEntry] = [:]
+    /// Devices between the two steps of ``attach(_:)``: they hold every event routed meanwhile.
+    private var attaching: [ObjectIdentifier: Subscriber] = [:]
     private var routed = 0
+
+    /// Events held for one attaching device (its memberships are one store read, so this is
+    /// reached only when the store stalls under load); beyond it, `attach` fails with a
+    /// temporary error and the device connects again.
+    static var maxPendingWhileAttaching: Int { 50_000 }
 
     /// Routes `bus`'s publications; `presenceGrace` is how long a user stays online after
     /// their last device disconnects (a reconnect within it is not announced).
@@ -76,12 +87,16 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     // MARK: - Devices
 
-    /// Attaches a device: from when this returns, it receives every publication for its
-    /// conversations. Events stored before then are for the caller to replay from the store
-    /// (``Chat/replay(_:after:limit:)``): the two overlap, never leave a gap, and the device
-    /// drops what it already has by position.
+    /// Attaches a device: it receives every event after the returned position for its
+    /// conversations, including those published while it was attaching (held, then delivered
+    /// in order before anything newer). Events at or before that position are for the caller
+    /// to replay from the store (``Chat/replay(_:after:limit:)``) when the device resumes; the
+    /// two may overlap, never leave a gap, and the device drops what it already has by position.
     ///
-    /// - Returns: the position the device's subscriptions hold at: everything after it is routed.
+    /// - Returns: the committed position the memberships were read at (``EventLog``): every
+    ///   event after it reaches the device.
+    /// - Throws: the store's error, or ``ChatError/storeUnavailable`` when more events arrived
+    ///   while attaching than the device may hold.
     @discardableResult
     public func attach(_ subscriber: Subscriber) async throws -> Int64 {
         try await attach(subscriber, beforeSubscribing: nil)
@@ -92,6 +107,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     func attach(_ subscriber: Subscriber, beforeSubscribing: (@Sendable () async throws -> Void)?) async throws -> Int64 {
         await onQueue {
             self.byUser[subscriber.caller.userKey, default: [:]][ObjectIdentifier(subscriber)] = subscriber
+            self.attaching[ObjectIdentifier(subscriber)] = subscriber
         }
         let memberships: (conversations: [Int64], asOf: Int64)
         do {
@@ -100,14 +116,34 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             detach(subscriber)
             throw error
         }
-        try await beforeSubscribing?()
-        let cameOnline: Bool = await onQueue {
-            guard self.byUser[subscriber.caller.userKey]?[ObjectIdentifier(subscriber)] != nil else { return false }  // detached meanwhile
+        do {
+            try await beforeSubscribing?()
+        } catch {
+            detach(subscriber)
+            throw error
+        }
+        let outcome: (cameOnline: Bool, overflowed: Bool) = await onQueue {
+            self.attaching.removeValue(forKey: ObjectIdentifier(subscriber))
+            let pending = subscriber.pending
+            subscriber.pending = []
+            guard self.byUser[subscriber.caller.userKey]?[ObjectIdentifier(subscriber)] != nil else { return (false, false) }  // detached meanwhile
+            guard !subscriber.pendingOverflowed else { return (false, true) }
+            // Replay what was routed meanwhile through the memberships as they stood at
+            // `asOf`, applying each join and leave in its place, exactly as route() would have.
+            let user = subscriber.caller.userKey
             var conversations = Set(memberships.conversations)
-            for change in subscriber.pendingMembership where change.position > memberships.asOf {
-                if change.joined { conversations.insert(change.conversation) } else { conversations.remove(change.conversation) }
+            for publication in pending {
+                guard case .event(let position, let conversation, let audience, let joins, let leaves, let bytes) = publication,
+                      position > memberships.asOf else { continue }
+                if joins == user { conversations.insert(conversation) }
+                let receives = switch audience {
+                case .members(let key): conversations.contains(key)
+                case .membersExcept(let key, let except): conversations.contains(key) && except != user
+                case .users(let users): users.contains(user)
+                }
+                if receives { subscriber.receive(.event(position: position, frame: self.makeFrame(bytes))) }
+                if leaves == user { conversations.remove(conversation) }
             }
-            subscriber.pendingMembership = []
             for conversation in conversations { self.subscribe(subscriber, to: conversation) }
             subscriber.attached = true
             var entry = self.presence[subscriber.caller.userKey] ?? PresenceEntry()
@@ -116,9 +152,13 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             let cameOnline = !entry.online
             entry.online = true
             self.presence[subscriber.caller.userKey] = entry
-            return cameOnline
+            return (cameOnline, false)
         }
-        if cameOnline { announce(subscriber.caller, online: true) }
+        if outcome.overflowed {
+            detach(subscriber)
+            throw ChatError.storeUnavailable
+        }
+        if outcome.cameOnline { announce(subscriber.caller, online: true) }
         return memberships.asOf
     }
 
@@ -127,6 +167,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     public func detach(_ subscriber: Subscriber) {
         queue.async { [self] in
             let id = ObjectIdentifier(subscriber)
+            attaching.removeValue(forKey: id)
             guard byUser[subscriber.caller.userKey]?.removeValue(forKey: id) != nil else { return }
             if byUser[subscriber.caller.userKey]?.isEmpty == true { byUser.removeValue(forKey: subscriber.caller.userKey) }
             for conversation in subscriber.conversations { unsubscribe(subscriber, from: conversation) }
@@ -171,6 +212,14 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             routed += 1
             switch publication {
             case .event(let position, let conversation, let audience, let joins, let leaves, let bytes):
+                for subscriber in attaching.values where !subscriber.pendingOverflowed {
+                    if subscriber.pending.count < Self.maxPendingWhileAttaching {
+                        subscriber.pending.append(publication)
+                    } else {
+                        subscriber.pending = []
+                        subscriber.pendingOverflowed = true
+                    }
+                }
                 if let joins { membershipChanged(user: joins, conversation: conversation, position: position, joined: true) }
                 var frame: Frame?
                 forEachRecipient(of: audience) { subscriber in
@@ -208,13 +257,11 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
         }
     }
 
+    /// Subscribes or unsubscribes the user's attached devices; one still attaching applies the
+    /// change when it replays what it held.
     private func membershipChanged(user: Int64, conversation: Int64, position: Int64, joined: Bool) {
-        for subscriber in (byUser[user] ?? [:]).values {
-            if subscriber.attached {
-                if joined { subscribe(subscriber, to: conversation) } else { unsubscribe(subscriber, from: conversation) }
-            } else {
-                subscriber.pendingMembership.append((position, conversation, joined))
-            }
+        for subscriber in (byUser[user] ?? [:]).values where subscriber.attached {
+            if joined { subscribe(subscriber, to: conversation) } else { unsubscribe(subscriber, from: conversation) }
         }
     }
 

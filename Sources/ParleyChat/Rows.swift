@@ -3,15 +3,21 @@ import ParleyStore
 import ParleyWire
 
 // Reading rows into API models. Each `…Columns` list and its reader belong together: the
-// reader takes columns by position, starting at `offset`.
+// list names every column with a prefix of its own (`user_`, `m_`), and the reader takes them
+// by those names, so the lists can be joined into one query (an event with its message)
+// without two columns sharing a name.
 
 extension Chat {
-    static let userColumns: SQL = "u.public_id, u.username, u.display_name, u.is_guest, u.created_at, u.custom_data"
+    static let userColumns: SQL = """
+        u.public_id AS user_public_id, u.username AS user_username, u.display_name AS user_display_name, u.is_guest AS user_is_guest,
+        u.created_at AS user_created_at, u.custom_data AS user_custom_data
+        """
 
-    static func user(_ row: Row, at offset: Int = 0) throws -> User {
-        User(id: UserID(rawValue: try row.get(offset)), username: try row.get(offset + 1), displayName: try row.get(offset + 2),
-             isGuest: try row.get(offset + 3), createdAt: date(try row.get(offset + 4)),
-             customData: try row.get(offset + 5, as: String?.self).map { try JSONValue.decode($0) })
+    static func user(_ row: Row) throws -> User {
+        User(id: UserID(rawValue: try row.get("user_public_id")), username: try row.get("user_username"),
+             displayName: try row.get("user_display_name"), isGuest: try row.get("user_is_guest"),
+             createdAt: date(try row.get("user_created_at")),
+             customData: try row.get("user_custom_data", as: String?.self).map { try JSONValue.decode($0) })
     }
 
     static func fetchUser(_ db: any Database, key: Int64) throws -> User {
@@ -21,21 +27,23 @@ extension Chat {
 
     /// Columns of a message joined with its author (`m`, `u`) and conversation (`c`).
     static let messageColumns: SQL = """
-        m.public_id, c.public_id, m.seq, u.public_id, u.username, u.display_name, m.client_id, m.created_at, m.edited_at,
-        m.deleted_at, m.content, m.metadata, m.reply_to, m.author_id
+        m.id AS m_key, m.public_id AS m_public_id, c.public_id AS m_conversation_id, m.conversation_id AS m_conversation_key,
+        m.seq AS m_seq, u.public_id AS m_sender_id, u.username AS m_sender_username, u.display_name AS m_sender_display_name,
+        m.client_id AS m_client_id, m.created_at AS m_created_at, m.edited_at AS m_edited_at, m.deleted_at AS m_deleted_at,
+        m.content AS m_content, m.metadata AS m_metadata, m.reply_to AS m_reply_to, m.author_id AS m_author_key
         """
     static let messageJoins: SQL = "FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id"
 
     /// Reads a message; `status` is filled for the caller's own messages from the other
     /// members' lowest watermarks (nil watermarks: not computed, e.g. channels).
-    static func message(_ row: Row, at offset: Int = 0, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> Message {
-        try record(row, at: offset, caller: caller, lowest: lowest).message()
+    static func message(_ row: Row, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> Message {
+        try record(row, caller: caller, lowest: lowest).message()
     }
 
     /// Reads a message row without decoding its stored JSON.
-    static func record(_ row: Row, at offset: Int = 0, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> MessageRecord {
-        let seq: Int64 = try row.get(offset + 2)
-        let authorKey: Int64 = try row.get(offset + 13)
+    static func record(_ row: Row, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> MessageRecord {
+        let seq: Int64 = try row.get("m_seq")
+        let authorKey: Int64 = try row.get("m_author_key")
         var status: DeliveryStatus?
         if let caller, caller == authorKey {
             if let lowest {
@@ -45,10 +53,19 @@ extension Chat {
             }
         }
         return MessageRecord(
-            id: try row.get(offset), conversationID: try row.get(offset + 1), seq: seq,
-            senderID: try row.get(offset + 3), senderUsername: try row.get(offset + 4), senderDisplayName: try row.get(offset + 5),
-            clientID: try row.get(offset + 6), sentAt: try row.get(offset + 7), editedAt: try row.get(offset + 8),
-            deletedAt: try row.get(offset + 9), contentJSON: try row.get(offset + 10), metadataJSON: try row.get(offset + 11),
-            replyTo: try row.get(offset + 12), status: status)
+            id: try row.get("m_public_id"), conversationID: try row.get("m_conversation_id"), seq: seq,
+            senderID: try row.get("m_sender_id"), senderUsername: try row.get("m_sender_username"),
+            senderDisplayName: try row.get("m_sender_display_name"), clientID: try row.get("m_client_id"),
+            sentAt: try row.get("m_created_at"), editedAt: try row.get("m_edited_at"), deletedAt: try row.get("m_deleted_at"),
+            contentJSON: try row.get("m_content"), metadataJSON: try row.get("m_metadata"), replyTo: try row.get("m_reply_to"),
+            status: status)
+    }
+
+    /// A stored name of a closed set (a conversation kind, a role, an event type). A value
+    /// this binary does not know means the database was written by a newer one or damaged:
+    /// it is an error, never silently relabelled as some other value.
+    static func stored<Value: RawRepresentable>(_ raw: String, as type: Value.Type) throws -> Value where Value.RawValue == String {
+        guard let value = Value(rawValue: raw) else { throw StoreError.decoding("unknown stored \(Value.self) '\(raw)'") }
+        return value
     }
 }

@@ -1,3 +1,4 @@
+import ParleyCrypto
 public import ParleyStore
 
 /// The database schema, as named forward-only migrations. Never edit a shipped migration:
@@ -217,6 +218,14 @@ public enum Schema: Sendable {
             // Server secrets kept with the data (the media URL signing key), so every node of
             // a cluster agrees on them.
             try db.execute("CREATE TABLE setting (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID")
+        }
+        migrator.register("0007 the event log's epoch") { db in
+            // Names this database's history of positions (docs/decisions/0014-positions-and-epochs.md).
+            // A restore from a backup replaces it, so a device that remembers a position of the
+            // history it came from resyncs instead of resuming into a different one.
+            try db.execute("""
+                INSERT INTO setting (name, value) VALUES (\(EventLog.epochSetting), \(Array(Crypto.randomID(prefix: "e_", length: 16).utf8)))
+                """)
         }
         return migrator
     }

@@ -1,6 +1,7 @@
 public import Foundation
 public import ParleyChat
 import ParleyCrypto
+public import ParleyStore
 public import ParleyStoreSQLite
 public import ParleyWire
 
@@ -34,7 +35,13 @@ public final class ChatHarness: Sendable {
     public let directory: String
 
     /// Creates the directory, store, schema and one app.
-    public static func make(bus: (any Bus)? = nil, configure: (inout Chat.Configuration) -> Void = { _ in }) async throws -> ChatHarness {
+    ///
+    /// - Parameters:
+    ///   - hooks: transaction hooks the domain runs in every write that appends events.
+    ///   - wrap: puts a store around the real one (a test's faulty engine); the domain sees it.
+    public static func make(bus: (any Bus)? = nil, hooks: [any TransactionHook] = [],
+                            configure: (inout Chat.Configuration) -> Void = { _ in },
+                            wrap: ((SQLiteStore) -> any Store)? = nil) async throws -> ChatHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-chat-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let store = try SQLiteStore(path: directory + "/parley.sqlite")
@@ -43,7 +50,7 @@ public final class ChatHarness: Sendable {
         configuration.passwordCost = .minimum
         configuration.now = { clock.now }
         configure(&configuration)
-        let chat = Chat(store: store, configuration: configuration, bus: bus)
+        let chat = Chat(store: wrap?(store) ?? store, configuration: configuration, bus: bus, hooks: hooks)
         try await chat.migrate()
         let app = try await chat.app(publicKey: try await chat.createApp(name: "test").publicKey)
         return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory)

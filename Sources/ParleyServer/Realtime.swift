@@ -180,7 +180,7 @@ final class RealtimeSession: @unchecked Sendable {
                 fail(ChatError.invalid("position must not be negative"), id: id, close: RealtimeCloseCode.protocolViolation, reason: "bad auth")
                 return
             }
-            authenticate(token: token, position: frame.position)
+            authenticate(token: token, position: frame.position, epoch: frame.epoch)
             return
         }
         switch kind {
@@ -205,7 +205,7 @@ final class RealtimeSession: @unchecked Sendable {
 
     // MARK: - Authentication and catching up
 
-    private func authenticate(token: String, position: Int64?) {
+    private func authenticate(token: String, position: Int64?, epoch: String?) {
         phase = .authenticating
         if let authTimer { socket.loop.cancel(authTimer) }
         authTimer = nil
@@ -242,23 +242,26 @@ final class RealtimeSession: @unchecked Sendable {
                     context.fanout.detach(subscriber)
                     return
                 }
-                try await catchUp(caller, from: position, asOf: asOf)
+                try await catchUp(caller, from: position, epoch: epoch, asOf: asOf)
             } catch {
                 onLoop { $0.fail(ChatError.internalError, id: nil, close: WebSocketCloseCode.tryAgainLater.rawValue, reason: "try again") }
             }
         }
     }
 
-    /// Replays what the device missed, then goes live.
-    private func catchUp(_ caller: Caller, from position: Int64?, asOf: Int64) async throws {
+    /// Replays what the device missed, then goes live. A device without a position starts
+    /// at `asOf`: the fanout holds what was published while it attached (``Fanout/attach(_:)``),
+    /// so nothing after `ready.position` is missed.
+    private func catchUp(_ caller: Caller, from position: Int64?, epoch: String?, asOf: Int64) async throws {
         var after = position ?? asOf
         var newest = asOf
+        let serverEpoch = chat.epoch
         if let position {
-            switch try await chat.catchUp(caller, after: position, maxEvents: context.configuration.maxReplayEvents) {
+            switch try await chat.catchUp(caller, after: position, epoch: epoch, maxEvents: context.configuration.maxReplayEvents) {
             case .resync(let current, let reason):
                 after = current
                 newest = current
-                let frame = RealtimeFrames.resync(position: current, reason: reason)
+                let frame = RealtimeFrames.resync(position: current, epoch: serverEpoch, reason: reason)
                 onLoop { $0.send(frame) }
             case .replay:
                 while true {
@@ -284,7 +287,7 @@ final class RealtimeSession: @unchecked Sendable {
             session.held = []
             for delivery in held { session.sendLive(delivery) }
             session.lastPosition = max(session.lastPosition, readyAt)
-            session.send(RealtimeFrames.ready(position: session.lastPosition, userID: caller.userID.rawValue,
+            session.send(RealtimeFrames.ready(position: session.lastPosition, epoch: serverEpoch, userID: caller.userID.rawValue,
                                               heartbeatSeconds: session.context.heartbeatSeconds))
         }
     }

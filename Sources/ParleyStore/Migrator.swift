@@ -41,7 +41,7 @@ public struct Migrator: Sendable {
         let known = migrations.map(\.name)
         let applied: [String] = try await store.write { db in
             try db.execute("CREATE TABLE IF NOT EXISTS parley_migration (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
-            return try db.fetchAll("SELECT name FROM parley_migration ORDER BY name").map { try $0.get(0) }
+            return try db.fetchAll("SELECT name FROM parley_migration ORDER BY name").map { try $0.get("name") }
         }
         let unknown = applied.filter { !known.contains($0) }
         guard unknown.isEmpty else { throw StoreError.unknownMigrations(unknown) }

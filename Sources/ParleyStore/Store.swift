@@ -58,26 +58,83 @@ extension Database {
     /// The first column of the first row as `T`, or `nil` when there is no row.
     public func fetchValue<T: DatabaseValueConvertible>(_ type: T.Type = T.self, _ sql: SQL) throws -> T? {
         guard let row = try fetchOne(sql) else { return nil }
-        return try row.get(0, as: T.self)
+        return try row.get(at: 0, as: T.self)
     }
 }
 
-/// One result row; columns are read by position, in the order the query selected them.
+/// The names of a result's columns, shared by every row of one result (and cached with the
+/// prepared statement), so reading a column by name is one dictionary lookup.
+public final class ColumnNames: Sendable, Hashable {
+    /// The names, in the order the query selected them.
+    public let names: [String]
+    /// Index by name; a name selected twice maps to nil (ambiguous: alias one of them).
+    private let indexes: [String: Int?]
+
+    /// The columns of one statement.
+    public init(_ names: [String]) {
+        self.names = names
+        var indexes: [String: Int?] = [:]
+        for (index, name) in names.enumerated() {
+            indexes[name] = indexes[name] == nil ? .some(index) : .some(nil)
+        }
+        self.indexes = indexes
+    }
+
+    /// The index of `name`.
+    ///
+    /// - Throws: ``StoreError/decoding(_:)`` when no column or more than one has that name.
+    @inlinable
+    public func index(of name: String) throws -> Int {
+        guard let found = lookup(name) else { throw StoreError.decoding("no column named \(name)") }
+        guard let index = found else { throw StoreError.decoding("two columns are named \(name): alias one with AS") }
+        return index
+    }
+
+    @usableFromInline
+    func lookup(_ name: String) -> Int?? { indexes[name] }
+
+    public static func == (lhs: ColumnNames, rhs: ColumnNames) -> Bool { lhs === rhs || lhs.names == rhs.names }
+    public func hash(into hasher: inout Hasher) { hasher.combine(names) }
+}
+
+/// One result row. Code reads columns by name (``get(_:as:)-(String,_)``): a column added to a
+/// query can never shift what another read means. Reading by position is left for the one
+/// place where it is the point, ``Database/fetchValue(_:_:)`` (the first column).
 public struct Row: Sendable, Hashable {
     /// The column values.
     public var values: [DatabaseValue]
+    /// The columns' names.
+    public let columns: ColumnNames
 
-    /// A row of values.
-    public init(_ values: [DatabaseValue]) { self.values = values }
+    /// A row of values under `columns`.
+    public init(_ values: [DatabaseValue], columns: ColumnNames) {
+        self.values = values
+        self.columns = columns
+    }
 
-    /// Column `index` as `T`.
+    /// The column named `name` (the name the query gave it, `AS` alias or the bare column
+    /// name) as `T`.
     ///
     /// Inlinable so callers in other modules get a specialised copy: unspecialised, every
     /// column read looked up generic metadata at run time (5% of a history page in `perf`).
     ///
+    /// - Throws: ``StoreError/decoding(_:)`` when there is no such column, the name is
+    ///   ambiguous, or the value has another type.
+    @inlinable
+    public func get<T: DatabaseValueConvertible>(_ name: String, as type: T.Type = T.self) throws -> T {
+        let index = try columns.index(of: name)
+        guard let value = T(databaseValue: values[index]) else {
+            throw StoreError.decoding("column \(name) is not a \(T.self)")
+        }
+        return value
+    }
+
+    /// Column `index` as `T`: for the first column of a one-column query and for tests of the
+    /// engines themselves. Domain code reads by name.
+    ///
     /// - Throws: ``StoreError/decoding(_:)`` when the column is missing or has another type.
     @inlinable
-    public func get<T: DatabaseValueConvertible>(_ index: Int, as type: T.Type = T.self) throws -> T {
+    public func get<T: DatabaseValueConvertible>(at index: Int, as type: T.Type = T.self) throws -> T {
         guard index < values.count, let value = T(databaseValue: values[index]) else {
             throw StoreError.decoding("column \(index) is not a \(T.self)")
         }
@@ -97,6 +154,10 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownMigrations([String])
     /// The store was closed.
     case closed
+    /// The engine could not run the transaction now but may on a retry: the database was
+    /// busy or locked, a serialization or deadlock failure (PostgreSQL 40001, 40P01), or the
+    /// connection to the server was lost before anything was committed.
+    case retryable(String)
 
     public var description: String {
         switch self {
@@ -106,7 +167,16 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unknownMigrations(let names):
             "the database was written by a newer Parley (unknown migrations: \(names.joined(separator: ", "))); upgrade parley-server"
         case .closed: "the store is closed"
+        case .retryable(let message): "database busy, try again: \(message)"
         }
+    }
+
+    /// True when running the same transaction again may succeed: nothing was committed, and
+    /// the cause was contention or a passing outage, not the transaction itself. The domain
+    /// retries these a few times before answering 503 (`ChatError.storeUnavailable`).
+    public var isRetryable: Bool {
+        if case .retryable = self { return true }
+        return false
     }
 
     /// True when a unique, check or foreign-key constraint refused the statement.

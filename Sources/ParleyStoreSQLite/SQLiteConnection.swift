@@ -8,6 +8,8 @@ final class SQLiteConnection: Database {
     let path: String
     var dialect: SQLDialect { .sqlite }
     private var statements: [String: OpaquePointer] = [:]
+    /// Each cached statement's column names, made once and shared by all its rows.
+    private var columnNames: [OpaquePointer: ColumnNames] = [:]
     private static let maxCachedStatements = 256
 
     /// `SQLITE_TRANSIENT`: a function-pointer cast macro that does not import (PLATFORM.md §1).
@@ -63,6 +65,7 @@ final class SQLiteConnection: Database {
         defer { sqlite3_reset(statement) }
         var rows: [Row] = []
         let columns = sqlite3_column_count(statement)
+        let names = names(of: statement, count: columns)
         while true {
             let status = sqlite3_step(statement)
             if status == SQLITE_DONE { break }
@@ -70,12 +73,22 @@ final class SQLiteConnection: Database {
             var values: [DatabaseValue] = []
             values.reserveCapacity(Int(columns))
             for column in 0..<columns { values.append(value(statement, column)) }
-            rows.append(Row(values))
+            rows.append(Row(values, columns: names))
         }
         return rows
     }
 
     // MARK: - Statements
+
+    /// The statement's column names: the `AS` alias, else the column's own name.
+    private func names(of statement: OpaquePointer, count: Int32) -> ColumnNames {
+        if let cached = columnNames[statement] { return cached }
+        let names = ColumnNames((0..<count).map { column in
+            sqlite3_column_name(statement, column).map { String(cString: $0) } ?? "column\(column)"
+        })
+        columnNames[statement] = names
+        return names
+    }
 
     private func prepare(_ sql: SQL) throws -> OpaquePointer {
         let (text, bindings) = sql.rendered { _ in "?" }
@@ -90,6 +103,7 @@ final class SQLiteConnection: Database {
             if statements.count >= Self.maxCachedStatements {
                 for old in statements.values { sqlite3_finalize(old) }
                 statements.removeAll(keepingCapacity: true)
+                columnNames.removeAll(keepingCapacity: true)
             }
             statements[text] = prepared
             statement = prepared
@@ -138,6 +152,12 @@ final class SQLiteConnection: Database {
     }
 
     private func error(_ status: Int32, detail: String) -> StoreError {
-        .statement(message: detail, constraint: status & 0xff == SQLITE_CONSTRAINT)
+        switch status & 0xff {
+        // The busy timeout ran out, or a shared-cache lock: another connection holds the
+        // database for now, and the same transaction may well succeed in a moment.
+        case SQLITE_BUSY, SQLITE_LOCKED: .retryable(detail)
+        case SQLITE_CONSTRAINT: .statement(message: detail, constraint: true)
+        default: .statement(message: detail, constraint: false)
+        }
     }
 }

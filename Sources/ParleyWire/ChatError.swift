@@ -72,6 +72,11 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     public static func rateLimited(retryAfter seconds: Int) -> ChatError {
         ChatError(status: 429, code: "rate_limited", message: "too many attempts; retry in \(seconds) s", retryAfterSeconds: seconds)
     }
+    /// 503: the database is busy or out of reach for now; nothing was changed, and the same
+    /// request (with the same `clientId` for a send) may be retried.
+    public static let storeUnavailable = ChatError(status: 503, code: "store_unavailable",
+                                                   message: "the database is busy or unreachable; nothing was changed, retry in a moment",
+                                                   retryAfterSeconds: 1)
     /// 500: a bug or a storage failure; nothing was changed.
     public static let internalError = ChatError(status: 500, code: "internal_error", message: "the server failed; nothing was changed, retry later")
 }

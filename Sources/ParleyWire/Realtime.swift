@@ -45,6 +45,9 @@ public struct ClientFrame: Hashable, Codable, Sendable {
     public var token: String?
     /// `auth`: the last position this device processed; events after it are replayed.
     public var position: Int64?
+    /// `auth`: the epoch that position belongs to (from `ready` or `resync`); when it is not
+    /// the server's, the device is told to resync instead of resuming.
+    public var epoch: String?
     /// The conversation a command is about.
     public var conversationID: ConversationID?
     /// `message.send`: the message.
@@ -63,7 +66,7 @@ public struct ClientFrame: Hashable, Codable, Sendable {
     public var userIDs: [UserID]?
 
     enum CodingKeys: String, CodingKey {
-        case type, id, token, position, conversationID = "conversationId", message, messageID = "messageId",
+        case type, id, token, position, epoch, conversationID = "conversationId", message, messageID = "messageId",
              messageIDs = "messageIds", content, metadata, seq, userIDs = "userIds"
     }
 
@@ -126,12 +129,15 @@ public struct ServerFrame: Hashable, Codable, Sendable {
     public var position: Int64?
     /// `ready`: the interval at which the server pings, and expects the client to be heard.
     public var heartbeatSeconds: Int?
+    /// `ready`, `resync`: the name of the history `position` belongs to; it changes only when
+    /// the server's history does (a restore from backup). Keep it with the position.
+    public var epoch: String?
     /// `resync`: why.
     public var reason: String?
 
     enum CodingKeys: String, CodingKey {
         case type, id, result, error, event, conversationID = "conversationId", userID = "userId", typing, expiresInMs, status,
-             lastSeenAt, position, heartbeatSeconds, reason
+             lastSeenAt, position, heartbeatSeconds, reason, epoch
     }
 
     /// A frame of `type`; set the fields it carries.
@@ -237,10 +243,11 @@ public enum RealtimeFrames: Sendable {
         return writer.bytes
     }
 
-    /// `{"heartbeatSeconds":…,"position":…,"type":"ready","userId":…}`.
-    public static func ready(position: Int64, userID: String, heartbeatSeconds: Int) -> [UInt8] {
-        var writer = JSONWriter(capacity: 128)
+    /// `{"epoch":…,"heartbeatSeconds":…,"position":…,"type":"ready","userId":…}`.
+    public static func ready(position: Int64, epoch: String, userID: String, heartbeatSeconds: Int) -> [UInt8] {
+        var writer = JSONWriter(capacity: 160)
         writer.object { json in
+            json.key("epoch"); json.string(epoch)
             json.key("heartbeatSeconds"); json.integer(Int64(heartbeatSeconds))
             json.key("position"); json.integer(position)
             json.key("type"); json.string("ready")
@@ -249,10 +256,11 @@ public enum RealtimeFrames: Sendable {
         return writer.bytes
     }
 
-    /// `{"position":…,"reason":…,"type":"resync"}`.
-    public static func resync(position: Int64, reason: String) -> [UInt8] {
-        var writer = JSONWriter(capacity: 96)
+    /// `{"epoch":…,"position":…,"reason":…,"type":"resync"}`.
+    public static func resync(position: Int64, epoch: String, reason: String) -> [UInt8] {
+        var writer = JSONWriter(capacity: 128)
         writer.object { json in
+            json.key("epoch"); json.string(epoch)
             json.key("position"); json.integer(position)
             json.key("reason"); json.string(reason)
             json.key("type"); json.string("resync")

@@ -281,9 +281,9 @@ func runHistory(_ options: Options, group: EventLoopGroup) async throws {
         guard let row = try db.fetchOne("SELECT c.id, c.last_seq, m.user_id FROM conversation c JOIN member m ON m.conversation_id = c.id WHERE c.public_id = \(conversation.id.rawValue)") else {
             throw BenchError("the conversation is not in \(database); pass the server's own database file")
         }
-        let key: Int64 = try row.get(0)
-        let base: Int64 = try row.get(1)
-        let author: Int64 = try row.get(2)
+        let key: Int64 = try row.get("id")
+        let base: Int64 = try row.get("last_seq")
+        let author: Int64 = try row.get("user_id")
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         try db.execute("""
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(count))

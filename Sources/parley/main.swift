@@ -402,6 +402,8 @@ func listen(_ client: ParleyClient, conversation: ConversationID?, json asJSON: 
             output(asJSON ? try json(presence) : "\(presence.userID.rawValue) is \(presence.status.rawValue)")
         case .resync(let position):
             output(asJSON ? #"{"position":\#(position),"type":"resync"}"# : "(missed too much: reload; continuing from \(position))")
+        case .saveFailed(let error):
+            complain("warning: \(error.description)")
         }
     }
 }

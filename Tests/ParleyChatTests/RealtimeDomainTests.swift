@@ -176,3 +176,29 @@ extension RealtimeDomainTests.Probe {
     }
 }
 
+
+extension RealtimeDomainTests {
+    /// Issue 14's gap after `ready`: a message published while a device attaches (after its
+    /// memberships are read, before it is subscribed) must still reach it. Before attaching
+    /// held what was routed meanwhile, the message was lost and no replay covered it.
+    @Test func aMessagePublishedWhileADeviceAttachesReachesIt() async throws {
+        let bus = InProcessBus()
+        let harness = try await ChatHarness.make(bus: bus)
+        defer { harness.tearDown() }
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
+        let (alice, _) = try await harness.register("alice")
+        let (carol, _) = try await harness.register("carol")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
+        let probe = Probe(carol)
+        let chat = harness.chat
+        let sent = LockedBox<MessageID?>(nil)
+        let asOf = try await fanout.attach(probe.subscriber) {
+            sent.set(try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "meanwhile", content: .text("while you attached"))).0.id)
+        }
+        _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "after", content: .text("after")))
+        let first = try await probe.nextEvent()
+        #expect(first.message?.id == sent.get(), "the message sent while attaching comes first")
+        #expect(first.position == asOf + 1)
+        #expect(try await probe.nextEvent().message?.clientID == "after")
+    }
+}

@@ -26,11 +26,11 @@ struct SQLiteStoreTests {
             try db.execute("INSERT INTO note (body, data, score) VALUES (\(nil as String?), \([UInt8]()), \(2.5))")
         }
         let rows = try await store.read { db in try db.fetchAll("SELECT body, data, score FROM note ORDER BY id") }
-        #expect(try rows[0].get(0, as: String.self) == hostile)
-        #expect(try rows[1].get(0, as: String?.self) == nil)
-        #expect(try rows[1].get(1, as: [UInt8].self) == [])
-        #expect(try rows[1].get(2, as: Double.self) == 2.5)
-        #expect(throws: StoreError.self) { try rows[0].get(0, as: Int64.self) }
+        #expect(try rows[0].get(at: 0, as: String.self) == hostile)
+        #expect(try rows[1].get(at: 0, as: String?.self) == nil)
+        #expect(try rows[1].get(at: 1, as: [UInt8].self) == [])
+        #expect(try rows[1].get(at: 2, as: Double.self) == 2.5)
+        #expect(throws: StoreError.self) { try rows[0].get(at: 0, as: Int64.self) }
         let list = try await store.read { db in
             try db.fetchAll("SELECT body FROM note WHERE id IN (\(list: [1, 2, 3]))").count
         }
@@ -63,7 +63,7 @@ struct SQLiteStoreTests {
         }
         #expect(outcomes.filter { $0 }.count == 400 - 58)
         let rows = try await store.read { db in
-            try db.fetchAll("SELECT owner, count(*) FROM item GROUP BY owner").map { (try $0.get(0, as: Int.self), try $0.get(1, as: Int.self)) }
+            try db.fetchAll("SELECT owner, count(*) FROM item GROUP BY owner").map { (try $0.get(at: 0, as: Int.self), try $0.get(at: 1, as: Int.self)) }
         }
         #expect(rows.count == 400 - 58)
         #expect(rows.allSatisfy { $0.0 % 7 != 0 && $0.1 == 2 })
@@ -85,7 +85,7 @@ struct SQLiteStoreTests {
         } throws: { error in
             (error as? StoreError)?.isConstraintViolation == true
         }
-        let names = try await store.read { db in try db.fetchAll("SELECT name FROM u").map { try $0.get(0, as: String.self) } }
+        let names = try await store.read { db in try db.fetchAll("SELECT name FROM u").map { try $0.get(at: 0, as: String.self) } }
         #expect(names == ["ana"])
     }
 

@@ -117,13 +117,14 @@ function enterApp(session) {
     appKey: config.appKey,
     token: session.token,
     position: session.position ?? null,
+    epoch: session.epoch ?? null,
     onState: (connection) => { state.connection = connection; renderStatus(); },
     onReady: () => { flushPending(); queryPresence(); if (state.current) markRead(state.current); },
     onResync: () => reloadEverything(),
     onEvent: handleEvent,
     onEphemeral: handleEphemeral,
     onSignedOut: () => signedOut("You were signed out (on another device, or the password changed). Sign in again."),
-    onPosition: (position) => persist({ position }),
+    onPosition: (position, epoch) => persist({ position, epoch }),
   });
   loadConversations().then(() => {
     if (session.position == null) persist({ position: Math.max(0, ...[...state.conversations.values()].map((c) => c.lastPosition ?? 0)) });

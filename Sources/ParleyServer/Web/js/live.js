@@ -3,8 +3,8 @@
 // backoff, and a heartbeat that notices a socket that died while the laptop slept.
 
 export class Live {
-  constructor({ appKey, token, position, onEvent, onEphemeral, onState, onReady, onResync, onSignedOut, onPosition }) {
-    Object.assign(this, { appKey, token, position, onEvent, onEphemeral, onState, onReady, onResync, onSignedOut, onPosition });
+  constructor({ appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onSignedOut, onPosition }) {
+    Object.assign(this, { appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onSignedOut, onPosition });
     this.socket = null;
     this.pending = new Map();
     this.counter = 0;
@@ -34,6 +34,7 @@ export class Live {
       this.lastHeard = Date.now();
       const auth = { type: "auth", token: this.token };
       if (this.position != null) auth.position = this.position;
+      if (this.position != null && this.epoch) auth.epoch = this.epoch;
       socket.send(JSON.stringify(auth));
       this.setState("resyncing");
     };
@@ -65,11 +66,13 @@ export class Live {
     switch (frame.type) {
       case "ready":
         this.attempt = 0;
+        this.saveEpoch(frame.epoch, frame.position);
         this.savePosition(frame.position);
         this.setState("online");
         this.onReady?.();
         break;
       case "resync":
+        this.saveEpoch(frame.epoch, frame.position);
         this.savePosition(frame.position);
         this.onResync?.();
         break;
@@ -94,10 +97,19 @@ export class Live {
     }
   }
 
+  /** A new epoch is another history: its positions restart, so the one given replaces ours. */
+  saveEpoch(epoch, position) {
+    if (typeof epoch !== "string" || epoch === this.epoch) return;
+    const changed = this.epoch != null;
+    this.epoch = epoch;
+    if (changed && typeof position === "number") this.position = position;
+    this.onPosition?.(this.position, epoch);
+  }
+
   savePosition(position) {
     if (typeof position !== "number" || (this.position != null && position <= this.position)) return;
     this.position = position;
-    this.onPosition?.(position);
+    this.onPosition?.(position, this.epoch);
   }
 
   /** Sends a command; resolves with its `ack` result, rejects with its `error`. */

@@ -1,0 +1,149 @@
+public import ParleyStore
+public import ParleyWire
+
+/// An event as one write appended it, handed to every ``TransactionHook`` inside that write's
+/// transaction and, once committed, published to the devices (docs/decisions/0013-one-write-path.md).
+public struct AppendedEvent: Sendable {
+    /// The event as clients see it (message events carry the message as the write left it).
+    public var record: EventRecord
+    /// The conversation's internal key.
+    public var conversationKey: Int64
+    /// The conversation's kind.
+    public var conversationKind: ConversationKind
+    /// The user a membership or receipt event is about (internal key).
+    public var userKey: Int64?
+
+    /// The publication that delivers it live: to the conversation's members (receipts in
+    /// public channels only to the member's own devices), subscribing a newcomer first and
+    /// unsubscribing a leaver after.
+    var publication: Publication {
+        let audience: Audience = record.type == .receiptUpdated && conversationKind == .public
+            ? .users([userKey ?? 0]) : .members(conversation: conversationKey)
+        return .event(position: record.position, conversation: conversationKey, audience: audience,
+                      joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
+                      frame: record.frame)
+    }
+}
+
+/// Something a feature writes in the same transaction as the events that cause it: the push
+/// and webhook outboxes write one row per event here, so a row exists if and only if its
+/// event was committed (DESIGN.md guarantee 8).
+public protocol TransactionHook: Sendable {
+    /// Called inside the write's transaction, after its body, with every event it appended in
+    /// position order (never called for a write that appended none). Throwing rolls the whole
+    /// write back: the change, its events and every other hook's rows.
+    func didAppend(_ events: [AppendedEvent], in db: any Database) throws
+}
+
+/// The event log's two rules, in one place (docs/decisions/0014-positions-and-epochs.md):
+///
+/// 1. **Allocation.** A conversation's next seq comes from one statement that increments its
+///    counter row (`UPDATE conversation SET last_seq = last_seq + 1 … RETURNING`): the row is
+///    locked until commit, so two writers can never take one seq, and a loser waits instead of
+///    failing. A position is the `event` row's key, taken when the row is inserted.
+/// 2. **Committed up to.** ``committedPosition(_:)`` is the position below which every event a
+///    snapshot will ever see is already in it. Replay-then-live rests on it: a device replays
+///    to it, then takes live events after it, and nothing can commit below it later.
+///
+/// On SQLite both hold by construction: one writer commits transactions one after another,
+/// so commit order is position order and the largest position in a snapshot is committed-up-to.
+/// An engine with concurrent writers (PostgreSQL) must keep rule 2 true as its decision says
+/// (the position counter row taken in the transaction and held to commit), or replay could
+/// pass over a lower position that commits later.
+enum EventLog {
+    /// Every event at or below this position is visible in `db`'s snapshot, and none will
+    /// commit below it later.
+    static func committedPosition(_ db: any Database) throws -> Int64 {
+        try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
+    }
+
+    /// Takes the conversation's next seq (rule 1).
+    static func nextSeq(_ db: any Database, conversation: Int64) throws -> Int64 {
+        guard let seq = try db.fetchValue(Int64.self, "UPDATE conversation SET last_seq = last_seq + 1 WHERE id = \(conversation) RETURNING last_seq") else {
+            throw ChatError.conversationNotFound
+        }
+        return seq
+    }
+
+    /// The setting that names this log's history; see ``Chat/epoch``.
+    static let epochSetting = "log.epoch"
+}
+
+/// A write transaction of the domain: the database, and the events the write has appended so
+/// far. Created and used only inside one ``Chat/write(_:)`` closure, on the store's writer
+/// thread; it forwards ``Database`` so helpers that only read or write rows take it as is.
+final class Transaction: Database {
+    /// An appended event; `prebuilt` when the writer already had its record (a send), else it
+    /// is read back once, with every other such event, when the write ends.
+    private struct Entry {
+        var position: Int64
+        var prebuilt: AppendedEvent?
+    }
+
+    let db: any Database
+    private var entries: [Entry] = []
+
+    init(_ db: any Database) { self.db = db }
+
+    var dialect: SQLDialect { db.dialect }
+    @discardableResult
+    func execute(_ sql: SQL) throws -> Int { try db.execute(sql) }
+    func fetchAll(_ sql: SQL) throws -> [Row] { try db.fetchAll(sql) }
+
+    /// Whether the write appended anything.
+    var hasEvents: Bool { !entries.isEmpty }
+
+    /// Appends an event with a seq (allocated here unless the caller took it already, as a
+    /// send does for its message row) and moves the conversation's activity to it.
+    ///
+    /// - Returns: the seq and position.
+    @discardableResult
+    func append(conversation: Int64, type: ConversationEvent.Kind, seq: Int64? = nil, actor: Int64?, message: Int64? = nil,
+                user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64,
+                prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64, position: Int64) {
+        precondition(type != .receiptUpdated, "receipt events take no seq: appendReceipt")
+        let seq = try seq ?? EventLog.nextSeq(db, conversation: conversation)
+        guard let position = try db.fetchValue(Int64.self, """
+            INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at)
+            VALUES (\(conversation), \(seq), \(type.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload), \(now))
+            RETURNING position
+            """) else { throw ChatError.internalError }
+        if let message {
+            try db.execute("UPDATE conversation SET last_position = \(position), last_message_id = \(message) WHERE id = \(conversation)")
+        } else {
+            try db.execute("UPDATE conversation SET last_position = \(position) WHERE id = \(conversation)")
+        }
+        entries.append(Entry(position: position, prebuilt: prebuilt?(position)))
+        return (seq, position)
+    }
+
+    /// Appends a receipt change: a position and no seq (decision 0009), and no activity.
+    func appendReceipt(conversation: Int64, user: Int64, deliveredSeq: Int64, readSeq: Int64, now: Int64) throws {
+        let payload = "{\"deliveredSeq\":\(deliveredSeq),\"readSeq\":\(readSeq)}"
+        guard let position = try db.fetchValue(Int64.self, """
+            INSERT INTO event (conversation_id, seq, type, actor_id, user_id, payload, created_at)
+            VALUES (\(conversation), NULL, \(ConversationEvent.Kind.receiptUpdated.rawValue), \(user), \(user), \(payload), \(now))
+            RETURNING position
+            """) else { throw ChatError.internalError }
+        entries.append(Entry(position: position, prebuilt: nil))
+    }
+
+    /// The events this write appended, in position order, as they stand at the end of the
+    /// write (an event read back shows the message after every change the write made).
+    func appendedEvents() throws -> [AppendedEvent] {
+        let missing = entries.filter { $0.prebuilt == nil }.map(\.position)
+        var readBack: [Int64: AppendedEvent] = [:]
+        if !missing.isEmpty {
+            let rows = try db.fetchAll("""
+                SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins) WHERE e.position IN (\(list: missing)) ORDER BY e.position
+                """)
+            for event in try Chat.storedEvents(db, rows[...], viewer: nil) { readBack[event.record.position] = event }
+        }
+        return try entries.map { entry in
+            guard let event = entry.prebuilt ?? readBack[entry.position] else {
+                throw StoreError.decoding("event \(entry.position) was appended but cannot be read back")
+            }
+            return event
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+@testable import ParleyChat
+import ParleyChatTesting
+import ParleyStore
+import ParleyStoreSQLite
+import ParleyWire
+import Testing
+
+/// The one write path (docs/decisions/0013-one-write-path.md): what a write appends is what
+/// it publishes and what its hooks see, in its own transaction.
+struct WritePathTests {
+    /// Records each hook call's events and writes one outbox row per event, as the push and
+    /// webhook outboxes will; refuses events of `refusing` to show a hook can veto a write.
+    final class OutboxProbe: TransactionHook, @unchecked Sendable {
+        private let lock = NSLock()
+        private var calls: [[AppendedEvent]] = []
+        let refusing: ConversationEvent.Kind?
+
+        init(refusing: ConversationEvent.Kind? = nil) { self.refusing = refusing }
+
+        var batches: [[AppendedEvent]] { lock.withLock { calls } }
+
+        func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
+            if let refusing, events.contains(where: { $0.record.type == refusing }) {
+                throw StoreError.statement(message: "the outbox refused \(refusing.rawValue)", constraint: false)
+            }
+            for event in events {
+                try db.execute("INSERT INTO outbox_probe (position, type) VALUES (\(event.record.position), \(event.record.type.rawValue))")
+            }
+            lock.withLock { calls.append(events) }
+        }
+    }
+
+    /// A bus that keeps every batch.
+    final class RecordingBus: Bus, @unchecked Sendable {
+        private let lock = NSLock()
+        private var batches: [[Publication]] = []
+        var published: [[Int64]] {
+            lock.withLock {
+                batches.map { $0.compactMap { if case .event(let position, _, _, _, _, _) = $0 { position } else { nil } } }
+            }
+        }
+        func publish(_ publications: [Publication]) { lock.withLock { batches.append(publications) } }
+        func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void) {}
+    }
+
+    private func harness(_ probe: OutboxProbe, bus: RecordingBus = RecordingBus()) async throws -> ChatHarness {
+        let harness = try await ChatHarness.make(bus: bus, hooks: [probe])
+        try await harness.store.write { db in try db.execute("CREATE TABLE outbox_probe (position INTEGER PRIMARY KEY, type TEXT NOT NULL)") }
+        return harness
+    }
+
+    private func outbox(_ harness: ChatHarness) async throws -> [Int64] {
+        try await harness.store.read { db in try db.fetchAll("SELECT position FROM outbox_probe ORDER BY position").map { try $0.get("position") } }
+    }
+
+    private func log(_ harness: ChatHarness) async throws -> [Int64] {
+        try await harness.store.read { db in try db.fetchAll("SELECT position FROM event ORDER BY position").map { try $0.get("position") } }
+    }
+
+    @Test func everyEventHasExactlyOneOutboxRowAndIsPublishedByTheWriteThatAppendedIt() async throws {
+        let probe = OutboxProbe()
+        let bus = RecordingBus()
+        let harness = try await harness(probe, bus: bus)
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        // Many writes at once, so the store commits several in one transaction (group commit):
+        // each must still hand over its own events only.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<60 {
+                group.addTask {
+                    let sender = index.isMultiple(of: 2) ? alice : bob
+                    let message = try await harness.chat.send(sender, to: room.id, SendMessageRequest(clientID: "m\(index)", content: .text("\(index)"))).0
+                    if index.isMultiple(of: 3) {
+                        _ = try await harness.chat.edit(sender, conversation: room.id, message: message.id, EditMessageRequest(content: .text("edited")))
+                    }
+                    _ = try await harness.chat.updateReceipt(index.isMultiple(of: 2) ? bob : alice, conversation: room.id,
+                                                             ReceiptUpdate(readSeq: message.seq))
+                }
+            }
+            try await group.waitForAll()
+        }
+        let log = try await log(harness)
+        #expect(try await outbox(harness) == log, "one outbox row per event, written with it")
+        #expect(bus.published.flatMap { $0 } == log, "each event published once, in position order")
+        let byWrite = probe.batches.map { $0.map(\.record.position) }
+        #expect(byWrite == bus.published.filter { !$0.isEmpty }, "the hook and the bus see the same events per write")
+        // A send hands over one event; an edit one; the group's creation three.
+        #expect(byWrite.first?.count == 3)
+        #expect(byWrite.dropFirst().allSatisfy { $0.count == 1 })
+        // The edits' events carry the message as the edit left it.
+        let edits = probe.batches.joined().filter { $0.record.type == .messageEdited }
+        #expect(edits.count == 20 && edits.allSatisfy { $0.record.message?.contentJSON?.contains("edited") == true })
+        // Seqs of the room: 1… with no gap (creation 3, messages 60, edits 20).
+        let seqs = try await harness.chat.events(alice, conversation: room.id, afterSeq: 0, limit: 200).records.compactMap(\.seq)
+        #expect(seqs == Array(1...83))
+    }
+
+    @Test func aHookThatFailsRollsTheWholeWriteBackAndNothingIsPublished() async throws {
+        let probe = OutboxProbe(refusing: .messageEdited)
+        let bus = RecordingBus()
+        let harness = try await harness(probe, bus: bus)
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "notes"))
+        let message = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "a", content: .text("before"))).0
+        let logBefore = try await log(harness)
+        let publishedBefore = bus.published.count
+        await #expect(throws: ChatError.internalError) {
+            _ = try await harness.chat.edit(alice, conversation: room.id, message: message.id, EditMessageRequest(content: .text("after")))
+        }
+        #expect(try await log(harness) == logBefore, "no event")
+        #expect(try await outbox(harness) == logBefore, "no outbox row")
+        #expect(bus.published.count == publishedBefore, "nothing published")
+        let stored = try await harness.chat.message(alice, conversation: room.id, message: message.id)
+        #expect(stored.content == .text("before") && stored.editedAt == nil, "the edit itself rolled back")
+    }
+
+    @Test func theCommittedPositionIsTheLogsNewestAndTheEpochIsStable() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let epoch = harness.chat.epoch
+        #expect(epoch.hasPrefix("e_") && epoch.count == 18)
+        let (alice, _) = try await harness.register("alice")
+        _ = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "notes"))
+        let (_, asOf) = try await harness.chat.memberships(alice)
+        #expect(asOf == (try await log(harness)).last)
+        try await harness.chat.migrate()
+        #expect(harness.chat.epoch == epoch, "migrating again keeps the history's name")
+    }
+}
+
+/// Storage failures that may pass are retried; others are a 500; neither changes anything.
+struct RetryTests {
+    /// The real store, failing its next `failures` writes with a retryable error (as SQLite's
+    /// busy timeout or a PostgreSQL serialization failure would).
+    final class FlakyStore: Store, @unchecked Sendable {
+        let base: any Store
+        private let lock = NSLock()
+        private var failures = 0
+        private(set) var attempts = 0
+
+        init(_ base: any Store) { self.base = base }
+
+        func failNext(_ count: Int) { lock.withLock { failures = count; attempts = 0 } }
+        var writeAttempts: Int { lock.withLock { attempts } }
+
+        private func shouldFail() -> Bool {
+            lock.withLock {
+                attempts += 1
+                guard failures > 0 else { return false }
+                failures -= 1
+                return true
+            }
+        }
+
+        func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T { try await base.read(body) }
+        func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+            try await write(body, afterCommit: { _ in })
+        }
+        func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T, afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+            if shouldFail() { throw StoreError.retryable("database is locked") }
+            return try await base.write(body, afterCommit: afterCommit)
+        }
+        func close() { base.close() }
+    }
+
+    @Test func aBusyStoreIsRetriedThenAnswered503WithNothingChanged() async throws {
+        let flaky = LockedBox<FlakyStore?>(nil)
+        let harness = try await ChatHarness.make(wrap: { store in
+            let wrapped = FlakyStore(store)
+            flaky.set(wrapped)
+            return wrapped
+        })
+        defer { harness.tearDown() }
+        let store = try #require(flaky.get())
+        let (alice, _) = try await harness.register("alice")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "notes"))
+
+        store.failNext(Chat.storeAttempts - 1)
+        let sent = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "a", content: .text("made it")))
+        #expect(sent.created && store.writeAttempts == Chat.storeAttempts, "retried until it went through")
+
+        store.failNext(Chat.storeAttempts)
+        await #expect(throws: ChatError.storeUnavailable) {
+            _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "b", content: .text("lost?")))
+        }
+        #expect(ChatError.storeUnavailable.status == 503 && ChatError.storeUnavailable.isTemporary)
+        let history = try await harness.chat.history(alice, id: room.id, HistoryQuery())
+        #expect(history.records.map(\.clientID) == ["a"], "the refused send stored nothing")
+        // The client retries with the same id once the store is back: one copy.
+        let retried = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "b", content: .text("lost?")))
+        #expect(retried.created)
+    }
+
+    @Test func anUnknownStoredValueIsAnErrorNotRelabelled() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "notes"))
+        #expect(try await harness.chat.feed(alice, afterPosition: 0, limit: 10).records.count == 2)
+        // What a damaged database, or one written by a binary that knows more kinds, holds.
+        try await harness.store.write { db in
+            try db.execute("""
+                INSERT INTO event (conversation_id, seq, type, actor_id, created_at)
+                SELECT id, last_seq + 1, 'conversation.archived', created_by, created_at FROM conversation WHERE public_id = \(room.id.rawValue)
+                """)
+        }
+        await #expect(throws: ChatError.internalError) { _ = try await harness.chat.feed(alice, afterPosition: 0, limit: 10) }
+    }
+}
