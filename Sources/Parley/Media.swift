@@ -301,7 +301,7 @@ extension ParleyClient {
     static func worthResuming(_ error: ParleyError) -> Bool {
         switch error {
         case .unreachable: true
-        case .server(let error): error.code == "upload_superseded" || error.status >= 500
+        case .server(let error): error.code == ChatError.Code.uploadSuperseded.rawValue || error.status >= 500
         case .badResponse, .notSignedIn, .stateNotSaved: false
         }
     }

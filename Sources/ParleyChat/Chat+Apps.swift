@@ -69,7 +69,7 @@ extension Chat {
                     UPDATE app SET secret_hash = \(hash) WHERE name = \(app) OR public_key = \(app)
                     RETURNING name, public_key, created_at
                     """) else {
-                    throw ChatError(status: 404, code: "app_not_found", message: "no app with that name or key; see 'parley-server apps list'")
+                    throw ChatError.appNotFound
                 }
                 return AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: secret, createdAt: Chat.date(try row.get("created_at")))
             }

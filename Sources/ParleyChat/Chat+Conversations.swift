@@ -55,7 +55,7 @@ extension Chat {
         return try await run {
             try await write { db in
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: names)
-                guard resolved.invalidUsernames.isEmpty else { throw Chat.unknownUsers(resolved.invalidUsernames) }
+                guard resolved.invalidUsernames.isEmpty else { throw ChatError.usersNotFound(resolved.invalidUsernames) }
                 let others = keys.filter { $0 != caller.userKey }
                 if request.kind == .direct {
                     guard let peer = others.first else { throw ChatError.invalid("a direct conversation is with someone else") }
@@ -196,7 +196,7 @@ extension Chat {
                 try access.requireAdmin()
                 if role == .admin, access.role != .owner { throw ChatError.forbidden("only owners may add admins") }
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: request.usernames)
-                guard resolved.invalidUsernames.isEmpty else { throw Chat.unknownUsers(resolved.invalidUsernames) }
+                guard resolved.invalidUsernames.isEmpty else { throw ChatError.usersNotFound(resolved.invalidUsernames) }
                 var added: [Int64] = []
                 for key in keys where try db.fetchOne("SELECT 1 FROM member WHERE conversation_id = \(access.key) AND user_id = \(key)") == nil {
                     added.append(key)
@@ -396,10 +396,5 @@ extension Chat {
                 """),
               let delivered = try row.get("delivered", as: Int64?.self), let read = try row.get("read", as: Int64?.self) else { return nil }
         return (delivered, read)
-    }
-
-    static func unknownUsers(_ names: [String]) -> ChatError {
-        let shown = names.prefix(10).joined(separator: ", ")
-        return ChatError(status: 404, code: "user_not_found", message: "no such users: \(shown)\(names.count > 10 ? ", …" : "")")
     }
 }

@@ -86,7 +86,7 @@ extension Chat {
                 let others = keys.filter { $0 != caller.userKey }
                 guard !others.isEmpty else {
                     throw resolved.invalidUsernames.isEmpty ? ChatError.invalid("send to someone other than yourself")
-                                                            : Chat.unknownUsers(resolved.invalidUsernames)
+                                                            : ChatError.usersNotFound(resolved.invalidUsernames)
                 }
                 var prepared = prepared
                 let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)

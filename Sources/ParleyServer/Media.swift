@@ -165,14 +165,13 @@ final class MediaService: Sendable {
         }
         let clientID = query["clientId"]
         guard let header = request.headers["content-type"], let mimeType = MediaType.parse(header) else {
-            throw ChatError(status: 415, code: "unsupported_media_type",
-                            message: "send the file's media type in Content-Type (e.g. image/jpeg); the body is the file's bytes")
+            throw ChatError.unsupportedMediaType("send the file's media type in Content-Type (e.g. image/jpeg); the body is the file's bytes")
         }
         let declared = MediaFormat.named(mimeType)
         switch kind {
         case .photo, .video, .audio:
             guard let declared, declared.kind == kind else {
-                throw ChatError(status: 415, code: "unsupported_media_type", message: Self.accepted(kind, given: mimeType))
+                throw ChatError.unsupportedMediaType(Self.accepted(kind, given: mimeType))
             }
         case .file:
             break
@@ -203,7 +202,7 @@ final class MediaService: Sendable {
     }
 
     static func tooLarge(_ kind: MediaKind, limit: Int64) -> ChatError {
-        ChatError(status: 413, code: "file_too_large", message: "a \(kind.rawValue) upload may be at most \(limit) bytes")
+        ChatError.fileTooLarge(kind: kind.rawValue, limit: limit)
     }
 
     /// Handles `POST /v1/media`: the body is streamed to a staging file (never held whole in
@@ -226,9 +225,7 @@ final class MediaService: Sendable {
             return (existing, false)
         }
         guard reserveUploadSlot(caller.userKey) else {
-            throw ChatError(status: 429, code: "too_many_uploads",
-                            message: "at most \(configuration.concurrentUploadsPerUser) uploads at once per account; retry when one finishes",
-                            retryAfterSeconds: 1)
+            throw ChatError.tooManyUploads(limit: configuration.concurrentUploadsPerUser)
         }
         defer { releaseUploadSlot(caller.userKey) }
         var staged: [StagingFile] = []
@@ -241,7 +238,7 @@ final class MediaService: Sendable {
             let key = PartialKey(user: caller.userKey, clientID: clientID)
             var interrupt: (@Sendable () -> Void)?
             if case .stream(let stream) = request.body {
-                interrupt = { stream.interrupt(with: Self.superseded) }
+                interrupt = { stream.interrupt(with: ChatError.uploadSuperseded) }
             }
             // A request for this upload while an older one still receives it takes over: the
             // client came back on a new connection, the old one is dead.
@@ -315,8 +312,7 @@ final class MediaService: Sendable {
         let sniffed = MediaFormat.sniff(prefix)
         if let declared = upload.declared {
             guard let sniffed, sniffed.matches(declared: declared) else {
-                throw ChatError(status: 415, code: "type_mismatch",
-                                message: "the content is \(sniffed?.mimeType ?? "not a recognised format"), not \(upload.mimeType) as declared")
+                throw ChatError.typeMismatch(found: sniffed?.mimeType, declared: upload.mimeType)
             }
         }
 
@@ -380,9 +376,7 @@ final class MediaService: Sendable {
     private func beginPartial(_ caller: Caller, _ key: PartialKey, _ upload: UploadRequest, total: Int64) async throws -> StagingFile {
         let others = partials.entries(user: key.user).filter { $0.record.clientID != key.clientID }
         guard others.count < configuration.unfinishedUploadsPerUser else {
-            throw ChatError(status: 429, code: "too_many_unfinished_uploads",
-                            message: "at most \(configuration.unfinishedUploadsPerUser) unfinished uploads per account; "
-                                + "complete one or abandon it with DELETE /v1/uploads/{clientId}")
+            throw ChatError.tooManyUnfinishedUploads(limit: configuration.unfinishedUploadsPerUser)
         }
         let used = try await chat.mediaUsage(caller)
         let pending = others.reduce(Int64(0)) { $0 + $1.record.totalBytes }
@@ -401,21 +395,16 @@ final class MediaService: Sendable {
         -> Resumed {
         let partials = partials
         guard let (entry, file) = try await offLoop({ try partials.resume(user: key.user, clientID: key.clientID) }) else {
-            throw ChatError(status: 404, code: "upload_not_found",
-                            message: "no unfinished upload with this clientId (it finished, expired or never began); send the whole file without Content-Range")
+            throw ChatError.uploadNotFound
         }
         let record = entry.record
         guard record.kind == upload.kind, record.mimeType == upload.mimeType, record.totalBytes == resume.total else {
             file.closeForWriting()
-            throw ChatError(status: 409, code: "upload_mismatch",
-                            message: "this upload began as a \(record.kind.rawValue) of \(record.mimeType), \(record.totalBytes) bytes; "
-                                + "continue it as such, or abandon it with DELETE /v1/uploads/{clientId}")
+            throw ChatError.uploadMismatch(kind: record.kind.rawValue, mimeType: record.mimeType, totalBytes: record.totalBytes)
         }
         guard resume.first == entry.receivedBytes else {
             file.closeForWriting()
-            throw ChatError(status: 409, code: "upload_offset_mismatch",
-                            message: "the server holds \(entry.receivedBytes) bytes of this upload; "
-                                + "send from byte \(entry.receivedBytes) (Content-Range: bytes \(entry.receivedBytes)-\(record.totalBytes - 1)/\(record.totalBytes))")
+            throw ChatError.uploadOffsetMismatch(received: entry.receivedBytes, totalBytes: record.totalBytes)
         }
         let path = file.path
         let (hasher, prefix) = try await offLoop { try MediaFiles.resumeHashing(path: path, prefixLength: MediaFormat.magicLength) }
@@ -431,7 +420,7 @@ final class MediaService: Sendable {
         if let info = try await chat.existingUpload(caller, clientID: clientID) {
             return UploadStatus(clientId: clientID, state: .complete, receivedBytes: info.sizeBytes, totalBytes: info.sizeBytes, attachment: info)
         }
-        guard let entry = partials.entry(user: caller.userKey, clientID: clientID) else { throw Self.noUnfinishedUpload }
+        guard let entry = partials.entry(user: caller.userKey, clientID: clientID) else { throw ChatError.uploadNotFound }
         let expires = entry.updatedAt.addingTimeInterval(TimeInterval(configuration.orphanLifetimeSeconds))
         return UploadStatus(clientId: clientID, state: .partial, receivedBytes: entry.receivedBytes, totalBytes: entry.record.totalBytes,
                             expiresAt: expires)
@@ -442,7 +431,7 @@ final class MediaService: Sendable {
         let key = PartialKey(user: caller.userKey, clientID: clientID)
         _ = await claim(key, takeOver: true)
         defer { unclaim(key) }
-        guard partials.remove(user: key.user, clientID: clientID) else { throw Self.noUnfinishedUpload }
+        guard partials.remove(user: key.user, clientID: clientID) else { throw ChatError.uploadNotFound }
     }
 
     /// Takes the unfinished upload `key` for one request (receiving, abandoning or expiring
@@ -490,23 +479,16 @@ final class MediaService: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// What an upload's older request ends with when a newer one took the upload over.
-    static let superseded = ChatError(status: 409, code: "upload_superseded",
-                                      message: "a newer request for this upload took it over; the bytes that arrived are kept")
-
-    static let noUnfinishedUpload = ChatError(status: 404, code: "upload_not_found",
-                                              message: "no unfinished upload with this clientId; a finished one is found the same way once stored")
-
     static func imageError(_ problem: PhotoPipeline.Problem) -> ChatError {
         switch problem {
-        case .image(.tooLarge): ChatError(status: 422, code: "image_too_large", message: problem.description)
-        default: ChatError(status: 415, code: "invalid_image", message: problem.description)
+        case .image(.tooLarge): ChatError.imageTooLarge(problem.description)
+        default: ChatError.invalidImage(problem.description)
         }
     }
 
     static func storageError(_ error: any Error) -> any Error {
         if let error = error as? BlobStoreError, error.isNoSpace {
-            return ChatError(status: 507, code: "storage_full", message: "the server is out of disk space; nothing was stored, retry later")
+            return ChatError.storageFull
         }
         return error
     }
@@ -549,8 +531,7 @@ final class MediaService: Sendable {
             mimeType = Self.servedType(attachment.info)
         case .thumbnail:
             guard let thumbnail = attachment.thumbnailBlob else {
-                throw ChatError(status: 404, code: "thumbnail_not_found",
-                                message: "only photos have a server-made thumbnail; a video's preview is its message's thumbnailId")
+                throw ChatError.thumbnailNotFound
             }
             blob = thumbnail
             mimeType = "image/jpeg"
@@ -587,7 +568,7 @@ final class MediaService: Sendable {
             response.file = FileRegion(descriptor: file.descriptor, offset: first, length: last - first + 1, owner: file)
             return response
         case .unsatisfiable:
-            var response = HTTPError(.rangeNotSatisfiable, code: "range_not_satisfiable",
+            var response = HTTPError(.rangeNotSatisfiable, code: ChatError.Code.rangeNotSatisfiable.rawValue,
                                      message: "the range starts beyond the end of the \(file.size)-byte file").response
             response.headers.add(name: "Content-Range", value: "bytes */\(file.size)")
             return response
@@ -608,7 +589,7 @@ final class MediaService: Sendable {
     func signedURL(_ caller: Caller, id: String, variant: MediaVariant) async throws -> SignedMediaURL {
         let attachment = try await chat.attachment(caller, id: id)
         if variant == .thumbnail, attachment.thumbnailBlob == nil {
-            throw ChatError(status: 404, code: "thumbnail_not_found", message: "only photos have a server-made thumbnail")
+            throw ChatError.thumbnailNotFound
         }
         let expires = Int64(Date().timeIntervalSince1970) + Int64(configuration.urlLifetimeSeconds)
         let signature = try await sign(id: attachment.info.id, variant: variant, expires: expires)
@@ -630,8 +611,7 @@ final class MediaService: Sendable {
     }
 
     private func verifySignature(id: String, variant: MediaVariant, expires: String?, signature: String?) async throws {
-        let invalid = ChatError(status: 403, code: "invalid_signature",
-                                message: "the link is invalid or has expired; ask for a new one with GET /v1/media/{id}/url")
+        let invalid = ChatError.invalidSignature
         guard let expires, let expiry = Int64(expires), let signature, signature.utf8.count <= 64 else { throw invalid }
         let now = Int64(Date().timeIntervalSince1970)
         guard expiry >= now, expiry - now <= Int64(max(configuration.urlLifetimeSeconds, 1)) + 60 else { throw invalid }

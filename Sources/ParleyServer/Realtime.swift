@@ -162,8 +162,7 @@ final class RealtimeSession: @unchecked Sendable {
             return
         }
         guard let kind = frame.kind else {
-            let error = ChatError(status: 400, code: "unknown_command",
-                                  message: "unknown type; one of \(ClientFrame.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+            let error = ChatError.unknownCommand(known: ClientFrame.Kind.allCases.map(\.rawValue))
             if phase == .awaitingAuth {
                 fail(error, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
             } else {
@@ -378,8 +377,7 @@ final class RealtimeSession: @unchecked Sendable {
             return
         }
         guard inFlight < context.configuration.maxCommandsInFlight else {
-            send(RealtimeFrames.error(id: id, ChatError(status: 429, code: "rate_limited",
-                                                        message: "too many commands waiting for answers; wait for some", retryAfterSeconds: 1)))
+            send(RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: 1, "too many commands waiting for answers; wait for some")))
             return
         }
         inFlight += 1
@@ -477,7 +475,7 @@ final class RealtimeSession: @unchecked Sendable {
         default:
             message = "the frame is not a JSON object"
         }
-        return ChatError(status: 400, code: "invalid_json", message: message)
+        return ChatError.invalidJSON(message)
     }
 
     // MARK: - Helpers (loop)

@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCrypto
 import ParleyNet
+import ParleyWire
 
 /// The web client (`/app/`): plain HTML, CSS and JavaScript modules shipped as the server's
 /// resources and held in memory, served with a strict Content-Security-Policy.
@@ -40,7 +41,7 @@ enum WebRoutes {
         router.get("/") { _ in redirect("/app/") }
         router.get("/app/config.json") { _ in
             guard let key = appKey() else {
-                return HTTPError(.serviceUnavailable, code: "no_app", message: "no app exists yet; create one with parley-server apps create").response
+                return HTTPError(.serviceUnavailable, code: ChatError.Code.noApp.rawValue, message: "no app exists yet; create one with parley-server apps create").response
             }
             var response = try Response.json(["appKey": key, "version": ParleyVersion.current])
             secure(&response, cache: "no-cache")
@@ -51,9 +52,9 @@ enum WebRoutes {
             if path.isEmpty { path = "index.html" }
             guard let asset = assets[path] else {
                 if assets.isEmpty {
-                    return HTTPError(.notFound, code: "not_found", message: "this build has no web client files (Web resources missing)").response
+                    return HTTPError(.notFound, code: ChatError.Code.notFound.rawValue, message: "this build has no web client files (Web resources missing)").response
                 }
-                return HTTPError(.notFound, code: "not_found", message: "no such file in the web client").response
+                return HTTPError(.notFound, code: ChatError.Code.notFound.rawValue, message: "no such file in the web client").response
             }
             var response = Response(status: .ok, headers: HTTPHeaders([("Content-Type", asset.contentType), ("ETag", asset.etag)]))
             secure(&response, cache: "no-cache")

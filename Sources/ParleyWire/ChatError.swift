@@ -33,50 +33,191 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
 
     // MARK: - The codes
 
+    /// Creates the error of a code in ``Code``, with its status.
+    public init(_ code: Code, _ message: String, retryAfterSeconds: Int? = nil) {
+        self.init(status: code.status, code: code.rawValue, message: message, retryAfterSeconds: retryAfterSeconds)
+    }
+
     /// 400: a field is missing, malformed or out of its limits; `message` names it.
-    public static func invalid(_ message: String) -> ChatError { ChatError(status: 400, code: "invalid_request", message: message) }
+    public static func invalid(_ message: String) -> ChatError { ChatError(.invalidRequest, message) }
+    /// 400: the body or a realtime frame is not the JSON expected; `message` names the field.
+    public static func invalidJSON(_ message: String) -> ChatError { ChatError(.invalidJSON, message) }
+    /// 400: a realtime frame of a type the server does not know.
+    public static func unknownCommand(known: [String]) -> ChatError {
+        ChatError(.unknownCommand, "unknown type; one of \(known.joined(separator: ", "))")
+    }
     /// 401: no bearer token, or it is unknown, expired or signed out.
-    public static let unauthenticated = ChatError(status: 401, code: "unauthenticated",
-                                                  message: "sign in: the bearer token is missing, expired or signed out")
+    public static let unauthenticated = ChatError(.unauthenticated, "sign in: the bearer token is missing, expired or signed out")
     /// 401: the app key is missing or unknown.
-    public static let unknownApp = ChatError(status: 401, code: "unknown_app",
-                                             message: "send a valid app key in the X-Parley-App-Key header")
+    public static let unknownApp = ChatError(.unknownApp, "send a valid app key in the X-Parley-App-Key header")
     /// 401: wrong username or password (the same answer for both, so names cannot be probed).
-    public static let wrongCredentials = ChatError(status: 401, code: "wrong_credentials", message: "wrong username or password")
+    public static let wrongCredentials = ChatError(.wrongCredentials, "wrong username or password")
     /// 403: the caller may see the thing but not do this to it.
-    public static func forbidden(_ message: String) -> ChatError { ChatError(status: 403, code: "forbidden", message: message) }
+    public static func forbidden(_ message: String) -> ChatError { ChatError(.forbidden, message) }
     /// 403: posting or reading receipts in a public channel the caller has not joined.
-    public static let notMember = ChatError(status: 403, code: "not_member", message: "join the channel first")
-    /// 404: no such conversation, or the caller is not allowed to know it exists.
-    public static let conversationNotFound = ChatError(status: 404, code: "conversation_not_found", message: "no such conversation")
-    /// 404: no such message in that conversation.
-    public static let messageNotFound = ChatError(status: 404, code: "message_not_found", message: "no such message")
-    /// 404: no such user in this app.
-    public static let userNotFound = ChatError(status: 404, code: "user_not_found", message: "no such user")
-    /// 404: no such upload, or the caller may not see it (never told apart, so ids cannot be probed).
-    public static let attachmentNotFound = ChatError(status: 404, code: "attachment_not_found",
-                                                     message: "no such attachment; upload it with POST /v1/media first")
+    public static let notMember = ChatError(.notMember, "join the channel first")
+    /// 403: a signed media link that is malformed, forged or expired.
+    public static let invalidSignature = ChatError(.invalidSignature,
+                                                   "the link is invalid or has expired; ask for a new one with GET /v1/media/{id}/url")
     /// 403: storing this upload would take the account past its media quota.
     public static func quotaExceeded(usedBytes: Int64, quotaBytes: Int64) -> ChatError {
-        ChatError(status: 403, code: "quota_exceeded",
-                  message: "this upload would exceed the account's media quota (\(usedBytes) of \(quotaBytes) bytes used); delete messages with media to free space")
+        ChatError(.quotaExceeded,
+                  "this upload would exceed the account's media quota (\(usedBytes) of \(quotaBytes) bytes used); delete messages with media to free space")
     }
+    /// 404: no such conversation, or the caller is not allowed to know it exists.
+    public static let conversationNotFound = ChatError(.conversationNotFound, "no such conversation")
+    /// 404: no such message in that conversation.
+    public static let messageNotFound = ChatError(.messageNotFound, "no such message")
+    /// 404: no such user in this app.
+    public static let userNotFound = ChatError(.userNotFound, "no such user")
+    /// 404: none of the named users exists (the names are listed, at most ten).
+    public static func usersNotFound(_ names: [String]) -> ChatError {
+        let shown = names.prefix(10).joined(separator: ", ")
+        return ChatError(.userNotFound, "no such users: \(shown)\(names.count > 10 ? ", …" : "")")
+    }
+    /// 404: no app with that name or key (the `apps` commands).
+    public static let appNotFound = ChatError(.appNotFound, "no app with that name or key; see 'parley-server apps list'")
+    /// 404: no such upload, or the caller may not see it (never told apart, so ids cannot be probed).
+    public static let attachmentNotFound = ChatError(.attachmentNotFound, "no such attachment; upload it with POST /v1/media first")
+    /// 404: no unfinished upload with that client id.
+    public static let uploadNotFound = ChatError(.uploadNotFound,
+                                                 "no unfinished upload with this clientId (it finished, expired or never began); send the whole file without Content-Range")
+    /// 404: a thumbnail asked of an attachment that has none.
+    public static let thumbnailNotFound = ChatError(.thumbnailNotFound,
+                                                    "only photos have a server-made thumbnail; a video's preview is its message's thumbnailId")
     /// 409: the username is taken in this app (compared case-insensitively).
-    public static let usernameTaken = ChatError(status: 409, code: "username_taken", message: "that username is taken; choose another")
+    public static let usernameTaken = ChatError(.usernameTaken, "that username is taken; choose another")
     /// 409: the client id was already used for a different message.
-    public static let clientIDReused = ChatError(status: 409, code: "client_id_reused",
-                                                 message: "this clientId was used for another message; use a new id per message")
+    public static let clientIDReused = ChatError(.clientIDReused, "this clientId was used for another message; use a new id per message")
     /// 409: the operation conflicts with the conversation's state (last owner leaving, …).
-    public static func conflict(_ message: String) -> ChatError { ChatError(status: 409, code: "conflict", message: message) }
+    public static func conflict(_ message: String) -> ChatError { ChatError(.conflict, message) }
+    /// 409: a continuation that does not match how its upload began.
+    public static func uploadMismatch(kind: String, mimeType: String, totalBytes: Int64) -> ChatError {
+        ChatError(.uploadMismatch, "this upload began as a \(kind) of \(mimeType), \(totalBytes) bytes; "
+                  + "continue it as such, or abandon it with DELETE /v1/uploads/{clientId}")
+    }
+    /// 409: a continuation that does not start at the first byte the server lacks.
+    public static func uploadOffsetMismatch(received: Int64, totalBytes: Int64) -> ChatError {
+        ChatError(.uploadOffsetMismatch, "the server holds \(received) bytes of this upload; "
+                  + "send from byte \(received) (Content-Range: bytes \(received)-\(totalBytes - 1)/\(totalBytes))")
+    }
+    /// 409: what an upload's older request ends with when a newer one took the upload over.
+    public static let uploadSuperseded = ChatError(.uploadSuperseded, "a newer request for this upload took it over; the bytes that arrived are kept")
+    /// 413: an upload larger than its kind allows.
+    public static func fileTooLarge(kind: String, limit: Int64) -> ChatError {
+        ChatError(.fileTooLarge, "a \(kind) upload may be at most \(limit) bytes")
+    }
+    /// 415: an upload whose declared media type is missing or not accepted for its kind.
+    public static func unsupportedMediaType(_ message: String) -> ChatError { ChatError(.unsupportedMediaType, message) }
+    /// 415: an upload whose bytes are not what its Content-Type declared.
+    public static func typeMismatch(found: String?, declared: String) -> ChatError {
+        ChatError(.typeMismatch, "the content is \(found ?? "not a recognised format"), not \(declared) as declared")
+    }
+    /// 415: a photo whose structure is broken; `message` says where.
+    public static func invalidImage(_ message: String) -> ChatError { ChatError(.invalidImage, message) }
+    /// 422: a photo over the pixel limits (read from its header, so bombs are refused unread).
+    public static func imageTooLarge(_ message: String) -> ChatError { ChatError(.imageTooLarge, message) }
     /// 429: too many attempts; retry after `seconds`.
-    public static func rateLimited(retryAfter seconds: Int) -> ChatError {
-        ChatError(status: 429, code: "rate_limited", message: "too many attempts; retry in \(seconds) s", retryAfterSeconds: seconds)
+    public static func rateLimited(retryAfter seconds: Int, _ what: String = "too many attempts") -> ChatError {
+        ChatError(.rateLimited, "\(what); retry in \(seconds) s", retryAfterSeconds: seconds)
+    }
+    /// 429: more uploads at once than an account may run.
+    public static func tooManyUploads(limit: Int) -> ChatError {
+        ChatError(.tooManyUploads, "at most \(limit) uploads at once per account; retry when one finishes", retryAfterSeconds: 1)
+    }
+    /// 429: more unfinished (resumable) uploads than an account may keep.
+    public static func tooManyUnfinishedUploads(limit: Int) -> ChatError {
+        ChatError(.tooManyUnfinishedUploads,
+                  "at most \(limit) unfinished uploads per account; complete one or abandon it with DELETE /v1/uploads/{clientId}")
     }
     /// 503: the database is busy or out of reach for now; nothing was changed, and the same
     /// request (with the same `clientId` for a send) may be retried.
-    public static let storeUnavailable = ChatError(status: 503, code: "store_unavailable",
-                                                   message: "the database is busy or unreachable; nothing was changed, retry in a moment",
+    public static let storeUnavailable = ChatError(.storeUnavailable, "the database is busy or unreachable; nothing was changed, retry in a moment",
                                                    retryAfterSeconds: 1)
+    /// 507: the server's disk is full; nothing was stored.
+    public static let storageFull = ChatError(.storageFull, "the server is out of disk space; nothing was stored, retry later")
     /// 500: a bug or a storage failure; nothing was changed.
-    public static let internalError = ChatError(status: 500, code: "internal_error", message: "the server failed; nothing was changed, retry later")
+    public static let internalError = ChatError(.internalError, "the server failed; nothing was changed, retry later")
+}
+
+extension ChatError {
+    /// Every code the server answers, with its HTTP status: the one list. The OpenAPI spec's
+    /// `Error.code` enum is this list (a test compares them), and `scripts/check-errors.sh`
+    /// fails the build on a code written anywhere else. The codes marked *HTTP layer* are
+    /// answered by ParleyNet, which knows nothing of chat and writes them itself.
+    public enum Code: String, CaseIterable, Sendable {
+        case invalidRequest = "invalid_request"
+        case invalidJSON = "invalid_json"
+        case unknownCommand = "unknown_command"
+        case unauthenticated
+        case unknownApp = "unknown_app"
+        case wrongCredentials = "wrong_credentials"
+        case forbidden
+        case notMember = "not_member"
+        case invalidSignature = "invalid_signature"
+        case quotaExceeded = "quota_exceeded"
+        case conversationNotFound = "conversation_not_found"
+        case messageNotFound = "message_not_found"
+        case userNotFound = "user_not_found"
+        case appNotFound = "app_not_found"
+        case attachmentNotFound = "attachment_not_found"
+        case uploadNotFound = "upload_not_found"
+        case thumbnailNotFound = "thumbnail_not_found"
+        case usernameTaken = "username_taken"
+        case clientIDReused = "client_id_reused"
+        case conflict
+        case uploadMismatch = "upload_mismatch"
+        case uploadOffsetMismatch = "upload_offset_mismatch"
+        case uploadSuperseded = "upload_superseded"
+        case fileTooLarge = "file_too_large"
+        case unsupportedMediaType = "unsupported_media_type"
+        case typeMismatch = "type_mismatch"
+        case invalidImage = "invalid_image"
+        case imageTooLarge = "image_too_large"
+        case rateLimited = "rate_limited"
+        case tooManyUploads = "too_many_uploads"
+        case tooManyUnfinishedUploads = "too_many_unfinished_uploads"
+        case storeUnavailable = "store_unavailable"
+        case storageFull = "storage_full"
+        case internalError = "internal_error"
+        /// The web client's files need an app: none exists yet.
+        case noApp = "no_app"
+        // HTTP layer (ParleyNet):
+        case notFound = "not_found"
+        case methodNotAllowed = "method_not_allowed"
+        case missingParameter = "missing_parameter"
+        case invalidParameter = "invalid_parameter"
+        case bodyTooLarge = "body_too_large"
+        case incompleteBody = "incomplete_body"
+        case connectionClosed = "connection_closed"
+        case requestTimeout = "request_timeout"
+        case rangeNotSatisfiable = "range_not_satisfiable"
+        case badUpgrade = "bad_upgrade"
+        case unsupportedWebSocketVersion = "unsupported_websocket_version"
+        case shuttingDown = "shutting_down"
+
+        /// The HTTP status this code is answered with.
+        public var status: Int {
+            switch self {
+            case .invalidRequest, .invalidJSON, .unknownCommand, .missingParameter, .invalidParameter, .incompleteBody,
+                 .connectionClosed, .badUpgrade: 400
+            case .unauthenticated, .unknownApp, .wrongCredentials: 401
+            case .forbidden, .notMember, .invalidSignature, .quotaExceeded: 403
+            case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,
+                 .thumbnailNotFound, .notFound: 404
+            case .methodNotAllowed: 405
+            case .requestTimeout: 408
+            case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded: 409
+            case .fileTooLarge, .bodyTooLarge: 413
+            case .unsupportedMediaType, .typeMismatch, .invalidImage: 415
+            case .rangeNotSatisfiable: 416
+            case .imageTooLarge: 422
+            case .unsupportedWebSocketVersion: 426
+            case .rateLimited, .tooManyUploads, .tooManyUnfinishedUploads: 429
+            case .internalError: 500
+            case .storeUnavailable, .noApp, .shuttingDown: 503
+            case .storageFull: 507
+            }
+        }
+    }
 }
