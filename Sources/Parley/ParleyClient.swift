@@ -309,18 +309,14 @@ public actor ParleyClient {
     /// Tells the other members the user is (or stopped) typing. Repeat every few seconds while
     /// typing. Does nothing while offline.
     public func setTyping(_ typing: Bool, in conversation: ConversationID) {
-        var frame = ClientFrame(typing ? .typingStarted : .typingStopped)
-        frame.conversationID = conversation
-        write(frame)
+        write(.typing(id: nil, conversationID: conversation, isTyping: typing))
     }
 
     /// Who of `users` is online (people sharing a conversation with the caller).
     public func presence(of users: [UserID]) async throws -> [Presence] {
-        var frame = ClientFrame(.presence)
-        frame.userIDs = users
-        let answer = try await command(frame)
-        guard let result = answer.result else { return [] }
-        return try WireCoding.decoder().decode(PresenceList.self, from: try WireCoding.encoder().encode(result)).users
+        let answer = try await command { .presence(id: $0, userIDs: users) }
+        guard case .ack(_, .value(let result)) = answer else { return [] }
+        return try result.decode(as: PresenceList.self).users
     }
 
     // MARK: - Live
@@ -410,11 +406,7 @@ public actor ParleyClient {
             do {
                 let connection = try await RealtimeTransport.connect(url: realtimeURL, appKey: appKey)
                 self.connection = connection
-                var auth = ClientFrame(.auth)
-                auth.token = token
-                auth.position = state.position
-                auth.epoch = state.position == nil ? nil : state.epoch
-                write(auth)
+                write(.auth(ClientFrame.Auth(token: token, position: state.position, epoch: state.position == nil ? nil : state.epoch)))
                 setState(.resyncing)
                 for await text in connection.frames {
                     if handle(text) { failures = 0 }
@@ -443,46 +435,42 @@ public actor ParleyClient {
     }
 
     /// Handles one server frame; true when it shows the connection is healthy (`ready`).
+    /// A frame type this SDK does not know (a newer server's) is skipped; an event of a kind
+    /// it does not know is passed on like any other (``ConversationEvent/Kind/unknown(_:)``).
     private func handle(_ text: String) -> Bool {
         guard let frame = try? WireCoding.decoder().decode(ServerFrame.self, from: Data(text.utf8)) else { return false }
-        switch frame.type {
-        case .ready:
-            if let epoch = frame.epoch, epoch != state.epoch {
+        switch frame {
+        case .ready(let ready):
+            if let epoch = ready.epoch, epoch != state.epoch {
                 state.epoch = epoch
                 persist()
             }
-            if let position = frame.position { advance(to: position) }
+            advance(to: ready.position)
             setState(.online)
             for item in state.outbox { transmit(item) }
             return true
-        case .event:
-            guard let event = frame.event else { return false }
+        case .event(let event):
             apply(event)
-        case .typing:
-            if let conversation = frame.conversationID, let user = frame.userID {
-                emit(.typing(conversationID: conversation, userID: user, isTyping: frame.typing ?? false,
-                             expiresIn: .milliseconds(frame.expiresInMs ?? 6000)))
+        case .typing(let typing):
+            emit(.typing(conversationID: typing.conversationID, userID: typing.userID, isTyping: typing.isTyping,
+                         expiresIn: .milliseconds(typing.expiresInMs)))
+        case .presence(let presence):
+            emit(.presence(presence))
+        case .resync(let resync):
+            if let epoch = resync.epoch, epoch != state.epoch {
+                // Another history: its positions are not comparable with ours.
+                state.epoch = epoch
+                state.position = resync.position
+                persist()
+            } else {
+                advance(to: resync.position)
             }
-        case .presence:
-            if let user = frame.userID, let status = frame.status {
-                emit(.presence(Presence(userID: user, status: status, lastSeenAt: frame.lastSeenAt)))
-            }
-        case .resync:
-            if let position = frame.position {
-                if let epoch = frame.epoch, epoch != state.epoch {
-                    // Another history: its positions are not comparable with ours.
-                    state.epoch = epoch
-                    state.position = position
-                    persist()
-                } else {
-                    advance(to: position)
-                }
-                emit(.resync(position: position))
-            }
-        case .ack, .error, .pong:
-            guard let id = frame.id else { return false }
+            emit(.resync(position: resync.position))
+        case .ack(let id, _), .error(let id?, _), .pong(let id?):
             if let clientID = sendsInFlight.removeValue(forKey: id) { sendAnswered(clientID, frame) }
             waiting.removeValue(forKey: id)?.resume(returning: frame)
+        case .error(nil, _), .pong(nil), .unknown:
+            break
         }
         return false
     }
@@ -541,12 +529,8 @@ public actor ParleyClient {
     private func flushDelivered() {
         deliveredFlushScheduled = false
         for (conversation, seq) in pendingDelivered {
-            var frame = ClientFrame(.markDelivered)
-            frame.conversationID = conversation
-            frame.seq = seq
             commandCounter += 1
-            frame.id = "d\(commandCounter)"
-            write(frame)
+            write(.markDelivered(id: "d\(commandCounter)", conversationID: conversation, seq: seq))
         }
         pendingDelivered = [:]
     }
@@ -555,21 +539,17 @@ public actor ParleyClient {
 
     private func transmit(_ item: OutboxItem) {
         guard connection != nil, !sendsInFlight.values.contains(item.clientID) else { return }
-        var frame = ClientFrame(.send)
-        frame.conversationID = item.conversationID
-        frame.message = SendMessageRequest(clientID: item.clientID, content: item.content, metadata: item.metadata, replyTo: item.replyTo)
         commandCounter += 1
         let id = "s\(commandCounter)"
-        frame.id = id
         sendsInFlight[id] = item.clientID
-        write(frame)
+        write(.send(id: id, conversationID: item.conversationID,
+                    message: SendMessageRequest(clientID: item.clientID, content: item.content, metadata: item.metadata, replyTo: item.replyTo)))
     }
 
     private func sendAnswered(_ clientID: String, _ frame: ServerFrame) {
         guard let index = state.outbox.firstIndex(where: { $0.clientID == clientID }) else { return }
         let item = state.outbox[index]
-        if frame.type == .ack, case .object(let fields)? = frame.result, let messageJSON = fields["message"],
-           let message = try? WireCoding.decoder().decode(Message.self, from: WireCoding.encoder().encode(messageJSON)) {
+        if case .ack(_, .sent(_, let message)) = frame {
             state.outbox.remove(at: index)
             persist()
             unread[item.conversationID, default: []].append((message.seq, clientID, false))
@@ -634,17 +614,17 @@ public actor ParleyClient {
         connection.send(String(decoding: data, as: UTF8.self))
     }
 
-    private func command(_ frame: ClientFrame) async throws -> ServerFrame {
+    /// Sends the command `make` builds with a fresh id and waits for its answer.
+    private func command(_ make: (String) -> ClientFrame) async throws -> ServerFrame {
         guard connection != nil, connectionState == .online else { throw ParleyError.unreachable("not connected") }
         commandCounter += 1
         let id = "c\(commandCounter)"
-        var frame = frame
-        frame.id = id
+        let frame = make(id)
         let answer = try await withCheckedThrowingContinuation { continuation in
             waiting[id] = continuation
             write(frame)
         }
-        if answer.type == .error, let error = answer.error { throw ParleyError.server(error) }
+        if case .error(_, let error) = answer { throw ParleyError.server(error) }
         return answer
     }
 }

@@ -68,4 +68,12 @@ extension Chat {
         guard let value = Value(rawValue: raw) else { throw StoreError.decoding("unknown stored \(Value.self) '\(raw)'") }
         return value
     }
+
+    /// A stored event type. Clients decode kinds they do not know as `.unknown`; the server
+    /// wrote every stored one, so an unknown one here is damage and an error.
+    static func stored(_ raw: String, as type: ConversationEvent.Kind.Type) throws -> ConversationEvent.Kind {
+        let kind = ConversationEvent.Kind(rawValue: raw)
+        guard kind.isKnown else { throw StoreError.decoding("unknown stored event type '\(raw)'") }
+        return kind
+    }
 }

@@ -148,47 +148,40 @@ final class RealtimeSession: @unchecked Sendable {
         do {
             frame = try decoder.decode(ClientFrame.self, from: Data(text.utf8))
         } catch {
-            let problem = Self.decodingProblem(error)
+            let (id, problem) = Self.decodingProblem(error)
             if phase == .awaitingAuth {
-                fail(problem, id: nil, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
+                // Before auth, any known command that is not a whole `auth` is "sign in first".
+                let answer = error is ClientFrame.DecodingFailure && problem.code != ChatError.Code.unknownCommand.rawValue
+                    ? ChatError.unauthenticated : problem
+                fail(answer, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
             } else {
-                send(RealtimeFrames.error(id: nil, problem))
+                send(RealtimeFrames.error(id: id, problem))
             }
             return
         }
-        let id = frame.id
-        if let id, !Limits.commandID.contains(id.count) {
+        if let id = frame.id, !Limits.commandID.contains(id.count) {
             send(RealtimeFrames.error(id: nil, ChatError.invalid("id must be 1–\(Limits.commandID.upperBound) characters")))
             return
         }
-        guard let kind = frame.kind else {
-            let error = ChatError.unknownCommand(known: ClientFrame.Kind.allCases.map(\.rawValue))
-            if phase == .awaitingAuth {
-                fail(error, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
-            } else {
-                send(RealtimeFrames.error(id: id, error))
-            }
-            return
-        }
         if phase == .awaitingAuth {
-            guard kind == .auth, let token = frame.token else {
-                fail(ChatError.unauthenticated, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth with a token")
+            guard case .auth(let auth) = frame else {
+                fail(ChatError.unauthenticated, id: frame.id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth with a token")
                 return
             }
-            guard (frame.position ?? 0) >= 0 else {
-                fail(ChatError.invalid("position must not be negative"), id: id, close: RealtimeCloseCode.protocolViolation, reason: "bad auth")
+            guard (auth.position ?? 0) >= 0 else {
+                fail(ChatError.invalid("position must not be negative"), id: auth.id, close: RealtimeCloseCode.protocolViolation, reason: "bad auth")
                 return
             }
-            authenticate(token: token, position: frame.position, epoch: frame.epoch)
+            authenticate(token: auth.token, position: auth.position, epoch: auth.epoch)
             return
         }
-        switch kind {
-        case .auth:
-            send(RealtimeFrames.error(id: id, ChatError.invalid("already authenticated")))
-        case .ping:
+        switch frame {
+        case .auth(let auth):
+            send(RealtimeFrames.error(id: auth.id, ChatError.invalid("already authenticated")))
+        case .ping(let id):
             send(RealtimeFrames.pong(id: id))
         default:
-            command(kind, frame)
+            command(frame)
         }
     }
 
@@ -364,13 +357,8 @@ final class RealtimeSession: @unchecked Sendable {
 
     // MARK: - Commands
 
-    private func command(_ kind: ClientFrame.Kind, _ frame: ClientFrame) {
+    private func command(_ frame: ClientFrame) {
         let id = frame.id
-        let isTyping = kind == .typingStarted || kind == .typingStopped
-        guard id != nil || isTyping else {
-            send(RealtimeFrames.error(id: nil, ChatError.invalid("\(kind.rawValue) needs an id, which its answer echoes")))
-            return
-        }
         let now = ContinuousClock.now
         if let wait = bucket.take(now: now) {
             send(RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait)))
@@ -390,7 +378,7 @@ final class RealtimeSession: @unchecked Sendable {
                     answer = RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait))
                 } else {
                     do {
-                        let result = try await execute(kind, frame, caller: caller)
+                        let result = try await execute(frame, caller: caller)
                         answer = id.map { RealtimeFrames.ack(id: $0, result: result) }
                     } catch {
                         answer = RealtimeFrames.error(id: id, error as? ChatError ?? ChatError.internalError)
@@ -406,53 +394,38 @@ final class RealtimeSession: @unchecked Sendable {
         }
     }
 
-    /// Runs one command; the REST endpoint's answer, encoded.
-    private func execute(_ kind: ClientFrame.Kind, _ frame: ClientFrame, caller: Caller) async throws -> [UInt8] {
-        func conversation() throws -> ConversationID {
-            guard let id = frame.conversationID else { throw ChatError.invalid("\(kind.rawValue) needs conversationId") }
-            return id
-        }
-        func seq() throws -> Int64 {
-            guard let seq = frame.seq else { throw ChatError.invalid("\(kind.rawValue) needs seq") }
-            return seq
-        }
+    /// Runs one command; the REST endpoint's answer, encoded. Every case has its fields:
+    /// ``ClientFrame`` decoding refused any frame that lacked one.
+    private func execute(_ frame: ClientFrame, caller: Caller) async throws -> [UInt8] {
         // The REST answers, encoded as REST encodes them (the send's, the hot path, is written by hand).
         func encode(_ value: some Encodable) throws -> [UInt8] { Array(try WireCoding.encoder().encode(value)) }
-        switch kind {
-        case .send:
-            guard let message = frame.message else { throw ChatError.invalid("message.send needs message") }
-            let (record, created) = try await chat.sendRecord(caller, to: try conversation(), message)
+        switch frame {
+        case .send(_, let conversation, let message):
+            let (record, created) = try await chat.sendRecord(caller, to: conversation, message)
             var writer = JSONWriter(capacity: 512)
             writer.object { json in
                 json.key("created"); json.bool(created)
                 json.key("message"); record.writeJSON(into: &json)
             }
             return writer.bytes
-        case .edit:
-            guard let messageID = frame.messageID, let content = frame.content else {
-                throw ChatError.invalid("message.edit needs messageId and content")
-            }
-            let edited = try await chat.edit(caller, conversation: try conversation(), message: messageID,
-                                             EditMessageRequest(content: content, metadata: frame.metadata))
-            return try encode(edited)
-        case .delete:
-            guard let ids = frame.messageIDs else { throw ChatError.invalid("message.delete needs messageIds") }
-            let deleted = try await chat.delete(caller, conversation: try conversation(), messages: ids)
-            return try encode(DeletedMessages(messages: deleted))
-        case .markDelivered:
-            return try encode(try await chat.updateReceipt(caller, conversation: try conversation(), ReceiptUpdate(deliveredSeq: try seq())))
-        case .markRead:
-            return try encode(try await chat.updateReceipt(caller, conversation: try conversation(), ReceiptUpdate(readSeq: try seq())))
-        case .typingStarted, .typingStopped:
-            try await chat.typing(caller, conversation: try conversation(), typing: kind == .typingStarted)
+        case .edit(_, let conversation, let messageID, let content, let metadata):
+            return try encode(try await chat.edit(caller, conversation: conversation, message: messageID,
+                                                  EditMessageRequest(content: content, metadata: metadata)))
+        case .delete(_, let conversation, let ids):
+            return try encode(DeletedMessages(messages: try await chat.delete(caller, conversation: conversation, messages: ids)))
+        case .markDelivered(_, let conversation, let seq):
+            return try encode(try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(deliveredSeq: seq)))
+        case .markRead(_, let conversation, let seq):
+            return try encode(try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(readSeq: seq)))
+        case .typing(_, let conversation, let isTyping):
+            try await chat.typing(caller, conversation: conversation, typing: isTyping)
             return Array("{}".utf8)
-        case .join:
-            return try encode(try await chat.join(caller, id: try conversation()))
-        case .leave:
-            try await chat.removeMember(caller, id: try conversation(), user: caller.userID)
+        case .join(_, let conversation):
+            return try encode(try await chat.join(caller, id: conversation))
+        case .leave(_, let conversation):
+            try await chat.removeMember(caller, id: conversation, user: caller.userID)
             return Array("{}".utf8)
-        case .presence:
-            guard let users = frame.userIDs else { throw ChatError.invalid("presence.query needs userIds") }
+        case .presence(_, let users):
             let fanout = context.fanout
             return try encode(try await chat.presence(caller, users: users, isOnline: { await fanout.online($0) }))
         case .auth, .ping:
@@ -460,12 +433,14 @@ final class RealtimeSession: @unchecked Sendable {
         }
     }
 
-    /// The typed error for a frame that did not decode, naming the field (as REST does).
-    static func decodingProblem(_ error: any Error) -> ChatError {
+    /// The typed error for a frame that did not decode, and the id to echo: a frame that
+    /// was a JSON object with a `type` gets the command's own answer (``ClientFrame/DecodingFailure``);
+    /// anything else is `invalid_json`, naming the field where it can.
+    static func decodingProblem(_ error: any Error) -> (id: String?, ChatError) {
         let message: String
         switch error {
-        case let error as ChatError:
-            return error
+        case let failure as ClientFrame.DecodingFailure:
+            return (failure.id, failure.error)
         case DecodingError.keyNotFound(let key, _):
             message = "missing field '\(key.stringValue)'"
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
@@ -475,7 +450,7 @@ final class RealtimeSession: @unchecked Sendable {
         default:
             message = "the frame is not a JSON object"
         }
-        return ChatError.invalidJSON(message)
+        return (nil, ChatError.invalidJSON(message))
     }
 
     // MARK: - Helpers (loop)

@@ -7,26 +7,72 @@ public import Foundation
 /// Receipt changes (``Kind/receiptUpdated``) have a position but no `seq`: they are not part
 /// of the conversation's history, so marking a conversation read never makes it unread.
 public struct ConversationEvent: Hashable, Codable, Sendable {
-    /// What happened.
-    public enum Kind: String, Hashable, Codable, Sendable {
+    /// What happened. Open: a kind this SDK does not know (a newer server's, e.g.
+    /// `reaction.added`) decodes as ``unknown(_:)`` with its name, and the event is kept
+    /// and passed on whole (``unknownPayload``), never dropped and never a decoding failure
+    /// (docs/decisions/0015-typed-frames-and-open-event-kinds.md).
+    public enum Kind: Hashable, Sendable, Codable, RawRepresentable, CustomStringConvertible {
         /// A message was sent; `message` is set.
-        case messageCreated = "message.created"
+        case messageCreated
         /// Its author edited a message; `message` holds the new content.
-        case messageEdited = "message.edited"
+        case messageEdited
         /// A message was deleted; `message` is its tombstone.
-        case messageDeleted = "message.deleted"
+        case messageDeleted
         /// Someone joined or was added; `userID` and `role` say who and as what.
-        case memberAdded = "member.added"
+        case memberAdded
         /// Someone left or was removed; `userID` says who.
-        case memberRemoved = "member.removed"
+        case memberRemoved
         /// A member's role changed; `userID` and `role`.
-        case memberUpdated = "member.updated"
+        case memberUpdated
         /// The conversation was created: the event after its first members' `member.added`.
-        case conversationCreated = "conversation.created"
+        case conversationCreated
         /// Title or custom data changed; `title` and `customData` hold what was set.
-        case conversationUpdated = "conversation.updated"
+        case conversationUpdated
         /// A member's watermarks moved; `userID`, `deliveredSeq` and `readSeq`. Has no `seq`.
-        case receiptUpdated = "receipt.updated"
+        case receiptUpdated
+        /// A kind this build does not know, by its wire name.
+        case unknown(String)
+
+        /// The kinds this build knows, in the order they were added to the protocol.
+        public static let known: [Kind] = [.messageCreated, .messageEdited, .messageDeleted, .memberAdded, .memberRemoved,
+                                           .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated]
+        private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
+
+        /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
+        public init(rawValue: String) { self = Self.byName[rawValue] ?? .unknown(rawValue) }
+
+        /// The wire name (`message.created`, …).
+        public var rawValue: String {
+            switch self {
+            case .messageCreated: "message.created"
+            case .messageEdited: "message.edited"
+            case .messageDeleted: "message.deleted"
+            case .memberAdded: "member.added"
+            case .memberRemoved: "member.removed"
+            case .memberUpdated: "member.updated"
+            case .conversationCreated: "conversation.created"
+            case .conversationUpdated: "conversation.updated"
+            case .receiptUpdated: "receipt.updated"
+            case .unknown(let name): name
+            }
+        }
+
+        /// False for ``unknown(_:)``.
+        public var isKnown: Bool {
+            if case .unknown = self { return false }
+            return true
+        }
+
+        public var description: String { rawValue }
+
+        public init(from decoder: any Decoder) throws {
+            self.init(rawValue: try decoder.singleValueContainer().decode(String.self))
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(rawValue)
+        }
     }
 
     /// Server-wide, strictly increasing.
@@ -55,6 +101,10 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var deliveredSeq: Int64?
     /// For ``Kind/receiptUpdated``: the member's read watermark after the change.
     public var readSeq: Int64?
+    /// An event of a kind this build does not know, exactly as it arrived (every field,
+    /// including those this build has no property for); nil for known kinds. Encoding such
+    /// an event writes this back, so storing and forwarding it loses nothing.
+    public var unknownPayload: JSONValue?
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
@@ -78,5 +128,48 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         self.role = role
         self.title = title
         self.customData = customData
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        position = try container.decode(Int64.self, forKey: .position)
+        conversationID = try container.decode(ConversationID.self, forKey: .conversationID)
+        type = try container.decode(Kind.self, forKey: .type)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        seq = try container.decodeIfPresent(Int64.self, forKey: .seq)
+        actorID = try container.decodeIfPresent(UserID.self, forKey: .actorID)
+        userID = try container.decodeIfPresent(UserID.self, forKey: .userID)
+        guard type.isKnown else {
+            // A newer server's kind: keep all of it; its fields may not fit ours.
+            unknownPayload = try JSONValue(from: decoder)
+            return
+        }
+        message = try container.decodeIfPresent(Message.self, forKey: .message)
+        role = try container.decodeIfPresent(MemberRole.self, forKey: .role)
+        title = try container.decodeIfPresent(String.self, forKey: .title)
+        customData = try container.decodeIfPresent(JSONValue.self, forKey: .customData)
+        deliveredSeq = try container.decodeIfPresent(Int64.self, forKey: .deliveredSeq)
+        readSeq = try container.decodeIfPresent(Int64.self, forKey: .readSeq)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        if let unknownPayload, !type.isKnown {
+            try unknownPayload.encode(to: encoder)
+            return
+        }
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(position, forKey: .position)
+        try container.encode(conversationID, forKey: .conversationID)
+        try container.encodeIfPresent(seq, forKey: .seq)
+        try container.encode(type, forKey: .type)
+        try container.encodeIfPresent(actorID, forKey: .actorID)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encodeIfPresent(message, forKey: .message)
+        try container.encodeIfPresent(userID, forKey: .userID)
+        try container.encodeIfPresent(role, forKey: .role)
+        try container.encodeIfPresent(title, forKey: .title)
+        try container.encodeIfPresent(customData, forKey: .customData)
+        try container.encodeIfPresent(deliveredSeq, forKey: .deliveredSeq)
+        try container.encodeIfPresent(readSeq, forKey: .readSeq)
     }
 }

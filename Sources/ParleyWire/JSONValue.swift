@@ -71,4 +71,9 @@ public enum JSONValue: Hashable, Sendable, Codable {
     public static func decode(_ text: String) throws -> JSONValue {
         try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
     }
+
+    /// This value as `T`, through its JSON text (for answers kept as JSON, off the hot path).
+    public func decode<T: Decodable>(as type: T.Type) throws -> T {
+        try WireCoding.decoder().decode(T.self, from: try WireCoding.encoder().encode(self))
+    }
 }

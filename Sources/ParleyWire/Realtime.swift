@@ -1,147 +1,418 @@
 public import Foundation
 
-/// A frame a client sends over the realtime WebSocket (docs/protocol.md). One flat shape for
-/// every command: `type` says which, `id` is the client's command id that the answer echoes,
-/// and each command reads the fields it names.
+/// A frame a client sends over the realtime WebSocket (docs/protocol.md): one case per
+/// command, each with exactly the fields it needs, so a frame that decodes is a complete
+/// command. On the wire it is one flat object: `type` names the command, `id` is the
+/// client's command id that the answer echoes, and the other keys are the command's fields.
 ///
 /// ```json
-/// {"type":"auth","token":"…","position":1041}
+/// {"type":"auth","token":"…","position":1041,"epoch":"e_…"}
 /// {"type":"message.send","id":"7","conversationId":"c_…","message":{"clientId":"a1","content":{"type":"text","text":"hi"}}}
 /// ```
-public struct ClientFrame: Hashable, Codable, Sendable {
-    /// The commands.
-    public enum Kind: String, Hashable, Codable, Sendable, CaseIterable {
-        /// The first frame: `token`, optional `position` to resume after.
+///
+/// Decoding throws ``DecodingFailure`` (with the frame's `id` when it had one) for an
+/// unknown type, a missing or malformed field of a known command, or a missing `id`; other
+/// decoding errors mean the frame was not a JSON object with a `type`.
+public enum ClientFrame: Hashable, Sendable, Codable {
+    /// The first frame: the session token, and where to resume.
+    case auth(Auth)
+    /// Send a message (as the REST send body).
+    case send(id: String, conversationID: ConversationID, message: SendMessageRequest)
+    /// Replace a message's content.
+    case edit(id: String, conversationID: ConversationID, messageID: MessageID, content: MessageContent, metadata: [String: String]?)
+    /// Delete messages (all or none).
+    case delete(id: String, conversationID: ConversationID, messageIDs: [MessageID])
+    /// Everything up to `seq` reached this device.
+    case markDelivered(id: String, conversationID: ConversationID, seq: Int64)
+    /// Everything up to `seq` was shown.
+    case markRead(id: String, conversationID: ConversationID, seq: Int64)
+    /// The user started (`typing.start`) or stopped (`typing.stop`) typing; the id is optional.
+    case typing(id: String?, conversationID: ConversationID, isTyping: Bool)
+    /// Join a public channel.
+    case join(id: String, conversationID: ConversationID)
+    /// Leave a channel or group.
+    case leave(id: String, conversationID: ConversationID)
+    /// Who of these users is online.
+    case presence(id: String, userIDs: [UserID])
+    /// Answered with `pong`.
+    case ping(id: String?)
+
+    /// `auth`'s fields.
+    public struct Auth: Hashable, Sendable {
+        /// The session token from sign-in.
+        public var token: String
+        /// The last position this device processed; events after it are replayed.
+        public var position: Int64?
+        /// The epoch that position belongs to (from `ready` or `resync`); when it is not the
+        /// server's, the device is told to resync instead of resuming.
+        public var epoch: String?
+        /// An optional id, echoed by an error about this frame.
+        public var id: String?
+
+        /// Creates the value; each argument sets the property of the same name.
+        public init(token: String, position: Int64? = nil, epoch: String? = nil, id: String? = nil) {
+            self.token = token
+            self.position = position
+            self.epoch = epoch
+            self.id = id
+        }
+    }
+
+    /// The command names (`type`).
+    public enum Kind: String, Hashable, Sendable, CaseIterable {
         case auth
-        /// `conversationId`, `message` (as the REST send body).
         case send = "message.send"
-        /// `conversationId`, `messageId`, `content`, optional `metadata`.
         case edit = "message.edit"
-        /// `conversationId`, `messageIds` (one or several; all or none).
         case delete = "message.delete"
-        /// `conversationId`, `seq`: everything up to `seq` reached this device.
         case markDelivered = "receipt.delivered"
-        /// `conversationId`, `seq`: everything up to `seq` was shown.
         case markRead = "receipt.read"
-        /// `conversationId`: the user started typing (repeat every few seconds while typing).
         case typingStarted = "typing.start"
-        /// `conversationId`: the user stopped typing.
         case typingStopped = "typing.stop"
-        /// `conversationId` of a public channel.
         case join = "channel.join"
-        /// `conversationId`: leave a channel or group.
         case leave = "channel.leave"
-        /// `userIds`: who of them is online.
         case presence = "presence.query"
-        /// Answered with `pong`.
         case ping
     }
 
-    /// The command's name (a ``Kind`` raw value; anything else is answered `unknown_command`).
-    public var type: String
-    /// The client's id for this command, echoed by its `ack` or `error`; 1–64 characters.
-    public var id: String?
-    /// `auth`: the session token from sign-in.
-    public var token: String?
-    /// `auth`: the last position this device processed; events after it are replayed.
-    public var position: Int64?
-    /// `auth`: the epoch that position belongs to (from `ready` or `resync`); when it is not
-    /// the server's, the device is told to resync instead of resuming.
-    public var epoch: String?
+    /// Why a frame is not a command, with the frame's `id` when it had a readable one.
+    public struct DecodingFailure: Error, Hashable, Sendable {
+        /// The frame's `id`, to echo in the error answer.
+        public var id: String?
+        /// What to answer.
+        public var error: ChatError
+    }
+
+    /// Which command.
+    public var kind: Kind {
+        switch self {
+        case .auth: .auth
+        case .send: .send
+        case .edit: .edit
+        case .delete: .delete
+        case .markDelivered: .markDelivered
+        case .markRead: .markRead
+        case .typing(_, _, let isTyping): isTyping ? .typingStarted : .typingStopped
+        case .join: .join
+        case .leave: .leave
+        case .presence: .presence
+        case .ping: .ping
+        }
+    }
+
+    /// The client's command id.
+    public var id: String? {
+        switch self {
+        case .auth(let auth): auth.id
+        case .send(let id, _, _), .edit(let id, _, _, _, _), .delete(let id, _, _), .markDelivered(let id, _, _),
+             .markRead(let id, _, _), .join(let id, _), .leave(let id, _), .presence(let id, _): id
+        case .typing(let id, _, _), .ping(let id): id
+        }
+    }
+
     /// The conversation a command is about.
-    public var conversationID: ConversationID?
-    /// `message.send`: the message.
-    public var message: SendMessageRequest?
-    /// `message.edit`: which message.
-    public var messageID: MessageID?
-    /// `message.delete`: which messages.
-    public var messageIDs: [MessageID]?
-    /// `message.edit`: the new content.
-    public var content: MessageContent?
-    /// `message.edit`: the new metadata.
-    public var metadata: [String: String]?
-    /// `receipt.delivered`, `receipt.read`: the watermark.
-    public var seq: Int64?
-    /// `presence.query`: whom to ask about.
-    public var userIDs: [UserID]?
+    public var conversationID: ConversationID? {
+        switch self {
+        case .send(_, let conversation, _), .edit(_, let conversation, _, _, _), .delete(_, let conversation, _),
+             .markDelivered(_, let conversation, _), .markRead(_, let conversation, _), .typing(_, let conversation, _),
+             .join(_, let conversation), .leave(_, let conversation): conversation
+        case .auth, .presence, .ping: nil
+        }
+    }
 
     enum CodingKeys: String, CodingKey {
         case type, id, token, position, epoch, conversationID = "conversationId", message, messageID = "messageId",
              messageIDs = "messageIds", content, metadata, seq, userIDs = "userIds"
     }
 
-    /// A frame of `kind`; set the fields the command reads.
-    public init(_ kind: Kind, id: String? = nil) {
-        type = kind.rawValue
-        self.id = id
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let type = try container.decode(String.self, forKey: .type)
+        let id = try? container.decodeIfPresent(String.self, forKey: .id)
+        guard let kind = Kind(rawValue: type) else {
+            throw DecodingFailure(id: id, error: .unknownCommand(known: Kind.allCases.map(\.rawValue)))
+        }
+        do {
+            func required<T: Decodable>(_ key: CodingKeys) throws -> T {
+                guard container.contains(key) else { throw DecodingFailure(id: id, error: .invalid("\(type) needs \(key.stringValue)")) }
+                return try container.decode(T.self, forKey: key)
+            }
+            func commandID() throws -> String {
+                guard let id = try container.decodeIfPresent(String.self, forKey: .id) else {
+                    throw DecodingFailure(id: nil, error: .invalid("\(type) needs an id, which its answer echoes"))
+                }
+                return id
+            }
+            let optionalID = try container.decodeIfPresent(String.self, forKey: .id)
+            switch kind {
+            case .auth:
+                self = .auth(Auth(token: try required(.token), position: try container.decodeIfPresent(Int64.self, forKey: .position),
+                                  epoch: try container.decodeIfPresent(String.self, forKey: .epoch), id: optionalID))
+            case .send:
+                self = .send(id: try commandID(), conversationID: try required(.conversationID), message: try required(.message))
+            case .edit:
+                self = .edit(id: try commandID(), conversationID: try required(.conversationID), messageID: try required(.messageID),
+                             content: try required(.content), metadata: try container.decodeIfPresent([String: String].self, forKey: .metadata))
+            case .delete:
+                self = .delete(id: try commandID(), conversationID: try required(.conversationID), messageIDs: try required(.messageIDs))
+            case .markDelivered:
+                self = .markDelivered(id: try commandID(), conversationID: try required(.conversationID), seq: try required(.seq))
+            case .markRead:
+                self = .markRead(id: try commandID(), conversationID: try required(.conversationID), seq: try required(.seq))
+            case .typingStarted, .typingStopped:
+                self = .typing(id: optionalID, conversationID: try required(.conversationID), isTyping: kind == .typingStarted)
+            case .join:
+                self = .join(id: try commandID(), conversationID: try required(.conversationID))
+            case .leave:
+                self = .leave(id: try commandID(), conversationID: try required(.conversationID))
+            case .presence:
+                self = .presence(id: try commandID(), userIDs: try required(.userIDs))
+            case .ping:
+                self = .ping(id: optionalID)
+            }
+        } catch let failure as DecodingFailure {
+            throw failure
+        } catch {
+            throw DecodingFailure(id: id, error: .invalid("\(type): \(Self.describe(error))"))
+        }
     }
 
-    /// The command, when `type` names one.
-    public var kind: Kind? { Kind(rawValue: type) }
+    /// A field-level decoding error, named as REST names it.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as ChatError: error.message
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type"
+        case DecodingError.keyNotFound(let key, let context):
+            "missing field '\((context.codingPath.map(\.stringValue) + [key.stringValue]).joined(separator: "."))'"
+        case DecodingError.dataCorrupted(let context):
+            "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' is invalid"
+        default: "the frame is invalid"
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(kind.rawValue, forKey: .type)
+        try container.encodeIfPresent(id, forKey: .id)
+        try container.encodeIfPresent(conversationID, forKey: .conversationID)
+        switch self {
+        case .auth(let auth):
+            try container.encode(auth.token, forKey: .token)
+            try container.encodeIfPresent(auth.position, forKey: .position)
+            try container.encodeIfPresent(auth.epoch, forKey: .epoch)
+        case .send(_, _, let message):
+            try container.encode(message, forKey: .message)
+        case .edit(_, _, let messageID, let content, let metadata):
+            try container.encode(messageID, forKey: .messageID)
+            try container.encode(content, forKey: .content)
+            try container.encodeIfPresent(metadata, forKey: .metadata)
+        case .delete(_, _, let messageIDs):
+            try container.encode(messageIDs, forKey: .messageIDs)
+        case .markDelivered(_, _, let seq), .markRead(_, _, let seq):
+            try container.encode(seq, forKey: .seq)
+        case .presence(_, let userIDs):
+            try container.encode(userIDs, forKey: .userIDs)
+        case .typing, .join, .leave, .ping:
+            break
+        }
+    }
 }
 
-/// A frame the server sends (docs/protocol.md), as the SDK decodes it. The server writes
-/// these with ``JSONWriter`` (``RealtimeFrames``); the keys are the same.
-public struct ServerFrame: Hashable, Codable, Sendable {
+/// A frame the server sends (docs/protocol.md), as the SDK decodes it: one case per kind, each
+/// with its fields. The server writes these with ``JSONWriter`` (``RealtimeFrames``); the keys
+/// are the same. A frame type this build does not know decodes as ``unknown(type:_:)``, whole.
+public enum ServerFrame: Hashable, Sendable, Codable {
+    /// Caught up: live from `position` on.
+    case ready(Ready)
+    /// A command succeeded: its id and result.
+    case ack(id: String, result: AckResult)
+    /// A command (or the connection) failed: the command's id, when a command's.
+    case error(id: String?, ChatError)
+    /// A stored event.
+    case event(ConversationEvent)
+    /// Someone is typing (or stopped).
+    case typing(Typing)
+    /// Someone came online or went offline.
+    case presence(Presence)
+    /// The position asked for cannot be replayed: reload over REST, then continue from `position`.
+    case resync(Resync)
+    /// The answer to `ping`.
+    case pong(id: String?)
+    /// A frame type this build does not know (a newer server's), kept whole.
+    case unknown(type: String, JSONValue)
+
+    /// `ready`'s fields.
+    public struct Ready: Hashable, Sendable, Codable {
+        /// The position the device is now at.
+        public var position: Int64
+        /// The name of the history `position` belongs to (nil from servers before epochs).
+        public var epoch: String?
+        /// Who is signed in.
+        public var userID: UserID
+        /// The interval at which the server pings, and expects the client to be heard.
+        public var heartbeatSeconds: Int
+
+        enum CodingKeys: String, CodingKey { case position, epoch, userID = "userId", heartbeatSeconds }
+
+        /// Creates the value; each argument sets the property of the same name.
+        public init(position: Int64, epoch: String?, userID: UserID, heartbeatSeconds: Int) {
+            self.position = position
+            self.epoch = epoch
+            self.userID = userID
+            self.heartbeatSeconds = heartbeatSeconds
+        }
+    }
+
+    /// `resync`'s fields.
+    public struct Resync: Hashable, Sendable, Codable {
+        /// The position to continue from after reloading.
+        public var position: Int64
+        /// The history's name; keep it with `position`.
+        public var epoch: String?
+        /// Why the device must reload.
+        public var reason: String
+
+        /// Creates the value; each argument sets the property of the same name.
+        public init(position: Int64, epoch: String?, reason: String) {
+            self.position = position
+            self.epoch = epoch
+            self.reason = reason
+        }
+    }
+
+    /// `typing`'s fields.
+    public struct Typing: Hashable, Sendable, Codable {
+        /// Where.
+        public var conversationID: ConversationID
+        /// Who.
+        public var userID: UserID
+        /// Started (true) or stopped.
+        public var isTyping: Bool
+        /// Forget it after this long unless repeated.
+        public var expiresInMs: Int
+
+        enum CodingKeys: String, CodingKey { case conversationID = "conversationId", userID = "userId", isTyping = "typing", expiresInMs }
+
+        /// Creates the value; each argument sets the property of the same name.
+        public init(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresInMs: Int) {
+            self.conversationID = conversationID
+            self.userID = userID
+            self.isTyping = isTyping
+            self.expiresInMs = expiresInMs
+        }
+    }
+
+    /// An `ack`'s result: the command's REST answer. A send's is decoded straight into its
+    /// message; others are kept as JSON.
+    public enum AckResult: Hashable, Sendable, Codable {
+        /// `message.send`: the stored message, and whether this send created it.
+        case sent(created: Bool, message: Message)
+        /// Any other command's answer.
+        case value(JSONValue)
+
+        private enum CodingKeys: String, CodingKey { case created, message }
+
+        public init(from decoder: any Decoder) throws {
+            if let container = try? decoder.container(keyedBy: CodingKeys.self),
+               let created = try? container.decode(Bool.self, forKey: .created),
+               let message = try? container.decode(Message.self, forKey: .message) {
+                self = .sent(created: created, message: message)
+            } else {
+                self = .value(try JSONValue(from: decoder))
+            }
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .sent(let created, let message):
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(created, forKey: .created)
+                try container.encode(message, forKey: .message)
+            case .value(let value):
+                try value.encode(to: encoder)
+            }
+        }
+    }
+
     /// The kinds of server frames.
-    public enum Kind: String, Hashable, Codable, Sendable {
-        /// Caught up: live from `position` on.
-        case ready
-        /// A command succeeded: `id`, `result`.
-        case ack
-        /// A command (or the connection) failed: `id` (when a command's), `error`.
-        case error
-        /// A stored event: `event`.
-        case event
-        /// Someone is typing: `conversationId`, `userId`, `typing`, `expiresInMs`.
-        case typing
-        /// Someone came online or went offline: `userId`, `status`, `lastSeenAt`.
-        case presence
-        /// The position asked for cannot be replayed: reload over REST, then continue from `position`.
-        case resync
-        /// The answer to `ping`: `id`.
-        case pong
+    public enum Kind: String, Hashable, Sendable, CaseIterable {
+        case ready, ack, error, event, typing, presence, resync, pong
     }
 
-    /// Which frame.
-    public var type: Kind
+    /// Which frame; nil for ``unknown(type:_:)``.
+    public var type: Kind? {
+        switch self {
+        case .ready: .ready
+        case .ack: .ack
+        case .error: .error
+        case .event: .event
+        case .typing: .typing
+        case .presence: .presence
+        case .resync: .resync
+        case .pong: .pong
+        case .unknown: nil
+        }
+    }
+
     /// The command id an `ack`, `error` or `pong` answers.
-    public var id: String?
-    /// An `ack`'s result (the command's REST answer).
-    public var result: JSONValue?
-    /// An `error`'s details.
-    public var error: ChatError?
-    /// An `event`'s event.
-    public var event: ConversationEvent?
-    /// `typing`: where.
-    public var conversationID: ConversationID?
-    /// `typing`, `presence`, `ready`: who.
-    public var userID: UserID?
-    /// `typing`: started (true) or stopped.
-    public var typing: Bool?
-    /// `typing`: forget it after this long unless repeated.
-    public var expiresInMs: Int?
-    /// `presence`: `online` or `offline`.
-    public var status: PresenceStatus?
-    /// `presence`: when an offline user was last connected.
-    public var lastSeenAt: Date?
-    /// `ready`: the position the device is now at; `resync`: the position to continue from.
-    public var position: Int64?
-    /// `ready`: the interval at which the server pings, and expects the client to be heard.
-    public var heartbeatSeconds: Int?
-    /// `ready`, `resync`: the name of the history `position` belongs to; it changes only when
-    /// the server's history does (a restore from backup). Keep it with the position.
-    public var epoch: String?
-    /// `resync`: why.
-    public var reason: String?
-
-    enum CodingKeys: String, CodingKey {
-        case type, id, result, error, event, conversationID = "conversationId", userID = "userId", typing, expiresInMs, status,
-             lastSeenAt, position, heartbeatSeconds, reason, epoch
+    public var id: String? {
+        switch self {
+        case .ack(let id, _): id
+        case .error(let id, _), .pong(let id): id
+        case .ready, .event, .typing, .presence, .resync, .unknown: nil
+        }
     }
 
-    /// A frame of `type`; set the fields it carries.
-    public init(_ type: Kind) { self.type = type }
+    /// The event of an `event` frame.
+    public var event: ConversationEvent? {
+        if case .event(let event) = self { return event }
+        return nil
+    }
+
+    /// The error of an `error` frame.
+    public var error: ChatError? {
+        if case .error(_, let error) = self { return error }
+        return nil
+    }
+
+    private enum CodingKeys: String, CodingKey { case type, id, result, error, event }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let type = try container.decode(String.self, forKey: .type)
+        switch Kind(rawValue: type) {
+        case .ready: self = .ready(try Ready(from: decoder))
+        case .ack: self = .ack(id: try container.decode(String.self, forKey: .id), result: try container.decode(AckResult.self, forKey: .result))
+        case .error: self = .error(id: try container.decodeIfPresent(String.self, forKey: .id), try container.decode(ChatError.self, forKey: .error))
+        case .event: self = .event(try container.decode(ConversationEvent.self, forKey: .event))
+        case .typing: self = .typing(try Typing(from: decoder))
+        case .presence: self = .presence(try Presence(from: decoder))
+        case .resync: self = .resync(try Resync(from: decoder))
+        case .pong: self = .pong(id: try container.decodeIfPresent(String.self, forKey: .id))
+        case nil: self = .unknown(type: type, try JSONValue(from: decoder))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        if case .unknown(_, let value) = self { return try value.encode(to: encoder) }
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if let type { try container.encode(type.rawValue, forKey: .type) }
+        switch self {
+        case .ready(let ready): try ready.encode(to: encoder)
+        case .ack(let id, let result):
+            try container.encode(id, forKey: .id)
+            try container.encode(result, forKey: .result)
+        case .error(let id, let error):
+            try container.encodeIfPresent(id, forKey: .id)
+            try container.encode(error, forKey: .error)
+        case .event(let event): try container.encode(event, forKey: .event)
+        case .typing(let typing): try typing.encode(to: encoder)
+        case .presence(let presence): try presence.encode(to: encoder)
+        case .resync(let resync): try resync.encode(to: encoder)
+        case .pong(let id): try container.encodeIfPresent(id, forKey: .id)
+        case .unknown: break
+        }
+    }
 }
 
 /// Online or not.

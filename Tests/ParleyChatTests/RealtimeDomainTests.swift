@@ -25,7 +25,7 @@ struct RealtimeDomainTests {
         func next() async throws -> ServerFrame {
             switch try await deliveries.next(timeout: 10) {
             case .event(_, let frame), .ephemeral(let frame): return try WireCoding.decoder().decode(ServerFrame.self, from: Data(frame))
-            case .signedOut: return ServerFrame(.error)
+            case .signedOut: return .error(id: nil, ChatError.unauthenticated)
             }
         }
 
@@ -102,7 +102,8 @@ struct RealtimeDomainTests {
         try await harness.chat.typing(carol, conversation: room.id, typing: true)
         var typing = try await bobs.next()
         while typing.type != .typing { typing = try await bobs.next() }
-        #expect(typing.type == .typing && typing.userID == carol.userID)
+        guard case .typing(let typingFrame) = typing else { Issue.record("not typing: \(typing)"); return }
+        #expect(typingFrame.userID == carol.userID && typingFrame.isTyping)
 
         try await harness.chat.removeMember(alice, id: room.id, user: bob.userID)
         let message = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "m", content: .text("x"))).0

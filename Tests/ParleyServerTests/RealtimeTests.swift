@@ -57,11 +57,7 @@ struct RealtimeTests {
             let url = server.url.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
             socket = try await WebSocketClient.connect(to: url, headers: HTTPHeaders([("X-Parley-App-Key", appKey)]), on: Self.loops.next(),
                                                        handler: handler)
-            var auth = ClientFrame(.auth)
-            auth.token = token
-            auth.position = position
-            auth.epoch = epoch
-            send(auth)
+            send(.auth(ClientFrame.Auth(token: token, position: position, epoch: epoch)))
             return try await until(done)
         }
 
@@ -71,12 +67,10 @@ struct RealtimeTests {
         }
 
         /// Sends a command and waits for its answer.
-        func command(_ frame: ClientFrame) async throws -> ServerFrame {
+        func command(_ make: (String) -> ClientFrame) async throws -> ServerFrame {
             nextID += 1
-            var frame = frame
             let id = "c\(nextID)"
-            frame.id = id
-            send(frame)
+            send(make(id))
             return try await until { $0.id == id }
         }
 
@@ -143,15 +137,12 @@ struct RealtimeTests {
         let phone = device(server, alice), laptop = device(server, laptopSession), bobs = device(server, bob)
         for device in [phone, laptop, bobs] { try await device.connect() }
 
-        var send = ClientFrame(.send)
-        send.conversationID = room.id
-        send.message = text("one", "dinner at 8?")
-        let ack = try await phone.command(send)
-        #expect(ack.type == .ack)
-        let sentID = try #require(ack.result.flatMap { result -> String? in
-            guard case .object(let fields) = result, case .object(let message)? = fields["message"], case .string(let id)? = message["id"] else { return nil }
-            return id
-        })
+        func send(_ clientID: String, _ body: String) -> (String) -> ClientFrame {
+            { .send(id: $0, conversationID: room.id, message: self.text(clientID, body)) }
+        }
+        let ack = try await phone.command(send("one", "dinner at 8?"))
+        guard case .ack(_, .sent(created: true, let sent)) = ack else { Issue.record("not a send's ack: \(ack)"); return }
+        let sentID = sent.id.rawValue
         for device in [phone, laptop, bobs] {
             let event = try await device.event { $0.type == .messageCreated }
             #expect(event.message?.id.rawValue == sentID)
@@ -159,35 +150,22 @@ struct RealtimeTests {
         }
 
         // Bob's device received it: delivered, then read; Alice's devices see the receipts.
-        var delivered = ClientFrame(.markDelivered)
-        delivered.conversationID = room.id
-        delivered.seq = try #require(laptop.events.last?.seq)
-        #expect(try await bobs.command(delivered).type == .ack)
+        let deliveredSeq = try #require(laptop.events.last?.seq)
+        #expect(try await bobs.command { .markDelivered(id: $0, conversationID: room.id, seq: deliveredSeq) }.type == .ack)
         let receipt = try await phone.event { $0.type == .receiptUpdated }
-        #expect(receipt.userID?.rawValue == bob.user.id.rawValue && receipt.deliveredSeq == delivered.seq && receipt.seq == nil)
+        #expect(receipt.userID?.rawValue == bob.user.id.rawValue && receipt.deliveredSeq == deliveredSeq && receipt.seq == nil)
 
         // The laptop goes away; the others keep talking, editing and deleting.
         let awayAt = try #require(laptop.events.map(\.position).max())
         try await laptop.disconnect()
-        send.message = text("two", "or 9")
-        _ = try await bobs.command(send)
-        var edit = ClientFrame(.edit)
-        edit.conversationID = room.id
-        edit.messageID = MessageID(rawValue: sentID)
-        edit.content = .text("dinner at 8:30?")
-        #expect(try await phone.command(edit).type == .ack)
-        send.message = text("three", "typo")
-        let typo = try await phone.command(send)
-        var delete = ClientFrame(.delete)
-        delete.conversationID = room.id
-        if case .object(let fields)? = typo.result, case .object(let message)? = fields["message"], case .string(let id)? = message["id"] {
-            delete.messageIDs = [MessageID(rawValue: id)]
-        }
-        #expect(try await phone.command(delete).type == .ack)
-        var read = ClientFrame(.markRead)
-        read.conversationID = room.id
-        read.seq = 100
-        #expect(try await bobs.command(read).type == .ack)
+        _ = try await bobs.command(send("two", "or 9"))
+        #expect(try await phone.command {
+            .edit(id: $0, conversationID: room.id, messageID: MessageID(rawValue: sentID), content: .text("dinner at 8:30?"), metadata: nil)
+        }.type == .ack)
+        let typo = try await phone.command(send("three", "typo"))
+        guard case .ack(_, .sent(_, let typoMessage)) = typo else { Issue.record("not a send's ack: \(typo)"); return }
+        #expect(try await phone.command { .delete(id: $0, conversationID: room.id, messageIDs: [typoMessage.id]) }.type == .ack)
+        #expect(try await bobs.command { .markRead(id: $0, conversationID: room.id, seq: 100) }.type == .ack)
         _ = try await phone.event { $0.type == .receiptUpdated && $0.readSeq != nil && $0.readSeq ?? 0 > 0 }
 
         // Back: exactly what the phone saw after that position, in order; then live.
@@ -197,8 +175,7 @@ struct RealtimeTests {
         #expect(!stayed.isEmpty)
         #expect(resumed == stayed)
         #expect((ready.position ?? 0) >= (stayed.last?.first ?? 0))
-        send.message = text("four", "see you")
-        _ = try await bobs.command(send)
+        _ = try await bobs.command(send("four", "see you"))
         let live = try await laptop.event { $0.message?.clientID == "four" }
         #expect(live.position > (ready.position ?? 0))
         await server.shutdown()
@@ -320,6 +297,30 @@ final class LockedFlag: @unchecked Sendable {
     private var value = false
     var isSet: Bool { lock.withLock { value } }
     func set() { lock.withLock { value = true } }
+}
+
+extension ServerFrame {
+    /// `ready`'s and `resync`'s position.
+    var position: Int64? {
+        switch self {
+        case .ready(let ready): ready.position
+        case .resync(let resync): resync.position
+        default: nil
+        }
+    }
+    /// `ready`'s and `resync`'s epoch.
+    var epoch: String? {
+        switch self {
+        case .ready(let ready): ready.epoch
+        case .resync(let resync): resync.epoch
+        default: nil
+        }
+    }
+    /// `resync`'s reason.
+    var reason: String? {
+        if case .resync(let resync) = self { return resync.reason }
+        return nil
+    }
 }
 
 extension JSONDecoder {

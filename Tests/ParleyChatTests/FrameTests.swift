@@ -1,0 +1,102 @@
+import Foundation
+@testable import ParleyChat
+import ParleyWire
+import Testing
+
+/// The realtime frames as typed values, and event kinds that stay open to the future.
+struct FrameTests {
+    private func decodeClient(_ json: String) throws -> ClientFrame {
+        try WireCoding.decoder().decode(ClientFrame.self, from: Data(json.utf8))
+    }
+
+    private func failure(_ json: String) -> ClientFrame.DecodingFailure? {
+        do {
+            _ = try decodeClient(json)
+            return nil
+        } catch {
+            return error as? ClientFrame.DecodingFailure
+        }
+    }
+
+    @Test func commandsEncodeFlatAndRoundTrip() throws {
+        let frames: [ClientFrame] = [
+            .auth(.init(token: "t", position: 41, epoch: "e_x")),
+            .send(id: "7", conversationID: ConversationID(rawValue: "c_1"), message: SendMessageRequest(clientID: "a1", content: .text("hi"))),
+            .edit(id: "8", conversationID: ConversationID(rawValue: "c_1"), messageID: MessageID(rawValue: "m_1"), content: .text("ho"), metadata: ["k": "v"]),
+            .delete(id: "9", conversationID: ConversationID(rawValue: "c_1"), messageIDs: [MessageID(rawValue: "m_1")]),
+            .markDelivered(id: "d", conversationID: ConversationID(rawValue: "c_1"), seq: 3),
+            .markRead(id: "r", conversationID: ConversationID(rawValue: "c_1"), seq: 3),
+            .typing(id: nil, conversationID: ConversationID(rawValue: "c_1"), isTyping: true),
+            .typing(id: "x", conversationID: ConversationID(rawValue: "c_1"), isTyping: false),
+            .join(id: "j", conversationID: ConversationID(rawValue: "c_2")),
+            .leave(id: "l", conversationID: ConversationID(rawValue: "c_2")),
+            .presence(id: "p", userIDs: [UserID(rawValue: "u_1")]),
+            .ping(id: nil),
+        ]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        for frame in frames {
+            let json = try encoder.encode(frame)
+            #expect(try WireCoding.decoder().decode(ClientFrame.self, from: json) == frame)
+        }
+        // The wire shape of docs/protocol.md, unchanged by the typing.
+        #expect(String(decoding: try encoder.encode(frames[1]), as: UTF8.self)
+                == #"{"conversationId":"c_1","id":"7","message":{"clientId":"a1","content":{"text":"hi","type":"text"}},"type":"message.send"}"#)
+        #expect(String(decoding: try encoder.encode(frames[6]), as: UTF8.self) == #"{"conversationId":"c_1","type":"typing.start"}"#)
+    }
+
+    @Test func aFrameThatIsNotACommandSaysWhyAndKeepsItsID() throws {
+        let unknown = try #require(failure(#"{"type":"message.sned","id":"4"}"#))
+        #expect(unknown.id == "4" && unknown.error.code == "unknown_command" && unknown.error.message.contains("message.send"))
+        let missing = try #require(failure(#"{"type":"message.send","id":"5","conversationId":"c_1"}"#))
+        #expect(missing.id == "5" && missing.error.code == "invalid_request" && missing.error.message == "message.send needs message")
+        let noID = try #require(failure(#"{"type":"receipt.read","conversationId":"c_1","seq":1}"#))
+        #expect(noID.id == nil && noID.error.message.contains("needs an id"))
+        let wrongType = try #require(failure(#"{"type":"receipt.read","id":"6","conversationId":"c_1","seq":"one"}"#))
+        #expect(wrongType.id == "6" && wrongType.error.code == "invalid_request" && wrongType.error.message.contains("'seq' has the wrong type"))
+        let badContent = try #require(failure(#"{"type":"message.edit","id":"7","conversationId":"c","messageId":"m","content":{"type":"sticker"}}"#))
+        #expect(badContent.id == "7" && badContent.error.code == "invalid_request")
+        // Not a command at all: a plain decoding error (the server answers invalid_json).
+        #expect(throws: DecodingError.self) { _ = try decodeClient("[1, 2]") }
+        #expect(throws: DecodingError.self) { _ = try decodeClient(#"{"id":"1"}"#) }
+    }
+
+    @Test func anEventOfAKindThisBuildDoesNotKnowIsKeptWhole() throws {
+        let json = #"""
+            {"type":"event","event":{"position":9,"conversationId":"c_1","seq":4,"type":"reaction.added","actorId":"u_1",
+             "createdAt":"2026-12-01T10:00:00.000Z","messageId":"m_1","emoji":"👍"}}
+            """#
+        let frame = try WireCoding.decoder().decode(ServerFrame.self, from: Data(json.utf8))
+        let event = try #require(frame.event)
+        #expect(event.type == .unknown("reaction.added") && !event.type.isKnown)
+        #expect(event.position == 9 && event.seq == 4 && event.conversationID.rawValue == "c_1")
+        guard case .object(let fields)? = event.unknownPayload else { Issue.record("the payload was not kept"); return }
+        #expect(fields["emoji"] == .string("👍") && fields["messageId"] == .string("m_1"))
+        // Forwarding it (an app's own store, a log) writes every field back.
+        let again = try WireCoding.decoder().decode(ConversationEvent.self, from: try WireCoding.encoder().encode(event))
+        #expect(again == event)
+        // Known kinds are unchanged.
+        #expect(ConversationEvent.Kind(rawValue: "message.created") == .messageCreated)
+        #expect(ConversationEvent.Kind.known.allSatisfy { ConversationEvent.Kind(rawValue: $0.rawValue) == $0 })
+    }
+
+    @Test func aFrameTypeThisBuildDoesNotKnowDecodesAsUnknown() throws {
+        let frame = try WireCoding.decoder().decode(ServerFrame.self, from: Data(#"{"type":"call.ringing","callId":"x"}"#.utf8))
+        guard case .unknown(let type, .object(let fields)) = frame else { Issue.record("got \(frame)"); return }
+        #expect(type == "call.ringing" && fields["callId"] == .string("x") && frame.type == nil)
+    }
+
+    @Test func theServersFramesDecodeIntoTheirCases() throws {
+        let decoder = WireCoding.decoder()
+        let ready = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.ready(position: 5, epoch: "e_a", userID: "u_1", heartbeatSeconds: 30)))
+        #expect(ready == .ready(.init(position: 5, epoch: "e_a", userID: UserID(rawValue: "u_1"), heartbeatSeconds: 30)))
+        let resync = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.resync(position: 7, epoch: "e_b", reason: "why")))
+        #expect(resync == .resync(.init(position: 7, epoch: "e_b", reason: "why")))
+        let error = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.error(id: "3", ChatError.notMember)))
+        #expect(error == .error(id: "3", ChatError.notMember))
+        let typing = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.typing(conversationID: "c", userID: "u", typing: true, expiresInMs: 6000)))
+        #expect(typing == .typing(.init(conversationID: ConversationID(rawValue: "c"), userID: UserID(rawValue: "u"), isTyping: true, expiresInMs: 6000)))
+        let other = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.ack(id: "9", result: Array(#"{"deliveredSeq":1}"#.utf8))))
+        #expect(other == .ack(id: "9", result: .value(.object(["deliveredSeq": .number(1)]))))
+    }
+}
