@@ -33,7 +33,9 @@ let package = Package(
         .target(name: "ParleyCrypto", dependencies: ["CParleySodium", "CParleyCrypto"]),
         .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
         .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
-        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto"],
+        // Command-line options declared once (flag, environment variable, help, parsing).
+        .target(name: "ParleyOptions"),
+        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
@@ -41,7 +43,7 @@ let package = Package(
         .executableTarget(name: "parley-server", dependencies: ["ParleyServer"]),
         // The terminal client; its screen layout and key decoding are a library so tests read them as data.
         .target(name: "ParleyTerminalUI"),
-        .executableTarget(name: "parley", dependencies: ["Parley", "ParleyWire", "ParleyTerminalUI"]),
+        .executableTarget(name: "parley", dependencies: ["Parley", "ParleyWire", "ParleyTerminalUI", "ParleyOptions"]),
 
         // Examples/: each tutorial's flow against Parley, run against a real server by `make test`.
         .target(name: "ExampleSupport", dependencies: ["Parley", "ParleyWire"], path: "Examples/Support"),
@@ -73,7 +75,7 @@ let package = Package(
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting", "ParleyStoreSQLite", "ParleyOptions"]),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTerminalUI"]),
     ]
 )

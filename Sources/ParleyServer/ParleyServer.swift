@@ -92,9 +92,9 @@ public final class ParleyServer: Sendable {
         let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey
         WebRoutes.add(to: &router) { webAppKey }
         var webSocket = WebSocketConfiguration()
-        webSocket.pingInterval = .seconds(configuration.pingIntervalSeconds)
+        webSocket.pingInterval = configuration.pingInterval
         RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,
-                                                                 heartbeatSeconds: configuration.pingIntervalSeconds),
+                                                                 heartbeatSeconds: Int(configuration.pingInterval.components.seconds)),
                            webSocket: webSocket)
         do {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
@@ -127,7 +127,7 @@ public final class ParleyServer: Sendable {
         }
         let path = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
         var storeConfiguration = SQLiteStore.Configuration()
-        storeConfiguration.synchronous = configuration.sqliteSynchronous == "normal" ? .normal : .full
+        storeConfiguration.synchronous = configuration.sqliteSynchronous
         let store: SQLiteStore
         do {
             store = try SQLiteStore(path: path, configuration: storeConfiguration)
@@ -191,7 +191,7 @@ public final class ParleyServer: Sendable {
     /// store finishes its queued writes and closes.
     public func shutdown() async {
         collector.cancel()
-        await http.shutdown(timeout: .seconds(configuration.shutdownTimeoutSeconds))
+        await http.shutdown(timeout: configuration.shutdownTimeout)
         group.shutdown()
         store.close()
     }

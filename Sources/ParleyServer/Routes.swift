@@ -49,7 +49,7 @@ enum Routes {
         var webSocket = WebSocketConfiguration()
         webSocket.maxMessageSize = configuration.maxMessageBytes
         webSocket.maxQueuedBytes = max(webSocket.maxQueuedBytes, 2 * configuration.maxMessageBytes + 1024)
-        webSocket.pingInterval = .seconds(configuration.pingIntervalSeconds)
+        webSocket.pingInterval = configuration.pingInterval
         router.webSocket("/echo/ws", configuration: webSocket) { _ in
             WebSocketHandler(onMessage: { socket, message in
                 switch message {

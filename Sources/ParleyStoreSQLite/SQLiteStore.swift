@@ -20,9 +20,9 @@ public final class SQLiteStore: Store {
     /// How hard SQLite works to survive power loss (PRAGMA synchronous). See docs/storage.md.
     public enum Synchronous: String, Sendable, CaseIterable {
         /// fsync the WAL on every commit: a committed write survives power loss.
-        case full = "FULL"
+        case full
         /// fsync only at checkpoints: survives kill -9, may lose the last commits on power loss.
-        case normal = "NORMAL"
+        case normal
     }
 
     /// Engine settings.
@@ -59,7 +59,7 @@ public final class SQLiteStore: Store {
         do {
             try writeConnection.run("""
                 PRAGMA journal_mode = WAL;
-                PRAGMA synchronous = \(configuration.synchronous.rawValue);
+                PRAGMA synchronous = \(configuration.synchronous.rawValue.uppercased());
                 PRAGMA foreign_keys = ON;
                 PRAGMA temp_store = MEMORY;
                 PRAGMA cache_size = -32000;

@@ -73,7 +73,7 @@ case .run(let configuration):
 
     var received: Int32 = 0
     sigwait(&stopSignals, &received)
-    say("Shutting down: finishing in-flight requests (at most \(configuration.shutdownTimeoutSeconds) s)")
+    say("Shutting down: finishing in-flight requests (at most \(configuration.shutdownTimeout.components.seconds) s)")
     _ = blocking { await server.shutdown() }
     say("Stopped.")
     exit(0)

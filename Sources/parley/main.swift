@@ -1,5 +1,6 @@
 import Foundation
 import Parley
+import ParleyOptions
 import ParleyWire
 
 // parley: the terminal client. Scriptable commands over the Parley SDK; state (token,
@@ -61,39 +62,120 @@ let commandHelp: [String: String] = [
 /// A command-line mistake.
 struct UsageError: Error { var message: String }
 
-/// The parsed command line: positional words and `--name value` options (`--flag` alone is "true").
-struct Arguments {
-    var words: [String] = []
-    var options: [String: String] = [:]
-    static let flags: Set<String> = ["json", "everywhere", "help", "thumbnail"]
+/// Everything the command line can set. Each option is declared once (``Arguments/globalOptions``,
+/// ``Arguments/commandOptions``): its flag, environment variable, help and type.
+struct CommandLineSettings {
+    var server: String?
+    var appKey: String?
+    var help = false
+    var json = false
+    var everywhere = false
+    var displayName: String?
+    var limit: Int?
+    var offset: Int?
+    var before: Int64?
+    var sort: UserSort = .username
+    var to: String?
+    var location: String?
+    var photo: String?
+    var video: String?
+    var audio: String?
+    var file: String?
+    var thumbnailImage: String?
+    var duration: Double?
+    var thumbnail = false
+    var output: String?
+    var conversation: String?
+}
 
-    init(_ raw: [String]) throws {
-        var rest = raw[...]
-        while let argument = rest.popFirst() {
-            if argument == "-h" { options["help"] = "true"; continue }
-            guard argument.hasPrefix("--") else { words.append(argument); continue }
-            let name = String(argument.dropFirst(2))
-            if let equals = name.firstIndex(of: "=") {
-                options[String(name[..<equals])] = String(name[name.index(after: equals)...])
-            } else if Self.flags.contains(name) {
-                options[name] = "true"
-            } else {
-                guard let value = rest.popFirst() else { throw UsageError(message: "--\(name) needs a value") }
-                options[name] = value
+/// The parsed command line: the command, its positional words and the settings.
+struct Arguments {
+    typealias Declared = Option<CommandLineSettings>
+
+    /// The command's name and the words after it.
+    var words: [String] = []
+    var settings = CommandLineSettings()
+
+    /// Options every command takes.
+    static var globalOptions: [Declared] {
+        [
+            .text("--server", "PARLEY_SERVER", \.server, value: "<url>", help: "The server (else what the last register or login saved)."),
+            .text("--app-key", "PARLEY_APP_KEY", \.appKey, value: "<key>", help: "The app's public key (else the saved one)."),
+            .toggle("--help", nil, \.help, help: "Show the command's help."),
+        ]
+    }
+
+    /// Each command's own options. The same flag may mean different things to two commands
+    /// (`download --thumbnail` is a switch, `send --thumbnail IMAGE` a file).
+    static var commandOptions: [String: [Declared]] {
+        let limit = Declared.integer("--limit", nil, in: 1...200, \.limit, help: "How many (the server's default otherwise).")
+        let json = Declared.toggle("--json", nil, \.json, help: "Print JSON instead of columns.")
+        let seconds = Declared("--duration", value: "<s>", environment: nil, help: "The clip's length in seconds.") { settings, text, source in
+            guard let value = Double(text), value.isFinite, value >= 0 else { throw OptionError("\(source) must be a number of seconds, not '\(text)'") }
+            settings.duration = value
+        }
+        return [
+            "register": [.text("--display-name", nil, \.displayName, value: "<name>", help: "The name others see (default: the username).")],
+            "login": [],
+            "logout": [.toggle("--everywhere", nil, \.everywhere, help: "Sign out every device of the account.")],
+            "whoami": [],
+            "users": [limit, .integer("--offset", nil, in: 0...10_000, \.offset, help: "Skip this many."),
+                      .choice("--sort", nil, \.sort, help: "The order (default username; '-' first for descending).")],
+            "conversations": [limit],
+            "send": [
+                .text("--to", nil, \.to, value: "<alice,bob>", help: "Send to people by username (the direct chat or the group of exactly them)."),
+                .text("--location", nil, \.location, value: "<lat,lon>", help: "Send a location instead of text."),
+                .text("--photo", nil, \.photo, value: "<path>", help: "Upload and send a photo; the words become its caption."),
+                .text("--video", nil, \.video, value: "<path>", help: "Upload and send a video (needs --thumbnail)."),
+                .text("--audio", nil, \.audio, value: "<path>", help: "Upload and send an audio clip."),
+                .text("--file", nil, \.file, value: "<path>", help: "Upload and send any file."),
+                .text("--thumbnail", nil, \.thumbnailImage, value: "<image>", help: "A video's still (JPEG or PNG)."),
+                seconds,
+            ],
+            "download": [.toggle("--thumbnail", nil, \.thumbnail, help: "Save a photo's server-made thumbnail instead."),
+                         .text("--output", nil, \.output, value: "<path>", help: "Where to save it (default: its name, here).")],
+            "history": [limit, .integer("--before", nil, in: 0...Int64.max, \.before, value: "<seq>", help: "Messages before this seq."), json],
+            "edit": [],
+            "delete": [],
+            "chat": [],
+            "listen": [.text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation's events."), json],
+        ]
+    }
+
+    /// The parser for `command` (nil: the globals only).
+    static func parser(for command: String?) -> OptionParser<CommandLineSettings> {
+        OptionParser(globalOptions + (command.flatMap { commandOptions[$0] } ?? []))
+    }
+
+    init(_ raw: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        // The command is the first word that is not a global option's value.
+        var command: String?
+        var index = 0
+        while index < raw.count {
+            let argument = raw[index]
+            if argument == "--server" || argument == "--app-key" {
+                index += 2
+                continue
             }
+            if !argument.hasPrefix("-") {
+                command = argument
+                break
+            }
+            index += 1
+        }
+        let arguments = raw.map { $0 == "-h" ? "--help" : $0 }
+        let known = command.map { Self.commandOptions[$0] != nil || $0 == "help" } ?? true
+        do {
+            (words, _) = try Self.parser(for: known ? command : nil).parse(arguments, environment: environment, into: &settings)
+        } catch {
+            throw UsageError(message: error.message)
         }
     }
 
-    func int(_ name: String) throws -> Int? {
-        guard let text = options[name] else { return nil }
-        guard let value = Int(text), value >= 0 else { throw UsageError(message: "--\(name) must be a whole number") }
-        return value
-    }
-
-    func double(_ name: String) throws -> Double? {
-        guard let text = options[name] else { return nil }
-        guard let value = Double(text), value.isFinite, value >= 0 else { throw UsageError(message: "--\(name) must be a number of seconds") }
-        return value
+    /// `--help` text for `command`: its usage, then its options as declared.
+    static func help(for command: String) -> String? {
+        guard let usage = commandHelp[command] else { return nil }
+        return usage + "\n\nOPTIONS:\n" + parser(for: command).helpLines(flagWidth: 26)
     }
 }
 
@@ -157,7 +239,7 @@ func json(_ value: some Encodable) throws -> String {
 }
 
 func content(_ arguments: Arguments, words: ArraySlice<String>) throws -> MessageContent {
-    if let location = arguments.options["location"] {
+    if let location = arguments.settings.location {
         let parts = location.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
         guard parts.count == 2, let latitude = parts[0], let longitude = parts[1] else {
             throw UsageError(message: "--location is LAT,LON, for example 52.52,13.405")
@@ -171,19 +253,22 @@ func content(_ arguments: Arguments, words: ArraySlice<String>) throws -> Messag
 
 /// The media `send` was asked to upload, if any.
 func outgoingMedia(_ arguments: Arguments) throws -> OutgoingMedia? {
-    func file(_ option: String) throws -> URL? {
-        guard let path = arguments.options[option] else { return nil }
+    let settings = arguments.settings
+    func file(_ option: String, _ path: String?) throws -> URL? {
+        guard let path else { return nil }
         guard FileManager.default.isReadableFile(atPath: path) else { throw UsageError(message: "--\(option): cannot read \(path)") }
         return URL(fileURLWithPath: path)
     }
-    let chosen = ["photo", "video", "audio", "file"].filter { arguments.options[$0] != nil }
+    let chosen = [settings.photo, settings.video, settings.audio, settings.file].compactMap { $0 }
     guard chosen.count <= 1 else { throw UsageError(message: "send one of --photo, --video, --audio or --file at a time") }
-    if let photo = try file("photo") { return .photo(try Data(contentsOf: photo)) }
-    if let audio = try file("audio") { return .audio(file: audio, durationSeconds: try arguments.double("duration")) }
-    if let any = try file("file") { return .file(any) }
-    if let video = try file("video") {
-        guard let thumbnail = try file("thumbnail") else { throw UsageError(message: "--video needs --thumbnail IMAGE (a JPEG or PNG still)") }
-        return .video(file: video, thumbnail: try Data(contentsOf: thumbnail), durationSeconds: try arguments.double("duration"))
+    if let photo = try file("photo", settings.photo) { return .photo(try Data(contentsOf: photo)) }
+    if let audio = try file("audio", settings.audio) { return .audio(file: audio, durationSeconds: settings.duration) }
+    if let any = try file("file", settings.file) { return .file(any) }
+    if let video = try file("video", settings.video) {
+        guard let thumbnail = try file("thumbnail", settings.thumbnailImage) else {
+            throw UsageError(message: "--video needs --thumbnail IMAGE (a JPEG or PNG still)")
+        }
+        return .video(file: video, thumbnail: try Data(contentsOf: thumbnail), durationSeconds: settings.duration)
     }
     return nil
 }
@@ -217,15 +302,14 @@ func run(_ raw: [String]) async throws {
         output(overview)
         return
     }
-    if arguments.options["help"] != nil || command == "help" {
+    let settings = arguments.settings
+    if settings.help || command == "help" {
         let topic = command == "help" ? arguments.words.dropFirst().first : command
-        output(topic.flatMap { commandHelp[$0] } ?? overview)
+        output(topic.flatMap { Arguments.help(for: $0) } ?? overview)
         return
     }
     let saved = Home.loadConfig()
-    let environment = ProcessInfo.processInfo.environment
-    guard let server = arguments.options["server"] ?? environment["PARLEY_SERVER"] ?? saved?.server,
-          let appKey = arguments.options["app-key"] ?? environment["PARLEY_APP_KEY"] ?? saved?.appKey else {
+    guard let server = settings.server ?? saved?.server, let appKey = settings.appKey ?? saved?.appKey else {
         throw UsageError(message: "which server? pass --server URL --app-key KEY (or set PARLEY_SERVER and PARLEY_APP_KEY)")
     }
     let client = ParleyClient(server: server, appKey: appKey, store: FileStateStore(path: Home.statePath))
@@ -235,34 +319,30 @@ func run(_ raw: [String]) async throws {
     case "register", "login":
         guard let username = words.first else { throw UsageError(message: "\(command) needs a username") }
         let user = command == "register"
-            ? try await client.register(username: username, password: try password(), displayName: arguments.options["display-name"], device: "parley CLI")
+            ? try await client.register(username: username, password: try password(), displayName: settings.displayName, device: "parley CLI")
             : try await client.signIn(username: username, password: try password(), device: "parley CLI")
         try Home.save(.init(server: server, appKey: appKey))
         output("signed in as \(user.username) (\(user.id.rawValue))")
     case "logout":
-        try await client.signOut(everywhere: arguments.options["everywhere"] != nil)
+        try await client.signOut(everywhere: settings.everywhere)
         output("signed out")
     case "whoami":
         guard let user = await client.currentUser else { throw ParleyError.notSignedIn }
         output("\(user.username)\t\(user.displayName)\t\(user.id.rawValue)")
     case "users":
         guard words.first == "search" else { throw UsageError(message: "try: parley users search [QUERY]") }
-        let sort = try arguments.options["sort"].map { name in
-            guard let sort = UserSort(rawValue: name) else { throw UsageError(message: "--sort is one of \(UserSort.allCases.map(\.rawValue).joined(separator: ", "))") }
-            return sort
-        } ?? .username
-        let page = try await client.searchUsers(words.dropFirst().joined(separator: " "), limit: try arguments.int("limit") ?? 20,
-                                                offset: try arguments.int("offset") ?? 0, sort: sort)
+        let page = try await client.searchUsers(words.dropFirst().joined(separator: " "), limit: settings.limit ?? 20,
+                                                offset: settings.offset ?? 0, sort: settings.sort)
         for user in page.users { output("\(user.username)\t\(user.displayName)\t\(user.id.rawValue)") }
     case "conversations":
-        let page = try await client.conversations(limit: try arguments.int("limit") ?? 30)
+        let page = try await client.conversations(limit: settings.limit ?? 30)
         for conversation in page.conversations {
             let name = conversation.title ?? conversation.peer?.username ?? "(untitled)"
             let last = conversation.lastMessage.map { "\($0.sender.username): \(text(of: $0))" } ?? ""
             output("\(conversation.id.rawValue)\t\(conversation.kind.rawValue)\t\(name)\tunread \(conversation.unreadCount)\t\(last)")
         }
     case "send":
-        if let to = arguments.options["to"] {
+        if let to = settings.to {
             let names = to.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             let answer = try await client.send(try content(arguments, words: words), toUsernames: names)
             for name in answer.invalidUsernames { complain("no user named '\(name)'; left out") }
@@ -283,9 +363,9 @@ func run(_ raw: [String]) async throws {
         }
     case "download":
         guard let attachment = words.first else { throw UsageError(message: "download needs an attachment id (history --json shows them)") }
-        let variant: MediaVariant = arguments.options["thumbnail"] != nil ? .thumbnail : .original
+        let variant: MediaVariant = settings.thumbnail ? .thumbnail : .original
         let cached = try await client.download(attachment, variant: variant)
-        var target = arguments.options["output"]
+        var target = settings.output
         if target == nil {
             let name = try await client.mediaInfo(attachment).name.map { (($0 as NSString).lastPathComponent) } ?? attachment
             target = variant == .thumbnail ? name + ".thumbnail.jpg" : name
@@ -296,9 +376,8 @@ func run(_ raw: [String]) async throws {
         output(destination.path)
     case "history":
         guard let conversation = words.first else { throw UsageError(message: "history needs a conversation id") }
-        let page = try await client.history(of: ConversationID(rawValue: conversation), before: (try arguments.int("before")).map(Int64.init),
-                                            limit: try arguments.int("limit") ?? 50)
-        if arguments.options["json"] != nil {
+        let page = try await client.history(of: ConversationID(rawValue: conversation), before: settings.before, limit: settings.limit ?? 50)
+        if settings.json {
             output(try json(page))
         } else {
             for message in page.messages {
@@ -318,8 +397,7 @@ func run(_ raw: [String]) async throws {
         guard let conversation = words.first else { throw UsageError(message: "chat needs a conversation id (parley conversations lists them)") }
         try await ChatScreen.run(client, conversation: ConversationID(rawValue: conversation))
     case "listen":
-        try await listen(client, conversation: arguments.options["conversation"].map(ConversationID.init(rawValue:)),
-                         json: arguments.options["json"] != nil)
+        try await listen(client, conversation: settings.conversation.map(ConversationID.init(rawValue:)), json: settings.json)
     default:
         throw UsageError(message: "unknown command '\(command)'")
     }

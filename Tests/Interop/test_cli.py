@@ -287,6 +287,15 @@ def test_send_a_photo_and_a_file_then_download_them(server, tmp_path):
     refused = eve.run("download", photo_content["attachmentId"], "--output", str(tmp_path / "no.jpg"))
     assert refused.returncode == 1 and "no such attachment" in refused.stderr
     assert ana.run("send", conversation, "--video", str(photo)).returncode == 2
+    # As docs/media.md writes it: --thumbnail takes the still's path for send (for download it
+    # is a switch). The flat option parser before per-command declarations took the path as
+    # a caption word and refused the send.
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(media.mp4())
+    sent = ana.run("send", conversation, "--video", str(clip), "--thumbnail", str(photo), "--duration", "12", "at", "sea")
+    assert sent.returncode == 0, sent.stderr
+    video = json.loads(bob.run("history", conversation, "--json").stdout)["messages"][-1]["content"]
+    assert video["type"] == "video" and video["durationSeconds"] == 12 and video["caption"] == "at sea" and video["thumbnailId"]
     text = tmp_path / "notes.txt"
     text.write_text("not a picture")
     refused = ana.run("send", conversation, "--photo", str(text))

@@ -1,6 +1,9 @@
+import Foundation
 import Testing
 @testable import ParleyServer
 import ParleyNet
+import ParleyOptions
+import ParleyStoreSQLite
 
 struct ServerConfigurationTests {
     @Test func defaults() throws {
@@ -132,10 +135,10 @@ struct ServerConfigurationTests {
             Issue.record("expected run")
             return
         }
-        #expect(configuration.sqliteSynchronous == "normal")
+        #expect(configuration.sqliteSynchronous == .normal)
         #expect(configuration.argon2Passes == 3 && configuration.argon2MemoryMiB == 128)
         #expect(configuration.signUpsPerHour == 10)
-        #expect(ServerConfiguration().sqliteSynchronous == "full", "the default survives power loss")
+        #expect(ServerConfiguration().sqliteSynchronous == .full, "the default survives power loss")
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--sqlite-synchronous", "off"]) }
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--argon2-passes", "0"]) }
     }
@@ -153,5 +156,56 @@ struct ContentRangeTests {
                       "bytes 0-9999999999999999999/10000000000000000000", "", "bytes "])
     func anythingElseIsRefused(_ header: String) {
         #expect(ContentRange.parse(header) == nil)
+    }
+}
+
+/// The options are declared once; help, environment and parsing come from the declarations.
+struct OptionDeclarationTests {
+    @Test func everyOptionHasItsEnvironmentVariableAndAHelpLine() throws {
+        let parser = ServerConfiguration.parser
+        let help = ServerConfiguration.helpText
+        for option in parser.options {
+            let expected = "PARLEY_" + option.flag.dropFirst(2).uppercased().replacingOccurrences(of: "-", with: "_")
+            #expect(option.environment == expected, "\(option.flag) is read from \(expected)")
+            #expect(help.contains(option.flag) && help.contains("[\(expected)]"), "\(option.flag) in --help")
+            #expect(option.help.hasSuffix(".") && option.help.count > 10)
+        }
+        #expect(parser.options.count >= 29)
+    }
+
+    @Test func theEnvironmentSetsWhatTheFlagSetsAndTheFlagWins() throws {
+        let parser = ServerConfiguration.parser
+        for option in parser.options where option.valueName == "<s>" || option.valueName == "<n>" {
+            // One valid value for each: the lowest of its range is always accepted.
+            var fromFlag = ServerConfiguration(), fromEnvironment = ServerConfiguration()
+            let value = option.flag == "--max-message-bytes" ? "125" : option.flag == "--max-queued-bytes" ? "65536"
+                : option.flag == "--thumbnail-size" ? "16" : "1"
+            _ = try parser.parse([option.flag, value], environment: [:], into: &fromFlag)
+            _ = try parser.parse([], environment: [try #require(option.environment): value], into: &fromEnvironment)
+            #expect(fromFlag == fromEnvironment, "\(option.flag)")
+            #expect(fromFlag != ServerConfiguration() || option.flag == "--port" && value == "8080", "\(option.flag) changed nothing")
+        }
+        guard case .run(let both) = try ServerConfiguration.parse(["--port", "9001"], environment: ["PARLEY_PORT": "9002"]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(both.port == 9001)
+    }
+
+    @Test func typedValuesAreParsedOnceAtTheEdge() throws {
+        guard case .run(let configuration) = try ServerConfiguration.parse(
+            ["--sqlite-synchronous", "NORMAL", "--shutdown-timeout", "3", "--ping-interval=7"]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(configuration.sqliteSynchronous == .normal)
+        #expect(configuration.shutdownTimeout == .seconds(3) && configuration.pingInterval == .seconds(7))
+        #expect(throws: ServerConfiguration.UsageError(message: "--sqlite-synchronous must be one of full, normal, not 'fast'")) {
+            try ServerConfiguration.parse(["--sqlite-synchronous", "fast"])
+        }
+        #expect(throws: ServerConfiguration.UsageError(message: "environment value for --ping-interval must be a whole number from 1 to 3600, not '0'")) {
+            try ServerConfiguration.parse([], environment: ["PARLEY_PING_INTERVAL": "0"])
+        }
+        #expect(throws: ServerConfiguration.UsageError(message: "unknown argument 'serve'")) { try ServerConfiguration.parse(["serve"]) }
     }
 }
