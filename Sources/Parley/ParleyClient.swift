@@ -86,18 +86,16 @@ public actor ParleyClient {
     private var commandCounter = 0
     private var waiting: [String: CheckedContinuation<ServerFrame, any Error>] = [:]
     private var sendsInFlight: [String: String] = [:]  // command id → client id
-    private var eventListeners: [UUID: AsyncStream<LiveEvent>.Continuation] = [:]
-    private var stateListeners: [UUID: AsyncStream<ConnectionState>.Continuation] = [:]
-    private var outgoingListeners: [UUID: AsyncStream<OutgoingUpdate>.Continuation] = [:]
+    private var eventListeners = Listeners<LiveEvent>()
+    private var stateListeners = Listeners<ConnectionState>()
+    private var outgoingListeners = Listeners<OutgoingUpdate>()
     private var pendingDelivered: [ConversationID: Int64] = [:]
     private var deliveredFlushScheduled = false
-    /// Other members' watermarks per conversation, for outgoing statuses.
-    private var watermarks: [ConversationID: [UserID: (delivered: Int64, read: Int64)]] = [:]
+    /// Where this client's own messages stand, from the other members' watermarks.
+    private var receipts = ReceiptTracker()
     /// How recent sends ended, for ``waitUntilSent(_:)`` calls made after the fact (the last 1,000).
     private var finished: [String: Result<Message, ParleyError>] = [:]
     private var finishedOrder: [String] = []
-    /// This client's sent messages not yet read by everyone: conversation → (seq, client id).
-    private var unread: [ConversationID: [(seq: Int64, clientID: String, delivered: Bool)]] = [:]
 
     /// A client of the server at `server` (`http://host:port`) for the app with `appKey`,
     /// keeping its token, position and outbox in `store` (default: memory only) and
@@ -339,11 +337,7 @@ public actor ParleyClient {
 
     /// Every live event from now on (each call gets its own stream).
     public func events() -> AsyncStream<LiveEvent> {
-        let (stream, continuation) = AsyncStream<LiveEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
-        let id = UUID()
-        eventListeners[id] = continuation
-        continuation.onTermination = { _ in Task { await self.removeEventListener(id) } }
-        return stream
+        eventListeners.add(buffer: 10_000) { id in Task { await self.forget(id, from: .events) } }
     }
 
     /// The events of one conversation.
@@ -360,38 +354,39 @@ public actor ParleyClient {
 
     /// The connection state now and every change after.
     public func connectionStates() -> AsyncStream<ConnectionState> {
-        let (stream, continuation) = AsyncStream<ConnectionState>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        let id = UUID()
-        stateListeners[id] = continuation
-        continuation.yield(connectionState)
-        continuation.onTermination = { _ in Task { await self.removeStateListener(id) } }
-        return stream
+        stateListeners.add(buffer: 64, first: connectionState) { id in Task { await self.forget(id, from: .states) } }
     }
 
     /// Status changes of this client's outgoing messages.
     public func outgoingUpdates() -> AsyncStream<OutgoingUpdate> {
-        let (stream, continuation) = AsyncStream<OutgoingUpdate>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
-        let id = UUID()
-        outgoingListeners[id] = continuation
-        continuation.onTermination = { _ in Task { await self.removeOutgoingListener(id) } }
-        return stream
+        outgoingListeners.add(buffer: 10_000) { id in Task { await self.forget(id, from: .outgoing) } }
     }
 
     /// The last event position processed (what a reconnect resumes from).
     public var position: Int64? { state.position }
 
-    private func removeEventListener(_ id: UUID) { eventListeners[id] = nil }
-    private func removeStateListener(_ id: UUID) { stateListeners[id] = nil }
-    private func removeOutgoingListener(_ id: UUID) { outgoingListeners[id] = nil }
+    private enum ListenerKind: Sendable { case events, states, outgoing }
+
+    private func forget(_ id: UUID, from kind: ListenerKind) {
+        switch kind {
+        case .events: eventListeners.remove(id)
+        case .states: stateListeners.remove(id)
+        case .outgoing: outgoingListeners.remove(id)
+        }
+    }
 
     private func setState(_ new: ConnectionState) {
         guard new != connectionState else { return }
         connectionState = new
-        for continuation in stateListeners.values { continuation.yield(new) }
+        stateListeners.yield(new)
     }
 
     private func publish(_ update: OutgoingUpdate) {
-        for continuation in outgoingListeners.values { continuation.yield(update) }
+        outgoingListeners.yield(update)
+    }
+
+    private func publish(_ updates: [OutgoingUpdate]) {
+        for update in updates { outgoingListeners.yield(update) }
     }
 
     private func runLive() async {
@@ -476,7 +471,7 @@ public actor ParleyClient {
     }
 
     private func emit(_ event: LiveEvent) {
-        for continuation in eventListeners.values { continuation.yield(event) }
+        eventListeners.yield(event)
     }
 
     private func advance(to position: Int64) {
@@ -504,12 +499,11 @@ public actor ParleyClient {
             if let seq = event.seq { scheduleDelivered(event.conversationID, seq) }
         case .receiptUpdated where event.userID != me:
             guard let user = event.userID else { break }
-            watermarks[event.conversationID, default: [:]][user] = (event.deliveredSeq ?? 0, event.readSeq ?? 0)
-            updateStatuses(in: event.conversationID)
+            publish(receipts.receipt(user, delivered: event.deliveredSeq ?? 0, read: event.readSeq ?? 0, in: event.conversationID))
         case .memberAdded where event.userID != me:
-            if let user = event.userID { watermarks[event.conversationID, default: [:]][user] = (0, 0) }
+            if let user = event.userID { receipts.joined(user, in: event.conversationID) }
         case .memberRemoved:
-            if let user = event.userID { watermarks[event.conversationID]?[user] = nil }
+            if let user = event.userID { publish(receipts.left(user, in: event.conversationID)) }
         default:
             break
         }
@@ -552,10 +546,9 @@ public actor ParleyClient {
         if case .ack(_, .sent(_, let message)) = frame {
             state.outbox.remove(at: index)
             persist()
-            unread[item.conversationID, default: []].append((message.seq, clientID, false))
             remember(clientID, .success(message))
             publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .sent(message)))
-            updateStatuses(in: item.conversationID)
+            publish(receipts.sent(clientID, seq: message.seq, in: item.conversationID))
         } else if let error = frame.error, !error.isTemporary {
             state.outbox.remove(at: index)
             persist()
@@ -572,39 +565,11 @@ public actor ParleyClient {
         if finishedOrder.count > 1_000 { finished[finishedOrder.removeFirst()] = nil }
     }
 
-    /// Moves this client's messages to delivered / read as the other members' watermarks pass them.
-    private func updateStatuses(in conversation: ConversationID) {
-        guard var mine = unread[conversation], !mine.isEmpty, let others = watermarks[conversation], !others.isEmpty else { return }
-        let delivered = others.values.map(\.delivered).min() ?? 0
-        let read = others.values.map(\.read).min() ?? 0
-        var kept: [(seq: Int64, clientID: String, delivered: Bool)] = []
-        for entry in mine {
-            if entry.seq <= read {
-                publish(OutgoingUpdate(clientID: entry.clientID, conversationID: conversation, status: .read))
-            } else if entry.seq <= delivered, !entry.delivered {
-                publish(OutgoingUpdate(clientID: entry.clientID, conversationID: conversation, status: .delivered))
-                kept.append((entry.seq, entry.clientID, true))
-            } else {
-                kept.append(entry)
-            }
-        }
-        mine = kept
-        unread[conversation] = mine
-    }
-
     /// Learns the other members' watermarks (once per conversation) so statuses can move.
     public func track(_ conversation: ConversationID) async throws {
         let list: ReceiptList = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/receipts", query: [("limit", "100")],
                                                     token: try requireToken())
-        let me = state.user?.id
-        var marks: [UserID: (delivered: Int64, read: Int64)] = [:]
-        for receipt in list.receipts where receipt.userID != me { marks[receipt.userID] = (receipt.deliveredSeq, receipt.readSeq) }
-        for (user, mark) in watermarks[conversation] ?? [:] {
-            let known = marks[user] ?? (0, 0)
-            marks[user] = (max(known.delivered, mark.delivered), max(known.read, mark.read))
-        }
-        watermarks[conversation] = marks
-        updateStatuses(in: conversation)
+        publish(receipts.learn(list.receipts, except: state.user?.id, in: conversation))
     }
 
     // MARK: - Commands

@@ -47,7 +47,7 @@ extension Chat {
         var status: DeliveryStatus?
         if let caller, caller == authorKey {
             if let lowest {
-                status = seq <= lowest.read ? .read : seq <= lowest.delivered ? .delivered : .sent
+                status = DeliveryStatus.of(seq: seq, lowestDelivered: lowest.delivered, lowestRead: lowest.read)
             } else {
                 status = .sent
             }

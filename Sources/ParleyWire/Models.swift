@@ -186,6 +186,21 @@ public enum DeliveryStatus: String, Hashable, Codable, Sendable {
     case read
 }
 
+extension DeliveryStatus {
+    /// The rule, in one place: a message at `seq` is read once every other member's read
+    /// watermark reached it, delivered once every other member's delivered watermark did,
+    /// and sent before. The server (history, events), the SDK (live updates) and the web
+    /// client (`js/status.js`) all apply it; `Tests/ParleyChatTests/Fixtures/delivery-status.json`
+    /// holds the cases each is tested against.
+    ///
+    /// - Parameters:
+    ///   - lowestDelivered: the lowest delivered watermark among the other members.
+    ///   - lowestRead: the lowest read watermark among the other members.
+    public static func of(seq: Int64, lowestDelivered: Int64, lowestRead: Int64) -> DeliveryStatus {
+        seq <= lowestRead ? .read : seq <= lowestDelivered ? .delivered : .sent
+    }
+}
+
 /// The sender as a bubble shows it (MessageKit's `SenderType`).
 public struct Sender: Hashable, Codable, Sendable {
     /// The stable id the server issued.

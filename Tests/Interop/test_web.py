@@ -4,6 +4,7 @@ live; a third session of the first person sees the same history; a page that was
 while the server restarted catches up without a reload. Screenshots of the main screens go
 to reports/screenshots/ (copied into docs/screenshots/ for the README)."""
 import os
+import json
 import re
 import shutil
 import socket
@@ -350,7 +351,7 @@ def test_the_app_is_served_with_a_strict_policy_and_nothing_else(server):
     status, config, _ = anyone.request_bytes("GET", "/app/config.json", authenticated=False, json_answer=True)
     assert config["appKey"] == server.app_key
     # The page never puts markup from data into the document: no innerHTML, no eval.
-    for script in ["app.js", "dom.js", "markdown.js", "api.js", "live.js"]:
+    for script in ["app.js", "dom.js", "markdown.js", "api.js", "live.js", "status.js"]:
         source = anyone.request_bytes("GET", f"/app/js/{script}", authenticated=False)[1].decode()
         assert "innerHTML" not in source and "eval(" not in source and "insertAdjacentHTML" not in source, script
 
@@ -465,3 +466,15 @@ def test_a_photo_upload_cut_off_midway_is_resumed_by_the_page(server, browsers, 
         assert not ida.find(".messages .failed"), "nothing shows as not sent"
     finally:
         proxy.close()
+
+
+def test_the_pages_delivery_rule_is_the_servers(server, browsers):
+    """js/status.js against the cases ParleyWire's DeliveryStatus.of is tested with."""
+    cases = json.load(open(os.path.join(os.path.dirname(__file__), "..", "Fixtures", "delivery-status.json")))["cases"]
+    page = Browser(server); browsers.append(page)
+    got = page.driver.execute_async_script("""
+        const [cases, done] = arguments;
+        import("/app/js/status.js").then((m) => done(cases.map((c) =>
+            m.deliveryStatus(c.seq, c.others.map((o) => ({ deliveredSeq: o.delivered, readSeq: o.read }))))));
+        """, cases)
+    assert got == [case["status"] for case in cases]

@@ -85,3 +85,29 @@ struct JSONWriterTests {
         #expect(parsed?["d"] as? String == "quote \" back \\ tab \t nul \u{0} bell \u{7} é")
     }
 }
+
+/// The sent/delivered/read rule against the cases the web client's `status.js` is tested with.
+struct DeliveryStatusRuleTests {
+    struct Fixture: Decodable {
+        struct Case: Decodable {
+            struct Marks: Decodable { var delivered: Int64; var read: Int64 }
+            var seq: Int64
+            var others: [Marks]
+            var status: DeliveryStatus
+        }
+        var cases: [Case]
+    }
+
+    @Test func theRuleMatchesTheSharedCases() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/delivery-status.json")
+        let fixture = try JSONDecoder().decode(Fixture.self, from: try Data(contentsOf: url))
+        #expect(fixture.cases.count >= 9)
+        for item in fixture.cases {
+            let status = item.others.isEmpty ? DeliveryStatus.sent
+                : DeliveryStatus.of(seq: item.seq, lowestDelivered: item.others.map(\.delivered).min() ?? 0,
+                                    lowestRead: item.others.map(\.read).min() ?? 0)
+            #expect(status == item.status, "seq \(item.seq) with \(item.others.map { ($0.delivered, $0.read) })")
+        }
+    }
+}

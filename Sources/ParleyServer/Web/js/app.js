@@ -4,6 +4,7 @@ import { Api, ApiError, newID } from "./api.js";
 import { append, clear, h, icon } from "./dom.js";
 import { Live } from "./live.js";
 import { renderMarkdown } from "./markdown.js";
+import { deliveryStatus } from "./status.js";
 
 const root = document.getElementById("app");
 const store = {
@@ -501,9 +502,7 @@ function statusOf(message, conversation) {
   if (!receipts || receipts.size === 0) return message.status ?? "sent";
   const others = [...receipts.values()].filter((r) => r.userId !== state.me.id);
   if (others.length === 0) return message.status ?? "sent";
-  if (others.every((r) => r.readSeq >= message.seq)) return "read";
-  if (others.every((r) => r.deliveredSeq >= message.seq)) return "delivered";
-  return "sent";
+  return deliveryStatus(message.seq, others);
 }
 
 async function loadEarlier() {

@@ -1,0 +1,102 @@
+import Foundation
+import ParleyWire
+
+/// Where this client's own messages stand (sent → delivered → read), from the other members'
+/// watermarks as receipts arrive. Plain data: the client feeds it what it learns and publishes
+/// the updates it returns. The rule itself is ``DeliveryStatus/of(seq:lowestDelivered:lowestRead:)``.
+struct ReceiptTracker {
+    typealias OutgoingUpdate = ParleyClient.OutgoingUpdate
+
+    private struct Mine {
+        var seq: Int64
+        var clientID: String
+        var status: DeliveryStatus
+    }
+
+    /// Other members' watermarks per conversation.
+    private var watermarks: [ConversationID: [UserID: (delivered: Int64, read: Int64)]] = [:]
+    /// This client's sent messages not yet read by everyone.
+    private var mine: [ConversationID: [Mine]] = [:]
+
+    /// A message of this client's was stored with `seq`.
+    mutating func sent(_ clientID: String, seq: Int64, in conversation: ConversationID) -> [OutgoingUpdate] {
+        mine[conversation, default: []].append(Mine(seq: seq, clientID: clientID, status: .sent))
+        return updates(in: conversation)
+    }
+
+    /// Someone else's watermarks moved.
+    mutating func receipt(_ user: UserID, delivered: Int64, read: Int64, in conversation: ConversationID) -> [OutgoingUpdate] {
+        watermarks[conversation, default: [:]][user] = (delivered, read)
+        return updates(in: conversation)
+    }
+
+    /// Someone joined: nothing reached them yet.
+    mutating func joined(_ user: UserID, in conversation: ConversationID) {
+        watermarks[conversation, default: [:]][user] = (0, 0)
+    }
+
+    /// Someone left: they no longer count.
+    mutating func left(_ user: UserID, in conversation: ConversationID) -> [OutgoingUpdate] {
+        watermarks[conversation]?[user] = nil
+        return updates(in: conversation)
+    }
+
+    /// Every other member's watermarks as the server lists them, merged with what arrived
+    /// live meanwhile (watermarks only move forward).
+    mutating func learn(_ receipts: [Receipt], except me: UserID?, in conversation: ConversationID) -> [OutgoingUpdate] {
+        var marks: [UserID: (delivered: Int64, read: Int64)] = [:]
+        for receipt in receipts where receipt.userID != me { marks[receipt.userID] = (receipt.deliveredSeq, receipt.readSeq) }
+        for (user, mark) in watermarks[conversation] ?? [:] {
+            let known = marks[user] ?? (0, 0)
+            marks[user] = (max(known.delivered, mark.delivered), max(known.read, mark.read))
+        }
+        watermarks[conversation] = marks
+        return updates(in: conversation)
+    }
+
+    /// The statuses that moved; messages read by everyone are forgotten.
+    private mutating func updates(in conversation: ConversationID) -> [OutgoingUpdate] {
+        guard let messages = mine[conversation], !messages.isEmpty, let others = watermarks[conversation], !others.isEmpty else { return [] }
+        let lowestDelivered = others.values.map(\.delivered).min() ?? 0
+        let lowestRead = others.values.map(\.read).min() ?? 0
+        var updates: [OutgoingUpdate] = []
+        var kept: [Mine] = []
+        for var message in messages {
+            let status = DeliveryStatus.of(seq: message.seq, lowestDelivered: lowestDelivered, lowestRead: lowestRead)
+            if status != message.status {
+                message.status = status
+                updates.append(OutgoingUpdate(clientID: message.clientID, conversationID: conversation,
+                                              status: status == .read ? .read : .delivered))
+            }
+            if status != .read { kept.append(message) }
+        }
+        mine[conversation] = kept
+        return updates
+    }
+}
+
+/// The subscribers to one kind of update: each call of a stream method gets its own stream,
+/// and a stream that ends is forgotten. Used by ``ParleyClient`` for events, connection
+/// states and outgoing updates alike.
+struct Listeners<Value: Sendable> {
+    private var continuations: [UUID: AsyncStream<Value>.Continuation] = [:]
+
+    /// A new stream keeping the newest `buffer` values; `forget` is called with its id when
+    /// the consumer stops listening (hop back to the owner and call ``remove(_:)``).
+    mutating func add(buffer: Int, first: Value? = nil, forget: @escaping @Sendable (UUID) -> Void) -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(buffer))
+        let id = UUID()
+        continuations[id] = continuation
+        if let first { continuation.yield(first) }
+        continuation.onTermination = { _ in forget(id) }
+        return stream
+    }
+
+    /// Forgets a stream.
+    mutating func remove(_ id: UUID) { continuations[id] = nil }
+
+    /// Hands `value` to every stream.
+    func yield(_ value: Value) {
+        for continuation in continuations.values { continuation.yield(value) }
+    }
+}
