@@ -95,6 +95,24 @@ final class MediaService: Sendable {
     let metrics = Locked(MediaMetrics())
 
     /// A kept upload opened to append the rest, with its hashing and type check caught up.
+    /// The staging files one upload made, removed together when it ends (stored ones were
+    /// moved into the blob store first, so removing them is a no-op).
+    final class StagedFiles: @unchecked Sendable {
+        // @unchecked: used by one request's task only, one step after another.
+        private var files: [StagingFile] = []
+
+        func make(_ blobs: any BlobStore) throws -> StagingFile {
+            let file = try blobs.makeStagingFile()
+            files.append(file)
+            return file
+        }
+
+        func discardAll() {
+            for file in files { file.discard() }
+            files = []
+        }
+    }
+
     struct Resumed {
         var entry: PartialUploadStore.Entry
         var file: StagingFile
@@ -219,6 +237,35 @@ final class MediaService: Sendable {
         }
     }
 
+    /// What happens to an unfinished upload's kept bytes when its request ends.
+    private enum PartialFate {
+        /// Removed: the upload was stored, or refused for good.
+        case remove
+        /// Left as they are: the connection broke (a later request resumes), the continuation
+        /// was refused (the bytes are still valid), or another request had already finished it.
+        case keep
+    }
+
+    /// The body as received: the staging file, its size, hash and first bytes.
+    private struct ReceivedBody {
+        var file: StagingFile
+        var size: Int64
+        var hash: String
+        var prefix: [UInt8]
+    }
+
+    /// A photo's results: the file to store (metadata removed), its size, and the thumbnail.
+    private struct ProcessedPhoto {
+        var file: StagingFile
+        var size: (width: Int, height: Int)
+        var stripped: (hex: String, size: Int64)?
+        var thumbnail: (file: StagingFile, hex: String, info: MediaThumbnail)
+    }
+
+    /// `POST /v1/media` in four steps: receive the body (``receive(_:into:upload:partial:)``),
+    /// check it is what it claims, process photos (``processPhoto(_:format:staged:)``), store and
+    /// record it (``storeAndRecord(_:_:file:thumbnail:)``). A resumable upload (client id and
+    /// length) is claimed for the request's duration, and its kept bytes' fate is decided once.
     private func storeUpload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
         var upload = try uploadRequest(request)
         if let clientID = upload.clientID, let existing = try await chat.existingUpload(caller, clientID: clientID) {
@@ -228,58 +275,78 @@ final class MediaService: Sendable {
             throw ChatError.tooManyUploads(limit: configuration.concurrentUploadsPerUser)
         }
         defer { releaseUploadSlot(caller.userKey) }
-        var staged: [StagingFile] = []
-        defer { for file in staged { file.discard() } }
-
-        // 1. The body, to disk as it arrives. With a client id and a length the bytes are kept
-        //    if the connection breaks, and a later request sends the rest (Content-Range).
-        var partial: PartialKey?
-        if upload.resumable, let clientID = upload.clientID {
-            let key = PartialKey(user: caller.userKey, clientID: clientID)
-            var interrupt: (@Sendable () -> Void)?
-            if case .stream(let stream) = request.body {
-                interrupt = { stream.interrupt(with: ChatError.uploadSuperseded) }
-            }
-            // A request for this upload while an older one still receives it takes over: the
-            // client came back on a new connection, the old one is dead.
-            _ = await claim(key, interrupt: interrupt, takeOver: true)
-            partial = key
+        let staged = StagedFiles()
+        defer { staged.discardAll() }
+        guard upload.resumable, let clientID = upload.clientID else {
+            let body = try await receive(request, into: try staged.make(blobs), upload: upload, partial: nil)
+            return try await store(caller, upload, body, staged: staged)
         }
-        var keepPartial = false
+        let key = PartialKey(user: caller.userKey, clientID: clientID)
+        // A request for this upload while an older one still receives it takes over: the
+        // client came back on a new connection, the old one is dead.
+        var interrupt: (@Sendable () -> Void)?
+        if case .stream(let stream) = request.body { interrupt = { stream.interrupt(with: ChatError.uploadSuperseded) } }
+        _ = await claim(key, interrupt: interrupt, takeOver: true)
+        var fate = PartialFate.keep
         defer {
-            if let partial {
-                if !keepPartial { partials.remove(user: partial.user, clientID: partial.clientID) }
-                unclaim(partial)
-            }
+            if fate == .remove { partials.remove(user: key.user, clientID: key.clientID) }
+            unclaim(key)
         }
-        if let partial, let existing = try await chat.existingUpload(caller, clientID: partial.clientID) {
-            keepPartial = true  // the request it took over from had finished: nothing to remove
-            return (existing, false)
-        }
-        let original: StagingFile
-        var prefix: [UInt8] = []
-        var received: Int64 = 0
-        var hasher = SHA256()
-        if let resume = upload.resume, let partial {
-            keepPartial = true  // a refused continuation leaves the kept bytes as they were
-            let kept = try await resumePartial(partial, upload, resume)
-            (original, received, hasher, prefix) = (kept.file, kept.entry.receivedBytes, kept.hasher, kept.prefix)
-            upload.name = kept.entry.record.name ?? upload.name  // it goes on as it began
-            keepPartial = false
-        } else if let partial, let total = upload.length {
-            original = try await beginPartial(caller, partial, upload, total: total)
+        // The request this one took over from may have finished it.
+        if let existing = try await chat.existingUpload(caller, clientID: clientID) { return (existing, false) }
+        let file: StagingFile
+        var kept: Resumed?
+        if let resume = upload.resume {
+            let resumed = try await resumePartial(key, upload, resume)  // refused: the kept bytes stay as they were
+            kept = resumed
+            file = resumed.file
+            upload.name = resumed.entry.record.name ?? upload.name  // it goes on as it began
         } else {
-            original = try blobs.makeStagingFile()
-            staged.append(original)
+            guard let total = upload.length else { throw ChatError.invalid("a resumable upload needs a Content-Length") }
+            fate = .remove  // a fresh upload refused before any byte is kept leaves nothing
+            file = try await beginPartial(caller, key, upload, total: total)
         }
+        let body: ReceivedBody
+        do {
+            body = try await receive(request, into: file, upload: upload, partial: (key, kept))
+        } catch let broken as BodyInterrupted {
+            fate = .keep
+            throw broken.underlying
+        } catch {
+            fate = .remove
+            throw error
+        }
+        fate = .remove  // from here the bytes are the whole file: stored, or refused for good
+        return try await store(caller, upload, body, staged: staged)
+    }
+
+    /// The body stopped arriving (the connection broke or stalled, or a newer request took the
+    /// upload over); a resumable upload's bytes so far were kept.
+    private struct BodyInterrupted: Error {
+        var underlying: any Error
+    }
+
+    /// Receives the body into `file`, after what a resumed upload already holds, within the
+    /// kind's size limit, hashing it and keeping its first bytes for the type check.
+    ///
+    /// - Throws: ``BodyInterrupted`` when the stream broke, after suspending a resumable
+    ///   upload's file; the size or storage errors otherwise.
+    private func receive(_ request: Request, into file: StagingFile, upload: UploadRequest,
+                         partial: (key: PartialKey, resumed: Resumed?)?) async throws -> ReceivedBody {
+        var received = partial?.resumed?.entry.receivedBytes ?? 0
+        var hasher = partial?.resumed?.hasher ?? SHA256()
+        var prefix = partial?.resumed?.prefix ?? []
         let keptBefore = received
-        switch request.body {
-        case .bytes(let bytes):
+        func take(_ bytes: [UInt8]) throws {
             received += Int64(bytes.count)
             guard received <= upload.maxBytes else { throw Self.tooLarge(upload.kind, limit: upload.maxBytes) }
             if prefix.count < MediaFormat.magicLength { prefix += bytes.prefix(MediaFormat.magicLength - prefix.count) }
             hasher.update(bytes)
-            do { try original.write(bytes) } catch { throw Self.storageError(error) }
+            do { try file.write(bytes) } catch { throw Self.storageError(error) }
+        }
+        switch request.body {
+        case .bytes(let bytes):
+            try take(bytes)
         case .stream(let stream):
             var chunks = stream.makeAsyncIterator()
             while true {
@@ -287,77 +354,80 @@ final class MediaService: Sendable {
                 do {
                     next = try await chunks.next()
                 } catch {
-                    // The connection broke, stalled, or a newer request took the upload over:
-                    // what arrived is kept for a resume.
-                    if let partial {
-                        partials.suspend(original, user: partial.user, clientID: partial.clientID)
-                        keepPartial = true
-                    }
-                    throw error
+                    if let key = partial?.key { partials.suspend(file, user: key.user, clientID: key.clientID) }
+                    throw BodyInterrupted(underlying: error)
                 }
                 guard let chunk = next else { break }
-                received += Int64(chunk.count)
-                guard received <= upload.maxBytes else { throw Self.tooLarge(upload.kind, limit: upload.maxBytes) }
-                if prefix.count < MediaFormat.magicLength { prefix += chunk.prefix(MediaFormat.magicLength - prefix.count) }
-                hasher.update(chunk)
-                do { try original.write(chunk) } catch { throw Self.storageError(error) }
+                try take(chunk)
             }
         }
-        original.closeForWriting()
-        let originalHash = hasher.finalize().hexString
+        file.closeForWriting()
         metrics.withLock { $0.bytesReceived += received - keptBefore }  // this request's bytes
         guard received > 0 else { throw ChatError.invalid("the upload is empty") }
+        return ReceivedBody(file: file, size: received, hash: hasher.finalize().hexString, prefix: prefix)
+    }
 
-        // 2. The content must be what it claims to be.
-        let sniffed = MediaFormat.sniff(prefix)
+    /// Checks the content is what it claims to be, processes a photo, then stores and records.
+    private func store(_ caller: Caller, _ upload: UploadRequest, _ body: ReceivedBody, staged: StagedFiles) async throws
+        -> (MediaInfo, created: Bool) {
+        let sniffed = MediaFormat.sniff(body.prefix)
         if let declared = upload.declared {
             guard let sniffed, sniffed.matches(declared: declared) else {
                 throw ChatError.typeMismatch(found: sniffed?.mimeType, declared: upload.mimeType)
             }
         }
-
-        // 3. Photos: size, metadata, thumbnail. Everything else is stored as it came.
-        var new = NewAttachment(kind: upload.kind, mimeType: upload.mimeType, sizeBytes: received, name: upload.name, blob: "",
+        var new = NewAttachment(kind: upload.kind, mimeType: upload.mimeType, sizeBytes: body.size, name: upload.name, blob: body.hash,
                                 clientID: upload.clientID)
-        var stored = original
-        var thumbnailFile: StagingFile?
+        var file = body.file
+        var thumbnail: StagingFile?
         if upload.kind == .photo, let format = sniffed {
-            let stripped = try blobs.makeStagingFile()
-            staged.append(stripped)
-            let thumbnail = try blobs.makeStagingFile()
-            staged.append(thumbnail)
-            thumbnail.closeForWriting()
-            let pipeline = PhotoPipeline(images: images, keepMetadata: configuration.keepPhotoMetadata)
-            let result = try await offLoop { () throws -> PhotoPipeline.Result in
-                do {
-                    return try pipeline.process(format, input: original.path, stripped: stripped, thumbnail: thumbnail.path)
-                } catch let problem as PhotoPipeline.Problem {
-                    throw Self.imageError(problem)
-                }
+            let photo = try await processPhoto(body.file, format: format, staged: staged)
+            new.width = photo.size.width
+            new.height = photo.size.height
+            if let stripped = photo.stripped {
+                file = photo.file
+                new.sizeBytes = stripped.size
+                new.blob = stripped.hex
             }
-            new.width = result.size.width
-            new.height = result.size.height
-            if let strippedHash = result.stripped {
-                stored = stripped
-                new.sizeBytes = strippedHash.size
-                new.blob = strippedHash.hex
-            }
-            let thumbHash = try await offLoop { try MediaFiles.sha256(path: thumbnail.path) }
-            new.thumbnail = (thumbHash.hex, MediaThumbnail(width: result.thumbnail.width, height: result.thumbnail.height, sizeBytes: thumbHash.size))
-            thumbnailFile = thumbnail
+            new.thumbnail = (photo.thumbnail.hex, photo.thumbnail.info)
+            thumbnail = photo.thumbnail.file
         }
-        if new.blob.isEmpty { new.blob = originalHash }
+        return try await storeAndRecord(caller, new, file: file, thumbnail: thumbnail)
+    }
 
-        // 4. Stored under its hash, then recorded; both behind the gate the collector uses.
-        guard let key = BlobKey(hex: new.blob) else { throw ChatError.internalError }
-        let thumbKey = new.thumbnail.flatMap { BlobKey(hex: $0.blob) }
+    /// Photos: the structure checked, metadata removed, pixel limits held, a thumbnail made
+    /// (``PhotoPipeline``, shared with the fuzzer), off the loop.
+    private func processPhoto(_ original: StagingFile, format: MediaFormat, staged: StagedFiles) async throws -> ProcessedPhoto {
+        let stripped = try staged.make(blobs)
+        let thumbnail = try staged.make(blobs)
+        thumbnail.closeForWriting()
+        let pipeline = PhotoPipeline(images: images, keepMetadata: configuration.keepPhotoMetadata)
+        let result = try await offLoop { () throws -> PhotoPipeline.Result in
+            do {
+                return try pipeline.process(format, input: original.path, stripped: stripped, thumbnail: thumbnail.path)
+            } catch let problem as PhotoPipeline.Problem {
+                throw Self.imageError(problem)
+            }
+        }
+        let thumbHash = try await offLoop { try MediaFiles.sha256(path: thumbnail.path) }
+        return ProcessedPhoto(file: result.stripped == nil ? original : stripped, size: (result.size.width, result.size.height),
+                              stripped: result.stripped.map { ($0.hex, $0.size) },
+                              thumbnail: (thumbnail, thumbHash.hex,
+                                          MediaThumbnail(width: result.thumbnail.width, height: result.thumbnail.height, sizeBytes: thumbHash.size)))
+    }
+
+    /// Stores the file (and thumbnail) under its hash, then records the upload; both behind
+    /// the gate the collector uses, so a blob it is about to remove is never reused meanwhile.
+    private func storeAndRecord(_ caller: Caller, _ record: NewAttachment, file: StagingFile, thumbnail: StagingFile?) async throws
+        -> (MediaInfo, created: Bool) {
+        guard let key = BlobKey(hex: record.blob) else { throw ChatError.internalError }
+        let thumbKey = record.thumbnail.flatMap { BlobKey(hex: $0.blob) }
         let blobs = blobs
-        let storedFile = stored, thumbFile = thumbnailFile, record = new
         return try await gate.run {
             do {
                 try await self.offLoop {
-                    try blobs.put(key, from: storedFile)
-                    if let thumbKey, let thumbFile { try blobs.put(thumbKey, from: thumbFile) }
+                    try blobs.put(key, from: file)
+                    if let thumbKey, let thumbnail { try blobs.put(thumbKey, from: thumbnail) }
                 }
             } catch {
                 throw Self.storageError(error)
