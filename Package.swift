@@ -68,15 +68,17 @@ let package = Package(
         .executableTarget(name: "fuzz-media", dependencies: ["ParleyMedia", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
-        .target(name: "ParleyNetTesting", dependencies: ["ParleyNet"]),
+        .target(name: "ParleyTesting"),
+        .target(name: "ParleyNetTesting", dependencies: ["ParleyNet", "ParleyTesting"]),
+        .target(name: "ParleyServerTesting", dependencies: ["ParleyServer", "ParleyChat", "ParleyNet", "ParleyWire", "ParleyTesting"]),
         .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStore", "ParleyStoreSQLite", "ParleyCrypto", "ParleyWire"]),
 
-        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting", "ParleyTesting"]),
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
-        .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyNet", "ParleyNetTesting", "ParleyStoreSQLite", "ParleyOptions"]),
-        .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTerminalUI"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyOptions"]),
+        .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTesting", "ParleyTerminalUI"]),
     ]
 )
 

@@ -1,7 +1,9 @@
-// Test helpers shared by Parley's test targets (STYLE.md rule 7): a blocking raw TCP client,
-// an event queue with timeouts, and a server on an ephemeral port.
+// Test helpers for ParleyNet's tests (STYLE.md rule 7): a blocking raw TCP client, WebSocket
+// recording handlers and an HTTP server on an ephemeral port. The event queue and timeouts,
+// which need no sockets, are in ParleyTesting.
 import Foundation
 public import ParleyNet
+public import ParleyTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -133,87 +135,11 @@ public final class RawClient: @unchecked Sendable {
     }
 }
 
-/// Waits for `operation`, failing after `seconds` instead of hanging the suite.
-public func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            throw TimedOut(seconds: seconds)
-        }
-        guard let first = try await group.next() else { throw TimedOut(seconds: seconds) }
-        group.cancelAll()
-        return first
-    }
-}
-
-public struct TimedOut: Error, CustomStringConvertible {
-    public var seconds: Double
-    public var description: String { "timed out after \(seconds) s" }
-}
-
 /// Events a test WebSocket saw.
 public enum SocketEvent: Sendable, Equatable {
     case open
     case message(WebSocketMessage)
     case close(WebSocketCloseCode, String)
-}
-
-/// A queue a callback pushes into and a test awaits, with a timeout: the test waits for the
-/// event itself, never for a fixed time.
-public final class EventQueue<Element: Sendable>: Sendable {
-    private struct State {
-        var items: [Element] = []
-        var waiter: (id: Int, continuation: CheckedContinuation<Element, any Error>)?
-        var nextID = 0
-    }
-    private let state = Locked(State())
-
-    /// An empty queue.
-    public init() {}
-
-    /// Adds an element, waking a waiting `next`.
-    public func push(_ item: Element) {
-        let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter.continuation
-            }
-            state.items.append(item)
-            return nil
-        }
-        waiter?.resume(returning: item)
-    }
-
-    /// The next element; throws ``TimedOut`` after `seconds`.
-    public func next(timeout seconds: Double = 5) async throws -> Element {
-        try await withTimeout(seconds) { try await self.take() }
-    }
-
-    private func take() async throws -> Element {
-        let id = state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element, any Error>) in
-                let ready: Result<Element, any Error>? = state.withLock { state in
-                    if !state.items.isEmpty { return .success(state.items.removeFirst()) }
-                    if Task.isCancelled { return .failure(CancellationError()) }
-                    state.waiter = (id, continuation)
-                    return nil
-                }
-                if let ready { continuation.resume(with: ready) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
-                guard let waiter = state.waiter, waiter.id == id else { return nil }
-                state.waiter = nil
-                return waiter.continuation
-            }
-            waiter?.resume(throwing: CancellationError())
-        }
-    }
 }
 
 public func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {

@@ -28,6 +28,7 @@ public final class ParleyServer: Sendable {
     private let http: HTTPServer
     private let store: SQLiteStore
     private let collector: Task<Void, Never>
+    private let shutDown = Locked(false)
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: SQLiteStore,
                  createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>) {
@@ -189,7 +190,10 @@ public final class ParleyServer: Sendable {
 
     /// Graceful stop: see ``HTTPServer/shutdown(timeout:)``; then the loops stop and the
     /// store finishes its queued writes and closes.
+    /// Later calls return at once: the loops are gone, and stopping them again would wait for
+    /// them for ever.
     public func shutdown() async {
+        guard shutDown.withLock({ done in defer { done = true }; return !done }) else { return }
         collector.cancel()
         await http.shutdown(timeout: configuration.shutdownTimeout)
         group.shutdown()

@@ -1,7 +1,7 @@
 import Foundation
 @testable import ParleyChat
 import ParleyChatTesting
-import ParleyNetTesting
+import ParleyTesting
 import ParleyWire
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import ParleyNet
 import ParleyNetTesting
+import ParleyTesting
 
 /// The Swift WebSocket client against a server nobody here wrote: Python `websockets`
 /// (Tests/Interop/ws_echo_server.py). `make test` sets PARLEY_PYTHON to the venv's python.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import ParleyNet
 import ParleyNetTesting
+import ParleyTesting
 
 #if canImport(Glibc)
 import Glibc

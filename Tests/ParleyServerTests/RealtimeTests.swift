@@ -2,7 +2,8 @@ import Foundation
 import FoundationNetworking
 import Testing
 import ParleyNet
-import ParleyNetTesting
+import ParleyServerTesting
+import ParleyTesting
 import ParleyChat
 import ParleyWire
 @testable import ParleyServer
@@ -11,187 +12,76 @@ import ParleyWire
 /// WebSocket client, frames decoded with the `ServerFrame` type the SDK will use.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct RealtimeTests {
-    /// One signed-in device: REST over URLSession, realtime over the WebSocket client.
-    final class Device: @unchecked Sendable {
-        let server: ParleyServer
-        let appKey: String
-        let token: String
-        let userID: String
-        /// This connection's frames (a new queue per connection: what an old one left unread
-        /// was never processed, as with a real client).
-        private(set) var frames = EventQueue<ServerFrame>()
-        let closes = EventQueue<UInt16>()
-        private(set) var socket: WebSocket?
-        /// Frames read while waiting for another; `until` looks here first.
-        private var backlog: [ServerFrame] = []
-        /// Every event received, in order.
-        private(set) var events: [ConversationEvent] = []
-        private var nextID = 0
-
-        /// The client side's own loop, shared by every test device.
-        static let loops: EventLoopGroup = {
-            do { return try EventLoopGroup(loopCount: 1) } catch { fatalError("cannot start a client loop: \(error)") }
-        }()
-
-        init(server: ParleyServer, appKey: String, token: String, userID: String) {
-            self.server = server
-            self.appKey = appKey
-            self.token = token
-            self.userID = userID
-        }
-
-        /// Connects and authenticates, resuming after `position`; returns `ready`.
-        @discardableResult
-        func connect(after position: Int64? = nil, epoch: String? = nil,
-                     until done: (ServerFrame) -> Bool = { $0.type == .ready || $0.type == .error }) async throws -> ServerFrame {
-            frames = EventQueue<ServerFrame>()
-            backlog = []
-            let frames = self.frames
-            let closes = self.closes
-            let handler = WebSocketHandler(
-                onMessage: { _, message in
-                    guard case .text(let text) = message, let frame = try? JSONDecoder.wire.decode(ServerFrame.self, from: Data(text.utf8)) else { return }
-                    frames.push(frame)
-                },
-                onClose: { _, code, _ in closes.push(code.rawValue) })
-            let url = server.url.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
-            socket = try await WebSocketClient.connect(to: url, headers: HTTPHeaders([("X-Parley-App-Key", appKey)]), on: Self.loops.next(),
-                                                       handler: handler)
-            send(.auth(ClientFrame.Auth(token: token, position: position, epoch: epoch)))
-            return try await until(done)
-        }
-
-        func send(_ frame: ClientFrame) {
-            guard let data = try? JSONEncoder().encode(frame) else { return }
-            socket?.send(text: String(decoding: data, as: UTF8.self))
-        }
-
-        /// Sends a command and waits for its answer.
-        func command(_ make: (String) -> ClientFrame) async throws -> ServerFrame {
-            nextID += 1
-            let id = "c\(nextID)"
-            send(make(id))
-            return try await until { $0.id == id }
-        }
-
-        func until(_ predicate: (ServerFrame) -> Bool) async throws -> ServerFrame {
-            if let index = backlog.firstIndex(where: predicate) { return backlog.remove(at: index) }
-            while true {
-                let frame = try await frames.next(timeout: 10)
-                if let event = frame.event { events.append(event) }
-                if predicate(frame) { return frame }
-                backlog.append(frame)
-            }
-        }
-
-        func event(_ predicate: (ConversationEvent) -> Bool) async throws -> ConversationEvent {
-            let frame = try await until { $0.event.map(predicate) ?? false }
-            return try #require(frame.event)
-        }
-
-        func disconnect() async throws {
-            socket?.close()
-            _ = try await closes.next(timeout: 10)
-        }
-    }
-
-    private func start() async throws -> ParleyServer {
-        var configuration = ServerConfiguration()
-        configuration.port = 0
-        configuration.threads = 2
-        configuration.argon2Passes = 1
-        configuration.argon2MemoryMiB = 1
-        configuration.dataDirectory = NSTemporaryDirectory() + "parley-realtime-\(UUID().uuidString)"
-        return try await ParleyServer.start(configuration)
-    }
-
-    private func post<T: Decodable>(_ server: ParleyServer, _ path: String, _ body: some Encodable, token: String? = nil,
-                                    as type: T.Type = T.self) async throws -> T {
-        guard let url = URL(string: server.url + path) else { throw URLError(.badURL) }
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.httpBody = try JSONEncoder().encode(body)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue(server.createdApp?.publicKey, forHTTPHeaderField: "X-Parley-App-Key")
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        let (data, _) = try await URLSession.shared.data(for: request)
-        return try JSONDecoder.wire.decode(T.self, from: data)
-    }
-
-    private func device(_ server: ParleyServer, _ signedIn: SignedIn) -> Device {
-        Device(server: server, appKey: server.createdApp?.publicKey ?? "", token: signedIn.session.token ?? "", userID: signedIn.user.id.rawValue)
-    }
-
     private func text(_ clientID: String, _ body: String) -> SendMessageRequest {
         SendMessageRequest(clientID: clientID, content: .text(body))
     }
 
     @Test func twoUsersThreeDevicesExchangeAndTheOneThatWasAwayCatchesUpExactly() async throws {
-        let server = try await start()
-        let alice: SignedIn = try await post(server, "/v1/users", RegisterRequest(username: "alice", password: "correct horse battery"))
-        let bob: SignedIn = try await post(server, "/v1/users", RegisterRequest(username: "bob", password: "correct horse battery"))
-        let laptopSession: SignedIn = try await post(server, "/v1/sessions", SignInRequest(username: "alice", password: "correct horse battery"))
-        let room: Conversation = try await post(server, "/v1/conversations",
-                                                CreateConversationRequest(kind: .group, members: ["bob"], title: "plans"),
-                                                token: alice.session.token)
-        let phone = device(server, alice), laptop = device(server, laptopSession), bobs = device(server, bob)
-        for device in [phone, laptop, bobs] { try await device.connect() }
+        try await withTestServer { server in
+            let alice: SignedIn = try await server.post("/v1/users", RegisterRequest(username: "alice", password: "correct horse battery"))
+            let bob: SignedIn = try await server.post("/v1/users", RegisterRequest(username: "bob", password: "correct horse battery"))
+            let laptopSession: SignedIn = try await server.post("/v1/sessions", SignInRequest(username: "alice", password: "correct horse battery"))
+            let room: Conversation = try await server.post("/v1/conversations",
+                                                    CreateConversationRequest(kind: .group, members: ["bob"], title: "plans"),
+                                                    token: alice.session.token)
+            let phone = RealtimeDevice(server: server, alice), laptop = RealtimeDevice(server: server, laptopSession), bobs = RealtimeDevice(server: server, bob)
+            for device in [phone, laptop, bobs] { try await device.connect() }
 
-        func send(_ clientID: String, _ body: String) -> (String) -> ClientFrame {
-            { .send(id: $0, conversationID: room.id, message: self.text(clientID, body)) }
+            func send(_ clientID: String, _ body: String) -> (String) -> ClientFrame {
+                { .send(id: $0, conversationID: room.id, message: self.text(clientID, body)) }
+            }
+            let ack = try await phone.command(send("one", "dinner at 8?"))
+            guard case .ack(_, .sent(created: true, let sent)) = ack else { Issue.record("not a send's ack: \(ack)"); return }
+            let sentID = sent.id.rawValue
+            for device in [phone, laptop, bobs] {
+                let event = try await device.event { $0.type == .messageCreated }
+                #expect(event.message?.id.rawValue == sentID)
+                #expect(event.message?.clientID == "one")
+            }
+
+            // Bob's device received it: delivered, then read; Alice's devices see the receipts.
+            let deliveredSeq = try #require(laptop.events.last?.seq)
+            #expect(try await bobs.command { .markDelivered(id: $0, conversationID: room.id, seq: deliveredSeq) }.type == .ack)
+            let receipt = try await phone.event { $0.type == .receiptUpdated }
+            #expect(receipt.userID?.rawValue == bob.user.id.rawValue && receipt.deliveredSeq == deliveredSeq && receipt.seq == nil)
+
+            // The laptop goes away; the others keep talking, editing and deleting.
+            let awayAt = try #require(laptop.events.map(\.position).max())
+            try await laptop.disconnect()
+            _ = try await bobs.command(send("two", "or 9"))
+            #expect(try await phone.command {
+                .edit(id: $0, conversationID: room.id, messageID: MessageID(rawValue: sentID), content: .text("dinner at 8:30?"), metadata: nil)
+            }.type == .ack)
+            let typo = try await phone.command(send("three", "typo"))
+            guard case .ack(_, .sent(_, let typoMessage)) = typo else { Issue.record("not a send's ack: \(typo)"); return }
+            #expect(try await phone.command { .delete(id: $0, conversationID: room.id, messageIDs: [typoMessage.id]) }.type == .ack)
+            #expect(try await bobs.command { .markRead(id: $0, conversationID: room.id, seq: 100) }.type == .ack)
+            _ = try await phone.event { $0.type == .receiptUpdated && $0.readSeq != nil && $0.readSeq ?? 0 > 0 }
+
+            // Back: exactly what the phone saw after that position, in order; then live.
+            let ready = try await laptop.connect(after: awayAt)
+            let stayed = phone.events.filter { $0.position > awayAt }.map { [$0.position, $0.seq ?? -1] }
+            let resumed = laptop.events.filter { $0.position > awayAt }.map { [$0.position, $0.seq ?? -1] }
+            #expect(!stayed.isEmpty)
+            #expect(resumed == stayed)
+            #expect((ready.position ?? 0) >= (stayed.last?.first ?? 0))
+            _ = try await bobs.command(send("four", "see you"))
+            let live = try await laptop.event { $0.message?.clientID == "four" }
+            #expect(live.position > (ready.position ?? 0))
         }
-        let ack = try await phone.command(send("one", "dinner at 8?"))
-        guard case .ack(_, .sent(created: true, let sent)) = ack else { Issue.record("not a send's ack: \(ack)"); return }
-        let sentID = sent.id.rawValue
-        for device in [phone, laptop, bobs] {
-            let event = try await device.event { $0.type == .messageCreated }
-            #expect(event.message?.id.rawValue == sentID)
-            #expect(event.message?.clientID == "one")
-        }
-
-        // Bob's device received it: delivered, then read; Alice's devices see the receipts.
-        let deliveredSeq = try #require(laptop.events.last?.seq)
-        #expect(try await bobs.command { .markDelivered(id: $0, conversationID: room.id, seq: deliveredSeq) }.type == .ack)
-        let receipt = try await phone.event { $0.type == .receiptUpdated }
-        #expect(receipt.userID?.rawValue == bob.user.id.rawValue && receipt.deliveredSeq == deliveredSeq && receipt.seq == nil)
-
-        // The laptop goes away; the others keep talking, editing and deleting.
-        let awayAt = try #require(laptop.events.map(\.position).max())
-        try await laptop.disconnect()
-        _ = try await bobs.command(send("two", "or 9"))
-        #expect(try await phone.command {
-            .edit(id: $0, conversationID: room.id, messageID: MessageID(rawValue: sentID), content: .text("dinner at 8:30?"), metadata: nil)
-        }.type == .ack)
-        let typo = try await phone.command(send("three", "typo"))
-        guard case .ack(_, .sent(_, let typoMessage)) = typo else { Issue.record("not a send's ack: \(typo)"); return }
-        #expect(try await phone.command { .delete(id: $0, conversationID: room.id, messageIDs: [typoMessage.id]) }.type == .ack)
-        #expect(try await bobs.command { .markRead(id: $0, conversationID: room.id, seq: 100) }.type == .ack)
-        _ = try await phone.event { $0.type == .receiptUpdated && $0.readSeq != nil && $0.readSeq ?? 0 > 0 }
-
-        // Back: exactly what the phone saw after that position, in order; then live.
-        let ready = try await laptop.connect(after: awayAt)
-        let stayed = phone.events.filter { $0.position > awayAt }.map { [$0.position, $0.seq ?? -1] }
-        let resumed = laptop.events.filter { $0.position > awayAt }.map { [$0.position, $0.seq ?? -1] }
-        #expect(!stayed.isEmpty)
-        #expect(resumed == stayed)
-        #expect((ready.position ?? 0) >= (stayed.last?.first ?? 0))
-        _ = try await bobs.command(send("four", "see you"))
-        let live = try await laptop.event { $0.message?.clientID == "four" }
-        #expect(live.position > (ready.position ?? 0))
-        await server.shutdown()
     }
 
     @Test func aSecondConnectionOfAnotherAppsTokenIsClosedWith4001() async throws {
-        let server = try await start()
-        let alice: SignedIn = try await post(server, "/v1/users", RegisterRequest(username: "alice", password: "correct horse battery"))
-        let other = try await ParleyServer.runApps(.create(name: "other"), configuration: server.configuration)
-        let key = try #require(other.split(separator: "app key:").last?.split(separator: " ").first.map(String.init))
-        let device = Device(server: server, appKey: key, token: alice.session.token ?? "", userID: alice.user.id.rawValue)
-        let refused = try await device.connect()
-        #expect(refused.type == .error && refused.error?.code == "unauthenticated")
-        let code = try await device.closes.next(timeout: 10)
-        #expect(code == RealtimeCloseCode.unauthorized)
-        await server.shutdown()
+        try await withTestServer { server in
+            let alice: SignedIn = try await server.post("/v1/users", RegisterRequest(username: "alice", password: "correct horse battery"))
+            let other = try await ParleyServer.runApps(.create(name: "other"), configuration: server.configuration)
+            let key = try #require(other.split(separator: "app key:").last?.split(separator: " ").first.map(String.init))
+            let device = RealtimeDevice(server: server, alice, appKey: key)
+            let refused = try await device.connect()
+            #expect(refused.type == .error && refused.error?.code == "unauthenticated")
+            let code = try await device.closes.next(timeout: 10)
+            #expect(code == RealtimeCloseCode.unauthorized)
+        }
     }
 }
 
@@ -203,91 +93,91 @@ extension RealtimeTests {
     /// all events of this test are in that group, so their positions are consecutive.
     @Test(.timeLimit(.minutes(3)))
     func freshDevicesUnderLoadMissNothingAfterReady() async throws {
-        let server = try await start()
-        let listener: SignedIn = try await post(server, "/v1/users", RegisterRequest(username: "listener", password: "correct horse battery"))
-        var senders: [SignedIn] = []
-        for index in 0..<4 {
-            senders.append(try await post(server, "/v1/users", RegisterRequest(username: "sender\(index)", password: "correct horse battery")))
-        }
-        let room: Conversation = try await post(server, "/v1/conversations",
-                                                CreateConversationRequest(kind: .group, members: ["listener", "sender1", "sender2", "sender3"]),
-                                                token: senders[0].session.token)
-        let devices = Int(ProcessInfo.processInfo.environment["PARLEY_FRESH_DEVICES"] ?? "") ?? 600
-        let wanted = 4
-        let stop = LockedFlag()
-        // Four senders, each sending as fast as its answers come back.
-        let load = Task {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for (index, sender) in senders.enumerated() {
-                    group.addTask {
-                        var count = 0
-                        while !stop.isSet {
-                            count += 1
-                            let _: JSONValue = try await self.post(server, "/v1/conversations/\(room.id.rawValue)/messages",
-                                                                             self.text("s\(index)-\(count)", "load"), token: sender.session.token)
+        try await withTestServer { server in
+            let listener: SignedIn = try await server.post("/v1/users", RegisterRequest(username: "listener", password: "correct horse battery"))
+            var senders: [SignedIn] = []
+            for index in 0..<4 {
+                senders.append(try await server.post("/v1/users", RegisterRequest(username: "sender\(index)", password: "correct horse battery")))
+            }
+            let room: Conversation = try await server.post("/v1/conversations",
+                                                    CreateConversationRequest(kind: .group, members: ["listener", "sender1", "sender2", "sender3"]),
+                                                    token: senders[0].session.token)
+            let devices = Int(ProcessInfo.processInfo.environment["PARLEY_FRESH_DEVICES"] ?? "") ?? 600
+            let wanted = 4
+            let stop = LockedFlag()
+            // Four senders, each sending as fast as its answers come back.
+            let load = Task {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, sender) in senders.enumerated() {
+                        group.addTask {
+                            var count = 0
+                            while !stop.isSet {
+                                count += 1
+                                let _: JSONValue = try await server.post("/v1/conversations/\(room.id.rawValue)/messages",
+                                                                                 self.text("s\(index)-\(count)", "load"), token: sender.session.token)
+                            }
                         }
                     }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
             }
-        }
-        var checked = 0
-        var gaps: [String] = []
-        for batch in stride(from: 0, to: devices, by: 20) {
-            try await withThrowingTaskGroup(of: String?.self) { group in
-                for _ in batch..<min(devices, batch + 20) {
-                    group.addTask {
-                        let device = self.device(server, listener)
-                        let ready = try await device.connect()
-                        let start = try #require(ready.position)
-                        var positions: [Int64] = []
-                        while positions.count < wanted {
-                            positions.append(try await device.event { $0.position > start }.position)
+            var checked = 0
+            var gaps: [String] = []
+            for batch in stride(from: 0, to: devices, by: 20) {
+                try await withThrowingTaskGroup(of: String?.self) { group in
+                    for _ in batch..<min(devices, batch + 20) {
+                        group.addTask {
+                            let device = RealtimeDevice(server: server, listener)
+                            let ready = try await device.connect()
+                            let start = try #require(ready.position)
+                            var positions: [Int64] = []
+                            while positions.count < wanted {
+                                positions.append(try await device.event { $0.position > start }.position)
+                            }
+                            try await device.disconnect()
+                            let expected = (1...Int64(wanted)).map { start + $0 }
+                            return positions == expected ? nil : "ready at \(start), then \(positions)"
                         }
-                        try await device.disconnect()
-                        let expected = (1...Int64(wanted)).map { start + $0 }
-                        return positions == expected ? nil : "ready at \(start), then \(positions)"
+                    }
+                    for try await gap in group {
+                        checked += 1
+                        if let gap { gaps.append(gap) }
                     }
                 }
-                for try await gap in group {
-                    checked += 1
-                    if let gap { gaps.append(gap) }
-                }
             }
+            stop.set()
+            try await load.value
+            #expect(checked == devices)
+            #expect(gaps.isEmpty, "\(gaps.count) of \(devices) fresh devices missed events after ready: \(gaps.prefix(5))")
         }
-        stop.set()
-        try await load.value
-        #expect(checked == devices)
-        #expect(gaps.isEmpty, "\(gaps.count) of \(devices) fresh devices missed events after ready: \(gaps.prefix(5))")
-        await server.shutdown()
     }
 
     /// A device resuming with a position of another history (a restored backup) is told to
     /// resync, with the server's epoch, instead of replaying positions that mean something else.
     @Test func aDeviceFromAnotherEpochIsToldToResync() async throws {
-        let server = try await start()
-        let alice: SignedIn = try await post(server, "/v1/users", RegisterRequest(username: "alice", password: "correct horse battery"))
-        _ = try await post(server, "/v1/conversations", CreateConversationRequest(kind: .group, title: "notes"),
-                           token: alice.session.token, as: Conversation.self)
-        let phone = device(server, alice)
-        let ready = try await phone.connect()
-        let epoch = try #require(ready.epoch)
-        #expect(epoch.hasPrefix("e_"))
-        let position = try #require(ready.position)
-        try await phone.disconnect()
+        try await withTestServer { server in
+            let alice: SignedIn = try await server.post("/v1/users", RegisterRequest(username: "alice", password: "correct horse battery"))
+            _ = try await server.post("/v1/conversations", CreateConversationRequest(kind: .group, title: "notes"),
+                               token: alice.session.token, as: Conversation.self)
+            let phone = RealtimeDevice(server: server, alice)
+            let ready = try await phone.connect()
+            let epoch = try #require(ready.epoch)
+            #expect(epoch.hasPrefix("e_"))
+            let position = try #require(ready.position)
+            try await phone.disconnect()
 
-        // The same epoch resumes (ready, no resync).
-        let resumed = try await phone.connect(after: position, epoch: epoch)
-        #expect(resumed.type == .ready && resumed.epoch == epoch)
-        try await phone.disconnect()
+            // The same epoch resumes (ready, no resync).
+            let resumed = try await phone.connect(after: position, epoch: epoch)
+            #expect(resumed.type == .ready && resumed.epoch == epoch)
+            try await phone.disconnect()
 
-        // Another epoch: resync, naming the server's epoch and where to continue.
-        let other = try await phone.connect(after: position, epoch: "e_restoredelsewhere", until: { $0.type == .resync })
-        #expect(other.type == .resync && other.epoch == epoch && other.position == position)
-        #expect(other.reason?.contains("history changed") == true)
-        let readyAfter = try await phone.until { $0.type == .ready }
-        #expect(readyAfter.epoch == epoch)
-        await server.shutdown()
+            // Another epoch: resync, naming the server's epoch and where to continue.
+            let other = try await phone.connect(after: position, epoch: "e_restoredelsewhere", until: { $0.type == .resync })
+            #expect(other.type == .resync && other.epoch == epoch && other.position == position)
+            #expect(other.reason?.contains("history changed") == true)
+            let readyAfter = try await phone.until { $0.type == .ready }
+            #expect(readyAfter.epoch == epoch)
+        }
     }
 }
 
@@ -297,30 +187,6 @@ final class LockedFlag: @unchecked Sendable {
     private var value = false
     var isSet: Bool { lock.withLock { value } }
     func set() { lock.withLock { value = true } }
-}
-
-extension ServerFrame {
-    /// `ready`'s and `resync`'s position.
-    var position: Int64? {
-        switch self {
-        case .ready(let ready): ready.position
-        case .resync(let resync): resync.position
-        default: nil
-        }
-    }
-    /// `ready`'s and `resync`'s epoch.
-    var epoch: String? {
-        switch self {
-        case .ready(let ready): ready.epoch
-        case .resync(let resync): resync.epoch
-        default: nil
-        }
-    }
-    /// `resync`'s reason.
-    var reason: String? {
-        if case .resync(let resync) = self { return resync.reason }
-        return nil
-    }
 }
 
 extension JSONDecoder {

@@ -1,6 +1,7 @@
 import Foundation
 import Parley
 import ParleyNetTesting
+import ParleyTesting
 import ParleyWire
 import Testing
 

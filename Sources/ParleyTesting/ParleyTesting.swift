@@ -1,0 +1,95 @@
+// Test helpers every test target may use without pulling in sockets (STYLE.md rule 7): an
+// event queue a callback pushes into and a test awaits with a timeout, and the timeout itself.
+import Foundation
+
+/// Waits for `operation`, failing after `seconds` instead of hanging the suite.
+public func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TimedOut(seconds: seconds)
+        }
+        guard let first = try await group.next() else { throw TimedOut(seconds: seconds) }
+        group.cancelAll()
+        return first
+    }
+}
+
+public struct TimedOut: Error, CustomStringConvertible {
+    /// How long was waited.
+    public var seconds: Double
+    /// A timeout after `seconds`.
+    public init(seconds: Double) { self.seconds = seconds }
+    public var description: String { "timed out after \(seconds) s" }
+}
+
+/// A queue a callback pushes into and a test awaits, with a timeout: the test waits for the
+/// event itself, never for a fixed time.
+public final class EventQueue<Element: Sendable>: Sendable {
+    private struct State {
+        var items: [Element] = []
+        var waiter: (id: Int, continuation: CheckedContinuation<Element, any Error>)?
+        var nextID = 0
+    }
+    private let state = TestLock(State())
+
+    /// An empty queue.
+    public init() {}
+
+    /// Adds an element, waking a waiting `next`.
+    public func push(_ item: Element) {
+        let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter.continuation
+            }
+            state.items.append(item)
+            return nil
+        }
+        waiter?.resume(returning: item)
+    }
+
+    /// The next element; throws ``TimedOut`` after `seconds`.
+    public func next(timeout seconds: Double = 5) async throws -> Element {
+        try await withTimeout(seconds) { try await self.take() }
+    }
+
+    private func take() async throws -> Element {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element, any Error>) in
+                let ready: Result<Element, any Error>? = state.withLock { state in
+                    if !state.items.isEmpty { return .success(state.items.removeFirst()) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.waiter = (id, continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
+                guard let waiter = state.waiter, waiter.id == id else { return nil }
+                state.waiter = nil
+                return waiter.continuation
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+}
+
+/// A value behind a lock (pthread-based NSLock: clean under ThreadSanitizer, PLATFORM.md §4).
+final class TestLock<Value>: @unchecked Sendable {
+    // @unchecked: `value` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
