@@ -15,9 +15,12 @@ public final class RawClient: @unchecked Sendable {
     // @unchecked: one test drives one client; the descriptor is only used from that test.
     let fd: Int32
 
-    /// Connects to 127.0.0.1:`port`; reads give up after `receiveTimeout` seconds.
-    public init(port: UInt16, receiveTimeout: Double = 5) throws {
+    /// Connects to 127.0.0.1:`port`; reads give up after `receiveTimeout` seconds. A
+    /// `receiveBuffer` (bytes) is set before connecting, so the window the server sees is
+    /// small from the start (a reader that stops reading is then felt at once).
+    public init(port: UInt16, receiveTimeout: Double = 5, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import ParleyNet
 import ParleyNetTesting
+import ParleyTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -47,20 +48,56 @@ struct FileBodyTests {
         defer { unlink(path) }
         let server = try TestServer(router: Self.router(path: path, size: size))
         defer { Task { await server.stop() } }
-        let client = try RawClient(port: server.port, receiveTimeout: 20)
+        let client = try RawClient(port: server.port, receiveTimeout: 20, receiveBuffer: 64 << 10)
         client.send("GET /file HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
         let head = client.read { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
         let headText = String(decoding: head, as: UTF8.self)
         #expect(headText.hasPrefix("HTTP/1.1 200 OK") && headText.contains("Content-Length: \(size)\r\n"))
         let headerEnd = (headText.range(of: "\r\n\r\n")?.upperBound).map { headText.utf8.distance(from: headText.utf8.startIndex, to: $0) } ?? 0
         var body = Array(head[headerEnd...])
-        // Read slowly at first: the server must wait, not buffer the file.
-        try await Task.sleep(for: .milliseconds(200))
+        // The client reads nothing for now: the server must wait for it, not read the file
+        // into memory. It writes until the socket buffers are full, then stops; what it has
+        // read of the file (this process's read bytes) stays within one write budget of what
+        // the sockets took. Buffering the file would read all 8 MiB at once.
+        let readBefore = try Self.bytesReadByProcess(), writtenBefore = NetMetrics.shared.snapshot().bytesWritten
+        let stalled = try await Self.whenWritesStop()
+        let readMeanwhile = try Self.bytesReadByProcess() - readBefore
+        let writtenMeanwhile = stalled - writtenBefore
+        #expect(writtenMeanwhile < size / 2, "the kernel took \(writtenMeanwhile) bytes of a reader that reads nothing")
+        #expect(readMeanwhile - writtenMeanwhile < 3 << 20,
+                "read \(readMeanwhile) bytes of the file while the sockets took \(writtenMeanwhile): the server buffered it")
         let all = client.read { body.count + $0.count >= size + 60 }
         body += all
         #expect(Array(body.prefix(size)) == bytes)
         var rest = Array(body.dropFirst(size))
         #expect(RawClient.parseResponse(&rest)?.2 == "next")
+    }
+
+    /// Bytes this process read through read(2) and pread(2) so far (`rchar` in /proc/self/io).
+    static func bytesReadByProcess() throws -> Int {
+        let text = try String(contentsOfFile: "/proc/self/io", encoding: .utf8)
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("rchar:") }),
+              let value = Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces)) else { throw TimedOut(seconds: 0) }
+        return value
+    }
+
+    /// Waits until the sockets stop taking bytes (unchanged for 300 ms; at most 10 s) and
+    /// returns the process's bytes written then.
+    static func whenWritesStop() async throws -> Int {
+        var last = NetMetrics.shared.snapshot().bytesWritten
+        var unchangedSince = ContinuousClock.now
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            let now = NetMetrics.shared.snapshot().bytesWritten
+            if now != last {
+                last = now
+                unchangedSince = ContinuousClock.now
+            } else if ContinuousClock.now - unchangedSince >= .milliseconds(300) {
+                return now
+            }
+        }
+        throw TimedOut(seconds: 10)
     }
 
     @Test func aRangeIsSentExactly() async throws {
