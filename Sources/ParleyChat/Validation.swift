@@ -34,30 +34,25 @@ enum Validate {
     }
 
     static func displayName(_ name: String) throws -> String {
-        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard Limits.displayName.contains(trimmed.unicodeScalars.count) else {
-            throw ChatError.invalid("displayName must be \(Limits.displayName.lowerBound)–\(Limits.displayName.upperBound) characters")
-        }
-        try noControlCharacters(trimmed, field: "displayName")
-        return trimmed
+        try trimmedText(name, field: "displayName", length: Limits.displayName)
     }
 
     static func device(_ label: String?) throws -> String {
         guard let label else { return "unnamed device" }
-        let trimmed = label.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !trimmed.isEmpty, trimmed.unicodeScalars.count <= Limits.deviceMax else {
-            throw ChatError.invalid("device must be 1–\(Limits.deviceMax) characters")
-        }
-        try noControlCharacters(trimmed, field: "device")
-        return trimmed
+        return try trimmedText(label, field: "device", length: 1...Limits.deviceMax)
     }
 
     static func title(_ title: String) throws -> String {
-        let trimmed = title.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard Limits.title.contains(trimmed.unicodeScalars.count) else {
-            throw ChatError.invalid("title must be \(Limits.title.lowerBound)–\(Limits.title.upperBound) characters")
+        try trimmedText(title, field: "title", length: Limits.title)
+    }
+
+    /// A name shown to people: trimmed, `length` characters (Unicode scalars), no control characters.
+    static func trimmedText(_ text: String, field: String, length: ClosedRange<Int>) throws -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard length.contains(trimmed.unicodeScalars.count) else {
+            throw ChatError.invalid("\(field) must be \(length.lowerBound)–\(length.upperBound) characters")
         }
-        try noControlCharacters(trimmed, field: "title")
+        try noControlCharacters(trimmed, field: field)
         return trimmed
     }
 

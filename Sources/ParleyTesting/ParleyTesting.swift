@@ -26,20 +26,24 @@ public struct TimedOut: Error, CustomStringConvertible {
 
 /// A queue a callback pushes into and a test awaits, with a timeout: the test waits for the
 /// event itself, never for a fixed time.
-public final class EventQueue<Element: Sendable>: Sendable {
+public final class EventQueue<Element: Sendable>: @unchecked Sendable {
+    // @unchecked: `state` is only touched while `lock` is held (NSLock: clean under
+    // ThreadSanitizer, unlike Synchronization.Mutex here: PLATFORM.md §4).
     private struct State {
         var items: [Element] = []
         var waiter: (id: Int, continuation: CheckedContinuation<Element, any Error>)?
         var nextID = 0
     }
-    private let state = TestLock(State())
+    private let lock = NSLock()
+    private var unguardedState = State()
+    private func withState<T>(_ body: (inout State) -> T) -> T { lock.withLock { body(&unguardedState) } }
 
     /// An empty queue.
     public init() {}
 
     /// Adds an element, waking a waiting `next`.
     public func push(_ item: Element) {
-        let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
+        let waiter = withState { state -> CheckedContinuation<Element, any Error>? in
             if let waiter = state.waiter {
                 state.waiter = nil
                 return waiter.continuation
@@ -56,13 +60,13 @@ public final class EventQueue<Element: Sendable>: Sendable {
     }
 
     private func take() async throws -> Element {
-        let id = state.withLock { state in
+        let id = withState { state in
             state.nextID += 1
             return state.nextID
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element, any Error>) in
-                let ready: Result<Element, any Error>? = state.withLock { state in
+                let ready: Result<Element, any Error>? = withState { state in
                     if !state.items.isEmpty { return .success(state.items.removeFirst()) }
                     if Task.isCancelled { return .failure(CancellationError()) }
                     state.waiter = (id, continuation)
@@ -71,25 +75,12 @@ public final class EventQueue<Element: Sendable>: Sendable {
                 if let ready { continuation.resume(with: ready) }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Element, any Error>? in
+            let waiter = withState { state -> CheckedContinuation<Element, any Error>? in
                 guard let waiter = state.waiter, waiter.id == id else { return nil }
                 state.waiter = nil
                 return waiter.continuation
             }
             waiter?.resume(throwing: CancellationError())
         }
-    }
-}
-
-/// A value behind a lock (pthread-based NSLock: clean under ThreadSanitizer, PLATFORM.md §4).
-final class TestLock<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

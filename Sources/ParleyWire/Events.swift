@@ -102,9 +102,10 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     /// For ``Kind/receiptUpdated``: the member's read watermark after the change.
     public var readSeq: Int64?
     /// An event of a kind this build does not know, exactly as it arrived (every field,
-    /// including those this build has no property for); nil for known kinds. Encoding such
-    /// an event writes this back, so storing and forwarding it loses nothing.
-    public var unknownPayload: JSONValue?
+    /// including those this build has no property for); nil for known kinds. A
+    /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
+    /// nothing; encoding the event alone writes the fields this build knows.
+    public var unknownPayload: JSONValue? = nil
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
@@ -150,26 +151,5 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         customData = try container.decodeIfPresent(JSONValue.self, forKey: .customData)
         deliveredSeq = try container.decodeIfPresent(Int64.self, forKey: .deliveredSeq)
         readSeq = try container.decodeIfPresent(Int64.self, forKey: .readSeq)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        if let unknownPayload, !type.isKnown {
-            try unknownPayload.encode(to: encoder)
-            return
-        }
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(position, forKey: .position)
-        try container.encode(conversationID, forKey: .conversationID)
-        try container.encodeIfPresent(seq, forKey: .seq)
-        try container.encode(type, forKey: .type)
-        try container.encodeIfPresent(actorID, forKey: .actorID)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encodeIfPresent(message, forKey: .message)
-        try container.encodeIfPresent(userID, forKey: .userID)
-        try container.encodeIfPresent(role, forKey: .role)
-        try container.encodeIfPresent(title, forKey: .title)
-        try container.encodeIfPresent(customData, forKey: .customData)
-        try container.encodeIfPresent(deliveredSeq, forKey: .deliveredSeq)
-        try container.encodeIfPresent(readSeq, forKey: .readSeq)
     }
 }

@@ -405,7 +405,12 @@ public enum ServerFrame: Hashable, Sendable, Codable {
         case .error(let id, let error):
             try container.encodeIfPresent(id, forKey: .id)
             try container.encode(error, forKey: .error)
-        case .event(let event): try container.encode(event, forKey: .event)
+        case .event(let event):
+            if let payload = event.unknownPayload, !event.type.isKnown {
+                try container.encode(payload, forKey: .event)  // every field it came with
+            } else {
+                try container.encode(event, forKey: .event)
+            }
         case .typing(let typing): try typing.encode(to: encoder)
         case .presence(let presence): try presence.encode(to: encoder)
         case .resync(let resync): try resync.encode(to: encoder)
@@ -514,29 +519,21 @@ public enum RealtimeFrames: Sendable {
         return writer.bytes
     }
 
-    /// `{"epoch":…,"heartbeatSeconds":…,"position":…,"type":"ready","userId":…}`.
+    /// `{"epoch":…,"heartbeatSeconds":…,"position":…,"type":"ready","userId":…}`: the
+    /// ``ServerFrame/ready(_:)`` value, encoded (once per connection; not a hot path).
     public static func ready(position: Int64, epoch: String, userID: String, heartbeatSeconds: Int) -> [UInt8] {
-        var writer = JSONWriter(capacity: 160)
-        writer.object { json in
-            json.key("epoch"); json.string(epoch)
-            json.key("heartbeatSeconds"); json.integer(Int64(heartbeatSeconds))
-            json.key("position"); json.integer(position)
-            json.key("type"); json.string("ready")
-            json.key("userId"); json.string(userID)
-        }
-        return writer.bytes
+        encoded(.ready(.init(position: position, epoch: epoch, userID: UserID(rawValue: userID), heartbeatSeconds: heartbeatSeconds)))
     }
 
-    /// `{"epoch":…,"position":…,"reason":…,"type":"resync"}`.
+    /// `{"epoch":…,"position":…,"reason":…,"type":"resync"}`: ``ServerFrame/resync(_:)``, encoded.
     public static func resync(position: Int64, epoch: String, reason: String) -> [UInt8] {
-        var writer = JSONWriter(capacity: 128)
-        writer.object { json in
-            json.key("epoch"); json.string(epoch)
-            json.key("position"); json.integer(position)
-            json.key("reason"); json.string(reason)
-            json.key("type"); json.string("resync")
-        }
-        return writer.bytes
+        encoded(.resync(.init(position: position, epoch: epoch, reason: reason)))
+    }
+
+    /// A frame through the wire encoder (sorted keys), for the frames rare enough not to need
+    /// a hand-written writer. Encoding these value types cannot fail.
+    private static func encoded(_ frame: ServerFrame) -> [UInt8] {
+        (try? Array(WireCoding.encoder().encode(frame))) ?? Array(#"{"type":"error"}"#.utf8)
     }
 
     /// `{"conversationId":…,"expiresInMs":…,"type":"typing","typing":…,"userId":…}`.

@@ -152,19 +152,7 @@ private final class WeakBox: @unchecked Sendable {
 
 /// Runs async work to completion from synchronous code (libFuzzer's callback).
 private func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
-    let semaphore = DispatchSemaphore(value: 0)
-    let result = ResultBox<T>()
-    Task.detached {
-        do { result.value = .success(try await work()) } catch { result.value = .failure(error) }
-        semaphore.signal()
-    }
-    semaphore.wait()
-    guard let value = result.value else { fatalError("no result") }
-    return try value.get()
-}
-
-private final class ResultBox<T: Sendable>: @unchecked Sendable {
-    var value: Result<T, any Error>?
+    try runBlocking(work).get()
 }
 
 private func post(_ url: String, key: String, token: String?, body: String) throws -> JSONValue {

@@ -23,21 +23,6 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
-/// Runs async work from this synchronous top level (a detached task: the main thread blocks).
-func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
-    let done = DispatchSemaphore(value: 0)
-    let result = ResultBox<T>()
-    Task.detached {
-        do { result.value = .success(try await work()) } catch { result.value = .failure(error) }
-        done.signal()
-    }
-    done.wait()
-    return result.value ?? .failure(CancellationError())
-}
-
-final class ResultBox<T>: @unchecked Sendable {
-    var value: Result<T, any Error>?
-}
 
 let command: ServerConfiguration.Command
 do {
@@ -55,14 +40,14 @@ case .version:
     print("parley-server \(ParleyVersion.current)")
     exit(0)
 case .apps(let apps, let configuration):
-    switch blocking({ try await ParleyServer.runApps(apps, configuration: configuration) }) {
+    switch runBlocking({ try await ParleyServer.runApps(apps, configuration: configuration) }) {
     case .success(let text): say(text)
     case .failure(let error): fail("\(error)", code: 65)  // EX_DATAERR
     }
     exit(0)
 case .run(let configuration):
     let server: ParleyServer
-    switch blocking({ try await ParleyServer.start(configuration) }) {
+    switch runBlocking({ try await ParleyServer.start(configuration) }) {
     case .success(let started): server = started
     case .failure(let error): fail("\(error)", code: 69)  // EX_UNAVAILABLE
     }
@@ -74,7 +59,7 @@ case .run(let configuration):
     var received: Int32 = 0
     sigwait(&stopSignals, &received)
     say("Shutting down: finishing in-flight requests (at most \(configuration.shutdownTimeout.components.seconds) s)")
-    _ = blocking { await server.shutdown() }
+    _ = runBlocking { await server.shutdown() }
     say("Stopped.")
     exit(0)
 }

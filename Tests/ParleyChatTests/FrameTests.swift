@@ -72,9 +72,9 @@ struct FrameTests {
         #expect(event.position == 9 && event.seq == 4 && event.conversationID.rawValue == "c_1")
         guard case .object(let fields)? = event.unknownPayload else { Issue.record("the payload was not kept"); return }
         #expect(fields["emoji"] == .string("👍") && fields["messageId"] == .string("m_1"))
-        // Forwarding it (an app's own store, a log) writes every field back.
-        let again = try WireCoding.decoder().decode(ConversationEvent.self, from: try WireCoding.encoder().encode(event))
-        #expect(again == event)
+        // Forwarding the frame (an app's own relay, a log) writes every field back.
+        let again = try WireCoding.decoder().decode(ServerFrame.self, from: try WireCoding.encoder().encode(frame))
+        #expect(again == frame && again.event?.unknownPayload == event.unknownPayload)
         // Known kinds are unchanged.
         #expect(ConversationEvent.Kind(rawValue: "message.created") == .messageCreated)
         #expect(ConversationEvent.Kind.known.allSatisfy { ConversationEvent.Kind(rawValue: $0.rawValue) == $0 })
