@@ -1,36 +1,16 @@
-// Parley's web client: sign in, conversations, a MessageKit-like chat view, live over the
-// realtime socket. Plain JavaScript modules; user content only ever becomes text nodes.
+// Parley's web client: sign in, the conversation list, a MessageKit-like chat view, live over
+// the realtime socket. Plain JavaScript modules (state.js holds the state, dialogs.js the
+// dialogs, format.js the helpers); user content only ever becomes text nodes.
 import { Api, ApiError, newID } from "./api.js";
-import { append, clear, h, icon } from "./dom.js";
+import { openChannelsDialog, openPeopleDialog } from "./dialogs.js";
+import { append, autoGrow, clear, h, icon, showToast } from "./dom.js";
+import { dayLabel, formatBytes, initials, shortTime } from "./format.js";
 import { Live } from "./live.js";
 import { renderMarkdown } from "./markdown.js";
+import { persist, savePending, state, store } from "./state.js";
 import { deliveryStatus } from "./status.js";
 
 const root = document.getElementById("app");
-const store = {
-  load() { try { return JSON.parse(localStorage.getItem("parley.session") || "null"); } catch { return null; } },
-  save(session) { localStorage.setItem("parley.session", JSON.stringify(session)); },
-  clear() { localStorage.removeItem("parley.session"); },
-};
-
-const state = {
-  api: null,
-  live: null,
-  me: null,
-  connection: "offline",
-  conversations: new Map(),
-  current: null,
-  messages: new Map(),       // conversation id → { list: [message by seq], hasOlder, loaded }
-  receipts: new Map(),       // conversation id → Map(user id → {deliveredSeq, readSeq})
-  pending: new Map(),        // client id → pending message
-  typing: new Map(),         // conversation id → Map(user id → expiry)
-  presence: new Map(),       // user id → {status, lastSeenAt}
-  selecting: false,
-  selected: new Set(),
-  editing: null,
-  typingSentAt: 0,
-};
-
 let config;
 start();
 
@@ -136,18 +116,6 @@ function enterApp(session) {
 
 window.addEventListener("hashchange", () => { if (state.me && elements.list) routeFromHash(); });
 
-function persist(changes) {
-  const session = store.load();
-  if (!session) return;
-  Object.assign(session, changes);
-  store.save(session);
-}
-
-function savePending() {
-  persist({ pending: [...state.pending.values()].filter((item) => item.content && !item.uploading).map(({ clientId, conversationId, content, createdAt }) =>
-    ({ clientId, conversationId, content, createdAt })) });
-}
-
 function signedOut(message) {
   state.live?.stop();
   store.clear();
@@ -169,9 +137,9 @@ function renderShell() {
     h("span", { class: "avatar", "aria-hidden": "true" }, initials(state.me.displayName)),
     h("span", { class: "me-name" }, state.me.displayName, state.me.isGuest ? " (guest)" : ""), elements.status);
   const actions = h("div", { class: "sidebar-actions" },
-    h("button", { type: "button", onclick: () => openPeopleDialog("direct") }, "New chat"),
-    h("button", { type: "button", onclick: () => openPeopleDialog("group") }, "New group"),
-    h("button", { type: "button", onclick: openChannelsDialog }, "Channels"),
+    h("button", { type: "button", onclick: () => openPeopleDialog("direct", showNew) }, "New chat"),
+    h("button", { type: "button", onclick: () => openPeopleDialog("group", showNew) }, "New group"),
+    h("button", { type: "button", onclick: () => openChannelsDialog(showNew) }, "Channels"),
     h("button", { type: "button", class: "quiet", onclick: signOut }, "Sign out"));
   append(clear(root), h("div", { class: "shell" },
     h("aside", { class: "sidebar" }, me, actions, elements.list),
@@ -833,147 +801,9 @@ function presenceText(userId) {
 
 // MARK: - Dialogs: people, groups, channels
 
-function dialog(title, ...content) {
-  const close = () => { overlay.remove(); };
-  const overlay = h("div", { class: "overlay", onclick: (event) => { if (event.target === overlay) close(); } },
-    h("div", { class: "dialog", role: "dialog", "aria-modal": "true", "aria-label": title },
-      h("header", {}, h("h2", {}, title), h("button", { type: "button", class: "quiet", "aria-label": "Close", onclick: close }, "✕")),
-      ...content));
-  overlay.addEventListener("keydown", (event) => { if (event.key === "Escape") close(); });
-  document.body.append(overlay);
-  overlay.querySelector("input")?.focus();
-  return close;
-}
-
-function openPeopleDialog(mode) {
-  const chosen = new Map();
-  const results = h("ul", { class: "results", "aria-label": "People" });
-  const chips = h("div", { class: "chips" });
-  const search = h("input", { name: "search", placeholder: "Search people by name", "aria-label": "Search people", autocomplete: "off" });
-  const title = h("input", { name: "title", placeholder: "Group name (optional)", "aria-label": "Group name", maxlength: 128 });
-  const error = h("p", { class: "form-error", role: "alert" });
-  let close;
-  const renderChips = () => {
-    clear(chips);
-    for (const [id, user] of chosen) chips.append(h("button", { type: "button", class: "chip", onclick: () => { chosen.delete(id); renderChips(); } }, user.displayName, " ✕"));
-  };
-  const runSearch = debounce(async () => {
-    try {
-      const page = await state.api.get(`/v1/users?query=${encodeURIComponent(search.value.trim())}&limit=20`);
-      clear(results);
-      for (const user of page.users.filter((u) => u.id !== state.me.id)) {
-        results.append(h("li", {}, h("button", { type: "button", class: "person", "data-id": user.username, onclick: async () => {
-          if (mode === "group") { chosen.set(user.id, user); renderChips(); return; }
-          try {
-            const conversation = await state.api.post("/v1/conversations", { kind: "direct", members: [user.username] });
-            showNew(conversation, close);
-          } catch (failure) { error.textContent = failure.message; }
-        } }, h("span", { class: "avatar", "aria-hidden": "true" }, initials(user.displayName)),
-           h("span", {}, user.displayName, h("small", {}, ` @${user.username}`)))));
-      }
-      if (!results.firstChild) results.append(h("li", { class: "hint" }, "Nobody by that name."));
-    } catch (failure) { error.textContent = failure.message; }
-  }, 200);
-  search.addEventListener("input", runSearch);
-  const create = h("button", { type: "button", class: "primary", onclick: async () => {
-    if (chosen.size === 0) { error.textContent = "Add at least one person."; return; }
-    try {
-      const body = { kind: "group", members: [...chosen.values()].map((u) => u.username) };
-      if (title.value.trim()) body.title = title.value.trim();
-      const conversation = await state.api.post("/v1/conversations", body);
-      showNew(conversation, close);
-    } catch (failure) { error.textContent = failure.message; }
-  } }, "Create group");
-  close = dialog(mode === "group" ? "New group" : "New chat", search,
-    mode === "group" ? title : null, mode === "group" ? chips : null, results, error, mode === "group" ? create : null);
-  runSearch();
-}
-
-/** Closes the dialog and opens a conversation it created or joined. */
-function showNew(conversation, close) {
+/** Shows a conversation a dialog created or joined. */
+function showNew(conversation) {
   state.conversations.set(conversation.id, conversation);
-  close();
   location.hash = `#/c/${conversation.id}`;
   renderList();
-}
-
-function openChannelsDialog() {
-  const results = h("ul", { class: "results", "aria-label": "Channels" });
-  const search = h("input", { name: "search", placeholder: "Search public channels", "aria-label": "Search channels", autocomplete: "off" });
-  const name = h("input", { name: "channel", placeholder: "New channel name", "aria-label": "New channel name", maxlength: 128 });
-  const isPrivate = h("input", { type: "checkbox", name: "private", "aria-label": "Private" });
-  const error = h("p", { class: "form-error", role: "alert" });
-  let close;
-  const runSearch = debounce(async () => {
-    try {
-      const page = await state.api.get(`/v1/channels?query=${encodeURIComponent(search.value.trim())}&limit=30`);
-      clear(results);
-      for (const channel of page.channels) {
-        const joined = state.conversations.has(channel.id);
-        results.append(h("li", {}, h("span", { class: "channel-name" }, `# ${channel.title}`, h("small", {}, ` ${channel.memberCount} members`)),
-          h("button", { type: "button", class: joined ? "quiet" : "primary", onclick: async () => {
-            try {
-              const conversation = joined ? state.conversations.get(channel.id) : await state.api.post(`/v1/conversations/${channel.id}/join`);
-              showNew(conversation, close);
-            } catch (failure) { error.textContent = failure.message; }
-          } }, joined ? "Open" : "Join")));
-      }
-      if (!results.firstChild) results.append(h("li", { class: "hint" }, "No public channels yet."));
-    } catch (failure) { error.textContent = failure.message; }
-  }, 200);
-  search.addEventListener("input", runSearch);
-  const create = h("form", { class: "inline-form", onsubmit: async (event) => {
-    event.preventDefault();
-    if (!name.value.trim()) return;
-    try {
-      const conversation = await state.api.post("/v1/conversations", { kind: isPrivate.checked ? "private" : "public", title: name.value.trim() });
-      showNew(conversation, close);
-    } catch (failure) { error.textContent = failure.message; }
-  } }, name, h("label", { class: "check" }, isPrivate, " private"), h("button", { type: "submit" }, "Create"));
-  close = dialog("Channels", search, results, h("h3", {}, "Start a channel"), create, error);
-  runSearch();
-}
-
-// MARK: - Small things
-
-function initials(name) {
-  return (name ?? "?").split(/\s+/).filter(Boolean).slice(0, 2).map((part) => [...part][0]?.toUpperCase() ?? "").join("") || "?";
-}
-
-function shortTime(iso) {
-  const date = new Date(iso);
-  const today = new Date();
-  if (date.toDateString() === today.toDateString()) return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  return date.toLocaleDateString([], { month: "short", day: "numeric" });
-}
-
-function dayLabel(iso) {
-  const date = new Date(iso);
-  const today = new Date();
-  const yesterday = new Date(Date.now() - 86_400_000);
-  if (date.toDateString() === today.toDateString()) return "Today";
-  if (date.toDateString() === yesterday.toDateString()) return "Yesterday";
-  return date.toLocaleDateString([], { weekday: "long", month: "long", day: "numeric", year: date.getFullYear() === today.getFullYear() ? undefined : "numeric" });
-}
-
-function formatBytes(bytes) {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1 << 20) return `${(bytes / 1024).toFixed(0)} KB`;
-  return `${(bytes / (1 << 20)).toFixed(1)} MB`;
-}
-
-function autoGrow(textarea) {
-  textarea.style.height = "auto";
-  textarea.style.height = `${Math.min(textarea.scrollHeight, 160)}px`;
-}
-
-function debounce(fn, wait) {
-  let timer;
-  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), wait); };
-}
-
-function showToast(message) {
-  const toast = h("div", { class: "toast", role: "alert" }, message);
-  document.body.append(toast);
-  setTimeout(() => toast.remove(), 5000);
 }

@@ -74,3 +74,14 @@ export function icon(name, label) {
   svg.append(path);
   return svg;
 }
+
+export function autoGrow(textarea) {
+  textarea.style.height = "auto";
+  textarea.style.height = `${Math.min(textarea.scrollHeight, 160)}px`;
+}
+
+export function showToast(message) {
+  const toast = h("div", { class: "toast", role: "alert" }, message);
+  document.body.append(toast);
+  setTimeout(() => toast.remove(), 5000);
+}
