@@ -283,15 +283,10 @@ extension Chat {
     public func search(_ caller: Caller, query: String, conversation id: ConversationID?, limit: Int?) async throws -> SearchResults {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 20)
         guard Limits.searchQuery.contains(query.unicodeScalars.count) else { throw ChatError.invalid("q must be 1–256 characters") }
-        // Words are runs of letters, digits and marks — what the unicode61 tokenizer indexes —
-        // so anything else (punctuation, control characters, NUL) only separates words. Each
-        // word becomes a quoted FTS5 phrase, so no user text is FTS syntax; the last one is a
-        // prefix: `"hel"*` finds "hello" while typing.
-        let words = Chat.searchWords(query).prefix(16)
+        // Words are runs of letters, digits and marks — what the tokenizer indexes — so
+        // anything else (punctuation, control characters, NUL) only separates words.
+        let words = Array(Chat.searchWords(query).prefix(16))
         guard !words.isEmpty else { return SearchResults(messages: []) }
-        let match = words.enumerated().map { index, word in
-            "\"" + word.replacingOccurrences(of: "\"", with: "\"\"") + "\"" + (index == words.count - 1 ? "*" : "")
-        }.joined(separator: " ")
         return try await run {
             try await store.read { db in
                 var scope: SQL = "JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(caller.userKey)"
@@ -299,11 +294,7 @@ extension Chat {
                     let access = try Chat.access(db, caller: caller, id: id)
                     scope = scope + " AND m.conversation_id = \(access.key)"
                 }
-                let rows = try db.fetchAll("""
-                    SELECT \(Chat.messageColumns) FROM message_fts f JOIN message m ON m.id = f.rowid
-                    JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id \(scope)
-                    WHERE message_fts MATCH \(match) AND m.deleted_at IS NULL ORDER BY f.rank LIMIT \(limit)
-                    """)
+                let rows = try FullTextSearch.matches(db, words: words, scope: scope, limit: limit)
                 return SearchResults(messages: try rows.map { try Chat.message($0, caller: caller.userKey) })
             }
         }
@@ -349,8 +340,8 @@ extension Chat {
                 try db.execute("""
                     UPDATE message SET content = \(prepared.content), metadata = \(prepared.metadata), edited_at = \(now) WHERE id = \(key)
                     """)
-                try Chat.unindex(db, key: key, content: oldContent)
-                try Chat.index(db, key: key, content: prepared.value)
+                try FullTextSearch.unindex(db, message: key, text: oldContent.searchableText)
+                try FullTextSearch.index(db, message: key, text: prepared.value.searchableText)
                 try db.append(conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now)
                 return try Chat.reload(db, access: access, key: key, caller: caller)
             }
@@ -380,7 +371,7 @@ extension Chat {
                 }
                 for target in targets where target.message.deletedAt == nil {
                     try db.execute("UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now) WHERE id = \(target.key)")
-                    if let content = target.message.content { try Chat.unindex(db, key: target.key, content: content) }
+                    if let content = target.message.content { try FullTextSearch.unindex(db, message: target.key, text: content.searchableText) }
                     try Chat.setMedia(db, message: target.key, keys: [], now: now)
                     try db.append(conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, now: now)
                 }
@@ -474,9 +465,7 @@ extension Chat {
         try tx.execute("""
             UPDATE member SET delivered_seq = \(seq), read_seq = \(seq) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
             """)
-        if !prepared.searchable.isEmpty, tx.dialect == .sqlite {
-            try tx.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(prepared.searchable))")
-        }
+        try FullTextSearch.index(tx, message: key, text: prepared.searchable)
         if !media.isEmpty { try setMedia(tx, message: key, keys: media, now: now) }
         return record
     }
@@ -514,18 +503,5 @@ extension Chat {
         guard let row = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(key)") else { throw ChatError.messageNotFound }
         let lowest = try lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
         return try message(row, caller: caller.userKey, lowest: lowest)
-    }
-
-    static func index(_ db: any Database, key: Int64, content: MessageContent) throws {
-        let text = content.searchableText
-        guard !text.isEmpty, db.dialect == .sqlite else { return }
-        try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(text))")
-    }
-
-    /// Removes a message's tokens from the contentless index, which needs the old text.
-    static func unindex(_ db: any Database, key: Int64, content: MessageContent) throws {
-        let text = content.searchableText
-        guard !text.isEmpty, db.dialect == .sqlite else { return }
-        try db.execute("INSERT INTO message_fts (message_fts, rowid, body) VALUES ('delete', \(key), \(text))")
     }
 }

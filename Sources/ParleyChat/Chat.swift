@@ -79,7 +79,8 @@ public final class Chat: Sendable {
     ///
     /// - Throws: ``StoreError/unknownMigrations(_:)`` for a database written by a newer version.
     public func migrate() async throws {
-        try await Schema.migrator.migrate(store)
+        let dialect = try await store.read { db in db.dialect }
+        try await Schema.migrator(for: dialect).migrate(store)
         let epoch = try await store.read { db in
             try db.fetchValue([UInt8].self, "SELECT value FROM setting WHERE name = \(EventLog.epochSetting)").map { String(decoding: $0, as: UTF8.self) }
         }

@@ -14,8 +14,20 @@ public import ParleyStore
 /// which `sentAt` shows anyway), so their unique index grows at its right edge and a group
 /// commit of many sends touches a few index pages rather than one page per message.
 public enum Schema: Sendable {
-    /// Every migration, in order.
-    public static var migrator: Migrator {
+    /// The migrations of `dialect`'s schema, in order. Each engine has its own list (types,
+    /// full-text search and partial indexes differ); they describe the same tables and
+    /// constraints, and the domain's SQL reads both.
+    ///
+    /// - Throws: ``StoreError/cannotOpen(_:)`` for a dialect with no schema in this build.
+    public static func migrator(for dialect: SQLDialect) throws -> Migrator {
+        switch dialect {
+        case .sqlite: sqlite
+        case .postgres: throw StoreError.cannotOpen("this build has no PostgreSQL schema yet: use SQLite (the default)")
+        }
+    }
+
+    /// SQLite's migrations.
+    public static var sqlite: Migrator {
         var migrator = Migrator()
         migrator.register("0001 apps, users, sessions") { db in
             try db.execute("""
@@ -123,7 +135,6 @@ public enum Schema: Sendable {
                 """)
         }
         migrator.register("0003 full-text search") { db in
-            guard db.dialect == .sqlite else { return }
             // Contentless: the text lives in `message` once; the index holds only tokens.
             // Deleting an entry needs its old text, which the domain always has at hand.
             try db.execute("""
