@@ -25,8 +25,9 @@ public final class ManualClock: @unchecked Sendable {
 public final class ChatHarness: Sendable {
     /// The domain under test.
     public let chat: Chat
-    /// The real store underneath (close it to simulate a storage failure).
-    public let store: SQLiteStore
+    /// The real store underneath (close it to simulate a storage failure). Typed as the
+    /// protocol: tests go through `read`/`write` as the domain does, whatever the engine.
+    public let store: any Store
     /// The time the domain sees; advance it by hand.
     public let clock: ManualClock
     /// The app every helper registers users in.
@@ -56,7 +57,7 @@ public final class ChatHarness: Sendable {
         return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory)
     }
 
-    private init(chat: Chat, store: SQLiteStore, clock: ManualClock, app: AppRef, directory: String) {
+    private init(chat: Chat, store: any Store, clock: ManualClock, app: AppRef, directory: String) {
         self.chat = chat
         self.store = store
         self.clock = clock

@@ -216,3 +216,11 @@ public struct OptionParser<Settings> {
         }.joined(separator: "\n")
     }
 }
+
+// Declarations hold closures that write into the settings; they are built and used on one
+// thread (a command line is parsed once, at start), so they are deliberately not Sendable.
+@available(*, unavailable)
+extension Option: Sendable {}
+
+@available(*, unavailable)
+extension OptionParser: Sendable {}
