@@ -85,7 +85,8 @@ public actor ParleyClient {
     private var liveTask: Task<Void, Never>?
     private var commandCounter = 0
     private var waiting: [String: CheckedContinuation<ServerFrame, any Error>] = [:]
-    private var sendsInFlight: [String: String] = [:]  // command id → client id
+    /// What of the outbox is on the wire, and how recent sends ended.
+    private var sends = SendTracker()
     private var eventListeners = Listeners<LiveEvent>()
     private var stateListeners = Listeners<ConnectionState>()
     private var outgoingListeners = Listeners<OutgoingUpdate>()
@@ -93,9 +94,6 @@ public actor ParleyClient {
     private var deliveredFlushScheduled = false
     /// Where this client's own messages stand, from the other members' watermarks.
     private var receipts = ReceiptTracker()
-    /// How recent sends ended, for ``waitUntilSent(_:)`` calls made after the fact (the last 1,000).
-    private var finished: [String: Result<Message, ParleyError>] = [:]
-    private var finishedOrder: [String] = []
 
     /// A client of the server at `server` (`http://host:port`) for the app with `appKey`,
     /// keeping its token, position and outbox in `store` (default: memory only) and
@@ -267,7 +265,7 @@ public actor ParleyClient {
 
     /// Waits until the message with `clientID` is stored (or refused).
     public func waitUntilSent(_ clientID: String) async throws -> Message {
-        if let outcome = finished[clientID] { return try outcome.get() }
+        if let outcome = sends.outcome(of: clientID) { return try outcome.get() }
         let updates = outgoingUpdates()
         guard state.outbox.contains(where: { $0.clientID == clientID }) else {
             throw ParleyError.badResponse("no message \(clientID) is waiting to be sent")
@@ -413,7 +411,7 @@ public actor ParleyClient {
             connection = nil
             let lost = waiting
             waiting = [:]
-            sendsInFlight = [:]
+            sends.connectionLost()
             for continuation in lost.values { continuation.resume(throwing: ParleyError.unreachable("the connection dropped")) }
             if Task.isCancelled { return }
             if code == RealtimeCloseCode.unauthorized {
@@ -462,7 +460,7 @@ public actor ParleyClient {
             }
             emit(.resync(position: resync.position))
         case .ack(let id, _), .error(let id?, _), .pong(let id?):
-            if let clientID = sendsInFlight.removeValue(forKey: id) { sendAnswered(clientID, frame) }
+            if let clientID = sends.answered(id) { sendAnswered(clientID, frame) }
             waiting.removeValue(forKey: id)?.resume(returning: frame)
         case .error(nil, _), .pong(nil), .unknown:
             break
@@ -532,10 +530,10 @@ public actor ParleyClient {
     // MARK: - Outbox
 
     private func transmit(_ item: OutboxItem) {
-        guard connection != nil, !sendsInFlight.values.contains(item.clientID) else { return }
+        guard connection != nil, !sends.isInFlight(item.clientID) else { return }
         commandCounter += 1
         let id = "s\(commandCounter)"
-        sendsInFlight[id] = item.clientID
+        sends.sent(item.clientID, as: id)
         write(.send(id: id, conversationID: item.conversationID,
                     message: SendMessageRequest(clientID: item.clientID, content: item.content, metadata: item.metadata, replyTo: item.replyTo)))
     }
@@ -546,24 +544,19 @@ public actor ParleyClient {
         if case .ack(_, .sent(_, let message)) = frame {
             state.outbox.remove(at: index)
             persist()
-            remember(clientID, .success(message))
+            sends.finished(clientID, .success(message))
             publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .sent(message)))
             publish(receipts.sent(clientID, seq: message.seq, in: item.conversationID))
         } else if let error = frame.error, !error.isTemporary {
             state.outbox.remove(at: index)
             persist()
-            remember(clientID, .failure(.server(error)))
+            sends.finished(clientID, .failure(.server(error)))
             publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .failed(.server(error))))
         }
         // A temporary refusal (rate limited) stays in the outbox and goes again on the next
         // reconnect or send.
     }
 
-    private func remember(_ clientID: String, _ outcome: Result<Message, ParleyError>) {
-        finished[clientID] = outcome
-        finishedOrder.append(clientID)
-        if finishedOrder.count > 1_000 { finished[finishedOrder.removeFirst()] = nil }
-    }
 
     /// Learns the other members' watermarks (once per conversation) so statuses can move.
     public func track(_ conversation: ConversationID) async throws {

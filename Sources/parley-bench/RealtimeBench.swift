@@ -160,13 +160,14 @@ func connectDevice(url: String, appKey: String, token: String, from source: Sock
                    onClose: @escaping @Sendable () -> Void = {}, onText: @escaping @Sendable (String) -> Void) async throws -> WebSocket {
     let ready = Completion<Void>()
     let isReady = Locked(false)
-    let readyPrefix = Array(#"{"heartbeatSeconds":"#.utf8)
+    // `ready` by its first key (sorted): `epoch` since epochs, `heartbeatSeconds` before.
+    let readyPrefixes = [Array(#"{"epoch":"#.utf8), Array(#"{"heartbeatSeconds":"#.utf8)]
     let handler = WebSocketHandler(
         onMessage: { _, message in
             guard case .text(let text) = message else { return }
             if isReady.withLock({ $0 }) {
                 onText(text)
-            } else if hasPrefix(text, readyPrefix) {
+            } else if readyPrefixes.contains(where: { hasPrefix(text, $0) }), text.contains(#""type":"ready""#) {
                 isReady.withLock { $0 = true }
                 ready.complete(())
             }

@@ -351,7 +351,7 @@ def test_the_app_is_served_with_a_strict_policy_and_nothing_else(server):
     status, config, _ = anyone.request_bytes("GET", "/app/config.json", authenticated=False, json_answer=True)
     assert config["appKey"] == server.app_key
     # The page never puts markup from data into the document: no innerHTML, no eval.
-    for script in ["app.js", "dom.js", "markdown.js", "api.js", "live.js", "status.js", "state.js", "format.js", "dialogs.js"]:
+    for script in ["app.js", "dom.js", "markdown.js", "api.js", "live.js", "status.js", "state.js", "format.js", "dialogs.js", "signin.js"]:
         source = anyone.request_bytes("GET", f"/app/js/{script}", authenticated=False)[1].decode()
         assert "innerHTML" not in source and "eval(" not in source and "insertAdjacentHTML" not in source, script
 

@@ -7,6 +7,7 @@ import { append, autoGrow, clear, h, icon, showToast } from "./dom.js";
 import { dayLabel, formatBytes, initials, shortTime } from "./format.js";
 import { Live } from "./live.js";
 import { renderMarkdown } from "./markdown.js";
+import { showSignIn } from "./signin.js";
 import { persist, savePending, state, store } from "./state.js";
 import { deliveryStatus } from "./status.js";
 
@@ -35,57 +36,7 @@ async function start() {
       store.clear();
     }
   }
-  showSignIn();
-}
-
-// MARK: - Signing in
-
-function showSignIn(mode = "signin", problem = "") {
-  document.title = "Parley — sign in";
-  const error = h("p", { class: "form-error", role: "alert" }, problem);
-  const tabs = h("div", { class: "tabs", role: "tablist" },
-    ...[["signin", "Sign in"], ["signup", "Sign up"], ["guest", "Guest"]].map(([id, label]) =>
-      h("button", { type: "button", role: "tab", "aria-selected": String(mode === id), class: mode === id ? "tab active" : "tab",
-                    onclick: () => showSignIn(id) }, label)));
-  const fields = [];
-  if (mode !== "guest") {
-    fields.push(field("Username", h("input", { name: "username", autocomplete: "username", required: true, minlength: 3, maxlength: 32, autofocus: true })));
-    fields.push(field("Password", h("input", { name: "password", type: "password", required: true, minlength: 8,
-                                               autocomplete: mode === "signup" ? "new-password" : "current-password" })));
-  }
-  if (mode !== "signin") {
-    fields.push(field("Display name", h("input", { name: "displayName", maxlength: 64, required: mode === "guest", autofocus: mode === "guest" })));
-  }
-  const submit = h("button", { type: "submit", class: "primary" }, { signin: "Sign in", signup: "Create account", guest: "Continue as guest" }[mode]);
-  const form = h("form", { class: "auth-form", onsubmit: async (event) => {
-    event.preventDefault();
-    submit.disabled = true;
-    const data = Object.fromEntries(new FormData(form));
-    const api = new Api(config.appKey);
-    try {
-      let answer;
-      if (mode === "signin") answer = await api.post("/v1/sessions", { username: data.username, password: data.password, device: "web" });
-      else if (mode === "signup") answer = await api.post("/v1/users", { username: data.username, password: data.password, displayName: data.displayName || undefined, device: "web" });
-      else answer = await api.post("/v1/sessions/guest", { displayName: data.displayName, device: "web" });
-      const session = { token: answer.session.token, user: answer.user, position: null };
-      store.save(session);
-      state.api = new Api(config.appKey, session.token);
-      state.me = answer.user;
-      enterApp(session);
-    } catch (failure) {
-      error.textContent = failure.message;
-      submit.disabled = false;
-    }
-  } }, ...fields, error, submit);
-  append(clear(root), h("main", { class: "auth" }, h("h1", {}, "Parley"), h("p", { class: "tagline" }, "Chat you own."), tabs, form));
-  // `autofocus` only works on the first page load: move the keyboard to the first field.
-  form.querySelector("input")?.focus();
-}
-
-function field(label, input) {
-  const id = `f-${input.name}`;
-  input.setAttribute("id", id);
-  return h("div", { class: "field" }, h("label", { for: id }, label), input);
+  showSignIn(root, config.appKey, enterApp);
 }
 
 // MARK: - The app
@@ -122,7 +73,7 @@ function signedOut(message) {
   location.hash = "";
   Object.assign(state, { live: null, me: null, current: null });
   state.conversations.clear(); state.messages.clear(); state.pending.clear();
-  showSignIn("signin", message);
+  showSignIn(root, config.appKey, enterApp, "signin", message);
 }
 
 let elements = {};

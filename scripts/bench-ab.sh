@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Alternating A/B of durable sends between two release builds, so a change to the send path
+# is measured against what it replaced in the same session:
+#   git worktree add /tmp/base <commit> && (cd /tmp/base && swift build -c release)
+#   swift build -c release && scripts/bench-ab.sh /tmp/base .
+# Each run starts a fresh server and data directory and drives it with `parley-bench sends`
+# (100 senders, BENCH_SECONDS, default 10); ROUNDS (default 3) rounds, the order swapped every
+# round so drift on a shared machine falls on both sides. Prints one line per run:
+# label sends/s p50_ms p99_ms sends_per_commit errors.
+set -uo pipefail
+if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
+    echo "usage: scripts/bench-ab.sh OLD_TREE NEW_TREE   (each with .build/release/parley-server and parley-bench)" >&2
+    exit 2
+fi
+old=$(cd "$1" && pwd) new=$(cd "$2" && pwd)
+seconds=${BENCH_SECONDS:-10}
+rounds=${ROUNDS:-3}
+for tree in "$old" "$new"; do
+    for binary in parley-server parley-bench; do
+        [[ -x "$tree/.build/release/$binary" ]] || { echo "missing $tree/.build/release/$binary: swift build -c release there first" >&2; exit 1; }
+    done
+done
+work=$(mktemp -d /tmp/parley-ab.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+run() {  # tree label
+    local tree=$1 label=$2 data="$work/$2-$RANDOM" port key result pid
+    "$tree/.build/release/parley-server" --port 0 --threads "$(nproc)" --data-dir "$data" --signups-per-hour 1000000 >"$data.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 200); do grep -q "^Health:" "$data.log" 2>/dev/null && break; sleep 0.05; done
+    port=$(grep -o "http://[^ ]*" "$data.log" | head -1 | sed 's/.*://')
+    key=$(grep "app key:" "$data.log" | awk '{print $3}')
+    result=$("$tree/.build/release/parley-bench" sends --url "http://127.0.0.1:$port" --app-key "$key" --senders 100 \
+             --duration "$seconds" --json 2>/dev/null)
+    kill "$pid"; wait "$pid" 2>/dev/null
+    python3 -c "import json,sys; r=json.loads(sys.argv[2]); print(sys.argv[1], r['sends_per_s'], r['p50_ms'], r['p99_ms'], r['writes_per_commit'], r['errors'])" \
+        "$label" "$result"
+}
+for round in $(seq 1 "$rounds"); do
+    if (( round % 2 )); then run "$old" old; run "$new" new; else run "$new" new; run "$old" old; fi
+done
