@@ -45,7 +45,7 @@ struct HTTPClient: Sendable {
     static func failure(status: Int, data: Data, response: URLResponse?) -> ParleyError {
         let body = try? JSONDecoder().decode(ErrorEnvelope.self, from: data)
         let retryAfter = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Retry-After").flatMap(Int.init)
-        return ParleyError.server(ChatError(status: status, code: body?.error.code ?? "http_\(status)",
+        return ParleyError.server(.answered(status: status, code: body?.error.code ?? "http_\(status)",
                                             message: body?.error.message ?? "HTTP \(status)", retryAfterSeconds: retryAfter))
     }
 

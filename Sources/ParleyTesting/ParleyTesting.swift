@@ -84,3 +84,30 @@ public final class EventQueue<Element: Sendable>: @unchecked Sendable {
         }
     }
 }
+
+/// The cases of the sent/delivered/read rule (`Tests/Fixtures/delivery-status.json`), which
+/// the server's rule, the SDK's tracker and the web client's `status.js` are each tested against.
+public struct DeliveryStatusCase: Decodable, Sendable {
+    /// The other members' watermarks.
+    public struct Marks: Decodable, Sendable {
+        public var delivered: Int64
+        public var read: Int64
+    }
+    /// The message's seq.
+    public var seq: Int64
+    /// Every other member's watermarks.
+    public var others: [Marks]
+    /// What its author sees: "sent", "delivered" or "read".
+    public var status: String
+
+    /// The cases, read from the fixture beside the tests.
+    public static func load(file: String = #filePath) throws -> [DeliveryStatusCase] {
+        struct Fixture: Decodable { var cases: [DeliveryStatusCase] }
+        var folder = URL(fileURLWithPath: file).deletingLastPathComponent()
+        while folder.path != "/", !FileManager.default.fileExists(atPath: folder.appendingPathComponent("Tests/Fixtures").path) {
+            folder.deleteLastPathComponent()
+        }
+        let url = folder.appendingPathComponent("Tests/Fixtures/delivery-status.json")
+        return try JSONDecoder().decode(Fixture.self, from: try Data(contentsOf: url)).cases
+    }
+}

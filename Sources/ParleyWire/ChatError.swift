@@ -21,6 +21,12 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
         self.retryAfterSeconds = retryAfterSeconds
     }
 
+    /// An error as a server answered it (the SDK rebuilding a response it received); the
+    /// server itself only answers the statics below.
+    public static func answered(status: Int, code: String, message: String, retryAfterSeconds: Int?) -> ChatError {
+        ChatError(status: status, code: code, message: message, retryAfterSeconds: retryAfterSeconds)
+    }
+
     /// True when retrying the same request later may succeed.
     public var isTemporary: Bool { status == 429 || status >= 500 }
 

@@ -137,12 +137,8 @@ extension RealtimeDomainTests {
     /// A device attaching while it is being added somewhere must end up subscribed there: the
     /// change lands between the attach's read of its memberships and its subscribing.
     @Test func aDeviceAddedToAConversationWhileAttachingMissesNothingAfterward() async throws {
-        let bus = InProcessBus()
-        let harness = try await ChatHarness.make(bus: bus)
+        let (harness, fanout, alice, carol) = try await aliceAndCarolOnAFanout()
         defer { harness.tearDown() }
-        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
-        let (alice, _) = try await harness.register("alice")
-        let (carol, _) = try await harness.register("carol")
         let (old, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
         let probe = Probe(carol)
         let rooms = LockedBox<ConversationID?>(nil)
@@ -157,6 +153,18 @@ extension RealtimeDomainTests {
         let received = try await probe.nextEvent { $0.message != nil }
         #expect(received.message?.id == message.id, "subscribed to the room it joined, not to the one it left")
         #expect(received.position > asOf)
+    }
+}
+
+extension RealtimeDomainTests {
+    /// A domain with a fanout on its bus, and two registered users.
+    func aliceAndCarolOnAFanout() async throws -> (ChatHarness, Fanout<[UInt8]>, Caller, Caller) {
+        let bus = InProcessBus()
+        let harness = try await ChatHarness.make(bus: bus)
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
+        let (alice, _) = try await harness.register("alice")
+        let (carol, _) = try await harness.register("carol")
+        return (harness, fanout, alice, carol)
     }
 }
 
@@ -183,12 +191,8 @@ extension RealtimeDomainTests {
     /// memberships are read, before it is subscribed) must still reach it. Before attaching
     /// held what was routed meanwhile, the message was lost and no replay covered it.
     @Test func aMessagePublishedWhileADeviceAttachesReachesIt() async throws {
-        let bus = InProcessBus()
-        let harness = try await ChatHarness.make(bus: bus)
+        let (harness, fanout, alice, carol) = try await aliceAndCarolOnAFanout()
         defer { harness.tearDown() }
-        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
-        let (alice, _) = try await harness.register("alice")
-        let (carol, _) = try await harness.register("carol")
         let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
         let probe = Probe(carol)
         let chat = harness.chat

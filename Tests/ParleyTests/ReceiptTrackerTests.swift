@@ -1,26 +1,14 @@
 import Foundation
 @testable import Parley
 import ParleyWire
+import ParleyTesting
 import Testing
 
 /// The SDK's outgoing statuses follow the same rule as the server and the web client.
 struct ReceiptTrackerTests {
-    struct Fixture: Decodable {
-        struct Case: Decodable {
-            struct Marks: Decodable { var delivered: Int64; var read: Int64 }
-            var seq: Int64
-            var others: [Marks]
-            var status: DeliveryStatus
-        }
-        var cases: [Case]
-    }
-
     @Test func theTrackerReachesTheSharedCasesStatus() throws {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/delivery-status.json")
-        let fixture = try JSONDecoder().decode(Fixture.self, from: try Data(contentsOf: url))
         let room = ConversationID(rawValue: "c_1")
-        for item in fixture.cases {
+        for item in try DeliveryStatusCase.load() {
             var tracker = ReceiptTracker()
             // As the client knows them: every member first (track, member.added), then receipts.
             for index in item.others.indices { tracker.joined(UserID(rawValue: "u_\(index)"), in: room) }
@@ -30,9 +18,9 @@ struct ReceiptTrackerTests {
                 last = updates.last?.status ?? last
             }
             let expected: ParleyClient.OutgoingStatus? = switch item.status {
-            case .sent: nil
-            case .delivered: .delivered
-            case .read: .read
+            case "delivered": .delivered
+            case "read": .read
+            default: nil
             }
             #expect(last == expected, "seq \(item.seq) with \(item.others.map { ($0.delivered, $0.read) })")
         }
