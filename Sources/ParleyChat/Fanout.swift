@@ -8,10 +8,11 @@ import ParleyWire
 ///
 /// Subscriptions follow the event log itself: a `member.added` subscribes the newcomer's
 /// devices before it is delivered, a `member.removed` unsubscribes the leaver's after. A
-/// device that connects is attached in two steps around one read of its memberships; every
-/// event routed in between is held for it and, once the memberships are known, replayed
-/// through them in order (``attach(_:)``): attaching is atomic with respect to publication,
-/// so a device never misses an event published after the position `attach` returns.
+/// device that connects is attached in two steps around one read of its memberships; the
+/// events routed in between are kept (once, for every device attaching at the time) and,
+/// once its memberships are known, replayed through them in order (``attach(_:)``):
+/// attaching is atomic with respect to publication, so a device never misses an event
+/// published after the position `attach` returns.
 ///
 /// `Frame` is what the server sends (an encoded WebSocket frame), made once per publication
 /// however many devices receive it.
@@ -35,10 +36,9 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
         let receive: @Sendable (Delivery) -> Void
         // On the fanout's queue only:
         var attached = false
-        /// Events routed while attaching, in order, replayed through the memberships at the end.
-        var pending: [Publication] = []
-        /// More events arrived while attaching than ``Fanout/maxPendingWhileAttaching``.
-        var pendingOverflowed = false
+        /// While attaching: the number of events routed before it registered; what came
+        /// after is in the fanout's ``Fanout/recent`` and is replayed when it subscribes.
+        var attachedFrom = 0
         var conversations: Set<Int64> = []
 
         /// A device of `caller`; `receive` is called on the fanout's queue, in order, and must
@@ -63,18 +63,27 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     private var byUser: [Int64: [ObjectIdentifier: Subscriber]] = [:]
     private var byConversation: [Int64: [ObjectIdentifier: Subscriber]] = [:]
     private var presence: [Int64: PresenceEntry] = [:]
-    /// Devices between the two steps of ``attach(_:)``: they hold every event routed meanwhile.
+    /// Devices between the two steps of ``attach(_:)``.
     private var attaching: [ObjectIdentifier: Subscriber] = [:]
+    /// The events routed while any device is attaching, once for all of them (cleared when
+    /// none is): `recent[i]` is event number `recentBase + i` (counting from 0) of those
+    /// routed since start; `routedEvents` is the number the next one gets.
+    private var recent: [Publication] = []
+    private var recentBase = 0
+    private var routedEvents = 0
     private var routed = 0
 
-    /// Events held for one attaching device (its memberships are one store read, so this is
-    /// reached only when the store stalls under load); beyond it, `attach` fails with a
-    /// temporary error and the device connects again.
-    static var maxPendingWhileAttaching: Int { 50_000 }
+    /// The most events kept for attaching devices (their memberships are one store read, so
+    /// this is reached only when the store stalls under load). When it is passed, the oldest
+    /// half goes, and a device that began attaching before them fails with a temporary error
+    /// and connects again. Default: 65,536.
+    private let maxRecentWhileAttaching: Int
 
     /// Routes `bus`'s publications; `presenceGrace` is how long a user stays online after
     /// their last device disconnects (a reconnect within it is not announced).
-    public init(chat: Chat, bus: any Bus, presenceGrace: Duration, makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
+    public init(chat: Chat, bus: any Bus, presenceGrace: Duration, maxRecentWhileAttaching: Int = 65_536,
+                makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
+        self.maxRecentWhileAttaching = max(2, maxRecentWhileAttaching)
         self.chat = chat
         self.bus = bus
         self.makeFrame = makeFrame
@@ -108,6 +117,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
         await onQueue {
             self.byUser[subscriber.caller.userKey, default: [:]][ObjectIdentifier(subscriber)] = subscriber
             self.attaching[ObjectIdentifier(subscriber)] = subscriber
+            subscriber.attachedFrom = self.routedEvents
         }
         let memberships: (conversations: [Int64], asOf: Int64)
         do {
@@ -123,11 +133,11 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             throw error
         }
         let outcome: (cameOnline: Bool, overflowed: Bool) = await onQueue {
-            self.attaching.removeValue(forKey: ObjectIdentifier(subscriber))
-            let pending = subscriber.pending
-            subscriber.pending = []
+            let overflowed = subscriber.attachedFrom < self.recentBase
+            let pending = overflowed ? [] : self.recent[(subscriber.attachedFrom - self.recentBase)...]
+            self.stopAttaching(subscriber)
             guard self.byUser[subscriber.caller.userKey]?[ObjectIdentifier(subscriber)] != nil else { return (false, false) }  // detached meanwhile
-            guard !subscriber.pendingOverflowed else { return (false, true) }
+            guard !overflowed else { return (false, true) }
             // Replay what was routed meanwhile through the memberships as they stood at
             // `asOf`, applying each join and leave in its place, exactly as route() would have.
             let user = subscriber.caller.userKey
@@ -167,7 +177,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     public func detach(_ subscriber: Subscriber) {
         queue.async { [self] in
             let id = ObjectIdentifier(subscriber)
-            attaching.removeValue(forKey: id)
+            stopAttaching(subscriber)
             guard byUser[subscriber.caller.userKey]?.removeValue(forKey: id) != nil else { return }
             if byUser[subscriber.caller.userKey]?.isEmpty == true { byUser.removeValue(forKey: subscriber.caller.userKey) }
             for conversation in subscriber.conversations { unsubscribe(subscriber, from: conversation) }
@@ -212,14 +222,18 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             routed += 1
             switch publication {
             case .event(let position, let conversation, let audience, let joins, let leaves, let bytes):
-                for subscriber in attaching.values where !subscriber.pendingOverflowed {
-                    if subscriber.pending.count < Self.maxPendingWhileAttaching {
-                        subscriber.pending.append(publication)
-                    } else {
-                        subscriber.pending = []
-                        subscriber.pendingOverflowed = true
+                // This is event number `routedEvents`; `recent` holds numbers recentBase… .
+                if attaching.isEmpty {
+                    recentBase = routedEvents + 1
+                } else {
+                    recent.append(publication)
+                    if recent.count > maxRecentWhileAttaching {
+                        let dropped = recent.count / 2
+                        recent.removeFirst(dropped)
+                        recentBase += dropped
                     }
                 }
+                routedEvents += 1
                 if let joins { membershipChanged(user: joins, conversation: conversation, position: position, joined: true) }
                 var frame: Frame?
                 forEachRecipient(of: audience) { subscriber in
@@ -254,6 +268,15 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             for user in users {
                 for subscriber in (byUser[user] ?? [:]).values where subscriber.attached { body(subscriber) }
             }
+        }
+    }
+
+    /// Ends a device's attaching; the kept events go once no device is attaching.
+    private func stopAttaching(_ subscriber: Subscriber) {
+        attaching.removeValue(forKey: ObjectIdentifier(subscriber))
+        if attaching.isEmpty {
+            recent.removeAll(keepingCapacity: true)
+            recentBase = routedEvents
         }
     }
 

@@ -157,6 +157,57 @@ extension RealtimeDomainTests {
 }
 
 extension RealtimeDomainTests {
+    /// Two devices attaching at once share what is kept for them, and each gets it all.
+    @Test func twoDevicesAttachingAtOnceBothGetWhatWasPublishedMeanwhile() async throws {
+        let (harness, fanout, alice, carol) = try await aliceAndCarolOnAFanout()
+        defer { harness.tearDown() }
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
+        let chat = harness.chat
+        let phone = Probe(carol), laptop = Probe(carol)
+        let laptopAttached = LockedBox<Task<Int64, any Error>?>(nil)
+        _ = try await fanout.attach(phone.subscriber) {
+            _ = try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "one", content: .text("1"))).0
+            // The laptop starts attaching while the phone still is; both see "two".
+            laptopAttached.set(Task {
+                try await fanout.attach(laptop.subscriber) {
+                    _ = try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "three", content: .text("3"))).0
+                }
+            })
+            _ = try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "two", content: .text("2"))).0
+        }
+        _ = try await laptopAttached.get()?.value
+        #expect(try await [phone.nextEvent(), phone.nextEvent(), phone.nextEvent()].map { $0.message?.clientID } == ["one", "two", "three"])
+        let laptops = try await laptop.nextEvent(where: { $0.message?.clientID == "three" })
+        #expect(laptops.message?.clientID == "three", "the laptop gets what came after it began attaching")
+    }
+
+    /// A device whose attach outlasts what the fanout keeps is refused with a temporary
+    /// error (it connects again), never attached with a hole.
+    @Test func anAttachThatOutlastsTheKeptEventsIsRefusedNotHoled() async throws {
+        let bus = InProcessBus()
+        let harness = try await ChatHarness.make(bus: bus)
+        defer { harness.tearDown() }
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60), maxRecentWhileAttaching: 4) { $0 }
+        let (alice, _) = try await harness.register("alice")
+        let (carol, _) = try await harness.register("carol")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
+        let chat = harness.chat
+        let probe = Probe(carol)
+        await #expect(throws: ChatError.storeUnavailable) {
+            _ = try await fanout.attach(probe.subscriber) {
+                for index in 0..<10 {
+                    _ = try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "m\(index)", content: .text("\(index)")))
+                }
+            }
+        }
+        // Connecting again works and gets what is sent from then on.
+        let again = Probe(carol)
+        _ = try await fanout.attach(again.subscriber)
+        _ = try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "after", content: .text("after")))
+        #expect(try await again.nextEvent().message?.clientID == "after")
+        #expect(await fanout.deviceCount == 1, "the refused device was detached")
+    }
+
     /// A domain with a fanout on its bus, and two registered users.
     func aliceAndCarolOnAFanout() async throws -> (ChatHarness, Fanout<[UInt8]>, Caller, Caller) {
         let bus = InProcessBus()
