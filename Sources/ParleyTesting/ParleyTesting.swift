@@ -111,3 +111,16 @@ public struct DeliveryStatusCase: Decodable, Sendable {
         return try JSONDecoder().decode(Fixture.self, from: try Data(contentsOf: url)).cases
     }
 }
+
+/// A value tasks share in a test (one sets it, another reads it), behind a lock.
+public final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    // @unchecked: `value` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var value: Value
+    /// A box holding `value`.
+    public init(_ value: Value) { self.value = value }
+    /// The value now.
+    public func get() -> Value { lock.withLock { value } }
+    /// Replaces the value.
+    public func set(_ new: Value) { lock.withLock { value = new } }
+}

@@ -184,12 +184,8 @@ extension RealtimeDomainTests {
     /// A device whose attach outlasts what the fanout keeps is refused with a temporary
     /// error (it connects again), never attached with a hole.
     @Test func anAttachThatOutlastsTheKeptEventsIsRefusedNotHoled() async throws {
-        let bus = InProcessBus()
-        let harness = try await ChatHarness.make(bus: bus)
+        let (harness, fanout, alice, carol) = try await aliceAndCarolOnAFanout(maxRecentWhileAttaching: 4)
         defer { harness.tearDown() }
-        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60), maxRecentWhileAttaching: 4) { $0 }
-        let (alice, _) = try await harness.register("alice")
-        let (carol, _) = try await harness.register("carol")
         let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
         let chat = harness.chat
         let probe = Probe(carol)
@@ -209,22 +205,15 @@ extension RealtimeDomainTests {
     }
 
     /// A domain with a fanout on its bus, and two registered users.
-    func aliceAndCarolOnAFanout() async throws -> (ChatHarness, Fanout<[UInt8]>, Caller, Caller) {
+    func aliceAndCarolOnAFanout(maxRecentWhileAttaching: Int = 65_536) async throws -> (ChatHarness, Fanout<[UInt8]>, Caller, Caller) {
         let bus = InProcessBus()
         let harness = try await ChatHarness.make(bus: bus)
-        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60),
+                                     maxRecentWhileAttaching: maxRecentWhileAttaching) { $0 }
         let (alice, _) = try await harness.register("alice")
         let (carol, _) = try await harness.register("carol")
         return (harness, fanout, alice, carol)
     }
-}
-
-final class LockedBox<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func get() -> Value { lock.withLock { value } }
-    func set(_ new: Value) { lock.withLock { value = new } }
 }
 
 extension RealtimeDomainTests.Probe {

@@ -3,6 +3,7 @@ import Foundation
 import ParleyChatTesting
 import ParleyStore
 import ParleyStoreSQLite
+import ParleyTesting
 import ParleyWire
 import Testing
 

@@ -104,14 +104,14 @@ extension RealtimeTests {
                                                     token: senders[0].session.token)
             let devices = Int(ProcessInfo.processInfo.environment["PARLEY_FRESH_DEVICES"] ?? "") ?? 600
             let wanted = 4
-            let stop = LockedFlag()
+            let stop = LockedBox(false)
             // Four senders, each sending as fast as its answers come back.
             let load = Task {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for (index, sender) in senders.enumerated() {
                         group.addTask {
                             var count = 0
-                            while !stop.isSet {
+                            while !stop.get() {
                                 count += 1
                                 let _: JSONValue = try await server.post("/v1/conversations/\(room.id.rawValue)/messages",
                                                                                  self.text("s\(index)-\(count)", "load"), token: sender.session.token)
@@ -145,7 +145,7 @@ extension RealtimeTests {
                     }
                 }
             }
-            stop.set()
+            stop.set(true)
             try await load.value
             #expect(checked == devices)
             #expect(gaps.isEmpty, "\(gaps.count) of \(devices) fresh devices missed events after ready: \(gaps.prefix(5))")
@@ -179,14 +179,6 @@ extension RealtimeTests {
             #expect(readyAfter.epoch == epoch)
         }
     }
-}
-
-/// A flag tasks can read while another sets it.
-final class LockedFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool { lock.withLock { value } }
-    func set() { lock.withLock { value = true } }
 }
 
 extension JSONDecoder {

@@ -183,7 +183,7 @@ struct OptionDeclarationTests {
             _ = try parser.parse([option.flag, value], environment: [:], into: &fromFlag)
             _ = try parser.parse([], environment: [try #require(option.environment): value], into: &fromEnvironment)
             #expect(fromFlag == fromEnvironment, "\(option.flag)")
-            #expect(fromFlag != ServerConfiguration() || option.flag == "--port" && value == "8080", "\(option.flag) changed nothing")
+            #expect(fromFlag != ServerConfiguration(), "\(option.flag) \(value) changed nothing: pick a value that is not the default")
         }
         guard case .run(let both) = try ServerConfiguration.parse(["--port", "9001"], environment: ["PARLEY_PORT": "9002"]) else {
             Issue.record("expected run")
