@@ -19,12 +19,12 @@ extension Chat {
     /// Searches the app's users (guests excluded) whose username or display name starts with
     /// `query` (case-insensitive); an empty query lists everyone.
     ///
-    /// - Throws: 400 for a limit outside 1…100, an offset outside 0…10000 or a query over 64 characters.
+    /// - Throws: 400 for a limit outside 1…100, an offset outside 0…10000 or a query over 254 characters (the longest username, an e-mail address).
     public func searchUsers(_ caller: Caller, query: String, limit: Int?, offset: Int?, sort: UserSort) async throws -> UserPage {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 20)
         let offset = offset ?? 0
         guard (0...Limits.maxOffset).contains(offset) else { throw ChatError.invalid("offset must be 0–\(Limits.maxOffset)") }
-        guard query.unicodeScalars.count <= 64 else { throw ChatError.invalid("query must be at most 64 characters") }
+        guard query.unicodeScalars.count <= Limits.emailUsernameMax else { throw ChatError.invalid("query must be at most \(Limits.emailUsernameMax) characters") }
         let prefix = query.trimmingCharacters(in: .whitespaces).lowercased()
         // Every key starting with `prefix` sorts between it and prefix + U+10FFFF.
         let upper = prefix + "\u{10FFFF}"

@@ -4,16 +4,49 @@ import ParleyWire
 /// The checks every input goes through before anything is written. Each throws a 400
 /// `invalid_request` whose message names the field and the rule.
 enum Validate {
+    /// A username is a handle (`ana`, `ana.b-2`) or an e-mail address (`ana@example.com`), for
+    /// apps whose sign-in form asks for an e-mail. Both are stored as given and compared,
+    /// searched and kept unique case-insensitively (the key is the lowercased name).
     static func username(_ name: String) throws -> (display: String, key: String) {
         let scalars = name.unicodeScalars
+        if scalars.contains("@") {
+            guard isEmailAddress(name) else {
+                throw ChatError.invalid("username '\(name.prefix(64))' is not an e-mail address: local@domain.tld, at most \(Limits.emailUsernameMax) characters, "
+                    + "the local part letters, digits and . _ % + -, the domain letters, digits and - in dot-separated labels")
+            }
+            return (name, name.lowercased())
+        }
         guard Limits.username.contains(scalars.count) else {
-            throw ChatError.invalid("username must be \(Limits.username.lowerBound)–\(Limits.username.upperBound) characters")
+            throw ChatError.invalid("username must be \(Limits.username.lowerBound)–\(Limits.username.upperBound) characters (or an e-mail address)")
         }
         guard scalars.allSatisfy({ $0.isASCII && (isAlphanumeric($0) || "._-".unicodeScalars.contains($0)) }),
               let first = scalars.first, isAlphanumeric(first) else {
-            throw ChatError.invalid("username may use letters, digits, '.', '_' and '-', and must start with a letter or digit")
+            throw ChatError.invalid("username may use letters, digits, '.', '_' and '-', and must start with a letter or digit (or be an e-mail address)")
         }
         return (name, name.lowercased())
+    }
+
+    /// An ASCII e-mail address of the common shape (RFC 5321's dot-atom local part without
+    /// quoting, a domain of at least two LDH labels): what sign-up forms accept, no more.
+    static func isEmailAddress(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count <= Limits.emailUsernameMax, let at = bytes.firstIndex(of: UInt8(ascii: "@")),
+              bytes.lastIndex(of: UInt8(ascii: "@")) == at else { return false }
+        let local = bytes[..<at], domain = bytes[(at + 1)...]
+        guard (1...64).contains(local.count), local.first != UInt8(ascii: "."), local.last != UInt8(ascii: "."),
+              !local.indices.dropFirst().contains(where: { local[$0] == UInt8(ascii: ".") && local[$0 - 1] == UInt8(ascii: ".") }),
+              local.allSatisfy({ isASCIIAlphanumeric($0) || Array("._%+-".utf8).contains($0) }) else { return false }
+        let labels = domain.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard labels.count >= 2 else { return false }
+        return labels.allSatisfy { label in
+            (1...63).contains(label.count) && label.first != UInt8(ascii: "-") && label.last != UInt8(ascii: "-")
+                && label.allSatisfy { isASCIIAlphanumeric($0) || $0 == UInt8(ascii: "-") }
+        }
+    }
+
+    private static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
     }
 
     /// A username given to look someone up: only its shape is checked loosely, so a bad one is

@@ -1,8 +1,11 @@
 /// Every size and count the server enforces. The SDK checks the same numbers before it
 /// sends, so a user learns of a mistake without a round trip. docs/limits.md explains each.
 public enum Limits: Sendable {
-    /// Username length in characters; letters, digits, `.`, `_`, `-`, starting with a letter or digit.
+    /// Username length in characters; letters, digits, `.`, `_`, `-`, starting with a letter or digit
+    /// (or an e-mail address: ``emailUsernameMax``).
     public static let username = 3...32
+    /// A username may instead be an e-mail address (`local@domain.tld`) of at most this many characters.
+    public static let emailUsernameMax = 254
     /// Password length in UTF-8 bytes.
     public static let passwordBytes = 8...256
     /// Display name length in characters, after trimming spaces.

@@ -94,18 +94,24 @@ public struct Request: Sendable {
         }
     }
 
-    /// Decodes the JSON body as `T`.
+    /// Decodes the body as `T`: JSON, or a form (`application/x-www-form-urlencoded`) for a
+    /// flat body, which Alamofire and HTML forms send by default (``FormBody``).
     ///
-    /// - Throws: 415 `unsupported_media_type` unless the body is `application/json`;
-    ///   400 `invalid_json` naming the field when decoding fails.
+    /// - Throws: 415 `unsupported_media_type` for any other type; 400 `invalid_json` naming the
+    ///   field when decoding fails (a form field that needs nesting says to send JSON).
     public func decode<T: Decodable>(_ type: T.Type = T.self) async throws -> T {
-        if let contentType = headers["content-type"],
-           !contentType.split(separator: ";")[0].trimmingOWS().caseInsensitiveEquals("application/json") {
-            throw HTTPError(.unsupportedMediaType, code: "unsupported_media_type", message: "send the body as application/json")
+        let mediaType = headers["content-type"].map { $0.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingOWS() }
+        let isForm = mediaType?.caseInsensitiveEquals("application/x-www-form-urlencoded") ?? false
+        if let mediaType, !isForm, !mediaType.caseInsensitiveEquals("application/json") {
+            throw HTTPError(.unsupportedMediaType, code: "unsupported_media_type",
+                            message: "send the body as application/json (or application/x-www-form-urlencoded when it is flat)")
         }
         let bytes = try await body.collect(upTo: Int.max)
         do {
+            if isForm { return try FormBody(parsing: bytes).decode(T.self) }
             return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch let error as FormBodyError {
+            throw HTTPError(.badRequest, code: "invalid_json", message: error.description)
         } catch let DecodingError.keyNotFound(key, _) {
             throw HTTPError(.badRequest, code: "invalid_json", message: "missing field '\(key.stringValue)'")
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
