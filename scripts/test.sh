@@ -8,6 +8,7 @@
 #   4. schemathesis against docs/openapi.yaml (no 5xx, every response matches the schema)
 #   5. Autobahn|Testsuite sections 1-10
 #   6. a short libFuzzer run per parser (FUZZ_SECONDS, default 30)
+#   7. every Swift snippet in README.md and docs/sdk.md, compiled against the Parley product
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=()
@@ -52,6 +53,7 @@ step "interop and API (curl, h11, websockets, http.client)" interop_tests
 step "schemathesis (docs/openapi.yaml)" .venv/bin/python scripts/schemathesis.py
 step "Autobahn|Testsuite" scripts/autobahn.sh
 step "libFuzzer (${FUZZ_SECONDS:-30} s each)" scripts/fuzz.sh
+step "doc snippets compile (README.md, docs/sdk.md)" python3 scripts/snippets.py
 
 echo
 echo "== Summary"
