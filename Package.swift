@@ -33,9 +33,12 @@ let package = Package(
         .target(name: "ParleyCrypto", dependencies: ["CParleySodium", "CParleyCrypto"]),
         .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
         .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
+        // The Pusher Channels protocol (WebSocket and HTTP API) as an adapter over the event log.
+        .target(name: "ParleyPusher", dependencies: ["ParleyNet", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
         // Command-line options declared once (flag, environment variable, help, parsing).
         .target(name: "ParleyOptions"),
-        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions"],
+        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
+                                                     "ParleyPusher"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
@@ -78,6 +81,7 @@ let package = Package(
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyOptions"]),
+        .testTarget(name: "ParleyPusherTests", dependencies: ["ParleyPusher", "ParleyChat", "ParleyCrypto", "ParleyNet"]),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTesting", "ParleyTerminalUI"]),
     ]
 )

@@ -22,6 +22,48 @@ public enum Publication: Sendable {
     /// Sessions of a user were signed out: `only` that one, or all but `except`, or all. Their
     /// sockets close (4001).
     case signedOut(user: Int64, only: Int64?, except: Int64?)
+    /// An event on a named channel (the Pusher protocol's): stored (with a position) when the
+    /// app's backend triggered it, or passed on without being stored (a client event). Only
+    /// sockets subscribed to the channel by name receive it; the native fan-out ignores it.
+    case channel(ChannelEvent)
+}
+
+/// An event on a named channel of an app (docs/pusher.md).
+public struct ChannelEvent: Sendable, Hashable {
+    /// The app's internal key.
+    public var app: Int64
+    /// The channel's name (`my-channel`, `private-…`, `presence-…`).
+    public var channel: String
+    /// The event's name.
+    public var name: String
+    /// The event's data as JSON: a JSON string for events the backend triggered (Pusher's
+    /// `data` is a string), whatever the client sent for client events.
+    public var dataJSON: String
+    /// Its place in the event log; nil for events that are not stored (client events).
+    public var position: Int64?
+    /// Its number in the channel's log (1, 2, 3, … with no gaps); nil when not stored.
+    public var seq: Int64?
+    /// The presence user who sent a client event.
+    public var userID: String?
+    /// The socket that must not receive it (the sender of a client event, or the `socket_id`
+    /// a trigger excluded).
+    public var excludedSocket: String?
+    /// Milliseconds since 1970.
+    public var createdAt: Int64
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(app: Int64, channel: String, name: String, dataJSON: String, position: Int64?, seq: Int64?, userID: String?,
+                excludedSocket: String?, createdAt: Int64) {
+        self.app = app
+        self.channel = channel
+        self.name = name
+        self.dataJSON = dataJSON
+        self.position = position
+        self.seq = seq
+        self.userID = userID
+        self.excludedSocket = excludedSocket
+        self.createdAt = createdAt
+    }
 }
 
 /// Carries publications from the node that committed a change to every node's ``Fanout``.

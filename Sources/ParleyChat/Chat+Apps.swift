@@ -14,6 +14,9 @@ public struct AppCredentials: Sendable, Hashable {
     public var secret: String?
     /// When the app was created.
     public var createdAt: Date
+    /// The numeric id the Pusher libraries require (`app_id`); the Pusher key is the app key
+    /// and the Pusher secret the app secret (docs/pusher.md).
+    public var pusherID: Int64
 }
 
 /// An app a request was made for.
@@ -40,8 +43,12 @@ extension Chat {
                 if try db.fetchOne("SELECT 1 FROM app WHERE name = \(name)") != nil {
                     throw ChatError.conflict("an app named '\(name)' exists; choose another name")
                 }
-                try db.execute("INSERT INTO app (name, public_key, secret_hash, created_at) VALUES (\(name), \(key), \(hash), \(now))")
-                return AppCredentials(name: name, publicKey: key, secret: secret, createdAt: Chat.date(now))
+                let pusherID = try Schema.freshPusherID(db)
+                try db.execute("""
+                    INSERT INTO app (name, public_key, secret_hash, secret, pusher_id, created_at)
+                    VALUES (\(name), \(key), \(hash), \(secret), \(pusherID), \(now))
+                    """)
+                return AppCredentials(name: name, publicKey: key, secret: secret, createdAt: Chat.date(now), pusherID: pusherID)
             }
         }
     }
@@ -50,8 +57,9 @@ extension Chat {
     public func listApps() async throws -> [AppCredentials] {
         try await run {
             try await store.read { db in
-                try db.fetchAll("SELECT name, public_key, created_at FROM app ORDER BY id").map { row in
-                    AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: nil, createdAt: Chat.date(try row.get("created_at")))
+                try db.fetchAll("SELECT name, public_key, created_at, pusher_id FROM app ORDER BY id").map { row in
+                    AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: nil,
+                                   createdAt: Chat.date(try row.get("created_at")), pusherID: try row.get("pusher_id"))
                 }
             }
         }
@@ -63,17 +71,20 @@ extension Chat {
     public func rotateSecret(app: String) async throws -> AppCredentials {
         let secret = "sk_" + Crypto.randomToken()
         let hash = Crypto.secretHash(secret)
-        return try await run {
+        let rotated: AppCredentials = try await run {
             try await store.write { db in
                 guard let row = try db.fetchOne("""
-                    UPDATE app SET secret_hash = \(hash) WHERE name = \(app) OR public_key = \(app)
-                    RETURNING name, public_key, created_at
+                    UPDATE app SET secret_hash = \(hash), secret = \(secret) WHERE name = \(app) OR public_key = \(app)
+                    RETURNING name, public_key, created_at, pusher_id
                     """) else {
                     throw ChatError.appNotFound
                 }
-                return AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: secret, createdAt: Chat.date(try row.get("created_at")))
+                return AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: secret,
+                                      createdAt: Chat.date(try row.get("created_at")), pusherID: try row.get("pusher_id"))
             }
         }
+        channelApps.forget(key: rotated.publicKey)
+        return rotated
     }
 
     /// Creates the app named "default" when the server has no app yet.

@@ -296,7 +296,7 @@ extension Chat {
             SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
-            WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID)
+            WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID) AND c.kind <> 'pusher'
             """) else { throw ChatError.conversationNotFound }
         let kind = try stored(try row.get("kind"), as: ConversationKind.self)
         let role = try row.get("role", as: String?.self).map { try stored($0, as: MemberRole.self) }

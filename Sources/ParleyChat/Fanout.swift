@@ -249,6 +249,8 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
                     frame = made
                     subscriber.receive(.ephemeral(made))
                 }
+            case .channel:
+                continue  // named channels have their own router (ParleyPusher)
             case .signedOut(let user, let only, let except):
                 for subscriber in (byUser[user] ?? [:]).values {
                     let session = subscriber.caller.sessionKey

@@ -238,6 +238,62 @@ public enum Schema: Sendable {
                 INSERT INTO setting (name, value) VALUES (\(EventLog.epochSetting), \(Array(Crypto.randomID(prefix: "e_", length: 16).utf8)))
                 """)
         }
+        migrator.register("0008 channels for the Pusher protocol, app secrets for signing") { db in
+            // The Pusher protocol signs with the app secret itself (HMAC-SHA256), so the server
+            // keeps it (docs/decisions/0016-pusher-channels-on-the-event-log.md). Apps made
+            // before this keep only a hash: their Pusher HTTP API and private channels answer
+            // "rotate the secret" until `apps rotate-secret`.
+            try db.execute("ALTER TABLE app ADD COLUMN secret TEXT")
+            // The numeric app id the Pusher libraries require; random, so it says nothing of counts.
+            try db.execute("ALTER TABLE app ADD COLUMN pusher_id INTEGER")
+            for row in try db.fetchAll("SELECT id FROM app ORDER BY id") {
+                let id: Int64 = try row.get("id")
+                try db.execute("UPDATE app SET pusher_id = \(try Schema.freshPusherID(db)) WHERE id = \(id)")
+            }
+            try db.execute("CREATE UNIQUE INDEX app_pusher_id ON app (pusher_id)")
+            // A Pusher channel is a conversation of kind 'pusher' named by `title` (its channel
+            // name, unique per app): its events are rows of the one event log, with a seq and a
+            // position like every other change. It has no members and no creator, so the kind's
+            // CHECK and created_by's NOT NULL change: SQLite rebuilds the table (the others keep
+            // pointing at it; foreign keys are checked at commit).
+            try db.execute("PRAGMA defer_foreign_keys = ON")
+            try db.execute("""
+                CREATE TABLE conversation_new (
+                    id INTEGER PRIMARY KEY,
+                    app_id INTEGER NOT NULL REFERENCES app(id),
+                    public_id TEXT NOT NULL UNIQUE,
+                    kind TEXT NOT NULL CHECK (kind IN ('direct', 'group', 'public', 'private', 'pusher')),
+                    title TEXT,
+                    title_key TEXT,
+                    custom_data TEXT,
+                    direct_key TEXT,
+                    created_by INTEGER REFERENCES account(id) CHECK ((created_by IS NULL) = (kind = 'pusher')),
+                    created_at INTEGER NOT NULL,
+                    last_seq INTEGER NOT NULL DEFAULT 0,
+                    last_position INTEGER NOT NULL DEFAULT 0,
+                    last_message_id INTEGER,
+                    member_count INTEGER NOT NULL DEFAULT 0,
+                    UNIQUE (app_id, direct_key))
+                """)
+            try db.execute("""
+                INSERT INTO conversation_new (id, app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by,
+                                              created_at, last_seq, last_position, last_message_id, member_count)
+                SELECT id, app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by,
+                       created_at, last_seq, last_position, last_message_id, member_count FROM conversation
+                """)
+            try db.execute("DROP TABLE conversation")
+            try db.execute("ALTER TABLE conversation_new RENAME TO conversation")
+            try db.execute("CREATE INDEX conversation_channels ON conversation (app_id, kind, title_key)")
+            try db.execute("CREATE UNIQUE INDEX conversation_pusher_channel ON conversation (app_id, title) WHERE kind = 'pusher'")
+        }
         return migrator
+    }
+
+    /// A numeric Pusher app id no app has yet (9 digits).
+    static func freshPusherID(_ db: any Database) throws -> Int64 {
+        while true {
+            let candidate = Int64.random(in: 100_000_000...999_999_999)
+            if try db.fetchOne("SELECT 1 FROM app WHERE pusher_id = \(candidate)") == nil { return candidate }
+        }
     }
 }

@@ -12,11 +12,15 @@ public struct AppendedEvent: Sendable {
     public var conversationKind: ConversationKind
     /// The user a membership or receipt event is about (internal key).
     public var userKey: Int64?
+    /// A named channel's event (its log is a conversation of kind `pusher`, which has no
+    /// members): published to the channel's subscribers instead of to members.
+    public var channelEvent: ChannelEvent? = nil
 
     /// The publication that delivers it live: to the conversation's members (receipts in
     /// public channels only to the member's own devices), subscribing a newcomer first and
     /// unsubscribing a leaver after.
     var publication: Publication {
+        if let channelEvent { return .channel(channelEvent) }
         let audience: Audience = record.type == .receiptUpdated && conversationKind == .public
             ? .users([userKey ?? 0]) : .members(conversation: conversationKey)
         return .event(position: record.position, conversation: conversationKey, audience: audience,

@@ -82,3 +82,16 @@ extension Array where Element == UInt8 {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+extension Crypto {
+    /// MD5 of `bytes`, from libcrypto. Only for protocols that name it as a checksum (Pusher's
+    /// `body_md5`); never for anything that must resist forgery.
+    public static func md5(_ bytes: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 16)
+        var length: UInt32 = 0
+        bytes.withUnsafeBytes { buffer in
+            _ = EVP_Digest(buffer.baseAddress, buffer.count, &out, &length, EVP_md5(), nil)
+        }
+        return out
+    }
+}

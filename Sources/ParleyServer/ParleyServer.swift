@@ -3,6 +3,7 @@ public import ParleyChat
 public import ParleyNet
 import ParleyCrypto
 import ParleyMedia
+import ParleyPusher
 import ParleyStore
 import ParleyStoreSQLite
 
@@ -87,7 +88,9 @@ public final class ParleyServer: Sendable {
         let fanout = Fanout<EncodedWebSocketFrame>(chat: chat, bus: bus, presenceGrace: configuration.realtime.presenceGrace) { bytes in
             EncodedWebSocketFrame(utf8: bytes)
         }
-        var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media)
+        let pusher = PusherService(chat: chat, bus: bus, configuration: configuration.pusher)
+        var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
+                                 pusher: pusher)
         ChatRoutes.add(to: &router, chat: chat)
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey
@@ -97,6 +100,7 @@ public final class ParleyServer: Sendable {
         RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,
                                                                  heartbeatSeconds: Int(configuration.pingInterval.components.seconds)),
                            webSocket: webSocket)
+        pusher.addRoutes(to: &router, webSocket: webSocket)
         do {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
             let interval = configuration.media.collectionIntervalSeconds
@@ -158,7 +162,8 @@ public final class ParleyServer: Sendable {
         case .list:
             let apps = try await chat.listApps()
             if apps.isEmpty { return "No apps yet: start the server once, or run 'parley-server apps create <name>'." }
-            return apps.map { "\($0.name)\t\($0.publicKey)\tcreated \(ISO8601DateFormatter().string(from: $0.createdAt))" }.joined(separator: "\n")
+            return apps.map { "\($0.name)\t\($0.publicKey)\tpusher app id \($0.pusherID)\tcreated \(ISO8601DateFormatter().string(from: $0.createdAt))" }
+                .joined(separator: "\n")
         case .create(let name):
             return describe(try await chat.createApp(name: name), verb: "Created")
         case .rotateSecret(let app):
@@ -171,7 +176,8 @@ public final class ParleyServer: Sendable {
         """
         \(verb) app '\(app.name)'
           app key:    \(app.publicKey)   (clients send it as X-Parley-App-Key)
-          app secret: \(app.secret ?? "(unchanged)")   (for your backend only; shown once, stored as a hash)
+          app secret: \(app.secret ?? "(unchanged)")   (for your backend only; shown once)
+          pusher app id: \(app.pusherID)   (with the key and secret, for the Pusher libraries: docs/pusher.md)
         """
     }
 
@@ -180,7 +186,7 @@ public final class ParleyServer: Sendable {
         var lines: [String] = []
         if let createdApp { lines.append(Self.describe(createdApp, verb: "First start: created")) }
         for app in apps where app.publicKey != createdApp?.publicKey {
-            lines.append("App '\(app.name)' key: \(app.publicKey)")
+            lines.append("App '\(app.name)' key: \(app.publicKey)   pusher app id: \(app.pusherID)")
         }
         return lines
     }

@@ -473,32 +473,6 @@ final class RealtimeSession: @unchecked Sendable {
     }
 }
 
-/// A token bucket: `rate` per second sustained, `burst` at once.
-struct TokenBucket: Sendable {
-    let rate: Double
-    let burst: Double
-    private var tokens: Double
-    private var updated: ContinuousClock.Instant?
-
-    init(rate: Double, burst: Double) {
-        self.rate = rate
-        self.burst = burst
-        tokens = burst
-    }
-
-    /// Takes a token; nil if one was there, else whole seconds until one is.
-    mutating func take(now: ContinuousClock.Instant) -> Int? {
-        if let updated {
-            let elapsed = now - updated
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            tokens = min(burst, tokens + max(0, seconds) * rate)
-        }
-        updated = now
-        guard tokens >= 1 else { return max(1, Int(((1 - tokens) / rate).rounded(.up))) }
-        tokens -= 1
-        return nil
-    }
-}
 
 /// Token buckets per user, shared by all of a user's connections on this node.
 final class UserBuckets: Sendable {

@@ -1,12 +1,13 @@
 import Foundation
 import ParleyChat
 import ParleyNet
+import ParleyPusher
 import ParleyStoreSQLite
 
 /// The server's HTTP and WebSocket routes.
 enum Routes {
     static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
-                     fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil) -> Router {
+                     fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil, pusher: PusherService? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
@@ -20,8 +21,9 @@ enum Routes {
         router.get("/metrics") { _ in
             var realtime: (devices: Int, routed: Int)?
             if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
+            let pusherCounts = await pusher?.counts
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
-                                                        media: media?.metrics.withLock { $0 }))
+                                                        media: media?.metrics.withLock { $0 }, pusher: pusherCounts))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             return response
         }
@@ -76,7 +78,8 @@ enum Routes {
 /// Renders `/metrics` in the Prometheus text exposition format (version 0.0.4).
 enum Metrics {
     static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
-                       realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil) -> String {
+                       realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
+                       pusher: (connections: Int, routed: Int)? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -113,6 +116,11 @@ enum Metrics {
             metric("parley_media_downloads_total", "counter", "Downloads answered with bytes (200 and 206).", [("", "\(media.downloads)")])
             metric("parley_media_files_removed_total", "counter", "Stored files removed because no upload uses them any more.",
                    [("", "\(media.blobsRemoved)")])
+        }
+        if let pusher {
+            metric("parley_pusher_connections", "gauge", "Open Pusher-protocol sockets on this node.", [("", "\(pusher.connections)")])
+            metric("parley_pusher_channel_events_total", "counter", "Channel events routed to this node's Pusher sockets.",
+                   [("", "\(pusher.routed)")])
         }
         let commits = store.commitStatistics
         metric("parley_store_writes_total", "counter", "Write transactions requested of the store.", [("", "\(commits.writes)")])

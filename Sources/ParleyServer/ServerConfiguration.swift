@@ -1,5 +1,6 @@
 import Foundation
 import ParleyOptions
+public import ParleyPusher
 public import ParleyStoreSQLite
 
 /// `parley-server`'s settings, from command-line options and `PARLEY_*` environment variables
@@ -41,6 +42,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `--media-quota-bytes`, `--max-image-pixels`, `--thumbnail-size`, `--keep-photo-metadata`,
     /// `--media-url-lifetime`, `--media-orphan-lifetime`, `--media-gc-interval`.
     public var media = MediaConfiguration()
+    /// The Pusher protocol's timers and limits (docs/pusher.md). `--pusher-activity-timeout`,
+    /// `--pusher-pong-timeout`, `--pusher-history`, `--pusher-client-events-per-second`.
+    public var pusher = PusherConfiguration()
 
     /// The defaults.
     public init() {}
@@ -123,6 +127,14 @@ public struct ServerConfiguration: Sendable, Equatable {
                      value: "<s>", help: "Seconds an upload no message uses is kept (default 86400)."),
             O.integer("--media-gc-interval", "PARLEY_MEDIA_GC_INTERVAL", in: 1...86_400, \.media.collectionIntervalSeconds, value: "<s>",
                      help: "Seconds between removals of unused uploads (default 300)."),
+            O.seconds("--pusher-activity-timeout", "PARLEY_PUSHER_ACTIVITY_TIMEOUT", in: 1...3600, \.pusher.activityTimeout,
+                     help: "Seconds of silence before a Pusher socket is pinged (announced as activity_timeout; default 120)."),
+            O.seconds("--pusher-pong-timeout", "PARLEY_PUSHER_PONG_TIMEOUT", in: 1...3600, \.pusher.pongTimeout,
+                     help: "Seconds a pinged Pusher socket has to answer before it is closed with 4201 (default 30)."),
+            O.integer("--pusher-history", "PARLEY_PUSHER_HISTORY", in: 1...100_000, \.pusher.historyPerChannel,
+                     help: "Triggered events kept per Pusher channel for clients that were away (default 100)."),
+            O.integer("--pusher-client-events-per-second", "PARLEY_PUSHER_CLIENT_EVENTS_PER_SECOND", in: 1...10_000,
+                     \.pusher.clientEventsPerSecond, help: "Client events one Pusher socket may send per second (default 10)."),
         ]
         return OptionParser(options)
     }
@@ -144,8 +156,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         (the secret only then). 'apps create' makes more, 'apps list' shows their keys,
         'apps rotate-secret' replaces a secret. A running server sees new apps at once.
 
-        ENDPOINTS: the REST API under /v1 (docs/openapi.yaml), GET /healthz (liveness and
-        version), GET /metrics (Prometheus text). Uploads are kept in <data-dir>/media.
+        ENDPOINTS: the REST API under /v1 (docs/openapi.yaml), the realtime socket at
+        /v1/realtime (docs/protocol.md), the Pusher Channels protocol at /app/<key> and
+        /apps/<pusher app id>/ (docs/pusher.md), GET /healthz (liveness and version),
+        GET /metrics (Prometheus text). Uploads are kept in <data-dir>/media.
         SIGNALS: SIGINT or SIGTERM stop accepting, close WebSockets with 1001, finish
         in-flight requests and exit 0 within the shutdown timeout.
         """

@@ -65,6 +65,11 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     /// 403: a signed media link that is malformed, forged or expired.
     public static let invalidSignature = ChatError(.invalidSignature,
                                                    "the link is invalid or has expired; ask for a new one with GET /v1/media/{id}/url")
+    /// 401: a request of the app's backend (the Pusher HTTP API) whose signature, key or
+    /// timestamp is refused; the message says which and what was expected.
+    public static func badRequestSignature(_ message: String) -> ChatError { ChatError(.badRequestSignature, message) }
+    /// 413: a value past its size limit (a Pusher event's data).
+    public static func tooLarge(_ message: String) -> ChatError { ChatError(.bodyTooLarge, message) }
     /// 403: storing this upload would take the account past its media quota.
     public static func quotaExceeded(usedBytes: Int64, quotaBytes: Int64) -> ChatError {
         ChatError(.quotaExceeded,
@@ -161,6 +166,7 @@ extension ChatError {
         case forbidden
         case notMember = "not_member"
         case invalidSignature = "invalid_signature"
+        case badRequestSignature = "bad_request_signature"
         case quotaExceeded = "quota_exceeded"
         case conversationNotFound = "conversation_not_found"
         case messageNotFound = "message_not_found"
@@ -207,7 +213,7 @@ extension ChatError {
             switch self {
             case .invalidRequest, .invalidJSON, .unknownCommand, .missingParameter, .invalidParameter, .incompleteBody,
                  .connectionClosed, .badUpgrade: 400
-            case .unauthenticated, .unknownApp, .wrongCredentials: 401
+            case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature: 401
             case .forbidden, .notMember, .invalidSignature, .quotaExceeded: 403
             case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,
                  .thumbnailNotFound, .notFound: 404

@@ -36,13 +36,13 @@ struct ErrorCatalogTests {
     @Test func noCodeIsWrittenOutsideTheCatalog() throws {
         let known = Set(ChatError.Code.allCases.map(\.rawValue))
         var offenders: [String] = []
-        for folder in ["Sources/ParleyChat", "Sources/ParleyServer", "Sources/ParleyMedia"] {
+        for folder in ["Sources/ParleyChat", "Sources/ParleyServer", "Sources/ParleyMedia", "Sources/ParleyPusher"] {
             for (path, text) in try sources(folder) where text.contains("ChatError(status:") { offenders.append(path) }
         }
         #expect(offenders.isEmpty, "ChatError(status:…) literals: make each a static in ChatError")
         let literal = try NSRegularExpression(pattern: #"code: "([a-z_]+)""#)
         var unknown: [String] = []
-        for folder in ["Sources/ParleyNet", "Sources/ParleyServer", "Sources/ParleyChat"] {
+        for folder in ["Sources/ParleyNet", "Sources/ParleyServer", "Sources/ParleyChat", "Sources/ParleyPusher"] {
             for (path, text) in try sources(folder) {
                 for match in literal.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
                     guard let range = Range(match.range(at: 1), in: text) else { continue }

@@ -1,0 +1,226 @@
+import Foundation
+import ParleyCrypto
+import ParleyStore
+import ParleyWire
+
+/// An app as the Pusher protocol sees it: its key, the secret it signs with and its numeric id.
+public struct ChannelApp: Sendable, Hashable {
+    /// The app.
+    public var app: AppRef
+    /// The app key (Pusher's `key`).
+    public var key: String
+    /// The app secret (Pusher's `secret`); nil for an app made before secrets were kept for
+    /// signing, until its secret is rotated.
+    public var secret: String?
+    /// The numeric id the Pusher libraries require (Pusher's `app_id`).
+    public var pusherID: Int64
+}
+
+/// An event the app's backend triggers on a named channel.
+public struct ChannelTrigger: Sendable, Hashable {
+    /// The channel's name.
+    public var channel: String
+    /// The event's name.
+    public var name: String
+    /// The event's data, as given (Pusher's `data` is a string, usually JSON).
+    public var data: String
+    /// A socket that must not receive it (Pusher's `socket_id`).
+    public var excludedSocket: String?
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(channel: String, name: String, data: String, excludedSocket: String?) {
+        self.channel = channel
+        self.name = name
+        self.data = data
+        self.excludedSocket = excludedSocket
+    }
+}
+
+/// A page of a channel's stored events.
+public struct ChannelHistory: Sendable, Hashable {
+    /// The events after the position asked for, oldest first.
+    public var events: [ChannelEvent]
+    /// More events follow the last one.
+    public var hasMore: Bool
+    /// The oldest position the channel still keeps (0: none kept); a client whose position is
+    /// older than the one before it missed events that are no longer kept.
+    public var oldestKept: Int64
+}
+
+/// Named channels: the Pusher protocol's, with their events kept in the one event log
+/// (docs/decisions/0016-pusher-channels-on-the-event-log.md). A channel's log is a conversation
+/// of kind `pusher` named by the channel; each triggered event is one of its events with a seq
+/// and a position, published through the bus after commit like every other change, and only
+/// the newest `keep` are kept.
+extension Chat {
+    /// The event type of a channel's stored events.
+    static let channelEventType = ConversationEvent.Kind.unknown("channel.event")
+
+    /// The app with this key, for the Pusher protocol; nil if there is none.
+    public func channelApp(key: String) async throws -> ChannelApp? {
+        guard key.utf8.count <= 64 else { return nil }
+        if let cached = channelApps.get(key: key, now: nowMilliseconds) { return cached }
+        return try await loadChannelApp("public_key = \(key)")
+    }
+
+    /// The app with this numeric (Pusher) id; nil if there is none.
+    public func channelApp(pusherID: Int64) async throws -> ChannelApp? {
+        if let cached = channelApps.get(pusherID: pusherID, now: nowMilliseconds) { return cached }
+        return try await loadChannelApp("pusher_id = \(pusherID)")
+    }
+
+    private func loadChannelApp(_ condition: SQL) async throws -> ChannelApp? {
+        let found: ChannelApp? = try await run {
+            try await store.read { db in
+                try db.fetchOne("SELECT id, public_key, secret, pusher_id FROM app WHERE \(condition)").map { row in
+                    ChannelApp(app: AppRef(id: try row.get("id")), key: try row.get("public_key"), secret: try row.get("secret"),
+                               pusherID: try row.get("pusher_id"))
+                }
+            }
+        }
+        if let found { channelApps.put(found, now: nowMilliseconds) }
+        return found
+    }
+
+    /// Stores and publishes events on named channels, all in one transaction: each is appended
+    /// to its channel's log (created on its first event), and each log is trimmed to its
+    /// newest `keep` events. Returns once they are committed.
+    ///
+    /// - Returns: the stored events, in the order given.
+    @discardableResult
+    public func trigger(_ triggers: [ChannelTrigger], app: AppRef, keep: Int) async throws -> [ChannelEvent] {
+        guard !triggers.isEmpty else { return [] }
+        let now = nowMilliseconds
+        let keep = max(1, keep)
+        return try await run {
+            try await write { tx in
+                var stored: [ChannelEvent] = []
+                var channels: [String: (key: Int64, publicID: String)] = [:]
+                for trigger in triggers {
+                    let channel = try channels[trigger.channel] ?? Chat.channelLog(tx, app: app.id, name: trigger.channel, now: now)
+                    channels[trigger.channel] = channel
+                    var writer = JSONWriter(capacity: trigger.data.utf8.count + 16)
+                    writer.string(trigger.data)
+                    let dataJSON = String(decoding: writer.bytes, as: UTF8.self)
+                    let payload = Chat.channelPayload(name: trigger.name, dataJSON: dataJSON, excludedSocket: trigger.excludedSocket)
+                    var made: ChannelEvent?
+                    let seq = try EventLog.nextSeq(tx, conversation: channel.key)
+                    try tx.append(conversation: channel.key, type: Chat.channelEventType, seq: seq, actor: nil, payload: payload, now: now) { position in
+                        let event = ChannelEvent(app: app.id, channel: trigger.channel, name: trigger.name, dataJSON: dataJSON,
+                                                 position: position, seq: seq, userID: nil, excludedSocket: trigger.excludedSocket,
+                                                 createdAt: now)
+                        made = event
+                        var appended = AppendedEvent(
+                            record: EventRecord(position: position, conversationID: channel.publicID, seq: seq, type: Chat.channelEventType,
+                                                actorID: nil, createdAt: now),
+                            conversationKey: channel.key, conversationKind: .public, userKey: nil)
+                        appended.channelEvent = event
+                        return appended
+                    }
+                    try tx.execute("DELETE FROM event WHERE conversation_id = \(channel.key) AND seq <= \(seq - Int64(keep))")
+                    if let made { stored.append(made) }
+                }
+                return stored
+            }
+        }
+    }
+
+    /// A channel's stored events after `position` (0: from the oldest kept), oldest first.
+    public func channelHistory(app: AppRef, channel: String, after position: Int64, limit: Int) async throws -> ChannelHistory {
+        let limit = min(max(1, limit), 1_000)
+        return try await run {
+            try await store.read { db in
+                guard let key = try db.fetchValue(Int64.self, """
+                    SELECT id FROM conversation WHERE app_id = \(app.id) AND kind = 'pusher' AND title = \(channel)
+                    """) else { return ChannelHistory(events: [], hasMore: false, oldestKept: 0) }
+                let oldest = try db.fetchValue(Int64.self, "SELECT coalesce(min(position), 0) FROM event WHERE conversation_id = \(key)") ?? 0
+                let rows = try db.fetchAll("""
+                    SELECT position, seq, payload, created_at FROM event
+                    WHERE conversation_id = \(key) AND position > \(position) ORDER BY position LIMIT \(limit + 1)
+                    """)
+                let events = try rows.prefix(limit).map { row in
+                    let payload = try Chat.decodeChannelPayload(try row.get("payload", as: String?.self) ?? "")
+                    return ChannelEvent(app: app.id, channel: channel, name: payload.name, dataJSON: payload.dataJSON,
+                                        position: try row.get("position"), seq: try row.get("seq"), userID: nil,
+                                        excludedSocket: payload.excludedSocket, createdAt: try row.get("created_at"))
+                }
+                return ChannelHistory(events: events, hasMore: rows.count > limit, oldestKept: oldest)
+            }
+        }
+    }
+
+    /// Hands an event that is not stored (a client event) to every node's channel router.
+    public func publishUnstored(_ event: ChannelEvent) {
+        bus?.publish([.channel(event)])
+    }
+
+    /// The channel's log, created on first use.
+    static func channelLog(_ tx: Transaction, app: Int64, name: String, now: Int64) throws -> (key: Int64, publicID: String) {
+        if let row = try tx.fetchOne("SELECT id, public_id FROM conversation WHERE app_id = \(app) AND kind = 'pusher' AND title = \(name)") {
+            return (try row.get("id"), try row.get("public_id"))
+        }
+        let publicID = Crypto.randomID(prefix: "ch_")
+        guard let key = try tx.fetchValue(Int64.self, """
+            INSERT INTO conversation (app_id, public_id, kind, title, title_key, created_by, created_at)
+            VALUES (\(app), \(publicID), 'pusher', \(name), \(name), NULL, \(now)) RETURNING id
+            """) else { throw ChatError.internalError }
+        return (key, publicID)
+    }
+
+    /// What a stored channel event keeps: its name, its data (JSON) and the excluded socket.
+    private struct ChannelPayload: Codable {
+        var name: String
+        var data: String
+        var excludedSocket: String?
+    }
+
+    static func channelPayload(name: String, dataJSON: String, excludedSocket: String?) -> String {
+        var writer = JSONWriter(capacity: dataJSON.utf8.count + name.utf8.count + 64)
+        writer.object { json in
+            json.key("data"); json.string(dataJSON)
+            if let excludedSocket { json.key("excludedSocket"); json.string(excludedSocket) }
+            json.key("name"); json.string(name)
+        }
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    static func decodeChannelPayload(_ text: String) throws -> (name: String, dataJSON: String, excludedSocket: String?) {
+        do {
+            let payload = try JSONDecoder().decode(ChannelPayload.self, from: Data(text.utf8))
+            return (payload.name, payload.data, payload.excludedSocket)
+        } catch {
+            throw StoreError.decoding("a stored channel event's payload is damaged: \(error)")
+        }
+    }
+}
+
+/// Channel apps by key and by numeric id, for a minute (the Pusher endpoints look an app up
+/// on every request). Rotating a secret on this node replaces the entry at once.
+final class ChannelAppCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var byKey: [String: (ChannelApp, Int64)] = [:]
+    private var byPusherID: [Int64: (ChannelApp, Int64)] = [:]
+    static let freshness: Int64 = 60_000
+
+    func get(key: String, now: Int64) -> ChannelApp? {
+        lock.withLock { byKey[key].flatMap { now - $0.1 < Self.freshness ? $0.0 : nil } }
+    }
+
+    func get(pusherID: Int64, now: Int64) -> ChannelApp? {
+        lock.withLock { byPusherID[pusherID].flatMap { now - $0.1 < Self.freshness ? $0.0 : nil } }
+    }
+
+    func put(_ app: ChannelApp, now: Int64) {
+        lock.withLock {
+            if byKey.count > 10_000 { byKey.removeAll(); byPusherID.removeAll() }
+            byKey[app.key] = (app, now)
+            byPusherID[app.pusherID] = (app, now)
+        }
+    }
+
+    func forget(key: String) {
+        lock.withLock {
+            if let (app, _) = byKey.removeValue(forKey: key) { byPusherID.removeValue(forKey: app.pusherID) }
+        }
+    }
+}
