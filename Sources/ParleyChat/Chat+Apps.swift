@@ -83,7 +83,6 @@ extension Chat {
                                       createdAt: Chat.date(try row.get("created_at")), pusherID: try row.get("pusher_id"))
             }
         }
-        channelApps.forget(key: rotated.publicKey)
         return rotated
     }
 

@@ -59,18 +59,18 @@ extension Chat {
     /// The app with this key, for the Pusher protocol; nil if there is none.
     public func channelApp(key: String) async throws -> ChannelApp? {
         guard key.utf8.count <= 64 else { return nil }
-        if let cached = channelApps.get(key: key, now: nowMilliseconds) { return cached }
         return try await loadChannelApp("public_key = \(key)")
     }
 
     /// The app with this numeric (Pusher) id; nil if there is none.
     public func channelApp(pusherID: Int64) async throws -> ChannelApp? {
-        if let cached = channelApps.get(pusherID: pusherID, now: nowMilliseconds) { return cached }
-        return try await loadChannelApp("pusher_id = \(pusherID)")
+        try await loadChannelApp("pusher_id = \(pusherID)")
     }
 
+    /// Read on every request, never cached: a secret rotated by `apps rotate-secret` (another
+    /// process) stops working at once. It is one indexed read beside the request's own work.
     private func loadChannelApp(_ condition: SQL) async throws -> ChannelApp? {
-        let found: ChannelApp? = try await run {
+        try await run {
             try await store.read { db in
                 try db.fetchOne("SELECT id, public_key, secret, pusher_id FROM app WHERE \(condition)").map { row in
                     ChannelApp(app: AppRef(id: try row.get("id")), key: try row.get("public_key"), secret: try row.get("secret"),
@@ -78,8 +78,6 @@ extension Chat {
                 }
             }
         }
-        if let found { channelApps.put(found, now: nowMilliseconds) }
-        return found
     }
 
     /// Stores and publishes events on named channels, all in one transaction: each is appended
@@ -190,37 +188,6 @@ extension Chat {
             return (payload.name, payload.data, payload.excludedSocket)
         } catch {
             throw StoreError.decoding("a stored channel event's payload is damaged: \(error)")
-        }
-    }
-}
-
-/// Channel apps by key and by numeric id, for a minute (the Pusher endpoints look an app up
-/// on every request). Rotating a secret on this node replaces the entry at once.
-final class ChannelAppCache: @unchecked Sendable {
-    private let lock = NSLock()
-    private var byKey: [String: (ChannelApp, Int64)] = [:]
-    private var byPusherID: [Int64: (ChannelApp, Int64)] = [:]
-    static let freshness: Int64 = 60_000
-
-    func get(key: String, now: Int64) -> ChannelApp? {
-        lock.withLock { byKey[key].flatMap { now - $0.1 < Self.freshness ? $0.0 : nil } }
-    }
-
-    func get(pusherID: Int64, now: Int64) -> ChannelApp? {
-        lock.withLock { byPusherID[pusherID].flatMap { now - $0.1 < Self.freshness ? $0.0 : nil } }
-    }
-
-    func put(_ app: ChannelApp, now: Int64) {
-        lock.withLock {
-            if byKey.count > 10_000 { byKey.removeAll(); byPusherID.removeAll() }
-            byKey[app.key] = (app, now)
-            byPusherID[app.pusherID] = (app, now)
-        }
-    }
-
-    func forget(key: String) {
-        lock.withLock {
-            if let (app, _) = byKey.removeValue(forKey: key) { byPusherID.removeValue(forKey: app.pusherID) }
         }
     }
 }

@@ -46,7 +46,6 @@ public final class Chat: Sendable {
     let laneCounter = Counter()
     let sessions = SessionCache()
     let apps = AppCache()
-    let channelApps = ChannelAppCache()
     private let loadedEpoch = LockedValue<String?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).

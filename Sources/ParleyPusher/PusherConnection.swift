@@ -305,10 +305,29 @@ final class PusherConnection: @unchecked Sendable {
             send(PusherFrames.error(code: PusherProtocol.Code.unauthorized, message: "user_data must be a JSON object with an id"))
             return
         }
-        if let previous = signedInUser, previous != userID { return }  // one user per connection
+        if let previous = signedInUser {
+            guard previous == userID else {
+                send(PusherFrames.error(code: PusherProtocol.Code.unauthorized, message: "this connection is signed in as another user"))
+                return
+            }
+            send(PusherFrames.signinSuccess(userData: userData))
+            return
+        }
         signedInUser = userID
         context.hub.signIn(self, app: app.app.id, userID: userID)
         send(PusherFrames.signinSuccess(userData: userData))
+        // The user's server-to-user channel: what the backend sends to this user reaches it.
+        let channel = PusherProtocol.userChannel(userID)
+        subscriptions[channel] = .pending(held: [])
+        let hub = context.hub
+        let appID = app.app.id
+        Task { [self] in
+            _ = await hub.subscribe(self, app: appID, channel: channel, member: nil)
+            onLoop { connection in
+                guard !connection.closed else { return hub.unsubscribe(connection, app: appID, channel: channel) }
+                connection.goLive(channel, replayedUpTo: 0)
+            }
+        }
     }
 
     // MARK: - Activity

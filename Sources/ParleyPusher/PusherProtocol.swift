@@ -79,6 +79,22 @@ public enum PusherProtocol: Sendable {
         }
     }
 
+    /// The channel a server reaches one signed-in user on (`pusher:signin`): every socket
+    /// signed in as the user is subscribed to it, and only the app's backend triggers on it.
+    public static func userChannel(_ userID: String) -> String { "#server-to-user-\(userID)" }
+
+    /// Checks a channel name the app's backend may trigger on: a client's channel, or a user's
+    /// server-to-user channel.
+    public static func triggerChannelProblem(_ name: String) -> String? {
+        let prefix = "#server-to-user-"
+        guard name.hasPrefix(prefix) else { return channelNameProblem(name) }
+        let user = name.dropFirst(prefix.count)
+        guard (1...128).contains(user.utf8.count), !user.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            return "a server-to-user channel names a user id of 1–128 bytes"
+        }
+        return nil
+    }
+
     /// Checks an event name: 1–200 bytes, no control characters.
     public static func eventNameProblem(_ name: String) -> String? {
         guard (1...eventNameMax).contains(name.utf8.count) else { return "an event name is 1–\(eventNameMax) bytes" }

@@ -137,7 +137,7 @@ public final class PusherService: Sendable {
     }
 
     private func validated(_ trigger: TriggerBody, channel: String) throws -> ChannelTrigger {
-        if let problem = PusherProtocol.channelNameProblem(channel) { throw ChatError.invalid(problem) }
+        if let problem = PusherProtocol.triggerChannelProblem(channel) { throw ChatError.invalid(problem) }
         if let problem = PusherProtocol.eventNameProblem(trigger.name) { throw ChatError.invalid(problem) }
         guard !trigger.name.hasPrefix("pusher:"), !trigger.name.hasPrefix("pusher_internal:") else {
             throw ChatError.invalid("event names starting with 'pusher:' are the protocol's own")
@@ -222,15 +222,19 @@ public final class PusherService: Sendable {
                 ])
             }
         }
-        router.post("/apps/:appId/users/:userId/terminate_connections") { [self] request in
+        let terminate: Router.Handler = { [self] request in
             await answer {
                 let (app, _) = try await signed(request)
-                let user = request.parameters["userId"] ?? ""
+                let user = request.parameters["userId"]?.removingPercentEncoding ?? ""
                 guard (1...128).contains(user.utf8.count) else { throw ChatError.invalid("a user id is 1–128 bytes") }
                 _ = await context.hub.terminate(app: app.app.id, userID: user)
                 return .object([:])
             }
         }
+        router.post("/apps/:appId/users/:userId/terminate_connections", handler: terminate)
+        // The `pusher` Python library (3.3.4) posts here without the app's path; the signed
+        // auth_key names the app.
+        router.post("/users/:userId/terminate_connections", handler: terminate)
     }
 
     private func channelParameter(_ request: Request) throws -> String {
@@ -270,9 +274,13 @@ public final class PusherService: Sendable {
 
     /// The app a signed request is for, and its body, once the signature checks out.
     private func signed(_ request: Request) async throws -> (ChannelApp, [UInt8]) {
-        guard let id = Int64(request.parameters["appId"] ?? ""), let app = try await context.chat.channelApp(pusherID: id) else {
-            throw ChatError.appNotFound
+        let found: ChannelApp?
+        if let id = request.parameters["appId"] {
+            found = try await Int64(id).asyncMap { try await context.chat.channelApp(pusherID: $0) } ?? nil
+        } else {
+            found = try await request.queryItems["auth_key"].asyncMap { try await context.chat.channelApp(key: $0) } ?? nil
         }
+        guard let app = found else { throw ChatError.appNotFound }
         guard let secret = app.secret else {
             throw ChatError.badRequestSignature("this app's secret predates signing: run 'parley-server apps rotate-secret <app>' and use the new secret")
         }
@@ -317,5 +325,13 @@ public final class PusherService: Sendable {
         } catch {
             return Response.error(status: .internalServerError, code: ChatError.internalError.code, message: ChatError.internalError.message)
         }
+    }
+}
+
+extension Optional {
+    /// `map` for an async transform.
+    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
     }
 }
