@@ -1,3 +1,4 @@
+import Foundation
 import ParleyCrypto
 public import ParleyStore
 
@@ -254,36 +255,29 @@ public enum Schema: Sendable {
             // A Pusher channel is a conversation of kind 'pusher' named by `title` (its channel
             // name, unique per app): its events are rows of the one event log, with a seq and a
             // position like every other change. It has no members and no creator, so the kind's
-            // CHECK and created_by's NOT NULL change: SQLite rebuilds the table (the others keep
-            // pointing at it; foreign keys are checked at commit).
-            try db.execute("PRAGMA defer_foreign_keys = ON")
-            try db.execute("""
-                CREATE TABLE conversation_new (
-                    id INTEGER PRIMARY KEY,
-                    app_id INTEGER NOT NULL REFERENCES app(id),
-                    public_id TEXT NOT NULL UNIQUE,
-                    kind TEXT NOT NULL CHECK (kind IN ('direct', 'group', 'public', 'private', 'pusher')),
-                    title TEXT,
-                    title_key TEXT,
-                    custom_data TEXT,
-                    direct_key TEXT,
-                    created_by INTEGER REFERENCES account(id) CHECK ((created_by IS NULL) = (kind = 'pusher')),
-                    created_at INTEGER NOT NULL,
-                    last_seq INTEGER NOT NULL DEFAULT 0,
-                    last_position INTEGER NOT NULL DEFAULT 0,
-                    last_message_id INTEGER,
-                    member_count INTEGER NOT NULL DEFAULT 0,
-                    UNIQUE (app_id, direct_key))
-                """)
-            try db.execute("""
-                INSERT INTO conversation_new (id, app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by,
-                                              created_at, last_seq, last_position, last_message_id, member_count)
-                SELECT id, app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by,
-                       created_at, last_seq, last_position, last_message_id, member_count FROM conversation
-                """)
-            try db.execute("DROP TABLE conversation")
-            try db.execute("ALTER TABLE conversation_new RENAME TO conversation")
-            try db.execute("CREATE INDEX conversation_channels ON conversation (app_id, kind, title_key)")
+            // CHECK widens and created_by's NOT NULL becomes a CHECK that only a channel log may
+            // lack a creator. Rebuilding the table would DROP a parent of member, message and
+            // event inside a transaction, which SQLite's foreign-key counting refuses at COMMIT;
+            // these changes leave every stored row valid and the file's format as it is, so they
+            // are made in place, as SQLite documents for relaxing CHECK and NOT NULL constraints
+            // (sqlite.org/lang_altertable.html, "Making Other Kinds Of Table Schema Changes").
+            let original: String = try db.fetchValue(String.self, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'conversation'") ?? ""
+            let changed = original
+                .replacingOccurrences(of: "kind TEXT NOT NULL CHECK (kind IN ('direct', 'group', 'public', 'private'))",
+                                      with: "kind TEXT NOT NULL CHECK (kind IN ('direct', 'group', 'public', 'private', 'pusher'))")
+                .replacingOccurrences(of: "created_by INTEGER NOT NULL REFERENCES account(id)",
+                                      with: "created_by INTEGER REFERENCES account(id) CHECK ((created_by IS NULL) = (kind = 'pusher'))")
+            guard changed.contains("'private', 'pusher'))"), changed.contains("CHECK ((created_by IS NULL) = (kind = 'pusher'))") else {
+                throw StoreError.decoding("the conversation table is not as migration 0007 left it; this database cannot be upgraded in place")
+            }
+            let version = try db.fetchValue(Int64.self, "PRAGMA schema_version") ?? 0
+            try db.execute("PRAGMA writable_schema = ON")
+            try db.execute("UPDATE sqlite_schema SET sql = \(changed) WHERE type = 'table' AND name = 'conversation'")
+            try db.execute(SQL(stringLiteral: "PRAGMA schema_version = \(version + 1)"))
+            try db.execute("PRAGMA writable_schema = OFF")
+            guard try db.fetchValue(String.self, "PRAGMA integrity_check") == "ok" else {
+                throw StoreError.decoding("the database failed its integrity check after migration 0008; restore it from a backup")
+            }
             try db.execute("CREATE UNIQUE INDEX conversation_pusher_channel ON conversation (app_id, title) WHERE kind = 'pusher'")
         }
         return migrator

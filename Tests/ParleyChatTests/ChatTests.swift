@@ -272,7 +272,7 @@ struct LimitTests {
         await #expect(throws: ChatError.self) { _ = try await harness.chat.searchUsers(alice, query: "", limit: 101, offset: nil, sort: .username) }
         await #expect(throws: ChatError.self) { _ = try await harness.chat.searchUsers(alice, query: "", limit: nil, offset: 10_001, sort: .username) }
         await #expect(throws: ChatError.self) {
-            _ = try await harness.chat.searchUsers(alice, query: String(repeating: "q", count: 65), limit: nil, offset: nil, sort: .username)
+            _ = try await harness.chat.searchUsers(alice, query: String(repeating: "q", count: 255), limit: nil, offset: nil, sort: .username)
         }
         await #expect(throws: ChatError.self) { _ = try await harness.chat.listChannels(alice, query: String(repeating: "q", count: 129), limit: nil, offset: nil) }
         await #expect(throws: ChatError.self) { _ = try await harness.chat.search(alice, query: String(repeating: "q", count: 257), conversation: nil, limit: nil) }
