@@ -25,6 +25,20 @@ def test_the_example_runs_its_tutorials_flow(server, example):
     assert result.stdout.strip().endswith(f"{example}: ok")
 
 
+def test_the_pusher_tutorial_runs_unchanged_over_the_pusher_endpoint(server):
+    """Examples/PusherChat: the tutorial's backend (Pusher's server library) and its app (a Pusher
+    client), with only host, port and keys changed; the sender's bubble ends Delivered."""
+    listing = server.apps("list")
+    pusher_id = next(line for line in listing.stdout.splitlines() if line.startswith("default\t")).split("pusher app id ")[1].split()[0]
+    script = os.path.join(ROOT, "Examples", "PusherChat", "delivery_status.py")
+    result = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), script, "--server", server.url, "--app-key", server.app_key,
+                             "--app-secret", server.app_secret, "--pusher-app-id", pusher_id],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"PusherChat failed:\n{result.stdout}\n{result.stderr}"
+    assert "[Sending]" in result.stdout and "[Sent]" in result.stdout and "[Delivered]" in result.stdout
+    assert result.stdout.strip().endswith("PusherChat: ok")
+
+
 def test_an_example_without_a_server_says_how_to_run_it():
     result = subprocess.run([os.path.join(ROOT, ".build", "debug", "MessageMe")], capture_output=True, text=True, timeout=30,
                             env={k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")})
