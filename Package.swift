@@ -67,6 +67,9 @@ let package = Package(
         .executableTarget(name: "fuzz-realtime", dependencies: ["ParleyServer", "ParleyChat", "ParleyNet", "ParleyWire", "ParleyNetTesting"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
+        .executableTarget(name: "fuzz-pusher", dependencies: ["ParleyPusher", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
+                          swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
         .executableTarget(name: "fuzz-media", dependencies: ["ParleyMedia", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),

@@ -1,6 +1,6 @@
 import Foundation
 import ParleyChat
-import ParleyWire
+package import ParleyWire
 
 /// The Pusher Channels protocol's names, limits and codes (docs/pusher.md), in one place.
 public enum PusherProtocol: Sendable {
@@ -213,13 +213,20 @@ struct PresenceSnapshot: Sendable {
 }
 
 /// A frame from a client: `{"event": …, "channel": …, "data": …}`.
-struct PusherClientFrame: Decodable {
-    var event: String
-    var channel: String?
-    var data: JSONValue?
+package struct PusherClientFrame: Decodable {
+    package var event: String
+    package var channel: String?
+    package var data: JSONValue?
 
     /// `data` as an object: clients send it as one, or as a string holding one.
-    var dataObject: [String: JSONValue]? {
+    /// A frame with these fields.
+    package init(event: String, channel: String?, data: JSONValue?) {
+        self.event = event
+        self.channel = channel
+        self.data = data
+    }
+
+    package var dataObject: [String: JSONValue]? {
         switch data {
         case .object(let object)?: object
         case .string(let text)?:

@@ -88,6 +88,14 @@ struct FanoutPlan {
         guard users % groupSize == 0 else { throw BenchError("--users must be a multiple of --group-size") }
     }
 
+    /// A plan of `users` senders whose every message reaches `groupSize` devices.
+    init(_ options: Options, users: Int, groupSize: Int) throws {
+        self.users = users
+        self.groupSize = groupSize
+        rates = []
+        duration = Double(try options.int("duration", 5))
+    }
+
     func group(of user: Int) -> Int { user / groupSize }
 }
 

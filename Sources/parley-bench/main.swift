@@ -37,6 +37,12 @@ let usage = """
                     --url http://HOST:PORT  --app-key KEY  --connections N (20000)  --users N (1000)
                     --sources 127.0.0.2,127.0.0.3,… --offset N (0)  --restart-wait 1 | --hold 1
                     --reconnect-sources 127.0.0.6,… (default: --sources)
+      channel-fanout  One channel, many subscribers: each message a sender sends (native) or the
+                  backend triggers (pusher) reaches every subscriber; deliveries/s and
+                  send-to-receive p50/p99 per offered rate.
+                    --url URL --app-key KEY --protocol native|pusher (--app-secret S
+                    --pusher-app-id N for pusher) --subscribers N (1000)
+                    --rates R,R,... (20,50,100) --duration S (5)
       thumbnail   The server's photo path (header with pixel limits, thumbnail) on one image, in
                   process: p50/p99 per image.
                     --image PATH  --count N (20)  --size PX (512)
@@ -436,6 +442,7 @@ do {
     case "history": try await runHistory(options, group: group)
     case "signin": try await runSignIn(options)
     case "fanout": try await runFanout(options, group: group)
+    case "channel-fanout": try await runChannelFanout(options, group: group)
     case "connections": try await runConnections(options, group: group)
     case "thumbnail": try await runThumbnail(options)
     default: throw BenchError("unknown command '\(options.command)'")

@@ -1,0 +1,124 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import ParleyCrypto
+import ParleyNet
+import ParleyWire
+
+// One channel, many subscribers (issue 15): the same fan-out through Parley's own protocol (a
+// public channel whose members' devices receive each message) and through the Pusher protocol
+// (sockets subscribed to a channel, each event triggered by the backend's signed HTTP call).
+// Both store every message or event before delivering it. See docs/benchmarks.md.
+
+func runChannelFanout(_ options: Options, group: EventLoopGroup) async throws {
+    guard let base = options.string("url"), let appKey = options.string("app-key") else {
+        throw BenchError("channel-fanout needs --url http://HOST:PORT and --app-key KEY")
+    }
+    let subscribers = try options.int("subscribers", 1000)
+    var plan = try FanoutPlan(options, users: 1, groupSize: subscribers)
+    plan.rates = try (options.string("rates") ?? "20,50,100").split(separator: ",").map {
+        guard let rate = Int($0), rate > 0 else { throw BenchError("--rates is a comma-separated list of messages per second") }
+        return rate
+    }
+    let stats = FanoutStats()
+    let run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+    switch options.string("protocol") ?? "native" {
+    case "native":
+        try await nativeChannel(options, plan: plan, base: base, appKey: appKey, run: run, stats: stats, group: group)
+    case "pusher":
+        guard let secret = options.string("app-secret"), let pusherID = options.string("pusher-app-id") else {
+            throw BenchError("--protocol pusher needs --app-secret and --pusher-app-id")
+        }
+        try await pusherChannel(options, plan: plan, base: base, appKey: appKey, secret: secret, pusherID: pusherID, run: run,
+                                stats: stats, group: group)
+    case let other:
+        throw BenchError("--protocol is native or pusher, not '\(other)'")
+    }
+}
+
+/// A public channel with `subscribers` members, each with one device; one member sends.
+private func nativeChannel(_ options: Options, plan: FanoutPlan, base: String, appKey: String, run: String, stats: FanoutStats,
+                           group: EventLoopGroup) async throws {
+    let setup = SetupClient(base: base, appKey: appKey)
+    let clients = try await signInUsers(setup, prefix: "ch\(run)u", count: plan.groupSize + 1)
+    let channel = try await clients[0].call("POST", "/v1/conversations",
+                                             body: CreateConversationRequest(kind: .public, title: "bench \(run)"), as: Conversation.self)
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        for (index, client) in clients.dropFirst().enumerated() {
+            tasks.addTask { _ = try await client.call("POST", "/v1/conversations/\(channel.id.rawValue)/join", body: [String: String](), as: Conversation.self) }
+            if index % 16 == 15 { try await tasks.waitForAll() }
+        }
+        try await tasks.waitForAll()
+    }
+    progress("\(plan.groupSize) members joined a public channel")
+    let marker = Array(#""text":"b"#.utf8)
+    let eventPrefix = Array(#"{"event":{"#.utf8)
+    let ackPrefix = Array(#"{"id":"#.utf8)
+    let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
+    var sockets: [WebSocket] = []
+    for (index, client) in clients.enumerated() {
+        let isSender = index == 0
+        let socket = try await connectDevice(url: url, appKey: appKey, token: client.token ?? "", on: group.loops[index % group.loops.count]) { text in
+            if hasPrefix(text, eventPrefix) {
+                guard !isSender, let sent = sentAt(in: text, after: marker) else { return }
+                stats.delivered(sentAt: sent, now: monotonicNanoseconds())
+            } else if hasPrefix(text, ackPrefix) {
+                stats.ack()
+            }
+        }
+        sockets.append(socket)
+    }
+    progress("\(sockets.count) devices connected; offering \(plan.rates.map(String.init).joined(separator: ", ")) messages/s")
+    let sender = sockets[0]
+    let room = channel.id.rawValue
+    try await driveRates(plan, stats: stats, options: options, benchmark: "channel-native") { _, sequence in
+        sender.send(text: #"{"type":"message.send","id":"\#(sequence)","conversationId":"\#(room)","message":{"clientId":"c\#(sequence)-\#(UInt32.random(in: 0...UInt32.max))","content":{"type":"text","text":"b\#(monotonicNanoseconds())"}}}"#)
+    }
+    _ = sockets
+}
+
+/// `subscribers` Pusher sockets on one channel; the backend triggers each event over HTTP.
+private func pusherChannel(_ options: Options, plan: FanoutPlan, base: String, appKey: String, secret: String, pusherID: String,
+                           run: String, stats: FanoutStats, group: EventLoopGroup) async throws {
+    let channel = "bench-\(run)"
+    let marker = Array(#""data":"b"#.utf8)
+    let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/app/\(appKey)?protocol=7&client=parley-bench&version=1"
+    var sockets: [WebSocket] = []
+    for index in 0..<plan.groupSize {
+        let subscribed = Completion<Void>()
+        let handler = WebSocketHandler(
+            onMessage: { socket, message in
+                guard case .text(let text) = message else { return }
+                if text.contains("pusher:connection_established") {
+                    socket.send(text: #"{"event":"pusher:subscribe","data":{"channel":"\#(channel)"}}"#)
+                } else if text.contains("pusher_internal:subscription_succeeded") {
+                    subscribed.complete(())
+                } else if let sent = sentAt(in: text, after: marker) {
+                    stats.delivered(sentAt: sent, now: monotonicNanoseconds())
+                }
+            },
+            onClose: { _, _, _ in subscribed.complete(()) })
+        sockets.append(try await WebSocketClient.connect(to: url, headers: HTTPHeaders(), on: group.loops[index % group.loops.count], handler: handler))
+        await subscribed.wait()
+        if (index + 1) % 250 == 0 { progress("\(index + 1) Pusher sockets subscribed") }
+    }
+    progress("\(sockets.count) sockets on \(channel); offering \(plan.rates.map(String.init).joined(separator: ", ")) triggers/s")
+    let path = "/apps/\(pusherID)/events"
+    try await driveRates(plan, stats: stats, options: options, benchmark: "channel-pusher") { _, _ in
+        let body = Array(#"{"name":"bench","channel":"\#(channel)","data":"b\#(monotonicNanoseconds())"}"#.utf8)
+        let query = "auth_key=\(appKey)&auth_timestamp=\(Int(Date().timeIntervalSince1970))&auth_version=1.0&body_md5=\(Crypto.md5(body).hexString)"
+        let signature = Crypto.hmacSHA256(key: Array(secret.utf8), message: Array("POST\n\(path)\n\(query)".utf8)).hexString
+        guard let target = URL(string: "\(base)\(path)?\(query)&auth_signature=\(signature)") else { return }
+        var request = URLRequest(url: target)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(body)
+        Task {
+            if let (_, response) = try? await URLSession.shared.data(for: request), (response as? HTTPURLResponse)?.statusCode == 200 {
+                stats.ack()
+            }
+        }
+    }
+    _ = sockets
+}
