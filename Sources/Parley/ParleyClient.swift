@@ -53,6 +53,9 @@ public actor ParleyClient {
         case sending
         /// Stored by the server.
         case sent(Message)
+        /// Some other members have it, not yet all (groups and channels): the update's
+        /// ``OutgoingUpdate/progress`` says how many of how many.
+        case deliveredToSome
         /// Every other member's device has it.
         case delivered
         /// Every other member has seen it.
@@ -69,6 +72,20 @@ public actor ParleyClient {
         public var conversationID: ConversationID
         /// Its new status.
         public var status: OutgoingStatus
+        /// How many of how many have it, where the client learns counts: in groups (from every
+        /// member's receipts) and public channels (from `delivery.updated`); nil otherwise.
+        public var progress: DeliveryProgress? = nil
+    }
+
+    /// How far a message has got: how many of the members other than its author have it and
+    /// have read it ("Delivered to 3 of 5", "Read by 1").
+    public struct DeliveryProgress: Sendable, Hashable {
+        /// Members who have it.
+        public var delivered: Int
+        /// Members who have read it.
+        public var read: Int
+        /// Members other than the author.
+        public var recipients: Int
     }
 
     let http: HTTPClient
@@ -498,6 +515,8 @@ public actor ParleyClient {
         case .receiptUpdated where event.userID != me:
             guard let user = event.userID else { break }
             publish(receipts.receipt(user, delivered: event.deliveredSeq ?? 0, read: event.readSeq ?? 0, in: event.conversationID))
+        case .deliveryUpdated where event.userID == me:
+            publish(receipts.deliveries(event.deliveries ?? [], in: event.conversationID))
         case .memberAdded where event.userID != me:
             if let user = event.userID { receipts.joined(user, in: event.conversationID) }
         case .memberRemoved:

@@ -11,6 +11,7 @@ struct ReceiptTracker {
         var seq: Int64
         var clientID: String
         var status: DeliveryStatus
+        var progress: ParleyClient.DeliveryProgress?
     }
 
     /// Other members' watermarks per conversation.
@@ -20,7 +21,7 @@ struct ReceiptTracker {
 
     /// A message of this client's was stored with `seq`.
     mutating func sent(_ clientID: String, seq: Int64, in conversation: ConversationID) -> [OutgoingUpdate] {
-        mine[conversation, default: []].append(Mine(seq: seq, clientID: clientID, status: .sent))
+        mine[conversation, default: []].append(Mine(seq: seq, clientID: clientID, status: .sent, progress: nil))
         return updates(in: conversation)
     }
 
@@ -28,6 +29,35 @@ struct ReceiptTracker {
     mutating func receipt(_ user: UserID, delivered: Int64, read: Int64, in conversation: ConversationID) -> [OutgoingUpdate] {
         watermarks[conversation, default: [:]][user] = (delivered, read)
         return updates(in: conversation)
+    }
+
+    /// The server's counts for this client's messages in a public channel (`delivery.updated`):
+    /// an update whenever a message's status or counts moved.
+    mutating func deliveries(_ deliveries: [MessageDelivery], in conversation: ConversationID) -> [OutgoingUpdate] {
+        guard var messages = mine[conversation] else { return [] }
+        var updates: [OutgoingUpdate] = []
+        for delivery in deliveries {
+            guard let index = messages.firstIndex(where: { $0.seq == delivery.seq }) else { continue }
+            let progress = ParleyClient.DeliveryProgress(delivered: delivery.deliveredCount, read: delivery.readCount,
+                                                         recipients: delivery.recipientCount)
+            guard progress != messages[index].progress || delivery.status != messages[index].status else { continue }
+            messages[index].progress = progress
+            messages[index].status = delivery.status
+            guard let status = Self.outgoing(delivery.status, progress) else { continue }
+            updates.append(OutgoingUpdate(clientID: messages[index].clientID, conversationID: conversation, status: status, progress: progress))
+        }
+        // Kept until read by everyone: counts keep moving as more members read.
+        mine[conversation] = messages.filter { $0.status != .read }
+        return updates
+    }
+
+    /// The outgoing status for a status and counts; nil while nobody has it (still just sent).
+    private static func outgoing(_ status: DeliveryStatus, _ progress: ParleyClient.DeliveryProgress) -> ParleyClient.OutgoingStatus? {
+        switch status {
+        case .read: .read
+        case .delivered: .delivered
+        case .sent: progress.delivered > 0 ? .deliveredToSome : nil
+        }
     }
 
     /// Someone joined: nothing reached them yet.
@@ -63,10 +93,16 @@ struct ReceiptTracker {
         var kept: [Mine] = []
         for var message in messages {
             let status = DeliveryStatus.of(seq: message.seq, lowestDelivered: lowestDelivered, lowestRead: lowestRead)
-            if status != message.status {
+            let progress = ParleyClient.DeliveryProgress(delivered: others.values.filter { $0.delivered >= message.seq }.count,
+                                                         read: others.values.filter { $0.read >= message.seq }.count,
+                                                         recipients: others.count)
+            if status != message.status || (others.count > 1 && progress != message.progress) {
                 message.status = status
-                updates.append(OutgoingUpdate(clientID: message.clientID, conversationID: conversation,
-                                              status: status == .read ? .read : .delivered))
+                message.progress = progress
+                if let outgoing = Self.outgoing(status, progress) {
+                    updates.append(OutgoingUpdate(clientID: message.clientID, conversationID: conversation, status: outgoing,
+                                                  progress: others.count > 1 ? progress : nil))
+                }
             }
             if status != .read { kept.append(message) }
         }

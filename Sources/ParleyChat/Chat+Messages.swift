@@ -220,6 +220,7 @@ extension Chat {
                  AND e.position >= s.since AND e.position <= s.until
             \(Chat.eventJoins)
             WHERE NOT (e.type = 'receipt.updated' AND c.kind = 'public' AND e.user_id != \(user))
+              AND NOT (e.type = 'delivery.updated' AND e.user_id != \(user))
             ORDER BY e.position LIMIT \(limit)
             """)
     }
@@ -272,6 +273,7 @@ extension Chat {
                 if let data = fields["customData"], data != .null { record.customDataJSON = try data.encoded() }
                 if case .number(let delivered) = fields["deliveredSeq"] { record.deliveredSeq = Int64(delivered) }
                 if case .number(let read) = fields["readSeq"] { record.readSeq = Int64(read) }
+                if let deliveries = fields["deliveries"], deliveries != .null { record.deliveriesJSON = try deliveries.encoded() }
             }
             return AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                  userKey: try row.get("e_user_key", as: Int64?.self))

@@ -11,7 +11,7 @@ extension Chat {
         guard update.deliveredSeq != nil || update.readSeq != nil else { throw ChatError.invalid("give deliveredSeq, readSeq or both") }
         guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { throw ChatError.invalid("seq values are not negative") }
         let now = nowMilliseconds
-        return try await run {
+        let (receipt, moved): (Receipt, (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))?) = try await run {
             try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 _ = try access.requireMember()
@@ -30,9 +30,14 @@ extension Chat {
                     // Stored with a position and no seq: see ConversationEvent.Kind.receiptUpdated.
                     try db.appendReceipt(conversation: access.key, user: caller.userKey, deliveredSeq: new.delivered, readSeq: new.read, now: now)
                 }
-                return Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
+                let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
+                // In a public channel the author learns it through delivery.updated (Chat+Deliveries).
+                guard access.kind == .public, new != old else { return (receipt, nil) }
+                return (receipt, (access.key, (old.delivered, old.read), (new.delivered, new.read)))
             }
         }
+        if let moved { noteDelivery(conversation: moved.conversation, from: moved.old, to: moved.new) }
+        return receipt
     }
 
     /// Every member's watermarks, a page at a time.

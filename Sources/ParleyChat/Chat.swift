@@ -27,6 +27,9 @@ public final class Chat: Sendable {
         public var signUpsPerAddressPerHour = 60
         /// Password hashes computed at once (each takes `passwordCost.memoryBytes`). Default: 2.
         public var concurrentPasswordHashes = 2
+        /// How often authors in public channels hear how far their messages got (one
+        /// `delivery.updated` per author per channel at most this often). Default: 1 s.
+        public var deliveryUpdateInterval: Duration = .seconds(1)
         /// The time. Tests pass a clock they control.
         public var now: @Sendable () -> Date = { Date() }
         /// The defaults.
@@ -46,6 +49,7 @@ public final class Chat: Sendable {
     let laneCounter = Counter()
     let sessions = SessionCache()
     let apps = AppCache()
+    let deliveries = DeliveryCoalescer()
     private let loadedEpoch = LockedValue<String?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).

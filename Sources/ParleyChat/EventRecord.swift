@@ -31,15 +31,19 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var deliveredSeq: Int64?
     /// The read watermark after `receipt.updated`.
     public var readSeq: Int64?
+    /// The author's messages after `delivery.updated`, as canonical JSON (a list of ``MessageDelivery``).
+    public var deliveriesJSON: String?
 
     /// The typed event.
     ///
     /// - Throws: a decoding error if stored JSON is damaged.
     public func event() throws -> ConversationEvent {
-        ConversationEvent(position: position, conversationID: ConversationID(rawValue: conversationID), seq: seq, type: type,
+        var event = ConversationEvent(position: position, conversationID: ConversationID(rawValue: conversationID), seq: seq, type: type,
                           actorID: actorID.map(UserID.init(rawValue:)), createdAt: Chat.date(createdAt), message: try message?.message(),
                           userID: userID.map(UserID.init(rawValue:)), role: role, title: title,
                           customData: try customDataJSON.map(JSONValue.decode), deliveredSeq: deliveredSeq, readSeq: readSeq)
+        event.deliveries = try deliveriesJSON.map { try JSONValue.decode($0).decode(as: [MessageDelivery].self) }
+        return event
     }
 
     /// Keys in sorted order, as the encoder writes them.
@@ -50,6 +54,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             json.key("createdAt"); json.date(milliseconds: createdAt)
             if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
             if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
+            if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
             if let message { json.key("message"); message.writeJSON(into: &json) }
             json.key("position"); json.integer(position)
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }

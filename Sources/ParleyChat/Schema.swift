@@ -239,7 +239,7 @@ public enum Schema: Sendable {
                 INSERT INTO setting (name, value) VALUES (\(EventLog.epochSetting), \(Array(Crypto.randomID(prefix: "e_", length: 16).utf8)))
                 """)
         }
-        migrator.register("0008 channels for the Pusher protocol, app secrets for signing") { db in
+        migrator.register("0008 channels for the Pusher protocol, app secrets for signing, delivery counts") { db in
             // The Pusher protocol signs with the app secret itself (HMAC-SHA256), so the server
             // keeps it (docs/decisions/0016-pusher-channels-on-the-event-log.md). Apps made
             // before this keep only a hash: their Pusher HTTP API and private channels answer
@@ -270,9 +270,18 @@ public enum Schema: Sendable {
             guard changed.contains("'private', 'pusher'))"), changed.contains("CHECK ((created_by IS NULL) = (kind = 'pusher'))") else {
                 throw StoreError.decoding("the conversation table is not as migration 0007 left it; this database cannot be upgraded in place")
             }
+            // `delivery.updated` (an author's delivery counts in a public channel) takes no seq,
+            // like `receipt.updated` (decision 0009): the event table's CHECK names both.
+            let events: String = try db.fetchValue(String.self, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'event'") ?? ""
+            let eventsChanged = events.replacingOccurrences(of: "CHECK ((seq IS NULL) = (type = 'receipt.updated'))",
+                                                            with: "CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated')))")
+            guard eventsChanged != events else {
+                throw StoreError.decoding("the event table is not as migration 0005 left it; this database cannot be upgraded in place")
+            }
             let version = try db.fetchValue(Int64.self, "PRAGMA schema_version") ?? 0
             try db.execute("PRAGMA writable_schema = ON")
             try db.execute("UPDATE sqlite_schema SET sql = \(changed) WHERE type = 'table' AND name = 'conversation'")
+            try db.execute("UPDATE sqlite_schema SET sql = \(eventsChanged) WHERE type = 'table' AND name = 'event'")
             try db.execute(SQL(stringLiteral: "PRAGMA schema_version = \(version + 1)"))
             try db.execute("PRAGMA writable_schema = OFF")
             guard try db.fetchValue(String.self, "PRAGMA integrity_check") == "ok" else {

@@ -21,7 +21,7 @@ public struct AppendedEvent: Sendable {
     /// unsubscribing a leaver after.
     var publication: Publication {
         if let channelEvent { return .channel(channelEvent) }
-        let audience: Audience = record.type == .receiptUpdated && conversationKind == .public
+        let audience: Audience = record.type == .deliveryUpdated || (record.type == .receiptUpdated && conversationKind == .public)
             ? .users([userKey ?? 0]) : .members(conversation: conversationKey)
         return .event(position: record.position, conversation: conversationKey, audience: audience,
                       joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
@@ -105,7 +105,7 @@ final class Transaction: Database {
     func append(conversation: Int64, type: ConversationEvent.Kind, seq: Int64? = nil, actor: Int64?, message: Int64? = nil,
                 user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64,
                 prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64, position: Int64) {
-        precondition(type != .receiptUpdated, "receipt events take no seq: appendReceipt")
+        precondition(type != .receiptUpdated && type != .deliveryUpdated, "receipt and delivery events take no seq")
         let seq = try seq ?? EventLog.nextSeq(db, conversation: conversation)
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at)
@@ -127,6 +127,18 @@ final class Transaction: Database {
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, actor_id, user_id, payload, created_at)
             VALUES (\(conversation), NULL, \(ConversationEvent.Kind.receiptUpdated.rawValue), \(user), \(user), \(payload), \(now))
+            RETURNING position
+            """) else { throw ChatError.internalError }
+        entries.append(Entry(position: position, prebuilt: nil))
+    }
+
+    /// Appends an author's delivery counts in a public channel: a position and no seq, for the
+    /// author's devices only (`user` is the author).
+    func appendDelivery(conversation: Int64, author: Int64, deliveriesJSON: String, now: Int64) throws {
+        let payload = "{\"deliveries\":\(deliveriesJSON)}"
+        guard let position = try db.fetchValue(Int64.self, """
+            INSERT INTO event (conversation_id, seq, type, user_id, payload, created_at)
+            VALUES (\(conversation), NULL, \(ConversationEvent.Kind.deliveryUpdated.rawValue), \(author), \(payload), \(now))
             RETURNING position
             """) else { throw ChatError.internalError }
         entries.append(Entry(position: position, prebuilt: nil))

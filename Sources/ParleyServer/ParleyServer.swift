@@ -142,6 +142,7 @@ public final class ParleyServer: Sendable {
         var chatConfiguration = Chat.Configuration()
         chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)
         chatConfiguration.signUpsPerAddressPerHour = configuration.signUpsPerHour
+        chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
         do {
             let chat = Chat(store: store, configuration: chatConfiguration, bus: bus)
             try await chat.migrate()

@@ -42,6 +42,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `--media-quota-bytes`, `--max-image-pixels`, `--thumbnail-size`, `--keep-photo-metadata`,
     /// `--media-url-lifetime`, `--media-orphan-lifetime`, `--media-gc-interval`.
     public var media = MediaConfiguration()
+    /// How often an author in a public channel hears how far their messages got
+    /// (`delivery.updated`). `--delivery-update-interval`. Default: 1 s.
+    public var deliveryUpdateInterval: Duration = .seconds(1)
     /// The Pusher protocol's timers and limits (docs/pusher.md). `--pusher-activity-timeout`,
     /// `--pusher-pong-timeout`, `--pusher-history`, `--pusher-client-events-per-second`.
     public var pusher = PusherConfiguration()
@@ -127,6 +130,8 @@ public struct ServerConfiguration: Sendable, Equatable {
                      value: "<s>", help: "Seconds an upload no message uses is kept (default 86400)."),
             O.integer("--media-gc-interval", "PARLEY_MEDIA_GC_INTERVAL", in: 1...86_400, \.media.collectionIntervalSeconds, value: "<s>",
                      help: "Seconds between removals of unused uploads (default 300)."),
+            O.seconds("--delivery-update-interval", "PARLEY_DELIVERY_UPDATE_INTERVAL", in: 1...3600, \.deliveryUpdateInterval,
+                     help: "Seconds between an author's delivery counts in a public channel (delivery.updated; default 1)."),
             O.seconds("--pusher-activity-timeout", "PARLEY_PUSHER_ACTIVITY_TIMEOUT", in: 1...3600, \.pusher.activityTimeout,
                      help: "Seconds of silence before a Pusher socket is pinged (announced as activity_timeout; default 120)."),
             O.seconds("--pusher-pong-timeout", "PARLEY_PUSHER_PONG_TIMEOUT", in: 1...3600, \.pusher.pongTimeout,

@@ -30,12 +30,17 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         case conversationUpdated
         /// A member's watermarks moved; `userID`, `deliveredSeq` and `readSeq`. Has no `seq`.
         case receiptUpdated
+        /// In a public channel, where members' receipts reach only their own devices: how far
+        /// the author's (`userID`'s) messages have got, as counts (`deliveries`). Only the
+        /// author's devices receive it. Has no `seq` (docs/protocol.md, "Delivery in channels").
+        case deliveryUpdated
         /// A kind this build does not know, by its wire name.
         case unknown(String)
 
         /// The kinds this build knows, in the order they were added to the protocol.
         public static let known: [Kind] = [.messageCreated, .messageEdited, .messageDeleted, .memberAdded, .memberRemoved,
-                                           .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated]
+                                           .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
+                                           .deliveryUpdated]
         private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
         /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
@@ -53,6 +58,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
             case .conversationCreated: "conversation.created"
             case .conversationUpdated: "conversation.updated"
             case .receiptUpdated: "receipt.updated"
+            case .deliveryUpdated: "delivery.updated"
             case .unknown(let name): name
             }
         }
@@ -101,6 +107,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var deliveredSeq: Int64?
     /// For ``Kind/receiptUpdated``: the member's read watermark after the change.
     public var readSeq: Int64?
+    /// For ``Kind/deliveryUpdated``: where the author's messages stand, newest last.
+    public var deliveries: [MessageDelivery]? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -109,7 +117,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
-             userID = "userId", role, title, customData, deliveredSeq, readSeq
+             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -151,5 +159,37 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         customData = try container.decodeIfPresent(JSONValue.self, forKey: .customData)
         deliveredSeq = try container.decodeIfPresent(Int64.self, forKey: .deliveredSeq)
         readSeq = try container.decodeIfPresent(Int64.self, forKey: .readSeq)
+        deliveries = try container.decodeIfPresent([MessageDelivery].self, forKey: .deliveries)
+    }
+}
+
+/// How far one message has got in a public channel: how many of the members other than its
+/// author have it and have read it, and the status that gives (``DeliveryStatus/of(deliveredCount:readCount:recipients:)``).
+public struct MessageDelivery: Hashable, Codable, Sendable {
+    /// The message.
+    public var messageID: MessageID
+    /// Its seq in the conversation.
+    public var seq: Int64
+    /// Members other than the author whose delivered watermark reached it.
+    public var deliveredCount: Int
+    /// Members other than the author whose read watermark reached it.
+    public var readCount: Int
+    /// Members other than the author, when counted.
+    public var recipientCount: Int
+    /// `sent`, `delivered` (every recipient has it) or `read` (every recipient read it).
+    public var status: DeliveryStatus
+
+    enum CodingKeys: String, CodingKey {
+        case messageID = "messageId", seq, deliveredCount, readCount, recipientCount, status
+    }
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(messageID: MessageID, seq: Int64, deliveredCount: Int, readCount: Int, recipientCount: Int, status: DeliveryStatus) {
+        self.messageID = messageID
+        self.seq = seq
+        self.deliveredCount = deliveredCount
+        self.readCount = readCount
+        self.recipientCount = recipientCount
+        self.status = status
     }
 }

@@ -199,6 +199,13 @@ extension DeliveryStatus {
     public static func of(seq: Int64, lowestDelivered: Int64, lowestRead: Int64) -> DeliveryStatus {
         seq <= lowestRead ? .read : seq <= lowestDelivered ? .delivered : .sent
     }
+    /// The same rule from counts, for a public channel whose members' watermarks the author
+    /// does not see one by one: read once all `recipients` read it, delivered once all have it.
+    public static func of(deliveredCount: Int, readCount: Int, recipients: Int) -> DeliveryStatus {
+        guard recipients > 0 else { return .sent }
+        return readCount >= recipients ? .read : deliveredCount >= recipients ? .delivered : .sent
+    }
+
 }
 
 /// The sender as a bubble shows it (MessageKit's `SenderType`).

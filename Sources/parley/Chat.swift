@@ -202,6 +202,8 @@ enum ChatScreen {
                     pending.removeAll { $0.clientID == update.clientID }
                     if !messages.contains(where: { $0.id == message.id }) { messages.append(message) }
                     statuses[message.id] = statuses[message.id] ?? .sent
+                case .deliveredToSome:
+                    break  // some of the group or channel have it: the bubble stays "sent" until all do
                 case .delivered, .read:
                     if let message = messages.first(where: { $0.clientID == update.clientID && $0.sender.id == me.id }) {
                         statuses[message.id] = update.status == .read ? .read : .delivered

@@ -460,3 +460,43 @@ def test_commands_beyond_those_waiting_for_answers_are_refused_and_the_rest_answ
         assert sorted(stored) == acknowledged, "exactly the acknowledged sends were stored, each once"
     finally:
         running.stop()
+
+
+def test_in_a_public_channel_the_author_hears_how_many_of_how_many_have_the_message(server):
+    """Issue 15, part 2: the Pusher tutorial's room as a public channel. Members' receipts stay
+    with their own devices (decision 0009), and the author's bubble still moves: one coalesced
+    delivery.updated with counts reaches the author's devices, and nobody else's."""
+    author = Client(server).register(f"author{uuid.uuid4().hex[:8]}")
+    status, channel = author.post("/v1/conversations", {"kind": "public", "title": f"room {uuid.uuid4().hex[:6]}"})
+    assert status == 201, channel
+    members = [Client(server).register(f"member{uuid.uuid4().hex[:8]}") for _ in range(5)]
+    for member in members:
+        assert member.post(f"/v1/conversations/{channel['id']}/join", {})[0] == 200
+    phone = Device(server, author.token)
+    watcher = Device(server, members[0].token)
+    phone.wait_ready(), watcher.wait_ready()
+    ack = phone.send_text(channel["id"], "anyone here?")
+    seq = ack["result"]["message"]["seq"]
+    for index, member in enumerate(members):
+        body = {"deliveredSeq": seq, **({"readSeq": seq} if index < 2 else {})}
+        status, _ = member.post(f"/v1/conversations/{channel['id']}/receipts", body)
+        assert status == 200
+    counted = phone.wait_event(lambda e: e["type"] == "delivery.updated"
+                               and e["deliveries"][-1]["deliveredCount"] == 5)["event"]
+    assert counted["userId"] == author.user["id"] and "seq" not in counted
+    delivery = counted["deliveries"][-1]
+    assert delivery["messageId"] == ack["result"]["message"]["id"] and delivery["recipientCount"] == 5
+    assert delivery["status"] == "delivered" and delivery["readCount"] >= 2
+    # Coalesced: five receipts within the interval gave at most a couple of events, not five.
+    phone.drain()
+    assert len([e for e in phone.events if e["type"] == "delivery.updated"]) <= 2
+    # Nobody else hears the author's counts, nor the others' receipts.
+    watcher.drain()
+    assert not [e for e in watcher.events if e["type"] == "delivery.updated"]
+    assert all(e["userId"] == members[0].user["id"] for e in watcher.events if e["type"] == "receipt.updated")
+    # A device of the author that was away gets the counts when it resumes.
+    sent_at = next(e["position"] for e in phone.events if e["type"] == "message.created")
+    late = Device(server, author.token, position=sent_at)
+    late.wait_ready()
+    late.drain()
+    assert any(e["type"] == "delivery.updated" for e in late.events)

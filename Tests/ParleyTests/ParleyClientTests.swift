@@ -162,6 +162,7 @@ struct ParleyClientTests {
                 statuses.append("delivered")
                 let received = try await first(bobEvents) { $0.type == .messageCreated }
                 try await bob.markRead(chat.id, upTo: try #require(received.seq))
+            case .deliveredToSome: Issue.record("a direct chat has one other member: nobody is 'some'")
             case .read: statuses.append("read")
             case .failed(let error): Issue.record("failed: \(error)")
             }
