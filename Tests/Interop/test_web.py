@@ -239,6 +239,10 @@ def test_guests_and_channels(server, browsers):
     row = guest.wait(lambda: next((li for li in guest.find(".results li") if title in li.text), None), "the channel in the list")
     row.find_element(By.XPATH, ".//button[text()='Join']").click()
     guest.message("Welcome to the garden")
+    # Issue 15, part 2: in a channel the guest's receipt reaches only the guest's devices, yet
+    # the host's bubble moves on (delivery.updated): the guest has read it, the only other member.
+    welcome = owner.message("Welcome to the garden")
+    owner.wait(lambda: welcome.find_elements(By.CSS_SELECTOR, ".status.read"), "the host's bubble marked read")
     guest.type("Hi, I'm new")
     owner.message("Hi, I'm new")
     guest.click_text("Sign out")

@@ -412,11 +412,17 @@ function statusMark(message, conversation) {
   if (!message.id) return h("span", { class: "status sending", title: "Sending", "aria-label": "sending" }, icon("clock"));
   const status = statusOf(message, conversation);
   const marks = { sent: "✓", delivered: "✓✓", read: "✓✓" };
-  return h("span", { class: `status ${status}`, title: status[0].toUpperCase() + status.slice(1), "aria-label": status }, marks[status]);
+  let title = status[0].toUpperCase() + status.slice(1);
+  const counts = state.deliveries.get(message.id);
+  if (counts && status !== "read") title = `Delivered to ${counts.deliveredCount} of ${counts.recipientCount}, read by ${counts.readCount}`;
+  return h("span", { class: `status ${status}`, title, "aria-label": status }, marks[status]);
 }
 
-/** sent → delivered → read, from every other member's watermarks. */
+/** sent → delivered → read: in a public channel from the server's counts (delivery.updated),
+ *  elsewhere from every other member's watermarks. */
 function statusOf(message, conversation) {
+  const counts = state.deliveries.get(message.id);
+  if (counts) return counts.status;
   const receipts = state.receipts.get(conversation.id);
   if (!receipts || receipts.size === 0) return message.status ?? "sent";
   const others = [...receipts.values()].filter((r) => r.userId !== state.me.id);
@@ -673,6 +679,13 @@ function handleEvent(event) {
         conversation.unreadCount = 0;
         renderList();
       }
+      if (event.conversationId === state.current) renderMessages();
+      break;
+    }
+    case "delivery.updated": {
+      // Public channels: how far my messages got, as counts (members' receipts are not sent here).
+      if (event.userId !== state.me.id) break;
+      for (const delivery of event.deliveries ?? []) state.deliveries.set(delivery.messageId, delivery);
       if (event.conversationId === state.current) renderMessages();
       break;
     }

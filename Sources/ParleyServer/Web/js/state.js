@@ -17,6 +17,7 @@ export const state = {
   current: null,
   messages: new Map(),       // conversation id → { list: [message by seq], hasOlder, loaded }
   receipts: new Map(),       // conversation id → Map(user id → {deliveredSeq, readSeq})
+  deliveries: new Map(),     // message id → {deliveredCount, readCount, recipientCount, status} (public channels: delivery.updated)
   pending: new Map(),        // client id → pending message
   typing: new Map(),         // conversation id → Map(user id → expiry)
   presence: new Map(),       // user id → {status, lastSeenAt}
