@@ -122,3 +122,73 @@ private func pusherChannel(_ options: Options, plan: FanoutPlan, base: String, a
     }
     _ = sockets
 }
+
+// MARK: - Delivery counts in a large public channel
+
+/// `channel-receipts`: one author's message in a public channel of `members` members, each of
+/// whom marks it read (`parallel` HTTP clients at once); the author's device counts the
+/// `delivery.updated` events it receives. Reports receipts/s, the events the author got, and
+/// how long after the last receipt the author's counts showed every member.
+func runChannelReceipts(_ options: Options, group: EventLoopGroup) async throws {
+    guard let base = options.string("url"), let appKey = options.string("app-key") else {
+        throw BenchError("channel-receipts needs --url http://HOST:PORT and --app-key KEY")
+    }
+    let members = try options.int("members", 10_000)
+    let parallel = try options.int("parallel", 32)
+    let run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+    let setup = SetupClient(base: base, appKey: appKey)
+    let clients = try await signInUsers(setup, prefix: "rc\(run)u", count: members + 1, parallel: 32)
+    let author = clients[0]
+    let channel = try await author.call("POST", "/v1/conversations", body: CreateConversationRequest(kind: .public, title: "receipts \(run)"),
+                                        as: Conversation.self)
+    try await forEachParallel(Array(clients.dropFirst()), parallel: parallel) { client in
+        _ = try await client.call("POST", "/v1/conversations/\(channel.id.rawValue)/join", body: [String: String](), as: Conversation.self)
+    }
+    progress("\(members) members joined the channel")
+    let events = Locked<(count: Int, lastFull: UInt64?)>((0, nil))
+    let eventPrefix = Array(#"{"event":{"#.utf8)
+    let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
+    let socket = try await connectDevice(url: url, appKey: appKey, token: author.token ?? "", on: group.loops[0]) { text in
+        guard hasPrefix(text, eventPrefix), text.contains(#""type":"delivery.updated""#) else { return }
+        let full = text.contains(#""readCount":\#(members),"#)
+        events.withLock { state in
+            state.count += 1
+            if full, state.lastFull == nil { state.lastFull = monotonicNanoseconds() }
+        }
+    }
+    let message = try await author.call("POST", "/v1/conversations/\(channel.id.rawValue)/messages",
+                                        body: SendMessageRequest(clientID: "r\(run)", content: .text("read me")), as: Message.self)
+    let started = monotonicNanoseconds()
+    try await forEachParallel(Array(clients.dropFirst()), parallel: parallel) { client in
+        _ = try await client.call("POST", "/v1/conversations/\(channel.id.rawValue)/receipts",
+                                  body: ReceiptUpdate(deliveredSeq: message.seq, readSeq: message.seq), as: Receipt.self)
+    }
+    let finished = monotonicNanoseconds()
+    // The author's counts reach every member within an interval and a flush: wait for it (10 s at most).
+    for _ in 0..<200 where events.withLock({ $0.lastFull }) == nil { try await Task.sleep(for: .milliseconds(50)) }
+    let (count, lastFull) = events.withLock { $0 }
+    let seconds = Double(finished - started) / 1e9
+    report(options, ["benchmark": "channel-receipts", "members": "\(members)", "receipts_per_s": String(format: "%.0f", Double(members) / seconds),
+                     "receipts_seconds": String(format: "%.2f", seconds), "author_events": "\(count)",
+                     "all_counted_after_last_receipt_ms": lastFull.map { String(format: "%.0f", Double(Int64($0) - Int64(finished)) / 1e6) } ?? "never"])
+    socket.close()
+}
+
+/// Runs `body` for every item, `parallel` at a time.
+func forEachParallel<T: Sendable>(_ items: [T], parallel: Int, _ body: @escaping @Sendable (T) async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        var next = 0
+        for _ in 0..<min(parallel, items.count) {
+            let item = items[next]
+            next += 1
+            tasks.addTask { try await body(item) }
+        }
+        while try await tasks.next() != nil {
+            if next < items.count {
+                let item = items[next]
+                next += 1
+                tasks.addTask { try await body(item) }
+            }
+        }
+    }
+}

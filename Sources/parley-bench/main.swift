@@ -43,6 +43,10 @@ let usage = """
                     --url URL --app-key KEY --protocol native|pusher (--app-secret S
                     --pusher-app-id N for pusher) --subscribers N (1000)
                     --rates R,R,... (20,50,100) --duration S (5)
+      channel-receipts  Delivery counts in a large public channel: every member of a channel
+                  of N marks one message read; receipts/s, the delivery.updated events its
+                  author received, and when the author's counts showed everyone.
+                    --url URL --app-key KEY --members N (10000) --parallel N (32)
       thumbnail   The server's photo path (header with pixel limits, thumbnail) on one image, in
                   process: p50/p99 per image.
                     --image PATH  --count N (20)  --size PX (512)
@@ -443,6 +447,7 @@ do {
     case "signin": try await runSignIn(options)
     case "fanout": try await runFanout(options, group: group)
     case "channel-fanout": try await runChannelFanout(options, group: group)
+    case "channel-receipts": try await runChannelReceipts(options, group: group)
     case "connections": try await runConnections(options, group: group)
     case "thumbnail": try await runThumbnail(options)
     default: throw BenchError("unknown command '\(options.command)'")
