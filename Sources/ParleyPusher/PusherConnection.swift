@@ -83,7 +83,7 @@ final class PusherConnection: @unchecked Sendable {
     private var closed = false
     private let decoder = JSONDecoder()
 
-    private let inbox = Locked<(items: [Delivery], scheduled: Bool)>(([], false))
+    private let inbox = LoopInbox<Delivery>()
 
     init(socket: WebSocket, app: ChannelApp, context: PusherContext) {
         self.socket = socket
@@ -356,13 +356,7 @@ final class PusherConnection: @unchecked Sendable {
 
     /// Called on the hub's queue: hands the delivery to the loop, one hop per burst.
     func deliver(_ delivery: Delivery) {
-        let schedule = inbox.withLock { box -> Bool in
-            box.items.append(delivery)
-            if box.scheduled { return false }
-            box.scheduled = true
-            return true
-        }
-        if schedule { socket.loop.execute { [self] in drainInbox() } }
+        if inbox.push(delivery) { socket.loop.execute { [self] in drainInbox() } }
     }
 
     /// Called on the hub's queue: the app's backend ended this user's connections.
@@ -375,10 +369,7 @@ final class PusherConnection: @unchecked Sendable {
     }
 
     private func drainInbox() {
-        let items = inbox.withLock { box -> [Delivery] in
-            defer { box = ([], false) }
-            return box.items
-        }
+        let items = inbox.take()
         for delivery in items { sendLive(delivery) }
     }
 

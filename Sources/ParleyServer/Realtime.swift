@@ -120,7 +120,7 @@ final class RealtimeSession: @unchecked Sendable {
     /// The caller, once authenticated; read by command tasks.
     private let caller = Locked<Caller?>(nil)
     /// Deliveries from the fanout's queue, waiting for the loop.
-    private let inbox = Locked<(items: [Delivery], scheduled: Bool)>(([], false))
+    private let inbox = LoopInbox<Delivery>()
 
     init(socket: WebSocket, app: AppRef, context: RealtimeContext) {
         self.socket = socket
@@ -307,22 +307,11 @@ final class RealtimeSession: @unchecked Sendable {
 
     /// Called on the fanout's queue: hands the delivery to the loop, one hop per burst.
     private func deliver(_ delivery: Delivery) {
-        let schedule = inbox.withLock { box -> Bool in
-            box.items.append(delivery)
-            if box.scheduled { return false }
-            box.scheduled = true
-            return true
-        }
-        if schedule { socket.loop.execute { [self] in drainInbox() } }
+        if inbox.push(delivery) { socket.loop.execute { [self] in drainInbox() } }
     }
 
     private func drainInbox() {
-        let items = inbox.withLock { box -> [Delivery] in
-            let items = box.items
-            box.items = []
-            box.scheduled = false
-            return items
-        }
+        let items = inbox.take()
         for delivery in items {
             switch phase {
             case .live:
