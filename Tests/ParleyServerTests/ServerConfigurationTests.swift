@@ -178,9 +178,14 @@ struct OptionDeclarationTests {
         for option in parser.options where option.valueName == "<s>" || option.valueName == "<n>" {
             // One valid value for each: the lowest of its range is always accepted.
             var fromFlag = ServerConfiguration(), fromEnvironment = ServerConfiguration()
-            let value = option.flag == "--max-message-bytes" ? "125" : option.flag == "--max-queued-bytes" ? "65536"
+            var value = option.flag == "--max-message-bytes" ? "125" : option.flag == "--max-queued-bytes" ? "65536"
                 : option.flag == "--thumbnail-size" ? "16" : "1"
             _ = try parser.parse([option.flag, value], environment: [:], into: &fromFlag)
+            if fromFlag == ServerConfiguration() {
+                // The lowest value is this option's default (--delivery-update-interval): the next one is not.
+                value = "2"
+                _ = try parser.parse([option.flag, value], environment: [:], into: &fromFlag)
+            }
             _ = try parser.parse([], environment: [try #require(option.environment): value], into: &fromEnvironment)
             #expect(fromFlag == fromEnvironment, "\(option.flag)")
             #expect(fromFlag != ServerConfiguration(), "\(option.flag) \(value) changed nothing: pick a value that is not the default")
