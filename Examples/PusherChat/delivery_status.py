@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pusher
 import pysher
+import pysher.channel
 
 
 def start_backend(pusher_client):
@@ -95,10 +96,15 @@ class Phone:
         if not connected.wait(10):
             raise SystemExit(f"{name} could not connect to {host}:{port}")
         subscribed = threading.Event()
-        channel = self.pusher.subscribe("chatroom")
+        # pysher 1.0.8's subscribe() sends pusher:subscribe before it registers the channel, so
+        # a fast server's answer can arrive for a channel it does not know yet and be dropped.
+        # Register (and bind) first, then subscribe, as PusherSwift and pusher-js do.
+        channel = pysher.channel.Channel("chatroom", self.pusher.connection)
+        self.pusher.channels["chatroom"] = channel
         channel.bind("pusher_internal:subscription_succeeded", lambda *_: subscribed.set())
         channel.bind("new_message", self.on_new_message)
         channel.bind("message_delivered", self.on_delivered)
+        self.pusher.connection.send_event("pusher:subscribe", {"channel": "chatroom"})
         if not subscribed.wait(10):
             raise SystemExit(f"{name} could not subscribe to chatroom")
 
@@ -153,7 +159,7 @@ class Phone:
                 raise SystemExit(f"{self.name} never saw {what}; it has {self.messages}")
 
     def close(self):
-        self.pusher.disconnect()
+        self.pusher.disconnect(timeout=5)
 
 
 def main():

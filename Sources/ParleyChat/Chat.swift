@@ -92,6 +92,21 @@ public final class Chat: Sendable {
         loadedEpoch.withLock { $0 = epoch }
     }
 
+    /// Names a new history of positions (after a restore from a backup): every device that
+    /// resumes with the old epoch is told to resync instead of resuming into a different history.
+    ///
+    /// - Returns: the new epoch.
+    public func renewEpoch() async throws -> String {
+        let epoch = Crypto.randomID(prefix: "e_", length: 16)
+        try await run {
+            try await store.write { db in
+                try db.execute("UPDATE setting SET value = \(Array(epoch.utf8)) WHERE name = \(EventLog.epochSetting)")
+            }
+        }
+        loadedEpoch.withLock { $0 = epoch }
+        return epoch
+    }
+
     /// The name of this database's history of positions: the same for as long as positions
     /// mean what they meant, a new one after a restore from backup. `ready` and `resync`
     /// carry it; a device that resumes with another epoch is told to resync

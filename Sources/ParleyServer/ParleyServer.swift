@@ -30,9 +30,12 @@ public final class ParleyServer: Sendable {
     private let store: SQLiteStore
     private let collector: Task<Void, Never>
     private let shutDown = Locked(false)
+    /// Held for the server's life: one server per data directory, and no restore under it.
+    private let lock: DataDirectoryLock
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: SQLiteStore,
-                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>) {
+                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock) {
+        self.lock = lock
         self.configuration = configuration
         self.group = group
         self.http = http
@@ -51,6 +54,12 @@ public final class ParleyServer: Sendable {
     ///   a database written by a newer version).
     public static func start(_ configuration: ServerConfiguration) async throws -> ParleyServer {
         ProcessSetup.prepare()
+        do {
+            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw StartError(message: "cannot create the data directory \(configuration.dataDirectory): \(error.localizedDescription); choose another with --data-dir")
+        }
+        let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
         let bus = InProcessBus()
         let (store, chat) = try await openChat(configuration, bus: bus)
         let createdApp: AppCredentials?
@@ -111,7 +120,7 @@ public final class ParleyServer: Sendable {
                 }
             }
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
-                                collector: collector)
+                                collector: collector, lock: lock)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             store.close()

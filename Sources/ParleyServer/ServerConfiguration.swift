@@ -58,6 +58,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         case run(ServerConfiguration)
         /// `parley-server apps …`: manage apps in the data directory.
         case apps(AppsCommand, ServerConfiguration)
+        /// `parley-server backup <file>`: a consistent online copy of the database.
+        case backup(file: String, ServerConfiguration)
+        /// `parley-server restore <file>`: put a backup back (the server stopped).
+        case restore(file: String, ServerConfiguration)
         case help
         case version
     }
@@ -151,6 +155,8 @@ public struct ServerConfiguration: Sendable, Equatable {
 
         USAGE: parley-server [options]
                parley-server apps list|create <name>|rotate-secret <name-or-key> [--data-dir <path>]
+               parley-server backup <file> [--data-dir <path>]     (while the server runs)
+               parley-server restore <file> [--data-dir <path>]    (with the server stopped)
 
         OPTIONS (each also read from the environment variable shown; an option given wins):
         \(parser.helpLines())
@@ -160,6 +166,11 @@ public struct ServerConfiguration: Sendable, Equatable {
         APPS: the first start creates an app named "default" and prints its key and secret
         (the secret only then). 'apps create' makes more, 'apps list' shows their keys,
         'apps rotate-secret' replaces a secret. A running server sees new apps at once.
+
+        BACKUPS: 'backup' writes a consistent copy of the database while the server runs;
+        'restore' puts one back with the server stopped (the replaced database is kept beside
+        it) and starts a new epoch, so devices resync. Media files are copied separately:
+        see docs/operations.md.
 
         ENDPOINTS: the REST API under /v1 (docs/openapi.yaml), the realtime socket at
         /v1/realtime (docs/protocol.md), the Pusher Channels protocol at /app/<key> and
@@ -175,10 +186,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// - Throws: ``UsageError`` naming the bad option or value.
     public static func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError) -> Command {
         var configuration = ServerConfiguration()
-        let isApps = arguments.first == "apps"
+        let subcommand = ["apps", "backup", "restore"].contains(arguments.first ?? "") ? arguments.first : nil
+        let isApps = subcommand == "apps"
         let parsed: (words: [String], stoppedAt: String?)
         do {
-            parsed = try parser.parse(Array(arguments.dropFirst(isApps ? 1 : 0)), environment: environment, into: &configuration,
+            parsed = try parser.parse(Array(arguments.dropFirst(subcommand == nil ? 0 : 1)), environment: environment, into: &configuration,
                                       stopAt: ["-h", "--help", "--version"])
         } catch {
             throw UsageError(message: error.message)
@@ -189,6 +201,12 @@ public struct ServerConfiguration: Sendable, Equatable {
         case nil: break
         }
         if parsed.words.first == "help" { return .help }
+        if let subcommand, !isApps {
+            guard parsed.words.count == 1, let file = parsed.words.first else {
+                throw UsageError(message: "use 'parley-server \(subcommand) <file> [--data-dir <path>]'")
+            }
+            return subcommand == "backup" ? .backup(file: file, configuration) : .restore(file: file, configuration)
+        }
         guard isApps else {
             if let word = parsed.words.first { throw UsageError(message: "unknown argument '\(word)'") }
             return .run(configuration)

@@ -45,6 +45,18 @@ case .apps(let apps, let configuration):
     case .failure(let error): fail("\(error)", code: 65)  // EX_DATAERR
     }
     exit(0)
+case .backup(let file, let configuration):
+    switch runBlocking({ try await ParleyServer.runBackup(to: file, configuration: configuration) }) {
+    case .success(let text): say(text)
+    case .failure(let error): fail("\(error)", code: 74)  // EX_IOERR
+    }
+    exit(0)
+case .restore(let file, let configuration):
+    switch runBlocking({ try await ParleyServer.runRestore(from: file, configuration: configuration) }) {
+    case .success(let text): say(text)
+    case .failure(let error): fail("\(error)", code: 65)  // EX_DATAERR
+    }
+    exit(0)
 case .run(let configuration):
     let server: ParleyServer
     switch runBlocking({ try await ParleyServer.start(configuration) }) {

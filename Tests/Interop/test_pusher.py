@@ -11,6 +11,7 @@ import uuid
 
 import pusher
 import pysher
+import pysher.channel
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -121,11 +122,19 @@ class Listener:
         assert self.connected.wait(10), "pysher did not connect"
 
     def listen(self, channel, *events):
+        """Subscribes as pysher does, but with the channel registered and bound first: pysher
+        1.0.8 sends pusher:subscribe before registering the channel, so a fast answer can be
+        dropped (PusherSwift and pusher-js register first). The signing is pysher's own."""
         subscribed = threading.Event()
-        ch = self.client.subscribe(channel)
+        ch = pysher.channel.Channel(channel, self.client.connection)
+        self.client.channels[channel] = ch
         ch.bind("pusher_internal:subscription_succeeded", lambda *_: subscribed.set())
         for event in events:
             ch.bind(event, lambda data, event=event, *rest: self.events.put((event, data, rest)))
+        data = {"channel": channel}
+        if channel.startswith("private-"):
+            data["auth"] = self.client._generate_auth_token(channel)
+        self.client.connection.send_event("pusher:subscribe", data)
         assert subscribed.wait(10), f"pysher could not subscribe to {channel}"
         return ch
 
@@ -133,7 +142,7 @@ class Listener:
         return self.events.get(timeout=timeout)
 
     def close(self):
-        self.client.disconnect()
+        self.client.disconnect(timeout=5)
 
 
 # ---------------------------------------------------------------- the tutorial's own calls

@@ -66,13 +66,29 @@ struct ParleyServerTests {
         try await withServer { first in
             var configuration = ServerConfiguration()
             configuration.port = first.localAddress.port
-            configuration.dataDirectory = first.configuration.dataDirectory
+            configuration.dataDirectory = first.configuration.dataDirectory + "-second"
+            defer { try? FileManager.default.removeItem(atPath: configuration.dataDirectory) }
             do {
                 _ = try await ParleyServer.start(configuration)
                 Issue.record("the second bind should fail")
             } catch let error as StartError {
                 #expect(error.message.contains("already in use"))
                 #expect(error.message.contains("--port"))
+            }
+        }
+    }
+
+    @Test func aSecondServerOnTheSameDataDirectoryIsRefused() async throws {
+        try await withServer { first in
+            var configuration = ServerConfiguration()
+            configuration.port = 0
+            configuration.dataDirectory = first.configuration.dataDirectory
+            do {
+                let second = try await ParleyServer.start(configuration)
+                await second.shutdown()
+                Issue.record("two servers shared one data directory")
+            } catch let error as StartError {
+                #expect(error.message.contains("another parley-server is using"))
             }
         }
     }

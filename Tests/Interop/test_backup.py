@@ -1,0 +1,130 @@
+"""Backups (issue 16, operator part): `parley-server backup <file>` while the server runs and
+takes sends, `parley-server restore <file>` with it stopped, and a new epoch after a restore,
+against the real binary and its SQLite file."""
+import os
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import uuid
+
+import pytest
+
+from parley import BINARY, Client, Server
+from realtime import Device
+
+
+def run(*args, timeout=60):
+    return subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_an_online_backup_is_one_consistent_snapshot_and_a_restore_brings_it_back_with_a_new_epoch():
+    server = Server()
+    backup = os.path.join(tempfile.mkdtemp(prefix="parley-backup-"), "parley-backup.sqlite")
+    try:
+        ana = Client(server).register(f"ana{uuid.uuid4().hex[:6]}")
+        bob = Client(server).register(f"bob{uuid.uuid4().hex[:6]}")
+        status, sent = ana.post("/v1/messages", {"to": [bob.user["username"]], "clientId": "before", "content": {"type": "text", "text": "before the backup"}})
+        assert status == 201
+        conversation = sent["conversation"]["id"]
+        # Sends keep coming while the backup runs: the copy is one snapshot, never half a write.
+        stop = threading.Event()
+        acknowledged = []
+
+        def keep_sending():
+            n = 0
+            while not stop.is_set() and n < 2000:
+                status, _ = ana.send(conversation, f"during {n}", client_id=f"during-{n}")
+                if status == 201:
+                    acknowledged.append(n)
+                n += 1
+
+        sender = threading.Thread(target=keep_sending)
+        sender.start()
+        while len(acknowledged) < 20:
+            pass
+        result = run("backup", backup, "--data-dir", server.data)
+        stop.set()
+        sender.join()
+        assert result.returncode == 0, result.stderr
+        assert "one consistent snapshot" in result.stdout and "blobs" in result.stdout, result.stdout
+        assert not os.path.exists(backup + ".partial")
+
+        # The copy is a healthy SQLite file whose every conversation's seqs are gap-free.
+        copy = sqlite3.connect(backup)
+        assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        seqs = [row[0] for row in copy.execute("SELECT seq FROM event WHERE seq IS NOT NULL AND conversation_id = "
+                                               "(SELECT id FROM conversation WHERE public_id = ?) ORDER BY seq", (conversation,))]
+        assert seqs == list(range(1, len(seqs) + 1))
+        in_copy = {row[0] for row in copy.execute("SELECT client_id FROM message")}
+        copy.close()
+        assert "before" in in_copy and len(acknowledged) > len(in_copy) - 1 > 0, "taken mid-load: some sends before, some after"
+
+        # Restore refuses while the server runs, and changes nothing.
+        refused = run("restore", backup, "--data-dir", server.data)
+        assert refused.returncode != 0 and "stop it first" in refused.stderr
+        status, _ = ana.send(conversation, "after the backup", client_id="after")
+        assert status == 201
+        old_epoch = Device(server, ana.token)
+        old_epoch.wait_ready()
+        ready = next(f for f in old_epoch.frames if f["type"] == "ready")
+        old_epoch.close()
+        assert server.stop() == 0
+
+        restored = run("restore", backup, "--data-dir", server.data)
+        assert restored.returncode == 0, restored.stderr
+        assert "New epoch" in restored.stdout and "before-restore" in restored.stdout
+        kept = [name for name in os.listdir(server.data) if ".before-restore-" in name]
+        assert kept, "the replaced database is kept beside it"
+
+        server.start()
+        # What the backup held is back; what came after it is not.
+        status, page = ana.get(f"/v1/conversations/{conversation}/messages?limit=100&order=desc")
+        assert status == 200
+        texts = {m["clientId"] for m in page["messages"]}
+        assert "before" in texts and "after" not in texts
+        # A device that remembers a position from before the restore is told to resync.
+        device = Device(server, ana.token, position=ready["position"], authenticate=False)
+        device.socket.send('{"type":"auth","token":"%s","position":%d,"epoch":"%s"}' % (ana.token, ready["position"], ready["epoch"]))
+        resync = device.until(lambda f: f["type"] in ("resync", "ready"))
+        assert resync["type"] == "resync" and resync["epoch"] != ready["epoch"]
+        device.close()
+    finally:
+        server.stop()
+
+
+def test_restore_refuses_what_is_not_a_parley_backup_and_changes_nothing():
+    server = Server()
+    try:
+        name = f"ana{uuid.uuid4().hex[:6]}"
+        Client(server).register(name)
+        assert server.stop() == 0
+        garbage = os.path.join(tempfile.mkdtemp(), "garbage.sqlite")
+        with open(garbage, "wb") as file:
+            file.write(b"not a database at all" * 100)
+        other = os.path.join(tempfile.mkdtemp(), "other.sqlite")
+        sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+        for path in (garbage, other, "/nonexistent/backup.sqlite"):
+            result = run("restore", path, "--data-dir", server.data)
+            assert result.returncode != 0, result.stdout
+            assert "nothing was changed" in result.stderr or "does not exist" in result.stderr, result.stderr
+        assert not [entry for entry in os.listdir(server.data) if ".before-restore-" in entry]
+        server.start()
+        assert Client(server).sign_in(name).user["username"] == name, "the database is the one it was"
+    finally:
+        server.stop()
+
+
+def test_two_servers_cannot_share_a_data_directory():
+    first = Server()
+    try:
+        second = subprocess.run([BINARY, "--port", "0", "--data-dir", first.data], capture_output=True, text=True, timeout=30)
+        assert second.returncode != 0 and "another parley-server is using" in second.stderr
+    finally:
+        first.stop()
+
+
+def test_backup_and_restore_say_how_to_use_them():
+    for command in ("backup", "restore"):
+        result = run(command)
+        assert result.returncode == 64 and f"parley-server {command} <file>" in result.stderr
