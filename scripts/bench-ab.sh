@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Alternating A/B of durable sends between two release builds, so a change to the send path
-# is measured against what it replaced in the same session:
+# Alternating A/B between two release builds, so a change is measured against what it
+# replaced in the same session. AB_BENCH=sends (default: durable sends) or AB_BENCH=fanout
+# (1,000 devices in conversations of 10 at FANOUT_RATES, default 2000,3000,4000 messages/s):
 #   git worktree add /tmp/base <commit> && (cd /tmp/base && swift build -c release)
 #   swift build -c release && scripts/bench-ab.sh /tmp/base .
 # Each run starts a fresh server and data directory and drives it with `parley-bench sends`
 # (100 senders, BENCH_SECONDS, default 10); ROUNDS (default 3) rounds, the order swapped every
 # round so drift on a shared machine falls on both sides. Prints one line per run:
-# label sends/s p50_ms p99_ms sends_per_commit errors.
+# sends: label sends/s p50_ms p99_ms sends_per_commit errors;
+# fanout: label offered/s deliveries/s expected p50_ms p99_ms (one line per rate).
+# Both trees' servers are driven by NEW_TREE's parley-bench, so only the server differs.
 set -uo pipefail
 if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
     echo "usage: scripts/bench-ab.sh OLD_TREE NEW_TREE   (each with .build/release/parley-server and parley-bench)" >&2
@@ -14,6 +17,9 @@ if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
 fi
 old=$(cd "$1" && pwd) new=$(cd "$2" && pwd)
 seconds=${BENCH_SECONDS:-10}
+bench=${AB_BENCH:-sends}
+rates=${FANOUT_RATES:-2000,3000,4000}
+case "$bench" in sends|fanout) ;; *) echo "AB_BENCH is sends or fanout, not '$bench'" >&2; exit 2 ;; esac
 rounds=${ROUNDS:-3}
 for tree in "$old" "$new"; do
     for binary in parley-server parley-bench; do
@@ -24,12 +30,24 @@ work=$(mktemp -d /tmp/parley-ab.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 run() {  # tree label
     local tree=$1 label=$2 data="$work/$2-$RANDOM" port key result pid
-    "$tree/.build/release/parley-server" --port 0 --threads "$(nproc)" --data-dir "$data" --signups-per-hour 1000000 >"$data.log" 2>&1 &
+    "$tree/.build/release/parley-server" --port 0 --threads "$(nproc)" --data-dir "$data" --signups-per-hour 1000000 \
+        --argon2-passes 1 --argon2-memory-mib 1 >"$data.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 200); do grep -q "^Health:" "$data.log" 2>/dev/null && break; sleep 0.05; done
     port=$(grep -o "http://[^ ]*" "$data.log" | head -1 | sed 's/.*://')
     key=$(grep "app key:" "$data.log" | awk '{print $3}')
-    result=$("$tree/.build/release/parley-bench" sends --url "http://127.0.0.1:$port" --app-key "$key" --senders 100 \
+    if [[ "$bench" == fanout ]]; then
+        result=$("$new/.build/release/parley-bench" fanout --url "http://127.0.0.1:$port" --app-key "$key" --users 1000 --group-size 10 \
+                 --rates "$rates" --duration "$seconds" --json 2>/dev/null)
+        kill "$pid"; wait "$pid" 2>/dev/null
+        python3 -c "
+import json, sys
+for line in sys.argv[2].splitlines():
+    r = json.loads(line)
+    print(sys.argv[1], r['offered_per_s'], r['deliveries_per_s'], r['expected_deliveries'], r['p50_ms'], r['p99_ms'])" "$label" "$result"
+        return
+    fi
+    result=$("$new/.build/release/parley-bench" sends --url "http://127.0.0.1:$port" --app-key "$key" --senders 100 \
              --duration "$seconds" --json 2>/dev/null)
     kill "$pid"; wait "$pid" 2>/dev/null
     python3 -c "import json,sys; r=json.loads(sys.argv[2]); print(sys.argv[1], r['sends_per_s'], r['p50_ms'], r['p99_ms'], r['writes_per_commit'], r['errors'])" \

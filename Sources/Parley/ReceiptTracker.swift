@@ -91,11 +91,11 @@ struct ReceiptTracker {
         let lowestRead = others.values.map(\.read).min() ?? 0
         var updates: [OutgoingUpdate] = []
         var kept: [Mine] = []
+        let counter = DeliveryStatus.Counter(others.values)
         for var message in messages {
             let status = DeliveryStatus.of(seq: message.seq, lowestDelivered: lowestDelivered, lowestRead: lowestRead)
-            let progress = ParleyClient.DeliveryProgress(delivered: others.values.filter { $0.delivered >= message.seq }.count,
-                                                         read: others.values.filter { $0.read >= message.seq }.count,
-                                                         recipients: others.count)
+            let (delivered, read) = counter.counts(at: message.seq)
+            let progress = ParleyClient.DeliveryProgress(delivered: delivered, read: read, recipients: others.count)
             if status != message.status || (others.count > 1 && progress != message.progress) {
                 message.status = status
                 message.progress = progress

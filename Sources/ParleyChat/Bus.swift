@@ -108,3 +108,11 @@ final class LockedValue<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+extension Duration {
+    /// The same span for Dispatch's timers, to the microsecond.
+    var dispatchInterval: DispatchTimeInterval {
+        let (seconds, attoseconds) = components
+        return .microseconds(Int(seconds) * 1_000_000 + Int(attoseconds / 1_000_000_000_000))
+    }
+}

@@ -56,10 +56,7 @@ extension Chat {
     /// Notes a watermark move in a public channel and schedules a flush.
     func noteDelivery(conversation: Int64, from old: (delivered: Int64, read: Int64), to new: (delivered: Int64, read: Int64)) {
         guard deliveries.note(conversation: conversation, from: old, to: new) else { return }
-        let interval = configuration.deliveryUpdateInterval
-        let (seconds, attoseconds) = interval.components
-        let delay = DispatchTimeInterval.microseconds(Int(seconds) * 1_000_000 + Int(attoseconds / 1_000_000_000_000))
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + configuration.deliveryUpdateInterval.dispatchInterval) { [self] in
             Task { try? await flushDeliveries() }
         }
     }
@@ -85,7 +82,7 @@ extension Chat {
     }
 
     /// One channel's flush: the messages in `range`, grouped by author, counted against the
-    /// channel's watermarks (read once, sorted, so each count is a binary search).
+    /// channel's watermarks, read once (``DeliveryStatus/Counter``: each count a binary search).
     private static func appendDeliveries(_ tx: Transaction, conversation: Int64, range: DeliveryCoalescer.Moves, now: Int64) throws -> Int {
         let rows = try tx.fetchAll("""
             SELECT m.public_id, m.seq, m.author_id FROM message m
@@ -97,26 +94,18 @@ extension Chat {
         for row in rows {
             byAuthor[try row.get("author_id"), default: []].append((try row.get("public_id"), try row.get("seq")))
         }
-        var delivered: [Int64] = []
-        var read: [Int64] = []
-        var own: [Int64: (delivered: Int64, read: Int64)] = [:]
+        var marks: [Int64: (delivered: Int64, read: Int64)] = [:]
         for row in try tx.fetchAll("SELECT user_id, delivered_seq, read_seq FROM member WHERE conversation_id = \(conversation)") {
-            let user: Int64 = try row.get("user_id")
-            let marks = (delivered: try row.get("delivered_seq", as: Int64.self), read: try row.get("read_seq", as: Int64.self))
-            delivered.append(marks.delivered)
-            read.append(marks.read)
-            if byAuthor[user] != nil { own[user] = marks }
+            marks[try row.get("user_id")] = (try row.get("delivered_seq"), try row.get("read_seq"))
         }
-        delivered.sort()
-        read.sort()
+        let counter = DeliveryStatus.Counter(marks.values)
         var written = 0
         for (author, messages) in byAuthor.sorted(by: { $0.key < $1.key }) {
             // The author's own watermarks do not count for their messages.
-            let mine = own[author]
-            let recipients = delivered.count - (mine == nil ? 0 : 1)
+            let own = marks[author]
+            let recipients = counter.members - (own == nil ? 0 : 1)
             let items = messages.suffix(deliveriesPerAuthor).map { message -> MessageDelivery in
-                let deliveredCount = atLeast(message.seq, in: delivered) - (mine.map { $0.delivered >= message.seq ? 1 : 0 } ?? 0)
-                let readCount = atLeast(message.seq, in: read) - (mine.map { $0.read >= message.seq ? 1 : 0 } ?? 0)
+                let (deliveredCount, readCount) = counter.counts(at: message.seq, excluding: own)
                 return MessageDelivery(messageID: MessageID(rawValue: message.id), seq: message.seq, deliveredCount: deliveredCount,
                                        readCount: readCount, recipientCount: recipients,
                                        status: .of(deliveredCount: deliveredCount, readCount: readCount, recipients: recipients))
@@ -126,16 +115,5 @@ extension Chat {
             written += 1
         }
         return written
-    }
-
-    /// How many of `sorted` are at least `value`.
-    private static func atLeast(_ value: Int64, in sorted: [Int64]) -> Int {
-        var low = 0
-        var high = sorted.count
-        while low < high {
-            let middle = (low + high) / 2
-            if sorted[middle] < value { low = middle + 1 } else { high = middle }
-        }
-        return sorted.count - low
     }
 }

@@ -190,9 +190,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             let generation = entry.generation
             let caller = subscriber.caller
             let user = caller.userKey
-            let (seconds, attoseconds) = presenceGrace.components
-            let grace = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
-            queue.asyncAfter(deadline: .now() + grace) { [self] in
+            queue.asyncAfter(deadline: .now() + presenceGrace.dispatchInterval) { [self] in
                 guard let entry = presence[user], entry.devices == 0, entry.generation == generation else { return }
                 presence.removeValue(forKey: user)
                 announce(caller, online: false)

@@ -19,6 +19,9 @@ public struct PusherConfiguration: Sendable, Hashable {
     /// Outbound bytes queued for a socket that is not reading before it is closed with 4200
     /// (reconnect). Default: 1 MiB.
     public var maxQueuedBytes = 1 << 20
+    /// HTTP API requests per second one app may make (twice that in a burst); beyond, 429
+    /// with `Retry-After`. Default: 1,000.
+    public var apiRequestsPerSecond = 1_000
 
     /// The defaults.
     public init() {}
@@ -103,7 +106,7 @@ final class PusherConnection: @unchecked Sendable {
         scheduleActivityCheck()
     }
 
-    func closed(hadOpened: Bool = true) {
+    func didClose() {
         guard !closed else { return }
         closed = true
         if let activityTimer { socket.loop.cancel(activityTimer) }

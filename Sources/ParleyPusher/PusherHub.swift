@@ -38,7 +38,8 @@ final class PusherHub: @unchecked Sendable {
 
     init(bus: any Bus) {
         bus.subscribe { [weak self] publications in
-            guard let self else { return }
+            // Every native message passes here too: hop to the queue only for channel events.
+            guard let self, publications.contains(where: { if case .channel = $0 { true } else { false } }) else { return }
             queue.async { self.route(publications) }
         }
     }
@@ -140,12 +141,10 @@ final class PusherHub: @unchecked Sendable {
         queue.async { [self] in signedIn[app, default: [:]][userID, default: [:]][ObjectIdentifier(connection)] = connection }
     }
 
-    /// Closes every socket signed in as `userID`; answers how many.
-    func terminate(app: Int64, userID: String) async -> Int {
-        await onQueue { [self] in
-            let sockets = Array((signedIn[app]?[userID] ?? [:]).values)
-            for connection in sockets { connection.terminate() }
-            return sockets.count
+    /// Closes every socket signed in as `userID`.
+    func terminate(app: Int64, userID: String) {
+        queue.async { [self] in
+            for connection in (signedIn[app]?[userID] ?? [:]).values { connection.terminate() }
         }
     }
 

@@ -75,7 +75,7 @@ public final class PusherService: Sendable {
                 },
                 onMessage: { _, message in connection.withLock { $0 }?.received(message) },
                 onClose: { _, _, _ in
-                    connection.withLock { $0 }?.closed()
+                    connection.withLock { $0 }?.didClose()
                     connection.withLock { $0 = nil }
                 })
         }
@@ -100,14 +100,16 @@ public final class PusherService: Sendable {
         let options = RouteOptions(body: .collect(maxBytes: 256 * 1024))
         router.post("/apps/:appId/events", options: options) { [self] request in
             await answer {
-                let (app, body) = try await signed(request)
-                let trigger = try decode(TriggerBody.self, body)
+                let (app, _) = try await signed(request)
+                let trigger = try await request.decode(TriggerBody.self)
                 let channels = try trigger.channels ?? trigger.channel.map { [$0] } ?? { throw ChatError.invalid("give 'channels' (a list) or 'channel'") }()
                 guard trigger.channels == nil || trigger.channel == nil else { throw ChatError.invalid("give 'channels' or 'channel', not both") }
                 guard (1...PusherProtocol.channelsPerTrigger).contains(channels.count) else {
                     throw ChatError.invalid("an event goes to 1–\(PusherProtocol.channelsPerTrigger) channels")
                 }
                 let triggers = try channels.map { try validated(trigger, channel: $0) }
+                // Everything is checked before anything is stored: a bad `info` changes nothing.
+                _ = try Self.attributes(trigger.info, allowed: Self.infoAttributes)
                 try await context.chat.trigger(triggers, app: app.app, keep: context.configuration.historyPerChannel)
                 guard let info = trigger.info else { return .object([:]) }
                 return .object(["channels": .object(try await channelInfo(app: app.app.id, channels: channels, info: info))])
@@ -115,13 +117,14 @@ public final class PusherService: Sendable {
         }
         router.post("/apps/:appId/batch_events", options: options) { [self] request in
             await answer {
-                let (app, body) = try await signed(request)
-                let batch = try decode(BatchBody.self, body).batch
+                let (app, _) = try await signed(request)
+                let batch = try await request.decode(BatchBody.self).batch
                 guard (1...PusherProtocol.eventsPerBatch).contains(batch.count) else {
                     throw ChatError.invalid("a batch holds 1–\(PusherProtocol.eventsPerBatch) events")
                 }
                 let triggers = try batch.map { event in
                     guard let channel = event.channel, event.channels == nil else { throw ChatError.invalid("each batch event names one 'channel'") }
+                    _ = try Self.attributes(event.info, allowed: Self.infoAttributes)
                     return try validated(event, channel: channel)
                 }
                 try await context.chat.trigger(triggers, app: app.app, keep: context.configuration.historyPerChannel)
@@ -163,7 +166,7 @@ public final class PusherService: Sendable {
             await answer {
                 let (app, _) = try await signed(request)
                 let prefix = request.queryItems["filter_by_prefix"] ?? ""
-                let attributes = try Self.attributes(request.queryItems["info"], allowed: ["user_count", "subscription_count"])
+                let attributes = try Self.attributes(request.queryItems["info"], allowed: Self.infoAttributes)
                 if attributes.contains("user_count"), !prefix.hasPrefix("presence-") {
                     throw ChatError.invalid("user_count is only for presence channels: add filter_by_prefix=presence-")
                 }
@@ -178,7 +181,7 @@ public final class PusherService: Sendable {
             await answer {
                 let (app, _) = try await signed(request)
                 let name = try channelParameter(request)
-                let attributes = try Self.attributes(request.queryItems["info"], allowed: ["user_count", "subscription_count"])
+                let attributes = try Self.attributes(request.queryItems["info"], allowed: Self.infoAttributes)
                 if attributes.contains("user_count"), PusherProtocol.kind(of: name) != .presence {
                     throw ChatError.invalid("user_count is only for presence channels")
                 }
@@ -227,7 +230,7 @@ public final class PusherService: Sendable {
                 let (app, _) = try await signed(request)
                 let user = request.parameters["userId"]?.removingPercentEncoding ?? ""
                 guard (1...128).contains(user.utf8.count) else { throw ChatError.invalid("a user id is 1–128 bytes") }
-                _ = await context.hub.terminate(app: app.app.id, userID: user)
+                context.hub.terminate(app: app.app.id, userID: user)
                 return .object([:])
             }
         }
@@ -242,6 +245,9 @@ public final class PusherService: Sendable {
         if let problem = PusherProtocol.channelNameProblem(name) { throw ChatError.invalid(problem) }
         return name
     }
+
+    /// The channel attributes `info` may ask for.
+    private static let infoAttributes: Set<String> = ["user_count", "subscription_count"]
 
     private static func attributes(_ info: String?, allowed: Set<String>) throws -> Set<String> {
         guard let info, !info.isEmpty else { return [] }
@@ -260,7 +266,7 @@ public final class PusherService: Sendable {
     }
 
     private func channelInfo(app: Int64, channels: [String], info: String) async throws -> [String: JSONValue] {
-        let attributes = try Self.attributes(info, allowed: ["user_count", "subscription_count"])
+        let attributes = try Self.attributes(info, allowed: Self.infoAttributes)
         var answer: [String: JSONValue] = [:]
         for channel in channels {
             var wanted = attributes
@@ -276,9 +282,12 @@ public final class PusherService: Sendable {
     private func signed(_ request: Request) async throws -> (ChannelApp, [UInt8]) {
         let found: ChannelApp?
         if let id = request.parameters["appId"] {
-            found = try await Int64(id).asyncMap { try await context.chat.channelApp(pusherID: $0) } ?? nil
+            guard let pusherID = Int64(id) else { throw ChatError.appNotFound }
+            found = try await context.chat.channelApp(pusherID: pusherID)
         } else {
-            found = try await request.queryItems["auth_key"].asyncMap { try await context.chat.channelApp(key: $0) } ?? nil
+            // The `pusher` Python library's terminate_connections path has no app id: the signed key names the app.
+            guard let key = request.queryItems["auth_key"] else { throw ChatError.appNotFound }
+            found = try await context.chat.channelApp(key: key)
         }
         guard let app = found else { throw ChatError.appNotFound }
         guard let secret = app.secret else {
@@ -291,25 +300,14 @@ public final class PusherService: Sendable {
         } catch {
             throw ChatError.badRequestSignature(error.description)
         }
-        let allowed = requestBuckets.withLock { buckets -> Bool in
-            var bucket = buckets[app.app.id] ?? TokenBucket(rate: 1_000, burst: 2_000)
+        let rate = context.configuration.apiRequestsPerSecond
+        let wait = requestBuckets.withLock { buckets -> Int? in
+            var bucket = buckets[app.app.id] ?? TokenBucket(rate: Double(rate), burst: Double(2 * rate))
             defer { buckets[app.app.id] = bucket }
-            return bucket.take(now: .now) == nil
+            return bucket.take(now: .now)
         }
-        guard allowed else { throw ChatError.rateLimited(retryAfter: 1, "more than 1000 Pusher API requests per second for this app") }
+        if let wait { throw ChatError.rateLimited(retryAfter: wait, "more than \(rate) Pusher API requests per second for this app") }
         return (app, body)
-    }
-
-    private func decode<T: Decodable>(_ type: T.Type, _ body: [UInt8]) throws -> T {
-        do {
-            return try JSONDecoder().decode(T.self, from: Data(body))
-        } catch let DecodingError.keyNotFound(key, _) {
-            throw ChatError.invalidJSON("missing field '\(key.stringValue)'")
-        } catch let DecodingError.typeMismatch(_, context) {
-            throw ChatError.invalidJSON("field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type (data is a string)")
-        } catch {
-            throw ChatError.invalidJSON("the body is not valid JSON")
-        }
     }
 
     private func answer(_ work: () async throws -> JSONValue) async -> Response {
@@ -325,13 +323,5 @@ public final class PusherService: Sendable {
         } catch {
             return Response.error(status: .internalServerError, code: ChatError.internalError.code, message: ChatError.internalError.message)
         }
-    }
-}
-
-extension Optional {
-    /// `map` for an async transform.
-    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let value = self else { return nil }
-        return try await transform(value)
     }
 }

@@ -42,7 +42,7 @@ extension ParleyServer {
         } catch {
             throw StartError(message: "backup failed: \(error); nothing was written to \(file)")
         }
-        let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18 + Double((ContinuousClock.now - started).components.seconds)
+        let seconds = Metrics.seconds(ContinuousClock.now - started)
         let media = (configuration.dataDirectory as NSString).appendingPathComponent("media")
         return """
             Backed up \(database) to \(file): \(summary.pages) pages, \(summary.bytes) bytes, one consistent snapshot (\(String(format: "%.1f", seconds)) s).

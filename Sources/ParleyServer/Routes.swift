@@ -129,7 +129,8 @@ enum Metrics {
         return out
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
+    /// A duration in seconds.
+    static func seconds(_ duration: Duration) -> Double {
         let (whole, attoseconds) = duration.components
         return Double(whole) + Double(attoseconds) / 1e18
     }

@@ -46,7 +46,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// (`delivery.updated`). `--delivery-update-interval`. Default: 1 s.
     public var deliveryUpdateInterval: Duration = .seconds(1)
     /// The Pusher protocol's timers and limits (docs/pusher.md). `--pusher-activity-timeout`,
-    /// `--pusher-pong-timeout`, `--pusher-history`, `--pusher-client-events-per-second`.
+    /// `--pusher-pong-timeout`, `--pusher-history`, `--pusher-client-events-per-second`,
+    /// `--pusher-api-requests-per-second`.
     public var pusher = PusherConfiguration()
 
     /// The defaults.
@@ -144,6 +145,8 @@ public struct ServerConfiguration: Sendable, Equatable {
                      help: "Triggered events kept per Pusher channel for clients that were away (default 100)."),
             O.integer("--pusher-client-events-per-second", "PARLEY_PUSHER_CLIENT_EVENTS_PER_SECOND", in: 1...10_000,
                      \.pusher.clientEventsPerSecond, help: "Client events one Pusher socket may send per second (default 10)."),
+            O.integer("--pusher-api-requests-per-second", "PARLEY_PUSHER_API_REQUESTS_PER_SECOND", in: 1...1_000_000,
+                     \.pusher.apiRequestsPerSecond, help: "Pusher HTTP API requests per second per app, twice that in a burst (default 1000)."),
         ]
         return OptionParser(options)
     }

@@ -59,17 +59,14 @@ public enum SQLiteBackup: Sendable {
         return Summary(pages: pages, bytes: bytes)
     }
 
-    /// Puts `backup` in place of the database at `database`: the backup is checked and copied
-    /// beside it first, the current files (with their WAL) are moved to `keptAs`, then the copy
+    /// Puts `backup` in place of the database at `database`: the backup is copied beside it
+    /// and checked first, the current files (with their WAL) are moved to `keptAs`, then the copy
     /// takes the database's name. The server must be stopped (the caller checks).
     ///
     /// - Throws: ``StoreError`` when the backup is not a healthy SQLite file; nothing is changed.
     public static func restore(_ backup: String, to database: String, keepingCurrentAs keptAs: String) throws -> Summary {
-        guard FileManager.default.fileExists(atPath: backup) else { throw StoreError.cannotOpen("\(backup) does not exist") }
-        let check = try SQLiteConnection(path: backup, readOnly: true)
-        guard (try? check.fetchValue(String.self, "PRAGMA integrity_check")) == "ok" else {
-            throw StoreError.decoding("\(backup) is not a healthy SQLite database (integrity_check failed)")
-        }
+        // The copy made beside the database is integrity-checked (``backup(from:to:)``) before
+        // anything is moved: a damaged backup fails there and changes nothing.
         let incoming = database + ".restoring"
         let summary = try self.backup(from: backup, to: incoming)
         let manager = FileManager.default

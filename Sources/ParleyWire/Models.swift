@@ -199,6 +199,44 @@ extension DeliveryStatus {
     public static func of(seq: Int64, lowestDelivered: Int64, lowestRead: Int64) -> DeliveryStatus {
         seq <= lowestRead ? .read : seq <= lowestDelivered ? .delivered : .sent
     }
+    /// How many of a conversation's members have reached each seq: their delivered and read
+    /// watermarks, sorted once, so each message's counts are two binary searches. The server
+    /// counts `delivery.updated` with it and the SDK a group's progress.
+    public struct Counter: Sendable, Hashable {
+        private let delivered: [Int64]
+        private let read: [Int64]
+
+        /// The watermarks of the members to count.
+        public init(_ watermarks: some Sequence<(delivered: Int64, read: Int64)>) {
+            var delivered: [Int64] = [], read: [Int64] = []
+            for mark in watermarks {
+                delivered.append(mark.delivered)
+                read.append(mark.read)
+            }
+            self.delivered = delivered.sorted()
+            self.read = read.sorted()
+        }
+
+        /// The members counted.
+        public var members: Int { delivered.count }
+
+        /// How many have the message at `seq`, and how many have read it; `excluding` is one
+        /// counted member's watermarks to leave out (the author's own, for their message).
+        public func counts(at seq: Int64, excluding mark: (delivered: Int64, read: Int64)? = nil) -> (delivered: Int, read: Int) {
+            (Self.atLeast(seq, in: delivered) - (mark.map { $0.delivered >= seq ? 1 : 0 } ?? 0),
+             Self.atLeast(seq, in: read) - (mark.map { $0.read >= seq ? 1 : 0 } ?? 0))
+        }
+
+        private static func atLeast(_ value: Int64, in sorted: [Int64]) -> Int {
+            var low = 0, high = sorted.count
+            while low < high {
+                let middle = (low + high) / 2
+                if sorted[middle] < value { low = middle + 1 } else { high = middle }
+            }
+            return sorted.count - low
+        }
+    }
+
     /// The same rule from counts, for a public channel whose members' watermarks the author
     /// does not see one by one: read once all `recipients` read it, delivered once all have it.
     public static func of(deliveredCount: Int, readCount: Int, recipients: Int) -> DeliveryStatus {

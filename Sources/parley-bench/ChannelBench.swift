@@ -44,12 +44,8 @@ private func nativeChannel(_ options: Options, plan: FanoutPlan, base: String, a
     let clients = try await signInUsers(setup, prefix: "ch\(run)u", count: plan.groupSize + 1)
     let channel = try await clients[0].call("POST", "/v1/conversations",
                                              body: CreateConversationRequest(kind: .public, title: "bench \(run)"), as: Conversation.self)
-    try await withThrowingTaskGroup(of: Void.self) { tasks in
-        for (index, client) in clients.dropFirst().enumerated() {
-            tasks.addTask { _ = try await client.call("POST", "/v1/conversations/\(channel.id.rawValue)/join", body: [String: String](), as: Conversation.self) }
-            if index % 16 == 15 { try await tasks.waitForAll() }
-        }
-        try await tasks.waitForAll()
+    try await forEachParallel(Array(clients.dropFirst()), parallel: 16) { client in
+        _ = try await client.call("POST", "/v1/conversations/\(channel.id.rawValue)/join", body: [String: String](), as: Conversation.self)
     }
     progress("\(plan.groupSize) members joined a public channel")
     let marker = Array(#""text":"b"#.utf8)

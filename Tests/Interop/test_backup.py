@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from parley import BINARY, Client, Server
+from parley import BINARY, Client, Server, wait_until
 from realtime import Device
 
 
@@ -41,8 +41,7 @@ def test_an_online_backup_is_one_consistent_snapshot_and_a_restore_brings_it_bac
 
         sender = threading.Thread(target=keep_sending)
         sender.start()
-        while len(acknowledged) < 20:
-            pass
+        wait_until(lambda: len(acknowledged) >= 20, what="sends under way before the backup")
         result = run("backup", backup, "--data-dir", server.data)
         stop.set()
         sender.join()

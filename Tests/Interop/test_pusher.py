@@ -56,7 +56,9 @@ class Raw:
         self.server = server
         url = f"ws://{server.host}:{server.port}/app/{key or server.app_key}"
         url += query if query is not None else f"?protocol={protocol}&client=raw&version=1.0"
-        self.ws = connect(url, open_timeout=10, max_size=2 ** 20)
+        # max_queue=None: a socket the test does not read (a presence member while others join)
+        # keeps reading anyway, so its close handshake is not stuck behind unread frames.
+        self.ws = connect(url, open_timeout=10, max_size=2 ** 20, max_queue=None)
         self.established = None
 
     def open(self):
@@ -400,6 +402,10 @@ def test_signin_server_to_user_and_terminate_connections(server):
     forged = Raw(server).open()
     forged.send("pusher:signin", {"user_data": json.dumps({"id": user}), "auth": signed["auth"]})
     assert forged.until(lambda f: f["event"] == "pusher:error")["data"]["code"] == 4009
+    # One user per connection: signing the same socket in as someone else is refused.
+    other = client.authenticate_user(raw.socket_id, {"id": user + "-other"})
+    raw.send("pusher:signin", {"user_data": other["user_data"], "auth": other["auth"]})
+    assert "another user" in raw.until(lambda f: f["event"] == "pusher:error")["data"]["message"]
     assert client.terminate_user_connections(user) == {}
     with pytest.raises(ConnectionClosed) as closed:
         raw.until(lambda f: False)
@@ -443,8 +449,10 @@ def test_the_http_api_refuses_bad_signatures_and_bad_input_and_stores_nothing(se
     raw.close()
 
 
-def signed_request(server, method, path, query=None, body=b""):
-    """A request signed the Pusher way by hand (for the history read, which no library has)."""
+def signed_request(server, method, path, query=None, body=b"", headers=False):
+    """A request signed the Pusher way by hand: for the history read, which no library has, and
+    for bodies the library refuses to send (it checks some limits itself). With `headers`, the
+    answer's headers come third."""
     import hashlib
     import hmac
     import http.client
@@ -460,7 +468,109 @@ def signed_request(server, method, path, query=None, body=b""):
     response = connection.getresponse()
     answer = response.read()
     connection.close()
+    if headers:
+        return response.status, json.loads(answer) if answer else None, {k.lower(): v for k, v in response.getheaders()}
     return response.status, json.loads(answer) if answer else None
+
+
+def test_the_server_itself_enforces_the_http_apis_limits(server):
+    """What the library checks before sending, the server checks again: a backend written with
+    another library, or none, meets the same limits (400 or 413, nothing stored or sent)."""
+    room = channel_name()
+    raw = Raw(server).open()
+    raw.subscribe(room)
+    path = f"/apps/{server.pusher_id}/events"
+
+    def post(body, endpoint=path):
+        return signed_request(server, "POST", endpoint, body=json.dumps(body).encode())
+
+    cases = [
+        ({"name": "e", "data": "x", "channels": [channel_name() for _ in range(101)]}, 400, "1–100 channels"),
+        ({"name": "e", "data": "x", "channels": []}, 400, "1–100 channels"),
+        ({"name": "e", "data": "a" * 10_241, "channel": room}, 413, "10240 bytes"),
+        ({"name": "e", "data": "x", "channel": "room with spaces"}, 400, "channel name"),
+        ({"name": "e", "data": "x", "channel": "x" * 165}, 400, "1–164"),
+        ({"name": "x" * 201, "data": "x", "channel": room}, 400, "event name"),
+        ({"name": "pusher:connection_established", "data": "x", "channel": room}, 400, "protocol's own"),
+        ({"name": "e", "data": "x", "channel": room, "channels": [room]}, 400, "not both"),
+        ({"name": "e", "data": "x"}, 400, "'channels'"),
+        ({"name": "e", "data": {"not": "a string"}, "channel": room}, 400, "data"),
+        ({"name": "e", "channel": room}, 400, "missing field 'data'"),
+        ({"name": "e", "data": "x", "channel": room, "socket_id": "not-a-socket"}, 400, "socket_id"),
+        ({"name": "e", "data": "x", "channel": room, "info": "nonsense"}, 400, "info"),
+    ]
+    for body, status, words in cases:
+        got, answer = post(body)
+        assert got == status and words in answer["error"]["message"], (body if len(json.dumps(body)) < 300 else words, got, answer)
+    got, answer = post({"batch": [{"channel": room, "name": f"e{n}", "data": "x"} for n in range(11)]}, path.replace("events", "batch_events"))
+    assert got == 400 and "1–10 events" in answer["error"]["message"]
+    got, answer = post({"batch": [{"channels": [room], "name": "e", "data": "x"}]}, path.replace("events", "batch_events"))
+    assert got == 400 and "one 'channel'" in answer["error"]["message"]
+    # Nothing of it was sent or stored.
+    backend(server).trigger(room, "barrier", {})
+    assert raw.until(lambda f: f["event"] not in ("pusher:pong",))["event"] == "barrier"
+    assert [e["event"] for e in history(server, room)["events"]] == ["barrier"]
+    # And what the library never sends: a stale or unsigned query.
+    status, answer = signed_request(server, "GET", f"/apps/{server.pusher_id}/channels", {"auth_timestamp": "0"})
+    assert status == 401 and "auth_timestamp" in answer["error"]["message"]
+    raw.close()
+
+
+def test_a_socket_and_a_presence_channel_have_limits():
+    server = Server()
+    server.pusher_id = pusher_app_id(server)
+    try:
+        # 100 channels a socket; the 101st is refused with 4100 and the socket goes on.
+        raw = Raw(server).open()
+        for n in range(100):
+            raw.send("pusher:subscribe", {"channel": f"many-{n}"})
+        for n in range(100):
+            raw.until(lambda f: f["event"] == "pusher_internal:subscription_succeeded")
+        refused = raw.subscribe("one-too-many")
+        assert refused["event"] == "pusher:error" and refused["data"]["code"] == 4100
+        raw.send("pusher:ping")
+        assert raw.until(lambda f: f["event"] == "pusher:pong")
+        raw.close()
+        # 100 members a presence channel; the 101st user is refused, a 100th user's second socket is not.
+        client = backend(server)
+        presence = channel_name("presence-")
+        sockets = []
+        for n in range(101):
+            socket = Raw(server).open()
+            auth = client.authenticate(channel=presence, socket_id=socket.socket_id, custom_data={"user_id": f"u{n}"})
+            frame = socket.subscribe(presence, auth=auth["auth"], channel_data=auth["channel_data"])
+            sockets.append((socket, frame))
+        assert all(frame["event"] == "pusher_internal:subscription_succeeded" for _, frame in sockets[:100])
+        last = sockets[100][1]
+        assert last["event"] == "pusher:subscription_error" and last["data"]["type"] == "LimitReached"
+        again = Raw(server).open()
+        auth = client.authenticate(channel=presence, socket_id=again.socket_id, custom_data={"user_id": "u7"})
+        assert again.subscribe(presence, auth=auth["auth"], channel_data=auth["channel_data"])["event"].endswith("succeeded")
+        assert len(client.users_info(presence)["users"]) == 100
+        # channel_data over 10 KB is refused before anything else.
+        big = Raw(server).open()
+        data = json.dumps({"user_id": "big", "user_info": {"bio": "a" * 10_300}})
+        signature = client.authenticate(channel=channel_name("presence-"), socket_id=big.socket_id, custom_data=json.loads(data))
+        refused = big.subscribe(channel_name("presence-"), auth=signature["auth"], channel_data=data)
+        assert refused["event"] == "pusher:subscription_error" and "10240 bytes" in refused["data"]["error"]
+        for socket, _ in sockets:
+            socket.close()
+        again.close(), big.close()
+    finally:
+        assert server.stop() == 0
+
+
+def test_the_http_api_is_rate_limited_per_app():
+    server = Server("--pusher-api-requests-per-second", "2")
+    server.pusher_id = pusher_app_id(server)
+    try:
+        answers = [signed_request(server, "GET", f"/apps/{server.pusher_id}/channels", headers=True) for _ in range(8)]
+        statuses = [status for status, _, _ in answers]
+        assert statuses[:4] == [200] * 4, statuses      # a burst of twice the rate
+        limited = next(answer for answer in answers if answer[0] == 429)
+        assert limited[1]["error"]["code"] == "rate_limited" and int(limited[2]["retry-after"]) >= 1
+    finally:
+        assert server.stop() == 0
 
 
 def history(server, channel, after=0):

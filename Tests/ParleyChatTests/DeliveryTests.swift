@@ -110,6 +110,19 @@ struct DeliveryTests {
         #expect(DeliveryStatus.of(deliveredCount: 0, readCount: 0, recipients: 0) == .sent)
     }
 
+    @Test func theCounterCountsWatermarksAtOrPastASeqAndCanLeaveOneOut() {
+        let counter = DeliveryStatus.Counter([(delivered: 5, read: 3), (delivered: 9, read: 9), (delivered: 2, read: 0), (delivered: 5, read: 5)])
+        #expect(counter.members == 4)
+        #expect(counter.counts(at: 1) == (delivered: 4, read: 3))
+        #expect(counter.counts(at: 5) == (delivered: 3, read: 2))
+        #expect(counter.counts(at: 6) == (delivered: 1, read: 1))
+        #expect(counter.counts(at: 10) == (delivered: 0, read: 0))
+        // Leaving out one member's marks (an author's own) takes off only what they counted for.
+        #expect(counter.counts(at: 5, excluding: (delivered: 9, read: 9)) == (delivered: 2, read: 1))
+        #expect(counter.counts(at: 5, excluding: (delivered: 2, read: 0)) == (delivered: 3, read: 2))
+        #expect(DeliveryStatus.Counter([(delivered: Int64, read: Int64)]()).counts(at: 1) == (delivered: 0, read: 0))
+    }
+
     private func feed(_ chat: Chat, _ caller: Caller) async throws -> [ConversationEvent] {
         try await chat.feed(caller, afterPosition: 0, limit: 200).records.map { try $0.event() }
     }
