@@ -25,11 +25,14 @@ let package = Package(
         .systemLibrary(name: "CParleySQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CParleySodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CParleyVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        // libpq for the PostgreSQL engine (`--database-url`).
+        .systemLibrary(name: "CParleyPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto"]),
         .target(name: "ParleyWire"),
         .target(name: "ParleyStore"),
         .target(name: "ParleyStoreSQLite", dependencies: ["ParleyStore", "CParleySQLite"]),
+        .target(name: "ParleyStorePostgres", dependencies: ["ParleyStore", "CParleyPQ"]),
         .target(name: "ParleyCrypto", dependencies: ["CParleySodium", "CParleyCrypto"]),
         .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
         .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
@@ -38,7 +41,7 @@ let package = Package(
         // Command-line options declared once (flag, environment variable, help, parsing).
         .target(name: "ParleyOptions"),
         .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
-                                                     "ParleyPusher"],
+                                                     "ParleyPusher", "ParleyStorePostgres"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
@@ -54,7 +57,7 @@ let package = Package(
         .executableTarget(name: "SyncanoChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/SyncanoChat"),
         .executableTarget(name: "DeliveryStatus", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/DeliveryStatus"),
         .executableTarget(name: "BackendlessChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/BackendlessChat"),
-        .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyCrypto", "ParleyMedia"]),
+        .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyMedia"]),
 
         // libFuzzer entry points. Built with `--sanitize=fuzzer -Xswiftc -DFUZZING` by
         // scripts/fuzz.sh; a plain build gets a replay `main` that runs saved inputs.
@@ -76,11 +79,11 @@ let package = Package(
 
         .target(name: "ParleyTesting"),
         .target(name: "ParleyNetTesting", dependencies: ["ParleyNet", "ParleyTesting"]),
-        .target(name: "ParleyServerTesting", dependencies: ["ParleyServer", "ParleyChat", "ParleyNet", "ParleyWire", "ParleyTesting"]),
-        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStore", "ParleyStoreSQLite", "ParleyCrypto", "ParleyWire"]),
+        .target(name: "ParleyServerTesting", dependencies: ["ParleyServer", "ParleyChat", "ParleyChatTesting", "ParleyNet", "ParleyWire", "ParleyTesting"]),
+        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyWire"]),
 
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting", "ParleyTesting"]),
-        .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyOptions"]),

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Parley needs, only if any is missing. Quiet when nothing to do.
 #   scripts/install-deps.sh           what building and running the server need
-#   scripts/install-deps.sh --test    also what `make test` uses (Python venv, tmux, Chromium)
+#   scripts/install-deps.sh --test    also what `make test` uses (Python venv, tmux, Chromium,
+#                                     PostgreSQL and Redis servers started by scripts/services.sh)
 #   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis, vipsthumbnail)
 set -euo pipefail
 
-packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev sqlite3 curl)
+packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev libpq-dev sqlite3 curl)
 case "${1:-}" in
     "") ;;
-    --test) packages+=(python3-venv tmux chromium chromium-driver) ;;
-    --bench) packages+=(python3-venv wrk nginx-light redis-server libvips-tools) ;;
+    --test) packages+=(python3-venv tmux chromium chromium-driver postgresql redis-server) ;;
+    --bench) packages+=(python3-venv wrk nginx-light postgresql redis-server libvips-tools) ;;
     *) echo "usage: scripts/install-deps.sh [--test | --bench]" >&2; exit 2 ;;
 esac
 

@@ -9,6 +9,8 @@
 #   5. Autobahn|Testsuite sections 1-10
 #   6. a short libFuzzer run per parser (FUZZ_SECONDS, default 30)
 #   7. every Swift snippet in README.md and docs/sdk.md, compiled against the Parley product
+# Steps 1b and 3b run the domain, server and interop tests again on PostgreSQL, which
+# scripts/services.sh starts (with Redis) on 127.0.0.1 in a temporary directory.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=()
@@ -42,12 +44,22 @@ replay_fuzz_inputs() {
     done
     return $status
 }
+services_dir=$(mktemp -d /tmp/parley-services.XXXXXX)
+trap 'scripts/services.sh stop "$services_dir"' EXIT
+swift_tests_postgres() {
+    # shellcheck disable=SC1091
+    . "$services_dir/env" && swift test --skip-build --filter "ParleyChatTests|ParleyServerTests|ParleyStoreTests" 2>&1 \
+        | grep -vE "^(􀟈|◇|↳)|started\.$"
+    return "${PIPESTATUS[0]}"
+}
 interop_tests() {
     PARLEY_SERVER_BINARY=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
 }
 
 step "Python test tools (.venv)" scripts/venv.sh
 step "Swift tests" swift_tests
+step "PostgreSQL and Redis on 127.0.0.1 (scripts/services.sh)" scripts/services.sh start "$services_dir"
+step "Swift domain, store and server tests on PostgreSQL" swift_tests_postgres
 step "fuzz input replay" replay_fuzz_inputs
 step "interop and API (curl, h11, websockets, http.client)" interop_tests
 step "schemathesis (docs/openapi.yaml)" .venv/bin/python scripts/schemathesis.py

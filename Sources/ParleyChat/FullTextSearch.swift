@@ -9,13 +9,24 @@ import ParleyWire
 /// SQLite: a contentless FTS5 table (`message_fts`, migration 0003, `unicode61` tokenizer):
 /// the text lives in `message` once and the index holds only tokens, so removing an entry
 /// needs its old text, which every caller has at hand.
+///
+/// PostgreSQL: a `tsvector` per message in `message_search`, GIN-indexed. The vector is made
+/// from the same words the SQLite tokenizer finds (``Chat/searchWords(_:)``), lower-cased and
+/// without diacritics (what `remove_diacritics 2` does), under the `simple` configuration (no
+/// stemming, as on SQLite): both engines find the same messages for the same query.
 enum FullTextSearch {
     /// Indexes a new message's text (or an edit's new text).
     static func index(_ db: any Database, message key: Int64, text: String) throws {
         guard !text.isEmpty else { return }
         switch db.dialect {
         case .sqlite: try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(text))")
-        case .postgres: throw unsupported
+        case .postgres:
+            let words = folded(Chat.searchWords(text))
+            guard !words.isEmpty else { return }
+            try db.execute("""
+                INSERT INTO message_search (message_id, body) VALUES (\(key), to_tsvector('simple', \(words.joined(separator: " "))))
+                ON CONFLICT (message_id) DO UPDATE SET body = excluded.body
+                """)
         }
     }
 
@@ -24,7 +35,7 @@ enum FullTextSearch {
         guard !text.isEmpty else { return }
         switch db.dialect {
         case .sqlite: try db.execute("INSERT INTO message_fts (message_fts, rowid, body) VALUES ('delete', \(key), \(text))")
-        case .postgres: throw unsupported
+        case .postgres: try db.execute("DELETE FROM message_search WHERE message_id = \(key)")
         }
     }
 
@@ -47,10 +58,25 @@ enum FullTextSearch {
                 WHERE message_fts MATCH \(match) AND m.deleted_at IS NULL ORDER BY f.rank LIMIT \(limit)
                 """)
         case .postgres:
-            throw unsupported
+            // Words hold only letters, digits and marks, so quoting each makes it one lexeme
+            // and no user text is tsquery syntax; the last matches as a prefix.
+            let lexemes = folded(words)
+            guard !lexemes.isEmpty else { return [] }
+            let terms = lexemes.enumerated().map { index, word in
+                "'" + word + "'" + (index == lexemes.count - 1 ? ":*" : "")
+            }.joined(separator: " & ")
+            return try db.fetchAll("""
+                SELECT \(Chat.messageColumns) FROM message_search f JOIN message m ON m.id = f.message_id
+                JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id \(scope)
+                WHERE f.body @@ to_tsquery('simple', \(terms)) AND m.deleted_at IS NULL
+                ORDER BY ts_rank(f.body, to_tsquery('simple', \(terms))) DESC, m.id DESC LIMIT \(limit)
+                """)
         }
     }
 
-    private static let unsupported = StoreError.statement(
-        message: "full-text search on PostgreSQL comes with the PostgreSQL engine (tsvector + GIN)", constraint: false)
+    /// Words as the index keeps them: lower case, without diacritics.
+    private static func folded(_ words: [String]) -> [String] {
+        words.map { $0.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil).lowercased() }
+            .filter { !$0.isEmpty && !$0.contains("'") && !$0.contains("\\") }
+    }
 }

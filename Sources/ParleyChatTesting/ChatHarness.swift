@@ -2,7 +2,8 @@ public import Foundation
 public import ParleyChat
 import ParleyCrypto
 public import ParleyStore
-public import ParleyStoreSQLite
+import ParleyStoreSQLite
+import ParleyStorePostgres
 public import ParleyWire
 
 /// A clock tests move by hand.
@@ -20,8 +21,56 @@ public final class ManualClock: @unchecked Sendable {
     public func advance(by seconds: TimeInterval) { lock.withLock { current += seconds } }
 }
 
-/// The real domain over a real SQLite file in a fresh temporary directory, with cheap
-/// password hashing and a manual clock: what Chat's logic tests run against (no sockets).
+/// Which engine the domain tests run on: SQLite, unless `PARLEY_TEST_POSTGRES` names a
+/// PostgreSQL server in libpq's `key=value` form (`host=127.0.0.1 port=55432 user=postgres`),
+/// where every harness gets a fresh database of its own. `make test` runs the domain tests
+/// once on each (scripts/test.sh).
+public enum TestEngine: Sendable {
+    /// An embedded SQLite file.
+    case sqlite
+    /// A PostgreSQL server; `conninfo` without a `dbname`.
+    case postgres(conninfo: String)
+
+    /// The engine the environment selects.
+    public static var current: TestEngine {
+        if let conninfo = ProcessInfo.processInfo.environment["PARLEY_TEST_POSTGRES"], !conninfo.isEmpty {
+            return .postgres(conninfo: conninfo)
+        }
+        return .sqlite
+    }
+
+    /// True when tests run on PostgreSQL.
+    public static var isPostgres: Bool {
+        if case .postgres = current { return true }
+        return false
+    }
+
+    /// A fresh, empty PostgreSQL database as a `postgres://` URL (for a server's
+    /// `--database-url`) and a closure that drops it; nil when the tests run on SQLite.
+    /// Reads `PARLEY_TEST_POSTGRES_URL` (the server's maintenance database URL).
+    public static func freshPostgresURL() throws -> (url: String, drop: @Sendable () -> Void)? {
+        guard isPostgres, let base = ProcessInfo.processInfo.environment["PARLEY_TEST_POSTGRES_URL"],
+              var components = URLComponents(string: base) else { return nil }
+        let name = "parley_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        try PostgresAdmin.run(base, "CREATE DATABASE \(name)")
+        components.path = "/" + name
+        let url = components.string ?? base
+        return (url, { try? PostgresAdmin.run(base, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") })
+    }
+
+    /// A fresh, empty PostgreSQL database; its conninfo and a closure that drops it.
+    public static func freshPostgresDatabase(_ conninfo: String) throws -> (conninfo: String, drop: @Sendable () -> Void) {
+        let name = "parley_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        try PostgresAdmin.run(conninfo + " dbname=postgres", "CREATE DATABASE \(name)")
+        return ("\(conninfo) dbname=\(name)", {
+            try? PostgresAdmin.run(conninfo + " dbname=postgres", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        })
+    }
+}
+
+/// The real domain over a real store (see ``TestEngine``: a SQLite file in a fresh temporary
+/// directory, or a fresh PostgreSQL database), with cheap password hashing and a manual
+/// clock: what Chat's logic tests run against (no sockets).
 public final class ChatHarness: Sendable {
     /// The domain under test.
     public let chat: Chat
@@ -32,7 +81,7 @@ public final class ChatHarness: Sendable {
     public let clock: ManualClock
     /// The app every helper registers users in.
     public let app: AppRef
-    /// The temporary directory holding the database file.
+    /// A temporary directory (holding the database file on SQLite).
     public let directory: String
 
     /// Creates the directory, store, schema and one app.
@@ -42,10 +91,21 @@ public final class ChatHarness: Sendable {
     ///   - wrap: puts a store around the real one (a test's faulty engine); the domain sees it.
     public static func make(bus: (any Bus)? = nil, hooks: [any TransactionHook] = [],
                             configure: (inout Chat.Configuration) -> Void = { _ in },
-                            wrap: ((SQLiteStore) -> any Store)? = nil) async throws -> ChatHarness {
+                            wrap: ((any Store) -> any Store)? = nil) async throws -> ChatHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-chat-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let store = try SQLiteStore(path: directory + "/parley.sqlite")
+        let store: any Store
+        var drop: (@Sendable () -> Void)?
+        switch TestEngine.current {
+        case .sqlite:
+            store = try SQLiteStore(path: directory + "/parley.sqlite")
+        case .postgres(let conninfo):
+            let fresh = try TestEngine.freshPostgresDatabase(conninfo)
+            var configuration = PostgresStore.Configuration()
+            configuration.readers = 2
+            store = try PostgresStore(url: fresh.conninfo, configuration: configuration)
+            drop = fresh.drop
+        }
         let clock = ManualClock()
         var configuration = Chat.Configuration()
         configuration.passwordCost = .minimum
@@ -54,15 +114,18 @@ public final class ChatHarness: Sendable {
         let chat = Chat(store: wrap?(store) ?? store, configuration: configuration, bus: bus, hooks: hooks)
         try await chat.migrate()
         let app = try await chat.app(publicKey: try await chat.createApp(name: "test").publicKey)
-        return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory)
+        return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory, drop: drop)
     }
 
-    private init(chat: Chat, store: any Store, clock: ManualClock, app: AppRef, directory: String) {
+    private let drop: (@Sendable () -> Void)?
+
+    private init(chat: Chat, store: any Store, clock: ManualClock, app: AppRef, directory: String, drop: (@Sendable () -> Void)?) {
         self.chat = chat
         self.store = store
         self.clock = clock
         self.app = app
         self.directory = directory
+        self.drop = drop
     }
 
     /// Registers `username` and returns the signed-in caller and their token.
@@ -90,6 +153,7 @@ public final class ChatHarness: Sendable {
     /// Closes the store and removes the directory.
     public func tearDown() {
         store.close()
+        drop?()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

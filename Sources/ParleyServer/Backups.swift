@@ -31,6 +31,7 @@ extension ParleyServer {
     ///
     /// - Returns: what was written, and what to do for the media files.
     public static func runBackup(to file: String, configuration: ServerConfiguration) async throws -> String {
+        try refuseOnPostgres(configuration, "backup")
         let database = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
         guard FileManager.default.fileExists(atPath: database) else {
             throw StartError(message: "no database at \(database): pass the server's --data-dir")
@@ -57,6 +58,7 @@ extension ParleyServer {
     /// (the server stopped), keeps the replaced one beside it, and starts a new epoch so devices
     /// resync instead of resuming into a different history.
     public static func runRestore(from file: String, configuration: ServerConfiguration) async throws -> String {
+        try refuseOnPostgres(configuration, "restore")
         let database = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
         // Check that the file is a Parley database this build can open, before touching anything.
         do {
@@ -91,5 +93,14 @@ extension ParleyServer {
             New epoch \(epoch): devices that connect with a position from before are told to resync.
             Put the media files back too (the blobs directory copied with the backup) before starting the server.
             """
+    }
+
+    /// backup and restore copy the SQLite file; PostgreSQL has its own tools.
+    private static func refuseOnPostgres(_ configuration: ServerConfiguration, _ command: String) throws {
+        guard configuration.databaseURL != nil else { return }
+        throw StartError(message: """
+            '\(command)' copies the SQLite database; this server uses PostgreSQL (--database-url): use pg_dump / pg_restore or \
+            point-in-time recovery as docs/operations.md ("Backups on PostgreSQL") describes
+            """)
     }
 }

@@ -6,6 +6,7 @@ import ParleyMedia
 import ParleyPusher
 import ParleyStore
 import ParleyStoreSQLite
+import ParleyStorePostgres
 
 /// A running Parley server: its store, its domain, its loops, its HTTP listener and routes.
 ///
@@ -27,14 +28,14 @@ public final class ParleyServer: Sendable {
     public let apps: [AppCredentials]
     private let group: EventLoopGroup
     private let http: HTTPServer
-    private let store: SQLiteStore
+    private let store: any GroupCommitStore
     private let collector: Task<Void, Never>
     private let shutDown = Locked(false)
     /// Held for the server's life: one server per data directory, and no restore under it.
-    private let lock: DataDirectoryLock
+    private let lock: DataDirectoryLock?
 
-    private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: SQLiteStore,
-                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock) {
+    private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
+                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?) {
         self.lock = lock
         self.configuration = configuration
         self.group = group
@@ -59,9 +60,29 @@ public final class ParleyServer: Sendable {
         } catch {
             throw StartError(message: "cannot create the data directory \(configuration.dataDirectory): \(error.localizedDescription); choose another with --data-dir")
         }
-        let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
+        // The lock guards the SQLite file; on PostgreSQL nodes may share one media directory.
+        let lock = configuration.databaseURL == nil ? try DataDirectoryLock(directory: configuration.dataDirectory) : nil
         let bus = InProcessBus()
         let (store, chat) = try await openChat(configuration, bus: bus)
+        if let postgres = store as? PostgresStore {
+            // Each node fans out only to its own devices: without a bus between nodes, a second
+            // node on the same database would leave every device on the other one unaware.
+            let alone: Bool
+            do {
+                alone = try postgres.claimNode(shared: false)
+            } catch {
+                store.close()
+                throw StartError(message: "cannot claim the database \(postgres.redactedURL): \(error)")
+            }
+            guard alone else {
+                store.close()
+                throw StartError(message: """
+                    another parley-server is using the database \(postgres.redactedURL); several nodes on one database need a bus \
+                    between them, which this build does not have yet (docs/operations.md, "Several nodes"): stop the other node, or \
+                    give this one its own database
+                    """)
+            }
+        }
         let createdApp: AppCredentials?
         let apps: [AppCredentials]
         do {
@@ -132,21 +153,33 @@ public final class ParleyServer: Sendable {
         }
     }
 
-    /// Opens the store in the data directory and brings its schema up to date.
-    static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil) async throws -> (SQLiteStore, Chat) {
+    /// Opens the store (PostgreSQL at `--database-url`, else SQLite in the data directory) and
+    /// brings its schema up to date.
+    static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil) async throws -> (any GroupCommitStore, Chat) {
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
             throw StartError(message: "cannot create the data directory \(configuration.dataDirectory): \(error.localizedDescription); choose another with --data-dir")
         }
-        let path = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
-        var storeConfiguration = SQLiteStore.Configuration()
-        storeConfiguration.synchronous = configuration.sqliteSynchronous
-        let store: SQLiteStore
-        do {
-            store = try SQLiteStore(path: path, configuration: storeConfiguration)
-        } catch {
-            throw StartError(message: "\(error); check that \(path) is a Parley database and the directory is writable")
+        let store: any GroupCommitStore
+        let path: String
+        if let url = configuration.databaseURL {
+            do {
+                let postgres = try PostgresStore(url: url)
+                path = postgres.redactedURL
+                store = postgres
+            } catch {
+                throw StartError(message: "\(error); check that PostgreSQL is running, the URL's user may connect and its database exists (createdb)")
+            }
+        } else {
+            path = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
+            var storeConfiguration = SQLiteStore.Configuration()
+            storeConfiguration.synchronous = configuration.sqliteSynchronous
+            do {
+                store = try SQLiteStore(path: path, configuration: storeConfiguration)
+            } catch {
+                throw StartError(message: "\(error); check that \(path) is a Parley database and the directory is writable")
+            }
         }
         var chatConfiguration = Chat.Configuration()
         chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)

@@ -2,11 +2,12 @@ import Foundation
 import ParleyChat
 import ParleyNet
 import ParleyPusher
+import ParleyStore
 import ParleyStoreSQLite
 
 /// The server's HTTP and WebSocket routes.
 enum Routes {
-    static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
+    static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                      fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil, pusher: PusherService? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
@@ -77,7 +78,7 @@ enum Routes {
 
 /// Renders `/metrics` in the Prometheus text exposition format (version 0.0.4).
 enum Metrics {
-    static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: SQLiteStore,
+    static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                        realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
                        pusher: (connections: Int, routed: Int)? = nil) -> String {
         let net = NetMetrics.shared.snapshot()

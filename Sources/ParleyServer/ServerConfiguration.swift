@@ -28,6 +28,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// SQLite's `synchronous` setting: `full` (survives power loss) or `normal` (survives
     /// kill -9; may lose the last commits on power loss). `--sqlite-synchronous`. Default: full.
     public var sqliteSynchronous: SQLiteStore.Synchronous = .full
+    /// PostgreSQL instead of the embedded SQLite file: `postgres://user:password@host:port/db`
+    /// (libpq's URL; `?sslmode=…` and the other libpq parameters pass through).
+    /// `--database-url`, `PARLEY_DATABASE_URL`. Default: none (SQLite in the data directory).
+    public var databaseURL: String? = nil
     /// Argon2id passes for password hashes. `--argon2-passes`. Default: 2.
     public var argon2Passes = 2
     /// Argon2id memory in MiB for password hashes. `--argon2-memory-mib`. Default: 64.
@@ -95,6 +99,14 @@ public struct ServerConfiguration: Sendable, Equatable {
                     help: "Serve /echo, /echo/ws and /echo/broadcast for conformance tests and benchmarks."),
             O.choice("--sqlite-synchronous", "PARLEY_SQLITE_SYNCHRONOUS", \.sqliteSynchronous,
                     help: "full (default: survives power loss) or normal (survives crashes only); see docs/storage.md."),
+            O("--database-url", value: "<url>", environment: "PARLEY_DATABASE_URL",
+              help: "PostgreSQL instead of SQLite: postgres://user:password@host:port/database (docs/operations.md).") {
+                configuration, text, source in
+                guard text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") else {
+                    throw OptionError("\(source) must be a postgres:// URL (postgres://user:password@host:5432/parley)")
+                }
+                configuration.databaseURL = text
+            },
             O.integer("--argon2-passes", "PARLEY_ARGON2_PASSES", in: 1...10, \.argon2Passes, help: "Argon2id passes for password hashes (default 2)."),
             O.integer("--argon2-memory-mib", "PARLEY_ARGON2_MEMORY_MIB", in: 1...4096, \.argon2MemoryMiB,
                      help: "Argon2id memory per password hash in MiB (default 64)."),

@@ -4,6 +4,7 @@
 import Foundation
 import FoundationNetworking
 import ParleyChat
+import ParleyChatTesting
 public import ParleyNet
 public import ParleyServer
 public import ParleyTesting
@@ -21,6 +22,10 @@ public func withTestServer<T: Sendable>(_ configure: (inout ServerConfiguration)
     configuration.argon2MemoryMiB = 1
     configuration.signUpsPerHour = 1_000_000
     configuration.dataDirectory = NSTemporaryDirectory() + "parley-test-\(UUID().uuidString)"
+    // With PARLEY_TEST_POSTGRES(_URL) set, every test server gets a fresh PostgreSQL database.
+    let database = try TestEngine.freshPostgresURL()
+    defer { database?.drop() }
+    configuration.databaseURL = database?.url
     configure(&configuration)
     let server = try await ParleyServer.start(configuration)
     do {

@@ -40,7 +40,7 @@ public struct Migrator: Sendable {
     public func migrate(_ store: any Store) async throws -> [String] {
         let known = migrations.map(\.name)
         let applied: [String] = try await store.write { db in
-            try db.execute("CREATE TABLE IF NOT EXISTS parley_migration (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+            try db.execute("CREATE TABLE IF NOT EXISTS parley_migration (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)")
             return try db.fetchAll("SELECT name FROM parley_migration ORDER BY name").map { try $0.get("name") }
         }
         let unknown = applied.filter { !known.contains($0) }
@@ -48,11 +48,16 @@ public struct Migrator: Sendable {
         var done: [String] = []
         for migration in migrations where !applied.contains(migration.name) {
             let now = Int64(Date.now.timeIntervalSince1970)
-            try await store.write { db in
+            // Another node sharing the database may have applied it since the list was read:
+            // each migration checks again inside its own transaction (which, on PostgreSQL,
+            // holds the lock every write takes first).
+            let applied = try await store.write { db -> Bool in
+                guard try db.fetchOne("SELECT 1 FROM parley_migration WHERE name = \(migration.name)") == nil else { return false }
                 try migration.apply(db)
                 try db.execute("INSERT INTO parley_migration (name, applied_at) VALUES (\(migration.name), \(now))")
+                return true
             }
-            done.append(migration.name)
+            if applied { done.append(migration.name) }
         }
         return done
     }

@@ -185,3 +185,10 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         return false
     }
 }
+
+/// An engine that commits many callers' writes together and counts how well that goes
+/// (`/metrics`: `parley_store_writes_total`, `parley_store_commits_total`).
+public protocol GroupCommitStore: Store {
+    /// Writes committed so far and the transactions they took (their ratio is the batching).
+    var commitStatistics: (writes: Int, transactions: Int) { get }
+}

@@ -16,7 +16,7 @@ public import ParleyStore
 /// and the rest of its batch still commits. A caller is resumed only after the batch's
 /// COMMIT returned, so an acknowledged write is on disk (with `synchronous=FULL`) or in the
 /// operating system (with `NORMAL`): see docs/storage.md.
-public final class SQLiteStore: Store {
+public final class SQLiteStore: GroupCommitStore {
     /// How hard SQLite works to survive power loss (PRAGMA synchronous). See docs/storage.md.
     public enum Synchronous: String, Sendable, CaseIterable {
         /// fsync the WAL on every commit: a committed write survives power loss.
@@ -43,7 +43,7 @@ public final class SQLiteStore: Store {
     /// The database file.
     public let path: String
     private let writer: WorkerThread<WriteJob>
-    private let readers: WorkerThread<ReadJob>
+    private let readers: WorkerThread<ReadJob<SQLiteConnection>>
     private let batchSizes = BatchStatistics()
 
     // Transaction statements go through `execute`, so they are prepared once and cached
@@ -86,7 +86,7 @@ public final class SQLiteStore: Store {
 
     public func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let job = ReadJob { connection in
+            let job = ReadJob<SQLiteConnection> { connection in
                 do {
                     try connection.execute("BEGIN")
                     defer { _ = try? connection.execute("COMMIT") }
@@ -182,61 +182,4 @@ public final class SQLiteStore: Store {
             for job in jobs { job.fail(error) }
         }
     }
-}
-
-// MARK: - Jobs
-
-/// A write waiting for the writer thread. Only the writer thread touches `result`.
-private final class WriteJob: @unchecked Sendable {
-    private let body: (SQLiteConnection) throws -> Void
-    private let resume: (Result<Void, any Error>) -> Void
-
-    init<T: Sendable>(body: @escaping @Sendable (any Database) throws -> T, afterCommit: @escaping @Sendable (T) -> Void,
-                      continuation: CheckedContinuation<T, any Error>) {
-        let box = ResultBox<T>()
-        self.body = { connection in box.value = try body(connection) }
-        self.resume = { outcome in
-            switch outcome {
-            case .success:
-                if let value = box.value {
-                    afterCommit(value)
-                    continuation.resume(returning: value)
-                }
-                else { continuation.resume(throwing: StoreError.decoding("write produced no value")) }
-            case .failure(let error): continuation.resume(throwing: error)
-            }
-        }
-    }
-
-    /// Runs the body; false if it threw (the caller is told at once: a failure needs no commit).
-    func run(_ connection: SQLiteConnection) -> Bool {
-        do {
-            try body(connection)
-            return true
-        } catch {
-            resume(.failure(error))
-            return false
-        }
-    }
-
-    func succeed() { resume(.success(())) }
-    func fail(_ error: any Error) { resume(.failure(error)) }
-}
-
-private final class ResultBox<T>: @unchecked Sendable {
-    var value: T?
-}
-
-private final class ReadJob: @unchecked Sendable {
-    let run: (SQLiteConnection) -> Void
-    init(_ run: @escaping (SQLiteConnection) -> Void) { self.run = run }
-}
-
-/// Counts writes and transactions, for `/metrics` and the benchmark.
-private final class BatchStatistics: @unchecked Sendable {
-    private let lock = NSLock()
-    private var writes = 0
-    private var transactions = 0
-    func record(_ count: Int) { lock.withLock { writes += count; transactions += 1 } }
-    func snapshot() -> (writes: Int, transactions: Int) { lock.withLock { (writes, transactions) } }
 }

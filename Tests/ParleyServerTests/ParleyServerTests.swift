@@ -78,11 +78,13 @@ struct ParleyServerTests {
         }
     }
 
+    /// On SQLite the data directory's lock refuses it; on PostgreSQL the database's node claim.
     @Test func aSecondServerOnTheSameDataDirectoryIsRefused() async throws {
         try await withServer { first in
             var configuration = ServerConfiguration()
             configuration.port = 0
             configuration.dataDirectory = first.configuration.dataDirectory
+            configuration.databaseURL = first.configuration.databaseURL  // on PostgreSQL: the same database
             do {
                 let second = try await ParleyServer.start(configuration)
                 await second.shutdown()

@@ -2,7 +2,7 @@ import Foundation
 
 /// Threads that take jobs from one queue, each with its own context (a connection).
 /// A thread takes up to `maxBatch` queued jobs at once and hands them to `work` together.
-final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable {
+package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private var queue: [Job] = []
     private var head = 0
@@ -10,7 +10,7 @@ final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable {
     private var running = 0
     private let maxBatch: Int
 
-    init<Context>(name: String, contexts: [Context], maxBatch: Int, work: @escaping @Sendable (Context, [Job]) -> Void) {
+    package init<Context>(name: String, contexts: [Context], maxBatch: Int, work: @escaping @Sendable (Context, [Job]) -> Void) {
         self.maxBatch = maxBatch
         running = contexts.count
         for (index, context) in contexts.enumerated() {
@@ -28,7 +28,7 @@ final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable {
     }
 
     /// Queues a job; false once stopped.
-    func enqueue(_ job: Job) -> Bool {
+    package func enqueue(_ job: Job) -> Bool {
         condition.withLock {
             guard !stopped else { return false }
             queue.append(job)
@@ -38,7 +38,7 @@ final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable {
     }
 
     /// Finishes the queued jobs, then stops every thread and waits for them.
-    func stop() {
+    package func stop() {
         condition.withLock {
             stopped = true
             condition.broadcast()

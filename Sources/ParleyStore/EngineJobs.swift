@@ -1,0 +1,64 @@
+import Foundation
+
+// The jobs both engines queue on their worker threads (``WorkerThread``): one shape of group
+// commit, whatever the connection underneath.
+
+/// A write waiting for an engine's writer thread. Only the writer thread touches it.
+package final class WriteJob: @unchecked Sendable {
+    private let body: (any Database) throws -> Void
+    private let resume: (Result<Void, any Error>) -> Void
+
+    package init<T: Sendable>(body: @escaping @Sendable (any Database) throws -> T, afterCommit: @escaping @Sendable (T) -> Void,
+                              continuation: CheckedContinuation<T, any Error>) {
+        let box = ResultBox<T>()
+        self.body = { connection in box.value = try body(connection) }
+        self.resume = { outcome in
+            switch outcome {
+            case .success:
+                if let value = box.value {
+                    afterCommit(value)
+                    continuation.resume(returning: value)
+                } else {
+                    continuation.resume(throwing: StoreError.decoding("write produced no value"))
+                }
+            case .failure(let error): continuation.resume(throwing: error)
+            }
+        }
+    }
+
+    /// Runs the body; false if it threw (the caller is told at once: a failure needs no commit).
+    package func run(_ connection: any Database) -> Bool {
+        do {
+            try body(connection)
+            return true
+        } catch {
+            resume(.failure(error))
+            return false
+        }
+    }
+
+    /// The transaction committed: runs the after-commit hook, then resumes the caller.
+    package func succeed() { resume(.success(())) }
+    /// The transaction did not commit.
+    package func fail(_ error: any Error) { resume(.failure(error)) }
+}
+
+private final class ResultBox<T>: @unchecked Sendable {
+    var value: T?
+}
+
+/// A read waiting for one of an engine's reader threads.
+package final class ReadJob<Connection>: @unchecked Sendable {
+    package let run: (Connection) -> Void
+    package init(_ run: @escaping (Connection) -> Void) { self.run = run }
+}
+
+/// Counts writes and transactions, for `/metrics` and the benchmark.
+package final class BatchStatistics: @unchecked Sendable {
+    private let lock = NSLock()
+    private var writes = 0
+    private var transactions = 0
+    package init() {}
+    package func record(_ count: Int) { lock.withLock { writes += count; transactions += 1 } }
+    package func snapshot() -> (writes: Int, transactions: Int) { lock.withLock { (writes, transactions) } }
+}

@@ -1,0 +1,256 @@
+import CParleyPQ
+import Foundation
+import ParleyStore
+
+/// One libpq connection, used by one thread at a time.
+///
+/// Statements are prepared once per connection (named `p1`, `p2`, …, keyed by their text and
+/// the types of their parameters) and run with `PQexecPrepared`. Parameters go in binary
+/// (`int8`, `float8`, `text`, `bytea`), so no value is ever parsed out of text and a string
+/// with a NUL byte is refused by the server instead of being cut short; results come back in
+/// text and are converted by column type.
+final class PostgresConnection: Database {
+    private var handle: OpaquePointer?
+    private let conninfo: String
+    var dialect: SQLDialect { .postgres }
+
+    private struct StatementKey: Hashable {
+        var text: String
+        var types: [Oid]
+    }
+    private struct Prepared {
+        var name: String
+        var columns: ColumnNames?
+    }
+    private var prepared: [StatementKey: Prepared] = [:]
+    private var preparedCount = 0
+    private static let maxPrepared = 512
+
+    /// Connects to `conninfo` (a `postgres://` URL or `key=value` pairs).
+    ///
+    /// - Throws: ``StoreError/cannotOpen(_:)`` when the server cannot be reached or refuses.
+    init(conninfo: String) throws {
+        self.conninfo = conninfo
+        do {
+            try connect()
+        } catch let error as StoreError {
+            throw StoreError.cannotOpen(error.description)
+        }
+    }
+
+    deinit {
+        if let handle { PQfinish(handle) }
+    }
+
+    /// True when the last thing the connection did left it usable.
+    var isConnected: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// Opens the connection anew (after the server restarted or the network dropped it).
+    ///
+    /// - Throws: ``StoreError/retryable(_:)``: the server may come back.
+    func connect() throws {
+        if let handle { PQfinish(handle) }
+        handle = nil
+        prepared.removeAll()
+        guard let fresh = PQconnectdb(conninfo) else { throw StoreError.retryable("libpq could not allocate a connection") }
+        guard PQstatus(fresh) == CONNECTION_OK else {
+            let message = Self.message(fresh)
+            PQfinish(fresh)
+            throw StoreError.retryable("cannot connect to PostgreSQL: \(message)")
+        }
+        handle = fresh
+        // Notices (a savepoint released twice, an index that already exists) are not errors.
+        try run("SET client_min_messages = warning")
+    }
+
+    /// Runs text with no parameters (BEGIN, COMMIT, SET, several statements at once).
+    func run(_ text: String) throws {
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        let result = PQexec(handle, text)
+        defer { PQclear(result) }
+        try check(result, text: text)
+    }
+
+    @discardableResult
+    func execute(_ sql: SQL) throws -> Int {
+        let result = try send(sql)
+        defer { PQclear(result) }
+        return Int(String(cString: PQcmdTuples(result))) ?? 0
+    }
+
+    func fetchAll(_ sql: SQL) throws -> [Row] {
+        let (result, key) = try sendKeyed(sql)
+        defer { PQclear(result) }
+        let columns = PQnfields(result)
+        let names: ColumnNames
+        if let cached = prepared[key]?.columns {
+            names = cached
+        } else {
+            names = ColumnNames((0..<columns).map { String(cString: PQfname(result, $0)) })
+            prepared[key]?.columns = names
+        }
+        let types = (0..<columns).map { PQftype(result, $0) }
+        let count = PQntuples(result)
+        var rows: [Row] = []
+        rows.reserveCapacity(Int(count))
+        for row in 0..<count {
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(Int(columns))
+            for column in 0..<columns {
+                values.append(Self.value(result, row: row, column: column, type: types[Int(column)]))
+            }
+            rows.append(Row(values, columns: names))
+        }
+        return rows
+    }
+
+    // MARK: - Statements
+
+    private func send(_ sql: SQL) throws -> OpaquePointer {
+        try sendKeyed(sql).result
+    }
+
+    private func sendKeyed(_ sql: SQL) throws -> (result: OpaquePointer, key: StatementKey) {
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        let (text, bindings) = sql.rendered { "$\($0)" }
+        let types = bindings.map(Self.type(of:))
+        let key = StatementKey(text: text, types: types)
+        let name: String
+        if let known = prepared[key] {
+            name = known.name
+        } else {
+            if prepared.count >= Self.maxPrepared {
+                try run("DEALLOCATE ALL")
+                prepared.removeAll(keepingCapacity: true)
+            }
+            preparedCount += 1
+            name = "p\(preparedCount)"
+            let result = PQprepare(handle, name, text, Int32(types.count), types)
+            defer { PQclear(result) }
+            try check(result, text: text)
+            prepared[key] = Prepared(name: name, columns: nil)
+        }
+        // Every parameter in binary: integers and doubles big-endian, text as its UTF-8 bytes,
+        // all in one buffer (a zero-length value still gets a non-NULL pointer, or it is NULL).
+        var storage: [UInt8] = []
+        var offsets: [Int] = []
+        var lengths: [Int32] = []
+        for value in bindings {
+            offsets.append(storage.count)
+            let bytes = Self.binary(value)
+            lengths.append(Int32(bytes.count))
+            storage += bytes
+        }
+        storage.append(0)
+        let formats = [Int32](repeating: 1, count: bindings.count)
+        let result: OpaquePointer? = storage.withUnsafeBufferPointer { buffer in
+            let base = UnsafeRawPointer(buffer.baseAddress)
+            let values: [UnsafePointer<CChar>?] = bindings.indices.map { index in
+                bindings[index] == .null ? nil : base.map { ($0 + offsets[index]).assumingMemoryBound(to: CChar.self) }
+            }
+            return PQexecPrepared(handle, name, Int32(values.count), values, lengths, formats, 0)
+        }
+        guard let result else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
+        do {
+            try check(result, text: text)
+        } catch {
+            PQclear(result)
+            throw error
+        }
+        return (result, key)
+    }
+
+    /// The parameter's PostgreSQL type: int8, float8, text, bytea; a NULL's is left to the server.
+    private static func type(of value: DatabaseValue) -> Oid {
+        switch value {
+        case .null: 0
+        case .integer: 20
+        case .real: 701
+        case .text: 25
+        case .blob: 17
+        }
+    }
+
+    private static func binary(_ value: DatabaseValue) -> [UInt8] {
+        switch value {
+        case .null: []
+        case .integer(let number): withUnsafeBytes(of: number.bigEndian, Array.init)
+        case .real(let number): withUnsafeBytes(of: number.bitPattern.bigEndian, Array.init)
+        case .text(let string): Array(string.utf8)
+        case .blob(let bytes): bytes
+        }
+    }
+
+    /// One result cell, by the column's type: booleans and integers as integers, floats and
+    /// fractional numerics as doubles, bytea as bytes, everything else as text.
+    private static func value(_ result: OpaquePointer, row: Int32, column: Int32, type: Oid) -> DatabaseValue {
+        if PQgetisnull(result, row, column) != 0 { return .null }
+        let length = Int(PQgetlength(result, row, column))
+        guard let raw = PQgetvalue(result, row, column) else { return .null }
+        let bytes = UnsafeRawBufferPointer(start: raw, count: length)
+        switch type {
+        case 16: return .integer(bytes.first == UInt8(ascii: "t") ? 1 : 0)
+        case 20, 21, 23, 26: return Int64(String(decoding: bytes, as: UTF8.self)).map(DatabaseValue.integer) ?? .null
+        case 700, 701: return Double(String(decoding: bytes, as: UTF8.self)).map(DatabaseValue.real) ?? .null
+        case 1700:
+            let text = String(decoding: bytes, as: UTF8.self)
+            if let integer = Int64(text) { return .integer(integer) }
+            return Double(text).map(DatabaseValue.real) ?? .null
+        case 17: return .blob(hexDecoded(bytes))
+        default: return .text(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    /// bytea's text output (`\x` then two hex digits a byte).
+    private static func hexDecoded(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        guard bytes.count >= 2, bytes[0] == UInt8(ascii: "\\"), bytes[1] == UInt8(ascii: "x") else { return Array(bytes) }
+        func nibble(_ c: UInt8) -> UInt8 {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: 0
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count - 2) / 2)
+        var index = 2
+        while index + 1 < bytes.count {
+            out.append(nibble(bytes[index]) << 4 | nibble(bytes[index + 1]))
+            index += 2
+        }
+        return out
+    }
+
+    // MARK: - Errors
+
+    /// Throws the result's error, classified: constraint violations (class 23), retryable
+    /// failures (serialization, deadlock, lock timeout, shutdown, a lost connection) and the rest.
+    private func check(_ result: OpaquePointer?, text: String) throws {
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        let status = result.map(PQresultStatus) ?? PGRES_FATAL_ERROR
+        switch status {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY: return
+        default: break
+        }
+        let state = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) } ?? ""
+        let detail = (result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "M"))) }.map { String(cString: $0) } ?? Self.message(handle))
+            + " (in: \(text.prefix(120)))"
+        if PQstatus(handle) != CONNECTION_OK { throw StoreError.retryable("lost the connection to PostgreSQL: \(detail)") }
+        throw Self.classify(state: state, detail: detail)
+    }
+
+    /// The store error for an SQLSTATE.
+    static func classify(state: String, detail: String) -> StoreError {
+        switch state {
+        case "40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300": .retryable(detail)
+        case _ where state.hasPrefix("08"): .retryable(detail)
+        case _ where state.hasPrefix("23"): .statement(message: detail, constraint: true)
+        default: .statement(message: detail, constraint: false)
+        }
+    }
+
+    private static func message(_ handle: OpaquePointer) -> String {
+        String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

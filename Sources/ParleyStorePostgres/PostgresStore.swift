@@ -1,0 +1,250 @@
+import Foundation
+public import ParleyStore
+
+/// The PostgreSQL engine: one writer connection that commits many callers' writes in one
+/// transaction (group commit, as ``SQLiteStore`` does) and a pool of reader connections, over
+/// libpq on threads the engine owns.
+///
+/// ```
+///  write(a) ─┐                                        ┌─ resume a
+///  write(b) ─┼─► writer: BEGIN; lock the log; a; b; COMMIT ─┼─ resume b
+///  read(x)  ───► reader 1..n: BEGIN REPEATABLE READ; x; COMMIT ─► resume x
+/// ```
+///
+/// **Positions across nodes** (docs/decisions/0018-positions-across-nodes.md): every write
+/// transaction first takes one transaction-scoped advisory lock, the event log's lock, and
+/// holds it to COMMIT. Writers on every node therefore commit one after another, so commit
+/// order is position order, and PostgreSQL makes a commit visible before it releases its
+/// locks: a snapshot always sees a prefix of the log, and "the largest position I can see" is
+/// committed-up-to, as on SQLite. The lock also serialises migrations when several nodes
+/// start at once.
+///
+/// A lost connection (the server restarted, the network dropped) fails the batch with
+/// ``StoreError/retryable(_:)`` and the next batch connects again; the domain retries and
+/// then answers 503, so nothing is acknowledged that was not committed.
+public final class PostgresStore: GroupCommitStore {
+    /// Engine settings.
+    public struct Configuration: Sendable {
+        /// Reader connections. Default: 4.
+        public var readers = 4
+        /// Most writes committed in one transaction. Default: 512.
+        public var maxBatch = 512
+        /// Whether every write takes the event log's lock first. Only a test turns it off, to
+        /// show the trap the lock closes (a reader passing a lower position that commits later).
+        package var takesLogLock = true
+        /// The defaults.
+        public init() {}
+    }
+
+    /// The advisory lock every write transaction takes first (the bytes of "Parley").
+    static let logLock: Int64 = 0x5061_726C_6579
+
+    /// Where the store connects, with any password removed (for messages and logs).
+    public let redactedURL: String
+    private let writer: WorkerThread<WriteJob>
+    private let readers: WorkerThread<ReadJob<PostgresConnection>>
+    private let batchSizes = BatchStatistics()
+    private let url: String
+    private let claim = NSLock()
+    private nonisolated(unsafe) var claimConnection: PostgresConnection?
+
+    /// Connects the writer and every reader to `url` (`postgres://user:password@host:port/db`
+    /// or libpq's `key=value` form) and starts the engine's threads.
+    ///
+    /// - Throws: ``StoreError/cannotOpen(_:)`` when the server cannot be reached or refuses.
+    public init(url: String, configuration: Configuration = Configuration()) throws {
+        redactedURL = Self.redact(url)
+        self.url = url
+        // A server that does not answer must not hold a writer forever (libpq reads this
+        // when a connection is opened; an explicit connect_timeout in the URL wins).
+        setenv("PGCONNECT_TIMEOUT", "5", 0)
+        let writeConnection: PostgresConnection
+        var readConnections: [PostgresConnection] = []
+        do {
+            writeConnection = try PostgresConnection(conninfo: url)
+            for _ in 0..<max(1, configuration.readers) { readConnections.append(try PostgresConnection(conninfo: url)) }
+        } catch let error as StoreError {
+            throw StoreError.cannotOpen("\(redactedURL): \(error)")
+        }
+        let statistics = batchSizes
+        let begin = configuration.takesLogLock ? "BEGIN; SELECT pg_advisory_xact_lock(\(Self.logLock))" : "BEGIN"
+        writer = WorkerThread(name: "pg-writer", contexts: [writeConnection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
+            statistics.record(jobs.count)
+            Self.commit(jobs, on: connection, begin: begin)
+        }
+        readers = WorkerThread(name: "pg-reader", contexts: readConnections, maxBatch: 1) { connection, jobs in
+            for job in jobs { job.run(connection) }
+        }
+    }
+
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let job = ReadJob<PostgresConnection> { connection in
+                do {
+                    // One snapshot for the whole closure, as SQLite's read transaction gives.
+                    try Self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", on: connection)
+                    let value: T
+                    do {
+                        value = try body(connection)
+                    } catch {
+                        try? connection.run("ROLLBACK")
+                        throw error
+                    }
+                    try connection.run("COMMIT")
+                    continuation.resume(returning: value)
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+            if !readers.enqueue(job) { continuation.resume(throwing: StoreError.closed) }
+        }
+    }
+
+    @discardableResult
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+        try await write(body, afterCommit: { _ in })
+    }
+
+    /// Hooks run on the writer thread right after COMMIT, in the order the jobs ran: with the
+    /// log's lock, that is the order of their positions on every node.
+    @discardableResult
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
+                                   afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let job = WriteJob(body: body, afterCommit: afterCommit, continuation: continuation)
+            if !writer.enqueue(job) { continuation.resume(throwing: StoreError.closed) }
+        }
+    }
+
+    public func close() {
+        writer.stop()
+        readers.stop()
+        claim.withLock { claimConnection = nil }
+    }
+
+    /// The advisory lock a node holds for its life on a connection of its own (the bytes of "nodes").
+    static let nodeLock: Int64 = 0x6E_6F64_6573
+
+    /// Claims this database for this process until ``close()`` or the process ends (the
+    /// server drops the connection, and with it the claim, when a process dies, even by
+    /// kill -9). A node that shares the database with others (it has a bus between the
+    /// nodes) claims `shared`; one that must be alone claims exclusively.
+    ///
+    /// - Returns: false when another process holds a claim that conflicts: an exclusive one,
+    ///   or any claim when this one is exclusive.
+    /// - Throws: ``StoreError`` when the server cannot be reached.
+    public func claimNode(shared: Bool) throws -> Bool {
+        try claim.withLock {
+            let connection = try PostgresConnection(conninfo: url)
+            let function = shared ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock"
+            let held = try connection.fetchValue(Bool.self, SQL(stringLiteral: "SELECT \(function)(\(Self.nodeLock))")) ?? false
+            if held { claimConnection = connection }
+            return held
+        }
+    }
+
+    /// Writes committed so far and the transactions they took (their ratio is the batching).
+    public var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
+
+    /// `url` without its password.
+    static func redact(_ url: String) -> String {
+        guard let components = URLComponents(string: url), components.scheme != nil, components.password != nil else {
+            return url.replacingOccurrences(of: #"password\s*=\s*\S+"#, with: "password=…", options: .regularExpression)
+        }
+        var redacted = components
+        redacted.password = "…"
+        return redacted.string ?? url
+    }
+
+    // MARK: - Group commit
+
+    private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
+        do {
+            try Self.begin(begin, on: connection)
+        } catch {
+            rollBack(connection)
+            for job in jobs { job.fail(error) }
+            return
+        }
+        if jobs.count == 1, let job = jobs.first {
+            if job.run(connection) { finish([job], on: connection) } else { rollBack(connection) }
+            return
+        }
+        var committed: [WriteJob] = []
+        for (index, job) in jobs.enumerated() {
+            do {
+                try connection.run("SAVEPOINT job")
+            } catch {
+                // Only a lost connection makes a savepoint fail: the transaction is gone.
+                lose(committed + jobs[index...], error: error, on: connection)
+                return
+            }
+            if job.run(connection) {
+                do {
+                    try connection.run("RELEASE job")
+                } catch {
+                    lose(committed + jobs[(index + 1)...], error: error, on: connection)
+                    return
+                }
+                committed.append(job)
+            } else {
+                do {
+                    try connection.run("ROLLBACK TO job; RELEASE job")
+                } catch {
+                    lose(committed + jobs[(index + 1)...], error: error, on: connection)
+                    return
+                }
+            }
+        }
+        finish(committed, on: connection)
+    }
+
+    /// Starts a transaction, connecting again first if the connection was lost, and once more
+    /// if BEGIN finds it dead (a server restart cuts idle connections without a word): nothing
+    /// has run yet, so the caller never sees that failure.
+    private static func begin(_ statement: String, on connection: PostgresConnection) throws {
+        if !connection.isConnected { try connection.connect() }
+        do {
+            try connection.run(statement)
+        } catch let error as StoreError where error.isRetryable && !connection.isConnected {
+            try connection.connect()
+            try connection.run(statement)
+        }
+    }
+
+    /// The transaction is lost (the connection dropped): every job in it fails, retryably.
+    private static func lose(_ jobs: some Sequence<WriteJob>, error: any Error, on connection: PostgresConnection) {
+        rollBack(connection)
+        let lost = (error as? StoreError)?.isRetryable == true
+            ? error : StoreError.retryable("the transaction was lost with another write's failure: \(error)")
+        for job in jobs { job.fail(lost) }
+    }
+
+    private static func rollBack(_ connection: PostgresConnection) {
+        if connection.isConnected { try? connection.run("ROLLBACK") }
+    }
+
+    /// COMMITs; the jobs learn their outcome only after it returns. A COMMIT whose answer never
+    /// came (the connection dropped) may or may not have committed: the callers are told to
+    /// retry, and every write the clients retry is idempotent by its client id.
+    private static func finish(_ jobs: [WriteJob], on connection: PostgresConnection) {
+        do {
+            try connection.run("COMMIT")
+            for job in jobs { job.succeed() }
+        } catch {
+            rollBack(connection)
+            for job in jobs { job.fail(error) }
+        }
+    }
+}
+
+/// One-off statements outside any store (creating and dropping databases for tests and tools).
+public enum PostgresAdmin {
+    /// Connects to `conninfo`, runs `text` outside a transaction, and disconnects.
+    ///
+    /// - Throws: ``StoreError`` when the server cannot be reached or the statement fails.
+    public static func run(_ conninfo: String, _ text: String) throws {
+        let connection = try PostgresConnection(conninfo: conninfo)
+        try connection.run(text)
+    }
+}
