@@ -56,12 +56,18 @@ interop_tests() {
     PARLEY_SERVER_BINARY=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
 }
 
+interop_tests_postgres() {
+    # shellcheck disable=SC1091
+    ( . "$services_dir/env" && interop_tests )
+}
+
 step "Python test tools (.venv)" scripts/venv.sh
 step "Swift tests" swift_tests
 step "PostgreSQL and Redis on 127.0.0.1 (scripts/services.sh)" scripts/services.sh start "$services_dir"
 step "Swift domain, store and server tests on PostgreSQL" swift_tests_postgres
 step "fuzz input replay" replay_fuzz_inputs
 step "interop and API (curl, h11, websockets, http.client)" interop_tests
+step "interop and API on PostgreSQL" interop_tests_postgres
 step "schemathesis (docs/openapi.yaml)" .venv/bin/python scripts/schemathesis.py
 step "Autobahn|Testsuite" scripts/autobahn.sh
 step "libFuzzer (${FUZZ_SECONDS:-30} s each)" scripts/fuzz.sh

@@ -169,7 +169,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         parley-server \(ParleyVersion.current): the Parley chat server.
 
         USAGE: parley-server [options]
-               parley-server apps list|create <name>|rotate-secret <name-or-key> [--data-dir <path>]
+               parley-server apps list|create <name>|rotate-secret <name-or-key> [--data-dir <path> | --database-url <url>]
                parley-server backup <file> [--data-dir <path>]     (while the server runs)
                parley-server restore <file> [--data-dir <path>]    (with the server stopped)
 
@@ -185,7 +185,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         BACKUPS: 'backup' writes a consistent copy of the database while the server runs;
         'restore' puts one back with the server stopped (the replaced database is kept beside
         it) and starts a new epoch, so devices resync. Media files are copied separately:
-        see docs/operations.md.
+        see docs/operations.md. On PostgreSQL (--database-url) use pg_dump or point-in-time
+        recovery instead (docs/operations.md, "Backups on PostgreSQL").
 
         ENDPOINTS: the REST API under /v1 (docs/openapi.yaml), the realtime socket at
         /v1/realtime (docs/protocol.md), the Pusher Channels protocol at /app/<key> and

@@ -3,6 +3,7 @@
 Uses only the standard library (http.client), so what it sends is exactly what a third-party
 client would send.
 """
+import hashlib
 import http.client
 import json
 import os
@@ -18,6 +19,23 @@ BINARY = os.environ.get("PARLEY_SERVER_BINARY", os.path.join(ROOT, ".build", "de
 
 # Cheap password hashing for tests: Argon2id with 1 pass over 1 MiB (production: 2 and 64).
 TEST_FLAGS = ["--argon2-passes", "1", "--argon2-memory-mib", "1", "--signups-per-hour", "1000000"]
+
+
+# With PARLEY_TEST_POSTGRES_URL set (scripts/test.sh's PostgreSQL pass), every server runs on
+# PostgreSQL: one database per data directory, so a server restarted on the same directory
+# finds the same data, as it would with SQLite.
+POSTGRES_URL = os.environ.get("PARLEY_TEST_POSTGRES_URL")
+ON_POSTGRES = bool(POSTGRES_URL)
+
+
+def database_for(data):
+    """The --database-url of the PostgreSQL database that belongs to data directory `data`."""
+    name = "parley_" + hashlib.sha1(os.path.abspath(data).encode()).hexdigest()[:20]
+    exists = subprocess.run(["psql", POSTGRES_URL, "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{name}'"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    if exists != "1":
+        subprocess.run(["psql", POSTGRES_URL, "-qc", f"CREATE DATABASE {name}"], capture_output=True, text=True, check=True)
+    return POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
 
 
 def wait_until(condition, timeout=20, what="condition"):
@@ -41,8 +59,9 @@ class Server:
         self.start()
 
     def start(self):
+        database = self.database_flags()
         self.process = subprocess.Popen(
-            [BINARY, "--port", "0", "--threads", "2", "--data-dir", self.data, *TEST_FLAGS, *self.extra],
+            [BINARY, "--port", "0", "--threads", "2", "--data-dir", self.data, *TEST_FLAGS, *database, *self.extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if "listening on http://" not in line:
@@ -83,9 +102,14 @@ class Server:
         self.stop()
         self.start()
 
+    def database_flags(self):
+        """`--database-url` of this server's PostgreSQL database in the PostgreSQL pass, else nothing."""
+        return ["--database-url", database_for(self.data)] if ON_POSTGRES and "--database-url" not in self.extra else []
+
     def apps(self, *args):
-        """Runs `parley-server apps …` on this server's data directory."""
-        return subprocess.run([BINARY, "apps", *args, "--data-dir", self.data], capture_output=True, text=True, timeout=30)
+        """Runs `parley-server apps …` on this server's data directory (and database)."""
+        return subprocess.run([BINARY, "apps", *args, "--data-dir", self.data, *self.database_flags()],
+                              capture_output=True, text=True, timeout=30)
 
 
 class Client:

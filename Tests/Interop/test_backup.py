@@ -10,14 +10,18 @@ import uuid
 
 import pytest
 
-from parley import BINARY, Client, Server, wait_until
+from parley import BINARY, ON_POSTGRES, Client, Server, wait_until
 from realtime import Device
+
+sqlite_only = pytest.mark.skipif(ON_POSTGRES, reason="copies the SQLite file; PostgreSQL is backed up with pg_dump "
+                                 "(test_on_postgres_backup_and_restore_point_to_pg_dump)")
 
 
 def run(*args, timeout=60):
     return subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=timeout)
 
 
+@sqlite_only
 def test_an_online_backup_is_one_consistent_snapshot_and_a_restore_brings_it_back_with_a_new_epoch():
     server = Server()
     backup = os.path.join(tempfile.mkdtemp(prefix="parley-backup-"), "parley-backup.sqlite")
@@ -117,7 +121,9 @@ def test_restore_refuses_what_is_not_a_parley_backup_and_changes_nothing():
 def test_two_servers_cannot_share_a_data_directory():
     first = Server()
     try:
-        second = subprocess.run([BINARY, "--port", "0", "--data-dir", first.data], capture_output=True, text=True, timeout=30)
+        # On PostgreSQL the same database: refused by the node claim, not the directory's lock.
+        second = subprocess.run([BINARY, "--port", "0", "--data-dir", first.data, *first.database_flags()],
+                                capture_output=True, text=True, timeout=30)
         assert second.returncode != 0 and "another parley-server is using" in second.stderr
     finally:
         first.stop()
@@ -127,3 +133,15 @@ def test_backup_and_restore_say_how_to_use_them():
     for command in ("backup", "restore"):
         result = run(command)
         assert result.returncode == 64 and f"parley-server {command} <file>" in result.stderr
+
+
+@pytest.mark.skipif(not ON_POSTGRES, reason="the PostgreSQL pass only")
+def test_on_postgres_backup_and_restore_point_to_pg_dump():
+    server = Server()
+    try:
+        for command in ("backup", "restore"):
+            result = run(command, "/tmp/never-written.sqlite", "--data-dir", server.data, *server.database_flags())
+            assert result.returncode != 0 and "pg_dump" in result.stderr and "docs/operations.md" in result.stderr
+            assert not os.path.exists("/tmp/never-written.sqlite")
+    finally:
+        server.stop()
