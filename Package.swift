@@ -38,10 +38,12 @@ let package = Package(
         .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
         // The Pusher Channels protocol (WebSocket and HTTP API) as an adapter over the event log.
         .target(name: "ParleyPusher", dependencies: ["ParleyNet", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
+        // The bus between nodes: Redis Pub/Sub over a RESP client of our own (decision 0018).
+        .target(name: "ParleyRedis", dependencies: ["ParleyChat"]),
         // Command-line options declared once (flag, environment variable, help, parsing).
         .target(name: "ParleyOptions"),
         .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
-                                                     "ParleyPusher", "ParleyStorePostgres"],
+                                                     "ParleyPusher", "ParleyStorePostgres", "ParleyRedis"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
@@ -87,6 +89,7 @@ let package = Package(
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyOptions"]),
+        .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyChat", "ParleyChatTesting", "ParleyStore", "ParleyWire"]),
         .testTarget(name: "ParleyPusherTests", dependencies: ["ParleyPusher", "ParleyChat", "ParleyCrypto", "ParleyNet"]),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTesting", "ParleyTerminalUI"]),
     ]

@@ -48,7 +48,7 @@ services_dir=$(mktemp -d /tmp/parley-services.XXXXXX)
 trap 'scripts/services.sh stop "$services_dir"' EXIT
 swift_tests_postgres() {
     # shellcheck disable=SC1091
-    . "$services_dir/env" && swift test --skip-build --filter "ParleyChatTests|ParleyServerTests|ParleyStoreTests" 2>&1 \
+    . "$services_dir/env" && swift test --skip-build --filter "ParleyChatTests|ParleyServerTests|ParleyStoreTests|ParleyRedisTests" 2>&1 \
         | grep -vE "^(􀟈|◇|↳)|started\.$"
     return "${PIPESTATUS[0]}"
 }
@@ -64,7 +64,7 @@ interop_tests_postgres() {
 step "Python test tools (.venv)" scripts/venv.sh
 step "Swift tests" swift_tests
 step "PostgreSQL and Redis on 127.0.0.1 (scripts/services.sh)" scripts/services.sh start "$services_dir"
-step "Swift domain, store and server tests on PostgreSQL" swift_tests_postgres
+step "Swift domain, store, server and bus tests on PostgreSQL + Redis" swift_tests_postgres
 step "fuzz input replay" replay_fuzz_inputs
 step "interop and API (curl, h11, websockets, http.client)" interop_tests
 step "interop and API on PostgreSQL" interop_tests_postgres

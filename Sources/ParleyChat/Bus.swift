@@ -76,8 +76,37 @@ public protocol Bus: Sendable {
     /// Hands `publications` to every receiver. Must not block for long: it runs on the
     /// store's writer thread.
     func publish(_ publications: [Publication])
+    /// Hands the events one committed write appended to every receiver, with their place in
+    /// the log (``EventLink``) when ``linksEvents`` asked the domain for it.
+    func publish(_ publications: [Publication], link: EventLink?)
+    /// Whether the bus wants each write's ``EventLink``: a bus between nodes orders what it
+    /// receives and finds what it lost by the links; in one process nothing is lost.
+    var linksEvents: Bool { get }
     /// Adds a receiver; it is called with each batch, in publication order.
     func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void)
+}
+
+extension Bus {
+    public func publish(_ publications: [Publication], link: EventLink?) { publish(publications) }
+    public var linksEvents: Bool { false }
+}
+
+/// Where one committed write's events sit in the event log: after `previous` (the newest
+/// position committed before the write, taken under the log's lock) up to `last` (its own
+/// newest). The links of consecutive writes chain (each `previous` is the last `last`), so a
+/// node that receives a write whose `previous` is past what it has delivered knows that
+/// something is missing and reads it from the database (docs/decisions/0018-positions-across-nodes.md).
+public struct EventLink: Sendable, Hashable {
+    /// The newest position committed before the write.
+    public var previous: Int64
+    /// The write's newest position.
+    public var last: Int64
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(previous: Int64, last: Int64) {
+        self.previous = previous
+        self.last = last
+    }
 }
 
 /// The one-node bus: a publish calls every receiver directly, in order.

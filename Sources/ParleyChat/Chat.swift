@@ -77,6 +77,14 @@ public final class Chat: Sendable {
         let decoy = DecoyHash(cost: configuration.passwordCost)
         decoyPasswordHash = decoy
         passwordLanes[0].async { _ = decoy.value }
+        // A session signed out on another node must stop working here at once, not when its
+        // cache entry goes stale.
+        let sessions = sessions
+        bus?.subscribe { publications in
+            for case .signedOut(let user, let only, _) in publications {
+                if let only { sessions.remove(session: only) } else { sessions.remove(user: user) }
+            }
+        }
     }
 
     /// Brings the schema up to date.
@@ -146,14 +154,18 @@ public final class Chat: Sendable {
         let bus = bus
         let hooks = hooks
         let needsEvents = bus != nil || !hooks.isEmpty
+        let links = bus?.linksEvents ?? false
         return try await store.write({ db in
-            let transaction = Transaction(db)
+            let transaction = Transaction(db, links: links)
             let value = try body(transaction)
             guard needsEvents, transaction.hasEvents else { return Committed(value: value, publications: []) }
             let events = try transaction.appendedEvents()
             for hook in hooks { try hook.didAppend(events, in: db) }
-            return Committed(value: value, publications: events.map(\.publication))
-        }, afterCommit: { committed in bus?.publish(committed.publications) }).value
+            return Committed(value: value, publications: events.map(\.publication), link: transaction.link)
+        }, afterCommit: { committed in
+            guard !committed.publications.isEmpty else { return }
+            bus?.publish(committed.publications, link: committed.link)
+        }).value
     }
 
     /// Runs a domain operation: storage failures that may pass (busy, serialization, a lost
@@ -187,6 +199,7 @@ public final class Chat: Sendable {
 struct Committed<Value: Sendable>: Sendable {
     var value: Value
     var publications: [Publication]
+    var link: EventLink? = nil
 }
 
 /// A password hash of a random secret, made once, on first use.

@@ -86,8 +86,28 @@ final class Transaction: Database {
 
     let db: any Database
     private var entries: [Entry] = []
+    /// Whether to note the newest position before this write's first event (for ``link``).
+    private let links: Bool
+    private var previous: Int64?
 
-    init(_ db: any Database) { self.db = db }
+    init(_ db: any Database, links: Bool = false) {
+        self.db = db
+        self.links = links
+    }
+
+    /// The write's place in the log, when it appended events and links were asked for.
+    var link: EventLink? {
+        guard let previous, let last = entries.last?.position else { return nil }
+        return EventLink(previous: previous, last: last)
+    }
+
+    /// Before the first event: the newest committed position, read inside the transaction
+    /// (under the log's lock on PostgreSQL, alone on SQLite), so it is exactly the one before
+    /// this write's.
+    private func notePrevious() throws {
+        guard links, previous == nil else { return }
+        previous = try EventLog.committedPosition(db)
+    }
 
     var dialect: SQLDialect { db.dialect }
     @discardableResult
@@ -106,6 +126,7 @@ final class Transaction: Database {
                 user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64,
                 prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64, position: Int64) {
         precondition(type != .receiptUpdated && type != .deliveryUpdated, "receipt and delivery events take no seq")
+        try notePrevious()
         let seq = try seq ?? EventLog.nextSeq(db, conversation: conversation)
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at)
@@ -123,6 +144,7 @@ final class Transaction: Database {
 
     /// Appends a receipt change: a position and no seq (decision 0009), and no activity.
     func appendReceipt(conversation: Int64, user: Int64, deliveredSeq: Int64, readSeq: Int64, now: Int64) throws {
+        try notePrevious()
         let payload = "{\"deliveredSeq\":\(deliveredSeq),\"readSeq\":\(readSeq)}"
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, actor_id, user_id, payload, created_at)
@@ -135,6 +157,7 @@ final class Transaction: Database {
     /// Appends an author's delivery counts in a public channel: a position and no seq, for the
     /// author's devices only (`user` is the author).
     func appendDelivery(conversation: Int64, author: Int64, deliveriesJSON: String, now: Int64) throws {
+        try notePrevious()
         let payload = "{\"deliveries\":\(deliveriesJSON)}"
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, user_id, payload, created_at)

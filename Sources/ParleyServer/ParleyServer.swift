@@ -7,6 +7,7 @@ import ParleyPusher
 import ParleyStore
 import ParleyStoreSQLite
 import ParleyStorePostgres
+import ParleyRedis
 
 /// A running Parley server: its store, its domain, its loops, its HTTP listener and routes.
 ///
@@ -33,10 +34,13 @@ public final class ParleyServer: Sendable {
     private let shutDown = Locked(false)
     /// Held for the server's life: one server per data directory, and no restore under it.
     private let lock: DataDirectoryLock?
+    /// The bus to the other nodes (`--redis-url`), stopped at shutdown.
+    private let redisBus: RedisBus?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
-                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?) {
+                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?) {
         self.lock = lock
+        self.redisBus = bus
         self.configuration = configuration
         self.group = group
         self.http = http
@@ -62,24 +66,28 @@ public final class ParleyServer: Sendable {
         }
         // The lock guards the SQLite file; on PostgreSQL nodes may share one media directory.
         let lock = configuration.databaseURL == nil ? try DataDirectoryLock(directory: configuration.dataDirectory) : nil
-        let bus = InProcessBus()
+        let redisBus = try makeRedisBus(configuration)
+        let bus: any Bus = redisBus ?? InProcessBus()
         let (store, chat) = try await openChat(configuration, bus: bus)
         if let postgres = store as? PostgresStore {
             // Each node fans out only to its own devices: without a bus between nodes, a second
             // node on the same database would leave every device on the other one unaware.
-            let alone: Bool
+            // Nodes with --redis-url share the database; one without it must be alone.
+            let claimed: Bool
             do {
-                alone = try postgres.claimNode(shared: false)
+                claimed = try postgres.claimNode(shared: redisBus != nil)
             } catch {
                 store.close()
                 throw StartError(message: "cannot claim the database \(postgres.redactedURL): \(error)")
             }
-            guard alone else {
+            guard claimed else {
                 store.close()
-                throw StartError(message: """
-                    another parley-server is using the database \(postgres.redactedURL); several nodes on one database need a bus \
-                    between them, which this build does not have yet (docs/operations.md, "Several nodes"): stop the other node, or \
-                    give this one its own database
+                throw StartError(message: redisBus == nil ? """
+                    another parley-server is using the database \(postgres.redactedURL); several nodes on one database need \
+                    --redis-url on every node (docs/operations.md, "Several nodes"): stop the other node, or give both --redis-url
+                    """ : """
+                    another parley-server is using the database \(postgres.redactedURL) without --redis-url, so it cannot share it: \
+                    restart that node with --redis-url first (docs/operations.md, "Several nodes")
                     """)
             }
         }
@@ -119,8 +127,21 @@ public final class ParleyServer: Sendable {
             EncodedWebSocketFrame(utf8: bytes)
         }
         let pusher = PusherService(chat: chat, bus: bus, configuration: configuration.pusher)
+        if let redisBus {
+            // The receivers (fan-out, Pusher hub) are subscribed: start ordering and receiving,
+            // on a channel named after the database's history, which every node of it shares.
+            do {
+                try await redisBus.start(source: chat, channel: "parley:\(chat.epoch):bus")
+            } catch {
+                redisBus.stop()
+                store.close()
+                throw StartError(message: "cannot start the bus between nodes: \(error)")
+            }
+        }
+        var busStatistics: (@Sendable () -> RedisBus.Statistics)?
+        if let redisBus { busStatistics = { redisBus.currentStatistics } }
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
-                                 pusher: pusher)
+                                 pusher: pusher, bus: busStatistics)
         ChatRoutes.add(to: &router, chat: chat)
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey
@@ -141,7 +162,7 @@ public final class ParleyServer: Sendable {
                 }
             }
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
-                                collector: collector, lock: lock)
+                                collector: collector, lock: lock, bus: redisBus)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             store.close()
@@ -150,6 +171,19 @@ public final class ParleyServer: Sendable {
             group.shutdown()
             store.close()
             throw StartError(message: "cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+    }
+
+    /// The bus to the other nodes, when `--redis-url` names one.
+    static func makeRedisBus(_ configuration: ServerConfiguration) throws -> RedisBus? {
+        guard let text = configuration.redisURL else { return nil }
+        guard configuration.databaseURL != nil else {
+            throw StartError(message: "--redis-url joins nodes that share one PostgreSQL database: give --database-url as well")
+        }
+        do {
+            return try RedisBus(url: try RedisURL(text))
+        } catch {
+            throw StartError(message: "cannot use Redis: \(error); start Redis or fix --redis-url")
         }
     }
 
@@ -246,6 +280,7 @@ public final class ParleyServer: Sendable {
         collector.cancel()
         await http.shutdown(timeout: configuration.shutdownTimeout)
         group.shutdown()
+        redisBus?.stop()
         store.close()
     }
 }

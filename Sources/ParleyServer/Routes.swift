@@ -2,13 +2,15 @@ import Foundation
 import ParleyChat
 import ParleyNet
 import ParleyPusher
+import ParleyRedis
 import ParleyStore
 import ParleyStoreSQLite
 
 /// The server's HTTP and WebSocket routes.
 enum Routes {
     static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
-                     fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil, pusher: PusherService? = nil) -> Router {
+                     fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil, pusher: PusherService? = nil,
+                     bus: (@Sendable () -> RedisBus.Statistics)? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
@@ -24,7 +26,7 @@ enum Routes {
             if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
             let pusherCounts = await pusher?.counts
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
-                                                        media: media?.metrics.withLock { $0 }, pusher: pusherCounts))
+                                                        media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?()))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             return response
         }
@@ -80,7 +82,7 @@ enum Routes {
 enum Metrics {
     static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                        realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
-                       pusher: (connections: Int, routed: Int)? = nil) -> String {
+                       pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -122,6 +124,18 @@ enum Metrics {
             metric("parley_pusher_connections", "gauge", "Open Pusher-protocol sockets on this node.", [("", "\(pusher.connections)")])
             metric("parley_pusher_channel_events_total", "counter", "Channel events routed to this node's Pusher sockets.",
                    [("", "\(pusher.routed)")])
+        }
+        if let bus {
+            metric("parley_bus_subscribed", "gauge", "1 while this node's Redis subscription is up.", [("", bus.subscribed ? "1" : "0")])
+            metric("parley_bus_head_position", "gauge", "The newest event position delivered on this node.", [("", "\(bus.head)")])
+            metric("parley_bus_published_total", "counter", "Writes published to the other nodes through Redis.", [("", "\(bus.published)")])
+            metric("parley_bus_publish_failures_total", "counter", "Writes Redis did not take (the other nodes read them from the database).",
+                   [("", "\(bus.droppedPublishes)")])
+            metric("parley_bus_received_total", "counter", "Writes received from the other nodes.", [("", "\(bus.received)")])
+            metric("parley_bus_repairs_total", "counter", "Gaps filled from the database.", [("", "\(bus.repairs)")])
+            metric("parley_bus_repaired_events_total", "counter", "Events delivered from the database instead of Redis.", [("", "\(bus.repairedEvents)")])
+            metric("parley_bus_duplicates_total", "counter", "Writes received after they were delivered, dropped.", [("", "\(bus.duplicates)")])
+            metric("parley_bus_undecodable_total", "counter", "Bus messages that could not be decoded.", [("", "\(bus.undecodable)")])
         }
         let commits = store.commitStatistics
         metric("parley_store_writes_total", "counter", "Write transactions requested of the store.", [("", "\(commits.writes)")])

@@ -1,6 +1,7 @@
 import Foundation
 import ParleyOptions
 public import ParleyPusher
+import ParleyRedis
 public import ParleyStoreSQLite
 
 /// `parley-server`'s settings, from command-line options and `PARLEY_*` environment variables
@@ -32,6 +33,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// (libpq's URL; `?sslmode=…` and the other libpq parameters pass through).
     /// `--database-url`, `PARLEY_DATABASE_URL`. Default: none (SQLite in the data directory).
     public var databaseURL: String? = nil
+    /// The bus between nodes that share one PostgreSQL database: `redis://[:password@]host:port`.
+    /// `--redis-url`, `PARLEY_REDIS_URL`. Default: none (one node).
+    public var redisURL: String? = nil
     /// Argon2id passes for password hashes. `--argon2-passes`. Default: 2.
     public var argon2Passes = 2
     /// Argon2id memory in MiB for password hashes. `--argon2-memory-mib`. Default: 64.
@@ -106,6 +110,16 @@ public struct ServerConfiguration: Sendable, Equatable {
                     throw OptionError("\(source) must be a postgres:// URL (postgres://user:password@host:5432/parley)")
                 }
                 configuration.databaseURL = text
+            },
+            O("--redis-url", value: "<url>", environment: "PARLEY_REDIS_URL",
+              help: "Redis for several nodes on one --database-url: redis://[:password@]host:port (docs/operations.md).") {
+                configuration, text, source in
+                do {
+                    _ = try RedisURL(text)
+                } catch {
+                    throw OptionError("\(source): \(error)")
+                }
+                configuration.redisURL = text
             },
             O.integer("--argon2-passes", "PARLEY_ARGON2_PASSES", in: 1...10, \.argon2Passes, help: "Argon2id passes for password hashes (default 2)."),
             O.integer("--argon2-memory-mib", "PARLEY_ARGON2_MEMORY_MIB", in: 1...4096, \.argon2MemoryMiB,

@@ -1,0 +1,438 @@
+import Foundation
+public import ParleyChat
+
+/// The bus between nodes: every node publishes each committed write to one Redis Pub/Sub
+/// channel and hands what it receives to its own ``Fanout`` and Pusher hub, in position order.
+///
+/// Redis is not the truth (docs/decisions/0018-positions-across-nodes.md). Each write's
+/// publication carries its ``EventLink``, the span of positions it covers after the newest
+/// committed before it; consecutive writes chain. A node delivers a write when its link
+/// starts where the node's delivered head is; a write that starts further on waits, and if the
+/// missing span has not arrived within the gap timeout (a node died between commit and publish,
+/// Redis dropped the message or restarted) the node reads it from the database and delivers
+/// it from there. A node that hears nothing polls the committed position, so a lost last
+/// message is found too. Losing Redis therefore only delays delivery; nothing acknowledged is
+/// lost and nothing is delivered twice (a write already delivered is recognised by its link).
+///
+/// A node's own writes are delivered locally at once (not through Redis), so its devices do
+/// not wait for Redis and keep working when Redis is down.
+public final class RedisBus: Bus, @unchecked Sendable {
+    // @unchecked: the ordering state lives on `queue`; the rest is behind locks.
+
+    /// Timers and limits.
+    public struct Configuration: Sendable {
+        /// How long a gap may stay open before it is read from the database. Default: 200 ms.
+        public var gapTimeout: Duration = .milliseconds(200)
+        /// How often an idle node compares its head with the database's. Default: 1 s.
+        public var pollInterval: Duration = .seconds(1)
+        /// How long to wait for Redis to accept a connection or answer. Default: 2 s.
+        public var timeout: Duration = .seconds(2)
+        /// Most events read from the database per repair. Default: 1,000.
+        public var repairBatch = 1_000
+        /// Most messages waiting to be published; older ones are dropped (and repaired by the
+        /// receivers). Default: 100,000.
+        public var maxOutgoing = 100_000
+        /// The defaults.
+        public init() {}
+    }
+
+    /// What the bus has done, for `/metrics`.
+    public struct Statistics: Sendable {
+        /// Messages published to Redis.
+        public var published = 0
+        /// Messages that could not be published (Redis down); the other nodes repair them.
+        public var droppedPublishes = 0
+        /// Messages received from other nodes.
+        public var received = 0
+        /// Messages that could not be decoded.
+        public var undecodable = 0
+        /// Gaps filled from the database.
+        public var repairs = 0
+        /// Events delivered from the database rather than from Redis.
+        public var repairedEvents = 0
+        /// Writes received twice (already delivered) and dropped.
+        public var duplicates = 0
+        /// True while the subscription is up.
+        public var subscribed = false
+        /// The newest position delivered on this node.
+        public var head: Int64 = 0
+    }
+
+    /// This node's id in messages (its own are not delivered twice).
+    public let node: String
+    /// Where Redis is.
+    public let url: RedisURL
+    private let configuration: Configuration
+    private let statistics = Locked(Statistics())
+    private let receivers = Locked<[@Sendable ([Publication]) -> Void]>([])
+    private let stopped = Locked(false)
+
+    // On `queue` only:
+    private let queue = DispatchQueue(label: "parley.redis-bus")
+    private var source: (any BusSource)?
+    private var head: Int64 = -1
+    private var pending: [Int64: (link: EventLink, publications: [Publication])] = [:]
+    private var repairing = false
+    private var gapCheckScheduled = false
+    private var behind: (target: Int64, since: ContinuousClock.Instant)?
+    private var poller: (any DispatchSourceTimer)?
+
+    // The publisher's queue.
+    private let outgoing = NSCondition()
+    private var outgoingMessages: [[UInt8]] = []
+    private var channel: [UInt8] = []
+    private var subscriber: RedisConnection?
+    private let threadsRunning = Locked(0)
+
+    /// Checks that Redis answers at `url`; nothing is published or received until ``start(source:channel:)``.
+    ///
+    /// - Throws: ``RedisError`` when Redis cannot be reached or refuses the password.
+    public init(url: RedisURL, configuration: Configuration = Configuration()) throws(RedisError) {
+        self.url = url
+        self.configuration = configuration
+        var bytes = [UInt8](repeating: 0, count: 9)
+        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
+        node = "n_" + bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        let probe = try RedisConnection(url, timeout: configuration.timeout)
+        guard try probe.command("PING").text == "PONG" else { throw .protocolError("PING was not answered with PONG") }
+        probe.close()
+    }
+
+    public var linksEvents: Bool { true }
+
+    public func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void) {
+        receivers.withLock { $0.append(receiver) }
+    }
+
+    public func publish(_ publications: [Publication]) {
+        publish(publications, link: nil)
+    }
+
+    public func publish(_ publications: [Publication], link: EventLink?) {
+        guard !publications.isEmpty else { return }
+        queue.async { self.accept(link, publications) }
+        let message = BusCodec.encode(BusCodec.Message(node: node, link: link, publications: publications))
+        outgoing.withLock {
+            outgoingMessages.append(message)
+            if outgoingMessages.count > configuration.maxOutgoing {
+                let dropped = outgoingMessages.count - configuration.maxOutgoing
+                outgoingMessages.removeFirst(dropped)
+                statistics.withLock { $0.droppedPublishes += dropped }
+            }
+            outgoing.signal()
+        }
+    }
+
+    /// Starts ordering, publishing and receiving on `channel` (every node of one database must
+    /// use the same: the server names it after the database's epoch). The head starts at the
+    /// database's committed position.
+    ///
+    /// - Throws: the store's error when the committed position cannot be read.
+    public func start(source: any BusSource, channel: String) async throws {
+        let start = try await source.committedPosition()
+        self.channel = Array(channel.utf8)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.source = source
+                self.head = start
+                self.statistics.withLock { $0.head = start }
+                let timer = DispatchSource.makeTimerSource(queue: self.queue)
+                timer.schedule(deadline: .now() + self.configuration.pollInterval.dispatch, repeating: self.configuration.pollInterval.dispatch)
+                timer.setEventHandler { [weak self] in self?.poll() }
+                timer.resume()
+                self.poller = timer
+                continuation.resume()
+            }
+        }
+        spawn("redis-publisher") { [weak self] in self?.publishLoop() }
+        spawn("redis-subscriber") { [weak self] in self?.subscribeLoop() }
+    }
+
+    /// Stops the threads and the poll. Publications after this are delivered locally only.
+    public func stop() {
+        stopped.withLock { $0 = true }
+        outgoing.withLock { outgoing.broadcast() }
+        queue.sync {
+            poller?.cancel()
+            poller = nil
+        }
+        outgoing.withLock { subscriber?.close() }
+    }
+
+    /// A snapshot of the counters.
+    public var currentStatistics: Statistics { statistics.withLock { $0 } }
+
+    // MARK: - Ordering (on `queue`)
+
+    private func accept(_ link: EventLink?, _ publications: [Publication]) {
+        guard let link, head >= 0 else { return deliver(publications) }
+        if link.last <= head {
+            statistics.withLock { $0.duplicates += 1 }
+            return
+        }
+        if link.previous <= head {
+            deliver(after: head, publications)
+            advance(to: link.last)
+            drain()
+            return
+        }
+        pending[link.previous] = (link, publications)
+        scheduleGapCheck()
+    }
+
+    /// Delivers the waiting writes that now follow on.
+    private func drain() {
+        while !pending.isEmpty {
+            if let next = pending.removeValue(forKey: head) {
+                deliver(next.publications)
+                advance(to: next.link.last)
+                continue
+            }
+            let stale = pending.filter { $0.value.link.last <= head }.map(\.key)
+            for key in stale { pending.removeValue(forKey: key) }
+            statistics.withLock { $0.duplicates += stale.count }
+            guard let overlapping = pending.first(where: { $0.key < head }) else { break }
+            pending.removeValue(forKey: overlapping.key)
+            deliver(after: head, overlapping.value.publications)
+            advance(to: overlapping.value.link.last)
+        }
+    }
+
+    private func advance(to position: Int64) {
+        guard position > head else { return }
+        head = position
+        statistics.withLock { $0.head = position }
+    }
+
+    private func scheduleGapCheck() {
+        guard !gapCheckScheduled else { return }
+        gapCheckScheduled = true
+        queue.asyncAfter(deadline: .now() + configuration.gapTimeout.dispatch) { [weak self] in
+            guard let self else { return }
+            gapCheckScheduled = false
+            guard let lowest = pending.keys.min(), lowest > head else { return }
+            repair(upTo: lowest)
+        }
+    }
+
+    /// An idle node's check: a head still behind what the database had committed one poll ago
+    /// means a message was lost.
+    private func poll() {
+        guard let source, !repairing else { return }
+        Task {
+            guard let committed = try? await source.committedPosition() else { return }
+            queue.async { [self] in
+                if let behind, head < behind.target, ContinuousClock.now - behind.since >= configuration.gapTimeout {
+                    self.behind = nil
+                    repair(upTo: behind.target)
+                } else if committed > head {
+                    if behind == nil || head >= (behind?.target ?? 0) { behind = (committed, ContinuousClock.now) }
+                } else {
+                    behind = nil
+                }
+            }
+        }
+    }
+
+    /// Reads the events after the head up to `upTo` from the database and delivers them.
+    private func repair(upTo: Int64) {
+        guard let source, !repairing, upTo > head else { return }
+        repairing = true
+        let from = head
+        let limit = configuration.repairBatch
+        Task {
+            let result = try? await source.publications(after: from, upTo: upTo, limit: limit)
+            queue.async { [self] in
+                repairing = false
+                guard let result else {
+                    scheduleGapCheck()  // the database is down too: try again shortly
+                    return
+                }
+                let fresh = result.publications.filter { Self.position(of: $0).map { $0 > head } ?? false }
+                deliver(fresh)
+                statistics.withLock {
+                    $0.repairs += 1
+                    $0.repairedEvents += fresh.count
+                }
+                advance(to: result.through)
+                drain()
+                if head < upTo || (pending.keys.min().map { $0 > head } ?? false) {
+                    repair(upTo: max(upTo, pending.keys.min() ?? upTo))
+                }
+            }
+        }
+    }
+
+    private func deliver(after position: Int64, _ publications: [Publication]) {
+        deliver(publications.filter { Self.position(of: $0).map { $0 > position } ?? true })
+    }
+
+    private func deliver(_ publications: [Publication]) {
+        guard !publications.isEmpty else { return }
+        for receiver in receivers.withLock({ $0 }) { receiver(publications) }
+    }
+
+    private static func position(of publication: Publication) -> Int64? {
+        switch publication {
+        case .event(let position, _, _, _, _, _): position
+        case .channel(let event): event.position
+        case .ephemeral, .signedOut: nil
+        }
+    }
+
+    // MARK: - Threads
+
+    private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        threadsRunning.withLock { $0 += 1 }
+        let thread = Thread { [threadsRunning] in
+            body()
+            threadsRunning.withLock { $0 -= 1 }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    private var isStopped: Bool { stopped.withLock { $0 } }
+
+    /// Sends what is queued, pipelined; on a failure the batch is dropped (receivers repair it)
+    /// and the connection is made again with a growing pause.
+    private func publishLoop() {
+        var connection: RedisConnection?
+        var pause = Duration.milliseconds(50)
+        while !isStopped {
+            let batch: [[UInt8]] = outgoing.withLock {
+                while outgoingMessages.isEmpty && !isStopped { outgoing.wait() }
+                defer { outgoingMessages.removeAll(keepingCapacity: true) }
+                return outgoingMessages
+            }
+            guard !batch.isEmpty else { continue }
+            do {
+                let live = try connection ?? RedisConnection(url, timeout: configuration.timeout)
+                connection = live
+                var bytes: [UInt8] = []
+                for message in batch { bytes += RESPCommand.encode([Array("PUBLISH".utf8), channel, message]) }
+                try live.write(bytes)
+                for _ in batch {
+                    if case .error(let message) = try live.read() { throw RedisError.server(message) }
+                }
+                statistics.withLock { $0.published += batch.count }
+                pause = .milliseconds(50)
+            } catch {
+                connection?.close()
+                connection = nil
+                statistics.withLock { $0.droppedPublishes += batch.count }
+                Thread.sleep(forTimeInterval: pause.seconds)
+                pause = min(pause * 2, .seconds(1))
+            }
+        }
+        connection?.close()
+    }
+
+    /// Subscribes, hands each message to the orderer, and subscribes again after a failure.
+    /// Every (re)subscription is followed by a check against the database, since messages
+    /// published while it was down are gone.
+    private func subscribeLoop() {
+        var pause = Duration.milliseconds(50)
+        while !isStopped {
+            do {
+                let connection = try RedisConnection(url, timeout: configuration.timeout)
+                let keep = outgoing.withLock { () -> Bool in
+                    guard !isStopped else { return false }
+                    subscriber = connection
+                    return true
+                }
+                guard keep else { connection.close(); break }
+                try connection.write(RESPCommand.encode([Array("SUBSCRIBE".utf8), channel]))
+                connection.setReadTimeout(.seconds(1))
+                var lastHeard = ContinuousClock.now
+                var pinged = false
+                while !isStopped {
+                    let value: RESPValue
+                    switch Result(catching: { () throws(RedisError) -> RESPValue in try connection.read() }) {
+                    case .success(let read): value = read
+                    case .failure(.timeout):
+                        // Quiet: ask Redis for a sign of life; no answer within the timeout is a dead link.
+                        guard ContinuousClock.now - lastHeard <= configuration.timeout * 2 else { throw RedisError.timeout }
+                        if !pinged {
+                            try connection.write(RESPCommand.encode("PING"))
+                            pinged = true
+                        }
+                        continue
+                    case .failure(let error): throw error
+                    }
+                    lastHeard = ContinuousClock.now
+                    pinged = false
+                    handle(value)
+                    pause = .milliseconds(50)
+                }
+            } catch {
+                statistics.withLock { $0.subscribed = false }
+            }
+            outgoing.withLock { subscriber = nil }
+            guard !isStopped else { break }
+            Thread.sleep(forTimeInterval: pause.seconds)
+            pause = min(pause * 2, .seconds(1))
+        }
+        statistics.withLock { $0.subscribed = false }
+    }
+
+    private func handle(_ value: RESPValue) {
+        guard case .array(let parts?) = value, let kind = parts.first?.text else { return }
+        switch kind {
+        case "subscribe":
+            statistics.withLock { $0.subscribed = true }
+            // Whatever was published while this node was not subscribed is gone from Redis
+            // and only in the database: read up to what is committed now.
+            guard let source = queue.sync(execute: { self.source }) else { return }
+            Task {
+                guard let committed = try? await source.committedPosition() else { return }
+                queue.async { [self] in
+                    behind = nil
+                    repair(upTo: committed)
+                }
+            }
+        case "message":
+            guard parts.count == 3, let payload = parts[2].bytes else { return }
+            do {
+                let message = try BusCodec.decode(payload)
+                guard message.node != node else { return }
+                statistics.withLock { $0.received += 1 }
+                queue.async { self.accept(message.link, message.publications) }
+            } catch {
+                statistics.withLock { $0.undecodable += 1 }
+            }
+        default:
+            break  // pong
+        }
+    }
+}
+
+/// A value behind a lock.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
+
+extension Duration {
+    var dispatch: DispatchTimeInterval {
+        let (seconds, attoseconds) = components
+        return .microseconds(Int(seconds) * 1_000_000 + Int(attoseconds / 1_000_000_000_000))
+    }
+
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+extension String {
+    func leftPadded(to length: Int) -> String {
+        count >= length ? self : String(repeating: "0", count: length - count) + self
+    }
+}

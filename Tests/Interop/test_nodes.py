@@ -1,0 +1,370 @@
+"""Several nodes (issue 16): three parley-server processes on one PostgreSQL database with
+Redis between them, started by this module on 127.0.0.1 (its own throwaway PostgreSQL and
+Redis from scripts/services.sh, so it can kill them). Users on different nodes talk live;
+signing out on one node closes the session's sockets on another; and under load with clients
+that retry what was not acknowledged (as the SDK does):
+
+- kill -9 one node: its clients move to another node and resume;
+- kill Redis and start it again;
+- stop PostgreSQL for a few seconds;
+
+after each, every acknowledged message is stored exactly once, every conversation's seq runs
+1, 2, 3, … without a gap, positions are unique, and every listening device received each
+event once, in position order. Run in the PostgreSQL pass of `make test`.
+"""
+import itertools
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from parley import ON_POSTGRES, ROOT, Client, Server, wait_until
+from realtime import Device
+
+pytestmark = pytest.mark.skipif(not ON_POSTGRES, reason="runs once, in the PostgreSQL pass (it starts its own PostgreSQL and Redis)")
+
+SERVICES = os.path.join(ROOT, "scripts", "services.sh")
+
+
+class Services:
+    """A throwaway PostgreSQL and Redis of this module's own."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="parley-nodes-")
+        subprocess.run([SERVICES, "start", self.dir], check=True, capture_output=True, text=True)
+        env = {}
+        with open(os.path.join(self.dir, "env")) as file:
+            for line in file:
+                name, value = line.removeprefix("export ").strip().split("=", 1)
+                env[name] = value.strip('"')
+        self.env = env
+        self.postgres = env["PARLEY_TEST_POSTGRES_URL"]
+        self.redis = env["PARLEY_TEST_REDIS_URL"]
+        self.redis_port = int(self.redis.rsplit(":", 1)[1])
+        name = "parley_nodes"
+        subprocess.run(["psql", self.postgres, "-qc", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+        self.database = self.postgres.rsplit("/", 1)[0] + "/" + name
+
+    def pg_ctl(self, *args):
+        command = [os.path.join(self.env["PARLEY_PG_BIN"], "pg_ctl"), "-D", self.env["PARLEY_PG_DATA"], *args]
+        if os.getuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, capture_output=True, text=True)
+
+    def stop_postgres(self):
+        self.pg_ctl("-m", "fast", "stop")
+
+    def start_postgres(self):
+        port = self.postgres.rsplit(":", 1)[1].split("/")[0]
+        self.pg_ctl("-l", os.path.join(self.dir, "pg", "server.log"), "-w", "start",
+                    "-o", f"-c listen_addresses=127.0.0.1 -p {port} -k {self.dir}/pg -c fsync=off -c max_connections=400")
+
+    def kill_redis(self):
+        with open(os.path.join(self.dir, "redis.pid")) as file:
+            os.kill(int(file.read().strip()), signal.SIGKILL)
+        wait_until(lambda: subprocess.run(["redis-cli", "-p", str(self.redis_port), "ping"], capture_output=True).returncode != 0,
+                   what="Redis to be gone")
+
+    def start_redis(self):
+        subprocess.run(["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                        "--dir", self.dir, "--daemonize", "yes", "--pidfile", os.path.join(self.dir, "redis.pid"),
+                        "--logfile", os.path.join(self.dir, "redis.log")], check=True)
+        wait_until(lambda: subprocess.run(["redis-cli", "-p", str(self.redis_port), "ping"], capture_output=True).returncode == 0,
+                   what="Redis to answer")
+
+    def stop(self):
+        subprocess.run([SERVICES, "stop", self.dir], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def services():
+    running = Services()
+    yield running
+    running.stop()
+
+
+class Cluster:
+    """Three nodes on the services' database, sharing one data directory (media)."""
+
+    def __init__(self, services, count=3):
+        self.services = services
+        subprocess.run(["psql", services.postgres, "-qc", "DROP DATABASE IF EXISTS parley_nodes WITH (FORCE)"], check=True, capture_output=True)
+        subprocess.run(["psql", services.postgres, "-qc", "CREATE DATABASE parley_nodes"], check=True, capture_output=True)
+        self.data = tempfile.mkdtemp(prefix="parley-nodes-data-")
+        self.flags = ["--database-url", services.database, "--redis-url", services.redis]
+        # One after another: the first creates the default app, the others find it.
+        self.nodes = [Server(*self.flags, data=self.data) for _ in range(count)]
+        for node in self.nodes[1:]:
+            node.app_key = self.nodes[0].app_key
+
+    def stop(self):
+        for node in self.nodes:
+            if node.process.poll() is None:
+                node.stop()
+
+
+@pytest.fixture()
+def cluster(services):
+    running = Cluster(services)
+    yield running
+    running.stop()
+
+
+def test_a_second_node_without_redis_is_refused_and_the_message_says_what_to_do(cluster):
+    lone = subprocess.run([cluster.nodes[0].process.args[0], "--port", "0", "--data-dir", cluster.data, "--database-url",
+                           cluster.services.database], capture_output=True, text=True, timeout=30)
+    assert lone.returncode != 0 and "--redis-url" in lone.stderr
+
+
+def test_users_on_different_nodes_talk_live_and_a_sign_out_on_one_node_closes_sockets_on_another(cluster):
+    one, two, three = cluster.nodes
+    alice = Client(one).register(f"alice{uuid.uuid4().hex[:6]}")
+    bob = Client(two).register(f"bob{uuid.uuid4().hex[:6]}")
+    carol = Client(three).register(f"carol{uuid.uuid4().hex[:6]}")
+    status, room = alice.post("/v1/conversations", {"kind": "group", "title": "three nodes",
+                                                    "members": [bob.user["username"], carol.user["username"]]})
+    assert status == 201
+    alices, bobs, carols = Device(one, alice.token), Device(two, bob.token), Device(three, carol.token)
+    for device in (alices, bobs, carols):
+        device.wait_ready()
+
+    status, sent = alice.send(room["id"], "hello from node one")
+    assert status == 201
+    for device in (bobs, carols):
+        event = device.wait_event(lambda e: e["type"] == "message.created")["event"]
+        assert event["message"]["id"] == sent["id"]
+
+    ack = bobs.send_text(room["id"], "hello from node two")
+    assert ack["type"] == "ack"
+    for device in (alices, carols):
+        assert device.wait_event(lambda e: e["type"] == "message.created" and e["message"]["content"]["text"] == "hello from node two")
+
+    # Typing is not stored: it crosses nodes through Redis alone.
+    carols.command("typing.start", conversationId=room["id"])
+    assert alices.until(lambda f: f["type"] == "typing")["userId"] == carol.user["id"]
+
+    # Bob signs in again on node three and connects that session to node one; signing that
+    # session out on node three closes its socket on node one, and node two refuses its token.
+    tablet = Client(three).sign_in(bob.user["username"], device="tablet")
+    tablets = Device(one, tablet.token)
+    tablets.wait_ready()
+    assert tablet.delete("/v1/sessions/current")[0] == 204
+    assert tablets.close_code() == 4001
+    stale = Client(two)
+    stale.token = tablet.token
+    assert stale.get("/v1/me")[0] == 401
+    # Bob's other session is untouched.
+    assert bob.get("/v1/me")[0] == 200
+    for device in (alices, bobs, carols):
+        device.close()
+
+
+class Load:
+    """Senders that keep sending with client ids, each to its node, retrying what was not
+    acknowledged (on another node when theirs is gone, after a pause when the answer was 503),
+    and devices on every node that reconnect to another node with their position when theirs
+    goes away."""
+
+    def __init__(self, cluster, senders=6, rooms=2):
+        self.cluster = cluster
+        nodes = cluster.nodes
+        self.owner = Client(nodes[0]).register(f"owner{uuid.uuid4().hex[:6]}")
+        self.names = [f"s{uuid.uuid4().hex[:6]}{i}" for i in range(senders)]
+        for name in self.names:
+            Client(nodes[0]).register(name)
+        self.rooms = [self.owner.post("/v1/conversations", {"kind": "group", "title": f"load {i}", "members": self.names})[1]["id"]
+                      for i in range(rooms)]
+        self.acked = {}            # clientId -> (room, message id, seq)
+        self.unavailable = 0       # 503 answers seen
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()      # the senders stop
+        self.listening_done = threading.Event()  # the listeners stop (after verify has checked them)
+        self.threads = [threading.Thread(target=self.sender, args=(i,), daemon=True) for i in range(senders)]
+        self.listeners = []
+        for index, node in enumerate(nodes):
+            listener = Client(node).sign_in(self.names[index % senders], device=f"listener{index}")
+            device = Device(node, listener.token)
+            device.wait_ready()
+            self.listeners.append({"token": listener.token, "device": device, "devices": [device], "node": index, "reconnects": 0})
+        self.listener_threads = [threading.Thread(target=self.listen, args=(entry,), daemon=True) for entry in self.listeners]
+
+    def alive_nodes(self):
+        return [node for node in self.cluster.nodes if node.process.poll() is None]
+
+    def sender(self, index):
+        node_index = index % len(self.cluster.nodes)
+        client = None
+        sequence = 0
+        pending = None
+        while not self.stop_event.is_set():
+            if pending is None:
+                room = self.rooms[sequence % len(self.rooms)]
+                pending = (room, f"{self.names[index]}-{sequence}")
+                sequence += 1
+            try:
+                if client is None:
+                    node = self.cluster.nodes[node_index]
+                    if node.process.poll() is not None:
+                        node_index = (node_index + 1) % len(self.cluster.nodes)
+                        continue
+                    client = Client(node).sign_in(self.names[index])
+                status, answer = client.send(pending[0], f"message {pending[1]}", client_id=pending[1])
+            except (OSError, AssertionError, json.JSONDecodeError, Exception):  # noqa: BLE001 - any failure: retry elsewhere
+                client = None
+                node_index = (node_index + 1) % len(self.cluster.nodes)
+                time.sleep(0.05)
+                continue
+            if status in (200, 201):
+                with self.lock:
+                    self.acked[pending[1]] = (pending[0], answer["id"], answer["seq"])
+                pending = None
+            elif status == 503:
+                with self.lock:
+                    self.unavailable += 1
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"unexpected answer {status}: {answer}")
+
+    def listen(self, entry):
+        while not self.listening_done.is_set():
+            device = entry["device"]
+            try:
+                device.next(timeout=0.5)   # the device keeps every event it receives (replayed ones too)
+            except TimeoutError:
+                continue
+            except (ConnectionClosed, OSError):
+                # Its node went away: resume on another one from the last position seen.
+                alive = self.alive_nodes()
+                if not alive:
+                    return
+                node = alive[entry["reconnects"] % len(alive)]
+                entry["reconnects"] += 1
+                try:
+                    resumed = Device(node, entry["token"], position=device.position)
+                    resumed.wait_ready()
+                    entry["device"] = resumed
+                    entry["devices"].append(resumed)
+                except Exception:  # noqa: BLE001 - the node may be going too; try the next
+                    time.sleep(0.1)
+
+    def start(self):
+        for thread in self.threads + self.listener_threads:
+            thread.start()
+
+    def wait_for_acks(self, count, timeout=60):
+        wait_until(lambda: len(self.acked) >= count, timeout=timeout, what=f"{count} acknowledged sends")
+
+    def finish(self):
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+
+    @staticmethod
+    def events(entry):
+        """Everything a listener received, over all its connections, in order."""
+        return [event for device in entry["devices"] for event in device.events]
+
+    def verify(self, reader_node):
+        """Stored exactly once, gap-free seqs, unique positions; every device got every event
+        once, in order."""
+        reader = Client(reader_node).sign_in(self.owner.user["username"])
+        stored = {}
+        positions = set()
+        for room in self.rooms:
+            events, after = [], 0
+            while True:
+                status, page = reader.get(f"/v1/conversations/{room}/events?after={after}&limit=200")
+                assert status == 200, page
+                events += page["events"]
+                if not page["hasMore"]:
+                    break
+                after = page["events"][-1]["seq"]
+            assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), "seq gap-free per conversation"
+            for event in events:
+                assert event["position"] not in positions, "positions unique"
+                positions.add(event["position"])
+                if event["type"] == "message.created":
+                    client_id = event["message"]["clientId"]
+                    assert client_id not in stored, f"{client_id} stored twice"
+                    stored[client_id] = (room, event["message"]["id"], event["seq"])
+        for client_id, acked in self.acked.items():
+            assert stored.get(client_id) == acked, f"acknowledged {client_id} {acked} is stored as {stored.get(client_id)}"
+        newest = max(positions)
+        # Every device catches up to the newest event (from Redis, a repair or a resume) …
+        for entry in self.listeners:
+            wait_until(lambda entry=entry: any(e["position"] >= newest for e in self.events(entry)), timeout=30,
+                       what=f"listener {entry['node']} to reach position {newest}")
+        for entry in self.listeners:
+            seen = [e["position"] for e in self.events(entry)]
+            assert seen == sorted(set(seen)), f"listener {entry['node']}: each event once, in position order"
+            got = {e["message"]["clientId"] for e in self.events(entry) if e["type"] == "message.created"}
+            missing = {client_id for client_id, (room, _, _) in stored.items()} - got
+            assert not missing, f"listener {entry['node']} missed {len(missing)} messages, e.g. {sorted(missing)[:3]}"
+        self.listening_done.set()
+        for thread in self.listener_threads:
+            thread.join(timeout=10)
+        for entry in self.listeners:
+            entry["device"].close()
+        return stored
+
+
+def test_kill_9_one_node_mid_load_loses_and_duplicates_nothing(cluster):
+    load = Load(cluster)
+    load.start()
+    load.wait_for_acks(150)
+    cluster.nodes[1].kill()
+    before = len(load.acked)
+    load.wait_for_acks(before + 300)
+    load.finish()
+    stored = load.verify(cluster.nodes[0])
+    assert len(stored) >= 450
+    assert load.listeners[1]["reconnects"] >= 1, "the killed node's device resumed elsewhere"
+
+
+def test_redis_killed_mid_load_and_started_again_loses_nothing(cluster):
+    load = Load(cluster)
+    load.start()
+    load.wait_for_acks(150)
+    cluster.services.kill_redis()
+    during = len(load.acked)
+    load.wait_for_acks(during + 150)      # nodes keep committing without Redis
+    cluster.services.start_redis()
+    after = len(load.acked)
+    load.wait_for_acks(after + 150)
+    load.finish()
+    load.verify(cluster.nodes[2])
+    # What the nodes could not get through Redis they read from the database.
+    repairs = 0
+    for node in cluster.nodes:
+        status, body, _ = Client(node).request_bytes("GET", "/metrics", authenticated=False)
+        assert status == 200
+        for line in body.decode().splitlines():
+            if line.startswith("parley_bus_repairs_total "):
+                repairs += int(line.split()[1])
+            if line.startswith("parley_bus_subscribed "):
+                assert line.split()[1] == "1", "every node subscribed again"
+    assert repairs > 0
+
+
+def test_postgres_stopped_for_seconds_refuses_sends_retryably_and_recovers(cluster):
+    load = Load(cluster)
+    load.start()
+    load.wait_for_acks(150)
+    cluster.services.stop_postgres()
+    stopped = time.monotonic()
+    wait_until(lambda: load.unavailable > 0 or time.monotonic() - stopped > 3, what="sends to be refused")
+    while time.monotonic() - stopped < 3:
+        time.sleep(0.1)   # the outage lasts a few seconds; nothing to wait on but the clock
+    cluster.services.start_postgres()
+    after = len(load.acked)
+    load.wait_for_acks(after + 150, timeout=60)   # the nodes recovered by themselves
+    load.finish()
+    assert load.unavailable > 0, "sends during the outage were answered 503 (retryable)"
+    load.verify(cluster.nodes[0])
