@@ -75,6 +75,9 @@ let package = Package(
         .executableTarget(name: "fuzz-pusher", dependencies: ["ParleyPusher", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
+        .executableTarget(name: "fuzz-bus", dependencies: ["ParleyRedis", "ParleyChat", "ParleyNetTesting"],
+                          swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
         .executableTarget(name: "fuzz-media", dependencies: ["ParleyMedia", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
