@@ -13,7 +13,7 @@
 /// audience    = 1 conversation:i64 | 2 conversation:i64 user:i64 | 3 count:u32 user:i64*
 /// string, bytes = length:u32 then the bytes; opt-x = 0 | 1 x
 /// ```
-public enum BusCodec {
+public enum BusCodec: Sendable {
     /// One message: who sent it, the batch and its link.
     public struct Message: Sendable {
         /// The sending node's id.

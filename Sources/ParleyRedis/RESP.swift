@@ -34,7 +34,7 @@ public struct RESPError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Commands as RESP arrays of bulk strings (what every Redis command is on the wire).
-public enum RESPCommand {
+public enum RESPCommand: Sendable {
     /// `*n $len arg …` for `arguments`.
     public static func encode(_ arguments: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = []

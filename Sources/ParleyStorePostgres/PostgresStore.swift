@@ -239,7 +239,7 @@ public final class PostgresStore: GroupCommitStore {
 }
 
 /// One-off statements outside any store (creating and dropping databases for tests and tools).
-public enum PostgresAdmin {
+public enum PostgresAdmin: Sendable {
     /// Connects to `conninfo`, runs `text` outside a transaction, and disconnects.
     ///
     /// - Throws: ``StoreError`` when the server cannot be reached or the statement fails.
