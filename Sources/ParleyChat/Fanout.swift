@@ -57,6 +57,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     private let chat: Chat
     private let bus: any Bus
+    private let directory: (any PresenceDirectory)?
     private let makeFrame: @Sendable ([UInt8]) -> Frame
     private let presenceGrace: Duration
     private let queue = DispatchQueue(label: "parley.fanout")
@@ -81,9 +82,13 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// Routes `bus`'s publications; `presenceGrace` is how long a user stays online after
     /// their last device disconnects (a reconnect within it is not announced).
+    /// With a `directory`, whether a user is online is decided across nodes: this node tells
+    /// it when a user comes and goes here, announces only what is news everywhere, and asks
+    /// it about users connected elsewhere.
     public init(chat: Chat, bus: any Bus, presenceGrace: Duration, maxRecentWhileAttaching: Int = 65_536,
-                makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
+                directory: (any PresenceDirectory)? = nil, makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
         self.maxRecentWhileAttaching = max(2, maxRecentWhileAttaching)
+        self.directory = directory
         self.chat = chat
         self.bus = bus
         self.makeFrame = makeFrame
@@ -198,9 +203,14 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
         }
     }
 
-    /// Which of `users` are online on this node (connected, or within the grace period).
+    /// Which of `users` are online (connected, or within the grace period): on this node, and
+    /// with a directory on any node.
     public func online(_ users: [Int64]) async -> Set<Int64> {
-        await onQueue { Set(users.filter { self.presence[$0]?.online == true }) }
+        let here = await onQueue { Set(users.filter { self.presence[$0]?.online == true }) }
+        guard let directory else { return here }
+        let elsewhere = users.filter { !here.contains($0) }
+        guard !elsewhere.isEmpty else { return here }
+        return here.union(await directory.onlineElsewhere(elsewhere))
     }
 
     /// Devices attached on this node.
@@ -306,8 +316,14 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     private func announce(_ caller: Caller, online: Bool) {
         let chat = chat
         let bus = bus
+        let directory = directory
         Task {
             do {
+                // Across nodes: news only if no other node has the user (best effort, like all presence).
+                if let directory {
+                    let news = online ? await directory.cameOnline(caller.userKey) : await directory.wentOffline(caller.userKey)
+                    guard news else { return }
+                }
                 let audience = try await chat.presenceAudience(user: caller.userKey)
                 let lastSeen = online ? nil : try await chat.recordLastSeen(user: caller.userKey)
                 guard !audience.isEmpty else { return }
@@ -325,4 +341,18 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
             queue.async { continuation.resume(returning: body()) }
         }
     }
+}
+
+/// Where nodes share who is online (with several nodes, Redis: ``Fanout``'s `directory`).
+/// Every call is best effort: a directory that cannot be reached answers as if this node were
+/// alone (announce; nobody online elsewhere).
+public protocol PresenceDirectory: Sendable {
+    /// The user is online on this node now. Returns true when no other node had them online,
+    /// so the change is news for their contacts.
+    func cameOnline(_ user: Int64) async -> Bool
+    /// The user is no longer online on this node (their grace period passed). Returns true
+    /// when no other node has them online either.
+    func wentOffline(_ user: Int64) async -> Bool
+    /// Which of `users` other nodes have online.
+    func onlineElsewhere(_ users: [Int64]) async -> Set<Int64>
 }

@@ -36,11 +36,15 @@ public final class ParleyServer: Sendable {
     private let lock: DataDirectoryLock?
     /// The bus to the other nodes (`--redis-url`), stopped at shutdown.
     private let redisBus: RedisBus?
+    /// Who is online across nodes (with `--redis-url`); this node's users leave it at shutdown.
+    private let presence: RedisPresence?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
-                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?) {
+                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?,
+                 presence: RedisPresence?) {
         self.lock = lock
         self.redisBus = bus
+        self.presence = presence
         self.configuration = configuration
         self.group = group
         self.http = http
@@ -123,7 +127,10 @@ public final class ParleyServer: Sendable {
         httpConfiguration.port = configuration.port
         httpConfiguration.limits.maxBodySize = configuration.maxBodyBytes
         let startedAt = ContinuousClock.now
-        let fanout = Fanout<EncodedWebSocketFrame>(chat: chat, bus: bus, presenceGrace: configuration.realtime.presenceGrace) { bytes in
+        // With several nodes, who is online is decided across them (in Redis, under the database's epoch).
+        let presence = redisBus.map { RedisPresence(url: $0.url, node: $0.node, prefix: "parley:\(chat.epoch)") }
+        let fanout = Fanout<EncodedWebSocketFrame>(chat: chat, bus: bus, presenceGrace: configuration.realtime.presenceGrace,
+                                                   directory: presence) { bytes in
             EncodedWebSocketFrame(utf8: bytes)
         }
         let pusher = PusherService(chat: chat, bus: bus, configuration: configuration.pusher)
@@ -133,6 +140,7 @@ public final class ParleyServer: Sendable {
             do {
                 try await redisBus.start(source: chat, channel: "parley:\(chat.epoch):bus")
             } catch {
+                presence?.stop()
                 redisBus.stop()
                 store.close()
                 throw StartError(message: "cannot start the bus between nodes: \(error)")
@@ -162,13 +170,17 @@ public final class ParleyServer: Sendable {
                 }
             }
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
-                                collector: collector, lock: lock, bus: redisBus)
+                                collector: collector, lock: lock, bus: redisBus, presence: presence)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
+            presence?.stop()
+            redisBus?.stop()
             store.close()
             throw StartError(message: "port \(configuration.port) on \(configuration.host) is already in use; stop the other process or pass --port")
         } catch {
             group.shutdown()
+            presence?.stop()
+            redisBus?.stop()
             store.close()
             throw StartError(message: "cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
@@ -280,6 +292,7 @@ public final class ParleyServer: Sendable {
         collector.cancel()
         await http.shutdown(timeout: configuration.shutdownTimeout)
         group.shutdown()
+        presence?.stop()
         redisBus?.stop()
         store.close()
     }

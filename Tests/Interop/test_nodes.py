@@ -98,7 +98,7 @@ class Cluster:
         subprocess.run(["psql", services.postgres, "-qc", "DROP DATABASE IF EXISTS parley_nodes WITH (FORCE)"], check=True, capture_output=True)
         subprocess.run(["psql", services.postgres, "-qc", "CREATE DATABASE parley_nodes"], check=True, capture_output=True)
         self.data = tempfile.mkdtemp(prefix="parley-nodes-data-")
-        self.flags = ["--database-url", services.database, "--redis-url", services.redis]
+        self.flags = ["--database-url", services.database, "--redis-url", services.redis, "--presence-grace", "1"]
         # One after another: the first creates the default app, the others find it.
         self.nodes = [Server(*self.flags, data=self.data) for _ in range(count)]
         for node in self.nodes[1:]:
@@ -164,6 +164,39 @@ def test_users_on_different_nodes_talk_live_and_a_sign_out_on_one_node_closes_so
     assert bob.get("/v1/me")[0] == 200
     for device in (alices, bobs, carols):
         device.close()
+
+
+def test_a_user_is_online_for_every_node_while_any_node_has_them(cluster):
+    one, two, three = cluster.nodes
+    alice = Client(one).register(f"alice{uuid.uuid4().hex[:6]}")
+    bob = Client(two).register(f"bob{uuid.uuid4().hex[:6]}")
+    assert alice.post("/v1/conversations", {"kind": "group", "title": "presence", "members": [bob.user["username"]]})[0] == 201
+    bobs = Device(two, bob.token)
+    bobs.wait_ready()
+
+    def alice_is(status):
+        return lambda f: f["type"] == "presence" and f["userId"] == alice.user["id"] and f["status"] == status
+
+    def queried():
+        answer = bobs.command("presence.query", userIds=[alice.user["id"]])
+        return answer["result"]["users"][0]["status"]
+
+    on_one = Device(one, alice.token)
+    on_one.wait_ready()
+    bobs.until(alice_is("online"))               # announced across nodes
+    assert queried() == "online"                  # node two asks the directory about node one's user
+    on_three = Device(three, Client(three).sign_in(alice.user["username"], device="second").token)
+    on_three.wait_ready()
+    on_one.close()
+    # Node one's grace passes, but node three still has her: still online, and no "offline" news.
+    time.sleep(1.5)   # longer than --presence-grace 1: there is no event for "nothing was announced"
+    assert queried() == "online"
+    on_three.close()
+    offline = bobs.until(alice_is("offline"), timeout=10)
+    assert offline["lastSeenAt"]
+    assert not [f for f in bobs.frames if alice_is("offline")(f) and f is not offline], "offline announced once"
+    assert queried() == "offline"
+    bobs.close()
 
 
 class Load:
