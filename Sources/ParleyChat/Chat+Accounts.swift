@@ -13,7 +13,7 @@ extension Chat {
         try Validate.password(request.password, username: username)
         let displayName = try Validate.displayName(request.displayName ?? username)
         let device = try Validate.device(request.device)
-        try checkSignUpBudget(address: address)
+        try await checkSignUpBudget(address: address)
         // A cheap check first, so a taken name costs no password hash; the UNIQUE constraint
         // below is what actually guarantees it.
         let taken: Bool = try await run {
@@ -23,7 +23,7 @@ extension Chat {
         let password = request.password
         let cost = configuration.passwordCost
         let hash = try await onPasswordLane { try Crypto.hashPassword(password, cost: cost) }
-        signUpsByAddress.record(address, now: configuration.now())
+        await signUpsByAddress.count(address, now: configuration.now())
         return try await createUser(app: app, username: username, key: key, displayName: displayName, passwordHash: hash, device: device)
     }
 
@@ -34,8 +34,8 @@ extension Chat {
     public func signInAsGuest(_ request: GuestSignInRequest, app: AppRef, address: String) async throws -> SignedIn {
         let displayName = try Validate.displayName(request.displayName)
         let device = try Validate.device(request.device)
-        try checkSignUpBudget(address: address)
-        signUpsByAddress.record(address, now: configuration.now())
+        try await checkSignUpBudget(address: address)
+        await signUpsByAddress.count(address, now: configuration.now())
         let username = Crypto.randomID(prefix: "guest-", length: 12)
         return try await createUser(app: app, username: username, key: username, displayName: displayName, passwordHash: nil, device: device)
     }
@@ -52,7 +52,10 @@ extension Chat {
         let key = request.username.lowercased()
         let accountKey = "\(app.id):\(key)"
         let now = configuration.now()
-        if let seconds = failedSignInsByAccount.retryAfter(accountKey, now: now) ?? failedSignInsByAddress.retryAfter(address, now: now) {
+        if let seconds = await failedSignInsByAccount.check(accountKey, now: now) {
+            throw ChatError.rateLimited(retryAfter: seconds)
+        }
+        if let seconds = await failedSignInsByAddress.check(address, now: now) {
             throw ChatError.rateLimited(retryAfter: seconds)
         }
         let found: (key: Int64, hash: String?)? = try await run {
@@ -68,11 +71,11 @@ extension Chat {
         let decoy = decoyPasswordHash
         let verified = try await onPasswordLane { Crypto.verifyPassword(password, hash: storedHash ?? decoy.value) }
         guard verified, let userKey = found?.key, let storedHash else {
-            failedSignInsByAccount.record(accountKey, now: now)
-            failedSignInsByAddress.record(address, now: now)
+            await failedSignInsByAccount.count(accountKey, now: now)
+            await failedSignInsByAddress.count(address, now: now)
             throw ChatError.wrongCredentials
         }
-        failedSignInsByAccount.reset(accountKey)
+        await failedSignInsByAccount.clear(accountKey)
         let cost = configuration.passwordCost
         let newHash: String? = Crypto.passwordNeedsRehash(storedHash, cost: cost)
             ? try await onPasswordLane { try Crypto.hashPassword(password, cost: cost) } : nil
@@ -149,7 +152,10 @@ extension Chat {
         }
         // The same budget as sign-in: a stolen token cannot be used to guess the password.
         let accountKey = "\(caller.appID):\(username.lowercased())"
-        if let seconds = failedSignInsByAccount.retryAfter(accountKey, now: now) ?? failedSignInsByAddress.retryAfter(address, now: now) {
+        if let seconds = await failedSignInsByAccount.check(accountKey, now: now) {
+            throw ChatError.rateLimited(retryAfter: seconds)
+        }
+        if let seconds = await failedSignInsByAddress.check(address, now: now) {
             throw ChatError.rateLimited(retryAfter: seconds)
         }
         guard let stored else { throw ChatError.forbidden("a guest account has no password; register instead") }
@@ -158,11 +164,11 @@ extension Chat {
         let verified = current.utf8.count <= Limits.passwordBytes.upperBound
             ? try await onPasswordLane { Crypto.verifyPassword(current, hash: stored) } : false
         guard verified else {
-            failedSignInsByAccount.record(accountKey, now: now)
-            failedSignInsByAddress.record(address, now: now)
+            await failedSignInsByAccount.count(accountKey, now: now)
+            await failedSignInsByAddress.count(address, now: now)
             throw ChatError.wrongCredentials
         }
-        failedSignInsByAccount.reset(accountKey)
+        await failedSignInsByAccount.clear(accountKey)
         let newPassword = request.newPassword
         let cost = configuration.passwordCost
         let hash = try await onPasswordLane { try Crypto.hashPassword(newPassword, cost: cost) }
@@ -214,8 +220,8 @@ extension Chat {
 
     // MARK: - Helpers
 
-    private func checkSignUpBudget(address: String) throws {
-        if let seconds = signUpsByAddress.retryAfter(address, now: configuration.now()) {
+    private func checkSignUpBudget(address: String) async throws {
+        if let seconds = await signUpsByAddress.check(address, now: configuration.now()) {
             throw ChatError.rateLimited(retryAfter: seconds)
         }
     }

@@ -32,6 +32,9 @@ public final class Chat: Sendable {
         public var deliveryUpdateInterval: Duration = .seconds(1)
         /// The time. Tests pass a clock they control.
         public var now: @Sendable () -> Date = { Date() }
+        /// Where the sign-in and sign-up budgets are counted when several nodes share them
+        /// (Redis); nil: on this node. Default: nil.
+        public var sharedCounters: (any SharedCounters)? = nil
         /// The defaults.
         public init() {}
     }
@@ -68,9 +71,12 @@ public final class Chat: Sendable {
         self.configuration = configuration
         self.bus = bus
         self.hooks = hooks
-        failedSignInsByAccount = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAccount, window: configuration.failedSignInWindow))
-        failedSignInsByAddress = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAddress, window: configuration.failedSignInWindow))
-        signUpsByAddress = RateLimiter(rule: .init(limit: configuration.signUpsPerAddressPerHour, window: 3600))
+        let shared = configuration.sharedCounters
+        failedSignInsByAccount = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAccount, window: configuration.failedSignInWindow),
+                                             name: "signin-account", shared: shared)
+        failedSignInsByAddress = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAddress, window: configuration.failedSignInWindow),
+                                             name: "signin-address", shared: shared)
+        signUpsByAddress = RateLimiter(rule: .init(limit: configuration.signUpsPerAddressPerHour, window: 3600), name: "signup-address", shared: shared)
         passwordLanes = (0..<max(1, configuration.concurrentPasswordHashes)).map {
             DispatchQueue(label: "parley.password-hash.\($0)")
         }

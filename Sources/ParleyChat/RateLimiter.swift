@@ -6,6 +6,10 @@ import Foundation
 /// Used for failed sign-ins (per account and per address) and account creation (per address).
 /// The table is bounded: when it is full, expired windows are swept, and if every entry is
 /// live the oldest window is dropped (an attacker cycling keys cannot grow memory).
+///
+/// With ``SharedCounters`` (several nodes: Redis), the async methods count in the shared
+/// windows instead, so a client spreading its attempts over N nodes still gets one budget;
+/// when the shared counters cannot be reached they fall back to this node's table.
 final class RateLimiter: @unchecked Sendable {
     struct Rule: Sendable, Hashable {
         var limit: Int
@@ -21,10 +25,35 @@ final class RateLimiter: @unchecked Sendable {
     private let capacity: Int
     private let lock = NSLock()
     private var entries: [String: Entry] = [:]
+    private let shared: (any SharedCounters)?
+    /// The limiter's name in the shared counters' keys.
+    private let name: String
 
-    init(rule: Rule, capacity: Int = 100_000) {
+    init(rule: Rule, capacity: Int = 100_000, name: String = "", shared: (any SharedCounters)? = nil) {
         self.rule = rule
         self.capacity = capacity
+        self.name = name
+        self.shared = shared
+    }
+
+    /// ``retryAfter(_:now:)`` in the shared windows when there are any.
+    func check(_ key: String, now: Date) async -> Int? {
+        if let shared, let state = await shared.current(name + ":" + key) {
+            return state.count >= rule.limit ? max(1, state.secondsLeft) : nil
+        }
+        return retryAfter(key, now: now)
+    }
+
+    /// ``record(_:now:)`` in the shared windows when there are any.
+    func count(_ key: String, now: Date) async {
+        if let shared, await shared.add(name + ":" + key, window: Int(rule.window.rounded(.up))) { return }
+        record(key, now: now)
+    }
+
+    /// ``reset(_:)`` in the shared windows too.
+    func clear(_ key: String) async {
+        reset(key)
+        if let shared { await shared.remove(name + ":" + key) }
     }
 
     /// Seconds until `key` may try again, or nil when it is within budget.
@@ -60,4 +89,18 @@ final class RateLimiter: @unchecked Sendable {
             entries.removeValue(forKey: oldest.key)
         }
     }
+}
+
+/// Counters in fixed windows that every node shares (with several nodes, in Redis). Each call
+/// is best effort: nil or false means the counters could not be reached, and the caller counts
+/// on its own node instead.
+public protocol SharedCounters: Sendable {
+    /// Adds one to `key`'s window, starting a window of `window` seconds if none is open.
+    /// Returns false when the counters cannot be reached.
+    func add(_ key: String, window: Int) async -> Bool
+    /// `key`'s count in its open window and the seconds it has left ((0, 0) with none open);
+    /// nil when the counters cannot be reached.
+    func current(_ key: String) async -> (count: Int, secondsLeft: Int)?
+    /// Closes `key`'s window.
+    func remove(_ key: String) async
 }

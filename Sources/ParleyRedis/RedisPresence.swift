@@ -15,12 +15,10 @@ public import ParleyChat
 public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
     // @unchecked: every mutable property is touched only on `queue`.
 
-    private let url: RedisURL
     private let node: String
     private let prefix: String
-    private let timeout: Duration
-    private let queue = DispatchQueue(label: "parley.redis-presence")
-    private var connection: RedisConnection?
+    private let client: RedisClient
+    private var queue: DispatchQueue { client.queue }
     private var local: Set<Int64> = []
     private var timer: (any DispatchSourceTimer)?
 
@@ -31,10 +29,9 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
     /// A directory for node `node` under `prefix` (every node of one database uses the same:
     /// the server names it after the database's epoch). Starts its heartbeat at once.
     public init(url: RedisURL, node: String, prefix: String, timeout: Duration = .seconds(2)) {
-        self.url = url
         self.node = node
         self.prefix = prefix
-        self.timeout = timeout
+        client = RedisClient(url: url, label: "parley.redis-presence", timeout: timeout)
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now(), repeating: Self.heartbeat.dispatch)
         timer.setEventHandler { [weak self] in self?.beat() }
@@ -48,8 +45,7 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
             timer?.cancel()
             timer = nil
             _ = try? command([["DEL", key("online", node), key("node", node)].map(bytes), ["SREM", key("nodes"), node].map(bytes)])
-            connection?.close()
-            connection = nil
+            client.close()
         }
     }
 
@@ -124,31 +120,11 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
         if !dead.isEmpty { _ = try? command([[bytes("SREM"), bytes(key("nodes"))] + dead.map(bytes)]) }
     }
 
-    /// Sends `commands` pipelined and returns their replies; an error reply or a broken
-    /// connection throws (and the connection is made again next time).
     private func command(_ commands: [[[UInt8]]]) throws -> [RESPValue] {
-        guard !commands.isEmpty else { return [] }
-        do {
-            let live = try connection ?? RedisConnection(url, timeout: timeout)
-            connection = live
-            try live.write(commands.flatMap(RESPCommand.encode))
-            var replies: [RESPValue] = []
-            for _ in commands {
-                let reply = try live.read()
-                if case .error(let message) = reply { throw RedisError.server(message) }
-                replies.append(reply)
-            }
-            return replies
-        } catch {
-            connection?.close()
-            connection = nil
-            throw error
-        }
+        try client.send(commands)
     }
 
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: body()) }
-        }
+        await client.run(body)
     }
 }

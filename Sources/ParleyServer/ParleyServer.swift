@@ -72,7 +72,10 @@ public final class ParleyServer: Sendable {
         let lock = configuration.databaseURL == nil ? try DataDirectoryLock(directory: configuration.dataDirectory) : nil
         let redisBus = try makeRedisBus(configuration)
         let bus: any Bus = redisBus ?? InProcessBus()
-        let (store, chat) = try await openChat(configuration, bus: bus)
+        // With several nodes the sign-in and sign-up budgets are counted once for all of them.
+        let counters = redisBus.map { RedisCounters(url: $0.url) }
+        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters)
+        counters?.setNamespace("parley:\(chat.epoch)")
         if let postgres = store as? PostgresStore {
             // Each node fans out only to its own devices: without a bus between nodes, a second
             // node on the same database would leave every device on the other one unaware.
@@ -201,7 +204,8 @@ public final class ParleyServer: Sendable {
 
     /// Opens the store (PostgreSQL at `--database-url`, else SQLite in the data directory) and
     /// brings its schema up to date.
-    static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil) async throws -> (any GroupCommitStore, Chat) {
+    static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil,
+                         sharedCounters: (any SharedCounters)? = nil) async throws -> (any GroupCommitStore, Chat) {
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
@@ -231,6 +235,7 @@ public final class ParleyServer: Sendable {
         chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)
         chatConfiguration.signUpsPerAddressPerHour = configuration.signUpsPerHour
         chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
+        chatConfiguration.sharedCounters = sharedCounters
         do {
             let chat = Chat(store: store, configuration: chatConfiguration, bus: bus)
             try await chat.migrate()

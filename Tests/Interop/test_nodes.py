@@ -199,6 +199,19 @@ def test_a_user_is_online_for_every_node_while_any_node_has_them(cluster):
     bobs.close()
 
 
+def test_password_guesses_spread_over_nodes_share_one_budget(cluster):
+    name = f"target{uuid.uuid4().hex[:6]}"
+    Client(cluster.nodes[0]).register(name)
+    # The account's budget is 10 failures per window (Chat.Configuration.failedSignInsPerAccount),
+    # counted in Redis: ten guesses round-robin over three nodes use it up for all of them.
+    for attempt in range(10):
+        status, answer = Client(cluster.nodes[attempt % 3]).post("/v1/sessions", {"username": name, "password": f"wrong guess {attempt}"})
+        assert status == 401, answer
+    for node in cluster.nodes:
+        status, answer = Client(node).post("/v1/sessions", {"username": name, "password": "correct horse battery"})
+        assert status == 429 and answer["error"]["code"] == "rate_limited", "the eleventh try is refused on every node"
+
+
 class Load:
     """Senders that keep sending with client ids, each to its node, retrying what was not
     acknowledged (on another node when theirs is gone, after a pause when the answer was 503),

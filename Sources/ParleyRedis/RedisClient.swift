@@ -1,0 +1,60 @@
+import Foundation
+
+/// One command connection to Redis on a serial queue of its own: what the presence directory
+/// and the shared rate limits send their commands through. Commands are pipelined; a broken
+/// connection is made again on the next use.
+final class RedisClient: @unchecked Sendable {
+    // @unchecked: `connection` is touched only on `queue`.
+    private let url: RedisURL
+    private let timeout: Duration
+    let queue: DispatchQueue
+    private var connection: RedisConnection?
+
+    init(url: RedisURL, label: String, timeout: Duration) {
+        self.url = url
+        self.timeout = timeout
+        queue = DispatchQueue(label: label)
+    }
+
+    /// Sends `commands` pipelined and returns their replies. Call on `queue` only.
+    ///
+    /// - Throws: ``RedisError`` for an error reply or a broken connection.
+    func send(_ commands: [[String]]) throws -> [RESPValue] {
+        try send(commands.map { $0.map { Array($0.utf8) } })
+    }
+
+    /// ``send(_:)-([[String]])`` with byte arguments.
+    func send(_ commands: [[[UInt8]]]) throws -> [RESPValue] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !commands.isEmpty else { return [] }
+        do {
+            let live = try connection ?? RedisConnection(url, timeout: timeout)
+            connection = live
+            try live.write(commands.flatMap(RESPCommand.encode))
+            var replies: [RESPValue] = []
+            for _ in commands {
+                let reply = try live.read()
+                if case .error(let message) = reply { throw RedisError.server(message) }
+                replies.append(reply)
+            }
+            return replies
+        } catch {
+            connection?.close()
+            connection = nil
+            throw error
+        }
+    }
+
+    /// Runs `body` on the queue.
+    func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: body()) }
+        }
+    }
+
+    /// Closes the connection. Call on `queue` only.
+    func close() {
+        connection?.close()
+        connection = nil
+    }
+}
