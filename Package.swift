@@ -59,7 +59,8 @@ let package = Package(
         .executableTarget(name: "SyncanoChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/SyncanoChat"),
         .executableTarget(name: "DeliveryStatus", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/DeliveryStatus"),
         .executableTarget(name: "BackendlessChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/BackendlessChat"),
-        .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyMedia"]),
+        .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyMedia",
+                                                          "ParleyRedis"]),
 
         // libFuzzer entry points. Built with `--sanitize=fuzzer -Xswiftc -DFUZZING` by
         // scripts/fuzz.sh; a plain build gets a replay `main` that runs saved inputs.

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyNet
+import ParleyRedis
 import ParleyWire
 
 // Benchmarks of the realtime WebSocket (issue 4): fan-out at several rates against Redis
@@ -195,8 +196,9 @@ func connectDevice(url: String, appKey: String, token: String, from source: Sock
 func runFanout(_ options: Options, group: EventLoopGroup) async throws {
     let plan = try FanoutPlan(options)
     if let redis = options.string("redis") { return try await runFanoutRedis(options, plan: plan, redis: redis, group: group) }
-    guard let base = options.string("url"), let appKey = options.string("app-key") else {
-        throw BenchError("fanout needs --url http://HOST:PORT and --app-key KEY (or --redis HOST:PORT)")
+    guard let urls = options.string("url")?.split(separator: ",").map(String.init), let base = urls.first,
+          let appKey = options.string("app-key") else {
+        throw BenchError("fanout needs --url http://HOST:PORT[,http://HOST:PORT…] and --app-key KEY (or --redis HOST:PORT)")
     }
     let setup = SetupClient(base: base, appKey: appKey)
     let clients = try await signInUsers(setup, prefix: "fan", count: plan.users)
@@ -213,10 +215,12 @@ func runFanout(_ options: Options, group: EventLoopGroup) async throws {
     let marker = Array(#""text":"b"#.utf8)
     let eventPrefix = Array(#"{"event":{"#.utf8)
     let ackPrefix = Array(#"{"id":"#.utf8)
-    let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
+    // With several nodes, devices are dealt over them: a group's members sit on different
+    // nodes, so most deliveries cross from the sender's node to another through the bus.
+    let socketURLs = urls.map { $0.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime" }
     var sockets: [WebSocket] = []
     for (index, client) in clients.enumerated() {
-        let socket = try await connectDevice(url: url, appKey: appKey, token: client.token ?? "", on: group.loops[index % group.loops.count]) { text in
+        let socket = try await connectDevice(url: socketURLs[index % socketURLs.count], appKey: appKey, token: client.token ?? "", on: group.loops[index % group.loops.count]) { text in
             if hasPrefix(text, eventPrefix) {
                 if let sent = sentAt(in: text, after: marker) { stats.delivered(sentAt: sent, now: monotonicNanoseconds()) }
             } else if hasPrefix(text, ackPrefix) {
@@ -241,7 +245,7 @@ final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
     let channel: String
     let stats: FanoutStats
     let ready = Completion<Void>()
-    private var buffer = ByteBuffer()
+    private var parser = RESPParser()
     private var subscribed = false
 
     init(channel: String, stats: FanoutStats) {
@@ -254,11 +258,10 @@ final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
-        buffer.write(bytes)
-        while let value = RESP.parse(&buffer) {
-            guard case .array(let items) = value, case .bulk(let kind)? = items.first else { continue }
-            if kind == "message", case .bulk(let payload)? = items.last,
-               let sent = UInt64(payload.dropFirst()) {
+        parser.append(bytes)
+        while let value = try? parser.next() {
+            guard case .array(let items?) = value, let kind = items.first?.text else { continue }
+            if kind == "message", let payload = items.last?.text, let sent = UInt64(payload.dropFirst()) {
                 stats.delivered(sentAt: sent, now: monotonicNanoseconds())
             } else if kind == "subscribe", !subscribed {
                 subscribed = true
@@ -271,12 +274,12 @@ final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
 /// A publisher that counts the integer replies (the server accepted the PUBLISH).
 final class RedisFanoutPublisher: ConnectionHandler, @unchecked Sendable {
     let stats: FanoutStats
-    private var buffer = ByteBuffer()
+    private var parser = RESPParser()
     init(stats: FanoutStats) { self.stats = stats }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
-        buffer.write(bytes)
-        while let value = RESP.parse(&buffer) {
+        parser.append(bytes)
+        while let value = try? parser.next() {
             if case .integer = value { stats.ack() }
         }
     }

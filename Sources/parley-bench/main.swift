@@ -1,5 +1,6 @@
 import Foundation
 import ParleyNet
+import ParleyRedis
 
 // parley-bench: load generator and benchmark runner. Each command prints one result line
 // (and `--json` prints it as JSON for scripts/bench.sh). See docs/benchmarks.md.
@@ -296,10 +297,10 @@ func runBroadcast(_ options: Options, group: EventLoopGroup) async throws {
 
 /// A RESP subscriber: SUBSCRIBE bench, then counts `message` pushes.
 final class RedisSubscriber: ConnectionHandler, @unchecked Sendable {
-    // @unchecked: `buffer` is touched only on the connection's loop thread.
+    // @unchecked: `parser` is touched only on the connection's loop thread.
     let state: BroadcastState
     let ready = Completion<Void>()
-    private var buffer = ByteBuffer()
+    private var parser = RESPParser()
     private var subscribed = false
 
     init(state: BroadcastState) { self.state = state }
@@ -309,10 +310,10 @@ final class RedisSubscriber: ConnectionHandler, @unchecked Sendable {
     }
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
-        buffer.write(bytes)
+        parser.append(bytes)
         var messages = 0
-        while let value = RESP.parse(&buffer) {
-            if case .array(let items) = value, case .bulk(let kind)? = items.first {
+        while let value = try? parser.next() {
+            if case .array(let items?) = value, let kind = items.first?.text {
                 if kind == "message" {
                     messages += 1
                 } else if kind == "subscribe", !subscribed {
@@ -328,51 +329,6 @@ final class RedisSubscriber: ConnectionHandler, @unchecked Sendable {
 /// A RESP publisher: replies (subscriber counts) are read and dropped.
 final class RedisPublisher: ConnectionHandler, Sendable {
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {}
-}
-
-/// Just enough RESP2 for pub/sub: arrays, bulk strings, integers, simple strings, errors.
-enum RESP {
-    indirect enum Value { case bulk(String), integer(Int), simple(String), array([Value]), null }
-
-    static func parse(_ buffer: inout ByteBuffer) -> Value? {
-        var offset = 0
-        guard let value = parse(buffer, &offset) else { return nil }
-        buffer.moveReaderIndex(forwardBy: offset)
-        return value
-    }
-
-    private static func line(_ buffer: ByteBuffer, _ offset: inout Int) -> String? {
-        guard let end = buffer.firstIndex(of: 0x0A, from: offset), end > offset,
-              let bytes = buffer.getBytes(at: offset, count: end - offset - 1) else { return nil }
-        offset = end + 1
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func parse(_ buffer: ByteBuffer, _ offset: inout Int) -> Value? {
-        guard let type = buffer.getByte(at: offset) else { return nil }
-        offset += 1
-        guard let text = line(buffer, &offset) else { return nil }
-        switch type {
-        case UInt8(ascii: "+"), UInt8(ascii: "-"): return .simple(text)
-        case UInt8(ascii: ":"): return .integer(Int(text) ?? 0)
-        case UInt8(ascii: "$"):
-            guard let length = Int(text), length >= 0 else { return .null }
-            guard let bytes = buffer.getBytes(at: offset, count: length), buffer.getByte(at: offset + length + 1) != nil
-            else { return nil }
-            offset += length + 2
-            return .bulk(String(decoding: bytes, as: UTF8.self))
-        case UInt8(ascii: "*"):
-            guard let count = Int(text), count >= 0 else { return .null }
-            var items: [Value] = []
-            for _ in 0..<count {
-                guard let item = parse(buffer, &offset) else { return nil }
-                items.append(item)
-            }
-            return .array(items)
-        default:
-            return .null
-        }
-    }
 }
 
 // MARK: - idle
