@@ -18,6 +18,7 @@ users=${FANOUT_USERS:-1000}
 cores=$(nproc)
 tick=$(getconf CLK_TCK)
 work=$(mktemp -d /tmp/parley-bench-nodes.XXXXXX)
+chmod 755 "$work"   # PostgreSQL runs as its own user and must reach its directory
 node_pids=()
 cleanup() {
     for pid in "${node_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
