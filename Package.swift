@@ -20,6 +20,8 @@ let package = Package(
         .systemLibrary(name: "CParleyLinux"),
         // libcrypto: SHA-1 for Sec-WebSocket-Accept, RAND_bytes for keys and masks.
         .systemLibrary(name: "CParleyCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libssl: TLS for the server (--tls-cert-file) and for wss:// clients.
+        .systemLibrary(name: "CParleySSL", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
 
         // SQLite (WAL, FTS5) for the embedded store; libsodium for Argon2id and random ids.
         .systemLibrary(name: "CParleySQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -28,7 +30,7 @@ let package = Package(
         // libpq for the PostgreSQL engine (`--database-url`).
         .systemLibrary(name: "CParleyPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
-        .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto"]),
+        .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto", "CParleySSL"]),
         .target(name: "ParleyWire"),
         .target(name: "ParleyStore"),
         .target(name: "ParleyStoreSQLite", dependencies: ["ParleyStore", "CParleySQLite"]),

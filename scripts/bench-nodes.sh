@@ -68,7 +68,9 @@ start_nodes() {  # name count flags…
         grep -q "^Health:" "$log" || { cat "$log" >&2; exit 1; }
         port=$(grep -o "http://[^ ]*" "$log" | head -1 | sed 's/.*://')
         urls+=("http://127.0.0.1:$port")
-        [[ $index -eq 1 ]] && key=$(grep -E "app key:|App 'default' key:" "$log" | head -1 | sed -E "s/.*key: *([^ ]+).*/\1/")
+        if [[ $index -eq 1 ]]; then
+            key=$(grep -E "app key:|App 'default' key:" "$log" | head -1 | sed -E "s/.*key: *([^ ]+).*/\1/")
+        fi
     done
 }
 stop_nodes() {
@@ -76,7 +78,7 @@ stop_nodes() {
     node_pids=()
 }
 fresh_database() {
-    psql "$PARLEY_TEST_POSTGRES_URL" -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null
+    PGOPTIONS="-c client_min_messages=warning" psql "$PARLEY_TEST_POSTGRES_URL" -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null
     psql "$PARLEY_TEST_POSTGRES_URL" -qc "CREATE DATABASE $1" >/dev/null
     echo "${PARLEY_TEST_POSTGRES_URL%/*}/$1"
 }

@@ -10,7 +10,8 @@
 #   6. a short libFuzzer run per parser (FUZZ_SECONDS, default 30)
 #   7. every Swift snippet in README.md and docs/sdk.md, compiled against the Parley product
 # Steps 1b and 3b run the domain, server and interop tests again on PostgreSQL, which
-# scripts/services.sh starts (with Redis) on 127.0.0.1 in a temporary directory.
+# scripts/services.sh starts (with Redis) on 127.0.0.1 in a temporary directory; step 3c runs
+# the REST flows and the realtime protocol again over TLS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=()
@@ -56,6 +57,11 @@ interop_tests() {
     PARLEY_SERVER_BINARY=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
 }
 
+interop_tests_tls() {
+    # The REST flows and the realtime protocol again, every server on HTTPS/WSS (Tests/Interop/parley.py).
+    PARLEY_TEST_TLS=1 PARLEY_SERVER_BINARY=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider \
+        Tests/Interop/test_api_flows.py Tests/Interop/test_realtime.py
+}
 interop_tests_postgres() {
     # shellcheck disable=SC1091
     ( . "$services_dir/env" && interop_tests )
@@ -68,6 +74,7 @@ step "Swift domain, store, server and bus tests on PostgreSQL + Redis" swift_tes
 step "fuzz input replay" replay_fuzz_inputs
 step "interop and API (curl, h11, websockets, http.client)" interop_tests
 step "interop and API on PostgreSQL" interop_tests_postgres
+step "API flows and realtime over TLS (HTTPS, WSS)" interop_tests_tls
 step "schemathesis (docs/openapi.yaml)" .venv/bin/python scripts/schemathesis.py
 step "Autobahn|Testsuite" scripts/autobahn.sh
 step "libFuzzer (${FUZZ_SECONDS:-30} s each)" scripts/fuzz.sh

@@ -76,6 +76,14 @@ public final class Connection: @unchecked Sendable {
     public var budget: WriteBudget
 
     let fd: CInt
+    /// TLS over the socket, when the listener or the connect asked for it.
+    let tls: TLSSession?
+    /// TLS needs to write before a read can go on (a handshake message), or to read before a
+    /// write can (the peer's handshake message): each waits for the other direction.
+    private var tlsReadWantsWrite = false
+    private var tlsWriteWantsRead = false
+    /// The length of an SSL_write that must be repeated as it was (OpenSSL's rule).
+    private var tlsRetryLength: Int?
     private(set) var state = State.open
     private var queue: [[UInt8]] = []
     private var queueHead = 0
@@ -90,8 +98,9 @@ public final class Connection: @unchecked Sendable {
     private var registered = false
     private var lingerTimer: ScheduledTimer?
 
-    init(fd: CInt, loop: EventLoop, handler: any ConnectionHandler, budget: WriteBudget) {
+    init(fd: CInt, loop: EventLoop, handler: any ConnectionHandler, budget: WriteBudget, tls: TLSSession? = nil) {
         self.fd = fd
+        self.tls = tls
         self.loop = loop
         self.handler = handler
         self.budget = budget
@@ -123,7 +132,7 @@ public final class Connection: @unchecked Sendable {
         // EPOLLRDHUP only while reading: level-triggered, it would spin while paused.
         var events: UInt32 = 0
         if !readPaused { events |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
-        if waitingForWritable { events |= EPOLLOUT.rawValue }
+        if waitingForWritable || tlsReadWantsWrite { events |= EPOLLOUT.rawValue }
         return events
     }
 
@@ -167,7 +176,8 @@ public final class Connection: @unchecked Sendable {
     @discardableResult
     public func discardUnsentWrites() -> Int {
         loop.preconditionInEventLoop()
-        let keep = headOffset > 0 ? queueHead + 1 : queueHead
+        // A TLS write waiting to be repeated has its record half sent too: it stays.
+        let keep = headOffset > 0 || tlsRetryLength != nil ? queueHead + 1 : queueHead
         guard keep < queue.count else { return 0 }
         let dropped = queue[keep...].reduce(0) { $0 + $1.count }
         queue.removeSubrange(keep...)
@@ -221,6 +231,8 @@ public final class Connection: @unchecked Sendable {
                 NetMetrics.shared.bytesWritten(count)
                 consume(count)
             case .wouldBlock:
+                // A TLS write waiting for the peer's handshake goes on when a read comes in.
+                if tlsWriteWantsRead { return }
                 if !waitingForWritable {
                     waitingForWritable = true
                     updateInterest()
@@ -262,8 +274,9 @@ public final class Connection: @unchecked Sendable {
         }
     }
 
-    /// One `writev` over up to 16 queued buffers.
+    /// One `writev` over up to 16 queued buffers (with TLS, one SSL_write of the first).
     private func writeQueued() throws -> IOResult<Int> {
+        if let tls { return try writeTLS(tls) }
         let end = min(queue.count, queueHead + 16)
         if end - queueHead == 1 {
             let offset = headOffset
@@ -275,6 +288,31 @@ public final class Connection: @unchecked Sendable {
         var vectors: [iovec] = []
         vectors.reserveCapacity(end - queueHead)
         return try gather(index: queueHead, end: end, into: &vectors)
+    }
+
+    private func writeTLS(_ tls: TLSSession) throws -> IOResult<Int> {
+        let offset = headOffset
+        let length = tlsRetryLength ?? min(queue[queueHead].count - offset, 1 << 16)
+        let outcome = queue[queueHead].withUnsafeBytes { raw in
+            tls.write(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)]))
+        }
+        switch outcome {
+        case .processed(let count):
+            tlsRetryLength = nil
+            tlsWriteWantsRead = false
+            return .processed(count)
+        case .wantWrite:
+            tlsRetryLength = length
+            return .wouldBlock
+        case .wantRead:
+            tlsRetryLength = length
+            tlsWriteWantsRead = true
+            return .wouldBlock
+        case .closed:
+            throw IOError(code: EPIPE, call: "TLS write")
+        case .failed(let error):
+            throw error
+        }
     }
 
     private func gather(index: Int, end: Int, into vectors: inout [iovec]) throws -> IOResult<Int> {
@@ -317,11 +355,27 @@ public final class Connection: @unchecked Sendable {
         for _ in 0..<4 {
             guard isOpen, !readPaused || isLingering else { return }
             let result: IOResult<Int>
-            do {
-                result = try syscall("read") { read(fd, scratch.baseAddress, scratch.count) }
-            } catch {
-                abort(error)
-                return
+            if let tls {
+                switch tls.read(into: scratch) {
+                case .processed(let count): result = .processed(count)
+                case .wantRead: result = .wouldBlock
+                case .wantWrite:
+                    // The handshake must send before it can read on: wait until the socket takes it.
+                    tlsReadWantsWrite = true
+                    updateInterest()
+                    return
+                case .closed: result = .processed(0)
+                case .failed(let error):
+                    abort(error)
+                    return
+                }
+            } else {
+                do {
+                    result = try syscall("read") { read(fd, scratch.baseAddress, scratch.count) }
+                } catch {
+                    abort(error)
+                    return
+                }
             }
             switch result {
             case .wouldBlock:
@@ -338,9 +392,12 @@ public final class Connection: @unchecked Sendable {
                 if isLingering { continue }  // discard: we already answered and are closing
                 guard case .open = state else { continue }
                 handler.connection(self, didRead: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
-                if count < scratch.count { return }
+                // A short plain read emptied the socket; TLS reads one record at a time, so it reads on.
+                if tls == nil, count < scratch.count { return }
             }
         }
+        // TLS may hold decrypted bytes the socket no longer signals: read them on the next turn.
+        if let tls, tls.pending > 0 { loop.execute { [self] in readAvailable() } }
     }
 
     private var isLingering: Bool {
@@ -384,6 +441,7 @@ public final class Connection: @unchecked Sendable {
             return
         }
         state = .lingering
+        tls?.shutdown()
         shutdown(fd, CInt(SHUT_WR))
         if readPaused {
             readPaused = false
@@ -406,6 +464,7 @@ public final class Connection: @unchecked Sendable {
             loop.deregister(fd)
             NetMetrics.shared.connectionClosed()
         }
+        if error == nil { tls?.shutdown() }
         Glibc.close(fd)
         queue.removeAll()
         queueHead = 0
@@ -416,8 +475,19 @@ public final class Connection: @unchecked Sendable {
 
 extension Connection: Selectable {
     func handleEvent(_ events: UInt32) {
+        if events & EPOLLOUT.rawValue != 0, tlsReadWantsWrite {
+            tlsReadWantsWrite = false
+            updateInterest()
+            readAvailable()
+            guard isOpen else { return }
+        }
         if events & EPOLLOUT.rawValue != 0, waitingForWritable { flush() }
         guard isOpen else { return }
+        if events & EPOLLIN.rawValue != 0, tlsWriteWantsRead {
+            tlsWriteWantsRead = false
+            flush()
+            guard isOpen else { return }
+        }
         if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
             if events & EPOLLERR.rawValue != 0 {
                 var code: CInt = 0

@@ -22,10 +22,11 @@ public final class TCPServer: Sendable {
     ///   - port: 0 for an ephemeral port.
     ///   - backlog: the kernel's accept queue length. Default: 4096.
     ///   - budget: each connection's outbound budget.
+    ///   - tls: when set, every accepted connection speaks TLS with the store's current certificate.
     ///   - childInitializer: makes each connection's handler.
     /// - Throws: ``ResolveError`` or ``IOError`` (for example `bind: Address already in use`).
     public init(group: EventLoopGroup, host: String, port: UInt16, backlog: Int32 = 4096,
-                budget: WriteBudget = WriteBudget(),
+                budget: WriteBudget = WriteBudget(), tls: TLSCertificateStore? = nil,
                 childInitializer: @escaping ChildInitializer) throws {
         guard let address = try SocketAddress.resolve(host: host, port: port).first else {
             throw ResolveError(host: host, reason: "no addresses")
@@ -45,7 +46,7 @@ public final class TCPServer: Sendable {
             throw error
         }
         localAddress = SocketAddress.local(of: fd) ?? address
-        acceptor = Acceptor(fd: fd, group: group, budget: budget, childInitializer: childInitializer)
+        acceptor = Acceptor(fd: fd, group: group, budget: budget, tls: tls, childInitializer: childInitializer)
         let acceptor = self.acceptor
         let loop = group.loops[0]
         let started = Locked<Result<Void, IOError>?>(nil)
@@ -84,15 +85,17 @@ private final class Acceptor: Selectable, @unchecked Sendable {
     let fd: CInt
     let group: EventLoopGroup
     let budget: WriteBudget
+    let tls: TLSCertificateStore?
     let childInitializer: TCPServer.ChildInitializer
     var loop: EventLoop { group.loops[0] }
     private var open = false
     private var paused = false
 
-    init(fd: CInt, group: EventLoopGroup, budget: WriteBudget, childInitializer: @escaping TCPServer.ChildInitializer) {
+    init(fd: CInt, group: EventLoopGroup, budget: WriteBudget, tls: TLSCertificateStore?, childInitializer: @escaping TCPServer.ChildInitializer) {
         self.fd = fd
         self.group = group
         self.budget = budget
+        self.tls = tls
         self.childInitializer = childInitializer
     }
 
@@ -130,8 +133,16 @@ private final class Acceptor: Selectable, @unchecked Sendable {
             let target = group.next()
             let budget = self.budget
             let initializer = childInitializer
+            let context = tls?.context
             let start: @Sendable () -> Void = {
-                let connection = Connection(fd: child, loop: target, handler: initializer(target), budget: budget)
+                let session: TLSSession?
+                do {
+                    session = try context.map { context throws(TLSError) in try TLSSession(context: context, fd: child, serverName: nil) }
+                } catch {
+                    Glibc.close(child)
+                    return
+                }
+                let connection = Connection(fd: child, loop: target, handler: initializer(target), budget: budget, tls: session)
                 do throws(IOError) {
                     try connection.activate()
                 } catch {
@@ -189,12 +200,13 @@ extension Connection {
     /// - Throws: ``IOError`` (`connect: Connection refused`, or `ETIMEDOUT`).
     public static func connect(
         to address: SocketAddress, from source: SocketAddress? = nil, on loop: EventLoop, timeout: Duration = .seconds(10),
-        budget: WriteBudget = WriteBudget(),
+        budget: WriteBudget = WriteBudget(), tls: (context: TLSContext, serverName: String)? = nil,
         handler: @escaping @Sendable () -> any ConnectionHandler
     ) async throws -> Connection {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Connection, any Error>) in
+        let tlsBox = UncheckedTLS(value: tls)
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Connection, any Error>) in
             loop.execute {
-                let connector = Connector(loop: loop, budget: budget, makeHandler: handler, continuation: continuation)
+                let connector = Connector(loop: loop, budget: budget, tls: tlsBox.value, makeHandler: handler, continuation: continuation)
                 connector.start(address: address, source: source, timeout: timeout)
             }
         }
@@ -202,18 +214,25 @@ extension Connection {
 }
 
 /// Drives one non-blocking `connect` to completion on a loop.
+/// A TLS choice carried to the loop (TLSContext is Sendable; the tuple is not by itself).
+private struct UncheckedTLS: @unchecked Sendable {
+    let value: (context: TLSContext, serverName: String)?
+}
+
 private final class Connector: Selectable {
     let loop: EventLoop
     let budget: WriteBudget
+    let tls: (context: TLSContext, serverName: String)?
     let makeHandler: @Sendable () -> any ConnectionHandler
     var continuation: CheckedContinuation<Connection, any Error>?
     var fd: CInt = -1
     var timer: ScheduledTimer?
 
-    init(loop: EventLoop, budget: WriteBudget, makeHandler: @escaping @Sendable () -> any ConnectionHandler,
-         continuation: CheckedContinuation<Connection, any Error>) {
+    init(loop: EventLoop, budget: WriteBudget, tls: (context: TLSContext, serverName: String)?,
+         makeHandler: @escaping @Sendable () -> any ConnectionHandler, continuation: CheckedContinuation<Connection, any Error>) {
         self.loop = loop
         self.budget = budget
+        self.tls = tls
         self.makeHandler = makeHandler
         self.continuation = continuation
     }
@@ -251,7 +270,17 @@ private final class Connector: Selectable {
     }
 
     private func finish() {
-        let connection = Connection(fd: fd, loop: loop, handler: makeHandler(), budget: budget)
+        let session: TLSSession?
+        do {
+            session = try tls.map { tls throws(TLSError) in try TLSSession(context: tls.context, fd: fd, serverName: tls.serverName) }
+        } catch {
+            if fd >= 0 { Glibc.close(fd) }
+            fd = -1
+            continuation?.resume(throwing: error)
+            continuation = nil
+            return
+        }
+        let connection = Connection(fd: fd, loop: loop, handler: makeHandler(), budget: budget, tls: session)
         fd = -1
         do throws(IOError) {
             try connection.activate()

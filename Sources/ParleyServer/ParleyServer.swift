@@ -38,11 +38,14 @@ public final class ParleyServer: Sendable {
     private let redisBus: RedisBus?
     /// Who is online across nodes (with `--redis-url`); this node's users leave it at shutdown.
     private let presence: RedisPresence?
+    /// The certificate HTTPS and WSS connections are accepted with (reloaded on SIGHUP).
+    private let tls: TLSCertificateStore?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
                  createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?,
-                 presence: RedisPresence?) {
+                 presence: RedisPresence?, tls: TLSCertificateStore?) {
         self.lock = lock
+        self.tls = tls
         self.redisBus = bus
         self.presence = presence
         self.configuration = configuration
@@ -53,7 +56,7 @@ public final class ParleyServer: Sendable {
         self.createdApp = createdApp
         self.apps = apps
         let host = http.localAddress.description.hasPrefix("[") ? "[\(configuration.host)]" : configuration.host
-        url = "http://\(host):\(http.localAddress.port)"
+        url = "\(tls == nil ? "http" : "https")://\(host):\(http.localAddress.port)"
     }
 
     /// Opens the database (creating and migrating it), creates the default app on first
@@ -125,7 +128,19 @@ public final class ParleyServer: Sendable {
             store.close()
             throw StartError(message: "cannot start event loops: \(error)")
         }
+        var tls: TLSCertificateStore?
+        if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
+            do {
+                tls = try TLSCertificateStore(certificateFile: certificate, keyFile: key)
+            } catch {
+                group.shutdown()
+                redisBus?.stop()
+                store.close()
+                throw StartError(message: "cannot serve TLS: \(error); check --tls-cert-file and --tls-key-file")
+            }
+        }
         var httpConfiguration = HTTPServerConfiguration()
+        httpConfiguration.tls = tls
         httpConfiguration.host = configuration.host
         httpConfiguration.port = configuration.port
         httpConfiguration.limits.maxBodySize = configuration.maxBodyBytes
@@ -173,7 +188,7 @@ public final class ParleyServer: Sendable {
                 }
             }
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
-                                collector: collector, lock: lock, bus: redisBus, presence: presence)
+                                collector: collector, lock: lock, bus: redisBus, presence: presence, tls: tls)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             presence?.stop()
@@ -292,6 +307,13 @@ public final class ParleyServer: Sendable {
     /// store finishes its queued writes and closes.
     /// Later calls return at once: the loops are gone, and stopping them again would wait for
     /// them for ever.
+    /// Loads the TLS certificate and key files again (SIGHUP): connections accepted from now on
+    /// use them. Nil when the server does not serve TLS; a failure keeps the current certificate.
+    public func reloadTLS() -> Result<Void, TLSError>? {
+        guard let tls else { return nil }
+        return Result { () throws(TLSError) in try tls.reload() }
+    }
+
     public func shutdown() async {
         guard shutDown.withLock({ done in defer { done = true }; return !done }) else { return }
         collector.cancel()

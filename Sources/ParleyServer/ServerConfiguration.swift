@@ -36,6 +36,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The bus between nodes that share one PostgreSQL database: `redis://[:password@]host:port`.
     /// `--redis-url`, `PARLEY_REDIS_URL`. Default: none (one node).
     public var redisURL: String? = nil
+    /// HTTPS and WSS: the certificate chain (PEM, leaf first). `--tls-cert-file`,
+    /// `PARLEY_TLS_CERT_FILE`; with `--tls-key-file`. Reloaded on SIGHUP. Default: none (HTTP).
+    public var tlsCertificateFile: String? = nil
+    /// The certificate's private key (PEM). `--tls-key-file`, `PARLEY_TLS_KEY_FILE`.
+    public var tlsKeyFile: String? = nil
     /// Argon2id passes for password hashes. `--argon2-passes`. Default: 2.
     public var argon2Passes = 2
     /// Argon2id memory in MiB for password hashes. `--argon2-memory-mib`. Default: 64.
@@ -121,6 +126,10 @@ public struct ServerConfiguration: Sendable, Equatable {
                 }
                 configuration.redisURL = text
             },
+            O.text("--tls-cert-file", "PARLEY_TLS_CERT_FILE", \.tlsCertificateFile, value: "<pem>",
+                   help: "Serve HTTPS and WSS with this certificate chain (PEM, leaf first); with --tls-key-file. SIGHUP reloads both."),
+            O.text("--tls-key-file", "PARLEY_TLS_KEY_FILE", \.tlsKeyFile, value: "<pem>",
+                   help: "The private key of --tls-cert-file (PEM, unencrypted)."),
             O.integer("--argon2-passes", "PARLEY_ARGON2_PASSES", in: 1...10, \.argon2Passes, help: "Argon2id passes for password hashes (default 2)."),
             O.integer("--argon2-memory-mib", "PARLEY_ARGON2_MEMORY_MIB", in: 1...4096, \.argon2MemoryMiB,
                      help: "Argon2id memory per password hash in MiB (default 64)."),
@@ -239,6 +248,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         }
         guard isApps else {
             if let word = parsed.words.first { throw UsageError(message: "unknown argument '\(word)'") }
+            guard (configuration.tlsCertificateFile == nil) == (configuration.tlsKeyFile == nil) else {
+                throw UsageError(message: "--tls-cert-file and --tls-key-file go together: give both, or neither for plain HTTP")
+            }
             return .run(configuration)
         }
         let apps = parsed.words

@@ -3,13 +3,15 @@ import ParleyServer
 
 // parley-server: parse the command line, start, wait for SIGINT/SIGTERM, stop gracefully.
 
-// Block SIGINT and SIGTERM before any other thread exists, so every thread inherits the mask
-// and the signals stay pending until `sigwait` below takes them. A signal sent the instant the
-// server says it is listening is therefore never lost, whichever thread the kernel picks.
+// Block SIGINT, SIGTERM and SIGHUP before any other thread exists, so every thread inherits
+// the mask and the signals stay pending until `sigwait` below takes them. A signal sent the
+// instant the server says it is listening is therefore never lost, whichever thread the
+// kernel picks. SIGHUP reloads the TLS certificate; the other two stop the server.
 var stopSignals = sigset_t()
 sigemptyset(&stopSignals)
 sigaddset(&stopSignals, SIGINT)
 sigaddset(&stopSignals, SIGTERM)
+sigaddset(&stopSignals, SIGHUP)
 pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 
 /// Prints a line and flushes at once, so scripts and tests reading stdout see it now.
@@ -69,7 +71,15 @@ case .run(let configuration):
     say("Health: \(server.url)/healthz   Metrics: \(server.url)/metrics   Stop: Ctrl-C")
 
     var received: Int32 = 0
-    sigwait(&stopSignals, &received)
+    while true {
+        sigwait(&stopSignals, &received)
+        guard received == SIGHUP else { break }
+        switch server.reloadTLS() {
+        case .none: say("SIGHUP: no TLS certificate to reload (start with --tls-cert-file and --tls-key-file)")
+        case .success: say("SIGHUP: reloaded the TLS certificate; new connections use it")
+        case .failure(let error): FileHandle.standardError.write(Data("parley-server: SIGHUP: kept the current certificate: \(error)\n".utf8))
+        }
+    }
     say("Shutting down: finishing in-flight requests (at most \(configuration.shutdownTimeout.components.seconds) s)")
     _ = runBlocking { await server.shutdown() }
     say("Stopped.")

@@ -21,6 +21,23 @@ BINARY = os.environ.get("PARLEY_SERVER_BINARY", os.path.join(ROOT, ".build", "de
 TEST_FLAGS = ["--argon2-passes", "1", "--argon2-memory-mib", "1", "--signups-per-hour", "1000000"]
 
 
+# With PARLEY_TEST_TLS=1 (scripts/test.sh's TLS pass), every server serves HTTPS and WSS with a
+# certificate from a throwaway CA, and every client here trusts that CA and checks the name.
+ON_TLS = os.environ.get("PARLEY_TEST_TLS") == "1"
+_authority = None
+
+
+def tls_flags_and_context():
+    """The --tls-* flags of a fresh certificate, and an ssl context that trusts it."""
+    global _authority
+    import ssl
+    from tlscerts import Authority
+    if _authority is None:
+        _authority = Authority()
+    cert, key = _authority.issue()
+    return ["--tls-cert-file", cert, "--tls-key-file", key], ssl.create_default_context(cafile=_authority.cert)
+
+
 # With PARLEY_TEST_POSTGRES_URL set (scripts/test.sh's PostgreSQL pass), every server runs on
 # PostgreSQL: one database per data directory, so a server restarted on the same directory
 # finds the same data, as it would with SQLite.
@@ -51,9 +68,16 @@ def wait_until(condition, timeout=20, what="condition"):
 class Server:
     """The real parley-server binary on a free port with its own data directory."""
 
-    def __init__(self, *extra, data=None):
+    # An ssl.SSLContext that trusts the server's certificate, for servers started with TLS.
+    ssl_context = None
+
+    def __init__(self, *extra, data=None, ssl_context=None):
+        self.ssl_context = ssl_context
         self.data = data or tempfile.mkdtemp(prefix="parley-api-")
         self.extra = list(extra)
+        if ON_TLS and "--tls-cert-file" not in self.extra:
+            flags, self.ssl_context = tls_flags_and_context()
+            self.extra += flags
         self.app_key = None
         self.app_secret = None
         self.start()
@@ -64,11 +88,11 @@ class Server:
             [BINARY, "--port", "0", "--threads", "2", "--data-dir", self.data, *TEST_FLAGS, *database, *self.extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
-        if "listening on http://" not in line:
+        if "listening on http://" not in line and "listening on https://" not in line:
             self.process.kill()
             raise RuntimeError(f"server did not start: {line!r} {self.process.stderr.read()!r}")
         self.url = line.split("listening on ")[1].split()[0]
-        self.host, port = self.url[len("http://"):].rsplit(":", 1)
+        self.host, port = self.url.split("://", 1)[1].rsplit(":", 1)
         self.port = int(port)
         # The banner: the first start prints the app's key and secret, later ones its key.
         while True:
@@ -112,6 +136,13 @@ class Server:
                               capture_output=True, text=True, timeout=30)
 
 
+def connect(server, timeout=30):
+    """An HTTP connection to `server`: HTTPS with its ssl_context when it serves TLS."""
+    if server.url.startswith("https://"):
+        return http.client.HTTPSConnection(server.host, server.port, timeout=timeout, context=server.ssl_context)
+    return http.client.HTTPConnection(server.host, server.port, timeout=timeout)
+
+
 class Client:
     """One device: an HTTP keep-alive connection with an app key and, once signed in, a token."""
 
@@ -120,7 +151,7 @@ class Client:
         self.app_key = app_key or server.app_key
         self.token = None
         self.user = None
-        self.connection = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        self.connection = connect(server)
 
     def request(self, method, path, body=None, headers=None, raw=None):
         all_headers = {"X-Parley-App-Key": self.app_key} if self.app_key else {}
@@ -135,7 +166,7 @@ class Client:
             response = self.connection.getresponse()
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
             self.connection.close()
-            self.connection = http.client.HTTPConnection(self.server.host, self.server.port, timeout=30)
+            self.connection = connect(self.server)
             self.connection.request(method, path, body=payload, headers=all_headers)
             response = self.connection.getresponse()
         data = response.read()
@@ -195,7 +226,7 @@ class Client:
         if self.token and authenticated:
             all_headers["Authorization"] = f"Bearer {self.token}"
         all_headers.update(headers or {})
-        connection = http.client.HTTPConnection(self.server.host, self.server.port, timeout=60)
+        connection = connect(self.server, timeout=60)
         try:
             connection.request(method, path, body=body, headers=all_headers)
             response = connection.getresponse()

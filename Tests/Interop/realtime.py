@@ -19,9 +19,11 @@ class Device:
         self.server = server
         self.token = token
         key = app_key or server.app_key
-        self.socket = connect(f"ws://{server.host}:{server.port}/v1/realtime",
+        secure = server.url.startswith("https://")
+        self.socket = connect(f"{'wss' if secure else 'ws'}://{server.host}:{server.port}/v1/realtime",
                               additional_headers={"X-Parley-App-Key": key}, max_queue=max_queue,
-                              open_timeout=10, close_timeout=5, max_size=None, legacy=True)
+                              open_timeout=10, close_timeout=5, max_size=None, legacy=True,
+                              **({"ssl": server.ssl_context} if secure else {}))
         self.frames = []
         self.events = []
         self.backlog = []  # received while waiting for something else; `until` looks here first

@@ -15,6 +15,7 @@ event once, in position order. Run in the PostgreSQL pass of `make test`.
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -210,6 +211,19 @@ def test_password_guesses_spread_over_nodes_share_one_budget(cluster):
     for node in cluster.nodes:
         status, answer = Client(node).post("/v1/sessions", {"username": name, "password": "correct horse battery"})
         assert status == 429 and answer["error"]["code"] == "rate_limited", "the eleventh try is refused on every node"
+
+
+def test_every_metric_the_grafana_dashboard_graphs_is_served(cluster):
+    with open(os.path.join(ROOT, "deploy", "grafana-dashboard.json")) as file:
+        dashboard = json.load(file)
+    wanted = set()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            wanted.update(re.findall(r"parley_[a-z_]+", target["expr"]))
+    status, body, _ = Client(cluster.nodes[0]).request_bytes("GET", "/metrics", authenticated=False)
+    assert status == 200
+    served = {line.split()[2] for line in body.decode().splitlines() if line.startswith("# TYPE ")}
+    assert wanted and wanted <= served, f"graphed but not served: {sorted(wanted - served)}"
 
 
 class Load:

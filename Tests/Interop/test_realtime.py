@@ -282,7 +282,9 @@ def test_another_apps_token_is_refused_and_an_unknown_app_key_cannot_upgrade(ser
     assert device.next()["error"]["code"] == "unauthenticated"
     assert device.close_code() == 4001
     with pytest.raises(InvalidStatus) as refused:
-        connect(f"ws://{server.host}:{server.port}/v1/realtime", additional_headers={"X-Parley-App-Key": "pk_nope"})
+        secure = server.url.startswith("https://")
+        connect(f"{'wss' if secure else 'ws'}://{server.host}:{server.port}/v1/realtime", additional_headers={"X-Parley-App-Key": "pk_nope"},
+                **({"ssl": server.ssl_context} if secure else {}))
     assert refused.value.response.status_code == 401
 
 

@@ -224,7 +224,8 @@ struct HandshakeTests {
         #expect(try WebSocketClient.parse("ws://127.0.0.1:9001/echo?x=1") == .init(host: "127.0.0.1", port: 9001, path: "/echo?x=1"))
         #expect(try WebSocketClient.parse("ws://example.com") == .init(host: "example.com", port: 80, path: "/"))
         #expect(try WebSocketClient.parse("ws://[::1]:81/a") == .init(host: "::1", port: 81, path: "/a"))
-        #expect(throws: WebSocketClientError.self) { try WebSocketClient.parse("wss://example.com") }
+        #expect(try WebSocketClient.parse("wss://example.com/v1") == .init(host: "example.com", port: 443, path: "/v1", secure: true))
+        #expect(throws: WebSocketClientError.self) { try WebSocketClient.parse("http://example.com") }
         #expect(throws: WebSocketClientError.self) { try WebSocketClient.parse("ws://host:99999/") }
     }
 }

@@ -16,6 +16,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var writeBudget = WriteBudget()
     /// The `Server` response header, or `nil` for none. Default: `parley`.
     public var serverName: String? = "parley"
+    /// HTTPS and WSS: the certificate every connection is accepted with (reloadable). Default:
+    /// none (plain HTTP).
+    public var tls: TLSCertificateStore? = nil
 
     /// The defaults.
     public init() {}
@@ -47,7 +50,7 @@ public final class HTTPServer: Sendable {
         self.registries = registries
         let shared = HTTPServerShared(configuration: configuration, router: router)
         listener = try TCPServer(group: group, host: configuration.host, port: configuration.port,
-                                 budget: configuration.writeBudget) { loop in
+                                 budget: configuration.writeBudget, tls: configuration.tls) { loop in
             HTTPServerHandler(shared: shared, registry: registries[loop.index], loop: loop)
         }
     }

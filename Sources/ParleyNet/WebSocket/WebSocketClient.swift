@@ -24,13 +24,17 @@ public enum WebSocketClient: Sendable {
     public static func connect(to url: String, headers: HTTPHeaders = HTTPHeaders(),
                                configuration: WebSocketConfiguration = WebSocketConfiguration(),
                                timeout: Duration = .seconds(10), from source: SocketAddress? = nil, on loop: EventLoop,
-                               handler: WebSocketHandler) async throws -> WebSocket {
+                               tlsContext: TLSContext? = nil, handler: WebSocketHandler) async throws -> WebSocket {
         let target = try parse(url)
+        // wss://: the server's certificate is checked against the trusted roots and the host name.
+        let tls: (context: TLSContext, serverName: String)? = target.secure ? (try tlsContext ?? TLSContext.defaultClient.get(), target.host) : nil
         guard let address = try SocketAddress.resolve(host: target.host, port: target.port).first else {
             throw ResolveError(host: target.host, reason: "no addresses")
         }
         var head = HTTPRequestHead(method: .GET, target: target.path)
-        head.headers.add(name: "Host", value: target.port == 80 ? target.host : "\(target.host):\(target.port)")
+        let defaultPort: UInt16 = target.secure ? 443 : 80
+        let hostHeader = target.host.contains(":") ? "[\(target.host)]" : target.host
+        head.headers.add(name: "Host", value: target.port == defaultPort ? hostHeader : "\(hostHeader):\(target.port)")
         head.headers.add(name: "Upgrade", value: "websocket")
         head.headers.add(name: "Connection", value: "Upgrade")
         let key = WebSocketHandshake.makeKey()
@@ -44,7 +48,7 @@ public enum WebSocketClient: Sendable {
             result.withLock { $0 = continuation }
             Task {
                 do {
-                    _ = try await Connection.connect(to: address, from: source, on: loop, timeout: timeout) {
+                    _ = try await Connection.connect(to: address, from: source, on: loop, timeout: timeout, tls: tls) {
                         ClientHandshakeHandler(request: request, expectedAccept: WebSocketHandshake.acceptValue(forKey: key),
                                                configuration: configuration, handler: handler, timeout: timeout) { outcome in
                             let continuation = result.withLock { value in
@@ -69,19 +73,21 @@ public enum WebSocketClient: Sendable {
         var host: String
         var port: UInt16
         var path: String
+        var secure = false
     }
 
     static func parse(_ url: String) throws(WebSocketClientError) -> Target {
-        guard url.hasPrefix("ws://") else {
-            throw WebSocketClientError(message: "only ws:// URLs are supported (got \(url.prefix(16))); put TLS in front with a proxy")
+        let secure = url.hasPrefix("wss://")
+        guard secure || url.hasPrefix("ws://") else {
+            throw WebSocketClientError(message: "a WebSocket URL starts with ws:// or wss:// (got \(url.prefix(16)))")
         }
-        let rest = url.dropFirst(5)
+        let rest = url.dropFirst(secure ? 6 : 5)
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
         let authority = rest[..<authorityEnd]
         var path = String(rest[authorityEnd...])
         if path.isEmpty || path.first == "?" { path = "/" + path }
         var host = String(authority)
-        var port: UInt16 = 80
+        var port: UInt16 = secure ? 443 : 80
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { throw WebSocketClientError(message: "bad IPv6 host in \(url)") }
             host = String(authority[authority.index(after: authority.startIndex)..<close])
@@ -98,7 +104,7 @@ public enum WebSocketClient: Sendable {
             port = value
         }
         guard !host.isEmpty else { throw WebSocketClientError(message: "no host in \(url)") }
-        return Target(host: host, port: port, path: path)
+        return Target(host: host, port: port, path: path, secure: secure)
     }
 }
 

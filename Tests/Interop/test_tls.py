@@ -1,0 +1,126 @@
+"""TLS in the binary (issue 16): --tls-cert-file and --tls-key-file serve HTTPS and WSS through
+OpenSSL, to clients nobody here wrote (curl, Python's ssl with http.client and websockets);
+SIGHUP loads a new certificate for new connections while open ones go on, and a broken one is
+refused with the old kept; a plain-HTTP or garbage client is dropped without harm."""
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import uuid
+
+import pytest
+from websockets.sync.client import connect as ws_connect
+
+from parley import Client, Server, wait_until
+from tlscerts import Authority
+
+
+@pytest.fixture(scope="module")
+def authority():
+    return Authority()
+
+
+@pytest.fixture()
+def tls_server(authority):
+    cert, key = authority.issue()
+    directory = os.path.dirname(cert)
+    live_cert, live_key = os.path.join(directory, f"live-{uuid.uuid4().hex}.pem"), os.path.join(directory, f"live-{uuid.uuid4().hex}.key")
+    shutil.copy(cert, live_cert)
+    shutil.copy(key, live_key)
+    context = ssl.create_default_context(cafile=authority.cert)
+    server = Server("--tls-cert-file", live_cert, "--tls-key-file", live_key, ssl_context=context)
+    server.live = (live_cert, live_key)
+    yield server
+    if server.process.poll() is None:
+        assert server.stop() == 0
+
+
+def peer_certificate(server):
+    context = ssl.create_default_context(cafile=server.ssl_context and None)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection((server.host, server.port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=server.host) as wrapped:
+            return wrapped.getpeercert(binary_form=True)
+
+
+def test_https_and_wss_work_for_real_clients_and_the_certificate_is_checked(tls_server, authority):
+    assert tls_server.url.startswith("https://")
+    curl = subprocess.run(["curl", "-sS", "--cacert", authority.cert, f"{tls_server.url}/healthz"], capture_output=True, text=True)
+    assert curl.returncode == 0 and json.loads(curl.stdout)["status"] == "ok"
+    # Without the CA, curl refuses the certificate: it is really TLS with this certificate.
+    assert subprocess.run(["curl", "-sS", f"{tls_server.url}/healthz"], capture_output=True).returncode != 0
+
+    alice = Client(tls_server).register(f"alice{uuid.uuid4().hex[:6]}")
+    bob = Client(tls_server).register(f"bob{uuid.uuid4().hex[:6]}")
+    status, room = alice.post("/v1/conversations", {"kind": "group", "title": "tls", "members": [bob.user["username"]]})
+    assert status == 201
+    with ws_connect(f"wss://{tls_server.host}:{tls_server.port}/v1/realtime", ssl=tls_server.ssl_context,
+                    additional_headers={"X-Parley-App-Key": tls_server.app_key}, open_timeout=10) as socket_:
+        socket_.send(json.dumps({"type": "auth", "token": bob.token}))
+        assert json.loads(socket_.recv(timeout=10))["type"] == "ready"
+        big = "é" * 10_000   # 20 kB: more than one TLS record (16 KiB)
+        status, sent = alice.send(room["id"], big)
+        assert status == 201
+        while True:
+            frame = json.loads(socket_.recv(timeout=10))
+            if frame["type"] == "event" and frame["event"]["type"] == "message.created":
+                assert frame["event"]["message"]["content"]["text"] == big
+                break
+
+
+def test_plain_http_and_garbage_on_the_tls_port_are_dropped_and_the_server_goes_on(tls_server):
+    for payload in (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", os.urandom(600), b"\x16\x03\x01\x00\x05hello"):
+        with socket.create_connection((tls_server.host, tls_server.port), timeout=10) as raw:
+            raw.sendall(payload)
+            raw.settimeout(10)
+            try:
+                answer = raw.recv(4096)
+            except ConnectionResetError:
+                answer = b""
+            assert b"HTTP/1.1 200" not in answer
+    assert Client(tls_server).get("/v1/me")[0] == 401   # HTTPS still answers
+
+
+def test_sighup_loads_a_new_certificate_for_new_connections_and_keeps_the_old_when_the_new_is_broken(tls_server, authority):
+    first = peer_certificate(tls_server)
+    bob = Client(tls_server).register(f"bob{uuid.uuid4().hex[:6]}")
+    with ws_connect(f"wss://{tls_server.host}:{tls_server.port}/v1/realtime", ssl=tls_server.ssl_context,
+                    additional_headers={"X-Parley-App-Key": tls_server.app_key}, open_timeout=10) as open_socket:
+        open_socket.send(json.dumps({"type": "auth", "token": bob.token}))
+        assert json.loads(open_socket.recv(timeout=10))["type"] == "ready"
+
+        cert, key = authority.issue("renewed")
+        shutil.copy(cert, tls_server.live[0])
+        shutil.copy(key, tls_server.live[1])
+        tls_server.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: peer_certificate(tls_server) != first, timeout=10, what="the new certificate to be served")
+        renewed = peer_certificate(tls_server)
+
+        # The socket opened before the reload still works.
+        open_socket.send(json.dumps({"type": "ping", "id": "p1"}))
+        assert json.loads(open_socket.recv(timeout=10))["type"] == "pong"
+
+        # A broken file: the reload is refused and the current certificate stays.
+        with open(tls_server.live[0], "w") as file:
+            file.write("not a certificate\n")
+        tls_server.process.send_signal(signal.SIGHUP)
+        line = tls_server.process.stderr.readline()
+        assert "kept the current certificate" in line and tls_server.live[0] in line
+        assert peer_certificate(tls_server) == renewed
+        assert Client(tls_server).get("/v1/me")[0] == 401
+
+
+def test_only_both_tls_files_together_are_accepted(authority):
+    cert, key = authority.issue()
+    from parley import BINARY
+    alone = subprocess.run([BINARY, "--port", "0", "--tls-cert-file", cert], capture_output=True, text=True, timeout=30)
+    assert alone.returncode == 64 and "--tls-key-file" in alone.stderr
+    other_cert, _ = authority.issue()
+    mismatched = subprocess.run([BINARY, "--port", "0", "--tls-cert-file", other_cert, "--tls-key-file", key],
+                                capture_output=True, text=True, timeout=30)
+    assert mismatched.returncode != 0 and "does not belong" in mismatched.stderr
