@@ -158,42 +158,36 @@ public final class PostgresStore: GroupCommitStore {
 
     // MARK: - Group commit
 
+    /// One transaction for the batch. Every statement here is a round trip to the server, so
+    /// they are merged: BEGIN, the lock and the first savepoint go together, a job that went
+    /// through releases its savepoint and opens the next in one, one that failed rolls back to
+    /// it (which keeps it for the next job), and COMMIT releases the last.
     private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
+        let several = jobs.count > 1
         do {
-            try Self.begin(begin, on: connection)
+            try Self.begin(several ? begin + "; SAVEPOINT job" : begin, on: connection)
         } catch {
             rollBack(connection)
             for job in jobs { job.fail(error) }
             return
         }
-        if jobs.count == 1, let job = jobs.first {
+        if !several, let job = jobs.first {
             if job.run(connection) { finish([job], on: connection) } else { rollBack(connection) }
             return
         }
         var committed: [WriteJob] = []
         for (index, job) in jobs.enumerated() {
+            let isLast = index == jobs.count - 1
+            let succeeded = job.run(connection)
+            if succeeded { committed.append(job) }
+            // After the last job, COMMIT below releases its savepoint (or ROLLBACK TO undoes it first).
+            guard !isLast || !succeeded else { break }
             do {
-                try connection.run("SAVEPOINT job")
+                try connection.run(succeeded ? "RELEASE job; SAVEPOINT job" : "ROLLBACK TO job")
             } catch {
-                // Only a lost connection makes a savepoint fail: the transaction is gone.
-                lose(committed + jobs[index...], error: error, on: connection)
+                // Only a lost connection makes these fail: the transaction is gone.
+                lose(committed + jobs[(index + 1)...], error: error, on: connection)
                 return
-            }
-            if job.run(connection) {
-                do {
-                    try connection.run("RELEASE job")
-                } catch {
-                    lose(committed + jobs[(index + 1)...], error: error, on: connection)
-                    return
-                }
-                committed.append(job)
-            } else {
-                do {
-                    try connection.run("ROLLBACK TO job; RELEASE job")
-                } catch {
-                    lose(committed + jobs[(index + 1)...], error: error, on: connection)
-                    return
-                }
             }
         }
         finish(committed, on: connection)
