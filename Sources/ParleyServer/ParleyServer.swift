@@ -90,6 +90,9 @@ public final class ParleyServer: Sendable {
                 store.close()
                 throw StartError(message: "cannot claim the database \(postgres.redactedURL): \(error)")
             }
+            postgres.onClaimLost = { message in
+                FileHandle.standardError.write(Data("parley-server: \(message): stop one of them (docs/operations.md, \"Several nodes\")\n".utf8))
+            }
             guard claimed else {
                 store.close()
                 throw StartError(message: redisBus == nil ? """

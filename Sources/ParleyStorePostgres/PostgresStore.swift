@@ -119,7 +119,11 @@ public final class PostgresStore: GroupCommitStore {
     public func close() {
         writer.stop()
         readers.stop()
-        claim.withLock { claimConnection = nil }
+        claim.withLock {
+            claimTimer?.cancel()
+            claimTimer = nil
+            claimConnection = nil
+        }
     }
 
     /// The advisory lock a node holds for its life on a connection of its own (the bytes of "nodes").
@@ -134,13 +138,50 @@ public final class PostgresStore: GroupCommitStore {
     ///   or any claim when this one is exclusive.
     /// - Throws: ``StoreError`` when the server cannot be reached.
     public func claimNode(shared: Bool) throws -> Bool {
-        try claim.withLock {
-            let connection = try PostgresConnection(conninfo: url)
-            let function = shared ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock"
-            let held = try connection.fetchValue(Bool.self, SQL(stringLiteral: "SELECT \(function)(\(Self.nodeLock))")) ?? false
-            if held { claimConnection = connection }
-            return held
+        let held = try claim.withLock { try takeClaim(shared: shared) }
+        if held { watchClaim(shared: shared) }
+        return held
+    }
+
+    /// Called when the claim was lost (PostgreSQL restarted) and another process took the
+    /// database meanwhile, so this node could not claim it again.
+    public var onClaimLost: (@Sendable (String) -> Void)? {
+        get { claim.withLock { claimLost } }
+        set { claim.withLock { claimLost = newValue } }
+    }
+    private nonisolated(unsafe) var claimLost: (@Sendable (String) -> Void)?
+    private nonisolated(unsafe) var claimTimer: (any DispatchSourceTimer)?
+
+    private func takeClaim(shared: Bool) throws -> Bool {
+        let connection = try PostgresConnection(conninfo: url)
+        let function = shared ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock"
+        let held = try connection.fetchValue(Bool.self, SQL(stringLiteral: "SELECT \(function)(\(Self.nodeLock))")) ?? false
+        if held { claimConnection = connection }
+        return held
+    }
+
+    /// A restart of PostgreSQL ends the claim with its connection: every 5 s the claim's
+    /// connection is checked, and a lost claim taken again.
+    private func watchClaim(shared: Bool) {
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "parley.pg-claim"))
+        timer.schedule(deadline: .now() + 5, repeating: 5)
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            claim.withLock {
+                if let connection = claimConnection {
+                    if (try? connection.fetchValue(Int64.self, "SELECT 1")) != nil { return }
+                    claimConnection = nil
+                }
+                switch Result(catching: { try takeClaim(shared: shared) }) {
+                case .success(true), .failure: return  // held again, or PostgreSQL still down: next tick
+                case .success(false):
+                    claimLost?("lost the claim on \(redactedURL) when PostgreSQL restarted, and another node without --redis-url holds it now")
+                    claimLost = nil  // said once
+                }
+            }
         }
+        claim.withLock { claimTimer = timer }
+        timer.resume()
     }
 
     /// Writes committed so far and the transactions they took (their ratio is the batching).

@@ -118,6 +118,13 @@ def cluster(services):
     running.stop()
 
 
+def test_redis_without_postgresql_is_refused_with_what_to_give():
+    from parley import BINARY
+    result = subprocess.run([BINARY, "--port", "0", "--data-dir", tempfile.mkdtemp(), "--redis-url", "redis://127.0.0.1:9"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "--database-url" in result.stderr
+
+
 def test_a_second_node_without_redis_is_refused_and_the_message_says_what_to_do(cluster):
     lone = subprocess.run([cluster.nodes[0].process.args[0], "--port", "0", "--data-dir", cluster.data, "--database-url",
                            cluster.services.database], capture_output=True, text=True, timeout=30)

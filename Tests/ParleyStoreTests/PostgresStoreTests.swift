@@ -147,6 +147,36 @@ struct PostgresStoreTests {
         #expect(try third.claimNode(shared: false) == false)
     }
 
+    @Test func aClaimLostWhenPostgreSQLRestartsIsTakenAgain() async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let node = try PostgresStore(url: database.conninfo)
+        defer { node.close() }
+        #expect(try node.claimNode(shared: false))
+        let claims = { () async throws -> Int64 in
+            let probe = try PostgresStore(url: database.conninfo)
+            defer { probe.close() }
+            return try await probe.read { db in
+                try db.fetchValue(Int64.self, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())") ?? 0
+            }
+        }
+        #expect(try await claims() == 1)
+        // What a restart does: every connection cut, the claim with them.
+        try PostgresAdmin.run(database.conninfo, """
+            SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+            """)
+        let deadline = ContinuousClock.now + .seconds(15)
+        var again = false
+        while ContinuousClock.now < deadline {
+            if try await claims() == 1 {
+                again = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(200))  // the watcher checks every 5 s; nothing to wait on but its tick
+        }
+        #expect(again, "the node took its claim again")
+    }
+
     /// The trap of concurrent writers (docs/decisions/0018-positions-across-nodes.md): node A
     /// takes position p and has not committed; node B takes p+1 and commits. A reader that
     /// took "the largest position I can see" as committed-up-to would resume devices after
