@@ -4,11 +4,13 @@ SIGHUP loads a new certificate for new connections while open ones go on, and a 
 refused with the old kept; a plain-HTTP or garbage client is dropped without harm."""
 import json
 import os
+import select
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -124,3 +126,58 @@ def test_only_both_tls_files_together_are_accepted(authority):
     mismatched = subprocess.run([BINARY, "--port", "0", "--tls-cert-file", other_cert, "--tls-key-file", key],
                                 capture_output=True, text=True, timeout=30)
     assert mismatched.returncode != 0 and "does not belong" in mismatched.stderr
+
+
+def can_bind_mount():
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not can_bind_mount(), reason="needs `unshare -m` (root) to trust the test CA in a private mount namespace")
+def test_the_parley_cli_speaks_https_and_wss(tls_server, authority):
+    # The CLI's HTTPS is Foundation's URLSession (libcurl, the system CA bundle) and its WSS
+    # is ParleyNet's client (OpenSSL's default paths): both trust the system bundle, so the
+    # test CA is added to a copy of it mounted over the real one in a namespace of its own.
+    from parley import ROOT
+    cli = os.path.join(ROOT, ".build", "debug", "parley")
+    system = "/etc/ssl/certs/ca-certificates.crt"
+    bundle = os.path.join(os.path.dirname(authority.cert), "bundle.crt")
+    with open(bundle, "w") as out, open(system) as base, open(authority.cert) as ca:
+        out.write(base.read() + "\n" + ca.read())
+
+    def run(home, *args, password=None, popen=False):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
+        env.update(PARLEY_HOME=home, SSL_CERT_FILE=system)
+        command = ["unshare", "-m", "sh", "-c", f'mount --bind "$0" {system} && exec "$@"', bundle, cli,
+                   "--server", tls_server.url, "--app-key", tls_server.app_key, *args]
+        if popen:
+            return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(command, input=(password + "\n") if password else "", env=env, capture_output=True, text=True, timeout=60)
+
+    ana_home, bob_home = tempfile.mkdtemp(), tempfile.mkdtemp()
+    ana_name, bob_name = f"ana{uuid.uuid4().hex[:6]}", f"bob{uuid.uuid4().hex[:6]}"
+    registered = run(ana_home, "register", ana_name, password="correct horse battery")
+    assert registered.returncode == 0, registered.stderr
+    assert run(bob_home, "register", bob_name, password="correct horse battery").returncode == 0
+    sent = run(ana_home, "send", "--to", bob_name, "over https")
+    assert sent.returncode == 0, sent.stderr
+    conversation = sent.stdout.strip().split("\t")[2]
+    listener = run(bob_home, "listen", "--json", "--conversation", conversation, popen=True)
+    try:
+        deadline = time.monotonic() + 30
+        seen = False
+        while not seen and time.monotonic() < deadline:
+            text = f"over wss {uuid.uuid4().hex[:6]}"
+            assert run(ana_home, "send", conversation, text).returncode == 0
+            ready, _, _ = select.select([listener.stdout], [], [], 2)
+            while ready and not seen:
+                line = listener.stdout.readline()
+                if not line:
+                    break
+                event = json.loads(line)
+                seen = event.get("type") == "message.created" and event["message"]["content"].get("text") == text
+                ready, _, _ = select.select([listener.stdout], [], [], 0.5)
+        assert seen, f"the listener (over wss) printed nothing; stderr: {listener.stderr.read() if listener.poll() is not None else ''}"
+    finally:
+        listener.kill()
+        listener.wait()
