@@ -26,6 +26,9 @@ public enum Publication: Sendable {
     /// app's backend triggered it, or passed on without being stored (a client event). Only
     /// sockets subscribed to the channel by name receive it; the native fan-out ignores it.
     case channel(ChannelEvent)
+    /// The app's backend asked to close every Pusher socket signed in as `userID`, on every
+    /// node (Pusher's `terminate_connections`).
+    case channelUserTerminated(app: Int64, userID: String)
 }
 
 /// An event on a named channel of an app (docs/pusher.md).

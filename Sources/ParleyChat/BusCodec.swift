@@ -10,6 +10,7 @@
 ///             | 3 user:i64 only:opt-i64 except:opt-i64
 ///             | 4 app:i64 channel:string name:string data:string position:opt-i64 seq:opt-i64
 ///                 user:opt-string excluded:opt-string createdAt:i64
+///             | 5 app:i64 user:string
 /// audience    = 1 conversation:i64 | 2 conversation:i64 user:i64 | 3 count:u32 user:i64*
 /// string, bytes = length:u32 then the bytes; opt-x = 0 | 1 x
 /// ```
@@ -84,6 +85,10 @@ public enum BusCodec: Sendable {
                 optionalString(event.userID, &out)
                 optionalString(event.excludedSocket, &out)
                 integer(event.createdAt, &out)
+            case .channelUserTerminated(let app, let userID):
+                out.append(5)
+                integer(app, &out)
+                string(userID, &out)
             }
         }
         return out
@@ -137,6 +142,9 @@ public enum BusCodec: Sendable {
                 let excluded = try reader.optionalString()
                 publications.append(.channel(ChannelEvent(app: app, channel: channel, name: name, dataJSON: data, position: position, seq: seq,
                                                           userID: userID, excludedSocket: excluded, createdAt: try reader.integer())))
+            case 5:
+                let app = try reader.integer()
+                publications.append(.channelUserTerminated(app: app, userID: try reader.string()))
             case let tag: throw DecodingError(description: "unknown publication tag \(tag) at byte \(reader.offset - 1)")
             }
         }

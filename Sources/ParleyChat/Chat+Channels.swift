@@ -152,6 +152,11 @@ extension Chat {
         bus?.publish([.channel(event)])
     }
 
+    /// Closes every Pusher socket signed in as `userID` in `app`, on every node.
+    public func terminateChannelUser(app: AppRef, userID: String) {
+        bus?.publish([.channelUserTerminated(app: app.id, userID: userID)])
+    }
+
     /// The channel's log, created on first use.
     static func channelLog(_ tx: Transaction, app: Int64, name: String, now: Int64) throws -> (key: Int64, publicID: String) {
         if let row = try tx.fetchOne("SELECT id, public_id FROM conversation WHERE app_id = \(app) AND kind = 'pusher' AND title = \(name)") {

@@ -39,7 +39,12 @@ final class PusherHub: @unchecked Sendable {
     init(bus: any Bus) {
         bus.subscribe { [weak self] publications in
             // Every native message passes here too: hop to the queue only for channel events.
-            guard let self, publications.contains(where: { if case .channel = $0 { true } else { false } }) else { return }
+            guard let self, publications.contains(where: {
+                switch $0 {
+                case .channel, .channelUserTerminated: true
+                default: false
+                }
+            }) else { return }
             queue.async { self.route(publications) }
         }
     }
@@ -47,6 +52,9 @@ final class PusherHub: @unchecked Sendable {
     // MARK: - Routing
 
     private func route(_ publications: [Publication]) {
+        for case .channelUserTerminated(let app, let userID) in publications {
+            for connection in (signedIn[app]?[userID] ?? [:]).values { connection.terminate() }
+        }
         for case .channel(let event) in publications {
             guard let channel = channels[ChannelKey(app: event.app, name: event.channel)] else { continue }
             routed += 1
@@ -139,13 +147,6 @@ final class PusherHub: @unchecked Sendable {
     /// Records that a socket signed in as `userID` (`pusher:signin`).
     func signIn(_ connection: PusherConnection, app: Int64, userID: String) {
         queue.async { [self] in signedIn[app, default: [:]][userID, default: [:]][ObjectIdentifier(connection)] = connection }
-    }
-
-    /// Closes every socket signed in as `userID`.
-    func terminate(app: Int64, userID: String) {
-        queue.async { [self] in
-            for connection in (signedIn[app]?[userID] ?? [:]).values { connection.terminate() }
-        }
     }
 
     // MARK: - Occupancy (the HTTP API's channel queries)

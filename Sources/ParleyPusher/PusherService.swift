@@ -230,7 +230,8 @@ public final class PusherService: Sendable {
                 let (app, _) = try await signed(request)
                 let user = request.parameters["userId"]?.removingPercentEncoding ?? ""
                 guard (1...128).contains(user.utf8.count) else { throw ChatError.invalid("a user id is 1–128 bytes") }
-                context.hub.terminate(app: app.app.id, userID: user)
+                // Through the bus: the user's sockets may be on any node.
+                context.chat.terminateChannelUser(app: app.app, userID: user)
                 return .object([:])
             }
         }

@@ -233,6 +233,26 @@ def test_every_metric_the_grafana_dashboard_graphs_is_served(cluster):
     assert wanted and wanted <= served, f"graphed but not served: {sorted(wanted - served)}"
 
 
+def test_a_pusher_user_on_one_node_is_reached_and_terminated_through_another(cluster):
+    from test_pusher import Raw, backend
+    from parley import BINARY
+    one, two = cluster.nodes[0], cluster.nodes[1]
+    listing = subprocess.run([BINARY, "apps", "list", "--data-dir", cluster.data, *cluster.flags[:2]], capture_output=True, text=True, timeout=30)
+    one.pusher_id = next(l for l in listing.stdout.splitlines() if l.startswith("default\t")).split("pusher app id ")[1].split()[0]
+    api = backend(one)                           # the app's backend talks to node one
+    user = f"user-{uuid.uuid4().hex[:6]}"
+    raw = Raw(two).open()                        # the user's socket is on node two
+    signed = api.authenticate_user(raw.socket_id, {"id": user})
+    raw.send("pusher:signin", {"user_data": signed["user_data"], "auth": signed["auth"]})
+    assert raw.until(lambda f: f["event"] == "pusher:signin_success")
+    api.send_to_user(user, "notice", {"hello": user})
+    assert json.loads(raw.until(lambda f: f["event"] == "notice")["data"]) == {"hello": user}
+    assert api.terminate_user_connections(user) == {}
+    with pytest.raises(ConnectionClosed) as closed:
+        raw.until(lambda f: False)
+    assert closed.value.rcvd.code == 4009
+
+
 class Load:
     """Senders that keep sending with client ids, each to its node, retrying what was not
     acknowledged (on another node when theirs is gone, after a pause when the answer was 503),

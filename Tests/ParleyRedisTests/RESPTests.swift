@@ -82,6 +82,7 @@ struct BusCodecTests {
                               userID: "u_1", excludedSocket: "1.2", createdAt: 1_800_000_000_000)),
         .channel(ChannelEvent(app: 1, channel: "news", name: "update", dataJSON: "\"x\"", position: 11, seq: 5, userID: nil,
                               excludedSocket: nil, createdAt: 1)),
+        .channelUserTerminated(app: 1, userID: "user-é"),
     ]
 
     @Test func everyPublicationRoundTrips() throws {
