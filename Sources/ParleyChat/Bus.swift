@@ -129,12 +129,12 @@ public final class InProcessBus: Bus {
     }
 }
 
-/// A value behind a lock.
-final class LockedValue<Value>: @unchecked Sendable {
+/// A value behind a lock (shared with the bus modules of this package).
+package final class LockedValue<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+    package init(_ value: Value) { self.value = value }
+    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)

@@ -63,9 +63,9 @@ public final class RedisBus: Bus, @unchecked Sendable {
     /// Where Redis is.
     public let url: RedisURL
     private let configuration: Configuration
-    private let statistics = Locked(Statistics())
-    private let receivers = Locked<[@Sendable ([Publication]) -> Void]>([])
-    private let stopped = Locked(false)
+    private let statistics = LockedValue(Statistics())
+    private let receivers = LockedValue<[@Sendable ([Publication]) -> Void]>([])
+    private let stopped = LockedValue(false)
 
     // On `queue` only:
     private let queue = DispatchQueue(label: "parley.redis-bus")
@@ -82,7 +82,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
     private var outgoingMessages: [[UInt8]] = []
     private var channel: [UInt8] = []
     private var subscriber: RedisConnection?
-    private let threadsRunning = Locked(0)
+    private let threadsRunning = LockedValue(0)
 
     /// Checks that Redis answers at `url`; nothing is published or received until ``start(source:channel:)``.
     ///
@@ -404,18 +404,6 @@ public final class RedisBus: Bus, @unchecked Sendable {
         default:
             break  // pong
         }
-    }
-}
-
-/// A value behind a lock.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }
 

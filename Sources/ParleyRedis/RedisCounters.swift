@@ -9,7 +9,7 @@ public import ParleyChat
 /// because Redis is down).
 public final class RedisCounters: SharedCounters, @unchecked Sendable {
     private let client: RedisClient
-    private let namespace = Locked("parley")
+    private let namespace = LockedValue("parley")
 
     /// Counters at `url`; their keys are under ``setNamespace(_:)``'s name once it is called.
     public init(url: RedisURL, timeout: Duration = .seconds(2)) {

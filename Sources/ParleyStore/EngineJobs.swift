@@ -47,6 +47,18 @@ private final class ResultBox<T>: @unchecked Sendable {
     var value: T?
 }
 
+extension WorkerThread where Job == WriteJob {
+    /// Queues `body` as a write and waits for its commit (or its failure); a stopped engine
+    /// answers ``StoreError/closed``.
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
+                                    afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let job = WriteJob(body: body, afterCommit: afterCommit, continuation: continuation)
+            if !enqueue(job) { continuation.resume(throwing: StoreError.closed) }
+        }
+    }
+}
+
 /// A read waiting for one of an engine's reader threads.
 package final class ReadJob<Connection>: @unchecked Sendable {
     package let run: (Connection) -> Void

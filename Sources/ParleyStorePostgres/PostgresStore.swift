@@ -110,10 +110,7 @@ public final class PostgresStore: GroupCommitStore {
     @discardableResult
     public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
                                    afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let job = WriteJob(body: body, afterCommit: afterCommit, continuation: continuation)
-            if !writer.enqueue(job) { continuation.resume(throwing: StoreError.closed) }
-        }
+        try await writer.write(body, afterCommit: afterCommit)
     }
 
     public func close() {
