@@ -47,12 +47,13 @@ replay_fuzz_inputs() {
 }
 services_dir=$(mktemp -d /tmp/parley-services.XXXXXX)
 trap 'scripts/services.sh stop "$services_dir"' EXIT
-swift_tests_postgres() {
+swift_tests_postgres() (
+    # A subshell: the services' variables must not reach the steps after this one.
     # shellcheck disable=SC1091
     . "$services_dir/env" && swift test --skip-build --filter "ParleyChatTests|ParleyServerTests|ParleyStoreTests|ParleyRedisTests" 2>&1 \
         | grep -vE "^(􀟈|◇|↳)|started\.$"
-    return "${PIPESTATUS[0]}"
-}
+    exit "${PIPESTATUS[0]}"
+)
 interop_tests() {
     PARLEY_SERVER_BINARY=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
 }

@@ -271,13 +271,13 @@ final class MediaService: Sendable {
         if let clientID = upload.clientID, let existing = try await chat.existingUpload(caller, clientID: clientID) {
             return (existing, false)
         }
-        guard reserveUploadSlot(caller.userKey) else {
-            throw ChatError.tooManyUploads(limit: configuration.concurrentUploadsPerUser)
-        }
-        defer { releaseUploadSlot(caller.userKey) }
         let staged = StagedFiles()
         defer { staged.discardAll() }
         guard upload.resumable, let clientID = upload.clientID else {
+            guard reserveUploadSlot(caller.userKey) else {
+                throw ChatError.tooManyUploads(limit: configuration.concurrentUploadsPerUser)
+            }
+            defer { releaseUploadSlot(caller.userKey) }
             let body = try await receive(request, into: try staged.make(blobs), upload: upload, partial: nil)
             return try await store(caller, upload, body, staged: staged)
         }
@@ -292,6 +292,13 @@ final class MediaService: Sendable {
             if fate == .remove { partials.remove(user: key.user, clientID: key.clientID) }
             unclaim(key)
         }
+        // The slot is counted after the takeover: the request taken over (a dead connection
+        // the server had not noticed yet) has given its slot back by now, so a client whose old
+        // connections all died can still continue (they filled the slots and got 429 before).
+        guard reserveUploadSlot(caller.userKey) else {
+            throw ChatError.tooManyUploads(limit: configuration.concurrentUploadsPerUser)
+        }
+        defer { releaseUploadSlot(caller.userKey) }
         // The request this one took over from may have finished it.
         if let existing = try await chat.existingUpload(caller, clientID: clientID) { return (existing, false) }
         let file: StagingFile
