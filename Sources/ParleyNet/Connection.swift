@@ -347,6 +347,8 @@ public final class Connection: @unchecked Sendable {
         guard readPaused, isOpen else { return }
         readPaused = false
         updateInterest()
+        // What TLS already took off the socket raises no event: read it now.
+        if let tls, tls.hasBuffered { loop.execute { [self] in readAvailable() } }
     }
 
     private func readAvailable() {
@@ -358,7 +360,11 @@ public final class Connection: @unchecked Sendable {
             if let tls {
                 switch tls.read(into: scratch) {
                 case .processed(let count): result = .processed(count)
-                case .wantRead: result = .wouldBlock
+                case .wantRead:
+                    // OpenSSL may hold a record it already read (see hasBuffered): try again
+                    // (at most the loop's few times: a partial record's rest raises an event).
+                    if tls.hasBuffered { continue }
+                    result = .wouldBlock
                 case .wantWrite:
                     // The handshake must send before it can read on: wait until the socket takes it.
                     tlsReadWantsWrite = true
@@ -397,7 +403,7 @@ public final class Connection: @unchecked Sendable {
             }
         }
         // TLS may hold decrypted bytes the socket no longer signals: read them on the next turn.
-        if let tls, tls.pending > 0 { loop.execute { [self] in readAvailable() } }
+        if let tls, tls.hasDecrypted { loop.execute { [self] in readAvailable() } }
     }
 
     private var isLingering: Bool {

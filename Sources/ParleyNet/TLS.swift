@@ -42,6 +42,9 @@ public final class TLSContext: @unchecked Sendable {
         let made = TLSContext(context: context, isServer: true)
         configure(context)
         _ = parley_ssl_ctx_set_session_cache_server(context)
+        // No TLS 1.3 session tickets: the server would write them in the middle of its first
+        // read after the handshake, and clients reconnect rarely enough to do without resumption.
+        SSL_CTX_set_num_tickets(context, 0)
         guard SSL_CTX_use_certificate_chain_file(context, certificateFile) == 1 else {
             throw .openSSL("cannot use \(certificateFile) as the certificate chain (PEM, leaf first)")
         }
@@ -172,7 +175,13 @@ final class TLSSession {
     }
 
     /// Decrypted bytes waiting in OpenSSL (the socket may have none left).
-    var pending: Int { Int(SSL_pending(ssl)) }
+    var hasDecrypted: Bool { SSL_pending(ssl) > 0 }
+
+    /// Whether OpenSSL holds record bytes it took off the socket and has not returned: after
+    /// the handshake's last message it can answer "want read" with the first application
+    /// record already in its buffer, and the socket then signals nothing more. (It may also be
+    /// the first part of a record whose rest is still coming.)
+    var hasBuffered: Bool { SSL_pending(ssl) > 0 || SSL_has_pending(ssl) == 1 }
 
     /// Sends close_notify once, if the handshake finished; never waits for the peer's.
     func shutdown() {
