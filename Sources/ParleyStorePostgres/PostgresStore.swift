@@ -119,6 +119,9 @@ public final class PostgresStore: GroupCommitStore {
         claim.withLock {
             claimTimer?.cancel()
             claimTimer = nil
+            // Released now, not when the server gets round to the closed connection: a node
+            // restarting on the same database must find it free.
+            try? claimConnection?.run("SELECT pg_advisory_unlock_all()")
             claimConnection = nil
         }
     }

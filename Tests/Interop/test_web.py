@@ -91,8 +91,18 @@ class Browser:
         self.one(".composer-input")
 
     def open_conversation(self, label):
-        button = self.wait(lambda: next((b for b in self.find("button.conversation") if label in b.text), None), f"conversation {label}")
-        button.click()
+        # The list is drawn again when an event arrives: a button found a moment ago may be gone,
+        # so finding and clicking are one step, tried again on a fresh list.
+        def click():
+            try:
+                button = next((b for b in self.find("button.conversation") if label in b.text), None)
+                if button is None:
+                    return False
+                button.click()
+                return True
+            except StaleElementReferenceException:
+                return False
+        self.wait(click, f"conversation {label}")
         self.one(".composer-input")
 
     def type(self, text, enter=True):
