@@ -41,7 +41,7 @@ let package = Package(
         // The Pusher Channels protocol (WebSocket and HTTP API) as an adapter over the event log.
         .target(name: "ParleyPusher", dependencies: ["ParleyNet", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
         // The bus between nodes: Redis Pub/Sub over a RESP client of our own (decision 0018).
-        .target(name: "ParleyRedis", dependencies: ["ParleyChat"]),
+        .target(name: "ParleyRedis", dependencies: ["ParleyChat", "ParleyCrypto"]),
         // Command-line options declared once (flag, environment variable, help, parsing).
         .target(name: "ParleyOptions"),
         .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
@@ -94,7 +94,7 @@ let package = Package(
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyOptions"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyChat", "ParleyChatTesting", "ParleyStore", "ParleyWire"]),
         .testTarget(name: "ParleyPusherTests", dependencies: ["ParleyPusher", "ParleyChat", "ParleyCrypto", "ParleyNet"]),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTesting", "ParleyTerminalUI"]),

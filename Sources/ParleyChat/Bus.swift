@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// Who receives a publication on the nodes that hold their connections.
 public enum Audience: Sendable, Hashable {
@@ -143,7 +143,7 @@ package final class LockedValue<Value>: @unchecked Sendable {
 
 extension Duration {
     /// The same span for Dispatch's timers, to the microsecond.
-    var dispatchInterval: DispatchTimeInterval {
+    package var dispatchInterval: DispatchTimeInterval {
         let (seconds, attoseconds) = components
         return .microseconds(Int(seconds) * 1_000_000 + Int(attoseconds / 1_000_000_000_000))
     }

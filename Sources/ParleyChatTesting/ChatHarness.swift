@@ -51,20 +51,22 @@ public enum TestEngine: Sendable {
     public static func freshPostgresURL() throws -> (url: String, drop: @Sendable () -> Void)? {
         guard isPostgres, let base = ProcessInfo.processInfo.environment["PARLEY_TEST_POSTGRES_URL"],
               var components = URLComponents(string: base) else { return nil }
-        let name = "parley_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        try PostgresAdmin.run(base, "CREATE DATABASE \(name)")
+        let (name, drop) = try createDatabase(maintenance: base)
         components.path = "/" + name
-        let url = components.string ?? base
-        return (url, { try? PostgresAdmin.run(base, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") })
+        return (components.string ?? base, drop)
     }
 
     /// A fresh, empty PostgreSQL database; its conninfo and a closure that drops it.
     public static func freshPostgresDatabase(_ conninfo: String) throws -> (conninfo: String, drop: @Sendable () -> Void) {
+        let (name, drop) = try createDatabase(maintenance: conninfo + " dbname=postgres")
+        return ("\(conninfo) dbname=\(name)", drop)
+    }
+
+    /// Creates a database with a fresh name through the maintenance connection `maintenance`.
+    private static func createDatabase(maintenance: String) throws -> (name: String, drop: @Sendable () -> Void) {
         let name = "parley_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        try PostgresAdmin.run(conninfo + " dbname=postgres", "CREATE DATABASE \(name)")
-        return ("\(conninfo) dbname=\(name)", {
-            try? PostgresAdmin.run(conninfo + " dbname=postgres", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-        })
+        try PostgresAdmin.run(maintenance, "CREATE DATABASE \(name)")
+        return (name, { try? PostgresAdmin.run(maintenance, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") })
     }
 }
 

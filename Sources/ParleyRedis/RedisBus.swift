@@ -1,5 +1,6 @@
 import Foundation
 public import ParleyChat
+import ParleyCrypto
 
 /// The bus between nodes: every node publishes each committed write to one Redis Pub/Sub
 /// channel and hands what it receives to its own ``Fanout`` and Pusher hub, in position order.
@@ -90,9 +91,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
     public init(url: RedisURL, configuration: Configuration = Configuration()) throws(RedisError) {
         self.url = url
         self.configuration = configuration
-        var bytes = [UInt8](repeating: 0, count: 9)
-        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
-        node = "n_" + bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        node = Crypto.randomID(prefix: "n_", length: 16)
         let probe = try RedisConnection(url, timeout: configuration.timeout)
         guard try probe.command("PING").text == "PONG" else { throw .protocolError("PING was not answered with PONG") }
         probe.close()
@@ -137,7 +136,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
                 self.head = start
                 self.statistics.withLock { $0.head = start }
                 let timer = DispatchSource.makeTimerSource(queue: self.queue)
-                timer.schedule(deadline: .now() + self.configuration.pollInterval.dispatch, repeating: self.configuration.pollInterval.dispatch)
+                timer.schedule(deadline: .now() + self.configuration.pollInterval.dispatchInterval, repeating: self.configuration.pollInterval.dispatchInterval)
                 timer.setEventHandler { [weak self] in self?.poll() }
                 timer.resume()
                 self.poller = timer
@@ -207,7 +206,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
     private func scheduleGapCheck() {
         guard !gapCheckScheduled else { return }
         gapCheckScheduled = true
-        queue.asyncAfter(deadline: .now() + configuration.gapTimeout.dispatch) { [weak self] in
+        queue.asyncAfter(deadline: .now() + configuration.gapTimeout.dispatchInterval) { [weak self] in
             guard let self else { return }
             gapCheckScheduled = false
             guard let lowest = pending.keys.min(), lowest > head else { return }
@@ -408,19 +407,8 @@ public final class RedisBus: Bus, @unchecked Sendable {
 }
 
 extension Duration {
-    var dispatch: DispatchTimeInterval {
-        let (seconds, attoseconds) = components
-        return .microseconds(Int(seconds) * 1_000_000 + Int(attoseconds / 1_000_000_000_000))
-    }
-
     var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
-
-extension String {
-    func leftPadded(to length: Int) -> String {
-        count >= length ? self : String(repeating: "0", count: length - count) + self
     }
 }

@@ -33,7 +33,7 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
         self.prefix = prefix
         client = RedisClient(url: url, label: "parley.redis-presence", timeout: timeout)
         let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now(), repeating: Self.heartbeat.dispatch)
+        timer.schedule(deadline: .now(), repeating: Self.heartbeat.dispatchInterval)
         timer.setEventHandler { [weak self] in self?.beat() }
         self.timer = timer
         timer.resume()

@@ -28,6 +28,14 @@ public protocol Store: Sendable {
     func close()
 }
 
+extension Store {
+    /// A write with no after-commit work: every engine's `write(_:)` is this.
+    @discardableResult
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+        try await write(body, afterCommit: { _ in })
+    }
+}
+
 /// The SQL dialects an engine speaks, for the few statements that differ (full-text search).
 public enum SQLDialect: Sendable, Hashable {
     /// SQLite (`?` placeholders, FTS5).

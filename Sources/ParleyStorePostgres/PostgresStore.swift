@@ -100,11 +100,6 @@ public final class PostgresStore: GroupCommitStore {
         }
     }
 
-    @discardableResult
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
-        try await write(body, afterCommit: { _ in })
-    }
-
     /// Hooks run on the writer thread right after COMMIT, in the order the jobs ran: with the
     /// log's lock, that is the order of their positions on every node.
     @discardableResult
@@ -190,10 +185,10 @@ public final class PostgresStore: GroupCommitStore {
     /// `url` without its password.
     static func redact(_ url: String) -> String {
         guard let components = URLComponents(string: url), components.scheme != nil, components.password != nil else {
-            return url.replacingOccurrences(of: #"password\s*=\s*\S+"#, with: "password=…", options: .regularExpression)
+            return url.replacingOccurrences(of: #"password\s*=\s*\S+"#, with: "password=REDACTED", options: .regularExpression)
         }
         var redacted = components
-        redacted.password = "…"
+        redacted.percentEncodedPassword = "REDACTED"
         return redacted.string ?? url
     }
 

@@ -99,11 +99,6 @@ public final class SQLiteStore: GroupCommitStore {
         }
     }
 
-    @discardableResult
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
-        try await write(body, afterCommit: { _ in })
-    }
-
     /// Hooks run on the writer thread right after COMMIT, in the order the jobs ran, which is
     /// the order their rows were written.
     @discardableResult

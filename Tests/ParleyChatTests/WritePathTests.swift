@@ -158,9 +158,6 @@ struct RetryTests {
         }
 
         func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T { try await base.read(body) }
-        func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
-            try await write(body, afterCommit: { _ in })
-        }
         func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T, afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
             if shouldFail() { throw StoreError.retryable("database is locked") }
             return try await base.write(body, afterCommit: afterCommit)

@@ -4,6 +4,7 @@ import Testing
 import ParleyNet
 import ParleyOptions
 import ParleyStoreSQLite
+@testable import ParleyStorePostgres
 
 struct ServerConfigurationTests {
     @Test func defaults() throws {
@@ -30,6 +31,28 @@ struct ServerConfigurationTests {
         #expect(configuration.threads == 3)
         #expect(configuration.dataDirectory == "/tmp/x")
         #expect(configuration.enableEcho)
+    }
+
+    @Test func databaseRedisAndTLSOptionsAreCheckedWhereTheyAreRead() throws {
+        guard case .run(let configuration) = try ServerConfiguration.parse(
+            ["--database-url", "postgres://u:p@db:5432/parley", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"],
+            environment: ["PARLEY_REDIS_URL": "redis://:secret@cache:6380"]) else {
+            Issue.record("not a run command")
+            return
+        }
+        #expect(configuration.databaseURL == "postgres://u:p@db:5432/parley")
+        #expect(configuration.redisURL == "redis://:secret@cache:6380")
+        #expect(configuration.tlsCertificateFile == "c.pem" && configuration.tlsKeyFile == "k.pem")
+        for bad in [["--database-url", "mysql://db/parley"], ["--redis-url", "rediss://cache:6379"], ["--redis-url", "redis://"],
+                    ["--tls-cert-file", "c.pem"], ["--tls-key-file", "k.pem"]] {
+            #expect(throws: ServerConfiguration.UsageError.self, "\(bad)") { try ServerConfiguration.parse(bad) }
+        }
+    }
+
+    @Test func aDatabaseURLIsShownWithoutItsPassword() {
+        #expect(PostgresStore.redact("postgres://parley:s3cret@db:5432/parley") == "postgres://parley:REDACTED@db:5432/parley")
+        #expect(!PostgresStore.redact("host=db user=parley password=s3cret dbname=parley").contains("s3cret"))
+        #expect(PostgresStore.redact("postgres://parley@db/parley") == "postgres://parley@db/parley")
     }
 
     @Test func realtimeOptions() throws {
