@@ -41,6 +41,9 @@ public final class Chat: Sendable {
 
     let store: any Store
     let configuration: Configuration
+    /// The counters every node shares (``Configuration/sharedCounters``), for the rate limits
+    /// kept outside this type.
+    package var sharedCounters: (any SharedCounters)? { configuration.sharedCounters }
     /// Where committed changes are published (nil: nobody listens, e.g. the `apps` command).
     public let bus: (any Bus)?
     /// Features that add rows to every write that appends events, in its transaction.

@@ -103,4 +103,8 @@ public protocol SharedCounters: Sendable {
     func current(_ key: String) async -> (count: Int, secondsLeft: Int)?
     /// Closes `key`'s window.
     func remove(_ key: String) async
+    /// Adds each count to its key's window (starting windows of `window` seconds where none is
+    /// open) in one exchange, and returns the windows' totals in the same order; nil when the
+    /// counters cannot be reached.
+    func add(_ counts: [(key: String, count: Int)], window: Int) async -> [Int]?
 }

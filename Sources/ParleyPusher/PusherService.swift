@@ -16,11 +16,14 @@ import ParleyWire
 /// ```
 public final class PusherService: Sendable {
     let context: PusherContext
-    private let requestBuckets = Locked<[Int64: TokenBucket]>([:])
+    /// HTTP API requests per app, over every node.
+    private let requestRate: SharedRate
 
     /// Routes the bus's channel events to this node's Pusher sockets.
     public init(chat: Chat, bus: any Bus, configuration: PusherConfiguration) {
         context = PusherContext(chat: chat, hub: PusherHub(bus: bus), configuration: configuration)
+        let rate = Double(configuration.apiRequestsPerSecond)
+        requestRate = SharedRate(name: "pusher-api", rate: rate, burst: 2 * rate, shared: chat.sharedCounters)
     }
 
     /// Open Pusher sockets, and channel events routed to them, on this node.
@@ -302,12 +305,7 @@ public final class PusherService: Sendable {
             throw ChatError.badRequestSignature(error.description)
         }
         let rate = context.configuration.apiRequestsPerSecond
-        let wait = requestBuckets.withLock { buckets -> Int? in
-            var bucket = buckets[app.app.id] ?? TokenBucket(rate: Double(rate), burst: Double(2 * rate))
-            defer { buckets[app.app.id] = bucket }
-            return bucket.take(now: .now)
-        }
-        if let wait { throw ChatError.rateLimited(retryAfter: wait, "more than \(rate) Pusher API requests per second for this app") }
+        if let wait = requestRate.take(String(app.app.id)) { throw ChatError.rateLimited(retryAfter: wait, "more than \(rate) Pusher API requests per second for this app") }
         return (app, body)
     }
 

@@ -1,6 +1,7 @@
 public import ParleyChat
 
-/// The sign-in and sign-up budgets in Redis, so every node counts one window per key: a client
+/// The shared budgets in Redis (sign-in and sign-up attempts, realtime commands per user,
+/// Pusher API requests per app), so every node counts one window per key: a client
 /// that spreads its password guesses over N nodes still gets one budget, not N.
 ///
 /// A window is a key `<namespace>:rate:<limiter>:<key>` incremented by each attempt and given
@@ -22,6 +23,9 @@ public final class RedisCounters: SharedCounters, @unchecked Sendable {
         self.namespace.withLock { $0 = namespace }
     }
 
+    /// The namespace in use (tests give a second client the same).
+    var namespaceForTests: String { namespace.withLock { $0 } }
+
     private func key(_ name: String) -> String { namespace.withLock { $0 } + ":rate:" + name }
 
     public func add(_ key: String, window: Int) async -> Bool {
@@ -40,6 +44,22 @@ public final class RedisCounters: SharedCounters, @unchecked Sendable {
         let count = replies[0].text.flatMap { Int($0) } ?? 0
         guard case .integer(let ttl) = replies[1] else { return nil }
         return (count, ttl > 0 ? Int(ttl) : 0)
+    }
+
+    public func add(_ counts: [(key: String, count: Int)], window: Int) async -> [Int]? {
+        guard !counts.isEmpty else { return [] }
+        let commands = counts.flatMap { entry -> [[String]] in
+            let full = key(entry.key)
+            return [["INCRBY", full, String(entry.count)], ["EXPIRE", full, String(max(1, window)), "NX"]]
+        }
+        let client = client
+        guard let replies = await client.run({ try? client.send(commands) }), replies.count == commands.count else { return nil }
+        var totals: [Int] = []
+        for index in stride(from: 0, to: replies.count, by: 2) {
+            guard case .integer(let total) = replies[index] else { return nil }
+            totals.append(Int(total))
+        }
+        return totals
     }
 
     public func remove(_ key: String) async {

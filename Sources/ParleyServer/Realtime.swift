@@ -37,14 +37,16 @@ final class RealtimeContext: Sendable {
     let fanout: Fanout<EncodedWebSocketFrame>
     let configuration: RealtimeConfiguration
     let heartbeatSeconds: Int
-    let userBuckets: UserBuckets
+    /// Commands per user, over all of the user's connections on every node.
+    let userRate: SharedRate
 
     init(chat: Chat, fanout: Fanout<EncodedWebSocketFrame>, configuration: RealtimeConfiguration, heartbeatSeconds: Int) {
         self.chat = chat
         self.fanout = fanout
         self.configuration = configuration
         self.heartbeatSeconds = heartbeatSeconds
-        userBuckets = UserBuckets(rate: configuration.userCommandsPerSecond, burst: configuration.userCommandBurst)
+        userRate = SharedRate(name: "commands-user", rate: configuration.userCommandsPerSecond, burst: configuration.userCommandBurst,
+                              shared: chat.sharedCounters)
     }
 }
 
@@ -363,7 +365,7 @@ final class RealtimeSession: @unchecked Sendable {
             await previous?.value
             let answer: [UInt8]?
             if let caller = caller.withLock({ $0 }) {
-                if let wait = context.userBuckets.take(user: caller.userKey, now: now) {
+                if let wait = context.userRate.take(String(caller.userKey), now: now) {
                     answer = RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait))
                 } else {
                     do {
@@ -462,25 +464,3 @@ final class RealtimeSession: @unchecked Sendable {
     }
 }
 
-
-/// Token buckets per user, shared by all of a user's connections on this node.
-final class UserBuckets: Sendable {
-    private let buckets = Locked<[Int64: TokenBucket]>([:])
-    private let rate: Double
-    private let burst: Double
-
-    init(rate: Double, burst: Double) {
-        self.rate = rate
-        self.burst = burst
-    }
-
-    func take(user: Int64, now: ContinuousClock.Instant) -> Int? {
-        buckets.withLock { buckets in
-            if buckets.count > 100_000 { buckets.removeAll(keepingCapacity: true) }  // full buckets are the default anyway
-            var bucket = buckets[user] ?? TokenBucket(rate: rate, burst: burst)
-            let wait = bucket.take(now: now)
-            buckets[user] = bucket
-            return wait
-        }
-    }
-}

@@ -199,10 +199,10 @@ struct TokenBucketTests {
     }
 
     @Test func everyDeviceOfAUserSharesTheUsersBudget() {
-        let buckets = UserBuckets(rate: 1, burst: 3)
+        let buckets = SharedRate(name: "commands-user", rate: 1, burst: 3, shared: nil)
         let now = ContinuousClock.now
-        #expect((0..<3).map { _ in buckets.take(user: 7, now: now) } == [nil, nil, nil])
-        #expect(buckets.take(user: 7, now: now) == 1)
-        #expect(buckets.take(user: 8, now: now) == nil, "another user has their own budget")
+        #expect((0..<3).map { _ in buckets.take("7", now: now) } == [nil, nil, nil])
+        #expect(buckets.take("7", now: now) == 1)
+        #expect(buckets.take("8", now: now) == nil, "another user has their own budget")
     }
 }

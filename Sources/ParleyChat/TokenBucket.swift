@@ -14,8 +14,7 @@ package struct TokenBucket: Sendable {
     /// Takes a token; nil if one was there, else whole seconds until one is.
     package mutating func take(now: ContinuousClock.Instant) -> Int? {
         if let updated {
-            let elapsed = now - updated
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = (now - updated).inSeconds
             tokens = min(burst, tokens + max(0, seconds) * rate)
         }
         updated = now

@@ -1,0 +1,50 @@
+import Foundation
+import ParleyChat
+@testable import ParleyRedis
+import Testing
+
+private let redisURL = ProcessInfo.processInfo.environment["PARLEY_TEST_REDIS_URL"]
+
+/// The shared budgets on a real Redis: two ``SharedRate``s, each with its own connection, are
+/// two nodes.
+@Suite(.enabled(if: redisURL != nil, "needs PARLEY_TEST_REDIS_URL (scripts/services.sh)"))
+struct RedisCountersTests {
+    private func counters() throws -> RedisCounters {
+        let counters = RedisCounters(url: try RedisURL(redisURL ?? ""))
+        counters.setNamespace("parley-test:\(UUID().uuidString)")
+        return counters
+    }
+
+    @Test func batchedAddsReturnEveryNodesTotal() async throws {
+        let a = try counters()
+        let b = try counters()
+        b.setNamespace(a.namespaceForTests)
+        #expect(await a.add([("x", 3), ("y", 1)], window: 5) == [3, 1])
+        #expect(await b.add([("x", 4)], window: 5) == [7])
+        let current = await a.current("x")
+        #expect(current?.count == 7)
+        #expect((1...5).contains(current?.secondsLeft ?? 0), "the window expires by itself")
+    }
+
+    @Test func aClientOnTwoNodesGetsOneBudget() async throws {
+        let a = try counters()
+        let b = try counters()
+        b.setNamespace(a.namespaceForTests)
+        let onA = SharedRate(name: "commands-user", rate: 1, burst: 10, shared: a, window: 10)
+        let onB = SharedRate(name: "commands-user", rate: 1, burst: 10, shared: b, window: 10)
+        let now = ContinuousClock.now
+        let wall = Date(timeIntervalSince1970: 1_800_000_000)
+        // Budget per window: 1 × 10 + 10 = 20. Each node lets its burst of 10 through …
+        for node in [onA, onB] { for _ in 0..<10 { #expect(node.take("42", now: now) == nil) } }
+        await onA.flush(now: now, wall: wall)
+        await onB.flush(now: now, wall: wall)
+        // … and one more each after a refill crosses it: refused on both for the rest of the window.
+        #expect(onA.take("42", now: now + .seconds(2)) == nil)
+        #expect(onB.take("42", now: now + .seconds(2)) == nil)
+        await onA.flush(now: now + .seconds(2), wall: wall.addingTimeInterval(2))
+        await onB.flush(now: now + .seconds(2), wall: wall.addingTimeInterval(2))
+        #expect(onA.take("42", now: now + .seconds(3)) == 7, "until the window ends")
+        #expect(onB.take("42", now: now + .seconds(3)) == 7, "until the window ends")
+        #expect(onA.take("43", now: now + .seconds(3)) == nil, "another user is not refused")
+    }
+}
