@@ -10,6 +10,11 @@ import ParleyWire
 ///
 /// All of its state lives on one serial queue, like ``Fanout``'s, so a channel's events reach
 /// every socket in the order the bus delivered them.
+///
+/// With several nodes a ``ChannelDirectory`` (Redis) holds every node's presence members and
+/// socket counts: a user's first socket on this node joins there and their last leaves, and
+/// `member_added` / `member_removed` go out through the bus, once per user however many nodes
+/// they are on. Without one (or while it cannot be reached) the node counts alone.
 final class PusherHub: @unchecked Sendable {
     // @unchecked: every mutable property is touched only on `queue`.
 
@@ -36,7 +41,16 @@ final class PusherHub: @unchecked Sendable {
     private var connections = 0
     private var routed = 0
 
-    init(bus: any Bus) {
+    private let bus: any Bus
+    private let directory: (any ChannelDirectory)?
+
+    init(bus: any Bus, directory: (any ChannelDirectory)? = nil) {
+        self.bus = bus
+        self.directory = directory
+        directory?.start(state: { [weak self] in self?.localState() ?? ChannelDirectoryState(subscriptions: [], members: []) },
+                         announce: { [weak self] changes in
+                             for change in changes { self?.announce(change.member, added: change.added, excluding: nil) }
+                         })
         bus.subscribe { [weak self] publications in
             // Every native message passes here too: hop to the queue only for channel events.
             guard let self, publications.contains(where: {
@@ -79,28 +93,58 @@ final class PusherHub: @unchecked Sendable {
     /// user's first socket in the channel (`member_added` goes out before this returns, so it
     /// precedes anything the member sends).
     func subscribe(_ connection: PusherConnection, app: Int64, channel name: String, member: (id: String, info: JSONValue?)?) async -> Subscribed {
-        await onQueue { [self] in
-            let key = ChannelKey(app: app, name: name)
-            var channel = channels[key] ?? Channel()
-            let id = ObjectIdentifier(connection)
-            if let member {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Subscribed, Never>) in
+            queue.async { [self] in
+                let key = ChannelKey(app: app, name: name)
+                var channel = channels[key] ?? Channel()
+                let id = ObjectIdentifier(connection)
+                let isNew = channel.sockets[id] == nil
+                guard let member else {
+                    channel.sockets[id] = connection
+                    channels[key] = channel
+                    if isNew { directory?.subscriptions(app: app, channel: name, change: 1) }
+                    return continuation.resume(returning: .subscribed(nil))
+                }
                 if var existing = channel.members[member.id] {
+                    // Not the user's first socket here: nobody is told.
                     existing.sockets.insert(id)
                     channel.members[member.id] = existing
-                } else {
-                    guard channel.members.count < PusherProtocol.presenceMembersMax else { return .full }
-                    let added = EncodedWebSocketFrame(utf8: PusherFrames.memberAdded(channel: name, userID: member.id, info: member.info))
-                    for other in channel.sockets.values where other !== connection {
-                        other.deliver(.ephemeral(channel: name, frame: added))
+                    channel.sockets[id] = connection
+                    channels[key] = channel
+                    if isNew { directory?.subscriptions(app: app, channel: name, change: 1) }
+                    let local = Self.snapshot(channel)
+                    guard let directory else { return continuation.resume(returning: .subscribed(local)) }
+                    directory.members(app: app, channel: name) { found in
+                        continuation.resume(returning: .subscribed(found.map { Self.snapshot($0, adding: local) } ?? local))
                     }
-                    channel.members[member.id] = Member(info: member.info, sockets: [id])
-                    channel.memberOrder.append(member.id)
+                    return
+                }
+                guard channel.members.count < PusherProtocol.presenceMembersMax else { return continuation.resume(returning: .full) }
+                channel.members[member.id] = Member(info: member.info, sockets: [id])
+                channel.memberOrder.append(member.id)
+                channel.sockets[id] = connection
+                channels[key] = channel
+                let local = Self.snapshot(channel)
+                guard let directory else {
+                    deliverMember(key, id: member.id, info: member.info, added: true, excluding: connection)
+                    return continuation.resume(returning: .subscribed(local))
+                }
+                if isNew { directory.subscriptions(app: app, channel: name, change: 1) }
+                let joining = ChannelMember(app: app, channel: name, userID: member.id, infoJSON: member.info.flatMap { try? $0.encoded() })
+                directory.join(joining) { [self] joined in
+                    guard let joined else {
+                        // The directory cannot be reached: as if this node were alone.
+                        queue.async { [self] in deliverMember(key, id: member.id, info: member.info, added: true, excluding: connection) }
+                        return continuation.resume(returning: .subscribed(local))
+                    }
+                    if joined.news && joined.members.count > PusherProtocol.presenceMembersMax {
+                        queue.async { [self] in removeSubscription(connection, key: key, quietly: true) }
+                        return continuation.resume(returning: .full)
+                    }
+                    if joined.news { announce(joining, added: true, excluding: connection.socketID) }
+                    continuation.resume(returning: .subscribed(Self.snapshot(joined.members, adding: local)))
                 }
             }
-            channel.sockets[id] = connection
-            channels[key] = channel
-            guard member != nil else { return .subscribed(nil) }
-            return .subscribed(PresenceSnapshot(members: channel.memberOrder.map { PresenceSnapshot.Member(id: $0, info: channel.members[$0]?.info) }))
         }
     }
 
@@ -121,20 +165,75 @@ final class PusherHub: @unchecked Sendable {
         }
     }
 
-    private func removeSubscription(_ connection: PusherConnection, key: ChannelKey) {
+    /// Takes a socket out of a channel; when it was its user's last socket here the user leaves
+    /// (announced unless `quietly`: a join refused because the channel was full).
+    private func removeSubscription(_ connection: PusherConnection, key: ChannelKey, quietly: Bool = false) {
         guard var channel = channels[key] else { return }
         let id = ObjectIdentifier(connection)
         guard channel.sockets.removeValue(forKey: id) != nil else { return }
+        directory?.subscriptions(app: key.app, channel: key.name, change: -1)
         if let userID = channel.members.first(where: { $0.value.sockets.contains(id) })?.key {
             channel.members[userID]?.sockets.remove(id)
             if channel.members[userID]?.sockets.isEmpty == true {
                 channel.members.removeValue(forKey: userID)
                 channel.memberOrder.removeAll { $0 == userID }
-                let removed = EncodedWebSocketFrame(utf8: PusherFrames.memberRemoved(channel: key.name, userID: userID))
-                for other in channel.sockets.values { other.deliver(.ephemeral(channel: key.name, frame: removed)) }
+                if let directory {
+                    directory.leave(app: key.app, channel: key.name, userID: userID) { [self] gone in
+                        guard !quietly else { return }
+                        if gone == true { announce(ChannelMember(app: key.app, channel: key.name, userID: userID, infoJSON: nil), added: false, excluding: nil) }
+                        if gone == nil { queue.async { [self] in deliverMember(key, id: userID, info: nil, added: false, excluding: nil) } }
+                    }
+                } else if !quietly {
+                    for other in channel.sockets.values {
+                        other.deliver(.ephemeral(channel: key.name, frame: EncodedWebSocketFrame(utf8: PusherFrames.memberRemoved(channel: key.name, userID: userID))))
+                    }
+                }
             }
         }
         channels[key] = channel.sockets.isEmpty ? nil : channel
+    }
+
+    /// Tells this node's sockets in a channel that a member came or went.
+    private func deliverMember(_ key: ChannelKey, id: String, info: JSONValue?, added: Bool, excluding: PusherConnection?) {
+        guard let channel = channels[key] else { return }
+        let frame = EncodedWebSocketFrame(utf8: added ? PusherFrames.memberAdded(channel: key.name, userID: id, info: info)
+                                                      : PusherFrames.memberRemoved(channel: key.name, userID: id))
+        for other in channel.sockets.values where other !== excluding { other.deliver(.ephemeral(channel: key.name, frame: frame)) }
+    }
+
+    /// Sends a member change to every node's sockets in the channel, through the bus.
+    private func announce(_ member: ChannelMember, added: Bool, excluding socket: String?) {
+        var data: [String: JSONValue] = ["user_id": .string(member.userID)]
+        if added { data["user_info"] = member.infoJSON.flatMap { try? JSONValue.decode($0) } ?? .object([:]) }
+        let text = (try? JSONValue.string((try? JSONValue.object(data).encoded()) ?? "{}").encoded()) ?? "\"{}\""
+        bus.publish([.channel(ChannelEvent(app: member.app, channel: member.channel,
+                                           name: added ? "pusher_internal:member_added" : "pusher_internal:member_removed",
+                                           dataJSON: text, position: nil, seq: nil, userID: nil, excludedSocket: socket,
+                                           createdAt: Int64(Date().timeIntervalSince1970 * 1000)))])
+    }
+
+    private static func snapshot(_ channel: Channel) -> PresenceSnapshot {
+        PresenceSnapshot(members: channel.memberOrder.map { PresenceSnapshot.Member(id: $0, info: channel.members[$0]?.info) })
+    }
+
+    /// Every node's members, with this node's (which the directory may not show yet).
+    private static func snapshot(_ members: [ChannelMember], adding local: PresenceSnapshot) -> PresenceSnapshot {
+        var result = members.map { PresenceSnapshot.Member(id: $0.userID, info: $0.infoJSON.flatMap { try? JSONValue.decode($0) }) }
+        let known = Set(result.map(\.id))
+        result += local.members.filter { !known.contains($0.id) }
+        return PresenceSnapshot(members: result)
+    }
+
+    /// What this node holds, for the directory to write again.
+    private func localState() -> ChannelDirectoryState {
+        queue.sync {
+            ChannelDirectoryState(
+                subscriptions: channels.map { (app: $0.key.app, channel: $0.key.name, count: $0.value.sockets.count) },
+                members: channels.flatMap { key, channel in
+                    channel.memberOrder.map { ChannelMember(app: key.app, channel: key.name, userID: $0,
+                                                            infoJSON: channel.members[$0]?.info.flatMap { try? $0.encoded() }) }
+                })
+        }
     }
 
     /// A socket opened.
@@ -158,9 +257,15 @@ final class PusherHub: @unchecked Sendable {
         var userCount: Int
     }
 
-    /// The app's occupied channels whose names start with `prefix`, by name.
+    /// The app's occupied channels whose names start with `prefix`, by name: on every node
+    /// when there is a directory.
     func occupied(app: Int64, prefix: String) async -> [Occupancy] {
-        await onQueue { [self] in
+        if let directory, let found = await withCheckedContinuation({ (continuation: CheckedContinuation<[ChannelOccupancy]?, Never>) in
+            directory.occupancy(app: app, prefix: prefix) { continuation.resume(returning: $0) }
+        }) {
+            return found.map { Occupancy(name: $0.channel, subscriptionCount: $0.subscriptions, userCount: $0.users) }
+        }
+        return await onQueue { [self] in
             channels.filter { $0.key.app == app && $0.key.name.hasPrefix(prefix) }
                 .map { Occupancy(name: $0.key.name, subscriptionCount: $0.value.sockets.count, userCount: $0.value.members.count) }
                 .sorted { $0.name < $1.name }
@@ -169,15 +274,24 @@ final class PusherHub: @unchecked Sendable {
 
     /// One channel's occupancy (zero counts when nobody is subscribed).
     func occupancy(app: Int64, channel name: String) async -> Occupancy {
-        await onQueue { [self] in
+        if directory != nil {
+            return await occupied(app: app, prefix: name).first { $0.name == name } ?? Occupancy(name: name, subscriptionCount: 0, userCount: 0)
+        }
+        return await onQueue { [self] in
             let channel = channels[ChannelKey(app: app, name: name)]
             return Occupancy(name: name, subscriptionCount: channel?.sockets.count ?? 0, userCount: channel?.members.count ?? 0)
         }
     }
 
-    /// The user ids present in a presence channel, in the order they joined.
+    /// The user ids present in a presence channel: in the order they joined on one node, by id
+    /// over several.
     func users(app: Int64, channel name: String) async -> [String] {
-        await onQueue { [self] in channels[ChannelKey(app: app, name: name)]?.memberOrder ?? [] }
+        if let directory, let found = await withCheckedContinuation({ (continuation: CheckedContinuation<[ChannelMember]?, Never>) in
+            directory.members(app: app, channel: name) { continuation.resume(returning: $0) }
+        }) {
+            return found.map(\.userID)
+        }
+        return await onQueue { [self] in channels[ChannelKey(app: app, name: name)]?.memberOrder ?? [] }
     }
 
     /// Open Pusher sockets and channel events routed, for `/metrics`.

@@ -19,9 +19,10 @@ public final class PusherService: Sendable {
     /// HTTP API requests per app, over every node.
     private let requestRate: SharedRate
 
-    /// Routes the bus's channel events to this node's Pusher sockets.
-    public init(chat: Chat, bus: any Bus, configuration: PusherConfiguration) {
-        context = PusherContext(chat: chat, hub: PusherHub(bus: bus), configuration: configuration)
+    /// Routes the bus's channel events to this node's Pusher sockets; with a `directory`
+    /// (several nodes) presence members and occupancy count every node.
+    public init(chat: Chat, bus: any Bus, configuration: PusherConfiguration, directory: (any ChannelDirectory)? = nil) {
+        context = PusherContext(chat: chat, hub: PusherHub(bus: bus, directory: directory), configuration: configuration)
         let rate = Double(configuration.apiRequestsPerSecond)
         requestRate = SharedRate(name: "pusher-api", rate: rate, burst: 2 * rate, shared: chat.sharedCounters)
     }

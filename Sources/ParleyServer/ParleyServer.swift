@@ -38,13 +38,16 @@ public final class ParleyServer: Sendable {
     private let redisBus: RedisBus?
     /// Who is online across nodes (with `--redis-url`); this node's users leave it at shutdown.
     private let presence: RedisPresence?
+    /// The Pusher channels of every node (with `--redis-url`); this node's members leave at shutdown.
+    private let channelDirectory: RedisChannelDirectory?
     /// The certificate HTTPS and WSS connections are accepted with (reloaded on SIGHUP).
     private let tls: TLSCertificateStore?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
                  createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?,
-                 presence: RedisPresence?, tls: TLSCertificateStore?) {
+                 presence: RedisPresence?, channelDirectory: RedisChannelDirectory?, tls: TLSCertificateStore?) {
         self.lock = lock
+        self.channelDirectory = channelDirectory
         self.tls = tls
         self.redisBus = bus
         self.presence = presence
@@ -154,7 +157,8 @@ public final class ParleyServer: Sendable {
                                                    directory: presence) { bytes in
             EncodedWebSocketFrame(utf8: bytes)
         }
-        let pusher = PusherService(chat: chat, bus: bus, configuration: configuration.pusher)
+        let channelDirectory = redisBus.map { RedisChannelDirectory(url: $0.url, node: $0.node, prefix: "parley:\(chat.epoch):pusher") }
+        let pusher = PusherService(chat: chat, bus: bus, configuration: configuration.pusher, directory: channelDirectory)
         if let redisBus {
             // The receivers (fan-out, Pusher hub) are subscribed: start ordering and receiving,
             // on a channel named after the database's history, which every node of it shares.
@@ -162,6 +166,7 @@ public final class ParleyServer: Sendable {
                 try await redisBus.start(source: chat, channel: "parley:\(chat.epoch):bus")
             } catch {
                 presence?.stop()
+                channelDirectory?.stop()
                 redisBus.stop()
                 store.close()
                 throw StartError(message: "cannot start the bus between nodes: \(error)")
@@ -191,16 +196,19 @@ public final class ParleyServer: Sendable {
                 }
             }
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
-                                collector: collector, lock: lock, bus: redisBus, presence: presence, tls: tls)
+                                collector: collector, lock: lock, bus: redisBus, presence: presence,
+                                channelDirectory: channelDirectory, tls: tls)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             presence?.stop()
+            channelDirectory?.stop()
             redisBus?.stop()
             store.close()
             throw StartError(message: "port \(configuration.port) on \(configuration.host) is already in use; stop the other process or pass --port")
         } catch {
             group.shutdown()
             presence?.stop()
+            channelDirectory?.stop()
             redisBus?.stop()
             store.close()
             throw StartError(message: "cannot listen on \(configuration.host):\(configuration.port): \(error)")
@@ -323,6 +331,7 @@ public final class ParleyServer: Sendable {
         await http.shutdown(timeout: configuration.shutdownTimeout)
         group.shutdown()
         presence?.stop()
+        channelDirectory?.stop()
         redisBus?.stop()
         store.close()
     }

@@ -233,13 +233,19 @@ def test_every_metric_the_grafana_dashboard_graphs_is_served(cluster):
     assert wanted and wanted <= served, f"graphed but not served: {sorted(wanted - served)}"
 
 
-def test_a_pusher_user_on_one_node_is_reached_and_terminated_through_another(cluster):
-    from test_pusher import Raw, backend
+def pusher_backend(cluster, node):
+    """Pusher's server library pointed at one node (the app's pusher id is the same on all)."""
+    from test_pusher import backend
     from parley import BINARY
-    one, two = cluster.nodes[0], cluster.nodes[1]
     listing = subprocess.run([BINARY, "apps", "list", "--data-dir", cluster.data, *cluster.flags[:2]], capture_output=True, text=True, timeout=30)
-    one.pusher_id = next(l for l in listing.stdout.splitlines() if l.startswith("default\t")).split("pusher app id ")[1].split()[0]
-    api = backend(one)                           # the app's backend talks to node one
+    node.pusher_id = next(l for l in listing.stdout.splitlines() if l.startswith("default\t")).split("pusher app id ")[1].split()[0]
+    return backend(node)
+
+
+def test_a_pusher_user_on_one_node_is_reached_and_terminated_through_another(cluster):
+    from test_pusher import Raw
+    one, two = cluster.nodes[0], cluster.nodes[1]
+    api = pusher_backend(cluster, one)           # the app's backend talks to node one
     user = f"user-{uuid.uuid4().hex[:6]}"
     raw = Raw(two).open()                        # the user's socket is on node two
     signed = api.authenticate_user(raw.socket_id, {"id": user})
@@ -251,6 +257,78 @@ def test_a_pusher_user_on_one_node_is_reached_and_terminated_through_another(clu
     with pytest.raises(ConnectionClosed) as closed:
         raw.until(lambda f: False)
     assert closed.value.rcvd.code == 4009
+
+
+def join_presence(api, node, channel, user, name):
+    from test_pusher import Raw
+    socket = Raw(node).open()
+    auth = api.authenticate(channel=channel, socket_id=socket.socket_id, custom_data={"user_id": user, "user_info": {"name": name}})
+    frame = socket.subscribe(channel, auth=auth["auth"], channel_data=auth["channel_data"])
+    assert frame["event"] == "pusher_internal:subscription_succeeded", frame
+    return socket, json.loads(frame["data"])["presence"]
+
+
+def test_pusher_presence_members_and_occupancy_count_every_node(cluster):
+    one, two, three = cluster.nodes
+    api = pusher_backend(cluster, one)
+    channel = f"presence-room-{uuid.uuid4().hex[:8]}"
+    ana, members = join_presence(api, one, channel, "ana", "Ana")
+    assert members["ids"] == ["ana"]
+    bob, members = join_presence(api, two, channel, "bob", "Bob")      # another node sees Ana
+    assert members["count"] == 2 and members["hash"] == {"ana": {"name": "Ana"}, "bob": {"name": "Bob"}}
+    added = ana.until(lambda f: f["event"] == "pusher_internal:member_added")
+    assert json.loads(added["data"]) == {"user_id": "bob", "user_info": {"name": "Bob"}}
+    # Bob's tablet on a third node: he is one member, announced once.
+    tablet, members = join_presence(api, three, channel, "bob", "Bob")
+    assert members["count"] == 2
+    for node in (one, three):                    # the HTTP API counts every node, whichever answers
+        from test_pusher import backend
+        node.pusher_id, node.app_secret = one.pusher_id, one.app_secret
+        other = backend(node)
+        assert other.channel_info(channel, ["user_count", "subscription_count"]) == {
+            "occupied": True, "user_count": 2, "subscription_count": 3}
+        assert sorted(u["id"] for u in other.users_info(channel)["users"]) == ["ana", "bob"]
+        assert other.channels_info(prefix_filter="presence-", attributes=["user_count"])["channels"][channel] == {"user_count": 2}
+    bob.close()                                  # one of Bob's sockets: still present elsewhere
+    api.trigger(channel, "barrier", {})
+    assert ana.until(lambda f: f["event"] in ("barrier", "pusher_internal:member_removed"))["event"] == "barrier"
+    tablet.close()                               # his last, on another node: gone
+    removed = ana.until(lambda f: f["event"] == "pusher_internal:member_removed")
+    assert json.loads(removed["data"]) == {"user_id": "bob"}
+    wait_until(lambda: api.channel_info(channel, ["subscription_count"]) == {"occupied": True, "subscription_count": 1},
+               what="Bob's sockets to leave the count")
+    ana.close()
+
+
+def test_a_dead_nodes_presence_members_are_announced_gone(cluster):
+    one, two, _ = cluster.nodes
+    api = pusher_backend(cluster, one)
+    channel = f"presence-room-{uuid.uuid4().hex[:8]}"
+    ana, _ = join_presence(api, one, channel, "ana", "Ana")
+    _, members = join_presence(api, two, channel, "bob", "Bob")
+    assert members["count"] == 2
+    ana.until(lambda f: f["event"] == "pusher_internal:member_added")
+    two.kill()                                   # Bob's node dies without a word
+    # Its heartbeat expires (15 s) and the next node to beat (every 5 s) buries it.
+    removed = ana.until(lambda f: f["event"] == "pusher_internal:member_removed", timeout=30)
+    assert json.loads(removed["data"]) == {"user_id": "bob"}
+    assert sorted(u["id"] for u in api.users_info(channel)["users"]) == ["ana"]
+    ana.close()
+
+
+def test_presence_members_come_back_after_redis_restarts_empty(cluster):
+    one, two, _ = cluster.nodes
+    api = pusher_backend(cluster, one)
+    channel = f"presence-room-{uuid.uuid4().hex[:8]}"
+    ana, _ = join_presence(api, one, channel, "ana", "Ana")
+    bob, _ = join_presence(api, two, channel, "bob", "Bob")
+    cluster.services.kill_redis()
+    cluster.services.start_redis()               # empty: no member, no node
+    # Each node's next heartbeat finds itself missing and writes its channels again.
+    wait_until(lambda: sorted(u["id"] for u in api.users_info(channel)["users"]) == ["ana", "bob"], timeout=20,
+               what="the members to be written again")
+    assert api.channel_info(channel, ["subscription_count"])["subscription_count"] == 2
+    ana.close(), bob.close()
 
 
 class Load:
