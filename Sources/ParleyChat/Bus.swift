@@ -29,6 +29,10 @@ public enum Publication: Sendable {
     /// The app's backend asked to close every Pusher socket signed in as `userID`, on every
     /// node (Pusher's `terminate_connections`).
     case channelUserTerminated(app: Int64, userID: String)
+    /// A request on some node wants the unfinished upload `clientID` of `user`: the node whose
+    /// request is receiving it interrupts that request (its bytes so far are kept), so the
+    /// client's continuation on another node need not wait for the old connection to time out.
+    case uploadWanted(user: Int64, clientID: String)
 }
 
 /// An event on a named channel of an app (docs/pusher.md).

@@ -89,6 +89,10 @@ public enum BusCodec: Sendable {
                 out.append(5)
                 integer(app, &out)
                 string(userID, &out)
+            case .uploadWanted(let user, let clientID):
+                out.append(6)
+                integer(user, &out)
+                string(clientID, &out)
             }
         }
         return out
@@ -145,6 +149,9 @@ public enum BusCodec: Sendable {
             case 5:
                 let app = try reader.integer()
                 publications.append(.channelUserTerminated(app: app, userID: try reader.string()))
+            case 6:
+                let user = try reader.integer()
+                publications.append(.uploadWanted(user: user, clientID: try reader.string()))
             case let tag: throw DecodingError(description: "unknown publication tag \(tag) at byte \(reader.offset - 1)")
             }
         }

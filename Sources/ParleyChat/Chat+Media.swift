@@ -200,6 +200,42 @@ extension Chat {
         try await run { try await store.write { db in _ = try db.execute("DELETE FROM blob_garbage WHERE blob IN (\(list: blobs))") } }
     }
 
+    // MARK: - Claims on unfinished uploads
+
+    /// Claims `user`'s unfinished upload `clientID` for `holder` until `lease` from now, or
+    /// renews the claim `holder` has: true when it is `holder`'s now, false while another
+    /// holder's lease lasts. Nodes sharing a media directory use this so one request at a time
+    /// writes an upload's bytes; leases are wall-clock milliseconds, so nodes' clocks must
+    /// agree to well within a lease (NTP does).
+    public func claimUpload(user: Int64, clientID: String, holder: String, lease: Duration) async throws -> Bool {
+        let now = nowMilliseconds
+        let expires = now + lease.components.seconds * 1000 + lease.components.attoseconds / 1_000_000_000_000_000
+        return try await run {
+            try await store.write { db in
+                try db.execute("""
+                    INSERT INTO upload_claim (user_id, client_id, holder, expires_at) VALUES (\(user), \(clientID), \(holder), \(expires))
+                    ON CONFLICT (user_id, client_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+                    WHERE upload_claim.holder = excluded.holder OR upload_claim.expires_at < \(now)
+                    """) == 1
+            }
+        }
+    }
+
+    /// Ends `holder`'s claim (nothing when another holds it now).
+    public func releaseUpload(user: Int64, clientID: String, holder: String) async throws {
+        try await run {
+            try await store.write { db in
+                _ = try db.execute("DELETE FROM upload_claim WHERE user_id = \(user) AND client_id = \(clientID) AND holder = \(holder)")
+            }
+        }
+    }
+
+    /// Forgets every claim: at the start of a lone node (SQLite), whose earlier run's requests
+    /// are all gone.
+    public func clearUploadClaims() async throws {
+        try await run { try await store.write { db in _ = try db.execute("DELETE FROM upload_claim") } }
+    }
+
     // MARK: - Inside a transaction
 
     static let attachmentColumns: SQL = """

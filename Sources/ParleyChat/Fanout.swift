@@ -257,7 +257,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
                     frame = made
                     subscriber.receive(.ephemeral(made))
                 }
-            case .channel, .channelUserTerminated:
+            case .channel, .channelUserTerminated, .uploadWanted:
                 continue  // named channels have their own router (ParleyPusher)
             case .signedOut(let user, let only, let except):
                 for subscriber in (byUser[user] ?? [:]).values {

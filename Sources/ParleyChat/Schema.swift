@@ -289,6 +289,20 @@ public enum Schema: Sendable {
             }
             try db.execute("CREATE UNIQUE INDEX conversation_pusher_channel ON conversation (app_id, title) WHERE kind = 'pusher'")
         }
+        migrator.register("0009 claims on unfinished uploads") { db in
+            // Which request is receiving an unfinished upload now, for as long as its lease
+            // lasts (renewed while bytes arrive): with several nodes on one media directory a
+            // continuation on another node takes the upload over from the holder, and never
+            // writes the same file at once (docs/operations.md, "Several nodes").
+            try db.execute("""
+                CREATE TABLE upload_claim (
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    client_id text NOT NULL,
+                    holder text NOT NULL,
+                    expires_at bigint NOT NULL,
+                    PRIMARY KEY (user_id, client_id))
+                """)
+        }
         return migrator
     }
 
@@ -452,6 +466,20 @@ public enum Schema: Sendable {
             try db.execute("CREATE TABLE setting (name text PRIMARY KEY, value bytea NOT NULL)")
             try db.execute("""
                 INSERT INTO setting (name, value) VALUES (\(EventLog.epochSetting), \(Array(Crypto.randomID(prefix: "e_", length: 16).utf8)))
+                """)
+        }
+        migrator.register("0009 claims on unfinished uploads") { db in
+            // Which request is receiving an unfinished upload now, for as long as its lease
+            // lasts (renewed while bytes arrive): with several nodes on one media directory a
+            // continuation on another node takes the upload over from the holder, and never
+            // writes the same file at once (docs/operations.md, "Several nodes").
+            try db.execute("""
+                CREATE TABLE upload_claim (
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    client_id text NOT NULL,
+                    holder text NOT NULL,
+                    expires_at bigint NOT NULL,
+                    PRIMARY KEY (user_id, client_id))
                 """)
         }
         return migrator

@@ -15,8 +15,10 @@ import Glibc
 /// there is no counter to drift from the data after a crash. The directory is on the blob
 /// store's file system, so a finished upload is renamed into place like a staging file.
 ///
-/// An index in memory (read from the directory at start) answers status questions and
-/// per-account totals without touching the disk.
+/// An index in memory (read from the directory at start and at each collection) answers
+/// per-account totals and expiry without touching the disk; one upload's state is always read
+/// from its files, because with several nodes on one media directory another node may have
+/// continued or removed it.
 public final class PartialUploadStore: Sendable {
     /// What an upload declared when it began.
     public struct Record: Codable, Sendable, Hashable {
@@ -66,27 +68,46 @@ public final class PartialUploadStore: Sendable {
     /// or bytes without a readable record, is removed.
     public init(root: String) throws {
         self.root = root
-        let manager = FileManager.default
-        try manager.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        refresh()
+    }
+
+    /// Reads the directory again: with several nodes on one media directory, uploads other
+    /// nodes began or removed (the collector calls this before expiring). A record without
+    /// its bytes, or bytes without a readable record, is removed.
+    public func refresh() {
         var found: [String: Entry] = [:]
-        let names = Set((try? manager.contentsOfDirectory(atPath: root)) ?? [])
+        let names = Set((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
         for name in names {
             let key = String(name.prefix(while: { $0 != "." }))
             guard name == key + ".json" else {
-                if !names.contains(key + ".json") { unlink(root + "/" + name) }
+                // Bytes whose record is not there (yet: another node may be between the two files).
+                if !names.contains(key + ".json"), let (_, modified) = Self.sizeAndTime(root + "/" + name),
+                   Date().timeIntervalSince(modified) > 60 {
+                    unlink(root + "/" + name)
+                }
                 continue
             }
-            guard let data = manager.contents(atPath: root + "/" + name),
-                  let record = try? Self.decoder.decode(Record.self, from: data),
-                  key == Self.key(user: record.user, clientID: record.clientID),
-                  let (size, modified) = Self.sizeAndTime(root + "/" + key + ".part"), size <= record.totalBytes else {
-                unlink(root + "/" + key + ".json")
-                unlink(root + "/" + key + ".part")
-                continue
-            }
-            found[key] = Entry(record: record, receivedBytes: size, updatedAt: modified)
+            if let entry = load(key) { found[key] = entry }
         }
         index.withLock { $0 = found }
+    }
+
+    /// The entry `key` as the files say: the record, and the bytes' size and time now. A
+    /// broken pair is removed.
+    private func load(_ key: String) -> Entry? {
+        guard let data = FileManager.default.contents(atPath: root + "/" + key + ".json") else { return nil }
+        guard let record = try? Self.decoder.decode(Record.self, from: data),
+              key == Self.key(user: record.user, clientID: record.clientID),
+              let (size, modified) = Self.sizeAndTime(root + "/" + key + ".part"), size <= record.totalBytes else {
+            // A pair a minute old is broken; a younger one may be another node between its writes.
+            if let (_, written) = Self.sizeAndTime(root + "/" + key + ".json"), Date().timeIntervalSince(written) > 60 {
+                unlink(root + "/" + key + ".json")
+                unlink(root + "/" + key + ".part")
+            }
+            return nil
+        }
+        return Entry(record: record, receivedBytes: size, updatedAt: modified)
     }
 
     private static var decoder: JSONDecoder {
@@ -100,13 +121,17 @@ public final class PartialUploadStore: Sendable {
         SHA256.hash(Array("\(user)\n\(clientID)".utf8)).hexString
     }
 
-    /// The unfinished upload `clientID` of `user`, if one is kept.
+    /// The unfinished upload `clientID` of `user`, if one is kept: read from the files, so an
+    /// upload another node began, continued or removed is seen as it is now.
     public func entry(user: Int64, clientID: String) -> Entry? {
         let key = Self.key(user: user, clientID: clientID)
-        return index.withLock { $0[key] }
+        let entry = load(key)
+        index.withLock { $0[key] = entry }
+        return entry
     }
 
-    /// Every unfinished upload of `user`.
+    /// Every unfinished upload of `user` this node knows of: those it began, and those in the
+    /// directory when it last read it (``refresh()``).
     public func entries(user: Int64) -> [Entry] {
         index.withLock { $0.values.filter { $0.record.user == user } }
     }
@@ -138,7 +163,7 @@ public final class PartialUploadStore: Sendable {
     /// Opens the kept bytes of an unfinished upload to append the rest.
     public func resume(user: Int64, clientID: String) throws -> (Entry, StagingFile)? {
         let key = Self.key(user: user, clientID: clientID)
-        guard var entry = index.withLock({ $0[key] }) else { return nil }
+        guard var entry = entry(user: user, clientID: clientID) else { return nil }
         let part = try StagingFile.create(root + "/" + key + ".part", flags: O_APPEND, mustExist: true)
         let size = lseek(part.descriptor, 0, SEEK_END)
         guard size >= 0 else { part.closeForWriting(); throw BlobStoreError.io("lseek", errno) }

@@ -275,7 +275,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
         switch publication {
         case .event(let position, _, _, _, _, _): position
         case .channel(let event): event.position
-        case .ephemeral, .signedOut, .channelUserTerminated: nil
+        case .ephemeral, .signedOut, .channelUserTerminated, .uploadWanted: nil
         }
     }
 

@@ -82,11 +82,20 @@ final class MediaService: Sendable {
     /// one at a time each; see ``claim(_:interrupt:takeOver:)``.
     private let claims = Locked([PartialKey: Holder]())
 
-    /// Who holds an unfinished upload: how to make it let go, and who waits for it.
+    /// Who holds an unfinished upload: how to make it let go, and who waits for it; once the
+    /// database claim is taken, its holder name and the task renewing its lease.
     private struct Holder {
         var interrupt: (@Sendable () -> Void)?
         var waiters: [CheckedContinuation<Void, Never>] = []
+        var holder: String?
+        var renewal: Task<Void, Never>?
     }
+    /// This process's name in upload claims (a request adds its own number).
+    private let node = Crypto.randomID(prefix: "n_", length: 12)
+    private let requestCounter = Locked(0)
+    /// How long a claim in the database lasts without renewal (renewed every third of it while
+    /// the request runs): a node that dies holding an upload blocks it for at most this long.
+    static let claimLease: Duration = .seconds(10)
     private let lanes: [DispatchQueue]
     private let laneCounter = Locked(0)
     private let uploadsInProgress = Locked([Int64: Int]())
@@ -135,6 +144,17 @@ final class MediaService: Sendable {
         limits.thumbnailSide = configuration.thumbnailSide
         images = ImageProcessor(limits: limits)
         lanes = (0..<max(1, min(4, EventLoopGroup.coreCount))).map { DispatchQueue(label: "parley.media.\($0)") }
+        // Another node wants an upload a request here is receiving: let it go (its bytes stay).
+        chat.bus?.subscribe { [weak self] publications in
+            guard let self else { return }
+            for case .uploadWanted(let user, let clientID) in publications {
+                let stop = claims.withLock { table -> (@Sendable () -> Void)? in
+                    guard let holder = table[PartialKey(user: user, clientID: clientID)], holder.holder != nil else { return nil }
+                    return holder.interrupt
+                }
+                stop?()
+            }
+        }
     }
 
     var policy: Chat.MediaPolicy {
@@ -286,7 +306,7 @@ final class MediaService: Sendable {
         // client came back on a new connection, the old one is dead.
         var interrupt: (@Sendable () -> Void)?
         if case .stream(let stream) = request.body { interrupt = { stream.interrupt(with: ChatError.uploadSuperseded) } }
-        _ = await claim(key, interrupt: interrupt, takeOver: true)
+        _ = try await claim(key, interrupt: interrupt, takeOver: true)
         var fate = PartialFate.keep
         defer {
             if fate == .remove { partials.remove(user: key.user, clientID: key.clientID) }
@@ -492,7 +512,7 @@ final class MediaService: Sendable {
     func uploadStatus(_ caller: Caller, clientID: String) async throws -> UploadStatus {
         // A connection still receiving it is interrupted, so the answer is what is kept.
         let key = PartialKey(user: caller.userKey, clientID: clientID)
-        _ = await claim(key, takeOver: true)
+        _ = try await claim(key, takeOver: true)
         defer { unclaim(key) }
         if let info = try await chat.existingUpload(caller, clientID: clientID) {
             return UploadStatus(clientId: clientID, state: .complete, receivedBytes: info.sizeBytes, totalBytes: info.sizeBytes, attachment: info)
@@ -506,7 +526,7 @@ final class MediaService: Sendable {
     /// Abandons an unfinished upload (`DELETE /v1/uploads/{clientId}`); its bytes are removed.
     func abandonUpload(_ caller: Caller, clientID: String) async throws {
         let key = PartialKey(user: caller.userKey, clientID: clientID)
-        _ = await claim(key, takeOver: true)
+        _ = try await claim(key, takeOver: true)
         defer { unclaim(key) }
         guard partials.remove(user: key.user, clientID: clientID) else { throw ChatError.uploadNotFound }
     }
@@ -519,7 +539,57 @@ final class MediaService: Sendable {
     /// comes back before the server has noticed its old connection is dead (that can take the
     /// 30 s body timeout), and its status call or continuation must not wait for that or be
     /// refused. An upload past its body (being processed) is waited for, not interrupted.
-    private func claim(_ key: PartialKey, interrupt: (@Sendable () -> Void)? = nil, takeOver: Bool = false) async -> Bool {
+    ///
+    /// Two steps: this process's table (requests here wait for each other), then the claim in
+    /// the database (nodes sharing the media directory). A request on another node that holds
+    /// it is asked through the bus to let go (``Publication/uploadWanted(user:clientID:)``);
+    /// one on a node that died holds it until its lease runs out. A takeover that cannot get
+    /// the claim within a lease and a bit throws 409 `conflict` (ask again).
+    private func claim(_ key: PartialKey, interrupt: (@Sendable () -> Void)? = nil, takeOver: Bool = false) async throws -> Bool {
+        guard await claimHere(key, interrupt: interrupt, takeOver: takeOver) else { return false }
+        let holder = node + "/" + String(requestCounter.withLock { value in value &+= 1; return value })
+        let deadline = ContinuousClock.now + Self.claimLease + .seconds(2)
+        var asked = false
+        do {
+            while try await !chat.claimUpload(user: key.user, clientID: key.clientID, holder: holder, lease: Self.claimLease) {
+                guard takeOver, ContinuousClock.now < deadline else {
+                    if takeOver { throw ChatError.uploadBusy }
+                    unclaimHere(key)
+                    return false
+                }
+                if !asked {
+                    chat.bus?.publish([.uploadWanted(user: key.user, clientID: key.clientID)])
+                    asked = true
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        } catch {
+            unclaimHere(key)
+            throw error
+        }
+        let chat = chat
+        let lease = Self.claimLease
+        let renewal = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: lease / 3)
+                guard !Task.isCancelled else { return }
+                // Lost (the lease ran out while the database was away, and another took it):
+                // stop writing. Unreachable: keep going; the next renewal tries again.
+                if (try? await chat.claimUpload(user: key.user, clientID: key.clientID, holder: holder, lease: lease)) == false {
+                    self?.claims.withLock { $0[key]?.interrupt }?()
+                    return
+                }
+            }
+        }
+        claims.withLock { table in
+            table[key]?.holder = holder
+            table[key]?.renewal = renewal
+        }
+        return true
+    }
+
+    /// The first step of ``claim(_:interrupt:takeOver:)``: this process's table.
+    private func claimHere(_ key: PartialKey, interrupt: (@Sendable () -> Void)?, takeOver: Bool) async -> Bool {
         while true {
             enum Outcome { case claimed, busy, wait((@Sendable () -> Void)?) }
             let outcome: Outcome = claims.withLock { table in
@@ -551,7 +621,19 @@ final class MediaService: Sendable {
         }
     }
 
+    /// Lets `key` go: the database claim is released first, then the requests here that wait
+    /// for it go on (so they find it free).
     private func unclaim(_ key: PartialKey) {
+        guard let holder = claims.withLock({ $0[key] }), let name = holder.holder else { return unclaimHere(key) }
+        holder.renewal?.cancel()
+        let chat = chat
+        Task {
+            try? await chat.releaseUpload(user: key.user, clientID: key.clientID, holder: name)
+            unclaimHere(key)
+        }
+    }
+
+    private func unclaimHere(_ key: PartialKey) {
         let waiters = claims.withLock { $0.removeValue(forKey: key)?.waiters ?? [] }
         for waiter in waiters { waiter.resume() }
     }
@@ -704,9 +786,11 @@ final class MediaService: Sendable {
     func collect() async throws -> Int {
         let cutoff = Date().addingTimeInterval(-TimeInterval(configuration.orphanLifetimeSeconds))
         var removed = 0
+        let partials = partials
+        try await offLoop { partials.refresh() }  // other nodes' uploads too
         for entry in partials.stale(before: cutoff) {
             let key = PartialKey(user: entry.record.user, clientID: entry.record.clientID)
-            guard await claim(key) else { continue }  // bytes are arriving now
+            guard (try? await claim(key)) == true else { continue }  // bytes are arriving now
             if partials.remove(user: key.user, clientID: key.clientID) { removed += 1 }
             unclaim(key)
         }

@@ -107,6 +107,10 @@ public final class ParleyServer: Sendable {
                     """)
             }
         }
+        if lock != nil {
+            // A lone node: every claim on an unfinished upload is its earlier run's, long gone.
+            try? await chat.clearUploadClaims()
+        }
         let createdApp: AppCredentials?
         let apps: [AppCredentials]
         do {

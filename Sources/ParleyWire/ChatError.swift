@@ -112,6 +112,8 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
         ChatError(.uploadOffsetMismatch, "the server holds \(received) bytes of this upload; "
                   + "send from byte \(received) (Content-Range: bytes \(received)-\(totalBytes - 1)/\(totalBytes))")
     }
+    /// 409: a request on another node still holds the unfinished upload and did not let go in time.
+    public static let uploadBusy = ChatError(.conflict, "another request is still receiving this upload; ask GET /v1/uploads/{clientId} again in a few seconds")
     /// 409: what an upload's older request ends with when a newer one took the upload over.
     public static let uploadSuperseded = ChatError(.uploadSuperseded, "a newer request for this upload took it over; the bytes that arrived are kept")
     /// 413: an upload larger than its kind allows.

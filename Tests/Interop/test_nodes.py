@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -329,6 +330,60 @@ def test_presence_members_come_back_after_redis_restarts_empty(cluster):
                what="the members to be written again")
     assert api.channel_info(channel, ["subscription_count"])["subscription_count"] == 2
     ana.close(), bob.close()
+
+
+def test_an_upload_broken_off_on_one_node_is_finished_on_another(cluster):
+    """Nodes share the media directory, and the claim on an unfinished upload is in the
+    database: the rest of a broken upload goes to whichever node the client reaches next."""
+    import media
+    from test_resumable import break_off, resume
+    one, two, _ = cluster.nodes
+    alice = Client(one).register("u" + uuid.uuid4().hex[:10])
+    data = media.pdf(900_000)
+    break_off(alice, data, 400_000, "file", "application/pdf", "doc-1")
+    partial = os.path.join(cluster.data, "media", "partial")
+    wait_until(lambda: 400_000 in [os.path.getsize(os.path.join(partial, n)) for n in os.listdir(partial) if n.endswith(".part")],
+               what="the first 400000 bytes to be written")
+    on_two = Client(two)
+    on_two.token = alice.token
+    code, status = on_two.get("/v1/uploads/doc-1")
+    assert (code, status["state"], status["receivedBytes"], status["totalBytes"]) == (200, "partial", 400_000, len(data))
+    code, info = resume(on_two, data, 400_000, "file", "application/pdf", "doc-1")
+    assert code == 201, info
+    assert alice.download(info["id"])[1] == data     # read back through the first node
+    code, status = on_two.get("/v1/uploads/doc-1")
+    assert (code, status["state"]) == (200, "complete")
+
+
+def test_a_continuation_on_another_node_takes_the_upload_over_from_a_silent_connection(cluster):
+    """A phone switched networks and its load balancer picked another node: the old request,
+    still receiving on the first node, is told through the bus to let go, at once, not after
+    the 30 s body timeout."""
+    import media
+    from test_resumable import resume
+    one, two, _ = cluster.nodes
+    alice = Client(one).register("u" + uuid.uuid4().hex[:10])
+    data = media.mp4(1_000_000)
+    old = socket.create_connection((one.host, one.port), timeout=10)
+    old.sendall((f"POST /v1/media?kind=video&clientId=commute HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: {alice.app_key}\r\n"
+                 f"Authorization: Bearer {alice.token}\r\nContent-Type: video/mp4\r\n"
+                 f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:300_000])
+    partial = os.path.join(cluster.data, "media", "partial")
+    wait_until(lambda: 300_000 in [os.path.getsize(os.path.join(partial, n)) for n in os.listdir(partial) if n.endswith(".part")],
+               what="the first 300000 bytes to be written")
+    on_two = Client(two)
+    on_two.token = alice.token
+    started = time.monotonic()
+    code, status = on_two.get("/v1/uploads/commute")
+    assert (code, status["state"], status["receivedBytes"]) == (200, "partial", 300_000)
+    assert time.monotonic() - started < 5, "taken over at once, not after the body timeout"
+    answer = b""
+    while chunk := old.recv(65536):
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 409") and b"upload_superseded" in answer
+    old.close()
+    code, info = resume(on_two, data, 300_000, "video", "video/mp4", "commute")
+    assert code == 201 and alice.download(info["id"])[1] == data
 
 
 class Load:

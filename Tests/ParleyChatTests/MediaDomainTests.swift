@@ -11,6 +11,31 @@ struct MediaDomainTests {
         try await harness.chat.createConversation(owner, CreateConversationRequest(kind: .group, members: members)).0
     }
 
+    @Test func oneHolderAtATimeClaimsAnUnfinishedUploadUntilItsLeaseRunsOut() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let chat = harness.chat
+        let user = alice.userKey
+        #expect(try await chat.claimUpload(user: user, clientID: "video", holder: "node-a/1", lease: .seconds(10)))
+        #expect(try await !chat.claimUpload(user: user, clientID: "video", holder: "node-b/1", lease: .seconds(10)), "held by a")
+        #expect(try await chat.claimUpload(user: user, clientID: "video", holder: "node-a/1", lease: .seconds(10)), "a renews its own")
+        #expect(try await chat.claimUpload(user: bob.userKey, clientID: "video", holder: "node-b/2", lease: .seconds(10)),
+                "another account's upload of the same id is another upload")
+        try await chat.releaseUpload(user: user, clientID: "video", holder: "node-b/1")  // not b's: nothing happens
+        #expect(try await !chat.claimUpload(user: user, clientID: "video", holder: "node-b/1", lease: .seconds(10)))
+        try await chat.releaseUpload(user: user, clientID: "video", holder: "node-a/1")
+        #expect(try await chat.claimUpload(user: user, clientID: "video", holder: "node-b/1", lease: .seconds(10)))
+        harness.clock.advance(by: 9.9)
+        #expect(try await !chat.claimUpload(user: user, clientID: "video", holder: "node-a/2", lease: .seconds(10)), "b's lease lasts")
+        // b's lease runs out without renewal (b's node died): a may take it.
+        harness.clock.advance(by: 0.2)
+        #expect(try await chat.claimUpload(user: user, clientID: "video", holder: "node-a/2", lease: .seconds(10)))
+        try await chat.clearUploadClaims()
+        #expect(try await chat.claimUpload(user: user, clientID: "video", holder: "node-c/1", lease: .seconds(10)))
+    }
+
     @Test func aMessageCarriesWhatTheServerVerifiedNotWhatTheClientClaims() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }

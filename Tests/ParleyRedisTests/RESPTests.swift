@@ -83,6 +83,7 @@ struct BusCodecTests {
         .channel(ChannelEvent(app: 1, channel: "news", name: "update", dataJSON: "\"x\"", position: 11, seq: 5, userID: nil,
                               excludedSocket: nil, createdAt: 1)),
         .channelUserTerminated(app: 1, userID: "user-é"),
+        .uploadWanted(user: 7, clientID: "photo-1"),
     ]
 
     @Test func everyPublicationRoundTrips() throws {
