@@ -194,7 +194,8 @@ public final class ParleyServer: Sendable {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
             let interval = configuration.media.collectionIntervalSeconds
             let collector = Task {
-                while !Task.isCancelled {
+                // 0: another node collects (docs/operations.md, "Several nodes").
+                while interval > 0 && !Task.isCancelled {
                     _ = try? await media.collect()
                     try? await Task.sleep(for: .seconds(interval))
                 }

@@ -89,6 +89,11 @@ struct ServerConfigurationTests {
         #expect(media.maxImagePixels == 6000 && media.thumbnailSide == 256 && media.keepPhotoMetadata)
         #expect(media.urlLifetimeSeconds == 60 && media.orphanLifetimeSeconds == 0 && media.collectionIntervalSeconds == 7)
         #expect(media.largestUpload == 4000)
+        guard case .run(let noCollector) = try ServerConfiguration.parse(["--media-gc-interval", "0"], environment: [:]) else {
+            Issue.record("0 turns this node's collector off (several nodes collect on one)")
+            return
+        }
+        #expect(noCollector.media.collectionIntervalSeconds == 0)
         guard case .run(let fromEnvironment) = try ServerConfiguration.parse([], environment: ["PARLEY_MAX_FILE_BYTES": "9",
                                                                                                 "PARLEY_KEEP_PHOTO_METADATA": "yes"]) else {
             Issue.record("expected run")
