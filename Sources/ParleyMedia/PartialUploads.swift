@@ -81,11 +81,9 @@ public final class PartialUploadStore: Sendable {
         for name in names {
             let key = String(name.prefix(while: { $0 != "." }))
             guard name == key + ".json" else {
-                // Bytes whose record is not there (yet: another node may be between the two files).
-                if !names.contains(key + ".json"), let (_, modified) = Self.sizeAndTime(root + "/" + name),
-                   Date().timeIntervalSince(modified) > 60 {
-                    unlink(root + "/" + name)
-                }
+                // Bytes without their record: never a step of another node's work (the record
+                // is written first and removed last), so left over from a crash.
+                if !names.contains(key + ".json") { unlink(root + "/" + name) }
                 continue
             }
             if let entry = load(key) { found[key] = entry }
@@ -96,15 +94,22 @@ public final class PartialUploadStore: Sendable {
     /// The entry `key` as the files say: the record, and the bytes' size and time now. A
     /// broken pair is removed.
     private func load(_ key: String) -> Entry? {
-        guard let data = FileManager.default.contents(atPath: root + "/" + key + ".json") else { return nil }
+        let json = root + "/" + key + ".json", part = root + "/" + key + ".part"
+        guard let data = FileManager.default.contents(atPath: json) else { return nil }
         guard let record = try? Self.decoder.decode(Record.self, from: data),
               key == Self.key(user: record.user, clientID: record.clientID),
-              let (size, modified) = Self.sizeAndTime(root + "/" + key + ".part"), size <= record.totalBytes else {
-            // A pair a minute old is broken; a younger one may be another node between its writes.
-            if let (_, written) = Self.sizeAndTime(root + "/" + key + ".json"), Date().timeIntervalSince(written) > 60 {
-                unlink(root + "/" + key + ".json")
-                unlink(root + "/" + key + ".part")
+              let (size, modified) = Self.sizeAndTime(part) else {
+            // A record being written, or one whose bytes are not there yet, may be another
+            // node between its two writes: removed once it is a minute old.
+            if let (_, written) = Self.sizeAndTime(json), Date().timeIntervalSince(written) > 60 {
+                unlink(json)
+                unlink(part)
             }
+            return nil
+        }
+        guard size <= record.totalBytes else {
+            unlink(json)
+            unlink(part)
             return nil
         }
         return Entry(record: record, receivedBytes: size, updatedAt: modified)
