@@ -95,6 +95,11 @@ extension Chat {
                     """) {
                     return (try Chat.storedAttachment(row).info, false)
                 }
+                let blobs = [upload.blob] + (upload.thumbnail.map { [$0.blob] } ?? [])
+                // A collector (on another node) is removing a file with these bytes now.
+                if try db.fetchOne("SELECT 1 FROM blob_garbage WHERE blob IN (\(list: blobs)) AND deleting IS NOT NULL") != nil {
+                    throw ChatError.fileBeingCollected
+                }
                 let used = try Chat.usage(db, owner: caller.userKey)
                 let adding = upload.sizeBytes + (upload.thumbnail?.info.sizeBytes ?? 0)
                 guard used + adding <= policy.quotaBytes else { throw ChatError.quotaExceeded(usedBytes: used, quotaBytes: policy.quotaBytes) }
@@ -105,7 +110,6 @@ extension Chat {
                             \(upload.name), \(upload.sizeBytes), \(upload.blob), \(upload.width), \(upload.height), \(upload.thumbnail?.blob),
                             \(upload.thumbnail?.info.width), \(upload.thumbnail?.info.height), \(upload.thumbnail?.info.sizeBytes), \(now))
                     """)
-                let blobs = [upload.blob] + (upload.thumbnail.map { [$0.blob] } ?? [])
                 try db.execute("DELETE FROM blob_garbage WHERE blob IN (\(list: blobs))")
                 let info = MediaInfo(id: publicID, kind: upload.kind, mimeType: upload.mimeType, sizeBytes: upload.sizeBytes, name: upload.name,
                                      width: upload.width, height: upload.height, thumbnail: upload.thumbnail?.info, createdAt: Chat.date(now))
@@ -182,7 +186,14 @@ extension Chat {
                     if let thumb = try row.get("thumb_blob", as: String?.self) { candidates.insert(thumb) }
                 }
                 try Chat.markGarbage(db, candidates, now: now)
-                return try db.fetchAll("SELECT blob FROM blob_garbage ORDER BY since LIMIT \(limit)").map { try $0.get("blob") }
+                // Marked as being removed in this transaction: an upload of the same bytes
+                // (on another node) waits until ``forgetGarbage(_:)`` says the files are gone.
+                // A mark a minute old is a collector that died midway: taken again.
+                let garbage: [String] = try db.fetchAll("""
+                    SELECT blob FROM blob_garbage WHERE deleting IS NULL OR deleting < \(now - 60_000) ORDER BY since LIMIT \(limit)
+                    """).map { try $0.get("blob") }
+                if !garbage.isEmpty { try db.execute("UPDATE blob_garbage SET deleting = \(now) WHERE blob IN (\(list: garbage))") }
+                return garbage
             }
         }
     }

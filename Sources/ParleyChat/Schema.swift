@@ -289,7 +289,7 @@ public enum Schema: Sendable {
             }
             try db.execute("CREATE UNIQUE INDEX conversation_pusher_channel ON conversation (app_id, title) WHERE kind = 'pusher'")
         }
-        migrator.register("0009 claims on unfinished uploads") { db in
+        migrator.register("0009 claims on unfinished uploads, garbage blobs being removed") { db in
             // Which request is receiving an unfinished upload now, for as long as its lease
             // lasts (renewed while bytes arrive): with several nodes on one media directory a
             // continuation on another node takes the upload over from the holder, and never
@@ -302,6 +302,9 @@ public enum Schema: Sendable {
                     expires_at bigint NOT NULL,
                     PRIMARY KEY (user_id, client_id))
                 """)
+            // When a collector began removing a garbage blob's file: an upload of the same
+            // bytes on another node waits until it is done (docs/media.md, "Storage and collection").
+            try db.execute("ALTER TABLE blob_garbage ADD COLUMN deleting bigint")
         }
         return migrator
     }
@@ -468,7 +471,7 @@ public enum Schema: Sendable {
                 INSERT INTO setting (name, value) VALUES (\(EventLog.epochSetting), \(Array(Crypto.randomID(prefix: "e_", length: 16).utf8)))
                 """)
         }
-        migrator.register("0009 claims on unfinished uploads") { db in
+        migrator.register("0009 claims on unfinished uploads, garbage blobs being removed") { db in
             // Which request is receiving an unfinished upload now, for as long as its lease
             // lasts (renewed while bytes arrive): with several nodes on one media directory a
             // continuation on another node takes the upload over from the holder, and never
@@ -481,6 +484,9 @@ public enum Schema: Sendable {
                     expires_at bigint NOT NULL,
                     PRIMARY KEY (user_id, client_id))
                 """)
+            // When a collector began removing a garbage blob's file: an upload of the same
+            // bytes on another node waits until it is done (docs/media.md, "Storage and collection").
+            try db.execute("ALTER TABLE blob_garbage ADD COLUMN deleting bigint")
         }
         return migrator
     }

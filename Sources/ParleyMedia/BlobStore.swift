@@ -107,6 +107,16 @@ public final class StagingFile: @unchecked Sendable {
         guard fsync(reader) == 0 else { throw .io("fsync", errno) }
     }
 
+    /// A second name for the same bytes (a hard link beside this one, no copy), to store them
+    /// again if the stored copy is removed before the upload is recorded. The caller
+    /// discards it.
+    public func secondName() throws(BlobStoreError) -> StagingFile {
+        let other = path + ".second"
+        unlink(other)
+        guard link(path, other) == 0 else { throw .io("link", errno) }
+        return StagingFile(path: other, descriptor: -1)
+    }
+
     /// Closes the write descriptor (before another library writes the file by path).
     public func closeForWriting() { closeDescriptor() }
 

@@ -80,6 +80,12 @@ public final class PartialUploadStore: Sendable {
         let names = Set((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
         for name in names {
             let key = String(name.prefix(while: { $0 != "." }))
+            if name.hasSuffix(".second") {
+                // A second name an upload kept while recording (StagingFile.secondName()); its
+                // upload removes it, so one an hour old was left by a crash.
+                if let (_, made) = Self.sizeAndTime(root + "/" + name), Date().timeIntervalSince(made) > 3600 { unlink(root + "/" + name) }
+                continue
+            }
             guard name == key + ".json" else {
                 // Bytes without their record: never a step of another node's work (the record
                 // is written first and removed last), so left over from a crash.

@@ -445,25 +445,57 @@ final class MediaService: Sendable {
 
     /// Stores the file (and thumbnail) under its hash, then records the upload; both behind
     /// the gate the collector uses, so a blob it is about to remove is never reused meanwhile.
+    ///
+    /// The gate is this process's. Against a collector on another node sharing the media
+    /// directory the database decides: the collector marks the blobs it is removing in its
+    /// transaction, and recording refuses a marked blob (``ChatError/fileBeingCollected``)
+    /// until the collector is done; then the upload checks its files are still there and
+    /// stores them again from a second name it kept for the bytes (a hard link) if that
+    /// collector removed them after this upload found them present.
     private func storeAndRecord(_ caller: Caller, _ record: NewAttachment, file: StagingFile, thumbnail: StagingFile?) async throws
         -> (MediaInfo, created: Bool) {
         guard let key = BlobKey(hex: record.blob) else { throw ChatError.internalError }
         let thumbKey = record.thumbnail.flatMap { BlobKey(hex: $0.blob) }
         let blobs = blobs
+        var pairs: [(BlobKey, StagingFile)] = [(key, file)]
+        if let thumbKey, let thumbnail { pairs.append((thumbKey, thumbnail)) }
+        let stored = pairs
         return try await gate.run {
+            let kept: [(BlobKey, StagingFile)]
             do {
-                try await self.offLoop {
-                    try blobs.put(key, from: file)
-                    if let thumbKey, let thumbnail { try blobs.put(thumbKey, from: thumbnail) }
+                kept = try await self.offLoop {
+                    try stored.map { key, file in
+                        let second = try file.secondName()
+                        try blobs.put(key, from: file)
+                        return (key, second)
+                    }
                 }
             } catch {
                 throw Self.storageError(error)
             }
+            defer { for (_, second) in kept { second.discard() } }
             do {
-                return try await self.chat.recordUpload(caller, record, policy: self.policy)
+                let result = try await self.recordWhenNotCollected(caller, record)
+                try await self.offLoop {
+                    for (key, second) in kept where try blobs.open(key) == nil { try blobs.put(key, from: second) }
+                }
+                return result
             } catch {
-                try? await self.chat.markGarbage([key.hex] + (thumbKey.map { [$0.hex] } ?? []))
+                try? await self.chat.markGarbage(stored.map(\.0.hex))
                 throw error
+            }
+        }
+    }
+
+    /// ``Chat/recordUpload(_:_:policy:)``, waiting (up to 5 s) while another node's collector
+    /// is removing one of the upload's blobs.
+    private func recordWhenNotCollected(_ caller: Caller, _ record: NewAttachment) async throws -> (MediaInfo, created: Bool) {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while true {
+            do {
+                return try await chat.recordUpload(caller, record, policy: policy)
+            } catch let error as ChatError where error == ChatError.fileBeingCollected && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
             }
         }
     }

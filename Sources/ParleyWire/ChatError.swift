@@ -112,6 +112,9 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
         ChatError(.uploadOffsetMismatch, "the server holds \(received) bytes of this upload; "
                   + "send from byte \(received) (Content-Range: bytes \(received)-\(totalBytes - 1)/\(totalBytes))")
     }
+    /// 503: another node's collector is removing a file with the same bytes this moment (the
+    /// server waits for it first; this reaches the client only when it took seconds).
+    public static let fileBeingCollected = ChatError(.storeUnavailable, "the same file is being removed as unused this moment; send the upload again")
     /// 409: a request on another node still holds the unfinished upload and did not let go in time.
     public static let uploadBusy = ChatError(.conflict, "another request is still receiving this upload; ask GET /v1/uploads/{clientId} again in a few seconds")
     /// 409: what an upload's older request ends with when a newer one took the upload over.

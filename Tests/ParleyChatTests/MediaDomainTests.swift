@@ -160,10 +160,51 @@ struct MediaDomainTests {
         harness.clock.advance(by: 3601)
         let stored = try await harness.chat.attachment(signedID: orphan.id)
         #expect(try await harness.chat.collectMedia(policy: policy) == [stored.blob])
-        // The same bytes uploaded again before the file is removed stop being garbage.
+        // The collector is removing the file now (on another node, say): the same bytes
+        // uploaded meanwhile are refused, retryably, and nothing is recorded …
+        await #expect(throws: ChatError.fileBeingCollected) { _ = try await harness.upload(alice, kind: .audio, seed: "o") }
+        #expect(try await harness.chat.collectMedia(policy: policy).isEmpty, "a blob being removed is not handed out twice")
+        // … until it says the file is gone; then the upload stores it afresh.
+        try await harness.chat.forgetGarbage([stored.blob])
         _ = try await harness.upload(alice, kind: .audio, seed: "o")
-        #expect(try await harness.chat.collectMedia(policy: policy).isEmpty)
         try await harness.chat.markGarbage([stored.blob])  // in use: not marked
+        #expect(try await harness.chat.collectMedia(policy: policy).isEmpty)
+    }
+
+    @Test func theSameBytesUploadedBeforeTheCollectorChoseThemStopBeingGarbage() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let first = try await harness.upload(alice, kind: .audio, seed: "again")
+        let blob = try await harness.chat.attachment(signedID: first.id).blob
+        try await harness.chat.markGarbage([blob])  // in use: not marked
+        var policy = Chat.MediaPolicy()
+        policy.orphanLifetime = 3600
+        harness.clock.advance(by: 3601)
+        // The orphan is forgotten and its blob becomes garbage; an upload of the same bytes
+        // recorded before the collector's next pass takes it back.
+        #expect(try await harness.chat.collectMedia(policy: policy) == [blob])
+        try await harness.chat.forgetGarbage([blob])
+        _ = try await harness.upload(alice, kind: .audio, seed: "again")
+        #expect(try await harness.chat.collectMedia(policy: policy).isEmpty)
+    }
+
+    @Test func aCollectorThatDiedMidwayHasItsBlobsTakenAgainAfterAMinute() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let orphan = try await harness.upload(alice, kind: .file, seed: "dies")
+        var policy = Chat.MediaPolicy()
+        policy.orphanLifetime = 0
+        harness.clock.advance(by: 1)
+        let blob = try await harness.chat.attachment(signedID: orphan.id).blob
+        #expect(try await harness.chat.collectMedia(policy: policy) == [blob])
+        // That collector never says the files are gone.
+        harness.clock.advance(by: 30)
+        #expect(try await harness.chat.collectMedia(policy: policy).isEmpty, "still being removed")
+        harness.clock.advance(by: 31)
+        #expect(try await harness.chat.collectMedia(policy: policy) == [blob], "taken again")
+        try await harness.chat.forgetGarbage([blob])
         #expect(try await harness.chat.collectMedia(policy: policy).isEmpty)
     }
 
