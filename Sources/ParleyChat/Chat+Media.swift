@@ -220,7 +220,7 @@ extension Chat {
     /// agree to well within a lease (NTP does).
     public func claimUpload(user: Int64, clientID: String, holder: String, lease: Duration) async throws -> Bool {
         let now = nowMilliseconds
-        let expires = now + lease.components.seconds * 1000 + lease.components.attoseconds / 1_000_000_000_000_000
+        let expires = now + Chat.milliseconds(lease)
         return try await run {
             try await store.write { db in
                 try db.execute("""

@@ -98,6 +98,7 @@ public final class ChatHarness: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let store: any Store
         var drop: (@Sendable () -> Void)?
+        var database: String?
         switch TestEngine.current {
         case .sqlite:
             store = try SQLiteStore(path: directory + "/parley.sqlite")
@@ -106,6 +107,7 @@ public final class ChatHarness: Sendable {
             var configuration = PostgresStore.Configuration()
             configuration.readers = 2
             store = try PostgresStore(url: fresh.conninfo, configuration: configuration)
+            database = fresh.conninfo
             drop = fresh.drop
         }
         let clock = ManualClock()
@@ -116,18 +118,34 @@ public final class ChatHarness: Sendable {
         let chat = Chat(store: wrap?(store) ?? store, configuration: configuration, bus: bus, hooks: hooks)
         try await chat.migrate()
         let app = try await chat.app(publicKey: try await chat.createApp(name: "test").publicKey)
-        return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory, drop: drop)
+        return ChatHarness(chat: chat, store: store, clock: clock, app: app, directory: directory, conninfo: database, drop: drop)
     }
 
     private let drop: (@Sendable () -> Void)?
+    /// The database on PostgreSQL, for ``anotherNode()``.
+    private let conninfo: String?
 
-    private init(chat: Chat, store: any Store, clock: ManualClock, app: AppRef, directory: String, drop: (@Sendable () -> Void)?) {
+    private init(chat: Chat, store: any Store, clock: ManualClock, app: AppRef, directory: String, conninfo: String?,
+                 drop: (@Sendable () -> Void)?) {
+        self.conninfo = conninfo
         self.chat = chat
         self.store = store
         self.clock = clock
         self.app = app
         self.directory = directory
         self.drop = drop
+    }
+
+    /// On PostgreSQL, a second node on the same database: its own store (connections) and
+    /// domain, the same clock. Nil on SQLite, which has one node. The caller closes the store.
+    public func anotherNode() throws -> (chat: Chat, store: any Store)? {
+        guard let conninfo else { return nil }
+        let store = try PostgresStore(url: conninfo)
+        var configuration = Chat.Configuration()
+        configuration.passwordCost = .minimum
+        let clock = clock
+        configuration.now = { clock.now }
+        return (Chat(store: store, configuration: configuration), store)
     }
 
     /// Registers `username` and returns the signed-in caller and their token.
