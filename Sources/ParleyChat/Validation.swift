@@ -44,7 +44,7 @@ enum Validate {
         }
     }
 
-    private static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
+    static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
             || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
     }

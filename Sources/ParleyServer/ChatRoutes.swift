@@ -55,6 +55,26 @@ enum ChatRoutes {
             }
         }
 
+        // Devices for push (docs/push.md)
+        router.post("/v1/devices") { request in
+            await api.respond(status: .created) {
+                let caller = try await api.caller(request)
+                return try await chat.registerDevice(caller, try await request.decode(RegisterDeviceRequest.self))
+            }
+        }
+        router.get("/v1/devices") { request in
+            await api.respond { try await chat.listDevices(try await api.caller(request)) }
+        }
+        router.delete("/v1/devices/current") { request in
+            await api.respondEmpty { try await chat.removeSessionDevices(try await api.caller(request)) }
+        }
+        router.delete("/v1/devices/:deviceId") { request in
+            await api.respondEmpty {
+                let caller = try await api.caller(request)
+                try await chat.removeDevice(caller, id: request.parameters["deviceId"] ?? "")
+            }
+        }
+
         // Directory
         router.get("/v1/users") { request in
             await api.respond {

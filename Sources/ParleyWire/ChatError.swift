@@ -90,6 +90,8 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     public static let appNotFound = ChatError(.appNotFound, "no app with that name or key; see 'parley-server apps list'")
     /// 404: no such upload, or the caller may not see it (never told apart, so ids cannot be probed).
     public static let attachmentNotFound = ChatError(.attachmentNotFound, "no such attachment; upload it with POST /v1/media first")
+    /// 404: no device with that id is registered by the caller.
+    public static let deviceNotFound = ChatError(.deviceNotFound, "no device with this id is registered for your account; GET /v1/devices lists them")
     /// 404: no unfinished upload with that client id.
     public static let uploadNotFound = ChatError(.uploadNotFound,
                                                  "no unfinished upload with this clientId (it finished, expired or never began); send the whole file without Content-Range")
@@ -142,6 +144,11 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
         ChatError(.tooManyUploads, "at most \(limit) uploads at once per account; retry when one finishes", retryAfterSeconds: 1)
     }
     /// 429: more unfinished (resumable) uploads than an account may keep.
+    /// 409: an account past ``Limits/pushDevicesPerUser`` devices.
+    public static func tooManyDevices(limit: Int) -> ChatError {
+        ChatError(.tooManyDevices, "at most \(limit) devices per account receive push notifications; remove one with DELETE /v1/devices/{id}")
+    }
+    /// 429: an account past its unfinished uploads.
     public static func tooManyUnfinishedUploads(limit: Int) -> ChatError {
         ChatError(.tooManyUnfinishedUploads,
                   "at most \(limit) unfinished uploads per account; complete one or abandon it with DELETE /v1/uploads/{clientId}")
@@ -194,6 +201,8 @@ extension ChatError {
         case rateLimited = "rate_limited"
         case tooManyUploads = "too_many_uploads"
         case tooManyUnfinishedUploads = "too_many_unfinished_uploads"
+        case tooManyDevices = "too_many_devices"
+        case deviceNotFound = "device_not_found"
         case storeUnavailable = "store_unavailable"
         case storageFull = "storage_full"
         case internalError = "internal_error"
@@ -221,10 +230,10 @@ extension ChatError {
             case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature: 401
             case .forbidden, .notMember, .invalidSignature, .quotaExceeded: 403
             case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,
-                 .thumbnailNotFound, .notFound: 404
+                 .thumbnailNotFound, .deviceNotFound, .notFound: 404
             case .methodNotAllowed: 405
             case .requestTimeout: 408
-            case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded: 409
+            case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded, .tooManyDevices: 409
             case .fileTooLarge, .bodyTooLarge: 413
             case .unsupportedMediaType, .typeMismatch, .invalidImage: 415
             case .rangeNotSatisfiable: 416

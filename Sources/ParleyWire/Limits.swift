@@ -54,4 +54,10 @@ public enum Limits: Sendable {
     public static let unreadCountCap = 9_999
     /// Sessions one user may hold; the oldest is signed out past it.
     public static let sessionsPerUser = 50
+    /// Devices one user may register for push (a session has one per platform).
+    public static let pushDevicesPerUser = 50
+    /// An APNs device token, in hex digits (32 bytes today; Apple says the length may grow).
+    public static let apnsTokenHex = 64...200
+    /// An FCM registration token, in characters.
+    public static let fcmTokenBytes = 32...4_096
 }

@@ -1,0 +1,70 @@
+public import Foundation
+
+/// Where a device's push notifications go.
+public enum PushPlatform: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Apple Push Notification service (iOS, iPadOS, macOS): the token is the hex of the
+    /// bytes `didRegisterForRemoteNotificationsWithDeviceToken` gives.
+    case apns
+    /// Firebase Cloud Messaging (Android, and iOS through Firebase): the registration token.
+    case fcm
+}
+
+/// Which APNs environment issued a token: an app built for development gets sandbox tokens.
+public enum PushEnvironment: String, Codable, Sendable, Hashable, CaseIterable {
+    /// `api.push.apple.com`: App Store, TestFlight and ad-hoc builds.
+    case production
+    /// `api.sandbox.push.apple.com`: builds signed for development.
+    case sandbox
+}
+
+/// `POST /v1/devices`: registers the calling session's device for push notifications.
+public struct RegisterDeviceRequest: Hashable, Codable, Sendable {
+    /// `apns` or `fcm`.
+    public var platform: PushPlatform
+    /// The token the platform gave the app (``Limits/apnsTokenHex`` hex digits for APNs,
+    /// ``Limits/fcmTokenBytes`` characters of `A-Z a-z 0-9 - _ :` for FCM).
+    public var token: String
+    /// APNs only: which environment issued the token. Default `production`.
+    public var environment: PushEnvironment?
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(platform: PushPlatform, token: String, environment: PushEnvironment? = nil) {
+        self.platform = platform
+        self.token = token
+        self.environment = environment
+    }
+}
+
+/// A device registered for push notifications.
+public struct PushDevice: Hashable, Codable, Sendable {
+    /// Its id (`d_…`), for `DELETE /v1/devices/{id}`.
+    public var id: String
+    /// `apns` or `fcm`.
+    public var platform: PushPlatform
+    /// The token, as registered.
+    public var token: String
+    /// The APNs environment (`production` for FCM).
+    public var environment: PushEnvironment
+    /// The session that registered it (it is removed when that session signs out).
+    public var sessionId: String
+    /// When it was registered, or registered again.
+    public var updatedAt: Date
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(id: String, platform: PushPlatform, token: String, environment: PushEnvironment, sessionId: String, updatedAt: Date) {
+        self.id = id
+        self.platform = platform
+        self.token = token
+        self.environment = environment
+        self.sessionId = sessionId
+        self.updatedAt = updatedAt
+    }
+}
+
+/// `GET /v1/devices`: the caller's devices registered for push, newest first.
+public struct PushDeviceList: Hashable, Codable, Sendable {
+    /// The devices.
+    public var devices: [PushDevice]
+    /// Creates the value; each argument sets the property of the same name.
+    public init(devices: [PushDevice]) { self.devices = devices }
+}

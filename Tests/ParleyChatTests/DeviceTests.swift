@@ -1,0 +1,103 @@
+import Foundation
+@testable import ParleyChat
+import ParleyChatTesting
+import ParleyWire
+import Testing
+
+/// Devices registered for push: one per session and platform, a token on one account at a
+/// time, gone with their session. Both engines.
+struct DeviceTests {
+    private let apnsToken = String(repeating: "ab", count: 32)
+    private let fcmToken = "fcm:" + String(repeating: "x", count: 40)
+
+    private func secondSession(_ harness: ChatHarness, _ username: String) async throws -> Caller {
+        let signedIn = try await harness.chat.signIn(SignInRequest(username: username, password: "correct horse battery", device: "tablet"),
+                                                     app: harness.app, address: "127.0.0.1")
+        return try await harness.chat.authenticate(token: signedIn.session.token ?? "", app: harness.app)
+    }
+
+    @Test func aDeviceIsRegisteredListedUpdatedAndRemoved() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (alice, _) = try await harness.register("alice")
+        let phone = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken.uppercased()))
+        #expect(phone.id.hasPrefix("d_") && phone.token == apnsToken && phone.environment == .production, "hex is stored lowercased")
+        let again = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken, environment: .sandbox))
+        #expect(again.id == phone.id && again.environment == .sandbox, "the same token again is the same device, updated")
+        let android = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .fcm, token: fcmToken))
+        #expect(try await chat.listDevices(alice).devices.map(\.id).sorted() == [phone.id, android.id].sorted())
+        // The session's new APNs token replaces its old one (the token rotated).
+        let rotated = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: String(repeating: "cd", count: 32)))
+        #expect(Set(try await chat.listDevices(alice).devices.map(\.id)) == [rotated.id, android.id])
+        try await chat.removeDevice(alice, id: android.id)
+        await #expect(throws: ChatError.deviceNotFound) { try await chat.removeDevice(alice, id: android.id) }
+        #expect(try await chat.listDevices(alice).devices.map(\.id) == [rotated.id])
+    }
+
+    @Test func aTokenMovesToTheAccountThatRegisteredItLast() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let first = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken))
+        let moved = try await chat.registerDevice(bob, RegisterDeviceRequest(platform: .apns, token: apnsToken))
+        #expect(moved.id == first.id)
+        #expect(try await chat.listDevices(alice).devices.isEmpty, "alice's pushes no longer reach the phone bob signed in on")
+        #expect(try await chat.listDevices(bob).devices.map(\.id) == [first.id])
+        await #expect(throws: ChatError.deviceNotFound) { try await chat.removeDevice(alice, id: first.id) }
+    }
+
+    @Test func signingOutOrChangingThePasswordRemovesTheSessionsDevices() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (alice, _) = try await harness.register("alice")
+        let tablet = try await secondSession(harness, "alice")
+        let third = try await secondSession(harness, "alice")
+        _ = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken))
+        let tabletDevice = try await chat.registerDevice(tablet, RegisterDeviceRequest(platform: .fcm, token: fcmToken))
+        _ = try await chat.registerDevice(third, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "3"))
+        try await chat.signOut(third, everywhere: false)
+        #expect(try await chat.listDevices(alice).devices.count == 2)
+        try await chat.changePassword(alice, ChangePasswordRequest(currentPassword: "correct horse battery", newPassword: "battery staple horse"),
+                                      address: "127.0.0.1")
+        #expect(try await chat.listDevices(alice).devices.map(\.token) == [apnsToken], "the tablet's session ended, and its device with it")
+        _ = tabletDevice
+        try await chat.removeSessionDevices(alice)
+        #expect(try await chat.listDevices(alice).devices.isEmpty)
+    }
+
+    @Test func badTokensAndTooManyDevicesAreRefusedWithNothingStored() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (alice, _) = try await harness.register("alice")
+        let bad: [RegisterDeviceRequest] = [
+            RegisterDeviceRequest(platform: .apns, token: "xyz"),
+            RegisterDeviceRequest(platform: .apns, token: String(repeating: "g", count: 64)),
+            RegisterDeviceRequest(platform: .apns, token: String(repeating: "a", count: 65)),
+            RegisterDeviceRequest(platform: .apns, token: String(repeating: "a", count: 202)),
+            RegisterDeviceRequest(platform: .fcm, token: "short"),
+            RegisterDeviceRequest(platform: .fcm, token: String(repeating: "a", count: 40) + " space"),
+            RegisterDeviceRequest(platform: .fcm, token: fcmToken, environment: .sandbox),
+        ]
+        for request in bad {
+            await #expect(throws: ChatError.self) { _ = try await chat.registerDevice(alice, request) }
+        }
+        #expect(try await chat.listDevices(alice).devices.isEmpty)
+        // Sessions are capped too (the oldest signed out, its devices with it), so the limit is
+        // met by sessions with a device on each platform: 25 × 2, then one more is refused.
+        for index in 0..<(Limits.pushDevicesPerUser / 2) {
+            let session = try await secondSession(harness, "alice")
+            _ = try await chat.registerDevice(session, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "-\(index)"))
+            _ = try await chat.registerDevice(session, RegisterDeviceRequest(platform: .apns, token: String(format: "%064x", index)))
+        }
+        let oneTooMany = try await secondSession(harness, "alice")
+        await #expect(throws: ChatError.tooManyDevices(limit: Limits.pushDevicesPerUser)) {
+            _ = try await chat.registerDevice(oneTooMany, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "-last"))
+        }
+        #expect(try await chat.listDevices(alice).devices.count == Limits.pushDevicesPerUser)
+    }
+}
