@@ -340,7 +340,7 @@ extension Chat {
     static func view(_ db: any Database, key: Int64, caller: Caller) throws -> Conversation {
         guard let row = try db.fetchOne("""
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
-                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq
+                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
@@ -371,7 +371,8 @@ extension Chat {
         return Conversation(
             id: id, kind: kind, title: try row.get("title"), customData: try row.get("custom_data", as: String?.self).map(JSONValue.decode),
             createdAt: date(try row.get("created_at")), lastSeq: try row.get("last_seq"), lastPosition: try row.get("last_position"),
-            lastMessage: lastMessage, memberCount: try row.get("member_count"), role: role, unreadCount: unread, receipt: receipt, peer: peer)
+            lastMessage: lastMessage, memberCount: try row.get("member_count"), role: role, unreadCount: unread, receipt: receipt, peer: peer,
+            mutedUntil: try row.get("muted_until", as: Int64?.self).map(date))
     }
 
     static func member(_ db: any Database, conversation: Int64, user key: Int64) throws -> Member {

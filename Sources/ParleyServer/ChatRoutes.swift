@@ -161,6 +161,16 @@ enum ChatRoutes {
             }
         }
 
+        router.put("/v1/conversations/:conversationId/mute") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.mute(caller, conversation: api.conversationID(request), try await request.decode(MuteRequest.self))
+            }
+        }
+        router.delete("/v1/conversations/:conversationId/mute") { request in
+            await api.respondEmpty { try await chat.unmute(try await api.caller(request), conversation: api.conversationID(request)) }
+        }
+
         // Messages
         router.post("/v1/conversations/:conversationId/messages") { request in
             await api.respondCreatedOrFound {

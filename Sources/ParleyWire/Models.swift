@@ -114,11 +114,15 @@ public struct Conversation: Hashable, Codable, Sendable {
     public var receipt: Receipt?
     /// For direct conversations: the other person.
     public var peer: User?
+    /// The caller muted it (no push) until then; 9999-12-31T23:59:59Z for "until unmuted". A
+    /// time in the past means it is no longer muted.
+    public var mutedUntil: Date?
 
     /// Creates the value; each argument sets the property of the same name.
     public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,
                 lastSeq: Int64, lastPosition: Int64, lastMessage: Message?, memberCount: Int, role: MemberRole?,
-                unreadCount: Int, receipt: Receipt?, peer: User?) {
+                unreadCount: Int, receipt: Receipt?, peer: User?, mutedUntil: Date? = nil) {
+        self.mutedUntil = mutedUntil
         self.id = id
         self.kind = kind
         self.title = title

@@ -68,3 +68,12 @@ public struct PushDeviceList: Hashable, Codable, Sendable {
     /// Creates the value; each argument sets the property of the same name.
     public init(devices: [PushDevice]) { self.devices = devices }
 }
+
+/// `PUT /v1/conversations/{id}/mute`: no push for this conversation until `until` (a mention
+/// of the member still pushes). Without `until`, until unmuted.
+public struct MuteRequest: Hashable, Codable, Sendable {
+    /// When the mute ends; in the future. Nil: until `DELETE …/mute`.
+    public var until: Date?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(until: Date? = nil) { self.until = until }
+}

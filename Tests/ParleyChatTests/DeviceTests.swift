@@ -101,3 +101,26 @@ struct DeviceTests {
         #expect(try await chat.listDevices(alice).devices.count == Limits.pushDevicesPerUser)
     }
 }
+
+/// Mutes: per member, with an end or until unmuted, shown on the conversation.
+struct MuteTests {
+    @Test func aMemberMutesUntilATimeOrUntilUnmuted() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (carol, _) = try await harness.register("carol")
+        let (room, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "room"))
+        let hour = harness.clock.now.addingTimeInterval(3600)
+        let muted = try await chat.mute(alice, conversation: room.id, MuteRequest(until: hour))
+        #expect(muted.mutedUntil.map { abs($0.timeIntervalSince(hour)) < 0.001 } == true)
+        #expect(try await chat.conversation(bob, id: room.id).mutedUntil == nil, "a mute is one member's")
+        let forever = try await chat.mute(alice, conversation: room.id, MuteRequest())
+        #expect(forever.mutedUntil == Date(timeIntervalSince1970: 253_402_300_799))
+        try await chat.unmute(alice, conversation: room.id)
+        #expect(try await chat.conversation(alice, id: room.id).mutedUntil == nil)
+        await #expect(throws: ChatError.self) { _ = try await chat.mute(alice, conversation: room.id, MuteRequest(until: harness.clock.now)) }
+        await #expect(throws: ChatError.conversationNotFound) { _ = try await chat.mute(carol, conversation: room.id, MuteRequest()) }
+    }
+}
