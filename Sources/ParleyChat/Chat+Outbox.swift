@@ -29,9 +29,10 @@ public struct OutboxItem: Sendable, Hashable {
 /// claimed again when the lease ends: the work is at least once, and exactly once unless a
 /// worker dies between doing it and recording that it did.
 public enum Outbox: Sendable {
-    /// Adds a row to the `kind` outbox, due now. Call inside a write's transaction.
-    public static func add(_ db: any Database, kind: String, payload: [UInt8], now: Int64) throws {
-        try db.execute("INSERT INTO outbox (kind, payload, due_at, created_at) VALUES (\(kind), \(payload), \(now), \(now))")
+    /// Adds a row to the `kind` outbox, due at `due` (default: now). Call inside a write's
+    /// transaction.
+    public static func add(_ db: any Database, kind: String, payload: [UInt8], now: Int64, due: Int64? = nil) throws {
+        try db.execute("INSERT INTO outbox (kind, payload, due_at, created_at) VALUES (\(kind), \(payload), \(due ?? now), \(now))")
     }
 }
 

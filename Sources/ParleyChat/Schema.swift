@@ -347,6 +347,9 @@ public enum Schema: Sendable {
             // A member's mute: no push for this conversation until then (milliseconds; the
             // largest bigint for "until unmuted"), except mentions of them.
             try db.execute("ALTER TABLE member ADD COLUMN muted_until bigint")
+            // What a push says: the message (`full`), or only that there is one (`id-only`: the
+            // app's notification extension fetches it; no text leaves the server).
+            try db.execute("ALTER TABLE app ADD COLUMN push_content text NOT NULL DEFAULT 'full' CHECK (push_content IN ('full', 'id-only'))")
         }
         return migrator
     }
@@ -571,6 +574,9 @@ public enum Schema: Sendable {
             // A member's mute: no push for this conversation until then (milliseconds; the
             // largest bigint for "until unmuted"), except mentions of them.
             try db.execute("ALTER TABLE member ADD COLUMN muted_until bigint")
+            // What a push says: the message (`full`), or only that there is one (`id-only`: the
+            // app's notification extension fetches it; no text leaves the server).
+            try db.execute("ALTER TABLE app ADD COLUMN push_content text NOT NULL DEFAULT 'full' CHECK (push_content IN ('full', 'id-only'))")
         }
         return migrator
     }

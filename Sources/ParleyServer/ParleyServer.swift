@@ -4,6 +4,7 @@ public import ParleyNet
 import ParleyCrypto
 import ParleyMedia
 import ParleyPusher
+import ParleyPush
 import ParleyStore
 import ParleyStoreSQLite
 import ParleyStorePostgres
@@ -40,12 +41,15 @@ public final class ParleyServer: Sendable {
     private let presence: RedisPresence?
     /// The Pusher channels of every node (with `--redis-url`); this node's members leave at shutdown.
     private let channelDirectory: RedisChannelDirectory?
+    /// Sends the push outbox (nil: push is off).
+    private let push: PushService?
     /// The certificate HTTPS and WSS connections are accepted with (reloaded on SIGHUP).
     private let tls: TLSCertificateStore?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
                  createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?,
-                 presence: RedisPresence?, channelDirectory: RedisChannelDirectory?, tls: TLSCertificateStore?) {
+                 presence: RedisPresence?, channelDirectory: RedisChannelDirectory?, tls: TLSCertificateStore?, push: PushService?) {
+        self.push = push
         self.lock = lock
         self.channelDirectory = channelDirectory
         self.tls = tls
@@ -120,6 +124,13 @@ public final class ParleyServer: Sendable {
             store.close()
             throw StartError(message: "cannot create the default app: \(error)")
         }
+        let push: PushService?
+        do {
+            push = configuration.push.isOn ? try PushService(chat: chat, configuration: configuration.push) : nil
+        } catch {
+            store.close()
+            throw StartError(message: "cannot set up push: \(error)")
+        }
         let blobs: FileBlobStore
         let partials: PartialUploadStore
         do {
@@ -179,7 +190,7 @@ public final class ParleyServer: Sendable {
         var busStatistics: (@Sendable () -> RedisBus.Statistics)?
         if let redisBus { busStatistics = { redisBus.currentStatistics } }
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
-                                 pusher: pusher, bus: busStatistics)
+                                 pusher: pusher, bus: busStatistics, push: push)
         ChatRoutes.add(to: &router, chat: chat)
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey
@@ -200,9 +211,10 @@ public final class ParleyServer: Sendable {
                     try? await Task.sleep(for: .seconds(interval))
                 }
             }
+            push?.start()
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
                                 collector: collector, lock: lock, bus: redisBus, presence: presence,
-                                channelDirectory: channelDirectory, tls: tls)
+                                channelDirectory: channelDirectory, tls: tls, push: push)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             presence?.stop()
@@ -268,7 +280,9 @@ public final class ParleyServer: Sendable {
         chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
         chatConfiguration.sharedCounters = sharedCounters
         do {
-            let chat = Chat(store: store, configuration: chatConfiguration, bus: bus)
+            // Push rows are written in each message's own transaction when push is on.
+            let hooks: [any TransactionHook] = configuration.push.isOn ? [PushOutboxHook(confirmationWindow: configuration.push.confirmationWindow)] : []
+            let chat = Chat(store: store, configuration: chatConfiguration, bus: bus, hooks: hooks)
             try await chat.migrate()
             return (store, chat)
         } catch {
@@ -307,6 +321,12 @@ public final class ParleyServer: Sendable {
     }
 
     /// Lines printed at start: the app just created (with its secret), or every app's key.
+    /// What the start banner says of push: the providers, or that it is off and how to turn it on.
+    public var pushBanner: String {
+        guard let push else { return "Push: off (give --apns-key-file … or --fcm-credentials-file; docs/push.md)" }
+        return "Push: " + push.providerNames.joined(separator: ", ")
+    }
+
     public var appsBanner: [String] {
         var lines: [String] = []
         if let createdApp { lines.append(Self.describe(createdApp, verb: "First start: created")) }
@@ -333,6 +353,7 @@ public final class ParleyServer: Sendable {
     public func shutdown() async {
         guard shutDown.withLock({ done in defer { done = true }; return !done }) else { return }
         collector.cancel()
+        push?.stop()
         await http.shutdown(timeout: configuration.shutdownTimeout)
         group.shutdown()
         presence?.stop()

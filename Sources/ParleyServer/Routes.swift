@@ -2,6 +2,7 @@ import Foundation
 import ParleyChat
 import ParleyNet
 import ParleyPusher
+import ParleyPush
 import ParleyRedis
 import ParleyStore
 import ParleyStoreSQLite
@@ -10,7 +11,7 @@ import ParleyStoreSQLite
 enum Routes {
     static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                      fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil, pusher: PusherService? = nil,
-                     bus: (@Sendable () -> RedisBus.Statistics)? = nil) -> Router {
+                     bus: (@Sendable () -> RedisBus.Statistics)? = nil, push: PushService? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
@@ -26,7 +27,8 @@ enum Routes {
             if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
             let pusherCounts = await pusher?.counts
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
-                                                        media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?()))
+                                                        media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
+                                                        push: push))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             return response
         }
@@ -82,7 +84,8 @@ enum Routes {
 enum Metrics {
     static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                        realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
-                       pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil) -> String {
+                       pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil,
+                       push: PushService? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -136,6 +139,18 @@ enum Metrics {
             metric("parley_bus_repaired_events_total", "counter", "Events delivered from the database instead of Redis.", [("", "\(bus.repairedEvents)")])
             metric("parley_bus_duplicates_total", "counter", "Writes received after they were delivered, dropped.", [("", "\(bus.duplicates)")])
             metric("parley_bus_undecodable_total", "counter", "Bus messages that could not be decoded.", [("", "\(bus.undecodable)")])
+        }
+        if let push {
+            let counts = push.currentStatistics
+            let providers = push.providerNames
+            func samples(_ value: (PushStatistics) -> Int) -> [(labels: String, value: String)] {
+                providers.map { ("{provider=\"\($0)\"}", "\(value(counts[$0] ?? PushStatistics()))") }
+            }
+            metric("parley_push_sent_total", "counter", "Notifications the provider accepted.", samples(\.sent))
+            metric("parley_push_retried_total", "counter", "Attempts to be tried again (429, 5xx, no answer).", samples(\.retried))
+            metric("parley_push_failed_total", "counter", "Notifications given up on.", samples(\.failed))
+            metric("parley_push_devices_removed_total", "counter", "Devices removed because the provider said the token is dead.",
+                   samples(\.devicesRemoved))
         }
         let commits = store.commitStatistics
         metric("parley_store_writes_total", "counter", "Write transactions requested of the store.", [("", "\(commits.writes)")])

@@ -1,6 +1,7 @@
 import Foundation
 import ParleyOptions
 public import ParleyPusher
+public import ParleyPush
 import ParleyRedis
 public import ParleyStoreSQLite
 
@@ -62,6 +63,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `--pusher-pong-timeout`, `--pusher-history`, `--pusher-client-events-per-second`,
     /// `--pusher-api-requests-per-second`.
     public var pusher = PusherConfiguration()
+    /// Push to APNs and FCM (docs/push.md): off unless a provider's options are given.
+    /// `--apns-key-file`, `--apns-key-id`, `--apns-team-id`, `--apns-topic`, `--apns-url`,
+    /// `--fcm-credentials-file`, `--fcm-url`, `--outbound-ca-file`, `--push-window`.
+    public var push = PushConfiguration()
 
     /// The defaults.
     public init() {}
@@ -130,6 +135,21 @@ public struct ServerConfiguration: Sendable, Equatable {
                    help: "Serve HTTPS and WSS with this certificate chain (PEM, leaf first); with --tls-key-file. SIGHUP reloads both."),
             O.text("--tls-key-file", "PARLEY_TLS_KEY_FILE", \.tlsKeyFile, value: "<pem>",
                    help: "The private key of --tls-cert-file (PEM, unencrypted)."),
+            O.text("--apns-key-file", "PARLEY_APNS_KEY_FILE", \.push.apnsKeyFile, value: "<p8>",
+                   help: "Push through APNs with this .p8 token key; with --apns-key-id, --apns-team-id and --apns-topic."),
+            O.text("--apns-key-id", "PARLEY_APNS_KEY_ID", \.push.apnsKeyID, value: "<id>", help: "The APNs key's id (10 characters)."),
+            O.text("--apns-team-id", "PARLEY_APNS_TEAM_ID", \.push.apnsTeamID, value: "<id>", help: "The Apple developer team id (10 characters)."),
+            O.text("--apns-topic", "PARLEY_APNS_TOPIC", \.push.apnsTopic, value: "<bundle-id>", help: "The iOS app's bundle id."),
+            O.text("--apns-url", "PARLEY_APNS_URL", \.push.apnsURL, value: "<url>",
+                   help: "Send APNs requests here instead of Apple's production and sandbox hosts (tests, gateways)."),
+            O.text("--fcm-credentials-file", "PARLEY_FCM_CREDENTIALS_FILE", \.push.fcmCredentialsFile, value: "<json>",
+                   help: "Push through FCM with this Google service account file."),
+            O.text("--fcm-url", "PARLEY_FCM_URL", \.push.fcmURL, value: "<url>",
+                   help: "Send FCM messages here instead of fcm.googleapis.com (tests, gateways)."),
+            O.text("--outbound-ca-file", "PARLEY_OUTBOUND_CA_FILE", \.push.outboundCAFile, value: "<pem>",
+                   help: "Trust this CA too for outbound TLS (push providers), besides the system's."),
+            O.seconds("--push-window", "PARLEY_PUSH_WINDOW", in: 0...60, \.push.confirmationWindow,
+                      help: "Seconds a connected device has to confirm a message before its member is pushed anyway (default 1)."),
             O.integer("--argon2-passes", "PARLEY_ARGON2_PASSES", in: 1...10, \.argon2Passes, help: "Argon2id passes for password hashes (default 2)."),
             O.integer("--argon2-memory-mib", "PARLEY_ARGON2_MEMORY_MIB", in: 1...4096, \.argon2MemoryMiB,
                      help: "Argon2id memory per password hash in MiB (default 64)."),
@@ -251,6 +271,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             guard (configuration.tlsCertificateFile == nil) == (configuration.tlsKeyFile == nil) else {
                 throw UsageError(message: "--tls-cert-file and --tls-key-file go together: give both, or neither for plain HTTP")
             }
+            if let problem = configuration.push.problem { throw UsageError(message: problem) }
             return .run(configuration)
         }
         let apps = parsed.words

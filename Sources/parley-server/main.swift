@@ -67,6 +67,7 @@ case .run(let configuration):
     }
     say("Parley \(ParleyVersion.current) listening on \(server.url) (data in \(configuration.dataDirectory))")
     for line in server.appsBanner { say(line) }
+    say(server.pushBanner)
     say("Web client: \(server.url)/app/")
     say("Health: \(server.url)/healthz   Metrics: \(server.url)/metrics   Stop: Ctrl-C")
 

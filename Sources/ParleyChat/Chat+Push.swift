@@ -1,0 +1,164 @@
+public import Foundation
+public import ParleyStore
+public import ParleyWire
+
+/// One push to one device, as ``Chat/expandPush(_:holder:)`` wrote it into the provider's
+/// outbox: everything the sender needs, so sending reads nothing more.
+public struct PushNotice: Codable, Sendable, Hashable {
+    /// The device's id (`d_…`), removed when the provider says the token is dead.
+    public var deviceID: String
+    /// APNs or FCM.
+    public var platform: PushPlatform
+    /// The device token.
+    public var token: String
+    /// The APNs environment.
+    public var environment: PushEnvironment
+    /// The conversation (`thread-id`, and Parley's own key).
+    public var conversationID: String
+    /// The message (`apns-collapse-id`, and Parley's own key).
+    public var messageID: String
+    /// The message's seq in its conversation.
+    public var seq: Int64
+    /// The message's position in the event log.
+    public var position: Int64
+    /// Direct: the sender's display name; groups and channels: the conversation's title;
+    /// empty in id-only mode.
+    public var title: String
+    /// Groups and channels: the sender's display name.
+    public var subtitle: String?
+    /// The text, or "📷 Photo", "📍 Location", …; nil in id-only mode.
+    public var body: String?
+    /// The member's unread messages across their conversations.
+    public var badge: Int
+    /// When the message was sent (milliseconds since 1970).
+    public var sentAt: Int64
+}
+
+/// The push outbox's rows: one per new message in a conversation where some other member
+/// has a device, written in the message's own transaction. Installed when push is on.
+public struct PushOutboxHook: TransactionHook {
+    /// How long a device that is connected has to confirm delivery before the member is
+    /// pushed anyway.
+    public let confirmationWindow: Duration
+
+    /// A hook whose rows fall due `confirmationWindow` after their message.
+    public init(confirmationWindow: Duration) {
+        self.confirmationWindow = confirmationWindow
+    }
+
+    /// The outbox kind of the per-message rows.
+    public static let kind = "push"
+
+    public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
+        for event in events where event.record.type == .messageCreated {
+            // Public channels push only mentions (when mentions exist); Pusher channels never.
+            guard [.direct, .group, .private].contains(event.conversationKind), let message = event.record.message,
+                  let author = try db.fetchValue(Int64.self, "SELECT author_id FROM message WHERE public_id = \(message.id)"),
+                  try db.fetchOne("""
+                      SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                      WHERE mb.conversation_id = \(event.conversationKey) AND mb.user_id != \(author) LIMIT 1
+                      """) != nil else { continue }
+            let source = PushSource(conversation: event.conversationKey, message: message.id, seq: message.seq, position: event.record.position)
+            try Outbox.add(db, kind: Self.kind, payload: Array(try JSONEncoder().encode(source)), now: event.record.createdAt,
+                           due: event.record.createdAt + Chat.milliseconds(confirmationWindow))
+        }
+    }
+}
+
+/// What a push row names: the message, found again when it is expanded.
+struct PushSource: Codable {
+    var conversation: Int64
+    var message: String
+    var seq: Int64
+    var position: Int64
+}
+
+extension Chat {
+    /// Expands one message's push row into one row per device in the providers' outboxes
+    /// (`push-apns`, `push-fcm`), and removes it; returns how many. A device is pushed when its
+    /// member is not the sender, has not muted the conversation, and has not confirmed delivery
+    /// of the message (no socket took it within the window). A message deleted meanwhile
+    /// pushes nothing.
+    public func expandPush(_ item: OutboxItem, holder: String) async throws -> Int {
+        let now = nowMilliseconds
+        let source = try JSONDecoder().decode(PushSource.self, from: Data(item.payload))
+        return try await run {
+            try await store.write { db in
+                defer { _ = try? db.execute("DELETE FROM outbox WHERE id = \(item.id) AND claimed_by = \(holder)") }
+                guard let row = try db.fetchOne("""
+                    SELECT m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
+                           a.push_content
+                    FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id JOIN app a ON a.id = c.app_id
+                    WHERE m.public_id = \(source.message)
+                    """), try row.get("deleted_at", as: Int64?.self) == nil else { return 0 }
+                let author: Int64 = try row.get("author_id")
+                let kind = try Chat.stored(try row.get("kind"), as: ConversationKind.self)
+                let sender: String = try row.get("display_name")
+                let idOnly = try row.get("push_content", as: String.self) == "id-only"
+                let content = try? JSONDecoder().decode(MessageContent.self, from: Data((try row.get("content", as: String.self)).utf8))
+                let title = kind == .direct ? sender : (try row.get("title", as: String?.self) ?? sender)
+                let devices = try db.fetchAll("""
+                    SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
+                    FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                    WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
+                      AND (mb.muted_until IS NULL OR mb.muted_until <= \(now))
+                    ORDER BY d.id
+                    """)
+                var badges: [Int64: Int] = [:]
+                var count = 0
+                for device in devices {
+                    let user: Int64 = try device.get("user_id")
+                    if badges[user] == nil { badges[user] = try Chat.unreadAcrossConversations(db, user: user) }
+                    guard let platform = PushPlatform(rawValue: try device.get("platform")),
+                          let environment = PushEnvironment(rawValue: try device.get("environment")) else { continue }
+                    let notice = PushNotice(deviceID: try device.get("public_id"), platform: platform, token: try device.get("token"),
+                                            environment: environment, conversationID: try row.get("conversation_id"), messageID: source.message,
+                                            seq: source.seq, position: source.position, title: idOnly ? "" : title,
+                                            subtitle: kind == .direct || idOnly ? nil : sender, body: idOnly ? nil : Chat.pushBody(content),
+                                            badge: badges[user] ?? 0, sentAt: try row.get("created_at"))
+                    try Outbox.add(db, kind: "push-" + platform.rawValue, payload: Array(try JSONEncoder().encode(notice)), now: now)
+                    count += 1
+                }
+                return count
+            }
+        }
+    }
+
+    /// Removes a device the provider said is gone (410, `Unregistered`, `BadDeviceToken`, …).
+    public func removeDeadDevice(id: String) async throws {
+        try await run { try await store.write { db in _ = try db.execute("DELETE FROM push_device WHERE public_id = \(id)") } }
+    }
+
+    /// Sets what an app's pushes say (`parley-server apps push-content`): `full` or `id-only`.
+    public func setPushContent(app name: String, idOnly: Bool) async throws {
+        try await run {
+            try await store.write { db in
+                guard try db.execute("UPDATE app SET push_content = \(idOnly ? "id-only" : "full") WHERE name = \(name)") == 1 else {
+                    throw ChatError.appNotFound
+                }
+            }
+        }
+    }
+
+    /// What a push says of a message: its text (cut at 180 characters), or its kind.
+    static func pushBody(_ content: MessageContent?) -> String {
+        switch content {
+        case .text(let text)?, .markdown(let text)?: text.count > 180 ? String(text.prefix(179)) + "…" : text
+        case .photo?: "📷 Photo"
+        case .video?: "🎥 Video"
+        case .audio?: "🎤 Audio"
+        case .file(let file)?: "📎 " + (file.name ?? "File")
+        case .location?: "📍 Location"
+        case .custom?, nil: "New message"
+        }
+    }
+
+    /// A member's unread messages across every conversation (the badge), capped.
+    static func unreadAcrossConversations(_ db: any Database, user: Int64) throws -> Int {
+        try db.fetchValue(Int.self, """
+            SELECT count(*) FROM (SELECT 1 FROM member mb JOIN message m ON m.conversation_id = mb.conversation_id
+            WHERE mb.user_id = \(user) AND m.seq > mb.read_seq AND m.author_id != \(user) AND m.deleted_at IS NULL
+            LIMIT \(Limits.unreadCountCap)) AS unread
+            """) ?? 0
+    }
+}

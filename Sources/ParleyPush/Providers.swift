@@ -1,0 +1,273 @@
+import Foundation
+import ParleyChat
+import ParleyCrypto
+import ParleyWire
+
+/// What a provider's answer means for the notice.
+enum PushOutcome: Sendable, Equatable {
+    /// Accepted.
+    case sent
+    /// The token is dead: remove the device.
+    case removeDevice(String)
+    /// Try again later (429, 5xx, no answer).
+    case retry(String)
+    /// The provider refused the credentials: renew them and send again, once.
+    case renewCredentials(String)
+    /// Refused for good (a payload the provider will never take).
+    case failed(String)
+}
+
+/// A push provider: APNs or FCM.
+protocol PushProvider: Sendable {
+    /// `apns` or `fcm`, in metrics and logs.
+    var name: String { get }
+    /// Sends one notice on `http` (blocking; called on a sender's own thread).
+    func send(_ notice: PushNotice, over http: OutboundHTTP) -> PushOutcome
+    /// Forgets cached credentials (the provider said they expired).
+    func renewCredentials()
+}
+
+
+/// Apple Push Notification service over HTTP/2 with token authentication: an ES256 JWT
+/// (`kid` = key id, `iss` = team id, `iat`) signed with the `.p8` key, renewed every 40 minutes
+/// (Apple refuses tokens older than an hour and throttles renewing more than every 20).
+final class APNsProvider: PushProvider, @unchecked Sendable {
+    // @unchecked: the cached token is behind `lock`.
+    let name = "apns"
+    private let key: SigningKey
+    private let keyID: String
+    private let teamID: String
+    private let topic: String
+    private let url: String?
+    private let lock = NSLock()
+    private var cached: (token: String, madeAt: Date)?
+
+    init(keyFile: String, keyID: String, teamID: String, topic: String, url: String?) throws {
+        guard let pem = FileManager.default.contents(atPath: keyFile) else {
+            throw OutboundError(description: "cannot read the APNs key \(keyFile) (--apns-key-file): download the .p8 key from developer.apple.com")
+        }
+        do {
+            key = try SigningKey(pem: String(decoding: pem, as: UTF8.self))
+        } catch {
+            throw OutboundError(description: "the APNs key \(keyFile) is not usable: \(error)")
+        }
+        guard key.algorithm == .es256 else { throw OutboundError(description: "the APNs key \(keyFile) is not an EC P-256 .p8 key") }
+        self.keyID = keyID
+        self.teamID = teamID
+        self.topic = topic
+        self.url = url
+    }
+
+    /// The provider token, made again when 40 minutes old.
+    func providerToken() throws -> String {
+        try lock.withLock {
+            if let cached, Date().timeIntervalSince(cached.madeAt) < 40 * 60 { return cached.token }
+            let now = Date()
+            let token = try key.jwt(headerFields: "\"kid\":\(json(keyID))", claims: "{\"iss\":\(json(teamID)),\"iat\":\(Int(now.timeIntervalSince1970))}")
+            cached = (token, now)
+            return token
+        }
+    }
+
+    func renewCredentials() { lock.withLock { cached = nil } }
+
+    /// Parley's own keys: which message, so the app's extension can fetch it.
+    static func parleyKeys(_ notice: PushNotice, _ json: inout JSONWriter) {
+        json.object { keys in
+            keys.key("conversationId"); keys.string(notice.conversationID)
+            keys.key("messageId"); keys.string(notice.messageID)
+            keys.key("seq"); keys.integer(notice.seq)
+            keys.key("position"); keys.integer(notice.position)
+        }
+    }
+
+    private func json(_ text: String) -> String { (try? JSONValue.string(text).encoded()) ?? "\"\"" }
+
+    func send(_ notice: PushNotice, over http: OutboundHTTP) -> PushOutcome {
+        let token: String
+        do { token = try providerToken() } catch { return .failed("cannot sign the APNs token: \(error)") }
+        let base = url ?? (notice.environment == .sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com")
+        var payload = JSONWriter(capacity: 512)
+        payload.object { json in
+            json.key("aps")
+            json.object { aps in
+                aps.key("alert")
+                aps.object { alert in
+                    if !notice.title.isEmpty { alert.key("title"); alert.string(notice.title) }
+                    if let subtitle = notice.subtitle { alert.key("subtitle"); alert.string(subtitle) }
+                    alert.key("body"); alert.string(notice.body ?? "New message")
+                }
+                aps.key("badge"); aps.integer(Int64(notice.badge))
+                aps.key("sound"); aps.string("default")
+                aps.key("thread-id"); aps.string(notice.conversationID)
+                aps.key("mutable-content"); aps.integer(1)
+            }
+            json.key("parley")
+            Self.parleyKeys(notice, &json)
+        }
+        let headers = [
+            "authorization: bearer \(token)", "apns-topic: \(topic)", "apns-push-type: alert", "apns-priority: 10",
+            "apns-expiration: \(notice.sentAt / 1000 + 86_400)", "apns-collapse-id: \(notice.messageID)", "content-type: application/json",
+        ]
+        let response: OutboundResponse
+        do {
+            response = try http.post(base + "/3/device/" + notice.token, headers: headers, body: payload.bytes)
+        } catch {
+            return .retry("APNs did not answer: \(error)")
+        }
+        let reason = (try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)))?["reason"]?.stringValue ?? ""
+        switch response.status {
+        case 200: return .sent
+        case 410: return .removeDevice("410 \(reason)")
+        case 400 where ["BadDeviceToken", "DeviceTokenNotForTopic"].contains(reason): return .removeDevice("400 \(reason)")
+        case 403 where reason == "ExpiredProviderToken" || reason == "InvalidProviderToken": return .renewCredentials("403 \(reason)")
+        case 429, 500...599: return .retry("\(response.status) \(reason)")
+        default: return .failed("\(response.status) \(reason)")
+        }
+    }
+}
+
+/// Firebase Cloud Messaging's HTTP v1 API: an OAuth2 access token from the service account's
+/// `token_uri` (an RS256 assertion signed with its `private_key`), cached until a minute
+/// before it expires.
+final class FCMProvider: PushProvider, @unchecked Sendable {
+    // @unchecked: the cached token is behind `lock`.
+    let name = "fcm"
+    private let key: SigningKey
+    private let keyID: String?
+    private let clientEmail: String
+    private let tokenURI: String
+    private let sendURL: String
+    private let lock = NSLock()
+    private var cached: (token: String, expires: Date)?
+
+    init(credentialsFile: String, url: String?) throws {
+        guard let data = FileManager.default.contents(atPath: credentialsFile),
+              let account = try? JSONValue.decode(String(decoding: data, as: UTF8.self)) else {
+            throw OutboundError(description: "cannot read the FCM service account \(credentialsFile) (--fcm-credentials-file): download it from the Firebase console")
+        }
+        guard let pem = account["private_key"]?.stringValue, let email = account["client_email"]?.stringValue,
+              let project = account["project_id"]?.stringValue, let tokenURI = account["token_uri"]?.stringValue,
+              tokenURI.hasPrefix("https://") else {
+            throw OutboundError(description: "\(credentialsFile) is not a service account file (it needs private_key, client_email, project_id and an https token_uri)")
+        }
+        do {
+            key = try SigningKey(pem: pem)
+        } catch {
+            throw OutboundError(description: "the private_key in \(credentialsFile) is not usable: \(error)")
+        }
+        guard key.algorithm == .rs256 else { throw OutboundError(description: "the private_key in \(credentialsFile) is not an RSA key") }
+        keyID = account["private_key_id"]?.stringValue
+        clientEmail = email
+        self.tokenURI = tokenURI
+        sendURL = url ?? "https://fcm.googleapis.com/v1/projects/\(project)/messages:send"
+    }
+
+    func renewCredentials() { lock.withLock { cached = nil } }
+
+    /// The access token, fetched again a minute before it expires.
+    private func accessToken(over http: OutboundHTTP) throws -> String {
+        if let cached = lock.withLock({ cached }), cached.expires > Date() { return cached.token }
+        let now = Int(Date().timeIntervalSince1970)
+        let quote = { (text: String) in (try? JSONValue.string(text).encoded()) ?? "\"\"" }
+        let assertion = try key.jwt(headerFields: keyID.map { "\"kid\":\(quote($0))" } ?? "",
+                                    claims: "{\"iss\":\(quote(clientEmail)),\"scope\":\"https://www.googleapis.com/auth/firebase.messaging\","
+                                        + "\"aud\":\(quote(tokenURI)),\"iat\":\(now),\"exp\":\(now + 3600)}")
+        let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
+        let response = try http.post(tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8))
+        guard response.status == 200, let answer = try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)),
+              let token = answer["access_token"]?.stringValue else {
+            throw OutboundError(description: "the token endpoint answered \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
+        }
+        let lifetime = answer["expires_in"]?.numberValue ?? 3600
+        lock.withLock { cached = (token, Date().addingTimeInterval(max(60, lifetime - 60))) }
+        return token
+    }
+
+    func send(_ notice: PushNotice, over http: OutboundHTTP) -> PushOutcome {
+        let token: String
+        do { token = try accessToken(over: http) } catch { return .retry("no FCM access token: \(error)") }
+        let title = [notice.title, notice.subtitle].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " · ")
+        var body = JSONWriter(capacity: 768)
+        body.object { json in
+            json.key("message")
+            json.object { message in
+                message.key("token"); message.string(notice.token)
+                message.key("notification")
+                message.object { notification in
+                    if !title.isEmpty { notification.key("title"); notification.string(title) }
+                    notification.key("body"); notification.string(notice.body ?? "New message")
+                }
+                message.key("data")
+                message.object { data in  // FCM's data values are strings
+                    data.key("conversationId"); data.string(notice.conversationID)
+                    data.key("messageId"); data.string(notice.messageID)
+                    data.key("seq"); data.string(String(notice.seq))
+                    data.key("position"); data.string(String(notice.position))
+                }
+                message.key("android")
+                message.object { android in
+                    android.key("collapse_key"); android.string(notice.messageID)
+                    android.key("priority"); android.string("HIGH")
+                }
+                message.key("apns")
+                message.object { apns in
+                    apns.key("headers")
+                    apns.object { headers in
+                        headers.key("apns-collapse-id"); headers.string(notice.messageID)
+                        headers.key("apns-priority"); headers.string("10")
+                    }
+                    apns.key("payload")
+                    apns.object { payload in
+                        payload.key("aps")
+                        payload.object { aps in
+                            aps.key("thread-id"); aps.string(notice.conversationID)
+                            aps.key("badge"); aps.integer(Int64(notice.badge))
+                            aps.key("sound"); aps.string("default")
+                            aps.key("mutable-content"); aps.integer(1)
+                        }
+                    }
+                }
+            }
+        }
+        let response: OutboundResponse
+        do {
+            response = try http.post(sendURL, headers: ["authorization: Bearer \(token)", "content-type: application/json"], body: body.bytes)
+        } catch {
+            return .retry("FCM did not answer: \(error)")
+        }
+        let error = (try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)))?["error"]
+        let status = error?["status"]?.stringValue ?? ""
+        let codes = error?["details"]?.arrayValue?.compactMap { $0["errorCode"]?.stringValue } ?? []
+        switch response.status {
+        case 200: return .sent
+        case _ where codes.contains("UNREGISTERED") || status == "UNREGISTERED": return .removeDevice("\(response.status) UNREGISTERED")
+        case 401: return .renewCredentials("401 \(status)")
+        case 429, 500...599: return .retry("\(response.status) \(status)")
+        default: return .failed("\(response.status) \(status) \(codes.joined(separator: ","))")
+        }
+    }
+}
+
+extension JSONValue {
+    /// An object's member.
+    subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+    /// The string, when this is one.
+    var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+    /// The number, when this is one.
+    var numberValue: Double? {
+        if case .number(let number) = self { return number }
+        return nil
+    }
+    /// The elements, when this is an array.
+    var arrayValue: [JSONValue]? {
+        if case .array(let elements) = self { return elements }
+        return nil
+    }
+}
