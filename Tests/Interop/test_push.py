@@ -1,0 +1,210 @@
+"""Push notifications (issue 17; docs/push.md) from the real binary to local fake APNs and FCM
+servers (fakepush.py: HTTP/2 over TLS with a test CA, ES256 and RS256 tokens checked with the
+public keys). A member who is not connected is pushed within 2 s of a message; one whose
+device confirmed delivery is not; a muted conversation is not; the sender never is; a 410 or
+UNREGISTERED removes the device; a 500 is retried and then delivered; a kill -9 between the
+commit and the push still pushes exactly once after restart."""
+import json
+import time
+import uuid
+
+import pytest
+
+from fakepush import FakePush
+from parley import Client, Server, wait_until
+from realtime import Device
+from tlscerts import Authority
+
+
+@pytest.fixture(scope="module")
+def fake():
+    running = FakePush(Authority())
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def server(fake):
+    running = Server(*fake.server_flags())
+    yield running
+    assert running.stop() == 0
+
+
+def apns_token():
+    return uuid.uuid4().hex + uuid.uuid4().hex
+
+
+def person(server, name, display=None):
+    return Client(server).register(f"{name}{uuid.uuid4().hex[:6]}", display_name=display)
+
+
+def register(client, platform, token, **extra):
+    status, device = client.post("/v1/devices", {"platform": platform, "token": token, **extra})
+    assert status == 201, device
+    return device
+
+
+def direct(a, b):
+    status, conversation = a.post("/v1/conversations", {"kind": "direct", "members": [b.user["username"]]})
+    assert status in (200, 201), conversation
+    return conversation
+
+
+def barrier(fake, server, offline_too=None):
+    """A message to a fresh offline member, pushed after anything due before it: once it
+    arrives, earlier pushes that were going to happen have happened."""
+    sender, target = person(server, "barrier"), person(server, "target")
+    token = apns_token()
+    register(target, "apns", token)
+    status, _ = sender.send(direct(sender, target)["id"], "barrier")
+    assert status == 201
+    fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+
+
+def test_push_is_announced_at_start(server):
+    # The banner says which providers are on (parley.py reads the rest of it).
+    assert server.app_key
+
+
+def test_an_offline_member_is_pushed_within_two_seconds_with_what_apns_expects(fake, server):
+    ana, bob = person(server, "ana", "Ana"), person(server, "bob", "Bob")
+    token = apns_token()
+    device = register(bob, "apns", token.upper())
+    assert device["token"] == token and device["environment"] == "production"
+    register(ana, "apns", apns_token())            # the sender's own device: never pushed
+    room = direct(ana, bob)
+    started = time.monotonic()
+    status, message = ana.send(room["id"], "Dinner at 8?")
+    assert status == 201
+    pushes = fake.wait_for(lambda pushes: any(p[1] == token for p in pushes), timeout=2.5)
+    assert time.monotonic() - started < 2.5
+    _, _, headers, payload = next(p for p in pushes if p[1] == token)
+    aps = payload["aps"]
+    assert aps["alert"] == {"title": "Ana", "body": "Dinner at 8?"}
+    assert aps["thread-id"] == room["id"] and aps["mutable-content"] == 1 and aps["badge"] == 1 and aps["sound"] == "default"
+    assert payload["parley"] == {"conversationId": room["id"], "messageId": message["id"], "seq": message["seq"],
+                                 "position": payload["parley"]["position"]}
+    assert headers["apns-collapse-id"] == message["id"] and headers["apns-priority"] == "10"
+    assert int(headers["apns-expiration"]) > time.time()
+    barrier(fake, server)
+    assert len(fake.pushes_to(token)) == 1, "once"
+    assert not [r for r in fake.refusals if r[1] in (400, 403)], f"the fake refused a request: {fake.refusals}"
+    assert not [p for p in fake.pushes if p[3].get("parley", {}).get("messageId") == message["id"] and p[1] != token], \
+        "the sender's own device was not pushed"
+
+
+def test_groups_say_who_and_where_and_kinds_say_what(fake, server):
+    ana, bob = person(server, "ana", "Ana"), person(server, "bob", "Bob")
+    token = apns_token()
+    register(bob, "apns", token)
+    status, group = ana.post("/v1/conversations", {"kind": "group", "title": "Weekend trip", "members": [bob.user["username"]]})
+    assert status == 201
+    ana.send(group["id"], content={"type": "location", "latitude": 48.85, "longitude": 2.35})
+    pushes = fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+    alert = next(p for p in pushes if p[1] == token)[3]["aps"]["alert"]
+    assert alert == {"title": "Weekend trip", "subtitle": "Ana", "body": "📍 Location"}
+
+
+def test_a_member_whose_device_confirmed_delivery_is_not_pushed(fake, server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    token = apns_token()
+    register(bob, "apns", token)
+    room = direct(ana, bob)
+    phone = Device(server, bob.token)
+    try:
+        status, message = ana.send(room["id"], "you are online")
+        assert status == 201
+        phone.wait_event(lambda e: e.get("type") == "message.created" and e["message"]["id"] == message["id"])
+        status, _ = bob.post(f"/v1/conversations/{room['id']}/receipts", {"deliveredSeq": message["seq"]})
+        assert status == 200
+        barrier(fake, server)
+        assert fake.pushes_to(token) == []
+    finally:
+        phone.close()
+
+
+def test_a_muted_conversation_is_not_pushed_until_unmuted(fake, server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    token = apns_token()
+    register(bob, "apns", token)
+    room = direct(ana, bob)
+    status, muted = bob.request("PUT", f"/v1/conversations/{room['id']}/mute", {})
+    assert status == 200 and muted["mutedUntil"].startswith("9999-12-31")
+    ana.send(room["id"], "shh")
+    barrier(fake, server)
+    assert fake.pushes_to(token) == []
+    assert bob.delete(f"/v1/conversations/{room['id']}/mute")[0] == 204
+    ana.send(room["id"], "and now?")
+    fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+
+
+def test_a_410_removes_the_device_and_a_500_is_retried_until_delivered(fake, server):
+    ana, bob, cy = person(server, "ana"), person(server, "bob"), person(server, "cy")
+    gone, flaky = apns_token(), apns_token()
+    fake.answers[gone] = [410]
+    fake.answers[flaky] = [500, 503]
+    register(bob, "apns", gone)
+    register(cy, "apns", flaky)
+    ana.send(direct(ana, bob)["id"], "hello?")
+    ana.send(direct(ana, cy)["id"], "hello!")
+    wait_until(lambda: bob.get("/v1/devices")[1]["devices"] == [], what="the dead token's device to be removed")
+    pushes = fake.wait_for(lambda pushes: any(p[1] == flaky for p in pushes), timeout=15)
+    assert len([p for p in pushes if p[1] == flaky]) == 1
+    metrics = Client(server).request_bytes("GET", "/metrics", authenticated=False)[1].decode()
+    sample = lambda name: int(next(line.split()[1] for line in metrics.splitlines() if line.startswith(name + '{provider="apns"}')))
+    assert sample("parley_push_devices_removed_total") >= 1 and sample("parley_push_retried_total") >= 2
+
+
+def test_fcm_is_pushed_with_an_oauth_token_and_unregistered_removes_the_device(fake, server):
+    ana, bob, cy = person(server, "ana", "Ana"), person(server, "bob"), person(server, "cy")
+    token, dead = "fcm:" + uuid.uuid4().hex * 2, "fcm:" + uuid.uuid4().hex * 2
+    fake.answers[dead] = [404]
+    register(bob, "fcm", token)
+    register(cy, "fcm", dead)
+    room = direct(ana, bob)
+    status, message = ana.send(room["id"], "via Firebase")
+    ana.send(direct(ana, cy)["id"], "to a dead token")
+    pushes = fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+    sent = next(p for p in pushes if p[1] == token)[3]
+    assert sent["notification"] == {"title": "Ana", "body": "via Firebase"}
+    assert sent["data"] == {"conversationId": room["id"], "messageId": message["id"], "seq": str(message["seq"]),
+                            "position": sent["data"]["position"]}
+    assert sent["android"]["collapse_key"] == message["id"] and sent["apns"]["payload"]["aps"]["thread-id"] == room["id"]
+    assert fake.tokens_issued >= 1
+    wait_until(lambda: cy.get("/v1/devices")[1]["devices"] == [], what="the UNREGISTERED token's device to be removed")
+
+
+def test_bad_devices_are_refused_with_nothing_stored(server):
+    bob = person(server, "bob")
+    for body in ({"platform": "apns", "token": "not-hex"}, {"platform": "fcm", "token": "x" * 40, "environment": "sandbox"},
+                 {"platform": "webpush", "token": "x" * 64}, {"platform": "apns"}):
+        status, answer = bob.post("/v1/devices", body)
+        assert status == 400, (body, answer)
+    assert bob.get("/v1/devices")[1]["devices"] == []
+    assert bob.delete("/v1/devices/d_nothing")[0] == 404
+
+
+def test_a_kill_9_between_commit_and_push_still_pushes_exactly_once_after_restart(fake):
+    # A long confirmation window keeps the row waiting while the server dies.
+    node = Server(*fake.server_flags(), "--push-window", "5")
+    try:
+        ana, bob = person(node, "ana"), person(node, "bob")
+        token = apns_token()
+        register(bob, "apns", token)
+        status, message = ana.send(direct(ana, bob)["id"], "acknowledged, then the server died")
+        assert status == 201
+        node.kill()
+        assert fake.pushes_to(token) == []
+        node.start()
+        fake.wait_for(lambda pushes: any(p[1] == token for p in pushes), timeout=15)
+        barrier(fake, node)
+        assert len(fake.pushes_to(token)) == 1
+    finally:
+        node.stop()
+
+
+def test_push_options_given_by_halves_are_refused_with_what_to_add(fake):
+    import subprocess
+    from parley import BINARY
+    result = subprocess.run([BINARY, "--apns-key-file", fake.key_file, "--port", "0"], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "--apns-key-id" in result.stderr
