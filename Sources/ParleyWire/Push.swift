@@ -76,4 +76,23 @@ public struct MuteRequest: Hashable, Codable, Sendable {
     public var until: Date?
     /// Creates the value; each argument sets the property of the same name.
     public init(until: Date? = nil) { self.until = until }
+
+    private enum CodingKeys: String, CodingKey { case until }
+
+    /// Reads `until` as an ISO 8601 date (with or without fractional seconds), whatever the
+    /// decoder's date strategy.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard let text = try container.decodeIfPresent(String.self, forKey: .until) else { return }
+        guard let date = WireCoding.parseDate(text) else {
+            throw DecodingError.dataCorruptedError(forKey: .until, in: container, debugDescription: "until is not an ISO 8601 date")
+        }
+        until = date
+    }
+
+    /// Writes `until` as the API's dates are written.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(until.map(WireCoding.formatDate), forKey: .until)
+    }
 }
