@@ -129,11 +129,12 @@ extension Chat {
         try await run { try await store.write { db in _ = try db.execute("DELETE FROM push_device WHERE public_id = \(id)") } }
     }
 
-    /// Sets what an app's pushes say (`parley-server apps push-content`): `full` or `id-only`.
+    /// Sets what an app's pushes say (`parley-server apps push-content`), the app named by its
+    /// name or public key: `full` or `id-only`.
     public func setPushContent(app name: String, idOnly: Bool) async throws {
         try await run {
             try await store.write { db in
-                guard try db.execute("UPDATE app SET push_content = \(idOnly ? "id-only" : "full") WHERE name = \(name)") == 1 else {
+                guard try db.execute("UPDATE app SET push_content = \(idOnly ? "id-only" : "full") WHERE name = \(name) OR public_key = \(name)") == 1 else {
                     throw ChatError.appNotFound
                 }
             }

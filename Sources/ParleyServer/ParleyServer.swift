@@ -307,6 +307,10 @@ public final class ParleyServer: Sendable {
             return describe(try await chat.createApp(name: name), verb: "Created")
         case .rotateSecret(let app):
             return describe(try await chat.rotateSecret(app: app), verb: "New secret for")
+        case .pushContent(let app, let idOnly):
+            try await chat.setPushContent(app: app, idOnly: idOnly)
+            return idOnly ? "Pushes of app '\(app)' now carry only the message's ids (the app's extension fetches the text)."
+                          : "Pushes of app '\(app)' now carry the message's text."
         }
     }
 

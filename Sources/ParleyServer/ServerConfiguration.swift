@@ -212,7 +212,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         parley-server \(ParleyVersion.current): the Parley chat server.
 
         USAGE: parley-server [options]
-               parley-server apps list|create <name>|rotate-secret <name-or-key> [--data-dir <path> | --database-url <url>]
+               parley-server apps list|create <name>|rotate-secret <name-or-key>|push-content <name-or-key> full|id-only
+                             [--data-dir <path> | --database-url <url>]
                parley-server backup <file> [--data-dir <path>]     (while the server runs)
                parley-server restore <file> [--data-dir <path>]    (with the server stopped)
 
@@ -223,7 +224,8 @@ public struct ServerConfiguration: Sendable, Equatable {
 
         APPS: the first start creates an app named "default" and prints its key and secret
         (the secret only then). 'apps create' makes more, 'apps list' shows their keys,
-        'apps rotate-secret' replaces a secret. A running server sees new apps at once.
+        'apps rotate-secret' replaces a secret, 'apps push-content' sets whether pushes carry the
+        text (full) or only the message's ids (id-only: the app's extension fetches it). A running server sees new apps at once.
 
         BACKUPS: 'backup' writes a consistent copy of the database while the server runs;
         'restore' puts one back with the server stopped (the replaced database is kept beside
@@ -279,7 +281,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         case "list" where apps.count == 1: return .apps(.list, configuration)
         case "create" where apps.count == 2: return .apps(.create(name: apps[1]), configuration)
         case "rotate-secret" where apps.count == 2: return .apps(.rotateSecret(app: apps[1]), configuration)
-        default: throw UsageError(message: "use 'apps list', 'apps create <name>' or 'apps rotate-secret <name-or-key>'")
+        case "push-content" where apps.count == 3 && ["full", "id-only"].contains(apps[2]):
+            return .apps(.pushContent(app: apps[1], idOnly: apps[2] == "id-only"), configuration)
+        default:
+            throw UsageError(message: "use 'apps list', 'apps create <name>', 'apps rotate-secret <name-or-key>' or 'apps push-content <name-or-key> full|id-only'")
         }
     }
 }
@@ -292,6 +297,8 @@ public enum AppsCommand: Equatable, Sendable {
     case create(name: String)
     /// Replaces an app's secret (named by its name or public key) and prints the new one.
     case rotateSecret(app: String)
+    /// Sets what the app's pushes say: the message (`full`) or only its ids (`id-only`).
+    case pushContent(app: String, idOnly: Bool)
 }
 
 /// The version reported by `--version`, `/healthz` and `/metrics`.

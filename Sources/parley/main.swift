@@ -30,6 +30,9 @@ let overview = """
       delete <conversation> <message>…            delete your messages (all or none)
       listen [--conversation ID] [--json]         print events as they arrive, until interrupted
       chat <conversation>                         the full-screen chat (type, Enter; /edit, /delete, /quit)
+      push register <token> [--fcm] [--sandbox]   register a phone's push token for this account (testing by hand)
+      push list | push unregister                 the account's push devices; stop pushes to this session's
+      mute <conversation> [--hours N] | unmute <conversation>   no push for a conversation (for N hours)
 
     Passwords are read from PARLEY_PASSWORD, else from the first line of standard input.
     The server and app key come from --server/--app-key, else PARLEY_SERVER/PARLEY_APP_KEY,
@@ -57,6 +60,9 @@ let commandHelp: [String: String] = [
     "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
     "chat": "parley chat <conversation>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
     "listen": "parley listen [--conversation ID] [--json]\n  Connects and prints every event as it arrives (JSON lines with --json) until interrupted.",
+    "push": "parley push register <token> [--fcm] [--sandbox] | parley push list | parley push unregister\n  Registers a push token for this session (an APNs token in hex, or an FCM token with --fcm; --sandbox for an APNs token of a development build), lists the account's devices (id, platform, environment, token), or removes this session's. For testing a real phone by hand: copy the token the app logged.",
+    "mute": "parley mute <conversation> [--hours N]\n  No push for this conversation for N hours, or until unmuted.",
+    "unmute": "parley unmute <conversation>\n  Ends a mute.",
 ]
 
 /// A command-line mistake.
@@ -78,6 +84,9 @@ struct CommandLineSettings {
     var to: String?
     var location: String?
     var photo: String?
+    var fcm = false
+    var sandbox = false
+    var hours: Int?
     var video: String?
     var audio: String?
     var file: String?
@@ -139,6 +148,10 @@ struct Arguments {
             "delete": [],
             "chat": [],
             "listen": [.text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation's events."), json],
+            "push": [.toggle("--fcm", nil, \.fcm, help: "The token is an FCM registration token (default: APNs, in hex)."),
+                     .toggle("--sandbox", nil, \.sandbox, help: "An APNs token of a build signed for development.")],
+            "mute": [.integer("--hours", nil, in: 1...8_760, \.hours, help: "How long (default: until unmuted).")],
+            "unmute": [],
         ]
     }
 
@@ -398,9 +411,56 @@ func run(_ raw: [String]) async throws {
         try await ChatScreen.run(client, conversation: ConversationID(rawValue: conversation))
     case "listen":
         try await listen(client, conversation: settings.conversation.map(ConversationID.init(rawValue:)), json: settings.json)
+    case "push":
+        switch words.first {
+        case "register":
+            guard let token = words.dropFirst().first, words.count == 2 else { throw UsageError(message: "push register <token> [--fcm] [--sandbox]") }
+            let device: PushDevice
+            if settings.fcm {
+                device = try await client.registerForPush(fcmToken: token)
+            } else {
+                guard token.count % 2 == 0, let bytes = hexBytes(token) else {
+                    throw UsageError(message: "an APNs token is hex digits (the app logs it as such); pass --fcm for an FCM token")
+                }
+                device = try await client.registerForPush(deviceToken: Data(bytes), environment: settings.sandbox ? .sandbox : .production)
+            }
+            output("\(device.id)\t\(device.platform.rawValue)\t\(device.environment.rawValue)")
+        case "list":
+            for device in try await client.pushDevices() {
+                output("\(device.id)\t\(device.platform.rawValue)\t\(device.environment.rawValue)\t\(device.token)")
+            }
+        case "unregister":
+            try await client.unregisterForPush()
+            output("this session gets no more pushes")
+        default:
+            throw UsageError(message: "try: parley push register <token> | push list | push unregister")
+        }
+    case "mute", "unmute":
+        guard let conversation = words.first, words.count == 1 else { throw UsageError(message: "\(command) <conversation>") }
+        if command == "unmute" {
+            try await client.unmute(ConversationID(rawValue: conversation))
+            output("unmuted")
+        } else {
+            let until = settings.hours.map { Date().addingTimeInterval(TimeInterval($0) * 3600) }
+            let muted = try await client.mute(ConversationID(rawValue: conversation), until: until)
+            output(until == nil ? "muted until unmuted" : "muted until \(muted.mutedUntil.map(time) ?? "?")")
+        }
     default:
         throw UsageError(message: "unknown command '\(command)'")
     }
+}
+
+/// The bytes of an even-length hex string; nil if it is not one.
+func hexBytes(_ text: String) -> [UInt8]? {
+    var bytes: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2)
+        guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+        bytes.append(byte)
+        index = next
+    }
+    return bytes
 }
 
 /// Connects, waits until the outbox (this send and any left from before) is delivered.

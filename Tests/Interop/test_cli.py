@@ -333,3 +333,26 @@ def test_an_upload_cut_off_midway_is_resumed_by_the_client_from_where_the_server
     saved = bob.run("download", content["attachmentId"], "--output", str(tmp_path / "got.pdf"))
     assert saved.returncode == 0, saved.stderr
     assert (tmp_path / "got.pdf").read_bytes() == report.read_bytes()
+
+
+def test_a_push_token_is_registered_listed_and_removed_and_a_conversation_muted(server):
+    bob, ana = Shell(server), Shell(server)
+    bob_name = name("bob")
+    assert bob.run("register", bob_name, password="correct horse battery").returncode == 0
+    assert ana.run("register", name("ana"), password="correct horse battery").returncode == 0
+    token = "AB" * 32
+    registered = bob.run("push", "register", token, "--sandbox")
+    assert registered.returncode == 0, registered.stderr
+    device_id, platform, environment = registered.stdout.strip().split("\t")
+    assert device_id.startswith("d_") and (platform, environment) == ("apns", "sandbox")
+    assert bob.run("push", "register", "fcm:" + "x" * 40, "--fcm").returncode == 0
+    listed = [line.split("\t") for line in bob.run("push", "list").stdout.splitlines()]
+    assert sorted(line[1] for line in listed) == ["apns", "fcm"] and ["ab" * 32] == [l[3] for l in listed if l[1] == "apns"]
+    bad = bob.run("push", "register", "xyz")
+    assert bad.returncode == 2 and "--fcm" in bad.stderr
+    assert bob.run("push", "unregister").returncode == 0
+    assert bob.run("push", "list").stdout == ""
+    conversation = ana.run("send", "--to", bob_name, "hi").stdout.strip().split("\t")[2]
+    muted = bob.run("mute", conversation, "--hours", "2")
+    assert muted.returncode == 0 and muted.stdout.startswith("muted until")
+    assert bob.run("unmute", conversation).stdout.strip() == "unmuted"

@@ -208,3 +208,21 @@ def test_push_options_given_by_halves_are_refused_with_what_to_add(fake):
     from parley import BINARY
     result = subprocess.run([BINARY, "--apns-key-file", fake.key_file, "--port", "0"], capture_output=True, text=True, timeout=30)
     assert result.returncode != 0 and "--apns-key-id" in result.stderr
+
+
+def test_an_id_only_app_sends_no_text(fake, server):
+    changed = server.apps("push-content", "default", "id-only")
+    assert changed.returncode == 0, changed.stderr
+    try:
+        ana, bob = person(server, "ana", "Ana"), person(server, "bob")
+        token = apns_token()
+        register(bob, "apns", token)
+        room = direct(ana, bob)
+        status, message = ana.send(room["id"], "a secret the provider must not see")
+        pushes = fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+        payload = next(p for p in pushes if p[1] == token)[3]
+        assert payload["aps"]["alert"] == {"body": "New message"} and payload["aps"]["mutable-content"] == 1
+        assert payload["parley"]["messageId"] == message["id"], "the extension fetches the message by id"
+        assert "secret" not in json.dumps(payload) and "Ana" not in json.dumps(payload)
+    finally:
+        assert server.apps("push-content", "default", "full").returncode == 0

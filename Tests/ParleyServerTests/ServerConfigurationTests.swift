@@ -3,6 +3,7 @@ import Testing
 @testable import ParleyServer
 import ParleyNet
 import ParleyOptions
+import ParleyPush
 import ParleyStoreSQLite
 @testable import ParleyStorePostgres
 
@@ -47,6 +48,27 @@ struct ServerConfigurationTests {
                     ["--tls-cert-file", "c.pem"], ["--tls-key-file", "k.pem"]] {
             #expect(throws: ServerConfiguration.UsageError.self, "\(bad)") { try ServerConfiguration.parse(bad) }
         }
+    }
+
+    @Test func pushOptionsComeTogetherAndAppsSetWhatPushesSay() throws {
+        guard case .run(let configuration) = try ServerConfiguration.parse(
+            ["--apns-key-file", "k.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456", "--apns-topic", "com.example.chat",
+             "--apns-url", "https://127.0.0.1:9443", "--push-window", "3"],
+            environment: ["PARLEY_FCM_CREDENTIALS_FILE": "sa.json", "PARLEY_OUTBOUND_CA_FILE": "ca.pem"]) else {
+            Issue.record("not a run command")
+            return
+        }
+        let push = configuration.push
+        #expect(push.isOn && push.apnsTopic == "com.example.chat" && push.fcmCredentialsFile == "sa.json" && push.outboundCAFile == "ca.pem")
+        #expect(push.confirmationWindow == .seconds(3) && push.apnsURL == "https://127.0.0.1:9443")
+        guard case .run(let off) = try ServerConfiguration.parse([], environment: [:]) else { return }
+        #expect(!off.push.isOn)
+        for bad in [["--apns-key-file", "k.p8"], ["--apns-topic", "x", "--apns-key-id", "y"], ["--fcm-url", "https://x"],
+                    ["--fcm-credentials-file", "sa.json", "--fcm-url", "http://plain"]] {
+            #expect(throws: ServerConfiguration.UsageError.self, "\(bad)") { try ServerConfiguration.parse(bad) }
+        }
+        #expect(try ServerConfiguration.parse(["apps", "push-content", "default", "id-only"]) == .apps(.pushContent(app: "default", idOnly: true), ServerConfiguration()))
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["apps", "push-content", "default", "sometimes"]) }
     }
 
     @Test func aDatabaseURLIsShownWithoutItsPassword() {
