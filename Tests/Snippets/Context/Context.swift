@@ -10,6 +10,10 @@ let KEY = "pk_snippets"
 let statePath = "/tmp/parley-snippets-state.json"
 let jpegData = Data()
 let attachmentID = "a_snippets"
+/// What `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)` hands the app, and
+/// what a notification's `userInfo` holds (docs/sdk.md, "Push").
+let deviceToken = Data(repeating: 0xab, count: 32)
+nonisolated(unsafe) let userInfo: [AnyHashable: Any] = [:]
 
 @MainActor final class ProgressBar {
     var progress = 0.0
