@@ -95,15 +95,17 @@ extension Chat {
         }
     }
 
-    /// When the next row of the `kind` outbox falls due (nil when it is empty of work), for
-    /// a worker to sleep until then.
+    /// When the next row of the `kind` outbox that nobody holds falls due (nil when there is
+    /// none), for a worker to sleep until then. One step of the `(kind, due_at)` index: held
+    /// rows are skipped, and a held row whose lease ran out counts as due.
     public func nextOutboxDue(kind: String) async throws -> Date? {
-        try await run {
+        let now = nowMilliseconds
+        return try await run {
             try await store.read { db in
-                try db.fetchValue(Int64?.self, """
-                    SELECT min(CASE WHEN claimed_until IS NOT NULL AND claimed_until > due_at THEN claimed_until ELSE due_at END)
-                    FROM outbox WHERE kind = \(kind) AND failed_at IS NULL
-                    """).flatMap { $0 }.map(Chat.date)
+                try db.fetchValue(Int64.self, """
+                    SELECT due_at FROM outbox WHERE kind = \(kind) AND failed_at IS NULL AND (claimed_until IS NULL OR claimed_until < \(now))
+                    ORDER BY due_at LIMIT 1
+                    """).map(Chat.date)
             }
         }
     }

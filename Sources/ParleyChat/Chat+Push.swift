@@ -52,76 +52,103 @@ public struct PushOutboxHook: TransactionHook {
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
         for event in events where event.record.type == .messageCreated {
             // Public channels push only mentions (when mentions exist); Pusher channels never.
-            guard [.direct, .group, .private].contains(event.conversationKind), let message = event.record.message,
-                  let author = try db.fetchValue(Int64.self, "SELECT author_id FROM message WHERE public_id = \(message.id)"),
-                  try db.fetchOne("""
-                      SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
-                      WHERE mb.conversation_id = \(event.conversationKey) AND mb.user_id != \(author) LIMIT 1
-                      """) != nil else { continue }
+            guard [.direct, .group, .private].contains(event.conversationKind), let message = event.record.message else { continue }
             let source = PushSource(conversation: event.conversationKey, message: message.id, seq: message.seq, position: event.record.position)
-            try Outbox.add(db, kind: Self.kind, payload: Array(try JSONEncoder().encode(source)), now: event.record.createdAt,
-                           due: event.record.createdAt + Chat.milliseconds(confirmationWindow))
+            let payload = source.encoded
+            let due = event.record.createdAt + Chat.milliseconds(confirmationWindow)
+            // One statement: the row, only when another member has a device.
+            try db.execute("""
+                INSERT INTO outbox (kind, payload, due_at, created_at)
+                SELECT \(Self.kind), \(payload), \(due), \(event.record.createdAt)
+                WHERE EXISTS (SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                              WHERE mb.conversation_id = \(event.conversationKey)
+                                AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id)))
+                """)
         }
     }
 }
 
-/// What a push row names: the message, found again when it is expanded.
-struct PushSource: Codable {
+/// What a push row names: the message, found again when it is expanded. Written as
+/// `<conversation> <seq> <position> <message id>` (JSONEncoder costs more than the rest of the
+/// hook on the send path).
+struct PushSource {
     var conversation: Int64
     var message: String
     var seq: Int64
     var position: Int64
+
+    var encoded: [UInt8] { Array("\(conversation) \(seq) \(position) \(message)".utf8) }
+
+    init(conversation: Int64, message: String, seq: Int64, position: Int64) {
+        self.conversation = conversation
+        self.message = message
+        self.seq = seq
+        self.position = position
+    }
+
+    init?(_ bytes: [UInt8]) {
+        let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ", maxSplits: 3)
+        guard parts.count == 4, let conversation = Int64(parts[0]), let seq = Int64(parts[1]), let position = Int64(parts[2]) else { return nil }
+        self.init(conversation: conversation, message: String(parts[3]), seq: seq, position: position)
+    }
 }
 
 extension Chat {
-    /// Expands one message's push row into one row per device in the providers' outboxes
-    /// (`push-apns`, `push-fcm`), and removes it; returns how many. A device is pushed when its
+    /// Expands messages' push rows into one row per device in the providers' outboxes
+    /// (`push-apns`, `push-fcm`), and removes them, in one transaction; returns how many. A device is pushed when its
     /// member is not the sender, has not muted the conversation, and has not confirmed delivery
     /// of the message (no socket took it within the window). A message deleted meanwhile
     /// pushes nothing.
-    public func expandPush(_ item: OutboxItem, holder: String) async throws -> Int {
+    public func expandPush(_ items: [OutboxItem], holder: String) async throws -> Int {
         let now = nowMilliseconds
-        let source = try JSONDecoder().decode(PushSource.self, from: Data(item.payload))
+        let sources = items.compactMap { PushSource($0.payload) }
         return try await run {
             try await store.write { db in
-                defer { _ = try? db.execute("DELETE FROM outbox WHERE id = \(item.id) AND claimed_by = \(holder)") }
-                guard let row = try db.fetchOne("""
-                    SELECT m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
-                           a.push_content
-                    FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id JOIN app a ON a.id = c.app_id
-                    WHERE m.public_id = \(source.message)
-                    """), try row.get("deleted_at", as: Int64?.self) == nil else { return 0 }
-                let author: Int64 = try row.get("author_id")
-                let kind = try Chat.stored(try row.get("kind"), as: ConversationKind.self)
-                let sender: String = try row.get("display_name")
-                let idOnly = try row.get("push_content", as: String.self) == "id-only"
-                let content = try? JSONDecoder().decode(MessageContent.self, from: Data((try row.get("content", as: String.self)).utf8))
-                let title = kind == .direct ? sender : (try row.get("title", as: String?.self) ?? sender)
-                let devices = try db.fetchAll("""
-                    SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
-                    FROM member mb JOIN push_device d ON d.user_id = mb.user_id
-                    WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
-                      AND (mb.muted_until IS NULL OR mb.muted_until <= \(now))
-                    ORDER BY d.id
-                    """)
+                var total = 0
                 var badges: [Int64: Int] = [:]
-                var count = 0
-                for device in devices {
-                    let user: Int64 = try device.get("user_id")
-                    if badges[user] == nil { badges[user] = try Chat.unreadAcrossConversations(db, user: user) }
-                    guard let platform = PushPlatform(rawValue: try device.get("platform")),
-                          let environment = PushEnvironment(rawValue: try device.get("environment")) else { continue }
-                    let notice = PushNotice(deviceID: try device.get("public_id"), platform: platform, token: try device.get("token"),
-                                            environment: environment, conversationID: try row.get("conversation_id"), messageID: source.message,
-                                            seq: source.seq, position: source.position, title: idOnly ? "" : title,
-                                            subtitle: kind == .direct || idOnly ? nil : sender, body: idOnly ? nil : Chat.pushBody(content),
-                                            badge: badges[user] ?? 0, sentAt: try row.get("created_at"))
-                    try Outbox.add(db, kind: "push-" + platform.rawValue, payload: Array(try JSONEncoder().encode(notice)), now: now)
-                    count += 1
-                }
-                return count
+                for source in sources { total += try Chat.expand(db, source, now: now, badges: &badges) }
+                try db.execute("DELETE FROM outbox WHERE id IN (\(list: items.map(\.id))) AND claimed_by = \(holder)")
+                return total
             }
         }
+    }
+
+    /// One message's devices to push, written to the providers' outboxes.
+    static func expand(_ db: any Database, _ source: PushSource, now: Int64, badges: inout [Int64: Int]) throws -> Int {
+        guard let row = try db.fetchOne("""
+            SELECT m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
+                   a.push_content
+            FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id JOIN app a ON a.id = c.app_id
+            WHERE m.public_id = \(source.message)
+            """), try row.get("deleted_at", as: Int64?.self) == nil else { return 0 }
+        let author: Int64 = try row.get("author_id")
+        let kind = try stored(try row.get("kind"), as: ConversationKind.self)
+        let sender: String = try row.get("display_name")
+        let idOnly = try row.get("push_content", as: String.self) == "id-only"
+        let content = try? JSONDecoder().decode(MessageContent.self, from: Data((try row.get("content", as: String.self)).utf8))
+        let title = kind == .direct ? sender : (try row.get("title", as: String?.self) ?? sender)
+        let devices = try db.fetchAll("""
+            SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
+            FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+            WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
+              AND (mb.muted_until IS NULL OR mb.muted_until <= \(now))
+            ORDER BY d.id
+            """)
+        var count = 0
+        for device in devices {
+            let user: Int64 = try device.get("user_id")
+            if badges[user] == nil { badges[user] = try unreadAcrossConversations(db, user: user) }
+            guard let platform = PushPlatform(rawValue: try device.get("platform")),
+                  let environment = PushEnvironment(rawValue: try device.get("environment")) else { continue }
+            let notice = PushNotice(deviceID: try device.get("public_id"), platform: platform, token: try device.get("token"),
+                                    environment: environment, conversationID: try row.get("conversation_id"), messageID: source.message,
+                                    seq: source.seq, position: source.position, title: idOnly ? "" : title,
+                                    subtitle: kind == .direct || idOnly ? nil : sender, body: idOnly ? nil : pushBody(content),
+                                    badge: badges[user] ?? 0, sentAt: try row.get("created_at"))
+            try Outbox.add(db, kind: "push-" + platform.rawValue, payload: Array(try JSONEncoder().encode(notice)), now: now)
+            count += 1
+        }
+        return count
     }
 
     /// Removes a device the provider said is gone (410, `Unregistered`, `BadDeviceToken`, …).

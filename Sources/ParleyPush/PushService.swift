@@ -24,7 +24,7 @@ public struct PushConfiguration: Sendable, Equatable {
     /// How long a connected device has to confirm delivery before its member is pushed anyway.
     public var confirmationWindow: Duration = .seconds(1)
     /// Requests in flight at once per provider (each on its own HTTP/2 connection).
-    public var concurrency = 4
+    public var concurrency = 8
     /// Attempts before a notice is given up (429, 5xx, no answer), with backoff and jitter.
     public var maxAttempts = 6
     /// A request with no answer after this is abandoned (and retried).
@@ -133,11 +133,10 @@ public final class PushService: Sendable {
                 await idle(kind: PushOutboxHook.kind)
                 continue
             }
-            let rows = (try? await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 50, lease: .seconds(60))) ?? []
-            var made = 0
-            for row in rows { made += (try? await chat.expandPush(row, holder: holder)) ?? 0 }
+            let rows = (try? await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 100, lease: .seconds(60))) ?? []
+            let made = rows.isEmpty ? 0 : ((try? await chat.expandPush(rows, holder: holder)) ?? 0)
             if made > 0 { wake.signal() }
-            if rows.isEmpty { await idle(kind: PushOutboxHook.kind) }
+            if rows.isEmpty { await wake.wait(upTo: .milliseconds(50)) }
         }
     }
 
@@ -171,14 +170,16 @@ public final class PushService: Sendable {
                 await idle(kind: kind)
                 continue
             }
-            let rows = (try? await chat.claimOutbox(kind: kind, holder: holder, limit: 4, lease: configuration.requestTimeout * 3)) ?? []
+            let rows = (try? await chat.claimOutbox(kind: kind, holder: holder, limit: 16, lease: configuration.requestTimeout * 20)) ?? []
             if rows.isEmpty {
-                await idle(kind: kind)
+                // Another sender took them first: wait for more rather than ask again at once.
+                await wake.wait(upTo: .milliseconds(50))
                 continue
             }
+            var done: [Int64] = []
             for row in rows {
                 guard let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(row.payload)) else {
-                    try? await chat.finishOutbox([row.id], holder: holder)
+                    done.append(row.id)
                     continue
                 }
                 var outcome = await onQueue(queue) { provider.send(notice, over: http) }
@@ -187,30 +188,31 @@ public final class PushService: Sendable {
                     outcome = await onQueue(queue) { provider.send(notice, over: http) }
                     if case .renewCredentials(let why) = outcome { outcome = .failed("credentials refused after renewing: \(why)") }
                 }
-                await settle(row, outcome, provider: provider.name, holder: holder)
+                if await settle(row, notice, outcome, provider: provider.name, holder: holder) { done.append(row.id) }
             }
+            // Rows done (sent, given up, device removed) go in one write.
+            try? await chat.finishOutbox(done, holder: holder)
         }
     }
 
-    private func settle(_ row: OutboxItem, _ outcome: PushOutcome, provider: String, holder: String) async {
+    /// Counts the outcome and deals with the device; true when the row is done (to remove),
+    /// false when it was put back to try again.
+    private func settle(_ row: OutboxItem, _ notice: PushNotice, _ outcome: PushOutcome, provider: String, holder: String) async -> Bool {
         switch outcome {
         case .sent:
             count(provider) { $0.sent += 1 }
-            try? await chat.finishOutbox([row.id], holder: holder)
         case .removeDevice:
-            if let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(row.payload)) {
-                try? await chat.removeDeadDevice(id: notice.deviceID)
-            }
+            try? await chat.removeDeadDevice(id: notice.deviceID)
             count(provider) { $0.devicesRemoved += 1 }
-            try? await chat.finishOutbox([row.id], holder: holder)
         case .retry where row.attempts + 1 < configuration.maxAttempts:
             count(provider) { $0.retried += 1 }
             try? await chat.retryOutbox(row.id, holder: holder, after: Self.backoff(attempt: row.attempts))
+            return false
         case .retry(let why), .failed(let why), .renewCredentials(let why):
             count(provider) { $0.failed += 1 }
             FileHandle.standardError.write(Data("parley-server: push through \(provider) given up: \(why)\n".utf8))
-            try? await chat.finishOutbox([row.id], holder: holder)
         }
+        return true
     }
 
     /// 1 s, 2 s, 4 s, … up to 5 minutes, each between half and one and a half times that.

@@ -148,6 +148,8 @@ public struct ServerConfiguration: Sendable, Equatable {
                    help: "Send FCM messages here instead of fcm.googleapis.com (tests, gateways)."),
             O.text("--outbound-ca-file", "PARLEY_OUTBOUND_CA_FILE", \.push.outboundCAFile, value: "<pem>",
                    help: "Trust this CA too for outbound TLS (push providers), besides the system's."),
+            O.integer("--push-concurrency", "PARLEY_PUSH_CONCURRENCY", in: 1...64, \.push.concurrency,
+                      help: "Requests in flight at once per push provider, each on its own HTTP/2 connection (default 8)."),
             O.seconds("--push-window", "PARLEY_PUSH_WINDOW", in: 0...60, \.push.confirmationWindow,
                       help: "Seconds a connected device has to confirm a message before its member is pushed anyway (default 1)."),
             O.integer("--argon2-passes", "PARLEY_ARGON2_PASSES", in: 1...10, \.argon2Passes, help: "Argon2id passes for password hashes (default 2)."),

@@ -183,9 +183,21 @@ func runSends(_ options: Options, group: EventLoopGroup) async throws {
     progress("sends: registering \(senders) senders and \(conversationCount) conversations…")
     var clients: [SetupClient] = []
     for index in 0..<senders { clients.append(try await setup.signedIn("bench\(run)s\(index)")) }
+    // Members who never send (each with a device under --devices): what an offline receiver is.
+    let receiverCount = try options.int("receivers", 0)
+    var receivers: [SetupClient] = []
+    for index in 0..<receiverCount { receivers.append(try await setup.signedIn("bench\(run)r\(index)")) }
+    if try options.int("devices", 0) == 1 {
+        progress("sends: registering a push device for each sender and receiver…")
+        for client in clients + receivers {
+            let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+            _ = try await client.call("POST", "/v1/devices", body: RegisterDeviceRequest(platform: .apns, token: token), as: PushDevice.self)
+        }
+    }
     var conversations: [String] = []
     for index in 0..<conversationCount {
         let members = stride(from: index, to: senders, by: conversationCount).map { "bench\(run)s\($0)" }.filter { $0 != "bench\(run)s\(index)" }
+            + (0..<receiverCount).map { "bench\(run)r\($0)" }
         let conversation = try await clients[index].call("POST", "/v1/conversations",
                                                            body: CreateConversationRequest(kind: .group, members: members, title: "bench \(index)"),
                                                            as: Conversation.self)

@@ -20,7 +20,8 @@ let usage = """
                     --url ws://HOST:PORT/echo/ws  --connections N (10000)  --server-pid PID
       sends       Durable message sends over HTTP keep-alive, one connection per sender.
                     --url http://HOST:PORT  --app-key KEY  --senders N (100)  --conversations N (10)
-                    --duration S (10)
+                    --duration S (10)  --receivers N (0: members of every conversation who never send)
+                    --devices 1 (every sender and receiver registers an APNs device first: scripts/bench-push.sh)
       sqlite-insert  The same message rows through the sqlite3 CLI (the reference for sends).
                     --rows N (100000)  --mode autocommit|batch  --synchronous full|normal
       history     Fill one conversation in the server's database, then time latest-50 pages.

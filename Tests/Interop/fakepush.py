@@ -45,6 +45,7 @@ class FakePush:
         self.refusals = []        # (provider, status, reason) sent back
         self.tokens_issued = 0
         self.jwts_seen = set()
+        self.verified = {}        # provider token → its iat, once its signature checked out
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.port = None
@@ -138,13 +139,21 @@ class FakePush:
         if not auth.startswith("bearer "):
             return self._no("apns", 403, "MissingProviderToken")
         provider_token = auth.removeprefix("bearer ")
-        try:
-            header = jwt.get_unverified_header(provider_token)
-            claims = jwt.decode(provider_token, self.apns_key.public_key(), algorithms=["ES256"], options={"require": ["iat", "iss"]})
-        except jwt.PyJWTError:
-            return self._no("apns", 403, "InvalidProviderToken")
-        if header.get("kid") != self.key_id or claims["iss"] != self.team or abs(time.time() - claims["iat"]) > 3600:
-            return self._no("apns", 403, "InvalidProviderToken")
+        with self.lock:
+            verified = self.verified.get(provider_token)
+        if verified is None:  # APNs, too, checks a token once and then knows it
+            try:
+                header = jwt.get_unverified_header(provider_token)
+                claims = jwt.decode(provider_token, self.apns_key.public_key(), algorithms=["ES256"], options={"require": ["iat", "iss"]})
+            except jwt.PyJWTError:
+                return self._no("apns", 403, "InvalidProviderToken")
+            if header.get("kid") != self.key_id or claims["iss"] != self.team:
+                return self._no("apns", 403, "InvalidProviderToken")
+            verified = claims["iat"]
+            with self.lock:
+                self.verified[provider_token] = verified
+        if abs(time.time() - verified) > 3600:
+            return self._no("apns", 403, "ExpiredProviderToken")
         if headers.get("apns-topic") != self.topic:
             return self._no("apns", 400, "TopicDisallowed")
         if headers.get("apns-push-type") != "alert" or headers.get("apns-priority") not in ("5", "10"):
@@ -264,3 +273,21 @@ class FakePush:
         if self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(10)
+
+
+if __name__ == "__main__":
+    # Standalone, for scripts/bench-push.sh: serves until killed and writes the server flags
+    # that point parley-server at it, one per line, to the file named by the first argument.
+    import signal
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from tlscerts import Authority
+    fake = FakePush(Authority())
+    with open(sys.argv[1] + ".tmp", "w") as out:
+        out.write("\n".join(fake.server_flags(fcm=False)) + "\n")
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    fake.stop()
