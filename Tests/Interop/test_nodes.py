@@ -95,12 +95,12 @@ def services():
 class Cluster:
     """Three nodes on the services' database, sharing one data directory (media)."""
 
-    def __init__(self, services, count=3):
+    def __init__(self, services, count=3, extra=()):
         self.services = services
         subprocess.run(["psql", services.postgres, "-qc", "DROP DATABASE IF EXISTS parley_nodes WITH (FORCE)"], check=True, capture_output=True)
         subprocess.run(["psql", services.postgres, "-qc", "CREATE DATABASE parley_nodes"], check=True, capture_output=True)
         self.data = tempfile.mkdtemp(prefix="parley-nodes-data-")
-        self.flags = ["--database-url", services.database, "--redis-url", services.redis, "--presence-grace", "1"]
+        self.flags = ["--database-url", services.database, "--redis-url", services.redis, "--presence-grace", "1", *extra]
         # One after another: the first creates the default app, the others find it.
         self.nodes = [Server(*self.flags, data=self.data) for _ in range(count)]
         for node in self.nodes[1:]:
@@ -384,6 +384,45 @@ def test_a_continuation_on_another_node_takes_the_upload_over_from_a_silent_conn
     old.close()
     code, info = resume(on_two, data, 300_000, "video", "video/mp4", "commute")
     assert code == 201 and alice.download(info["id"])[1] == data
+
+
+def test_every_node_sends_pushes_and_each_goes_out_once(services):
+    """Push workers run on every node and claim rows (FOR UPDATE SKIP LOCKED, a lease): with
+    three nodes, messages sent through all of them reach a sleeping phone once each."""
+    from fakepush import FakePush
+    from tlscerts import Authority
+    fake = FakePush(Authority())
+    cluster = Cluster(services, extra=fake.server_flags(fcm=False))
+    try:
+        ana = Client(cluster.nodes[0]).register("ana" + uuid.uuid4().hex[:6])
+        bob = Client(cluster.nodes[1]).register("bob" + uuid.uuid4().hex[:6])
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        assert bob.post("/v1/devices", {"platform": "apns", "token": token})[0] == 201
+        status, room = ana.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+        assert status == 201
+        senders = []
+        for node in cluster.nodes:
+            sender = Client(node)
+            sender.token = ana.token
+            senders.append(sender)
+        sent = []
+        for index in range(30):
+            status, message = senders[index % 3].send(room["id"], f"message {index}")
+            assert status == 201
+            sent.append(message["id"])
+        fake.wait_for(lambda pushes: len({p[3]["parley"]["messageId"] for p in pushes if p[1] == token}) == 30, timeout=30)
+        # Anything still due has had its turn once a later push to another phone arrives.
+        carol = Client(cluster.nodes[2]).register("carol" + uuid.uuid4().hex[:6])
+        other = uuid.uuid4().hex + uuid.uuid4().hex
+        assert carol.post("/v1/devices", {"platform": "apns", "token": other})[0] == 201
+        status, dm = ana.post("/v1/conversations", {"kind": "direct", "members": [carol.user["username"]]})
+        senders[0].send(dm["id"], "barrier")
+        fake.wait_for(lambda pushes: any(p[1] == other for p in pushes), timeout=30)
+        ids = [p[3]["parley"]["messageId"] for p in fake.pushes_to(token)]
+        assert sorted(ids) == sorted(sent), "every message pushed, none twice"
+    finally:
+        cluster.stop()
+        fake.stop()
 
 
 class Load:

@@ -226,3 +226,15 @@ def test_an_id_only_app_sends_no_text(fake, server):
         assert "secret" not in json.dumps(payload) and "Ana" not in json.dumps(payload)
     finally:
         assert server.apps("push-content", "default", "full").returncode == 0
+
+
+def test_an_expired_provider_token_is_renewed_once_and_the_push_goes(fake, server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    token = apns_token()
+    fake.answers[token] = [403]                 # answered "ExpiredProviderToken" once
+    register(bob, "apns", token)
+    before = len([r for r in fake.refusals if r[2] == "ExpiredProviderToken"])
+    ana.send(direct(ana, bob)["id"], "after a renewal")
+    fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+    assert len([r for r in fake.refusals if r[2] == "ExpiredProviderToken"]) == before + 1
+    assert len(fake.pushes_to(token)) == 1
