@@ -289,73 +289,12 @@ public enum Schema: Sendable {
             }
             try db.execute("CREATE UNIQUE INDEX conversation_pusher_channel ON conversation (app_id, title) WHERE kind = 'pusher'")
         }
-        migrator.register("0009 claims on unfinished uploads, garbage blobs being removed") { db in
-            // Which request is receiving an unfinished upload now, for as long as its lease
-            // lasts (renewed while bytes arrive): with several nodes on one media directory a
-            // continuation on another node takes the upload over from the holder, and never
-            // writes the same file at once (docs/operations.md, "Several nodes").
-            try db.execute("""
-                CREATE TABLE upload_claim (
-                    user_id bigint NOT NULL REFERENCES account(id),
-                    client_id text NOT NULL,
-                    holder text NOT NULL,
-                    expires_at bigint NOT NULL,
-                    PRIMARY KEY (user_id, client_id))
-                """)
-            // When a collector began removing a garbage blob's file: an upload of the same
-            // bytes on another node waits until it is done (docs/media.md, "Storage and collection").
-            try db.execute("ALTER TABLE blob_garbage ADD COLUMN deleting bigint")
-        }
-        migrator.register("0010 outboxes") { db in
-            // Work that follows a committed change and leaves the server (push notifications,
-            // webhook deliveries): a row written in the change's own transaction, claimed by one
-            // node at a time for a lease, removed once done (docs/decisions/0018, "Outboxes").
-            try db.execute("""
-                CREATE TABLE outbox (
-                    id INTEGER PRIMARY KEY,
-                    kind text NOT NULL,
-                    payload BLOB NOT NULL,
-                    attempts bigint NOT NULL DEFAULT 0,
-                    due_at bigint NOT NULL,
-                    claimed_by text,
-                    claimed_until bigint,
-                    failed_at bigint,
-                    created_at bigint NOT NULL)
-                """)
-            try db.execute("CREATE INDEX outbox_due ON outbox (kind, due_at) WHERE failed_at IS NULL")
-        }
-        migrator.register("0011 devices for push, mutes") { db in
-            // A device's push token, registered by one session (removed with it: signing out,
-            // a password change ending other sessions, expiry). A token belongs to one account
-            // at a time: registering it again moves it (docs/push.md).
-            try db.execute("""
-                CREATE TABLE push_device (
-                    id INTEGER PRIMARY KEY,
-                    public_id text NOT NULL UNIQUE,
-                    app_id bigint NOT NULL REFERENCES app(id),
-                    user_id bigint NOT NULL REFERENCES account(id),
-                    session_id bigint NOT NULL REFERENCES session(id) ON DELETE CASCADE,
-                    platform text NOT NULL CHECK (platform IN ('apns', 'fcm')),
-                    token text NOT NULL,
-                    environment text NOT NULL CHECK (environment IN ('production', 'sandbox')),
-                    created_at bigint NOT NULL,
-                    updated_at bigint NOT NULL,
-                    UNIQUE (app_id, platform, token))
-                """)
-            try db.execute("CREATE INDEX push_device_user ON push_device (user_id)")
-            try db.execute("CREATE INDEX push_device_session ON push_device (session_id)")
-            // A member's mute: no push for this conversation until then (milliseconds; the
-            // largest bigint for "until unmuted"), except mentions of them.
-            try db.execute("ALTER TABLE member ADD COLUMN muted_until bigint")
-            // What a push says: the message (`full`), or only that there is one (`id-only`: the
-            // app's notification extension fetches it; no text leaves the server).
-            try db.execute("ALTER TABLE app ADD COLUMN push_content text NOT NULL DEFAULT 'full' CHECK (push_content IN ('full', 'id-only'))")
-        }
+        registerBoth(&migrator, .sqlite)
         return migrator
     }
 
     /// PostgreSQL's migrations. The first is SQLite's 0001–0008 as one schema (PostgreSQL
-    /// came after them); from then on each change is registered in both lists.
+    /// came after them); from 0009 on both lists take the same ones (``registerBoth(_:_:)``).
     ///
     /// Keys are `bigint` identities (SQLite's integers are 64-bit), bytes are `bytea`, and an
     /// event's position is an identity too: positions are handed out in commit order because
@@ -516,6 +455,15 @@ public enum Schema: Sendable {
                 INSERT INTO setting (name, value) VALUES (\(EventLog.epochSetting), \(Array(Crypto.randomID(prefix: "e_", length: 16).utf8)))
                 """)
         }
+        registerBoth(&migrator, .postgres)
+        return migrator
+    }
+
+    /// The migrations from 0009 on, which both engines share but for the types of keys and
+    /// bytes: each engine's list calls this, so a change is written once.
+    static func registerBoth(_ migrator: inout Migrator, _ dialect: SQLDialect) {
+        let key = dialect == .postgres ? "bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY" : "INTEGER PRIMARY KEY"
+        let bytes = dialect == .postgres ? "bytea" : "BLOB"
         migrator.register("0009 claims on unfinished uploads, garbage blobs being removed") { db in
             // Which request is receiving an unfinished upload now, for as long as its lease
             // lasts (renewed while bytes arrive): with several nodes on one media directory a
@@ -537,27 +485,27 @@ public enum Schema: Sendable {
             // Work that follows a committed change and leaves the server (push notifications,
             // webhook deliveries): a row written in the change's own transaction, claimed by one
             // node at a time for a lease, removed once done (docs/decisions/0018, "Outboxes").
-            try db.execute("""
+            try db.execute(SQL(stringLiteral: """
                 CREATE TABLE outbox (
-                    id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+                    id \(key),
                     kind text NOT NULL,
-                    payload bytea NOT NULL,
+                    payload \(bytes) NOT NULL,
                     attempts bigint NOT NULL DEFAULT 0,
                     due_at bigint NOT NULL,
                     claimed_by text,
                     claimed_until bigint,
                     failed_at bigint,
                     created_at bigint NOT NULL)
-                """)
+                """))
             try db.execute("CREATE INDEX outbox_due ON outbox (kind, due_at) WHERE failed_at IS NULL")
         }
         migrator.register("0011 devices for push, mutes") { db in
             // A device's push token, registered by one session (removed with it: signing out,
             // a password change ending other sessions, expiry). A token belongs to one account
             // at a time: registering it again moves it (docs/push.md).
-            try db.execute("""
+            try db.execute(SQL(stringLiteral: """
                 CREATE TABLE push_device (
-                    id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+                    id \(key),
                     public_id text NOT NULL UNIQUE,
                     app_id bigint NOT NULL REFERENCES app(id),
                     user_id bigint NOT NULL REFERENCES account(id),
@@ -568,7 +516,7 @@ public enum Schema: Sendable {
                     created_at bigint NOT NULL,
                     updated_at bigint NOT NULL,
                     UNIQUE (app_id, platform, token))
-                """)
+                """))
             try db.execute("CREATE INDEX push_device_user ON push_device (user_id)")
             try db.execute("CREATE INDEX push_device_session ON push_device (session_id)")
             // A member's mute: no push for this conversation until then (milliseconds; the
@@ -578,7 +526,6 @@ public enum Schema: Sendable {
             // app's notification extension fetches it; no text leaves the server).
             try db.execute("ALTER TABLE app ADD COLUMN push_content text NOT NULL DEFAULT 'full' CHECK (push_content IN ('full', 'id-only'))")
         }
-        return migrator
     }
 
     /// A numeric Pusher app id no app has yet (9 digits).

@@ -332,6 +332,13 @@ def test_presence_members_come_back_after_redis_restarts_empty(cluster):
     ana.close(), bob.close()
 
 
+def wait_for_kept_bytes(cluster, count):
+    """Until an unfinished upload in the shared media directory holds `count` bytes."""
+    partial = os.path.join(cluster.data, "media", "partial")
+    wait_until(lambda: count in [os.path.getsize(os.path.join(partial, n)) for n in os.listdir(partial) if n.endswith(".part")],
+               what=f"the first {count} bytes to be written")
+
+
 def test_an_upload_broken_off_on_one_node_is_finished_on_another(cluster):
     """Nodes share the media directory, and the claim on an unfinished upload is in the
     database: the rest of a broken upload goes to whichever node the client reaches next."""
@@ -341,9 +348,7 @@ def test_an_upload_broken_off_on_one_node_is_finished_on_another(cluster):
     alice = Client(one).register("u" + uuid.uuid4().hex[:10])
     data = media.pdf(900_000)
     break_off(alice, data, 400_000, "file", "application/pdf", "doc-1")
-    partial = os.path.join(cluster.data, "media", "partial")
-    wait_until(lambda: 400_000 in [os.path.getsize(os.path.join(partial, n)) for n in os.listdir(partial) if n.endswith(".part")],
-               what="the first 400000 bytes to be written")
+    wait_for_kept_bytes(cluster, 400_000)
     on_two = Client(two)
     on_two.token = alice.token
     code, status = on_two.get("/v1/uploads/doc-1")
@@ -368,9 +373,7 @@ def test_a_continuation_on_another_node_takes_the_upload_over_from_a_silent_conn
     old.sendall((f"POST /v1/media?kind=video&clientId=commute HTTP/1.1\r\nHost: x\r\nX-Parley-App-Key: {alice.app_key}\r\n"
                  f"Authorization: Bearer {alice.token}\r\nContent-Type: video/mp4\r\n"
                  f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:300_000])
-    partial = os.path.join(cluster.data, "media", "partial")
-    wait_until(lambda: 300_000 in [os.path.getsize(os.path.join(partial, n)) for n in os.listdir(partial) if n.endswith(".part")],
-               what="the first 300000 bytes to be written")
+    wait_for_kept_bytes(cluster, 300_000)
     on_two = Client(two)
     on_two.token = alice.token
     started = time.monotonic()
