@@ -9,7 +9,7 @@ protocol (HTTP/2 over TLS with a test CA, HTTP/1.1 refused), and the checks the 
   (`iss` = client_email, `aud` = token_uri, the messaging scope) and answers an access token;
   `POST /v1/projects/<id>/messages:send` needs that token and a `message` with `token`.
 
-Each token's answer can be set (`answers[token] = [410, 200, …]`, consumed in order; 200 once
+A token's answer can be held back (`delays[token] = seconds`). Each token's answer can be set (`answers[token] = [410, 200, …]`, consumed in order; 200 once
 the list is empty). Every accepted push is recorded."""
 import asyncio
 import json
@@ -41,6 +41,8 @@ class FakePush:
         self.cert, self.key = authority.issue("push")
         self.ca = authority.cert
         self.answers = {}
+        self.delays = {}          # token → seconds before answering
+        self.pending = 0          # requests being held back now
         self.pushes = []          # (provider, token, headers, payload) accepted
         self.refusals = []        # (provider, status, reason) sent back
         self.tokens_issued = 0
@@ -81,6 +83,16 @@ class FakePush:
                 self.changed.wait(left)
             return list(self.pushes)
 
+    def wait_pending(self, predicate, timeout=10):
+        """Waits until `predicate(requests held back now)` holds."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not predicate(self.pending):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{self.pending} requests held back after {timeout}s")
+                self.changed.wait(left)
+
     def pushes_to(self, token):
         with self.lock:
             return [p for p in self.pushes if p[1] == token]
@@ -118,6 +130,15 @@ class FakePush:
             if not message.get("more_body"):
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        delay = self.delays.get(scope["path"].removeprefix("/3/device/"), 0)
+        if delay:
+            with self.changed:
+                self.pending += 1
+                self.changed.notify_all()
+            await asyncio.sleep(delay)  # a provider that answers slowly, or not at all
+            with self.changed:
+                self.pending -= 1
+                self.changed.notify_all()
         status, answer = self._handle(scope, headers, body)
         await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": json.dumps(answer).encode() if answer is not None else b""})

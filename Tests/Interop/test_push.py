@@ -238,3 +238,27 @@ def test_an_expired_provider_token_is_renewed_once_and_the_push_goes(fake, serve
     fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
     assert len([r for r in fake.refusals if r[2] == "ExpiredProviderToken"]) == before + 1
     assert len(fake.pushes_to(token)) == 1
+
+
+def test_a_provider_that_does_not_answer_never_slows_sending(fake, server):
+    ana = person(server, "ana")
+    stuck = []
+    for _ in range(8):                            # as many as the senders: every one of them waits
+        phone = person(server, "stuck")
+        token = apns_token()
+        fake.delays[token] = 4
+        register(phone, "apns", token)
+        stuck.append(token)
+        assert ana.send(direct(ana, phone)["id"], "to a provider that hangs")[0] == 201
+    fake.wait_pending(lambda held: held >= 8)    # every sender is waiting on the provider now
+    bob = person(server, "bob")
+    room = direct(ana, bob)
+    times = []
+    for index in range(20):
+        started = time.monotonic()
+        assert ana.send(room["id"], f"still fast {index}")[0] == 201
+        times.append(time.monotonic() - started)
+    assert fake.pending >= 8, "the provider was still holding every sender while the messages went"
+    assert max(times) < 1.0, f"a send waited on the provider: {max(times):.2f} s"
+    fake.wait_pending(lambda held: held == 0)
+    fake.wait_for(lambda pushes: all(any(p[1] == token for p in pushes) for token in stuck), timeout=15)
