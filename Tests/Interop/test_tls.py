@@ -123,7 +123,10 @@ def test_only_both_tls_files_together_are_accepted(authority):
     alone = subprocess.run([BINARY, "--port", "0", "--tls-cert-file", cert], capture_output=True, text=True, timeout=30)
     assert alone.returncode == 64 and "--tls-key-file" in alone.stderr
     other_cert, _ = authority.issue()
-    mismatched = subprocess.run([BINARY, "--port", "0", "--tls-cert-file", other_cert, "--tls-key-file", key],
+    # A data directory of its own: the server opens its database before it reads the pair
+    # (the default, ./data, is the caller's, and may hold anything).
+    mismatched = subprocess.run([BINARY, "--port", "0", "--data-dir", tempfile.mkdtemp(prefix="parley-tls-data-"),
+                                 "--tls-cert-file", other_cert, "--tls-key-file", key],
                                 capture_output=True, text=True, timeout=30)
     assert mismatched.returncode != 0 and "does not belong" in mismatched.stderr
 
