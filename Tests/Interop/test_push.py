@@ -112,6 +112,7 @@ def test_a_member_whose_device_confirmed_delivery_is_not_pushed(fake, server):
     room = direct(ana, bob)
     phone = Device(server, bob.token)
     try:
+        phone.wait_ready()                       # live from here: the message comes after it
         status, message = ana.send(room["id"], "you are online")
         assert status == 201
         phone.wait_event(lambda e: e.get("type") == "message.created" and e["message"]["id"] == message["id"])
