@@ -63,7 +63,8 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
         try lock.withLock {
             if let cached, Date().timeIntervalSince(cached.madeAt) < 40 * 60 { return cached.token }
             let now = Date()
-            let token = try key.jwt(headerFields: "\"kid\":\(json(keyID))", claims: "{\"iss\":\(json(teamID)),\"iat\":\(Int(now.timeIntervalSince1970))}")
+            let token = try key.jwt(headerFields: "\"kid\":\(jsonString(keyID))",
+                                    claims: "{\"iss\":\(jsonString(teamID)),\"iat\":\(Int(now.timeIntervalSince1970))}")
             cached = (token, now)
             return token
         }
@@ -80,8 +81,6 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
             keys.key("position"); keys.integer(notice.position)
         }
     }
-
-    private func json(_ text: String) -> String { (try? JSONValue.string(text).encoded()) ?? "\"\"" }
 
     func send(_ notice: PushNotice, over http: OutboundHTTP) -> PushOutcome {
         let token: String
@@ -169,10 +168,9 @@ final class FCMProvider: PushProvider, @unchecked Sendable {
     private func accessToken(over http: OutboundHTTP) throws -> String {
         if let cached = lock.withLock({ cached }), cached.expires > Date() { return cached.token }
         let now = Int(Date().timeIntervalSince1970)
-        let quote = { (text: String) in (try? JSONValue.string(text).encoded()) ?? "\"\"" }
-        let assertion = try key.jwt(headerFields: keyID.map { "\"kid\":\(quote($0))" } ?? "",
-                                    claims: "{\"iss\":\(quote(clientEmail)),\"scope\":\"https://www.googleapis.com/auth/firebase.messaging\","
-                                        + "\"aud\":\(quote(tokenURI)),\"iat\":\(now),\"exp\":\(now + 3600)}")
+        let assertion = try key.jwt(headerFields: keyID.map { "\"kid\":\(jsonString($0))" } ?? "",
+                                    claims: "{\"iss\":\(jsonString(clientEmail)),\"scope\":\"https://www.googleapis.com/auth/firebase.messaging\","
+                                        + "\"aud\":\(jsonString(tokenURI)),\"iat\":\(now),\"exp\":\(now + 3600)}")
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
         let response = try http.post(tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8))
         guard response.status == 200, let answer = try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)),
@@ -247,6 +245,13 @@ final class FCMProvider: PushProvider, @unchecked Sendable {
         default: return .failed("\(response.status) \(status) \(codes.joined(separator: ","))")
         }
     }
+}
+
+/// `text` as a JSON string literal, quoted and escaped (for the tokens' claims).
+func jsonString(_ text: String) -> String {
+    var writer = JSONWriter(capacity: text.utf8.count + 2)
+    writer.string(text)
+    return String(decoding: writer.bytes, as: UTF8.self)
 }
 
 extension JSONValue {

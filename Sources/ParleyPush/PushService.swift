@@ -129,10 +129,7 @@ public final class PushService: Sendable {
     private func expandLoop() async {
         let holder = node + "/expand"
         while !Task.isCancelled {
-            guard await hasDueRows(PushOutboxHook.kind) else {
-                await idle(kind: PushOutboxHook.kind)
-                continue
-            }
+            guard await waitForDueRows(PushOutboxHook.kind) else { continue }
             let rows = (try? await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 100, lease: .seconds(60))) ?? []
             let made = rows.isEmpty ? 0 : ((try? await chat.expandPush(rows, holder: holder)) ?? 0)
             if made > 0 { wake.signal() }
@@ -140,22 +137,18 @@ public final class PushService: Sendable {
         }
     }
 
-    /// Whether a row of `kind` is due now: a read, so idle workers never take the write lock.
-    private func hasDueRows(_ kind: String) async -> Bool {
-        guard let next = try? await chat.nextOutboxDue(kind: kind) else { return false }
-        return next.timeIntervalSinceNow <= 0
-    }
-
-    /// Waits until the outbox may have due rows: its next due time, or 200 ms, whichever is
-    /// sooner (a row written by another node's message is found within that).
-    private func idle(kind: String) async {
+    /// Returns once a row of `kind` is due, or after its next due time or 200 ms, whichever is
+    /// sooner (a row another node's message wrote is found within that): true when one was due.
+    /// One read each time, never a claim, so idle workers never take the write lock.
+    private func waitForDueRows(_ kind: String) async -> Bool {
         var wait = Duration.milliseconds(200)
         if let next = try? await chat.nextOutboxDue(kind: kind) {
             let seconds = next.timeIntervalSinceNow
-            if seconds <= 0 { return }
+            if seconds <= 0 { return true }
             wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))
         }
         await wake.wait(upTo: wait)
+        return false
     }
 
     // MARK: - Sending
@@ -166,10 +159,7 @@ public final class PushService: Sendable {
         let queue = DispatchQueue(label: "parley.push.\(provider.name).\(index)")
         guard let http = try? OutboundHTTP(trust: trust, timeout: configuration.requestTimeout) else { return }
         while !Task.isCancelled {
-            guard await hasDueRows(kind) else {
-                await idle(kind: kind)
-                continue
-            }
+            guard await waitForDueRows(kind) else { continue }
             let rows = (try? await chat.claimOutbox(kind: kind, holder: holder, limit: 16, lease: configuration.requestTimeout * 20)) ?? []
             if rows.isEmpty {
                 // Another sender took them first: wait for more rather than ask again at once.

@@ -46,7 +46,6 @@ class FakePush:
         self.pushes = []          # (provider, token, headers, payload) accepted
         self.refusals = []        # (provider, status, reason) sent back
         self.tokens_issued = 0
-        self.jwts_seen = set()
         self.verified = {}        # provider token → its iat, once its signature checked out
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -190,8 +189,6 @@ class FakePush:
             return self._no("apns", 400, "PayloadEmpty")
         status = self._answer(token)
         if status == 200:
-            with self.lock:
-                self.jwts_seen.add(provider_token)
             self._record("apns", token, headers, payload)
             return 200, None
         reason = {410: "Unregistered", 429: "TooManyRequests", 500: "InternalServerError", 503: "ServiceUnavailable",

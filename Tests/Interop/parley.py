@@ -95,8 +95,10 @@ class Server:
         self.host, port = self.url.split("://", 1)[1].rsplit(":", 1)
         self.port = int(port)
         # The banner: the first start prints the app's key and secret, later ones its key.
+        self.banner = []
         while True:
             line = self.process.stdout.readline()
+            self.banner.append(line.rstrip("\n"))
             if not line or line.startswith("Health:"):
                 break
             if "app key:" in line:
