@@ -29,7 +29,7 @@ let package = Package(
         .systemLibrary(name: "CParleyVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
         // libpq for the PostgreSQL engine (`--database-url`).
         .systemLibrary(name: "CParleyPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        // libcurl (with nghttp2) for push: HTTP/2 over TLS to APNs and FCM (decision 0019).
+        // libcurl (with nghttp2) for push and webhooks: HTTP/2 over TLS to APNs and FCM (decision 0019).
         .systemLibrary(name: "CParleyCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto", "CParleySSL"]),
@@ -44,12 +44,16 @@ let package = Package(
         .target(name: "ParleyPusher", dependencies: ["ParleyNet", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
         // The bus between nodes: Redis Pub/Sub over a RESP client of our own (decision 0018).
         .target(name: "ParleyRedis", dependencies: ["ParleyChat", "ParleyCrypto"]),
+        // Outbound HTTP (libcurl): push providers and webhook receivers, with an address guard.
+        .target(name: "ParleyOutbound", dependencies: ["CParleyCurl", "ParleyWire"]),
         // Push notifications: APNs and FCM from the push outbox (docs/push.md).
-        .target(name: "ParleyPush", dependencies: ["CParleyCurl", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleyStore"]),
+        .target(name: "ParleyPush", dependencies: ["ParleyOutbound", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleyStore"]),
+        // Webhooks: signed deliveries from the webhook outbox, in order per endpoint (docs/webhooks.md).
+        .target(name: "ParleyWebhooks", dependencies: ["ParleyOutbound", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
         // Command-line options declared once (flag, environment variable, help, parsing).
         .target(name: "ParleyOptions"),
         .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
-                                                     "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush"],
+                                                     "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush", "ParleyWebhooks"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),

@@ -23,6 +23,7 @@ extension Message {
         case .audio(let media)?: .audio(media)
         case .file(let media)?: .file(media)
         case .custom(let type, let payload)?: .custom(type: type, payload: payload)
+        case .system(let text)?: .custom(type: "system", payload: .object(["text": .string(text)]))
         case nil: .text("")
         }
     }

@@ -152,3 +152,32 @@ extension Duration {
         return .microseconds(Int(seconds) * 1_000_000 + Int(attoseconds / 1_000_000_000_000))
     }
 }
+
+/// Wakes idle outbox workers when there may be work: rows made for them, or a change
+/// committed. A signal with nobody waiting costs nothing.
+package final class Wakeup: Sendable {
+    package init() {}
+
+    private let waiters = LockedValue([UUID: CheckedContinuation<Void, Never>]())
+
+    /// Resumes every waiter now.
+    package func signal() {
+        let all = waiters.withLock { table in
+            defer { table.removeAll() }
+            return Array(table.values)
+        }
+        for waiter in all { waiter.resume() }
+    }
+
+    /// Waits for a signal, or `limit` at most.
+    package func wait(upTo limit: Duration) async {
+        let id = UUID()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            waiters.withLock { $0[id] = continuation }
+            Task {
+                try? await Task.sleep(for: limit)
+                if let waiter = waiters.withLock({ $0.removeValue(forKey: id) }) { waiter.resume() }
+            }
+        }
+    }
+}

@@ -58,12 +58,14 @@ extension Chat {
         if let seconds = await failedSignInsByAddress.check(address, now: now) {
             throw ChatError.rateLimited(retryAfter: seconds)
         }
-        let found: (key: Int64, hash: String?)? = try await run {
+        let found: (key: Int64, hash: String?, deactivated: Bool)? = try await run {
             try await store.read { db in
-                guard let row = try db.fetchOne("SELECT id, password_hash FROM account WHERE app_id = \(app.id) AND username_key = \(key)") else {
+                guard let row = try db.fetchOne("""
+                    SELECT id, password_hash, deactivated_at FROM account WHERE app_id = \(app.id) AND username_key = \(key) AND is_system = 0
+                    """) else {
                     return nil
                 }
-                return (try row.get("id"), try row.get("password_hash", as: String?.self))
+                return (try row.get("id"), try row.get("password_hash", as: String?.self), try row.get("deactivated_at", as: Int64?.self) != nil)
             }
         }
         let password = request.password
@@ -76,6 +78,8 @@ extension Chat {
             throw ChatError.wrongCredentials
         }
         await failedSignInsByAccount.clear(accountKey)
+        // Only the right password learns that the account is deactivated.
+        if found?.deactivated == true { throw ChatError.userDeactivated }
         let cost = configuration.passwordCost
         let newHash: String? = Crypto.passwordNeedsRehash(storedHash, cost: cost)
             ? try await onPasswordLane { try Crypto.hashPassword(password, cost: cost) } : nil
@@ -158,7 +162,9 @@ extension Chat {
         if let seconds = await failedSignInsByAddress.check(address, now: now) {
             throw ChatError.rateLimited(retryAfter: seconds)
         }
-        guard let stored else { throw ChatError.forbidden("a guest account has no password; register instead") }
+        guard let stored else {
+            throw ChatError.forbidden("this account has no password: a guest registers instead, and an app's own users sign in through the app")
+        }
         try Validate.password(request.newPassword, username: username)
         let current = request.currentPassword
         let verified = current.utf8.count <= Limits.passwordBytes.upperBound
@@ -246,7 +252,9 @@ extension Chat {
                     throw ChatError.internalError
                 }
                 let session = try Chat.createSession(db, userKey: userKey, device: device, now: now, lifetime: lifetime)
-                return SignedIn(user: try Chat.fetchUser(db, key: userKey), session: session)
+                let user = try Chat.fetchUser(db, key: userKey)
+                try Webhooks.enqueue(db, app: app.id, type: WebhookEventType.userCreated.rawValue, data: Webhooks.json(user), now: now)
+                return SignedIn(user: user, session: session)
             }
         }
     }

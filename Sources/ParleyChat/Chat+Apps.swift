@@ -65,27 +65,6 @@ extension Chat {
         }
     }
 
-    /// Replaces an app's secret (by name or public key); the old one stops working.
-    ///
-    /// - Throws: 404 `app_not_found`.
-    public func rotateSecret(app: String) async throws -> AppCredentials {
-        let secret = "sk_" + Crypto.randomToken()
-        let hash = Crypto.secretHash(secret)
-        let rotated: AppCredentials = try await run {
-            try await store.write { db in
-                guard let row = try db.fetchOne("""
-                    UPDATE app SET secret_hash = \(hash), secret = \(secret) WHERE name = \(app) OR public_key = \(app)
-                    RETURNING name, public_key, created_at, pusher_id
-                    """) else {
-                    throw ChatError.appNotFound
-                }
-                return AppCredentials(name: try row.get("name"), publicKey: try row.get("public_key"), secret: secret,
-                                      createdAt: Chat.date(try row.get("created_at")), pusherID: try row.get("pusher_id"))
-            }
-        }
-        return rotated
-    }
-
     /// Creates the app named "default" when the server has no app yet.
     ///
     /// - Returns: its credentials (with the secret) if it was created now; nil otherwise.

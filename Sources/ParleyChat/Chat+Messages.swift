@@ -44,7 +44,7 @@ extension Chat {
     /// ``send(_:to:_:)`` answering with the stored record, which the server writes out
     /// without a JSON decode and encode (``MessageRecord/writeJSON(into:)``).
     public func sendRecord(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (MessageRecord, created: Bool) {
-        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata)
+        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
         let now = nowMilliseconds
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
@@ -74,7 +74,7 @@ extension Chat {
     ///
     /// - Throws: 404 `user_not_found` when no name matches anyone (nothing is sent).
     public func sendToUsers(_ caller: Caller, _ request: SendToUsersRequest) async throws -> (SendToUsersResponse, created: Bool) {
-        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata)
+        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
         guard !request.to.isEmpty else { throw ChatError.invalid("to must name at least one username") }
         try Validate.names(request.to, field: "to")
         let now = nowMilliseconds
@@ -326,7 +326,7 @@ extension Chat {
     ///
     /// - Throws: 403 for someone else's message; 409 for a deleted one.
     public func edit(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, _ request: EditMessageRequest) async throws -> Message {
-        let prepared = try PreparedMessage("edit", request.content, request.metadata)
+        let prepared = try PreparedMessage("edit", request.content, request.metadata, from: caller)
         let now = nowMilliseconds
         return try await run {
             try await write { db in
@@ -334,7 +334,9 @@ extension Chat {
                 _ = try access.requireMember()
                 let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
                 let old = try Chat.message(row)
-                guard try row.get("m_author_key", as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author edits a message") }
+                guard try caller.actsAsApp || row.get("m_author_key", as: Int64.self) == caller.userKey else {
+                    throw ChatError.forbidden("only the author edits a message")
+                }
                 guard old.deletedAt == nil, let oldContent = old.content else { throw ChatError.conflict("the message was deleted") }
                 var prepared = prepared
                 let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
@@ -361,7 +363,7 @@ extension Chat {
             try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let role = try access.requireMember()
-                let isModerator = access.kind != .direct && role >= .admin
+                let isModerator = access.asApp || (access.kind != .direct && role >= .admin)
                 var targets: [(key: Int64, message: Message)] = []
                 for messageID in ids where !targets.contains(where: { $0.message.id == messageID }) {
                     let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
@@ -392,7 +394,10 @@ extension Chat {
         var metadata: String?
         var searchable: String
 
-        init(_ clientID: String, _ content: MessageContent, _ metadata: [String: String]?) throws {
+        init(_ clientID: String, _ content: MessageContent, _ metadata: [String: String]?, from caller: Caller) throws {
+            if case .system = content, !caller.actsAsApp {
+                throw ChatError.forbidden("system messages come from the app's backend (POST /v1/server/conversations/{id}/messages without 'from')")
+            }
             try Validate.clientID(clientID)
             try Validate.content(content)
             try Validate.metadata(metadata)

@@ -171,7 +171,7 @@ extension Chat {
     /// What a push says of a message: its text (cut at 180 characters), or its kind.
     static func pushBody(_ content: MessageContent?) -> String {
         switch content {
-        case .text(let text)?, .markdown(let text)?: text.count > 180 ? String(text.prefix(179)) + "…" : text
+        case .text(let text)?, .markdown(let text)?, .system(let text)?: text.count > 180 ? String(text.prefix(179)) + "…" : text
         case .photo?: "📷 Photo"
         case .video?: "🎥 Video"
         case .audio?: "🎤 Audio"

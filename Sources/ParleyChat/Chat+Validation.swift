@@ -6,7 +6,8 @@ package import ParleyWire
 extension Chat {
     /// Validates a send as ``send(_:to:_:)`` would before it touches the store.
     package static func validate(_ request: SendMessageRequest) throws {
-        _ = try PreparedMessage(request.clientID, request.content, request.metadata)
+        _ = try PreparedMessage(request.clientID, request.content, request.metadata,
+                                from: Caller(appID: 0, userKey: 0, userID: UserID(rawValue: ""), sessionKey: 0))
     }
 
     /// Validates a new conversation's fields.

@@ -35,6 +35,12 @@ public final class Chat: Sendable {
         /// Where the sign-in and sign-up budgets are counted when several nodes share them
         /// (Redis); nil: on this node. Default: nil.
         public var sharedCounters: (any SharedCounters)? = nil
+        /// Whether webhook URLs may name loopback, link-local and private addresses
+        /// (`--webhooks-allow-private`: tests, and backends on the same private network).
+        /// Default: false.
+        public var webhooksAllowPrivate = false
+        /// Webhook endpoints an app may have. Default: 20.
+        public var webhooksPerApp = 20
         /// The defaults.
         public init() {}
     }
@@ -56,6 +62,8 @@ public final class Chat: Sendable {
     let sessions = SessionCache()
     let apps = AppCache()
     let deliveries = DeliveryCoalescer()
+    /// Each app's system account as a caller (the server API's), once looked up.
+    let systemCallers = LockedValue([Int64: Caller]())
     private let loadedEpoch = LockedValue<String?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).
@@ -239,8 +247,13 @@ public struct Caller: Sendable, Hashable {
     public var userKey: Int64
     /// The user's public id.
     public var userID: UserID
-    /// The session's internal key (signing out "this device" deletes it).
+    /// The session's internal key (signing out "this device" deletes it); 0 for the app's
+    /// backend.
     public var sessionKey: Int64
+    /// The app's backend acting through the server API (`/v1/server/…`) as the app's system
+    /// account: it may manage and read any conversation of its app, and edit or delete any
+    /// message, without being a member.
+    public var actsAsApp: Bool = false
 }
 
 /// A thread-safe counter.

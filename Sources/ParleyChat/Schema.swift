@@ -526,6 +526,42 @@ public enum Schema: Sendable {
             // app's notification extension fetches it; no text leaves the server).
             try db.execute("ALTER TABLE app ADD COLUMN push_content text NOT NULL DEFAULT 'full' CHECK (push_content IN ('full', 'id-only'))")
         }
+        migrator.register("0012 the server API and webhooks") { db in
+            // The secret before the last rotation, still accepted until `previous_secret_until`
+            // (milliseconds), so a backend rolls over without downtime (docs/server-api.md).
+            try db.execute(SQL(stringLiteral: "ALTER TABLE app ADD COLUMN previous_secret_hash \(bytes)"))
+            try db.execute("ALTER TABLE app ADD COLUMN previous_secret text")
+            try db.execute("ALTER TABLE app ADD COLUMN previous_secret_until bigint")
+            // A deactivated account cannot sign in or be given a session; its sessions are gone.
+            try db.execute("ALTER TABLE account ADD COLUMN deactivated_at bigint")
+            // A deleted account keeps its row (its messages keep their author) without names.
+            try db.execute("ALTER TABLE account ADD COLUMN deleted_at bigint")
+            // The app's own sender of system messages, one per app; never listed or signed in.
+            try db.execute("ALTER TABLE account ADD COLUMN is_system bigint NOT NULL DEFAULT 0")
+            // A backend's webhook endpoint: where, which events, the secret deliveries are
+            // signed with, and whether it is paused (docs/webhooks.md).
+            try db.execute(SQL(stringLiteral: """
+                CREATE TABLE webhook_endpoint (
+                    id \(key),
+                    public_id text NOT NULL UNIQUE,
+                    app_id bigint NOT NULL REFERENCES app(id),
+                    url text NOT NULL,
+                    events text NOT NULL,
+                    format text NOT NULL CHECK (format IN ('parley', 'pusher')),
+                    secret text NOT NULL,
+                    description text,
+                    failing_since bigint,
+                    last_error text,
+                    paused_at bigint,
+                    paused_reason text,
+                    created_at bigint NOT NULL,
+                    updated_at bigint NOT NULL)
+                """))
+            try db.execute("CREATE INDEX webhook_endpoint_app ON webhook_endpoint (app_id)")
+            // Rows of one lane (a webhook endpoint) are worked on in order, one at a time.
+            try db.execute("ALTER TABLE outbox ADD COLUMN lane bigint")
+            try db.execute("CREATE INDEX outbox_lane ON outbox (kind, lane, id) WHERE failed_at IS NULL")
+        }
     }
 
     /// A numeric Pusher app id no app has yet (9 digits).

@@ -108,7 +108,7 @@ enum Validate {
 
     static func content(_ content: MessageContent) throws {
         switch content {
-        case .text(let text), .markdown(let text):
+        case .text(let text), .markdown(let text), .system(let text):
             let field = content.typeName
             // 10,000 scalars are at most 40,000 UTF-8 bytes: the count bounds the size too.
             guard Limits.textCharacters.contains(text.unicodeScalars.count) else {

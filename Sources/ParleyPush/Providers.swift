@@ -1,6 +1,7 @@
 import Foundation
 import ParleyChat
 import ParleyCrypto
+import ParleyOutbound
 import ParleyWire
 
 /// What a provider's answer means for the notice.

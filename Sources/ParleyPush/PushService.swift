@@ -1,6 +1,7 @@
 import Foundation
 public import ParleyChat
 import ParleyCrypto
+import ParleyOutbound
 import ParleyWire
 
 /// Push settings (`--apns-*`, `--fcm-*`, `--outbound-ca-file`, `--push-*`): docs/push.md.
@@ -80,7 +81,7 @@ public final class PushService: Sendable {
     private let node = Crypto.randomID(prefix: "push_", length: 10)
     private let statistics = LockedValue([String: PushStatistics]())
     private let tasks = LockedValue([Task<Void, Never>]())
-    private let wake = PushWakeup()
+    private let wake = Wakeup()
 
     /// Reads the keys and credentials; nothing is sent until ``start()``.
     ///
@@ -217,29 +218,5 @@ public final class PushService: Sendable {
 
     private func onQueue<T: Sendable>(_ queue: DispatchQueue, _ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in queue.async { continuation.resume(returning: work()) } }
-    }
-}
-
-/// Wakes idle senders when the expander has made rows for them.
-final class PushWakeup: Sendable {
-    private let waiters = LockedValue([UUID: CheckedContinuation<Void, Never>]())
-
-    func signal() {
-        let all = waiters.withLock { table in
-            defer { table.removeAll() }
-            return Array(table.values)
-        }
-        for waiter in all { waiter.resume() }
-    }
-
-    func wait(upTo limit: Duration) async {
-        let id = UUID()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            waiters.withLock { $0[id] = continuation }
-            Task {
-                try? await Task.sleep(for: limit)
-                if let waiter = waiters.withLock({ $0.removeValue(forKey: id) }) { waiter.resume() }
-            }
-        }
     }
 }

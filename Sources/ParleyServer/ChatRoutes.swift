@@ -285,7 +285,9 @@ struct API: Sendable {
         guard let authorization = request.headers["authorization"] else { throw ChatError.unauthenticated }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw ChatError.unauthenticated }
-        return try await chat.authenticate(token: String(parts[1]).trimmingCharacters(in: .whitespaces), app: app)
+        let token = String(parts[1]).trimmingCharacters(in: .whitespaces)
+        if token.hasPrefix("sk_") { throw ChatError.secretOnUserEndpoint }
+        return try await chat.authenticate(token: token, app: app)
     }
 
     /// The client's address without the port, for per-address rate limits.

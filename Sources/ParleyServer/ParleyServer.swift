@@ -5,6 +5,7 @@ import ParleyCrypto
 import ParleyMedia
 import ParleyPusher
 import ParleyPush
+import ParleyWebhooks
 import ParleyStore
 import ParleyStoreSQLite
 import ParleyStorePostgres
@@ -43,13 +44,17 @@ public final class ParleyServer: Sendable {
     private let channelDirectory: RedisChannelDirectory?
     /// Sends the push outbox (nil: push is off).
     private let push: PushService?
+    /// Delivers the webhook outbox.
+    private let webhooks: WebhookService
     /// The certificate HTTPS and WSS connections are accepted with (reloaded on SIGHUP).
     private let tls: TLSCertificateStore?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
                  createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?,
-                 presence: RedisPresence?, channelDirectory: RedisChannelDirectory?, tls: TLSCertificateStore?, push: PushService?) {
+                 presence: RedisPresence?, channelDirectory: RedisChannelDirectory?, tls: TLSCertificateStore?, push: PushService?,
+                 webhooks: WebhookService) {
         self.push = push
+        self.webhooks = webhooks
         self.lock = lock
         self.channelDirectory = channelDirectory
         self.tls = tls
@@ -131,6 +136,15 @@ public final class ParleyServer: Sendable {
             store.close()
             throw StartError(message: "cannot set up push: \(error)")
         }
+        let webhooks: WebhookService
+        do {
+            var settings = configuration.webhooks
+            settings.userAgent = "Parley-Webhooks/\(ParleyVersion.current)"
+            webhooks = try WebhookService(chat: chat, configuration: settings)
+        } catch {
+            store.close()
+            throw StartError(message: "cannot set up webhooks: \(error)")
+        }
         let blobs: FileBlobStore
         let partials: PartialUploadStore
         do {
@@ -190,8 +204,9 @@ public final class ParleyServer: Sendable {
         var busStatistics: (@Sendable () -> RedisBus.Statistics)?
         if let redisBus { busStatistics = { redisBus.currentStatistics } }
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
-                                 pusher: pusher, bus: busStatistics, push: push)
+                                 pusher: pusher, bus: busStatistics, push: push, webhooks: webhooks, chat: chat)
         ChatRoutes.add(to: &router, chat: chat)
+        ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond)
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey
         WebRoutes.add(to: &router) { webAppKey }
@@ -212,9 +227,10 @@ public final class ParleyServer: Sendable {
                 }
             }
             push?.start()
+            webhooks.start()
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
                                 collector: collector, lock: lock, bus: redisBus, presence: presence,
-                                channelDirectory: channelDirectory, tls: tls, push: push)
+                                channelDirectory: channelDirectory, tls: tls, push: push, webhooks: webhooks)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             presence?.stop()
@@ -279,9 +295,12 @@ public final class ParleyServer: Sendable {
         chatConfiguration.signUpsPerAddressPerHour = configuration.signUpsPerHour
         chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
         chatConfiguration.sharedCounters = sharedCounters
+        chatConfiguration.webhooksAllowPrivate = configuration.webhooks.allowPrivate
         do {
-            // Push rows are written in each message's own transaction when push is on.
-            let hooks: [any TransactionHook] = configuration.push.isOn ? [PushOutboxHook(confirmationWindow: configuration.push.confirmationWindow)] : []
+            // Push rows are written in each message's own transaction when push is on; webhook
+            // deliveries whenever an endpoint hears the event.
+            var hooks: [any TransactionHook] = [WebhookHook()]
+            if configuration.push.isOn { hooks.append(PushOutboxHook(confirmationWindow: configuration.push.confirmationWindow)) }
             let chat = Chat(store: store, configuration: chatConfiguration, bus: bus, hooks: hooks)
             try await chat.migrate()
             return (store, chat)
@@ -306,7 +325,7 @@ public final class ParleyServer: Sendable {
         case .create(let name):
             return describe(try await chat.createApp(name: name), verb: "Created")
         case .rotateSecret(let app):
-            return describe(try await chat.rotateSecret(app: app), verb: "New secret for")
+            return describe(try await chat.rotateSecret(app: app, grace: configuration.secretGrace), verb: "New secret for")
         case .pushContent(let app, let idOnly):
             try await chat.setPushContent(app: app, idOnly: idOnly)
             return idOnly ? "Pushes of app '\(app)' now carry only the message's ids (the app's extension fetches the text)."
@@ -358,6 +377,7 @@ public final class ParleyServer: Sendable {
         guard shutDown.withLock({ done in defer { done = true }; return !done }) else { return }
         collector.cancel()
         push?.stop()
+        webhooks.stop()
         await http.shutdown(timeout: configuration.shutdownTimeout)
         group.shutdown()
         presence?.stop()

@@ -3,6 +3,7 @@ import ParleyChat
 import ParleyNet
 import ParleyPusher
 import ParleyPush
+import ParleyWebhooks
 import ParleyRedis
 import ParleyStore
 import ParleyStoreSQLite
@@ -11,7 +12,8 @@ import ParleyStoreSQLite
 enum Routes {
     static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                      fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil, pusher: PusherService? = nil,
-                     bus: (@Sendable () -> RedisBus.Statistics)? = nil, push: PushService? = nil) -> Router {
+                     bus: (@Sendable () -> RedisBus.Statistics)? = nil, push: PushService? = nil, webhooks: WebhookService? = nil,
+                     chat: Chat? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
@@ -26,9 +28,13 @@ enum Routes {
             var realtime: (devices: Int, routed: Int)?
             if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
             let pusherCounts = await pusher?.counts
+            var hooks: WebhookMetrics?
+            if let webhooks, let chat {
+                hooks = WebhookMetrics(statistics: webhooks.currentStatistics, health: try? await chat.webhookHealth())
+            }
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
-                                                        push: push))
+                                                        push: push, webhooks: hooks))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             return response
         }
@@ -80,12 +86,19 @@ enum Routes {
     }
 }
 
+/// Webhook counts for `/metrics`: this node's attempts, and the endpoints' state (read from the
+/// database, so every node reports the same).
+struct WebhookMetrics {
+    var statistics: WebhookStatistics
+    var health: (paused: Int, failing: Int, failedDeliveries: Int, pending: Int)?
+}
+
 /// Renders `/metrics` in the Prometheus text exposition format (version 0.0.4).
 enum Metrics {
     static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                        realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
                        pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil,
-                       push: PushService? = nil) -> String {
+                       push: PushService? = nil, webhooks: WebhookMetrics? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -151,6 +164,20 @@ enum Metrics {
             metric("parley_push_failed_total", "counter", "Notifications given up on.", samples(\.failed))
             metric("parley_push_devices_removed_total", "counter", "Devices removed because the provider said the token is dead.",
                    samples(\.devicesRemoved))
+        }
+        if let webhooks {
+            let counts = webhooks.statistics
+            metric("parley_webhook_deliveries_total", "counter", "Webhook delivery attempts by outcome on this node.",
+                   [("{result=\"delivered\"}", "\(counts.delivered)"), ("{result=\"retried\"}", "\(counts.retried)"),
+                    ("{result=\"failed\"}", "\(counts.failed)")])
+            if let health = webhooks.health {
+                metric("parley_webhook_endpoints_paused", "gauge", "Webhook endpoints paused (by their app, or after failing a whole retry window).",
+                       [("", "\(health.paused)")])
+                metric("parley_webhook_endpoints_failing", "gauge", "Webhook endpoints whose last delivery failed.", [("", "\(health.failing)")])
+                metric("parley_webhook_deliveries_waiting", "gauge", "Webhook deliveries waiting to be sent (all nodes).", [("", "\(health.pending)")])
+                metric("parley_webhook_deliveries_failed", "gauge", "Webhook deliveries given up on, kept to be replayed (all nodes).",
+                       [("", "\(health.failedDeliveries)")])
+            }
         }
         let commits = store.commitStatistics
         metric("parley_store_writes_total", "counter", "Write transactions requested of the store.", [("", "\(commits.writes)")])

@@ -2,6 +2,7 @@ import Foundation
 import ParleyOptions
 public import ParleyPusher
 public import ParleyPush
+public import ParleyWebhooks
 import ParleyRedis
 public import ParleyStoreSQLite
 
@@ -67,6 +68,16 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `--apns-key-file`, `--apns-key-id`, `--apns-team-id`, `--apns-topic`, `--apns-url`,
     /// `--fcm-credentials-file`, `--fcm-url`, `--outbound-ca-file`, `--push-window`.
     public var push = PushConfiguration()
+    /// Webhook deliveries (docs/webhooks.md). `--webhooks-allow-private`,
+    /// `--webhook-retry-window`, `--webhook-first-retry`, `--webhook-concurrency`,
+    /// `--webhook-timeout`; `--outbound-ca-file` too.
+    public var webhooks = WebhookConfiguration()
+    /// Server API requests (`/v1/server/…`) per second per app, twice that in a burst, across
+    /// nodes. `--server-api-requests-per-second`. Default: 100.
+    public var serverAPIRequestsPerSecond = 100
+    /// How long a rotated-out app secret keeps working (`apps rotate-secret`).
+    /// `--secret-grace`. Default: 24 hours.
+    public var secretGrace: Duration = .seconds(24 * 3600)
 
     /// The defaults.
     public init() {}
@@ -146,8 +157,28 @@ public struct ServerConfiguration: Sendable, Equatable {
                    help: "Push through FCM with this Google service account file."),
             O.text("--fcm-url", "PARLEY_FCM_URL", \.push.fcmURL, value: "<url>",
                    help: "Send FCM messages here instead of fcm.googleapis.com (tests, gateways)."),
-            O.text("--outbound-ca-file", "PARLEY_OUTBOUND_CA_FILE", \.push.outboundCAFile, value: "<pem>",
-                   help: "Trust this CA too for outbound TLS (push providers), besides the system's."),
+            O("--outbound-ca-file", value: "<pem>", environment: "PARLEY_OUTBOUND_CA_FILE",
+              help: "Trust this CA too for outbound TLS (push providers, https webhooks), besides the system's.") { configuration, text, _ in
+                configuration.push.outboundCAFile = text
+                configuration.webhooks.outboundCAFile = text
+            },
+            O.toggle("--webhooks-allow-private", "PARLEY_WEBHOOKS_ALLOW_PRIVATE", \.webhooks.allowPrivate,
+                     help: "Let webhooks reach loopback, private and link-local addresses (tests; backends on the same private network)."),
+            O.seconds("--webhook-retry-window", "PARLEY_WEBHOOK_RETRY_WINDOW", in: 1...(30 * 86_400), \.webhooks.retryWindow,
+                      help: "Seconds a failing webhook delivery is retried before it is kept as failed and its endpoint paused (default 86400)."),
+            O("--webhook-first-retry", value: "<ms>", environment: "PARLEY_WEBHOOK_FIRST_RETRY",
+              help: "Milliseconds before a failed webhook delivery's first retry; each next one doubles, up to an hour (default 5000).") {
+                configuration, text, source in
+                configuration.webhooks.firstRetry = .milliseconds(try O.number(text, in: 1...3_600_000, source: source))
+            },
+            O.integer("--webhook-concurrency", "PARLEY_WEBHOOK_CONCURRENCY", in: 1...256, \.webhooks.concurrency,
+                      help: "Webhook endpoints this node delivers to at once, each in order (default 8)."),
+            O.seconds("--webhook-timeout", "PARLEY_WEBHOOK_TIMEOUT", in: 1...300, \.webhooks.timeout,
+                      help: "Seconds a webhook receiver has to answer before the attempt fails (default 10)."),
+            O.integer("--server-api-requests-per-second", "PARLEY_SERVER_API_REQUESTS_PER_SECOND", in: 1...1_000_000,
+                      \.serverAPIRequestsPerSecond, help: "Server API (/v1/server) requests per second per app, twice that in a burst (default 100)."),
+            O.seconds("--secret-grace", "PARLEY_SECRET_GRACE", in: 0...(30 * 86_400), \.secretGrace,
+                      help: "Seconds the old secret keeps working after 'apps rotate-secret' (default 86400; 0 for a leaked one)."),
             O.integer("--push-concurrency", "PARLEY_PUSH_CONCURRENCY", in: 1...64, \.push.concurrency,
                       help: "Requests in flight at once per push provider, each on its own HTTP/2 connection (default 8)."),
             O.seconds("--push-window", "PARLEY_PUSH_WINDOW", in: 0...60, \.push.confirmationWindow,
@@ -214,8 +245,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         parley-server \(ParleyVersion.current): the Parley chat server.
 
         USAGE: parley-server [options]
-               parley-server apps list|create <name>|rotate-secret <name-or-key>|push-content <name-or-key> full|id-only
-                             [--data-dir <path> | --database-url <url>]
+               parley-server apps list|create <name>|rotate-secret <name-or-key> [--secret-grace <s>]
+                                  |push-content <name-or-key> full|id-only   [--data-dir <path> | --database-url <url>]
+               parley-server admin <command> [--json] [--app <name-or-key>]   (docs/admin.md; 'admin help' lists them)
                parley-server backup <file> [--data-dir <path>]     (while the server runs)
                parley-server restore <file> [--data-dir <path>]    (with the server stopped)
 
@@ -226,7 +258,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 
         APPS: the first start creates an app named "default" and prints its key and secret
         (the secret only then). 'apps create' makes more, 'apps list' shows their keys,
-        'apps rotate-secret' replaces a secret, 'apps push-content' sets whether pushes carry the
+        'apps rotate-secret' replaces a secret (the old one works for --secret-grace more), 'apps push-content' sets whether pushes carry the
         text (full) or only the message's ids (id-only: the app's extension fetches it). A running server sees new apps at once.
 
         BACKUPS: 'backup' writes a consistent copy of the database while the server runs;

@@ -159,6 +159,24 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
                                                    retryAfterSeconds: 1)
     /// 507: the server's disk is full; nothing was stored.
     public static let storageFull = ChatError(.storageFull, "the server is out of disk space; nothing was stored, retry later")
+    /// 401: a server API call (`/v1/server/…`) without the app secret, or with one that is
+    /// wrong, or rotated out and past its grace period.
+    public static let invalidAppSecret = ChatError(.invalidAppSecret,
+        "send the app secret as 'Authorization: Bearer sk_…' (shown when the app was created or its secret rotated: parley-server apps rotate-secret)")
+    /// 401: the app secret sent to a user endpoint, which takes a user's session token.
+    public static let secretOnUserEndpoint = ChatError(.unauthenticated,
+        "this is the app secret: it is for /v1/server/… only; user endpoints take a session token (POST /v1/server/users/{username}/sessions issues one)")
+    /// 403: the account is deactivated: it cannot sign in or be given a session.
+    public static let userDeactivated = ChatError(.userDeactivated, "this account is deactivated; the app's backend can reactivate it")
+    /// 404: no webhook endpoint with that id in this app.
+    public static let webhookNotFound = ChatError(.webhookNotFound, "no webhook endpoint with this id; GET /v1/server/webhooks lists them")
+    /// 404: no delivery with that id for that endpoint.
+    public static let deliveryNotFound = ChatError(.deliveryNotFound,
+        "no failed delivery with this id for this endpoint; GET /v1/server/webhooks/{id}/deliveries lists them")
+    /// 409: the app has as many webhook endpoints as it may.
+    public static func tooManyWebhooks(limit: Int) -> ChatError {
+        ChatError(.tooManyWebhooks, "an app has at most \(limit) webhook endpoints; delete one first")
+    }
     /// 500: a bug or a storage failure; nothing was changed.
     public static let internalError = ChatError(.internalError, "the server failed; nothing was changed, retry later")
 }
@@ -203,6 +221,11 @@ extension ChatError {
         case tooManyUnfinishedUploads = "too_many_unfinished_uploads"
         case tooManyDevices = "too_many_devices"
         case deviceNotFound = "device_not_found"
+        case invalidAppSecret = "invalid_app_secret"
+        case userDeactivated = "user_deactivated"
+        case webhookNotFound = "webhook_not_found"
+        case deliveryNotFound = "delivery_not_found"
+        case tooManyWebhooks = "too_many_webhooks"
         case storeUnavailable = "store_unavailable"
         case storageFull = "storage_full"
         case internalError = "internal_error"
@@ -227,13 +250,14 @@ extension ChatError {
             switch self {
             case .invalidRequest, .invalidJSON, .unknownCommand, .missingParameter, .invalidParameter, .incompleteBody,
                  .connectionClosed, .badUpgrade: 400
-            case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature: 401
-            case .forbidden, .notMember, .invalidSignature, .quotaExceeded: 403
+            case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature, .invalidAppSecret: 401
+            case .forbidden, .notMember, .invalidSignature, .quotaExceeded, .userDeactivated: 403
             case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,
-                 .thumbnailNotFound, .deviceNotFound, .notFound: 404
+                 .thumbnailNotFound, .deviceNotFound, .webhookNotFound, .deliveryNotFound, .notFound: 404
             case .methodNotAllowed: 405
             case .requestTimeout: 408
-            case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded, .tooManyDevices: 409
+            case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded, .tooManyDevices,
+                 .tooManyWebhooks: 409
             case .fileTooLarge, .bodyTooLarge: 413
             case .unsupportedMediaType, .typeMismatch, .invalidImage: 415
             case .rangeNotSatisfiable: 416

@@ -10,6 +10,7 @@ import Foundation
 /// {"type":"photo","attachmentId":"a_…","width":800,"height":600}
 /// {"type":"video","attachmentId":"a_…","thumbnailId":"a_…","durationSeconds":12.5}
 /// {"type":"custom","customType":"poll","payload":{"question":"lunch?"}}
+/// {"type":"system","text":"Alice joined the team"}
 /// ```
 public enum MessageContent: Hashable, Sendable, Codable {
     /// Plain text (MessageKit `.text`).
@@ -28,6 +29,9 @@ public enum MessageContent: Hashable, Sendable, Codable {
     case file(Attachment)
     /// App-defined: a type name and a JSON payload (MessageKit `.custom`).
     case custom(type: String, payload: JSONValue)
+    /// A notice from the app itself (sent by its backend through the server API, never by a
+    /// user): clients show it apart from people's messages, centred and without a bubble.
+    case system(String)
 
     /// The `type` field's value.
     public var typeName: String {
@@ -40,13 +44,14 @@ public enum MessageContent: Hashable, Sendable, Codable {
         case .audio: "audio"
         case .file: "file"
         case .custom: "custom"
+        case .system: "system"
         }
     }
 
     /// The text that full-text search indexes (text, Markdown, captions, file and place names).
     public var searchableText: String {
         switch self {
-        case .text(let text), .markdown(let text): text
+        case .text(let text), .markdown(let text), .system(let text): text
         case .location(let location): location.name ?? ""
         case .photo(let media), .video(let media), .audio(let media), .file(let media):
             [media.caption, media.name].compactMap { $0 }.joined(separator: " ")
@@ -72,10 +77,11 @@ public enum MessageContent: Hashable, Sendable, Codable {
         case "custom":
             self = .custom(type: try container.decode(String.self, forKey: .customType),
                            payload: try container.decodeIfPresent(JSONValue.self, forKey: .payload) ?? .null)
+        case "system": self = .system(try container.decode(String.self, forKey: .text))
         default:
             throw DecodingError.dataCorruptedError(
                 forKey: .type, in: container,
-                debugDescription: "unknown content type; use text, markdown, location, photo, video, audio, file or custom")
+                debugDescription: "unknown content type; use text, markdown, location, photo, video, audio, file, custom or system")
         }
     }
 
@@ -83,7 +89,7 @@ public enum MessageContent: Hashable, Sendable, Codable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(typeName, forKey: .type)
         switch self {
-        case .text(let text): try container.encode(text, forKey: .text)
+        case .text(let text), .system(let text): try container.encode(text, forKey: .text)
         case .markdown(let markdown): try container.encode(markdown, forKey: .markdown)
         case .location(let location): try location.encode(to: encoder)
         case .photo(let media), .video(let media), .audio(let media), .file(let media): try media.encode(to: encoder)

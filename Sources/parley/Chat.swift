@@ -229,6 +229,7 @@ enum ChatScreen {
         case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
             "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
         case .custom(let type, _)?: "[\(type)]"
+        case .system(let text)?: "— \(text) —"
         case nil: ""
         }
     }

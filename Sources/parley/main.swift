@@ -238,6 +238,7 @@ func text(of message: Message) -> String {
     case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
         return "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
     case .custom(let type, _)?: return "[\(type)]"
+    case .system(let text)?: return "— \(text) —"
     case nil: return ""
     }
 }

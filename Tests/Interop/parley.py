@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 import uuid
@@ -107,6 +108,17 @@ class Server:
                 self.app_secret = line.split("app secret:")[1].split()[0]
             elif line.startswith("App 'default' key:"):
                 self.app_key = line.split("key:")[1].split()[0]
+        # What the server writes to stderr (server API log lines, warnings), read as it comes
+        # so a full pipe never blocks the server.
+        self.log = []
+        threading.Thread(target=self._drain, args=(self.process, self.log), daemon=True).start()
+
+    @staticmethod
+    def _drain(process, log):
+        for line in process.stderr:
+            log.append(line.rstrip("\n"))
+            if len(log) > 20000:
+                del log[:10000]
 
     def stop(self, timeout=15):
         """SIGTERM, then wait; returns the exit code."""

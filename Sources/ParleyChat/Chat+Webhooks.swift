@@ -1,0 +1,525 @@
+public import Foundation
+import ParleyCrypto
+public import ParleyStore
+public import ParleyWire
+
+/// Webhook deliveries in the outbox (docs/webhooks.md, decisions/0020-webhooks-in-order-per-endpoint.md).
+///
+/// A delivery is an `outbox` row of kind `webhook` in the *lane* of its endpoint, written in
+/// the transaction of the change it reports. A lane's rows are delivered one at a time in
+/// row order: only the lane's oldest unfinished row (its head) is ever tried, so a receiver
+/// sees an endpoint's events in the order they happened, a retry holding back what follows.
+/// A row's payload is `<type>\n<milliseconds>\n<data JSON>`; its body is written when it is
+/// sent, with the row's id as the delivery id, so every attempt sends the same bytes.
+public enum Webhooks: Sendable {
+    /// The outbox kind.
+    public static let kind = "webhook"
+
+    /// Adds a delivery of `type` with `data` to every endpoint of `app` that hears it (Parley
+    /// format). Call inside the change's transaction.
+    public static func enqueue(_ db: any Database, app: Int64, type: String, data: [UInt8], now: Int64) throws {
+        let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = 'parley'")
+        guard !endpoints.isEmpty else { return }
+        let payload = Self.payload(type: type, createdAt: now, data: data)
+        for endpoint in endpoints where Self.hears(try endpoint.get("events"), type) {
+            try add(db, lane: try endpoint.get("id"), payload: payload, now: now)
+        }
+    }
+
+    /// Adds a Pusher-format delivery (`event` is one entry of Pusher's `events` list) to every
+    /// Pusher-format endpoint of `app` that hears `name`.
+    public static func enqueuePusher(_ db: any Database, app: Int64, name: String, event: [UInt8], now: Int64) throws {
+        let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = 'pusher'")
+        guard !endpoints.isEmpty else { return }
+        let payload = Self.payload(type: name, createdAt: now, data: event)
+        for endpoint in endpoints where Self.hears(try endpoint.get("events"), name) {
+            try add(db, lane: try endpoint.get("id"), payload: payload, now: now)
+        }
+    }
+
+    static func add(_ db: any Database, lane: Int64, payload: [UInt8], now: Int64) throws {
+        try db.execute("INSERT INTO outbox (kind, lane, payload, due_at, created_at) VALUES (\(kind), \(lane), \(payload), \(now), \(now))")
+    }
+
+    static func hears(_ events: String, _ type: String) -> Bool {
+        events.split(separator: ",").contains { $0 == type }
+    }
+
+    static func payload(type: String, createdAt: Int64, data: [UInt8]) -> [UInt8] {
+        Array("\(type)\n\(createdAt)\n".utf8) + data
+    }
+
+    /// A value's JSON as the API writes it.
+    static func json(_ value: some Encodable) throws -> [UInt8] {
+        Array(try WireCoding.encoder().encode(value))
+    }
+}
+
+/// One delivery, split out of its row.
+public struct WebhookMessage: Sendable, Hashable {
+    /// The row (its id is the delivery id).
+    public var item: OutboxItem
+    /// The event type.
+    public var type: String
+    /// When the event happened (milliseconds).
+    public var createdAt: Int64
+    /// The event's data, as JSON.
+    public var data: [UInt8]
+
+    /// `whd_<row>`: the `Parley-Webhook-Id`, the same on every attempt.
+    public var id: String { "whd_\(item.id)" }
+
+    init?(_ item: OutboxItem) {
+        let bytes = item.payload
+        guard let first = bytes.firstIndex(of: 10), let second = bytes[(first + 1)...].firstIndex(of: 10),
+              let createdAt = Int64(String(decoding: bytes[(first + 1)..<second], as: UTF8.self)) else { return nil }
+        self.item = item
+        type = String(decoding: bytes[..<first], as: UTF8.self)
+        self.createdAt = createdAt
+        data = Array(bytes[(second + 1)...])
+    }
+
+    /// The Parley-format body: `{"createdAt","data","id","type"}`.
+    public var body: [UInt8] {
+        var writer = JSONWriter(capacity: data.count + 128)
+        writer.object { json in
+            json.key("createdAt"); json.date(milliseconds: createdAt)
+            json.key("data"); json.raw(String(decoding: data, as: UTF8.self))
+            json.key("id"); json.string(id)
+            json.key("type"); json.string(type)
+        }
+        return writer.bytes
+    }
+
+    /// The Pusher-format body: `{"time_ms":…,"events":[<event>]}`.
+    public var pusherBody: [UInt8] {
+        Array("{\"time_ms\":\(createdAt),\"events\":[".utf8) + data + Array("]}".utf8)
+    }
+}
+
+/// An endpoint's lane as a worker claimed it: where to send, how to sign, and its rows in order.
+public struct WebhookBatch: Sendable {
+    /// The endpoint's internal key (the lane).
+    public var lane: Int64
+    /// `wh_…`.
+    public var endpointID: String
+    /// Where to POST.
+    public var url: String
+    /// The endpoint's signing secret (Parley format).
+    public var secret: String
+    /// The format.
+    public var format: WebhookFormat
+    /// The app's public key and secret (Pusher format signs with them).
+    public var appKey: String
+    /// The app's secret (Pusher format); nil for an app created before secrets were kept.
+    public var appSecret: String?
+    /// The lane's rows, oldest first; the first is the lane's head.
+    public var deliveries: [WebhookMessage]
+}
+
+/// Events appended by a write, turned into webhook deliveries in its transaction: one
+/// statement finds the endpoints of the write's conversations' apps, and rows are written
+/// only when one hears the event. Installed on every server.
+public struct WebhookHook: TransactionHook {
+    /// The hook.
+    public init() {}
+
+    public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
+        let relevant = events.filter { $0.channelEvent == nil && $0.record.type.isKnown && $0.record.type != .receiptUpdated
+                                       && $0.record.type != .deliveryUpdated }
+        guard !relevant.isEmpty else { return }
+        let conversations = Array(Set(relevant.map { $0.conversationKey }))
+        let rows = try db.fetchAll("""
+            SELECT c.id AS conversation, w.id, w.events FROM conversation c JOIN webhook_endpoint w ON w.app_id = c.app_id
+            WHERE c.id IN (\(list: conversations)) AND w.format = 'parley'
+            """)
+        guard !rows.isEmpty else { return }
+        var endpoints: [Int64: [(lane: Int64, events: String)]] = [:]
+        for row in rows {
+            let conversation: Int64 = try row.get("conversation")
+            endpoints[conversation, default: []].append((try row.get("id"), try row.get("events")))
+        }
+        for event in relevant {
+            let type = event.record.type.rawValue
+            let hearing = (endpoints[event.conversationKey] ?? []).filter { Webhooks.hears($0.events, type) }
+            guard !hearing.isEmpty else { continue }
+            var writer = JSONWriter(capacity: 512)
+            event.record.writeJSON(into: &writer)
+            let payload = Webhooks.payload(type: type, createdAt: event.record.createdAt, data: writer.bytes)
+            for endpoint in hearing { try Webhooks.add(db, lane: endpoint.lane, payload: payload, now: event.record.createdAt) }
+        }
+    }
+}
+
+extension Chat {
+    // MARK: - Endpoints
+
+    /// Registers an endpoint; the answer carries its signing secret, shown this once.
+    ///
+    /// - Throws: 400 for a URL that is not http(s), too long, carries credentials, or names a
+    ///   private address (unless allowed); no events or the wrong format's events; 409
+    ///   `too_many_webhooks`.
+    public func createWebhook(_ server: ServerApp, _ request: CreateWebhookRequest) async throws -> WebhookEndpoint {
+        let format = request.format ?? .parley
+        let url = try Validate.webhookURL(request.url, allowPrivate: configuration.webhooksAllowPrivate)
+        let events = try Validate.webhookEvents(request.events, format: format)
+        let description = try request.description.map { try Validate.webhookDescription($0) }
+        let publicID = Crypto.randomID(prefix: "wh_", length: 16)
+        let secret = "whsec_" + Crypto.randomToken()
+        let now = nowMilliseconds
+        let app = server.app.id
+        let limit = configuration.webhooksPerApp
+        return try await run {
+            try await store.write { db in
+                let count = try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE app_id = \(app)") ?? 0
+                guard count < limit else { throw ChatError.tooManyWebhooks(limit: limit) }
+                try db.execute("""
+                    INSERT INTO webhook_endpoint (public_id, app_id, url, events, format, secret, description, created_at, updated_at)
+                    VALUES (\(publicID), \(app), \(url), \(events), \(format.rawValue), \(secret), \(description), \(now), \(now))
+                    """)
+                var endpoint = try Chat.webhook(db, app: app, id: publicID)
+                endpoint.secret = secret
+                return endpoint
+            }
+        }
+    }
+
+    /// The app's endpoints, oldest first (without secrets).
+    public func listWebhooks(_ server: ServerApp) async throws -> WebhookEndpointList {
+        try await run {
+            try await store.read { db in
+                let ids: [String] = try db.fetchAll("SELECT public_id FROM webhook_endpoint WHERE app_id = \(server.app.id) ORDER BY id")
+                    .map { try $0.get("public_id") }
+                return WebhookEndpointList(webhooks: try ids.map { try Chat.webhook(db, app: server.app.id, id: $0) })
+            }
+        }
+    }
+
+    /// One endpoint.
+    public func webhook(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
+        try await run { try await store.read { db in try Chat.webhook(db, app: server.app.id, id: id) } }
+    }
+
+    /// Changes an endpoint's URL, events or note, or pauses or resumes it. Resuming clears
+    /// the failure record; waiting deliveries then go out in order.
+    public func updateWebhook(_ server: ServerApp, id: String, _ request: UpdateWebhookRequest) async throws -> WebhookEndpoint {
+        let url = try request.url.map { try Validate.webhookURL($0, allowPrivate: configuration.webhooksAllowPrivate) }
+        let description = try request.description.map { try Validate.webhookDescription($0) }
+        let now = nowMilliseconds
+        let app = server.app.id
+        return try await run {
+            try await store.write { db in
+                let current = try Chat.webhook(db, app: app, id: id)
+                let events = try request.events.map { try Validate.webhookEvents($0, format: current.format) }
+                if let url { try db.execute("UPDATE webhook_endpoint SET url = \(url) WHERE public_id = \(id)") }
+                if let events { try db.execute("UPDATE webhook_endpoint SET events = \(events) WHERE public_id = \(id)") }
+                if let description { try db.execute("UPDATE webhook_endpoint SET description = \(description) WHERE public_id = \(id)") }
+                switch request.paused {
+                case true?:
+                    try db.execute("""
+                        UPDATE webhook_endpoint SET paused_at = coalesce(paused_at, \(now)), paused_reason = 'paused by the app'
+                        WHERE public_id = \(id)
+                        """)
+                case false?:
+                    try db.execute("""
+                        UPDATE webhook_endpoint SET paused_at = NULL, paused_reason = NULL, failing_since = NULL WHERE public_id = \(id)
+                        """)
+                case nil: break
+                }
+                try db.execute("UPDATE webhook_endpoint SET updated_at = \(now) WHERE public_id = \(id)")
+                return try Chat.webhook(db, app: app, id: id)
+            }
+        }
+    }
+
+    /// Replaces an endpoint's signing secret (answered once).
+    public func rotateWebhookSecret(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
+        let secret = "whsec_" + Crypto.randomToken()
+        return try await run {
+            try await store.write { db in
+                _ = try Chat.webhook(db, app: server.app.id, id: id)
+                try db.execute("UPDATE webhook_endpoint SET secret = \(secret) WHERE public_id = \(id)")
+                var endpoint = try Chat.webhook(db, app: server.app.id, id: id)
+                endpoint.secret = secret
+                return endpoint
+            }
+        }
+    }
+
+    /// Removes an endpoint and every delivery waiting for it.
+    public func deleteWebhook(_ server: ServerApp, id: String) async throws {
+        try await run {
+            try await store.write { db in
+                let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
+                try db.execute("DELETE FROM outbox WHERE kind = \(Webhooks.kind) AND lane = \(lane)")
+                try db.execute("DELETE FROM webhook_endpoint WHERE id = \(lane)")
+            }
+        }
+    }
+
+    /// An endpoint's deliveries, oldest first: `failed` ones (given up on) or `pending` ones.
+    public func webhookDeliveries(_ server: ServerApp, id: String, failed: Bool, after: String?, limit: Int?) async throws -> WebhookDeliveryList {
+        let limit = try Validate.limit(limit, in: 1...500, default: 100)
+        let after = try after.map { text -> Int64 in
+            guard text.hasPrefix("whd_"), let row = Int64(text.dropFirst(4)) else { throw ChatError.invalid("after must be a delivery id (whd_…)") }
+            return row
+        } ?? 0
+        return try await run {
+            try await store.read { db in
+                let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
+                let state: SQL = failed ? "failed_at IS NOT NULL" : "failed_at IS NULL"
+                let rows = try db.fetchAll("""
+                    SELECT id, kind, payload, attempts, created_at, due_at, failed_at FROM outbox
+                    WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND id > \(after) AND 
+                    """ + state + " ORDER BY id LIMIT \(limit + 1)")
+                let deliveries = try rows.prefix(limit).compactMap { row -> WebhookDelivery? in
+                    let item = try Chat.outboxItem(row)
+                    guard let message = WebhookMessage(item) else { return nil }
+                    let failedAt = try row.get("failed_at", as: Int64?.self)
+                    return WebhookDelivery(id: message.id, type: message.type, createdAt: Chat.date(message.createdAt), attempts: item.attempts,
+                                           dueAt: failedAt == nil ? Chat.date(try row.get("due_at")) : nil, failedAt: failedAt.map(Chat.date))
+                }
+                return WebhookDeliveryList(deliveries: deliveries, hasMore: rows.count > limit)
+            }
+        }
+    }
+
+    /// Puts failed deliveries back in line (one, or every one of the endpoint), due now with
+    /// their attempts reset; they go out in their original order among the waiting ones.
+    public func replayWebhookDeliveries(_ server: ServerApp, id: String, delivery: String?) async throws -> ReplayResult {
+        let now = nowMilliseconds
+        let row = try delivery.map { text -> Int64 in
+            guard text.hasPrefix("whd_"), let row = Int64(text.dropFirst(4)) else { throw ChatError.deliveryNotFound }
+            return row
+        }
+        return try await run {
+            try await store.write { db in
+                let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
+                let only: SQL = row.map { " AND id = \($0)" } ?? ""
+                let count = try db.execute("""
+                    UPDATE outbox SET failed_at = NULL, attempts = 0, due_at = \(now), claimed_by = NULL, claimed_until = NULL
+                    WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND failed_at IS NOT NULL
+                    """ + only)
+                if row != nil, count == 0 { throw ChatError.deliveryNotFound }
+                return ReplayResult(replayed: count)
+            }
+        }
+    }
+
+    // MARK: - Delivering
+
+    /// Claims up to `lanes` endpoints whose head delivery is due, each with up to `perLane` of
+    /// its rows in order, for `holder` until `lease` from now. An endpoint is worked on by one
+    /// worker at a time (on PostgreSQL its claim takes a transaction-scoped advisory lock on
+    /// the lane, so two nodes never take one lane at once); paused endpoints are skipped.
+    public func claimWebhooks(holder: String, lanes: Int, perLane: Int, lease: Duration) async throws -> [WebhookBatch] {
+        let now = nowMilliseconds
+        let until = now + Chat.milliseconds(lease)
+        return try await run {
+            try await store.write { db in
+                var batches: [WebhookBatch] = []
+                for head in try Chat.webhookHeads(db, now: now, limit: lanes * 2) where batches.count < lanes {
+                    if db.dialect == .postgres {
+                        let locked = try db.fetchValue(Int64.self, """
+                            SELECT CASE WHEN pg_try_advisory_xact_lock(20000, CAST(\(head) AS integer)) THEN 1 ELSE 0 END
+                            """) ?? 0
+                        guard locked == 1 else { continue }
+                    }
+                    // Read again under the lock: another node may have claimed it meanwhile.
+                    let rows = try db.fetchAll("""
+                        SELECT id, kind, payload, attempts, created_at, due_at, claimed_until FROM outbox
+                        WHERE kind = \(Webhooks.kind) AND lane = \(head) AND failed_at IS NULL ORDER BY id LIMIT \(perLane)
+                        """)
+                    guard let first = rows.first, try first.get("due_at", as: Int64.self) <= now,
+                          (try first.get("claimed_until", as: Int64?.self) ?? 0) < now,
+                          let endpoint = try db.fetchOne("""
+                            SELECT w.public_id, w.url, w.secret, w.format, a.public_key, a.secret AS app_secret
+                            FROM webhook_endpoint w JOIN app a ON a.id = w.app_id WHERE w.id = \(head) AND w.paused_at IS NULL
+                            """) else { continue }
+                    let items = try rows.prefix { try $0.get("due_at", as: Int64.self) <= now }.map(Chat.outboxItem)
+                    try db.execute("UPDATE outbox SET claimed_by = \(holder), claimed_until = \(until) WHERE id IN (\(list: items.map(\.id)))")
+                    batches.append(WebhookBatch(lane: head, endpointID: try endpoint.get("public_id"), url: try endpoint.get("url"),
+                                                secret: try endpoint.get("secret"),
+                                                format: WebhookFormat(rawValue: try endpoint.get("format")) ?? .parley,
+                                                appKey: try endpoint.get("public_key"), appSecret: try endpoint.get("app_secret", as: String?.self),
+                                                deliveries: items.compactMap(WebhookMessage.init)))
+                    // A row that cannot be read is not held back behind: drop it.
+                    let unreadable = items.filter { WebhookMessage($0) == nil }.map(\.id)
+                    if !unreadable.isEmpty { try db.execute("DELETE FROM outbox WHERE id IN (\(list: unreadable))") }
+                }
+                return batches
+            }
+        }
+    }
+
+    /// When the next endpoint's head delivery falls due (nil: nothing waits), for a worker to
+    /// sleep until then. Held heads, paused endpoints and rows behind a head do not count.
+    public func nextWebhookDue() async throws -> Date? {
+        let now = nowMilliseconds
+        return try await run {
+            try await store.read { db in
+                try db.fetchValue(Int64.self, """
+                    SELECT min(o.due_at) FROM outbox o JOIN webhook_endpoint w ON w.id = o.lane
+                    WHERE o.kind = \(Webhooks.kind) AND o.failed_at IS NULL AND w.paused_at IS NULL
+                      AND (o.claimed_until IS NULL OR o.claimed_until < \(now))
+                      AND o.id = (SELECT min(p.id) FROM outbox p WHERE p.kind = \(Webhooks.kind) AND p.lane = o.lane AND p.failed_at IS NULL)
+                    """).map(Chat.date)
+            }
+        }
+    }
+
+    /// A delivery the receiver took (2xx): removed, and the endpoint marked healthy.
+    public func webhookDelivered(_ delivery: WebhookMessage, lane: Int64, holder: String) async throws {
+        try await run {
+            try await store.write { db in
+                try db.execute("DELETE FROM outbox WHERE id = \(delivery.item.id) AND claimed_by = \(holder)")
+                try db.execute("""
+                    UPDATE webhook_endpoint SET failing_since = NULL, last_error = NULL WHERE id = \(lane) AND failing_since IS NOT NULL
+                    """)
+            }
+        }
+    }
+
+    /// A delivery that failed: tried again `after` from now, or (`after` nil: out of attempts)
+    /// kept as failed and its endpoint paused; the rest of the lane's claim is let go.
+    public func webhookFailed(_ delivery: WebhookMessage, lane: Int64, holder: String, error: String, after: Duration?) async throws {
+        let now = nowMilliseconds
+        let reason = String(error.prefix(300))
+        try await run {
+            try await store.write { db in
+                if let after {
+                    try db.execute("""
+                        UPDATE outbox SET attempts = attempts + 1, due_at = \(now + Chat.milliseconds(after)), claimed_by = NULL, claimed_until = NULL
+                        WHERE id = \(delivery.item.id) AND claimed_by = \(holder)
+                        """)
+                } else {
+                    try db.execute("""
+                        UPDATE outbox SET attempts = attempts + 1, failed_at = \(now), claimed_by = NULL, claimed_until = NULL
+                        WHERE id = \(delivery.item.id) AND claimed_by = \(holder)
+                        """)
+                    let why = "delivery \(delivery.id) failed for the whole retry window (last: \(reason)); resume with PATCH {\"paused\": false}"
+                    try db.execute("UPDATE webhook_endpoint SET paused_at = \(now), paused_reason = \(why) WHERE id = \(lane)")
+                }
+                try db.execute("""
+                    UPDATE webhook_endpoint SET failing_since = coalesce(failing_since, \(now)), last_error = \(reason) WHERE id = \(lane)
+                    """)
+                try db.execute("""
+                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND claimed_by = \(holder)
+                    """)
+            }
+        }
+    }
+
+    /// Lets go of rows claimed and not tried (a worker stopping).
+    public func releaseWebhooks(lane: Int64, holder: String) async throws {
+        try await run {
+            try await store.write { db in
+                try db.execute("""
+                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND claimed_by = \(holder)
+                    """)
+            }
+        }
+    }
+
+    /// Endpoints paused and deliveries failed, across apps (for `/metrics`).
+    public func webhookHealth() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
+        try await run {
+            try await store.read { db in
+                (try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE paused_at IS NOT NULL") ?? 0,
+                 try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE failing_since IS NOT NULL") ?? 0,
+                 try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE kind = \(Webhooks.kind) AND failed_at IS NOT NULL") ?? 0,
+                 try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE kind = \(Webhooks.kind) AND failed_at IS NULL") ?? 0)
+            }
+        }
+    }
+
+    // MARK: - Inside a transaction
+
+    /// Lanes whose head (oldest unfinished row) is due and unheld, oldest due first.
+    static func webhookHeads(_ db: any Database, now: Int64, limit: Int) throws -> [Int64] {
+        try db.fetchAll("""
+            SELECT o.lane FROM outbox o JOIN webhook_endpoint w ON w.id = o.lane
+            WHERE o.kind = \(Webhooks.kind) AND o.failed_at IS NULL AND o.due_at <= \(now) AND w.paused_at IS NULL
+              AND (o.claimed_until IS NULL OR o.claimed_until < \(now))
+              AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.kind = \(Webhooks.kind) AND p.lane = o.lane AND p.failed_at IS NULL AND p.id < o.id)
+            ORDER BY o.due_at, o.id LIMIT \(limit)
+            """).map { try $0.get("lane") }
+    }
+
+    static func outboxItem(_ row: Row) throws -> OutboxItem {
+        OutboxItem(id: try row.get("id"), kind: try row.get("kind"), payload: try row.get("payload"),
+                   attempts: Int(try row.get("attempts", as: Int64.self)), createdAt: Chat.date(try row.get("created_at")))
+    }
+
+    static func webhookLane(_ db: any Database, app: Int64, id: String) throws -> Int64 {
+        guard id.utf8.count <= 64,
+              let lane = try db.fetchValue(Int64.self, "SELECT id FROM webhook_endpoint WHERE app_id = \(app) AND public_id = \(id)") else {
+            throw ChatError.webhookNotFound
+        }
+        return lane
+    }
+
+    static func webhook(_ db: any Database, app: Int64, id: String) throws -> WebhookEndpoint {
+        guard id.utf8.count <= 64, let row = try db.fetchOne("""
+            SELECT w.id, w.public_id, w.url, w.events, w.format, w.description, w.created_at, w.failing_since, w.last_error, w.paused_at,
+                   w.paused_reason,
+                   (SELECT count(*) FROM outbox o WHERE o.kind = \(Webhooks.kind) AND o.lane = w.id AND o.failed_at IS NULL) AS pending,
+                   (SELECT count(*) FROM outbox o WHERE o.kind = \(Webhooks.kind) AND o.lane = w.id AND o.failed_at IS NOT NULL) AS failed
+            FROM webhook_endpoint w WHERE w.app_id = \(app) AND w.public_id = \(id)
+            """) else { throw ChatError.webhookNotFound }
+        return WebhookEndpoint(
+            id: try row.get("public_id"), url: try row.get("url"),
+            events: try row.get("events", as: String.self).split(separator: ",").compactMap { WebhookEventType(rawValue: String($0)) },
+            format: WebhookFormat(rawValue: try row.get("format")) ?? .parley, description: try row.get("description", as: String?.self),
+            secret: nil, createdAt: date(try row.get("created_at")), failingSince: try row.get("failing_since", as: Int64?.self).map(date),
+            lastError: try row.get("last_error", as: String?.self), pausedAt: try row.get("paused_at", as: Int64?.self).map(date),
+            pausedReason: try row.get("paused_reason", as: String?.self), pending: Int(try row.get("pending", as: Int64.self)),
+            failed: Int(try row.get("failed", as: Int64.self)))
+    }
+}
+
+extension Validate {
+    /// An http(s) URL of at most 2,048 bytes, without credentials or a fragment, whose host
+    /// (when it is an address) is public unless private addresses are allowed. Names that
+    /// resolve to private addresses are refused when a delivery connects.
+    static func webhookURL(_ text: String, allowPrivate: Bool) throws -> String {
+        guard (1...2048).contains(text.utf8.count), let components = URLComponents(string: text),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.host, !host.isEmpty else {
+            throw ChatError.invalid("url must be an http:// or https:// URL of at most 2048 bytes")
+        }
+        guard components.user == nil, components.password == nil else { throw ChatError.invalid("url must not carry a user or password") }
+        guard components.fragment == nil else { throw ChatError.invalid("url must not have a #fragment") }
+        guard !text.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7f }) else {
+            throw ChatError.invalid("url must not contain spaces or control characters")
+        }
+        if !allowPrivate {
+            let lowered = host.lowercased()
+            if lowered == "localhost" || lowered.hasSuffix(".localhost") {
+                throw ChatError.invalid("url names this machine (\(host)); webhooks reach public addresses only unless the server runs with --webhooks-allow-private")
+            }
+            if let bytes = AddressPolicy.literal(host),
+               bytes.count == 4 ? AddressPolicy.isPrivate(ipv4: bytes) : AddressPolicy.isPrivate(ipv6: bytes) {
+                throw ChatError.invalid("url names a private address (\(host)); webhooks reach public addresses only unless the server runs with --webhooks-allow-private")
+            }
+        }
+        return text
+    }
+
+    /// A non-empty list of the format's event types, stored comma-separated.
+    static func webhookEvents(_ events: [WebhookEventType], format: WebhookFormat) throws -> String {
+        guard !events.isEmpty else { throw ChatError.invalid("events must name at least one event type") }
+        let wrong = events.filter { $0.isPusher != (format == .pusher) }
+        guard wrong.isEmpty else {
+            let allowed = WebhookEventType.allCases.filter { $0.isPusher == (format == .pusher) }.map(\.rawValue)
+            throw ChatError.invalid("a \(format.rawValue)-format endpoint hears \(allowed.joined(separator: ", ")); not \(wrong.map(\.rawValue).joined(separator: ", "))")
+        }
+        var seen = Set<WebhookEventType>()
+        return events.filter { seen.insert($0).inserted }.map(\.rawValue).joined(separator: ",")
+    }
+
+    static func webhookDescription(_ text: String) throws -> String {
+        guard text.unicodeScalars.count <= 200 else { throw ChatError.invalid("description must be at most 200 characters") }
+        return text
+    }
+}

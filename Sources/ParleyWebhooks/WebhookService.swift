@@ -1,0 +1,228 @@
+import Foundation
+public import ParleyChat
+import ParleyCrypto
+import ParleyOutbound
+import ParleyWire
+
+/// Webhook settings (`--webhook-*`, `--webhooks-allow-private`, `--outbound-ca-file`):
+/// docs/webhooks.md.
+public struct WebhookConfiguration: Sendable, Equatable {
+    /// Whether receivers on loopback, private and link-local addresses may be reached.
+    public var allowPrivate = false
+    /// How long a delivery is retried before it is kept as failed (and its endpoint paused).
+    public var retryWindow: Duration = .seconds(24 * 3600)
+    /// The first retry's delay; each next one doubles, up to an hour.
+    public var firstRetry: Duration = .seconds(5)
+    /// Endpoints delivered to at once by this node (each one delivery at a time, in order).
+    public var concurrency = 8
+    /// A receiver that has not answered after this has failed the attempt.
+    public var timeout: Duration = .seconds(10)
+    /// An extra CA to trust for https receivers, besides the system's.
+    public var outboundCAFile: String?
+    /// The `User-Agent` deliveries carry.
+    public var userAgent = "Parley-Webhooks"
+
+    /// The defaults.
+    public init() {}
+
+    /// Attempts before a delivery is given up: as many as the backoff schedule fits into the
+    /// retry window, plus the first.
+    public var maxAttempts: Int {
+        let window = Self.seconds(retryWindow)
+        var delay = max(0.001, Self.seconds(firstRetry))
+        var total = 0.0
+        var attempts = 1
+        while total < window {
+            total += min(delay, 3600)
+            delay *= 2
+            attempts += 1
+        }
+        return attempts
+    }
+
+    /// The delay before attempt `attempt + 1`: `firstRetry` doubled `attempt` times, at most an
+    /// hour, between 0.8 and 1.2 times that.
+    public func backoff(attempt: Int) -> Duration {
+        let base = min(3600, Self.seconds(firstRetry) * pow(2, Double(min(attempt, 40))))
+        return .milliseconds(Int(base * Double.random(in: 0.8...1.2) * 1000))
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// Counts for `/metrics`.
+public struct WebhookStatistics: Sendable {
+    /// Deliveries a receiver took (2xx).
+    public var delivered = 0
+    /// Attempts that failed and will be tried again.
+    public var retried = 0
+    /// Deliveries given up on (their endpoint paused).
+    public var failed = 0
+    /// Zero counts.
+    public init() {}
+}
+
+/// Delivers the webhook outbox: each of ``WebhookConfiguration/concurrency`` senders claims
+/// one endpoint's lane at a time and posts its deliveries in order, on a connection of its
+/// own, stopping at the first failure (which is retried with backoff while the rest wait).
+/// Every node runs one; lanes are claimed (decision 0020), so an endpoint is delivered to by
+/// one sender at a time across nodes. A slow or dead receiver holds up only its own lane.
+public final class WebhookService: Sendable {
+    private let chat: Chat
+    private let configuration: WebhookConfiguration
+    private let trust: TrustStore
+    private let node = Crypto.randomID(prefix: "webhook_", length: 10)
+    private let statistics = LockedValue(WebhookStatistics())
+    private let tasks = LockedValue([Task<Void, Never>]())
+    private let wake = Wakeup()
+
+    /// Reads the extra CA; nothing is sent until ``start()``.
+    ///
+    /// - Throws: a message naming the file to fix.
+    public init(chat: Chat, configuration: WebhookConfiguration) throws {
+        self.chat = chat
+        self.configuration = configuration
+        do {
+            trust = try TrustStore(extraFile: configuration.outboundCAFile)
+        } catch let error as OutboundError {
+            throw WebhookSetupError(description: error.description)
+        }
+        // A committed change may have written deliveries: idle senders look at once.
+        let wake = wake
+        chat.bus?.subscribe { _ in wake.signal() }
+    }
+
+    /// Counts so far.
+    public var currentStatistics: WebhookStatistics { statistics.withLock { $0 } }
+
+    /// Starts delivering.
+    public func start() {
+        let started = (0..<max(1, configuration.concurrency)).map { index in Task { await self.sendLoop(index: index) } }
+        tasks.withLock { $0 = started }
+    }
+
+    /// Stops (deliveries being sent are left to their lease).
+    public func stop() {
+        for task in tasks.withLock({ $0 }) { task.cancel() }
+        wake.signal()
+    }
+
+    private func sendLoop(index: Int) async {
+        let holder = "\(node)/\(index)"
+        let queue = DispatchQueue(label: "parley.webhooks.\(index)")
+        guard let http = try? OutboundHTTP(trust: trust, timeout: configuration.timeout,
+                                           policy: .webhooks(allowPrivate: configuration.allowPrivate)) else { return }
+        let perLane = 20
+        while !Task.isCancelled {
+            guard await waitForDue() else { continue }
+            let batches = (try? await chat.claimWebhooks(holder: holder, lanes: 1, perLane: perLane,
+                                                          lease: configuration.timeout * (perLane + 1))) ?? []
+            if batches.isEmpty {
+                await wake.wait(upTo: .milliseconds(50))
+                continue
+            }
+            for batch in batches { await deliver(batch, holder: holder, http: http, queue: queue) }
+        }
+    }
+
+    /// Posts a lane's deliveries in order until one fails.
+    private func deliver(_ batch: WebhookBatch, holder: String, http: OutboundHTTP, queue: DispatchQueue) async {
+        for delivery in batch.deliveries {
+            let request = Self.request(for: delivery, in: batch, userAgent: configuration.userAgent)
+            let result: Result<OutboundResponse, OutboundError> = await onQueue(queue) {
+                do { return .success(try http.post(batch.url, headers: request.headers, body: request.body)) } catch let error as OutboundError {
+                    return .failure(error)
+                } catch {
+                    return .failure(OutboundError(description: "\(error)"))
+                }
+            }
+            let problem: String? = switch result {
+            case .success(let response) where (200...299).contains(response.status): nil
+            case .success(let response): "HTTP \(response.status)"
+            case .failure(let error): error.description
+            }
+            guard let problem else {
+                statistics.withLock { $0.delivered += 1 }
+                try? await chat.webhookDelivered(delivery, lane: batch.lane, holder: holder)
+                continue
+            }
+            let retry = delivery.item.attempts + 1 < configuration.maxAttempts
+            statistics.withLock { if retry { $0.retried += 1 } else { $0.failed += 1 } }
+            if !retry {
+                FileHandle.standardError.write(Data("""
+                    parley-server: webhook \(batch.endpointID) paused: delivery \(delivery.id) failed for \(configuration.retryWindow) (last: \(problem))\n
+                    """.utf8))
+            }
+            try? await chat.webhookFailed(delivery, lane: batch.lane, holder: holder, error: problem,
+                                          after: retry ? configuration.backoff(attempt: delivery.item.attempts) : nil)
+            return
+        }
+    }
+
+    /// The body and headers of one attempt: Parley's signed envelope, or Pusher's.
+    static func request(for delivery: WebhookMessage, in batch: WebhookBatch, userAgent: String,
+                        now: Date = Date()) -> (headers: [String], body: [UInt8]) {
+        var headers = ["Content-Type: application/json", "User-Agent: \(userAgent)", "Expect:"]
+        switch batch.format {
+        case .parley:
+            let body = delivery.body
+            let timestamp = Int64(now.timeIntervalSince1970)
+            headers += ["Parley-Webhook-Id: \(delivery.id)", "Parley-Webhook-Attempt: \(delivery.item.attempts + 1)",
+                        "Parley-Signature: " + WebhookSignature.header(secret: batch.secret, timestamp: timestamp, body: body)]
+            return (headers, body)
+        case .pusher:
+            let body = delivery.pusherBody
+            let signature = Crypto.hmacSHA256(key: Array((batch.appSecret ?? "").utf8), message: body).hexString
+            headers += ["X-Pusher-Key: \(batch.appKey)", "X-Pusher-Signature: \(signature)", "Parley-Webhook-Id: \(delivery.id)"]
+            return (headers, body)
+        }
+    }
+
+    /// Returns once a lane's head is due, or after the next due time or 1 s, whichever is
+    /// sooner (committed changes wake it sooner): true when one was due.
+    private func waitForDue() async -> Bool {
+        var wait = Duration.seconds(1)
+        if let next = try? await chat.nextWebhookDue() {
+            let seconds = next.timeIntervalSinceNow
+            if seconds <= 0 { return true }
+            wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))
+        }
+        await wake.wait(upTo: wait)
+        return false
+    }
+
+    private func onQueue<T: Sendable>(_ queue: DispatchQueue, _ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in queue.async { continuation.resume(returning: work()) } }
+    }
+}
+
+/// A webhook setting that cannot work (an unreadable CA file).
+public struct WebhookSetupError: Error, Sendable, CustomStringConvertible {
+    /// What to fix.
+    public var description: String
+}
+
+/// `Parley-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`, and its
+/// check as a receiver does it (docs/webhooks.md, "Verifying a delivery").
+public enum WebhookSignature: Sendable {
+    /// The header's value.
+    public static func header(secret: String, timestamp: Int64, body: [UInt8]) -> String {
+        "t=\(timestamp),v1=" + Crypto.hmacSHA256(key: Array(secret.utf8), message: Array("\(timestamp).".utf8) + body).hexString
+    }
+
+    /// Whether `header` signs `body` with `secret` within `tolerance` seconds of `now`.
+    public static func verify(header: String, body: [UInt8], secret: String, now: Int64, tolerance: Int64 = 300) -> Bool {
+        var timestamp: Int64?
+        var signatures: [String] = []
+        for part in header.split(separator: ",") {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2 else { continue }
+            if pair[0] == "t" { timestamp = Int64(pair[1]) } else if pair[0] == "v1" { signatures.append(String(pair[1])) }
+        }
+        guard let timestamp, abs(now - timestamp) <= tolerance else { return false }
+        let expected = Array(Crypto.hmacSHA256(key: Array(secret.utf8), message: Array("\(timestamp).".utf8) + body).hexString.utf8)
+        return signatures.contains { Crypto.constantTimeEqual(Array($0.utf8), expected) }
+    }
+}

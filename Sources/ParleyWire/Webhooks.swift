@@ -1,0 +1,185 @@
+public import Foundation
+
+/// What a webhook endpoint hears about (docs/webhooks.md).
+public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
+    /// A message was sent.
+    case messageCreated = "message.created"
+    /// A message was edited.
+    case messageEdited = "message.edited"
+    /// A message was deleted.
+    case messageDeleted = "message.deleted"
+    /// Someone joined or was added to a conversation.
+    case memberAdded = "member.added"
+    /// Someone left or was removed.
+    case memberRemoved = "member.removed"
+    /// A member's role changed.
+    case memberUpdated = "member.updated"
+    /// A conversation was created.
+    case conversationCreated = "conversation.created"
+    /// A conversation's title or custom data changed.
+    case conversationUpdated = "conversation.updated"
+    /// A user was created (signed up, a guest, or by the server API).
+    case userCreated = "user.created"
+    // Pusher-format endpoints (`"format": "pusher"`) hear Pusher's own events:
+    /// Pusher: a channel got its first subscriber.
+    case channelOccupied = "channel_occupied"
+    /// Pusher: a channel lost its last subscriber.
+    case channelVacated = "channel_vacated"
+    /// Pusher: a user joined a presence channel.
+    case pusherMemberAdded = "member_added"
+    /// Pusher: a user left a presence channel.
+    case pusherMemberRemoved = "member_removed"
+    /// Pusher: a client event on a private or presence channel.
+    case clientEvent = "client_event"
+
+    /// Whether a Pusher-format endpoint hears it (else a Parley-format one does).
+    public var isPusher: Bool { !rawValue.contains(".") }
+}
+
+/// The format of an endpoint's deliveries.
+public enum WebhookFormat: String, Codable, Sendable, CaseIterable {
+    /// `{"id","type","createdAt","data"}` signed with `Parley-Signature`.
+    case parley
+    /// Pusher's `{"time_ms","events":[…]}` signed with `X-Pusher-Key` / `X-Pusher-Signature`.
+    case pusher
+}
+
+/// `POST /v1/server/webhooks`.
+public struct CreateWebhookRequest: Hashable, Codable, Sendable {
+    /// Where deliveries are POSTed (http or https).
+    public var url: String
+    /// The event types it hears (at least one).
+    public var events: [WebhookEventType]
+    /// Default `parley`.
+    public var format: WebhookFormat?
+    /// A note for people.
+    public var description: String?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(url: String, events: [WebhookEventType], format: WebhookFormat? = nil, description: String? = nil) {
+        self.url = url
+        self.events = events
+        self.format = format
+        self.description = description
+    }
+}
+
+/// `PATCH /v1/server/webhooks/{id}`: absent fields are kept.
+public struct UpdateWebhookRequest: Hashable, Codable, Sendable {
+    /// A new URL.
+    public var url: String?
+    /// New event types.
+    public var events: [WebhookEventType]?
+    /// A new note.
+    public var description: String?
+    /// `true` pauses deliveries (events are still kept for it); `false` resumes them.
+    public var paused: Bool?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(url: String? = nil, events: [WebhookEventType]? = nil, description: String? = nil, paused: Bool? = nil) {
+        self.url = url
+        self.events = events
+        self.description = description
+        self.paused = paused
+    }
+}
+
+/// A webhook endpoint.
+public struct WebhookEndpoint: Hashable, Codable, Sendable {
+    /// `wh_…`.
+    public var id: String
+    /// Where deliveries go.
+    public var url: String
+    /// What it hears.
+    public var events: [WebhookEventType]
+    /// How deliveries are written and signed.
+    public var format: WebhookFormat
+    /// A note for people.
+    public var description: String?
+    /// The signing secret (`whsec_…`): only in the answer that created it or rotated it.
+    public var secret: String?
+    /// When it was registered.
+    public var createdAt: Date
+    /// Since when its deliveries have been failing (nil: the last one succeeded).
+    public var failingSince: Date?
+    /// The last failure: a status, a timeout, a refused connection or address.
+    public var lastError: String?
+    /// When it was paused (by the backend, or by the server after a delivery failed for the
+    /// whole retry window); nil while deliveries run.
+    public var pausedAt: Date?
+    /// Why it was paused.
+    public var pausedReason: String?
+    /// Deliveries waiting (including retries).
+    public var pending: Int
+    /// Deliveries given up on (list and replay them).
+    public var failed: Int
+    /// Creates the value; each argument sets the property of the same name.
+    public init(id: String, url: String, events: [WebhookEventType], format: WebhookFormat, description: String?, secret: String?,
+                createdAt: Date, failingSince: Date?, lastError: String?, pausedAt: Date?, pausedReason: String?, pending: Int, failed: Int) {
+        self.id = id
+        self.url = url
+        self.events = events
+        self.format = format
+        self.description = description
+        self.secret = secret
+        self.createdAt = createdAt
+        self.failingSince = failingSince
+        self.lastError = lastError
+        self.pausedAt = pausedAt
+        self.pausedReason = pausedReason
+        self.pending = pending
+        self.failed = failed
+    }
+}
+
+/// The app's endpoints.
+public struct WebhookEndpointList: Hashable, Codable, Sendable {
+    /// Oldest first.
+    public var webhooks: [WebhookEndpoint]
+    /// Creates the value.
+    public init(webhooks: [WebhookEndpoint]) { self.webhooks = webhooks }
+}
+
+/// One delivery (`Parley-Webhook-Id`), waiting or given up on.
+public struct WebhookDelivery: Hashable, Codable, Sendable {
+    /// `whd_…`, the same on every attempt.
+    public var id: String
+    /// The event type.
+    public var type: String
+    /// When the event happened.
+    public var createdAt: Date
+    /// Attempts made.
+    public var attempts: Int
+    /// When the next attempt is due (waiting deliveries).
+    public var dueAt: Date?
+    /// When it was given up on (failed deliveries).
+    public var failedAt: Date?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(id: String, type: String, createdAt: Date, attempts: Int, dueAt: Date?, failedAt: Date?) {
+        self.id = id
+        self.type = type
+        self.createdAt = createdAt
+        self.attempts = attempts
+        self.dueAt = dueAt
+        self.failedAt = failedAt
+    }
+}
+
+/// A page of deliveries, oldest first.
+public struct WebhookDeliveryList: Hashable, Codable, Sendable {
+    /// The deliveries.
+    public var deliveries: [WebhookDelivery]
+    /// More follow (ask with `after` = the last id).
+    public var hasMore: Bool
+    /// Creates the value.
+    public init(deliveries: [WebhookDelivery], hasMore: Bool) {
+        self.deliveries = deliveries
+        self.hasMore = hasMore
+    }
+}
+
+/// How many failed deliveries a replay put back in line.
+public struct ReplayResult: Hashable, Codable, Sendable {
+    /// Deliveries queued again.
+    public var replayed: Int
+    /// Creates the value.
+    public init(replayed: Int) { self.replayed = replayed }
+}
