@@ -512,7 +512,9 @@ extension Validate {
         let wrong = events.filter { $0.isPusher != (format == .pusher) }
         guard wrong.isEmpty else {
             let allowed = WebhookEventType.allCases.filter { $0.isPusher == (format == .pusher) }.map(\.rawValue)
-            throw ChatError.invalid("a \(format.rawValue)-format endpoint hears \(allowed.joined(separator: ", ")); not \(wrong.map(\.rawValue).joined(separator: ", "))")
+            let hint = format == .parley ? " (Pusher's events need \"format\": \"pusher\")" : " (Parley's events need \"format\": \"parley\")"
+            throw ChatError.invalid("a \(format.rawValue)-format endpoint hears \(allowed.joined(separator: ", ")); not \(wrong.map(\.rawValue).joined(separator: ", "))"
+                                    + hint)
         }
         var seen = Set<WebhookEventType>()
         return events.filter { seen.insert($0).inserted }.map(\.rawValue).joined(separator: ",")
