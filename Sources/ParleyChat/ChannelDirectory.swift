@@ -91,4 +91,19 @@ public protocol ChannelDirectory: Sendable {
     func occupancy(app: Int64, prefix: String, completion: @escaping @Sendable ([ChannelOccupancy]?) -> Void)
     /// Stops the heartbeat; the other nodes then take this node's members away.
     func stop()
+    /// ``start(state:announce:)``, and `occupancy` told when a channel gets its first socket
+    /// on any node (`true`) or loses its last on every node (`false`), once across nodes (for
+    /// Pusher's `channel_occupied` and `channel_vacated` webhooks).
+    func start(state: @escaping @Sendable () -> ChannelDirectoryState,
+               announce: @escaping @Sendable ([(member: ChannelMember, added: Bool)]) -> Void,
+               occupancy: @escaping @Sendable ([(app: Int64, channel: String, occupied: Bool)]) -> Void)
+}
+
+extension ChannelDirectory {
+    /// A directory that cannot tell occupancy changes: they are not reported.
+    public func start(state: @escaping @Sendable () -> ChannelDirectoryState,
+                      announce: @escaping @Sendable ([(member: ChannelMember, added: Bool)]) -> Void,
+                      occupancy: @escaping @Sendable ([(app: Int64, channel: String, occupied: Bool)]) -> Void) {
+        start(state: state, announce: announce)
+    }
 }

@@ -91,9 +91,10 @@ public struct WebhookMessage: Sendable, Hashable {
         return writer.bytes
     }
 
-    /// The Pusher-format body: `{"time_ms":…,"events":[<event>]}`.
-    public var pusherBody: [UInt8] {
-        Array("{\"time_ms\":\(createdAt),\"events\":[".utf8) + data + Array("]}".utf8)
+    /// The Pusher-format body: `{"time_ms":…,"events":[<event>]}`, `time_ms` the time of
+    /// sending (Pusher's libraries refuse a webhook more than five minutes old).
+    public func pusherBody(now: Int64) -> [UInt8] {
+        Array("{\"time_ms\":\(now),\"events\":[".utf8) + data + Array("]}".utf8)
     }
 }
 
@@ -523,5 +524,50 @@ extension Validate {
     static func webhookDescription(_ text: String) throws -> String {
         guard text.unicodeScalars.count <= 200 else { throw ChatError.invalid("description must be at most 200 characters") }
         return text
+    }
+}
+
+/// A Pusher-protocol happening for Pusher-format endpoints: its `name` (`channel_occupied`,
+/// `member_added`, …) and the entry of Pusher's `events` list, as JSON.
+public struct PusherWebhookEvent: Sendable, Hashable {
+    /// The event's name.
+    public var name: String
+    /// `{"name":…,"channel":…,…}`.
+    public var json: [UInt8]
+
+    /// An event with its fields (strings), written in Pusher's shape.
+    public init(name: String, channel: String, fields: [(String, String)] = []) {
+        self.name = name
+        var writer = JSONWriter(capacity: 128)
+        writer.object { object in
+            object.key("name"); object.string(name)
+            object.key("channel"); object.string(channel)
+            for (key, value) in fields {
+                object.key(text: key)
+                object.string(value)
+            }
+        }
+        json = writer.bytes
+    }
+}
+
+extension Chat {
+    /// Writes Pusher-format deliveries for an app's Pusher happenings (channels occupied and
+    /// vacated, presence members, client events). Apps without a Pusher-format endpoint cost
+    /// a cached lookup (refreshed every 2 s: a new endpoint hears events within that).
+    public func pusherWebhooks(app: Int64, _ events: [PusherWebhookEvent]) async {
+        guard !events.isEmpty else { return }
+        let now = nowMilliseconds
+        let known = pusherEndpoints.withLock { $0[app] }
+        if let known, known.checkedAt > now - 2000, !known.exists { return }
+        let exists: Bool? = try? await run {
+            try await store.write { db in
+                let count = try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE app_id = \(app) AND format = 'pusher'") ?? 0
+                guard count > 0 else { return false }
+                for event in events { try Webhooks.enqueuePusher(db, app: app, name: event.name, event: event.json, now: now) }
+                return true
+            }
+        }
+        if let exists { pusherEndpoints.withLock { $0[app] = (exists, now) } }
     }
 }

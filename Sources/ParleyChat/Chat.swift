@@ -64,6 +64,8 @@ public final class Chat: Sendable {
     let deliveries = DeliveryCoalescer()
     /// Each app's system account as a caller (the server API's), once looked up.
     let systemCallers = LockedValue([Int64: Caller]())
+    /// Whether each app has a Pusher-format webhook endpoint, and when that was read.
+    let pusherEndpoints = LockedValue([Int64: (exists: Bool, checkedAt: Int64)]())
     private let loadedEpoch = LockedValue<String?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).

@@ -291,6 +291,8 @@ final class PusherConnection: @unchecked Sendable {
         context.chat.publishUnstored(ChannelEvent(app: app.app.id, channel: channel, name: frame.event, dataJSON: dataJSON, position: nil,
                                                   seq: nil, userID: presenceUser[channel], excludedSocket: socketID,
                                                   createdAt: Int64(Date().timeIntervalSince1970 * 1000)))
+        context.hub.clientEvent(app: app.app.id, channel: channel, event: frame.event, dataJSON: dataJSON, socketID: socketID,
+                                userID: presenceUser[channel])
     }
 
     private func signIn(_ frame: PusherClientFrame) {

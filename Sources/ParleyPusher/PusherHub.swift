@@ -43,13 +43,23 @@ final class PusherHub: @unchecked Sendable {
 
     private let bus: any Bus
     private let directory: (any ChannelDirectory)?
+    /// Where Pusher's webhook events go (channels occupied and vacated, presence members,
+    /// client events), each told once across nodes.
+    private let report: @Sendable (Int64, [PusherWebhookEvent]) -> Void
 
-    init(bus: any Bus, directory: (any ChannelDirectory)? = nil) {
+    init(bus: any Bus, directory: (any ChannelDirectory)? = nil, report: @escaping @Sendable (Int64, [PusherWebhookEvent]) -> Void = { _, _ in }) {
         self.bus = bus
         self.directory = directory
+        self.report = report
         directory?.start(state: { [weak self] in self?.localState() ?? ChannelDirectoryState(subscriptions: [], members: []) },
                          announce: { [weak self] changes in
                              for change in changes { self?.announce(change.member, added: change.added, excluding: nil) }
+                         },
+                         occupancy: { changes in
+                             for change in changes {
+                                 report(change.app, [PusherWebhookEvent(name: change.occupied ? "channel_occupied" : "channel_vacated",
+                                                                        channel: change.channel)])
+                             }
                          })
         bus.subscribe { [weak self] publications in
             // Every native message passes here too: hop to the queue only for channel events.
@@ -96,6 +106,7 @@ final class PusherHub: @unchecked Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Subscribed, Never>) in
             queue.async { [self] in
                 let key = ChannelKey(app: app, name: name)
+                if channels[key] == nil, directory == nil { report(app, [PusherWebhookEvent(name: "channel_occupied", channel: name)]) }
                 var channel = channels[key] ?? Channel()
                 let id = ObjectIdentifier(connection)
                 let isNew = channel.sockets[id] == nil
@@ -127,6 +138,7 @@ final class PusherHub: @unchecked Sendable {
                 let local = Self.snapshot(channel)
                 guard let directory else {
                     deliverMember(key, id: member.id, info: member.info, added: true, excluding: connection)
+                    report(app, [Self.memberEvent(channel: name, userID: member.id, added: true)])
                     return continuation.resume(returning: .subscribed(local))
                 }
                 if isNew { directory.subscriptions(app: app, channel: name, change: 1) }
@@ -135,6 +147,7 @@ final class PusherHub: @unchecked Sendable {
                     guard let joined else {
                         // The directory cannot be reached: as if this node were alone.
                         queue.async { [self] in deliverMember(key, id: member.id, info: member.info, added: true, excluding: connection) }
+                        report(app, [Self.memberEvent(channel: name, userID: member.id, added: true)])
                         return continuation.resume(returning: .subscribed(local))
                     }
                     if joined.news && joined.members.count > PusherProtocol.presenceMembersMax {
@@ -181,15 +194,20 @@ final class PusherHub: @unchecked Sendable {
                     directory.leave(app: key.app, channel: key.name, userID: userID) { [self] gone in
                         guard !quietly else { return }
                         if gone == true { announce(ChannelMember(app: key.app, channel: key.name, userID: userID, infoJSON: nil), added: false, excluding: nil) }
-                        if gone == nil { queue.async { [self] in deliverMember(key, id: userID, info: nil, added: false, excluding: nil) } }
+                        if gone == nil {
+                            queue.async { [self] in deliverMember(key, id: userID, info: nil, added: false, excluding: nil) }
+                            report(key.app, [Self.memberEvent(channel: key.name, userID: userID, added: false)])
+                        }
                     }
                 } else if !quietly {
                     for other in channel.sockets.values {
                         other.deliver(.ephemeral(channel: key.name, frame: EncodedWebSocketFrame(utf8: PusherFrames.memberRemoved(channel: key.name, userID: userID))))
                     }
+                    report(key.app, [Self.memberEvent(channel: key.name, userID: userID, added: false)])
                 }
             }
         }
+        if channel.sockets.isEmpty, directory == nil { report(key.app, [PusherWebhookEvent(name: "channel_vacated", channel: key.name)]) }
         channels[key] = channel.sockets.isEmpty ? nil : channel
     }
 
@@ -201,8 +219,29 @@ final class PusherHub: @unchecked Sendable {
         for other in channel.sockets.values where other !== excluding { other.deliver(.ephemeral(channel: key.name, frame: frame)) }
     }
 
-    /// Sends a member change to every node's sockets in the channel, through the bus.
+    /// A client event, for Pusher-format webhooks (`data` as the client sent it, as a string).
+    func clientEvent(app: Int64, channel: String, event: String, dataJSON: String, socketID: String, userID: String?) {
+        var fields = [("event", event), ("data", Self.dataString(dataJSON)), ("socket_id", socketID)]
+        if let userID { fields.append(("user_id", userID)) }
+        report(app, [PusherWebhookEvent(name: "client_event", channel: channel, fields: fields)])
+    }
+
+    /// Pusher's webhook entry for a presence member.
+    private static func memberEvent(channel: String, userID: String, added: Bool) -> PusherWebhookEvent {
+        PusherWebhookEvent(name: added ? "member_added" : "member_removed", channel: channel, fields: [("user_id", userID)])
+    }
+
+    /// A client event's data as Pusher's webhook carries it: the string a client sent, or the
+    /// JSON of anything else.
+    private static func dataString(_ json: String) -> String {
+        if case .string(let text)? = try? JSONValue.decode(json) { return text }
+        return json
+    }
+
+    /// Sends a member change to every node's sockets in the channel, through the bus (and, on
+    /// this node only, to Pusher-format webhooks: each change is announced by one node).
     private func announce(_ member: ChannelMember, added: Bool, excluding socket: String?) {
+        report(member.app, [Self.memberEvent(channel: member.channel, userID: member.userID, added: added)])
         var data: [String: JSONValue] = ["user_id": .string(member.userID)]
         if added { data["user_info"] = member.infoJSON.flatMap { try? JSONValue.decode($0) } ?? .object([:]) }
         let text = (try? JSONValue.string((try? JSONValue.object(data).encoded()) ?? "{}").encoded()) ?? "\"{}\""

@@ -22,7 +22,13 @@ public final class PusherService: Sendable {
     /// Routes the bus's channel events to this node's Pusher sockets; with a `directory`
     /// (several nodes) presence members and occupancy count every node.
     public init(chat: Chat, bus: any Bus, configuration: PusherConfiguration, directory: (any ChannelDirectory)? = nil) {
-        context = PusherContext(chat: chat, hub: PusherHub(bus: bus, directory: directory), configuration: configuration)
+        // Pusher-format webhook events are written in the order they happen, one write at a time.
+        let (events, sink) = AsyncStream.makeStream(of: (Int64, [PusherWebhookEvent]).self)
+        Task {
+            for await (app, batch) in events { await chat.pusherWebhooks(app: app, batch) }
+        }
+        let hub = PusherHub(bus: bus, directory: directory) { app, batch in sink.yield((app, batch)) }
+        context = PusherContext(chat: chat, hub: hub, configuration: configuration)
         let rate = Double(configuration.apiRequestsPerSecond)
         requestRate = SharedRate(name: "pusher-api", rate: rate, burst: 2 * rate, shared: chat.sharedCounters)
     }

@@ -8,6 +8,9 @@ public import ParleyChat
 ///   `<node>\n<user id>`, value the user's `user_info` JSON (empty without one);
 /// - `<prefix>:subs:<node>`, a hash per node: field `<app>\n<channel>`, value the sockets that
 ///   node has in the channel (the index a dead node's channels are found by);
+/// - `<prefix>:occupancy`, a hash: field `<app>\n<channel>`, value the sockets every node has in
+///   the channel, changed with the node's own count in one script, so exactly one node sees a
+///   channel go from 0 to 1 (`channel_occupied`) or back to 0 (`channel_vacated`);
 /// - `<prefix>:alive:<node>`, the node's heartbeat, expiring 15 s after its last (every 5 s);
 /// - `<prefix>:nodes`, the set of nodes.
 ///
@@ -28,6 +31,19 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
     private var timer: (any DispatchSourceTimer)?
     private var state: (@Sendable () -> ChannelDirectoryState)?
     private var announce: (@Sendable ([(member: ChannelMember, added: Bool)]) -> Void)?
+    private var occupancyChanged: (@Sendable ([(app: Int64, channel: String, occupied: Bool)]) -> Void)?
+
+    /// Adds `ARGV[2]` to the node's count (`KEYS[1]`, unless empty) and the total (`KEYS[2]`) of
+    /// field `ARGV[1]`, removing a field that reaches 0; answers the new total.
+    private static let countScript = """
+        if KEYS[1] ~= '' then
+          local mine = redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
+          if mine <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+        end
+        local total = redis.call('HINCRBY', KEYS[2], ARGV[1], ARGV[2])
+        if total <= 0 then redis.call('HDEL', KEYS[2], ARGV[1]) end
+        return total
+        """
 
     /// The heartbeat's period, and how long a node's heartbeat outlives it.
     static let heartbeat: Duration = .seconds(5)
@@ -42,9 +58,16 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
 
     public func start(state: @escaping @Sendable () -> ChannelDirectoryState,
                       announce: @escaping @Sendable ([(member: ChannelMember, added: Bool)]) -> Void) {
+        start(state: state, announce: announce, occupancy: { _ in })
+    }
+
+    public func start(state: @escaping @Sendable () -> ChannelDirectoryState,
+                      announce: @escaping @Sendable ([(member: ChannelMember, added: Bool)]) -> Void,
+                      occupancy: @escaping @Sendable ([(app: Int64, channel: String, occupied: Bool)]) -> Void) {
         queue.async { [self] in
             self.state = state
             self.announce = announce
+            self.occupancyChanged = occupancy
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .now(), repeating: Self.heartbeat.dispatchInterval)
             timer.setEventHandler { [weak self] in self?.beat() }
@@ -89,11 +112,18 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
 
     public func subscriptions(app: Int64, channel: String, change: Int) {
         queue.async { [self] in
-            let field = "\(app)\n\(channel)"
-            guard let replies = try? command([["HINCRBY", key("subs", node), field, String(change)]]),
-                  case .integer(let count) = replies.first, count <= 0 else { return }
-            _ = try? command([["HDEL", key("subs", node), field]])
+            guard let total = count(app: app, channel: channel, change: change, mine: true) else { return }
+            if change > 0 && total == change { occupancyChanged?([(app, channel, true)]) }
+            if change < 0 && total <= 0 { occupancyChanged?([(app, channel, false)]) }
         }
+    }
+
+    /// Changes a channel's total (and this node's count when `mine`); the new total.
+    private func count(app: Int64, channel: String, change: Int, mine: Bool) -> Int? {
+        let field = "\(app)\n\(channel)"
+        guard let replies = try? command([["EVAL", Self.countScript, "2", mine ? key("subs", node) : "", key("occupancy"), field, String(change)]]),
+              case .integer(let total) = replies.first else { return nil }
+        return Int(total)
     }
 
     public func occupancy(app: Int64, prefix channelPrefix: String, completion: @escaping @Sendable ([ChannelOccupancy]?) -> Void) {
@@ -189,8 +219,10 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
     /// Writes this node's channels again and announces its members that are news.
     private func restore() {
         guard let current = state?() else { return }
-        let commands = current.subscriptions.map { ["HSET", key("subs", node), "\($0.app)\n\($0.channel)", String($0.count)] }
-        if !commands.isEmpty { _ = try? command(commands) }
+        // The channels were occupied before Redis lost them: counted again, not announced again.
+        for subscription in current.subscriptions {
+            _ = count(app: subscription.app, channel: subscription.channel, change: subscription.count, mine: true)
+        }
         let news = current.members.compactMap { member in joinNow(member).flatMap { $0.news ? member : nil } }
         if !news.isEmpty { announce?(news.map { ($0, true) }) }
     }
@@ -201,9 +233,14 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
         guard let replies = try? command([["SREM", key("nodes"), dead]]), replies.first == .integer(1) else { return }
         guard let channels = try? command([["HGETALL", key("subs", dead)]]) else { return }
         var gone: [(member: ChannelMember, added: Bool)] = []
-        for (field, _) in Self.pairs(channels[0]) {
+        var vacated: [(app: Int64, channel: String, occupied: Bool)] = []
+        for (field, value) in Self.pairs(channels[0]) {
             let (appText, channel) = Self.split(field)
-            guard channel.hasPrefix("presence-"), let app = Int64(appText) else { continue }
+            guard let app = Int64(appText) else { continue }
+            if let sockets = Int(value), sockets > 0, let total = count(app: app, channel: channel, change: -sockets, mine: false), total <= 0 {
+                vacated.append((app, channel, false))
+            }
+            guard channel.hasPrefix("presence-") else { continue }
             let members = membersKey(app, channel)
             guard let replies = try? command([["HGETALL", members], ["SMEMBERS", key("nodes")]]), replies.count == 2 else { continue }
             let fields = Self.pairs(replies[0]).map(\.0)
@@ -217,6 +254,7 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
         }
         _ = try? command([["DEL", key("subs", dead)]])
         if !gone.isEmpty { announce?(gone) }
+        if !vacated.isEmpty { occupancyChanged?(vacated) }
     }
 
     private func command(_ commands: [[String]]) throws -> [RESPValue] {

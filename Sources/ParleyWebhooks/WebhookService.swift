@@ -173,7 +173,7 @@ public final class WebhookService: Sendable {
                         "Parley-Signature: " + WebhookSignature.header(secret: batch.secret, timestamp: timestamp, body: body)]
             return (headers, body)
         case .pusher:
-            let body = delivery.pusherBody
+            let body = delivery.pusherBody(now: Int64(now.timeIntervalSince1970 * 1000))
             let signature = Crypto.hmacSHA256(key: Array((batch.appSecret ?? "").utf8), message: body).hexString
             headers += ["X-Pusher-Key: \(batch.appKey)", "X-Pusher-Signature: \(signature)", "Parley-Webhook-Id: \(delivery.id)"]
             return (headers, body)

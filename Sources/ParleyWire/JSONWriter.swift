@@ -63,6 +63,13 @@ public struct JSONWriter: Sendable {
 
     private var pendingValueAfterKey = false
 
+    /// Writes a member name that is not known in advance (escaped as a string).
+    public mutating func key(text name: String) {
+        string(name)
+        bytes.append(UInt8(ascii: ":"))
+        pendingValueAfterKey = true
+    }
+
     /// Writes an escaped string.
     public mutating func string(_ text: String) {
         value()

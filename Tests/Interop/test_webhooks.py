@@ -13,6 +13,8 @@ import parley
 from test_server_api import Backend, device_of, user
 from webhookreceiver import Receiver, verify
 
+pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")
+
 FAST = ["--webhooks-allow-private", "--webhook-first-retry", "100", "--server-api-requests-per-second", "1000"]
 
 
@@ -252,3 +254,39 @@ def test_endpoints_are_managed_and_validated(server):
     assert backend.call("GET", f"/v1/server/webhooks/{hook['id']}")[0] == 404
     status, answer = backend.call("POST", f"/v1/server/webhooks/{hook['id']}/replay")
     assert status == 404 and answer["error"]["code"] == "webhook_not_found"
+
+
+def test_pusher_format_webhooks_validate_with_the_pusher_library():
+    from test_pusher import Raw, backend, channel_name, pusher_app_id
+    server = parley.Server(*FAST)
+    server.pusher_id = pusher_app_id(server)
+    receiver = Receiver()
+    try:
+        hook = endpoint(Backend(server), receiver.url,
+                        ["channel_occupied", "channel_vacated", "member_added", "member_removed", "client_event"], format="pusher")
+        assert hook["format"] == "pusher"
+        library = backend(server)
+        presence = channel_name("presence-")
+        socket = Raw(server).open()
+        auth = library.authenticate(channel=presence, socket_id=socket.socket_id, custom_data={"user_id": "u-7"})
+        assert socket.subscribe(presence, auth=auth["auth"], channel_data=auth["channel_data"])["event"].endswith("succeeded")
+        socket.send("client-typing", {"who": "u-7"}, channel=presence)
+        socket.send("pusher:unsubscribe", {"channel": presence})
+        deliveries = receiver.wait_for(lambda ds: len(ds) >= 5, what="five Pusher webhooks")
+        events = [event for d in deliveries for event in d["events"]]
+        assert [e["name"] for e in events] == ["channel_occupied", "member_added", "client_event", "member_removed", "channel_vacated"]
+        assert all(e["channel"] == presence for e in events)
+        assert events[1]["user_id"] == "u-7" and events[3]["user_id"] == "u-7"
+        client_event = events[2]
+        assert client_event["event"] == "client-typing" and json.loads(client_event["data"]) == {"who": "u-7"}
+        assert client_event["socket_id"] == socket.socket_id and client_event["user_id"] == "u-7"
+        for delivery in deliveries:
+            headers = delivery["_headers"]
+            validated = library.validate_webhook(headers["X-Pusher-Key"], headers["X-Pusher-Signature"], delivery["_raw"])
+            assert validated is not None and validated["events"] == delivery["events"]
+        forged = deliveries[0]["_raw"].replace("channel_occupied", "channel_vacated")
+        assert library.validate_webhook(deliveries[0]["_headers"]["X-Pusher-Key"], deliveries[0]["_headers"]["X-Pusher-Signature"], forged) is None
+        socket.ws.close()
+    finally:
+        receiver.close()
+        server.stop()

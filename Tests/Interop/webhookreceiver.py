@@ -71,6 +71,7 @@ class Receiver:
             if 200 <= self.status < 300:
                 parsed = json.loads(body)
                 parsed["_headers"] = dict(headers)
+                parsed["_raw"] = body.decode()
                 self.deliveries.append(parsed)
                 self.arrived.notify_all()
             return self.status
