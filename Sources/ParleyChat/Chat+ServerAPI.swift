@@ -263,6 +263,33 @@ extension Chat {
         }
     }
 
+    /// Sets (or resets) a user's password and signs them out everywhere: an operator's reset,
+    /// or an app that lets some users sign in with a Parley password.
+    ///
+    /// - Throws: 404 `user_not_found`; 400 for a password outside the rules.
+    public func setPassword(_ server: ServerApp, username: String, _ request: SetPasswordRequest) async throws -> ServerUser {
+        let app = server.app.id
+        let (key, name): (Int64, String) = try await run {
+            try await store.read { db in
+                let key = try Chat.userKey(db, app: app, username: username)
+                return (key, try db.fetchValue(String.self, "SELECT username FROM account WHERE id = \(key)") ?? username)
+            }
+        }
+        try Validate.password(request.password, username: name)
+        let password = request.password
+        let cost = configuration.passwordCost
+        let hash = try await onPasswordLane { try Crypto.hashPassword(password, cost: cost) }
+        let user: ServerUser = try await run {
+            try await store.write { db in
+                try db.execute("UPDATE account SET password_hash = \(hash), is_guest = 0 WHERE id = \(key)")
+                try db.execute("DELETE FROM session WHERE user_id = \(key)")
+                return try Chat.serverUser(db, key: key)
+            }
+        }
+        endSessions(user: key)
+        return user
+    }
+
     /// A user of the app acting as themselves (a send "as" them): active accounts only.
     ///
     /// - Throws: 404 `user_not_found`; 403 `user_deactivated`.

@@ -92,6 +92,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         case backup(file: String, ServerConfiguration)
         /// `parley-server restore <file>`: put a backup back (the server stopped).
         case restore(file: String, ServerConfiguration)
+        /// `parley-server admin …`: an operator's command through the server API.
+        case admin(AdminCommand)
         case help
         case version
     }
@@ -280,6 +282,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     ///
     /// - Throws: ``UsageError`` naming the bad option or value.
     public static func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError) -> Command {
+        if arguments.first == "admin" { return .admin(try AdminCommand.parse(Array(arguments.dropFirst()), environment: environment)) }
         var configuration = ServerConfiguration()
         let subcommand = ["apps", "backup", "restore"].contains(arguments.first ?? "") ? arguments.first : nil
         let isApps = subcommand == "apps"

@@ -59,6 +59,11 @@ enum ServerRoutes {
                 await api.respondEmpty { _ = try await chat.signOutEverywhere(app, username: username(request)) }
             }
         }
+        router.post("/v1/server/users/:username/password") { request in
+            await server.handle(request) { app in
+                await api.respond { try await chat.setPassword(app, username: username(request), try await request.decode(SetPasswordRequest.self)) }
+            }
+        }
         router.get("/v1/server/users/:username/conversations") { request in
             await server.handle(request) { app in
                 await api.respond {

@@ -117,3 +117,12 @@ public struct ServerSendMessageRequest: Hashable, Codable, Sendable {
         SendMessageRequest(clientID: clientID, content: content, metadata: metadata, replyTo: replyTo)
     }
 }
+
+/// `POST /v1/server/users/{username}/password`: sets the user's password (they are signed out
+/// everywhere).
+public struct SetPasswordRequest: Hashable, Codable, Sendable {
+    /// The new password (``Limits/passwordBytes``).
+    public var password: String
+    /// Creates the value.
+    public init(password: String) { self.password = password }
+}

@@ -47,6 +47,16 @@ case .apps(let apps, let configuration):
     case .failure(let error): fail("\(error)", code: 65)  // EX_DATAERR
     }
     exit(0)
+case .admin(let admin):
+    let password: @Sendable () -> String? = {
+        ProcessInfo.processInfo.environment["PARLEY_PASSWORD"] ?? readLine(strippingNewline: true).flatMap { $0.isEmpty ? nil : $0 }
+    }
+    switch runBlocking({ try await Admin.run(admin, password: password) }) {
+    case .success(let text): say(text)
+    case .failure(let error as AdminError): fail(error.description, code: error.exitCode)
+    case .failure(let error): fail("\(error)", code: 1)
+    }
+    exit(0)
 case .backup(let file, let configuration):
     switch runBlocking({ try await ParleyServer.runBackup(to: file, configuration: configuration) }) {
     case .success(let text): say(text)

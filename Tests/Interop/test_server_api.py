@@ -224,3 +224,53 @@ def test_server_calls_are_budgeted_per_app():
         assert "Retry-After" in backend.client.last_headers
     finally:
         server.stop()
+
+
+def admin(server, *args, secret=None, password=None):
+    """`parley-server admin …` against the running server."""
+    import os
+    import subprocess
+    env = dict(os.environ, PARLEY_URL=server.url, PARLEY_APP_SECRET=secret or server.app_secret)
+    if password:
+        env["PARLEY_PASSWORD"] = password
+    return subprocess.run([parley.BINARY, "admin", *args], capture_output=True, text=True, timeout=30, env=env)
+
+
+def test_the_admin_tool_does_what_an_operator_does_by_hand(server):
+    import json
+    backend = Backend(server)
+    user(backend, "adm-olga", "Olga")
+    olga = device_of(server, backend, "adm-olga")
+    listed = admin(server, "users", "adm-")
+    assert listed.returncode == 0 and "adm-olga\tOlga" in listed.stdout and "active" in listed.stdout
+    as_json = json.loads(admin(server, "users", "adm-", "--json").stdout)
+    assert [u["user"]["username"] for u in as_json["users"]] == ["adm-olga"]
+    # A reset password signs her out; the new one works.
+    reset = admin(server, "reset-password", "adm-olga", password="a brand new passphrase")
+    assert reset.returncode == 0, reset.stderr
+    assert olga.get("/v1/me")[0] == 401
+    status, _ = parley.Client(server).post("/v1/sessions", {"username": "adm-olga", "password": "a brand new passphrase", "device": "x"})
+    assert status == 201
+    assert admin(server, "deactivate", "adm-olga").returncode == 0
+    assert "deactivated" in admin(server, "user", "adm-olga").stdout
+    status, answer = parley.Client(server).post("/v1/sessions", {"username": "adm-olga", "password": "a brand new passphrase", "device": "x"})
+    assert status == 403 and answer["error"]["code"] == "user_deactivated"
+    assert admin(server, "reactivate", "adm-olga").returncode == 0
+    assert admin(server, "sign-out", "adm-olga").returncode == 0
+    status, group = backend.call("POST", "/v1/server/conversations", {"kind": "group", "title": "Ops", "members": ["adm-olga"]})
+    shown = admin(server, "conversation", group["id"])
+    assert shown.returncode == 0 and "Ops" in shown.stdout and "adm-olga" in shown.stdout
+    assert admin(server, "webhooks").returncode == 0
+    missing = admin(server, "user", "adm-nobody")
+    assert missing.returncode == 1 and "user_not_found" in missing.stderr
+    wrong = admin(server, "users", secret="sk_" + "0" * 43)
+    assert wrong.returncode == 1 and "invalid_app_secret" in wrong.stderr
+    usage = subprocess_run_admin_without_secret()
+    assert usage.returncode == 64 and "PARLEY_APP_SECRET" in usage.stderr
+
+
+def subprocess_run_admin_without_secret():
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "PARLEY_APP_SECRET"}
+    return subprocess.run([parley.BINARY, "admin", "users"], capture_output=True, text=True, timeout=30, env=env)

@@ -1,0 +1,213 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import ParleyWire
+
+/// `parley-server admin …` (docs/admin.md): what an operator does by hand, through the running
+/// server's server API with the app secret, so every change takes effect at once on every
+/// node (a deactivated user's sockets close, a replayed delivery goes out).
+public struct AdminCommand: Equatable, Sendable {
+    /// The verb and its arguments (`users alice`, `replay wh_… whd_…`).
+    public var words: [String]
+    /// The server's base URL. `--url`, `PARLEY_URL`. Default: http://127.0.0.1:8080.
+    public var url = "http://127.0.0.1:8080"
+    /// The app secret. `--secret`, `PARLEY_APP_SECRET`.
+    public var secret: String?
+    /// Print the server's JSON instead of tables. `--json`.
+    public var json = false
+
+    /// The `admin help` text.
+    public static let helpText = """
+        USAGE: parley-server admin <command> [--url <url>] [--secret <sk_…>] [--json]
+
+        Talks to a running server's server API (/v1/server) with the app's secret, so a change
+        takes effect at once on every node. The secret comes from --secret or PARLEY_APP_SECRET;
+        the server from --url or PARLEY_URL (default http://127.0.0.1:8080).
+
+        COMMANDS:
+          users [<query>]                  List users (whose username or name starts with <query>)
+          user <username>                  Show a user: id, name, state, sessions
+          reset-password <username>        Set a new password (from PARLEY_PASSWORD or standard input); signs them out
+          deactivate <username>            Sign them out everywhere and refuse new sessions
+          reactivate <username>            Let them sign in again
+          sign-out <username>              End every session of theirs (the account stays active)
+          conversation <id>                Show a conversation and its members
+          webhooks                         List webhook endpoints with their state
+          failed <webhook-id>              List an endpoint's failed deliveries
+          replay <webhook-id> [<delivery>] Queue failed deliveries again (all, or one)
+
+        --json prints the server's answer as JSON, for scripts. Exit codes: 0 done, 1 the server
+        refused (the message says why), 3 the server cannot be reached, 64 a usage mistake.
+        """
+
+    /// Parses `admin`'s arguments (after the word `admin`).
+    ///
+    /// - Throws: ``ServerConfiguration/UsageError``.
+    public static func parse(_ arguments: [String], environment: [String: String]) throws(ServerConfiguration.UsageError) -> AdminCommand {
+        var command = AdminCommand(words: [])
+        if let url = environment["PARLEY_URL"] { command.url = url }
+        command.secret = environment["PARLEY_APP_SECRET"]
+        var rest = arguments[...]
+        while let word = rest.popFirst() {
+            switch word {
+            case "--json": command.json = true
+            case "--url", "--secret":
+                guard let value = rest.popFirst() else { throw ServerConfiguration.UsageError(message: "\(word) needs a value") }
+                if word == "--url" { command.url = value } else { command.secret = value }
+            case "-h", "--help": command.words = ["help"]
+            case let option where option.hasPrefix("--"):
+                throw ServerConfiguration.UsageError(message: "unknown admin option '\(option)'; see 'parley-server admin help'")
+            default: command.words.append(word)
+            }
+        }
+        guard let verb = command.words.first else { throw ServerConfiguration.UsageError(message: "name an admin command; see 'parley-server admin help'") }
+        let counts: [String: ClosedRange<Int>] = [
+            "help": 0...0, "users": 0...1, "user": 1...1, "reset-password": 1...1, "deactivate": 1...1, "reactivate": 1...1,
+            "sign-out": 1...1, "conversation": 1...1, "webhooks": 0...0, "failed": 1...1, "replay": 1...2,
+        ]
+        guard let range = counts[verb] else {
+            throw ServerConfiguration.UsageError(message: "unknown admin command '\(verb)'; see 'parley-server admin help'")
+        }
+        guard range.contains(command.words.count - 1) else {
+            throw ServerConfiguration.UsageError(message: "wrong arguments for 'admin \(verb)'; see 'parley-server admin help'")
+        }
+        guard verb == "help" || command.secret != nil else {
+            throw ServerConfiguration.UsageError(message: "give the app secret with --secret or PARLEY_APP_SECRET (shown when the app was created; 'parley-server apps rotate-secret' makes a new one)")
+        }
+        guard command.url.hasPrefix("http://") || command.url.hasPrefix("https://") else {
+            throw ServerConfiguration.UsageError(message: "--url must be the server's http:// or https:// address")
+        }
+        return command
+    }
+}
+
+/// What went wrong talking to the server.
+public struct AdminError: Error, CustomStringConvertible, Sendable {
+    /// 1: the server refused; 3: it cannot be reached.
+    public var exitCode: Int32
+    /// The message for the operator.
+    public var description: String
+}
+
+/// Runs admin commands against the server API.
+public enum Admin: Sendable {
+    /// Runs `command`; the text to print.
+    ///
+    /// - Throws: ``AdminError``.
+    public static func run(_ command: AdminCommand, password: @Sendable () -> String? = { nil }) async throws -> String {
+        let client = AdminClient(base: command.url.hasSuffix("/") ? String(command.url.dropLast()) : command.url, secret: command.secret ?? "")
+        let words = command.words
+        func segment(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text }
+        func show(_ data: Data, _ table: (Data) throws -> String) throws -> String {
+            command.json ? String(decoding: data, as: UTF8.self) : try table(data)
+        }
+        switch words[0] {
+        case "help":
+            return AdminCommand.helpText
+        case "users":
+            let query = words.count > 1 ? "?limit=100&query=" + segment(words[1]) : "?limit=100"
+            return try show(try await client.call("GET", "/v1/server/users" + query)) { data in
+                let list = try WireCoding.decoder().decode(ServerUserList.self, from: data)
+                let rows = list.users.map(describe)
+                return (rows.isEmpty ? ["No users match."] : rows + (list.hasMore ? ["… more: narrow the query"] : [])).joined(separator: "\n")
+            }
+        case "user", "deactivate", "reactivate", "reset-password":
+            let path = "/v1/server/users/" + segment(words[1])
+            let data: Data
+            switch words[0] {
+            case "deactivate": data = try await client.call("POST", path + "/deactivate")
+            case "reactivate": data = try await client.call("POST", path + "/reactivate")
+            case "reset-password":
+                guard let secret = password() else {
+                    throw AdminError(exitCode: 1, description: "no password: set PARLEY_PASSWORD or write it on standard input")
+                }
+                data = try await client.call("POST", path + "/password", body: try JSONEncoder().encode(SetPasswordRequest(password: secret)))
+            default: data = try await client.call("GET", path)
+            }
+            return try show(data) { data in describe(try WireCoding.decoder().decode(ServerUser.self, from: data)) }
+        case "sign-out":
+            _ = try await client.call("DELETE", "/v1/server/users/" + segment(words[1]) + "/sessions")
+            return command.json ? "{}" : "Signed \(words[1]) out everywhere."
+        case "conversation":
+            let path = "/v1/server/conversations/" + segment(words[1])
+            let conversation = try await client.call("GET", path)
+            let members = try await client.call("GET", path + "/members?limit=100")
+            if command.json { return "{\"conversation\":\(String(decoding: conversation, as: UTF8.self)),\"members\":\(String(decoding: members, as: UTF8.self))}" }
+            let found = try WireCoding.decoder().decode(Conversation.self, from: conversation)
+            let list = try WireCoding.decoder().decode(MemberList.self, from: members)
+            return (["\(found.id.rawValue)  \(found.kind.rawValue)  \(found.title ?? "(no title)")  \(found.memberCount) members  last seq \(found.lastSeq)"]
+                    + list.members.map { "  \($0.role.rawValue)\t\($0.user.username)\t\($0.user.displayName)" }).joined(separator: "\n")
+        case "webhooks":
+            return try show(try await client.call("GET", "/v1/server/webhooks")) { data in
+                let list = try WireCoding.decoder().decode(WebhookEndpointList.self, from: data)
+                guard !list.webhooks.isEmpty else { return "No webhook endpoints." }
+                return list.webhooks.map { hook in
+                    let state = hook.pausedAt != nil ? "PAUSED (\(hook.pausedReason ?? ""))" : hook.failingSince != nil ? "failing: \(hook.lastError ?? "")" : "ok"
+                    return "\(hook.id)\t\(hook.url)\t\(hook.format.rawValue)\t\(hook.pending) waiting, \(hook.failed) failed\t\(state)"
+                }.joined(separator: "\n")
+            }
+        case "failed":
+            return try show(try await client.call("GET", "/v1/server/webhooks/" + segment(words[1]) + "/deliveries?status=failed&limit=500")) { data in
+                let list = try WireCoding.decoder().decode(WebhookDeliveryList.self, from: data)
+                guard !list.deliveries.isEmpty else { return "No failed deliveries." }
+                return list.deliveries.map { "\($0.id)\t\($0.type)\t\(iso($0.createdAt))\t\($0.attempts) attempts" }.joined(separator: "\n")
+            }
+        case "replay":
+            var path = "/v1/server/webhooks/" + segment(words[1])
+            path += words.count > 2 ? "/deliveries/" + segment(words[2]) + "/replay" : "/replay"
+            return try show(try await client.call("POST", path)) { data in
+                let result = try WireCoding.decoder().decode(ReplayResult.self, from: data)
+                return "Queued \(result.replayed) failed deliveries again; a paused endpoint sends them once resumed."
+            }
+        default:
+            throw AdminError(exitCode: 1, description: "unknown admin command")
+        }
+    }
+
+    static func describe(_ user: ServerUser) -> String {
+        let state = user.deactivatedAt.map { "deactivated \(iso($0))" } ?? "active"
+        return "\(user.user.username)\t\(user.user.displayName)\t\(user.user.id.rawValue)\t\(state)\t\(user.sessionCount) sessions"
+    }
+
+    static func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }
+}
+
+/// Calls to the server API with the secret.
+struct AdminClient: Sendable {
+    let base: String
+    let secret: String
+
+    func call(_ method: String, _ path: String, body: Data? = nil) async throws -> Data {
+        guard let url = URL(string: base + path) else { throw AdminError(exitCode: 64, description: "bad URL \(base + path)") }
+        var request = URLRequest(url: url, timeoutInterval: 30)
+        request.httpMethod = method
+        request.setValue("Bearer \(secret)", forHTTPHeaderField: "Authorization")
+        if let body {
+            request.httpBody = body
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response): (Data, URLResponse)
+        do {
+            (data, response) = try await URLSession.shared.data(for: request)
+        } catch {
+            throw AdminError(exitCode: 3, description: "cannot reach the server at \(base): \(error.localizedDescription); is it running? (--url)")
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard (200...299).contains(status) else {
+            if let answer = try? JSONDecoder().decode(ErrorBody.self, from: data) {
+                throw AdminError(exitCode: 1, description: "\(status) \(answer.error.code): \(answer.error.message)")
+            }
+            throw AdminError(exitCode: 1, description: "the server answered \(status)")
+        }
+        return data
+    }
+
+    struct ErrorBody: Decodable {
+        struct Inner: Decodable {
+            var code: String
+            var message: String
+        }
+        var error: Inner
+    }
+}
