@@ -360,10 +360,11 @@ extension Chat {
         return try await run {
             try await store.read { db in
                 try db.fetchValue(Int64.self, """
-                    SELECT min(o.due_at) FROM outbox o JOIN webhook_endpoint w ON w.id = o.lane
+                    SELECT o.due_at FROM outbox o JOIN webhook_endpoint w ON w.id = o.lane
                     WHERE o.kind = \(Webhooks.kind) AND o.failed_at IS NULL AND w.paused_at IS NULL
                       AND (o.claimed_until IS NULL OR o.claimed_until < \(now))
                       AND o.id = (SELECT min(p.id) FROM outbox p WHERE p.kind = \(Webhooks.kind) AND p.lane = o.lane AND p.failed_at IS NULL)
+                    ORDER BY o.due_at LIMIT 1
                     """).map(Chat.date)
             }
         }
