@@ -370,11 +370,16 @@ extension Chat {
         }
     }
 
-    /// A delivery the receiver took (2xx): removed, and the endpoint marked healthy.
-    public func webhookDelivered(_ delivery: WebhookMessage, lane: Int64, holder: String) async throws {
+    /// A delivery the receiver took (2xx): removed, the endpoint marked healthy, and the rest of
+    /// the lane's claim renewed for `lease` (a worker that dies mid-lane holds it up only that long).
+    public func webhookDelivered(_ delivery: WebhookMessage, lane: Int64, holder: String, lease: Duration = .seconds(15)) async throws {
+        let until = nowMilliseconds + Chat.milliseconds(lease)
         try await run {
             try await store.write { db in
                 try db.execute("DELETE FROM outbox WHERE id = \(delivery.item.id) AND claimed_by = \(holder)")
+                try db.execute("""
+                    UPDATE outbox SET claimed_until = \(until) WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND claimed_by = \(holder)
+                    """)
                 try db.execute("""
                     UPDATE webhook_endpoint SET failing_since = NULL, last_error = NULL WHERE id = \(lane) AND failing_since IS NOT NULL
                     """)

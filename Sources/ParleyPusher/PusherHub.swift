@@ -184,7 +184,9 @@ final class PusherHub: @unchecked Sendable {
         guard var channel = channels[key] else { return }
         let id = ObjectIdentifier(connection)
         guard channel.sockets.removeValue(forKey: id) != nil else { return }
-        directory?.subscriptions(app: key.app, channel: key.name, change: -1)
+        // After the member leaves (the directory answers in call order): member_removed is told
+        // before channel_vacated.
+        defer { directory?.subscriptions(app: key.app, channel: key.name, change: -1) }
         if let userID = channel.members.first(where: { $0.value.sockets.contains(id) })?.key {
             channel.members[userID]?.sockets.remove(id)
             if channel.members[userID]?.sockets.isEmpty == true {

@@ -115,10 +115,12 @@ public final class WebhookService: Sendable {
         guard let http = try? OutboundHTTP(trust: trust, timeout: configuration.timeout,
                                            policy: .webhooks(allowPrivate: configuration.allowPrivate)) else { return }
         let perLane = 20
+        let lease = configuration.timeout + .seconds(5)
         while !Task.isCancelled {
             guard await waitForDue() else { continue }
-            let batches = (try? await chat.claimWebhooks(holder: holder, lanes: 1, perLane: perLane,
-                                                          lease: configuration.timeout * (perLane + 1))) ?? []
+            // The lease covers one attempt and is renewed after each delivery: a node that dies
+            // mid-lane holds its endpoint up for one timeout and five seconds at most.
+            let batches = (try? await chat.claimWebhooks(holder: holder, lanes: 1, perLane: perLane, lease: lease)) ?? []
             if batches.isEmpty {
                 await wake.wait(upTo: .milliseconds(50))
                 continue
@@ -145,7 +147,7 @@ public final class WebhookService: Sendable {
             }
             guard let problem else {
                 statistics.withLock { $0.delivered += 1 }
-                try? await chat.webhookDelivered(delivery, lane: batch.lane, holder: holder)
+                try? await chat.webhookDelivered(delivery, lane: batch.lane, holder: holder, lease: configuration.timeout + .seconds(5))
                 continue
             }
             let retry = delivery.item.attempts + 1 < configuration.maxAttempts

@@ -630,3 +630,83 @@ def test_postgres_stopped_for_seconds_refuses_sends_retryably_and_recovers(clust
     load.finish()
     assert load.unavailable > 0, "sends during the outage were answered 503 (retryable)"
     load.verify(cluster.nodes[0])
+
+
+def test_webhooks_from_every_node_arrive_once_in_order_through_a_kill_9(services):
+    """Every node delivers webhooks (lanes claimed under an advisory lock): messages sent
+    through three nodes, one of them killed mid-stream, each reach the receiver at least once,
+    in seq order per conversation; Pusher channel changes are told once across nodes."""
+    from test_server_api import Backend
+    from webhookreceiver import Receiver
+    receiver = Receiver()
+    pusher_receiver = Receiver()
+    cluster = Cluster(services, extra=["--webhooks-allow-private", "--webhook-first-retry", "100",
+                                       "--server-api-requests-per-second", "10000"])
+    try:
+        first = cluster.nodes[0]
+        first_secret = first.app_secret
+        backends = []
+        for node in cluster.nodes:
+            backend = Backend(node, secret=first_secret)
+            backends.append(backend)
+        status, hook = backends[0].call("POST", "/v1/server/webhooks", {"url": receiver.url, "events": ["message.created"]})
+        assert status == 201
+        receiver.secret = hook["secret"]
+        status, _ = backends[0].call("POST", "/v1/server/webhooks", {
+            "url": pusher_receiver.url, "format": "pusher", "events": ["channel_occupied", "channel_vacated", "member_added", "member_removed"]})
+        assert status == 201
+        for name in ("wn-ann", "wn-ben"):
+            backends[0].call("POST", "/v1/server/users", {"username": name})
+        status, room = backends[0].call("POST", "/v1/server/conversations", {"kind": "group", "title": "N", "members": ["wn-ann", "wn-ben"]})
+        acknowledged = []
+        stop = threading.Event()
+
+        def sender(backend):
+            n = 0
+            while not stop.is_set():
+                try:
+                    status, message = backend.call("POST", f"/v1/server/conversations/{room['id']}/messages",
+                                                   {"from": "wn-ann", "clientId": uuid.uuid4().hex, "content": {"type": "text", "text": f"n{n}"}})
+                except OSError:
+                    return
+                if status != 201:
+                    return
+                acknowledged.append((message["seq"], message["id"]))
+                n += 1
+        threads = [threading.Thread(target=sender, args=(b,)) for b in backends]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(receiver.deliveries) >= 60, what="deliveries under way")
+        cluster.nodes[1].kill()
+        wait_until(lambda: len(acknowledged) >= 200, what="more sends after the kill")
+        stop.set()
+        for thread in threads:
+            thread.join()
+        expected = {message_id for _, message_id in acknowledged}
+        deliveries = receiver.wait_for(lambda ds: {d["data"]["message"]["id"] for d in ds} >= expected, timeout=60,
+                                       what=f"{len(expected)} acknowledged messages delivered")
+        seqs = [d["data"]["message"]["seq"] for d in deliveries]
+        unique = list(dict.fromkeys(seqs))
+        assert unique == sorted(unique), "one conversation's messages arrive in seq order"
+        assert receiver.bad_signatures == 0
+        # Pusher: sockets on two nodes in one presence channel; occupied, added, removed and
+        # vacated arrive once each however many nodes hold the channel.
+        from test_pusher import backend as pusher_library
+        one, three = cluster.nodes[0], cluster.nodes[2]
+        api = pusher_backend(cluster, one)
+        channel = f"presence-n-{uuid.uuid4().hex[:6]}"
+        a, _ = join_presence(api, one, channel, "zed", "Zed")
+        b, _ = join_presence(api, three, channel, "zed", "Zed")
+        a.close()
+        b.close()
+        events = lambda: [e["name"] for d in pusher_receiver.deliveries for e in d["events"] if e["channel"] == channel]
+        wait_until(lambda: "channel_vacated" in events(), what="channel_vacated")
+        assert events() == ["channel_occupied", "member_added", "member_removed", "channel_vacated"], events()
+        for delivery in pusher_receiver.deliveries:
+            headers = delivery["_headers"]
+            assert pusher_library(one).validate_webhook(headers["X-Pusher-Key"], headers["X-Pusher-Signature"], delivery["_raw"])
+    finally:
+        stop.set()
+        cluster.stop()
+        receiver.close()
+        pusher_receiver.close()
