@@ -37,7 +37,7 @@ swift_tests() {
 }
 replay_fuzz_inputs() {
     local status=0
-    for target in http websocket wire realtime media pusher bus; do
+    for target in http websocket wire realtime media pusher bus webhooks; do
         local inputs=(Fuzz/corpus/$target/* Fuzz/regressions/$target/*)
         local existing=()
         for input in "${inputs[@]}"; do [[ -f "$input" ]] && existing+=("$input"); done

@@ -26,4 +26,18 @@ extension Chat {
     package static func validate(_ request: UpdateProfileRequest) throws -> (displayName: String?, customData: String?) {
         (try request.displayName.map(Validate.displayName), try request.customData.map { try Validate.customData($0) })
     }
+
+    /// Checks a webhook URL as ``createWebhook(_:_:)`` does.
+    ///
+    /// - Returns: the URL as stored.
+    package static func validateWebhookURL(_ url: String, allowPrivate: Bool) throws -> String {
+        try Validate.webhookURL(url, allowPrivate: allowPrivate)
+    }
+
+    /// Checks a new endpoint's events and note as ``createWebhook(_:_:)`` does.
+    package static func validate(_ request: CreateWebhookRequest) throws {
+        _ = try Validate.webhookURL(request.url, allowPrivate: false)
+        _ = try Validate.webhookEvents(request.events, format: request.format ?? .parley)
+        _ = try request.description.map { try Validate.webhookDescription($0) }
+    }
 }
