@@ -105,8 +105,9 @@ let package = Package(
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush", "ParleyWebhooks"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyChat", "ParleyChatTesting", "ParleyStore", "ParleyWire"]),
+        .testTarget(name: "ParleyWebhooksTests", dependencies: ["ParleyWebhooks", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyPusherTests", dependencies: ["ParleyPusher", "ParleyChat", "ParleyCrypto", "ParleyNet"]),
         .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTesting", "ParleyTerminalUI"]),
     ]

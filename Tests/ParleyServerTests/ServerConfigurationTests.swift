@@ -4,6 +4,7 @@ import Testing
 import ParleyNet
 import ParleyOptions
 import ParleyPush
+import ParleyWebhooks
 import ParleyStoreSQLite
 @testable import ParleyStorePostgres
 
@@ -69,6 +70,35 @@ struct ServerConfigurationTests {
         }
         #expect(try ServerConfiguration.parse(["apps", "push-content", "default", "id-only"]) == .apps(.pushContent(app: "default", idOnly: true), ServerConfiguration()))
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["apps", "push-content", "default", "sometimes"]) }
+    }
+
+    @Test func webhookAndServerAPIOptionsAndTheAdminCommand() throws {
+        guard case .run(let configuration) = try ServerConfiguration.parse(
+            ["--webhooks-allow-private", "--webhook-retry-window", "3600", "--webhook-first-retry", "250", "--webhook-concurrency", "4",
+             "--webhook-timeout", "3", "--outbound-ca-file", "/tmp/ca.pem", "--server-api-requests-per-second", "7"],
+            environment: ["PARLEY_SECRET_GRACE": "0"]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(configuration.webhooks.allowPrivate && configuration.webhooks.retryWindow == .seconds(3600))
+        #expect(configuration.webhooks.firstRetry == .milliseconds(250) && configuration.webhooks.concurrency == 4)
+        #expect(configuration.webhooks.timeout == .seconds(3) && configuration.serverAPIRequestsPerSecond == 7)
+        #expect(configuration.webhooks.outboundCAFile == "/tmp/ca.pem" && configuration.push.outboundCAFile == "/tmp/ca.pem")
+        #expect(configuration.secretGrace == .zero)
+        #expect(ServerConfiguration().webhooks.allowPrivate == false, "private addresses are refused unless allowed")
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--webhook-concurrency", "0"]) }
+
+        guard case .admin(let admin) = try ServerConfiguration.parse(["admin", "replay", "wh_1", "whd_2", "--json"],
+                                                                     environment: ["PARLEY_APP_SECRET": "sk_x", "PARLEY_URL": "https://chat.example"]) else {
+            Issue.record("expected admin")
+            return
+        }
+        #expect(admin.words == ["replay", "wh_1", "whd_2"] && admin.json && admin.secret == "sk_x" && admin.url == "https://chat.example")
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["admin", "users"]) }  // no secret
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["admin", "frobnicate", "--secret", "sk_x"]) }
+        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["admin", "user", "--secret", "sk_x"]) }
+        guard case .admin(let help) = try ServerConfiguration.parse(["admin", "help"]) else { return }
+        #expect(help.words == ["help"])
     }
 
     @Test func aDatabaseURLIsShownWithoutItsPassword() {
