@@ -492,3 +492,23 @@ def test_the_pages_delivery_rule_is_the_servers(server, browsers):
             m.deliveryStatus(c.seq, c.others.map((o) => ({ deliveredSeq: o.delivered, readSeq: o.read }))))));
         """, cases)
     assert got == [case["status"] for case in cases]
+
+
+def test_a_system_message_from_the_apps_backend_is_shown_apart(server, browsers):
+    """The app's backend posts to a group through the server API; the page shows its notice
+    centred, without a bubble or a sender, live."""
+    from test_server_api import Backend
+    reader = Browser(server); browsers.append(reader)
+    username = name("reader")
+    reader.sign_up(username, "Reader")
+    backend = Backend(server)
+    title = "Club " + uuid.uuid4().hex[:4]
+    status, group = backend.call("POST", "/v1/server/conversations", {"kind": "group", "title": title, "members": [username]})
+    assert status == 201, group
+    reader.open_conversation(title)
+    status, _ = backend.call("POST", f"/v1/server/conversations/{group['id']}/messages",
+                             {"clientId": "welcome", "content": {"type": "system", "text": "Welcome to the club"}})
+    assert status == 201
+    notice = reader.wait(lambda: next((n for n in reader.find(".system-notice") if "Welcome to the club" in n.text), None), "the notice")
+    assert not notice.find_elements(By.CSS_SELECTOR, ".bubble, .sender")
+    assert not reader.console()

@@ -174,6 +174,7 @@ function preview(message) {
     case "video": return `${who}Video`;
     case "audio": return `${who}Voice message`;
     case "file": return `${who}File: ${content.name ?? "file"}`;
+    case "system": return content.text;
     default: return `${who}${content.customType ?? "message"}`;
   }
 }
@@ -317,6 +318,12 @@ function renderMessages({ toBottom = false, keepFrom = null } = {}) {
 }
 
 function renderMessage(message, conversation, showName) {
+  if (message.content?.type === "system" && !message.deletedAt) {
+    // A notice from the app itself: centred, no bubble, no sender.
+    return h("div", { class: "system-notice", role: "note", "data-id": message.id, "data-seq": message.seq ?? "" },
+      h("span", { dir: "auto" }, message.content.text),
+      h("time", { title: new Date(message.sentAt).toLocaleString() }, shortTime(message.sentAt)));
+  }
   const mine = (message.sender?.id ?? state.me.id) === state.me.id;
   const isPending = !message.id;
   const classes = ["message", mine ? "mine" : "theirs"];
