@@ -149,6 +149,18 @@ public actor ParleyClient {
         return try await adopt(signedIn)
     }
 
+    /// Signs in with a session token the app's own backend issued for the user
+    /// (`POST /v1/server/users/{username}/sessions`, docs/server-api.md): for apps whose users
+    /// sign in elsewhere and never see a Parley password. The token is checked with the server.
+    ///
+    /// - Throws: ``ParleyError`` when the server refuses the token (401: expired or signed out).
+    @discardableResult
+    public func signIn(token: String) async throws -> User {
+        let user: User = try await http.call("GET", "/v1/me", token: token)
+        let session = Session(token: token, id: "", device: "", createdAt: Date(), expiresAt: Date())
+        return try await adopt(SignedIn(user: user, session: session))
+    }
+
     /// Signs in as a new guest (the Pusher tutorial's anonymous sender).
     @discardableResult
     public func signInAsGuest(displayName: String) async throws -> User {
