@@ -38,7 +38,10 @@ public enum Webhooks: Sendable {
     }
 
     static func add(_ db: any Database, lane: Int64, payload: [UInt8], now: Int64) throws {
-        try db.execute("INSERT INTO outbox (kind, lane, payload, due_at, created_at) VALUES (\(kind), \(lane), \(payload), \(now), \(now))")
+        let ref = Crypto.randomID(prefix: "whd_", length: 20)
+        try db.execute("""
+            INSERT INTO outbox (kind, lane, ref, payload, due_at, created_at) VALUES (\(kind), \(lane), \(ref), \(payload), \(now), \(now))
+            """)
     }
 
     static func hears(_ events: String, _ type: String) -> Bool {
@@ -57,8 +60,10 @@ public enum Webhooks: Sendable {
 
 /// One delivery, split out of its row.
 public struct WebhookMessage: Sendable, Hashable {
-    /// The row (its id is the delivery id).
+    /// The row.
     public var item: OutboxItem
+    /// `whd_…`: the `Parley-Webhook-Id`, the same on every attempt and never reused.
+    public var id: String
     /// The event type.
     public var type: String
     /// When the event happened (milliseconds).
@@ -66,10 +71,9 @@ public struct WebhookMessage: Sendable, Hashable {
     /// The event's data, as JSON.
     public var data: [UInt8]
 
-    /// `whd_<row>`: the `Parley-Webhook-Id`, the same on every attempt.
-    public var id: String { "whd_\(item.id)" }
-
-    init?(_ item: OutboxItem) {
+    init?(_ item: OutboxItem, ref: String?) {
+        guard let ref else { return nil }
+        id = ref
         let bytes = item.payload
         guard let first = bytes.firstIndex(of: 10), let second = bytes[(first + 1)...].firstIndex(of: 10),
               let createdAt = Int64(String(decoding: bytes[(first + 1)..<second], as: UTF8.self)) else { return nil }
@@ -261,21 +265,24 @@ extension Chat {
     /// An endpoint's deliveries, oldest first: `failed` ones (given up on) or `pending` ones.
     public func webhookDeliveries(_ server: ServerApp, id: String, failed: Bool, after: String?, limit: Int?) async throws -> WebhookDeliveryList {
         let limit = try Validate.limit(limit, in: 1...500, default: 100)
-        let after = try after.map { text -> Int64 in
-            guard text.hasPrefix("whd_"), let row = Int64(text.dropFirst(4)) else { throw ChatError.invalid("after must be a delivery id (whd_…)") }
-            return row
-        } ?? 0
+        if let after, !after.hasPrefix("whd_") || after.utf8.count > 64 { throw ChatError.invalid("after must be a delivery id (whd_…)") }
         return try await run {
             try await store.read { db in
                 let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
+                let start = try after.map { ref -> Int64 in
+                    guard let row = try db.fetchValue(Int64.self, "SELECT id FROM outbox WHERE ref = \(ref) AND lane = \(lane)") else {
+                        throw ChatError.invalid("after names no delivery of this endpoint")
+                    }
+                    return row
+                } ?? 0
                 let state: SQL = failed ? "failed_at IS NOT NULL" : "failed_at IS NULL"
                 let rows = try db.fetchAll("""
-                    SELECT id, kind, payload, attempts, created_at, due_at, failed_at FROM outbox
-                    WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND id > \(after) AND 
+                    SELECT id, kind, ref, payload, attempts, created_at, due_at, failed_at FROM outbox
+                    WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND id > \(start) AND 
                     """ + state + " ORDER BY id LIMIT \(limit + 1)")
                 let deliveries = try rows.prefix(limit).compactMap { row -> WebhookDelivery? in
                     let item = try Chat.outboxItem(row)
-                    guard let message = WebhookMessage(item) else { return nil }
+                    guard let message = WebhookMessage(item, ref: try row.get("ref", as: String?.self)) else { return nil }
                     let failedAt = try row.get("failed_at", as: Int64?.self)
                     return WebhookDelivery(id: message.id, type: message.type, createdAt: Chat.date(message.createdAt), attempts: item.attempts,
                                            dueAt: failedAt == nil ? Chat.date(try row.get("due_at")) : nil, failedAt: failedAt.map(Chat.date))
@@ -289,14 +296,12 @@ extension Chat {
     /// their attempts reset; they go out in their original order among the waiting ones.
     public func replayWebhookDeliveries(_ server: ServerApp, id: String, delivery: String?) async throws -> ReplayResult {
         let now = nowMilliseconds
-        let row = try delivery.map { text -> Int64 in
-            guard text.hasPrefix("whd_"), let row = Int64(text.dropFirst(4)) else { throw ChatError.deliveryNotFound }
-            return row
-        }
+        if let delivery, !delivery.hasPrefix("whd_") || delivery.utf8.count > 64 { throw ChatError.deliveryNotFound }
+        let row = delivery
         return try await run {
             try await store.write { db in
                 let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
-                let only: SQL = row.map { " AND id = \($0)" } ?? ""
+                let only: SQL = row.map { " AND ref = \($0)" } ?? ""
                 let count = try db.execute("""
                     UPDATE outbox SET failed_at = NULL, attempts = 0, due_at = \(now), claimed_by = NULL, claimed_until = NULL
                     WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND failed_at IS NOT NULL
@@ -328,7 +333,7 @@ extension Chat {
                     }
                     // Read again under the lock: another node may have claimed it meanwhile.
                     let rows = try db.fetchAll("""
-                        SELECT id, kind, payload, attempts, created_at, due_at, claimed_until FROM outbox
+                        SELECT id, kind, ref, payload, attempts, created_at, due_at, claimed_until FROM outbox
                         WHERE kind = \(Webhooks.kind) AND lane = \(head) AND failed_at IS NULL ORDER BY id LIMIT \(perLane)
                         """)
                     guard let first = rows.first, try first.get("due_at", as: Int64.self) <= now,
@@ -337,15 +342,17 @@ extension Chat {
                             SELECT w.public_id, w.url, w.secret, w.format, a.public_key, a.secret AS app_secret
                             FROM webhook_endpoint w JOIN app a ON a.id = w.app_id WHERE w.id = \(head) AND w.paused_at IS NULL
                             """) else { continue }
-                    let items = try rows.prefix { try $0.get("due_at", as: Int64.self) <= now }.map(Chat.outboxItem)
+                    let due = try rows.prefix { try $0.get("due_at", as: Int64.self) <= now }
+                    let items = try due.map(Chat.outboxItem)
+                    let messages = try due.map { try WebhookMessage(try Chat.outboxItem($0), ref: try $0.get("ref", as: String?.self)) }
                     try db.execute("UPDATE outbox SET claimed_by = \(holder), claimed_until = \(until) WHERE id IN (\(list: items.map(\.id)))")
                     batches.append(WebhookBatch(lane: head, endpointID: try endpoint.get("public_id"), url: try endpoint.get("url"),
                                                 secret: try endpoint.get("secret"),
                                                 format: WebhookFormat(rawValue: try endpoint.get("format")) ?? .parley,
                                                 appKey: try endpoint.get("public_key"), appSecret: try endpoint.get("app_secret", as: String?.self),
-                                                deliveries: items.compactMap(WebhookMessage.init)))
+                                                deliveries: messages.compactMap { $0 }))
                     // A row that cannot be read is not held back behind: drop it.
-                    let unreadable = items.filter { WebhookMessage($0) == nil }.map(\.id)
+                    let unreadable = zip(items, messages).filter { $0.1 == nil }.map(\.0.id)
                     if !unreadable.isEmpty { try db.execute("DELETE FROM outbox WHERE id IN (\(list: unreadable))") }
                 }
                 return batches

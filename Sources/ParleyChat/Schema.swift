@@ -561,6 +561,10 @@ public enum Schema: Sendable {
             // Rows of one lane (a webhook endpoint) are worked on in order, one at a time.
             try db.execute("ALTER TABLE outbox ADD COLUMN lane bigint")
             try db.execute("CREATE INDEX outbox_lane ON outbox (kind, lane, id) WHERE failed_at IS NULL")
+            // A webhook delivery's own id (`whd_…`, Parley-Webhook-Id): row ids may be reused
+            // on SQLite once the newest rows are gone, a delivery id never is.
+            try db.execute("ALTER TABLE outbox ADD COLUMN ref text")
+            try db.execute("CREATE INDEX outbox_ref ON outbox (ref) WHERE ref IS NOT NULL")
         }
     }
 

@@ -39,6 +39,21 @@ def test_the_pusher_tutorial_runs_unchanged_over_the_pusher_endpoint(server):
     assert result.stdout.strip().endswith("PusherChat: ok")
 
 
+def test_the_pusher_tutorials_backend_runs_over_the_server_api_and_webhooks():
+    """Examples/PusherBackend: the tutorial's backend over the server API: users it creates,
+    messages posted as them, each heard back by a signed webhook, a phone on an issued token."""
+    server = Server("--webhooks-allow-private", "--webhook-first-retry", "100")
+    try:
+        script = os.path.join(ROOT, "Examples", "PusherBackend", "backend_flow.py")
+        result = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), script, "--server", server.url, "--app-key", server.app_key,
+                                 "--app-secret", server.app_secret], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"PusherBackend failed:\n{result.stdout}\n{result.stderr}"
+        assert result.stdout.count("[Webhook message.created]") == 3
+        assert result.stdout.strip().endswith("PusherBackend: ok")
+    finally:
+        server.stop()
+
+
 def test_an_example_without_a_server_says_how_to_run_it():
     result = subprocess.run([os.path.join(ROOT, ".build", "debug", "MessageMe")], capture_output=True, text=True, timeout=30,
                             env={k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")})

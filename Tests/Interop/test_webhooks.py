@@ -71,6 +71,7 @@ def test_every_event_arrives_signed_and_in_order(server):
         assert created == [m["id"] for m in sent], "message.created in the order the messages were sent"
         positions = [d["data"]["position"] for d in deliveries if "position" in d["data"]]
         assert positions == sorted(positions), "one endpoint hears events in the order they happened"
+        assert len({d["id"] for d in deliveries}) == len(deliveries), "every delivery has an id of its own, never reused"
         first = deliveries[0]
         assert set(first) >= {"id", "type", "createdAt", "data"} and first["id"].startswith("whd_")
         headers = first["_headers"]

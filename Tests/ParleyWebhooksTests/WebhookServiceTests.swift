@@ -35,7 +35,7 @@ struct WebhookServiceTests {
     @Test func bodiesAndHeadersOfBothFormats() throws {
         let item = OutboxItem(id: 42, kind: "webhook", payload: Array("message.created\n1700000000123\n{\"x\":1}".utf8), attempts: 2,
                               createdAt: Date())
-        let message = try #require(WebhookMessage(item))
+        let message = try #require(WebhookMessage(item, ref: "whd_42"))
         #expect(message.id == "whd_42" && message.type == "message.created")
         #expect(String(decoding: message.body, as: UTF8.self)
                 == #"{"createdAt":"2023-11-14T22:13:20.123Z","data":{"x":1},"id":"whd_42","type":"message.created"}"#)
@@ -49,7 +49,7 @@ struct WebhookServiceTests {
         let pushed = WebhookService.request(for: message, in: pusher, userAgent: "t", now: Date(timeIntervalSince1970: 1_700_000_000))
         #expect(String(decoding: pushed.body, as: UTF8.self) == #"{"time_ms":1700000000000,"events":[{"x":1}]}"#)
         #expect(pushed.headers.contains("X-Pusher-Key: pk") && pushed.headers.contains("X-Pusher-Signature: " + hmacHex("sk", String(decoding: pushed.body, as: UTF8.self))))
-        #expect(WebhookMessage(OutboxItem(id: 1, kind: "webhook", payload: Array("no newline".utf8), attempts: 0, createdAt: Date())) == nil)
+        #expect(WebhookMessage(OutboxItem(id: 1, kind: "webhook", payload: Array("no newline".utf8), attempts: 0, createdAt: Date()), ref: "whd_1") == nil)
     }
 
     @Test func privateAddressesAreKnownInEveryForm() {
