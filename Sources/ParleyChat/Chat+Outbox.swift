@@ -47,7 +47,8 @@ extension Chat {
                 let lock: SQL = db.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
                 let rows = try db.fetchAll("""
                     SELECT id, kind, payload, attempts, created_at FROM outbox
-                    WHERE kind = \(kind) AND failed_at IS NULL AND due_at <= \(now) AND (claimed_until IS NULL OR claimed_until < \(now))
+                    WHERE kind = \(kind) AND failed_at IS NULL AND lane IS NULL AND due_at <= \(now)
+                      AND (claimed_until IS NULL OR claimed_until < \(now))
                     ORDER BY due_at, id LIMIT \(limit)
                     """ + lock)
                 let items = try rows.map { row in
@@ -103,7 +104,8 @@ extension Chat {
         return try await run {
             try await store.read { db in
                 try db.fetchValue(Int64.self, """
-                    SELECT due_at FROM outbox WHERE kind = \(kind) AND failed_at IS NULL AND (claimed_until IS NULL OR claimed_until < \(now))
+                    SELECT due_at FROM outbox
+                    WHERE kind = \(kind) AND failed_at IS NULL AND lane IS NULL AND (claimed_until IS NULL OR claimed_until < \(now))
                     ORDER BY due_at LIMIT 1
                     """).map(Chat.date)
             }

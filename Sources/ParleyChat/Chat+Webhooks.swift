@@ -148,9 +148,7 @@ public struct WebhookHook: TransactionHook {
             let type = event.record.type.rawValue
             let hearing = (endpoints[event.conversationKey] ?? []).filter { Webhooks.hears($0.events, type) }
             guard !hearing.isEmpty else { continue }
-            var writer = JSONWriter(capacity: 512)
-            event.record.writeJSON(into: &writer)
-            let payload = Webhooks.payload(type: type, createdAt: event.record.createdAt, data: writer.bytes)
+            let payload = Webhooks.payload(type: type, createdAt: event.record.createdAt, data: event.eventJSON)
             for endpoint in hearing { try Webhooks.add(db, lane: endpoint.lane, payload: payload, now: event.record.createdAt) }
         }
     }
@@ -256,7 +254,7 @@ extension Chat {
         try await run {
             try await store.write { db in
                 let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
-                try db.execute("DELETE FROM outbox WHERE kind = \(Webhooks.kind) AND lane = \(lane)")
+                try db.execute("DELETE FROM outbox WHERE lane IS NOT NULL AND lane = \(lane)")
                 try db.execute("DELETE FROM webhook_endpoint WHERE id = \(lane)")
             }
         }
@@ -270,7 +268,7 @@ extension Chat {
             try await store.read { db in
                 let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
                 let start = try after.map { ref -> Int64 in
-                    guard let row = try db.fetchValue(Int64.self, "SELECT id FROM outbox WHERE ref = \(ref) AND lane = \(lane)") else {
+                    guard let row = try db.fetchValue(Int64.self, "SELECT id FROM outbox WHERE lane = \(lane) AND ref = \(ref)") else {
                         throw ChatError.invalid("after names no delivery of this endpoint")
                     }
                     return row
@@ -278,7 +276,7 @@ extension Chat {
                 let state: SQL = failed ? "failed_at IS NOT NULL" : "failed_at IS NULL"
                 let rows = try db.fetchAll("""
                     SELECT id, kind, ref, payload, attempts, created_at, due_at, failed_at FROM outbox
-                    WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND id > \(start) AND 
+                    WHERE lane IS NOT NULL AND lane = \(lane) AND id > \(start) AND 
                     """ + state + " ORDER BY id LIMIT \(limit + 1)")
                 let deliveries = try rows.prefix(limit).compactMap { row -> WebhookDelivery? in
                     let item = try Chat.outboxItem(row)
@@ -304,7 +302,7 @@ extension Chat {
                 let only: SQL = row.map { " AND ref = \($0)" } ?? ""
                 let count = try db.execute("""
                     UPDATE outbox SET failed_at = NULL, attempts = 0, due_at = \(now), claimed_by = NULL, claimed_until = NULL
-                    WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND failed_at IS NOT NULL
+                    WHERE lane IS NOT NULL AND lane = \(lane) AND failed_at IS NOT NULL
                     """ + only)
                 if row != nil, count == 0 { throw ChatError.deliveryNotFound }
                 return ReplayResult(replayed: count)
@@ -334,7 +332,7 @@ extension Chat {
                     // Read again under the lock: another node may have claimed it meanwhile.
                     let rows = try db.fetchAll("""
                         SELECT id, kind, ref, payload, attempts, created_at, due_at, claimed_until FROM outbox
-                        WHERE kind = \(Webhooks.kind) AND lane = \(head) AND failed_at IS NULL ORDER BY id LIMIT \(perLane)
+                        WHERE lane IS NOT NULL AND lane = \(head) AND failed_at IS NULL ORDER BY id LIMIT \(perLane)
                         """)
                     guard let first = rows.first, try first.get("due_at", as: Int64.self) <= now,
                           (try first.get("claimed_until", as: Int64?.self) ?? 0) < now,
@@ -366,26 +364,22 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await store.read { db in
-                try db.fetchValue(Int64.self, """
-                    SELECT o.due_at FROM outbox o JOIN webhook_endpoint w ON w.id = o.lane
-                    WHERE o.kind = \(Webhooks.kind) AND o.failed_at IS NULL AND w.paused_at IS NULL
-                      AND (o.claimed_until IS NULL OR o.claimed_until < \(now))
-                      AND o.id = (SELECT min(p.id) FROM outbox p WHERE p.kind = \(Webhooks.kind) AND p.lane = o.lane AND p.failed_at IS NULL)
-                    ORDER BY o.due_at LIMIT 1
-                    """).map(Chat.date)
+                try db.fetchValue(Int64.self, "SELECT h.due_at " + Chat.laneHeads(now: now) + " ORDER BY h.due_at LIMIT 1").map(Chat.date)
             }
         }
     }
 
-    /// A delivery the receiver took (2xx): removed, the endpoint marked healthy, and the rest of
-    /// the lane's claim renewed for `lease` (a worker that dies mid-lane holds it up only that long).
-    public func webhookDelivered(_ delivery: WebhookMessage, lane: Int64, holder: String, lease: Duration = .seconds(15)) async throws {
+    /// Deliveries the receiver took (2xx), in one write: removed, the endpoint marked healthy,
+    /// and the rest of the lane's claim renewed for `lease` (a worker that dies mid-lane holds it
+    /// up only that long; what it delivered and had not recorded is delivered again).
+    public func webhooksDelivered(_ deliveries: [WebhookMessage], lane: Int64, holder: String, lease: Duration = .seconds(15)) async throws {
+        guard !deliveries.isEmpty else { return }
         let until = nowMilliseconds + Chat.milliseconds(lease)
         try await run {
             try await store.write { db in
-                try db.execute("DELETE FROM outbox WHERE id = \(delivery.item.id) AND claimed_by = \(holder)")
+                try db.execute("DELETE FROM outbox WHERE id IN (\(list: deliveries.map(\.item.id))) AND claimed_by = \(holder)")
                 try db.execute("""
-                    UPDATE outbox SET claimed_until = \(until) WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND claimed_by = \(holder)
+                    UPDATE outbox SET claimed_until = \(until) WHERE lane IS NOT NULL AND lane = \(lane) AND claimed_by = \(holder)
                     """)
                 try db.execute("""
                     UPDATE webhook_endpoint SET failing_since = NULL, last_error = NULL WHERE id = \(lane) AND failing_since IS NOT NULL
@@ -418,7 +412,7 @@ extension Chat {
                     UPDATE webhook_endpoint SET failing_since = coalesce(failing_since, \(now)), last_error = \(reason) WHERE id = \(lane)
                     """)
                 try db.execute("""
-                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND claimed_by = \(holder)
+                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE lane IS NOT NULL AND lane = \(lane) AND claimed_by = \(holder)
                     """)
             }
         }
@@ -429,7 +423,7 @@ extension Chat {
         try await run {
             try await store.write { db in
                 try db.execute("""
-                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE kind = \(Webhooks.kind) AND lane = \(lane) AND claimed_by = \(holder)
+                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE lane IS NOT NULL AND lane = \(lane) AND claimed_by = \(holder)
                     """)
             }
         }
@@ -441,8 +435,8 @@ extension Chat {
             try await store.read { db in
                 (try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE paused_at IS NOT NULL") ?? 0,
                  try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE failing_since IS NOT NULL") ?? 0,
-                 try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE kind = \(Webhooks.kind) AND failed_at IS NOT NULL") ?? 0,
-                 try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE kind = \(Webhooks.kind) AND failed_at IS NULL") ?? 0)
+                 try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE lane IS NOT NULL AND failed_at IS NOT NULL") ?? 0,
+                 try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE lane IS NOT NULL AND failed_at IS NULL") ?? 0)
             }
         }
     }
@@ -451,13 +445,18 @@ extension Chat {
 
     /// Lanes whose head (oldest unfinished row) is due and unheld, oldest due first.
     static func webhookHeads(_ db: any Database, now: Int64, limit: Int) throws -> [Int64] {
-        try db.fetchAll("""
-            SELECT o.lane FROM outbox o JOIN webhook_endpoint w ON w.id = o.lane
-            WHERE o.kind = \(Webhooks.kind) AND o.failed_at IS NULL AND o.due_at <= \(now) AND w.paused_at IS NULL
-              AND (o.claimed_until IS NULL OR o.claimed_until < \(now))
-              AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.kind = \(Webhooks.kind) AND p.lane = o.lane AND p.failed_at IS NULL AND p.id < o.id)
-            ORDER BY o.due_at, o.id LIMIT \(limit)
-            """).map { try $0.get("lane") }
+        try db.fetchAll("SELECT w.id AS lane " + laneHeads(now: now) + " AND h.due_at <= \(now) ORDER BY h.due_at, h.id LIMIT \(limit)")
+            .map { try $0.get("lane") }
+    }
+
+    /// `FROM … WHERE …` of every unpaused endpoint (`w`) with its head (`h`) unheld: one index
+    /// step per endpoint (`outbox_lane`), however long its backlog.
+    static func laneHeads(now: Int64) -> SQL {
+        """
+        FROM webhook_endpoint w
+        JOIN outbox h ON h.id = (SELECT o.id FROM outbox o WHERE o.lane = w.id AND o.failed_at IS NULL ORDER BY o.id LIMIT 1)
+        WHERE w.paused_at IS NULL AND (h.claimed_until IS NULL OR h.claimed_until < \(now))
+        """
     }
 
     static func outboxItem(_ row: Row) throws -> OutboxItem {
@@ -477,8 +476,8 @@ extension Chat {
         guard id.utf8.count <= 64, let row = try db.fetchOne("""
             SELECT w.id, w.public_id, w.url, w.events, w.format, w.description, w.created_at, w.failing_since, w.last_error, w.paused_at,
                    w.paused_reason,
-                   (SELECT count(*) FROM outbox o WHERE o.kind = \(Webhooks.kind) AND o.lane = w.id AND o.failed_at IS NULL) AS pending,
-                   (SELECT count(*) FROM outbox o WHERE o.kind = \(Webhooks.kind) AND o.lane = w.id AND o.failed_at IS NOT NULL) AS failed
+                   (SELECT count(*) FROM outbox o WHERE o.lane = w.id AND o.failed_at IS NULL) AS pending,
+                   (SELECT count(*) FROM outbox o WHERE o.lane = w.id AND o.failed_at IS NOT NULL) AS failed
             FROM webhook_endpoint w WHERE w.app_id = \(app) AND w.public_id = \(id)
             """) else { throw ChatError.webhookNotFound }
         return WebhookEndpoint(

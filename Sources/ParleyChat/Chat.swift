@@ -178,7 +178,11 @@ public final class Chat: Sendable {
             let transaction = Transaction(db, links: links)
             let value = try body(transaction)
             guard needsEvents, transaction.hasEvents else { return Committed(value: value, publications: []) }
-            let events = try transaction.appendedEvents()
+            var events = try transaction.appendedEvents()
+            if !hooks.isEmpty {
+                // Written once for the hooks (a webhook's data) and the frame alike.
+                for index in events.indices where events[index].channelEvent == nil { events[index].json = events[index].eventJSON }
+            }
             for hook in hooks { try hook.didAppend(events, in: db) }
             return Committed(value: value, publications: events.map(\.publication), link: transaction.link)
         }, afterCommit: { committed in

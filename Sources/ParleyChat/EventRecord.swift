@@ -76,6 +76,15 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         }
         return writer.bytes
     }
+
+    /// The frame around an event's JSON already written: the same bytes as ``frame``.
+    static func frame(wrapping json: [UInt8]) -> [UInt8] {
+        var bytes = Array(#"{"event":"#.utf8)
+        bytes.reserveCapacity(json.count + 26)
+        bytes += json
+        bytes += Array(#","type":"event"}"#.utf8)
+        return bytes
+    }
 }
 
 /// A page of events as records: see ``EventRecord``. Encodes as ``EventPage``.

@@ -558,13 +558,16 @@ public enum Schema: Sendable {
                     updated_at bigint NOT NULL)
                 """))
             try db.execute("CREATE INDEX webhook_endpoint_app ON webhook_endpoint (app_id)")
-            // Rows of one lane (a webhook endpoint) are worked on in order, one at a time.
+            // Rows of one lane (a webhook endpoint) are worked on in order, one at a time, found
+            // by this one index (head, backlog, failures); rows without a lane by `outbox_due`,
+            // which lane rows stay out of (each index is a cost on the send path).
             try db.execute("ALTER TABLE outbox ADD COLUMN lane bigint")
-            try db.execute("CREATE INDEX outbox_lane ON outbox (kind, lane, id) WHERE failed_at IS NULL")
+            try db.execute("CREATE INDEX outbox_lane ON outbox (lane, id) WHERE lane IS NOT NULL")
+            try db.execute("DROP INDEX outbox_due")
+            try db.execute("CREATE INDEX outbox_due ON outbox (kind, due_at) WHERE failed_at IS NULL AND lane IS NULL")
             // A webhook delivery's own id (`whd_…`, Parley-Webhook-Id): row ids may be reused
             // on SQLite once the newest rows are gone, a delivery id never is.
             try db.execute("ALTER TABLE outbox ADD COLUMN ref text")
-            try db.execute("CREATE INDEX outbox_ref ON outbox (ref) WHERE ref IS NOT NULL")
         }
     }
 

@@ -15,6 +15,17 @@ public struct AppendedEvent: Sendable {
     /// A named channel's event (its log is a conversation of kind `pusher`, which has no
     /// members): published to the channel's subscribers instead of to members.
     public var channelEvent: ChannelEvent? = nil
+    /// The event's JSON (``EventRecord/writeJSON(into:)``), written once by the write path
+    /// before the hooks run: the realtime frame and a webhook's data are both these bytes.
+    public internal(set) var json: [UInt8]? = nil
+
+    /// The event's JSON, from ``json`` when the write path wrote it.
+    public var eventJSON: [UInt8] {
+        if let json { return json }
+        var writer = JSONWriter(capacity: 512)
+        record.writeJSON(into: &writer)
+        return writer.bytes
+    }
 
     /// The publication that delivers it live: to the conversation's members (receipts in
     /// public channels only to the member's own devices), subscribing a newcomer first and
@@ -25,7 +36,7 @@ public struct AppendedEvent: Sendable {
             ? .users([userKey ?? 0]) : .members(conversation: conversationKey)
         return .event(position: record.position, conversation: conversationKey, audience: audience,
                       joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
-                      frame: record.frame)
+                      frame: json.map(EventRecord.frame(wrapping:)) ?? record.frame)
     }
 }
 

@@ -114,11 +114,11 @@ public final class WebhookService: Sendable {
         let queue = DispatchQueue(label: "parley.webhooks.\(index)")
         guard let http = try? OutboundHTTP(trust: trust, timeout: configuration.timeout,
                                            policy: .webhooks(allowPrivate: configuration.allowPrivate)) else { return }
-        let perLane = 20
+        let perLane = 100
         let lease = configuration.timeout + .seconds(5)
         while !Task.isCancelled {
             guard await waitForDue() else { continue }
-            // The lease covers one attempt and is renewed after each delivery: a node that dies
+            // The lease covers one attempt and is renewed at least every second: a node that dies
             // mid-lane holds its endpoint up for one timeout and five seconds at most.
             let batches = (try? await chat.claimWebhooks(holder: holder, lanes: 1, perLane: perLane, lease: lease)) ?? []
             if batches.isEmpty {
@@ -129,8 +129,19 @@ public final class WebhookService: Sendable {
         }
     }
 
-    /// Posts a lane's deliveries in order until one fails.
+    /// Posts a lane's deliveries in order until one fails. What was delivered is recorded in
+    /// one write every second (or at the end): a write per delivery would make an endpoint's
+    /// rate the database's commit rate. A worker that dies in between delivers those again
+    /// (at least once).
     private func deliver(_ batch: WebhookBatch, holder: String, http: OutboundHTTP, queue: DispatchQueue) async {
+        let lease = configuration.timeout + .seconds(5)
+        var delivered: [WebhookMessage] = []
+        var recorded = ContinuousClock.now
+        func record() async {
+            try? await chat.webhooksDelivered(delivered, lane: batch.lane, holder: holder, lease: lease)
+            delivered.removeAll()
+            recorded = .now
+        }
         for delivery in batch.deliveries {
             let request = Self.request(for: delivery, in: batch, userAgent: configuration.userAgent)
             let result: Result<OutboundResponse, OutboundError> = await onQueue(queue) {
@@ -147,9 +158,11 @@ public final class WebhookService: Sendable {
             }
             guard let problem else {
                 statistics.withLock { $0.delivered += 1 }
-                try? await chat.webhookDelivered(delivery, lane: batch.lane, holder: holder, lease: configuration.timeout + .seconds(5))
+                delivered.append(delivery)
+                if ContinuousClock.now - recorded >= .seconds(1) { await record() }
                 continue
             }
+            await record()
             let retry = delivery.item.attempts + 1 < configuration.maxAttempts
             statistics.withLock { if retry { $0.retried += 1 } else { $0.failed += 1 } }
             if !retry {
@@ -161,6 +174,7 @@ public final class WebhookService: Sendable {
                                           after: retry ? configuration.backoff(attempt: delivery.item.attempts) : nil)
             return
         }
+        await record()
     }
 
     /// The body and headers of one attempt: Parley's signed envelope, or Pusher's.

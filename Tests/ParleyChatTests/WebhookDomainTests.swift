@@ -48,7 +48,7 @@ struct WebhookDomainTests {
         let again = try await chat.claimWebhooks(holder: "b", lanes: 4, perLane: 10, lease: .seconds(60))
         #expect(again.first?.deliveries.first?.id == head.id, "the same delivery, the same id")
         #expect(again.first?.deliveries.first?.item.attempts == 1 && again.first?.deliveries.count == 5)
-        for delivery in again[0].deliveries { try await chat.webhookDelivered(delivery, lane: again[0].lane, holder: "b") }
+        try await chat.webhooksDelivered(again[0].deliveries, lane: again[0].lane, holder: "b")
         state = try await chat.webhook(server, id: hook.id)
         #expect(state.pending == 0 && state.failingSince == nil)
         let order = again[0].deliveries.compactMap { delivery -> String? in
@@ -117,10 +117,8 @@ struct WebhookDomainTests {
                             if batches.isEmpty { idle += 1; try await Task.sleep(for: .milliseconds(5)); continue }
                             idle = 0
                             for batch in batches {
-                                for delivery in batch.deliveries {
-                                    mine.append((batch.lane, delivery.id))
-                                    try await node.webhookDelivered(delivery, lane: batch.lane, holder: "\(name)/\(worker)")
-                                }
+                                mine += batch.deliveries.map { (batch.lane, $0.id) }
+                                try await node.webhooksDelivered(batch.deliveries, lane: batch.lane, holder: "\(name)/\(worker)")
                             }
                         }
                         return mine
