@@ -15,24 +15,14 @@ public enum Webhooks: Sendable {
     /// The outbox kind.
     public static let kind = "webhook"
 
-    /// Adds a delivery of `type` with `data` to every endpoint of `app` that hears it (Parley
-    /// format). Call inside the change's transaction.
-    public static func enqueue(_ db: any Database, app: Int64, type: String, data: [UInt8], now: Int64) throws {
-        let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = 'parley'")
+    /// Adds a delivery of `type` with `data` to every endpoint of `app` in `format` that hears
+    /// it (Parley's events, or for Pusher-format endpoints one entry of Pusher's `events`
+    /// list). Call inside the change's transaction.
+    public static func enqueue(_ db: any Database, app: Int64, format: WebhookFormat = .parley, type: String, data: [UInt8], now: Int64) throws {
+        let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = \(format.rawValue)")
         guard !endpoints.isEmpty else { return }
         let payload = Self.payload(type: type, createdAt: now, data: data)
         for endpoint in endpoints where Self.hears(try endpoint.get("events"), type) {
-            try add(db, lane: try endpoint.get("id"), payload: payload, now: now)
-        }
-    }
-
-    /// Adds a Pusher-format delivery (`event` is one entry of Pusher's `events` list) to every
-    /// Pusher-format endpoint of `app` that hears `name`.
-    public static func enqueuePusher(_ db: any Database, app: Int64, name: String, event: [UInt8], now: Int64) throws {
-        let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = 'pusher'")
-        guard !endpoints.isEmpty else { return }
-        let payload = Self.payload(type: name, createdAt: now, data: event)
-        for endpoint in endpoints where Self.hears(try endpoint.get("events"), name) {
             try add(db, lane: try endpoint.get("id"), payload: payload, now: now)
         }
     }
@@ -576,7 +566,7 @@ extension Chat {
             try await store.write { db in
                 let count = try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE app_id = \(app) AND format = 'pusher'") ?? 0
                 guard count > 0 else { return false }
-                for event in events { try Webhooks.enqueuePusher(db, app: app, name: event.name, event: event.json, now: now) }
+                for event in events { try Webhooks.enqueue(db, app: app, format: .pusher, type: event.name, data: event.json, now: now) }
                 return true
             }
         }
