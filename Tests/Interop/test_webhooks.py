@@ -291,3 +291,28 @@ def test_pusher_format_webhooks_validate_with_the_pusher_library():
     finally:
         receiver.close()
         server.stop()
+
+
+def test_a_receiver_that_does_not_answer_in_time_gets_the_delivery_again():
+    server = parley.Server("--webhooks-allow-private", "--webhook-first-retry", "100", "--webhook-timeout", "1")
+    receiver = Receiver()
+    receiver.stall = threading.Event()       # the first request hangs past the timeout
+    try:
+        backend = Backend(server)
+        hook = endpoint(backend, receiver.url)
+        receiver.secret = hook["secret"]
+        cid = group_of(backend, "Late", "wt-ann", "wt-ben")
+        sent = send(backend, cid, "wt-ann", "are you there?")
+        parley.wait_until(lambda: (backend.call("GET", f"/v1/server/webhooks/{hook['id']}")[1].get("lastError") or "").lower().find("timeout") >= 0
+                          or "timed out" in (backend.call("GET", f"/v1/server/webhooks/{hook['id']}")[1].get("lastError") or ""),
+                          what="the timeout recorded")
+        receiver.stall.set()
+        receiver.stall = None
+        deliveries = receiver.wait_for(lambda ds: any(d["data"]["message"]["id"] == sent["id"] and int(d["_headers"]["Parley-Webhook-Attempt"]) >= 2
+                                                      for d in ds), what="the delivery again, attempt 2 or later")
+        assert deliveries[-1]["id"] == deliveries[0]["id"], "the same delivery id on every attempt"
+    finally:
+        if receiver.stall is not None:
+            receiver.stall.set()
+        receiver.close()
+        server.stop()
