@@ -238,7 +238,7 @@ extension Chat {
         let now = nowMilliseconds
         let lifetime = configuration.sessionLifetime
         let isGuest = passwordHash == nil
-        return try await run {
+        let (signedIn, announced): (SignedIn, Bool) = try await run {
             try await store.write { db in
                 do {
                     try db.execute("""
@@ -253,10 +253,12 @@ extension Chat {
                 }
                 let session = try Chat.createSession(db, userKey: userKey, device: device, now: now, lifetime: lifetime)
                 let user = try Chat.fetchUser(db, key: userKey)
-                try Webhooks.enqueue(db, app: app.id, type: WebhookEventType.userCreated.rawValue, data: Webhooks.json(user), now: now)
-                return SignedIn(user: user, session: session)
+                let announced = try Webhooks.enqueue(db, app: app.id, type: WebhookEventType.userCreated.rawValue, data: Webhooks.json(user), now: now)
+                return (SignedIn(user: user, session: session), announced)
             }
         }
+        if announced { signalWebhooks() }
+        return signedIn
     }
 
     static func createSession(_ db: any Database, userKey: Int64, device: String, now: Int64, lifetime: TimeInterval) throws -> Session {

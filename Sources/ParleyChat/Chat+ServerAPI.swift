@@ -111,7 +111,7 @@ extension Chat {
         let customData = try request.customData.map { try Validate.customData($0) }
         let now = nowMilliseconds
         let app = server.app.id
-        return try await run {
+        let (user, created, announced): (ServerUser, Bool, Bool) = try await run {
             try await store.write { db in
                 if let existing = try db.fetchValue(Int64.self, """
                     SELECT id FROM account WHERE app_id = \(app) AND username_key = \(key) AND is_system = 0 AND deleted_at IS NULL
@@ -120,7 +120,7 @@ extension Chat {
                         try db.execute("UPDATE account SET display_name = \(displayName), display_key = \(displayName.lowercased()) WHERE id = \(existing)")
                     }
                     if let customData { try db.execute("UPDATE account SET custom_data = \(customData) WHERE id = \(existing)") }
-                    return (try Chat.serverUser(db, key: existing), false)
+                    return (try Chat.serverUser(db, key: existing), false, false)
                 }
                 let id = Crypto.randomID(prefix: "u_")
                 let name = displayName ?? username
@@ -131,10 +131,12 @@ extension Chat {
                     RETURNING id
                     """) else { throw ChatError.internalError }
                 let user = try Chat.serverUser(db, key: created)
-                try Webhooks.enqueue(db, app: app, type: "user.created", data: Webhooks.json(user.user), now: now)
-                return (user, true)
+                let announced = try Webhooks.enqueue(db, app: app, type: WebhookEventType.userCreated.rawValue, data: Webhooks.json(user.user), now: now)
+                return (user, true, announced)
             }
         }
+        if announced { signalWebhooks() }
+        return (user, created)
     }
 
     /// A user of the app by username, with their account state.

@@ -18,13 +18,20 @@ public enum Webhooks: Sendable {
     /// Adds a delivery of `type` with `data` to every endpoint of `app` in `format` that hears
     /// it (Parley's events, or for Pusher-format endpoints one entry of Pusher's `events`
     /// list). Call inside the change's transaction.
-    public static func enqueue(_ db: any Database, app: Int64, format: WebhookFormat = .parley, type: String, data: [UInt8], now: Int64) throws {
+    ///
+    /// - Returns: whether a delivery was written (the caller wakes the workers after commit:
+    ///   ``Chat/signalWebhooks()``).
+    @discardableResult
+    public static func enqueue(_ db: any Database, app: Int64, format: WebhookFormat = .parley, type: String, data: [UInt8], now: Int64) throws -> Bool {
         let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = \(format.rawValue)")
-        guard !endpoints.isEmpty else { return }
+        guard !endpoints.isEmpty else { return false }
         let payload = Self.payload(type: type, createdAt: now, data: data)
+        var wrote = false
         for endpoint in endpoints where Self.hears(try endpoint.get("events"), type) {
             try add(db, lane: try endpoint.get("id"), payload: payload, now: now)
+            wrote = true
         }
+        return wrote
     }
 
     static func add(_ db: any Database, lane: Int64, payload: [UInt8], now: Int64) throws {
@@ -112,12 +119,27 @@ public struct WebhookBatch: Sendable {
     public var deliveries: [WebhookMessage]
 }
 
+/// Wakes the webhook workers when deliveries were written, once they are committed (so an
+/// idle worker neither polls the database after every write nor looks before the rows exist).
+public final class WebhookSignal: Sendable {
+    /// What the workers wait on.
+    package let wakeup = Wakeup()
+
+    /// A signal nobody waits on yet.
+    public init() {}
+}
+
 /// Events appended by a write, turned into webhook deliveries in its transaction: one
 /// statement finds the endpoints of the write's conversations' apps, and rows are written
 /// only when one hears the event. Installed on every server.
 public struct WebhookHook: TransactionHook {
-    /// The hook.
-    public init() {}
+    /// Signalled after a write that added deliveries commits.
+    public let signal: WebhookSignal
+
+    /// A hook that signals `signal`.
+    public init(signal: WebhookSignal = WebhookSignal()) {
+        self.signal = signal
+    }
 
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
         let relevant = events.filter { $0.channelEvent == nil && $0.record.type.isKnown && $0.record.type != .receiptUpdated
@@ -129,6 +151,13 @@ public struct WebhookHook: TransactionHook {
             WHERE c.id IN (\(list: conversations)) AND w.format = 'parley'
             """)
         guard !rows.isEmpty else { return }
+        var wrote = false
+        defer {
+            if wrote, let transaction = db as? Transaction {
+                let wakeup = signal.wakeup
+                transaction.onCommit { wakeup.signal() }
+            }
+        }
         var endpoints: [Int64: [(lane: Int64, events: String)]] = [:]
         for row in rows {
             let conversation: Int64 = try row.get("conversation")
@@ -140,11 +169,23 @@ public struct WebhookHook: TransactionHook {
             guard !hearing.isEmpty else { continue }
             let payload = Webhooks.payload(type: type, createdAt: event.record.createdAt, data: event.eventJSON)
             for endpoint in hearing { try Webhooks.add(db, lane: endpoint.lane, payload: payload, now: event.record.createdAt) }
+            wrote = true
         }
     }
 }
 
 extension Chat {
+    /// Wakes this node's webhook workers: deliveries were just committed outside the event
+    /// write path (a new user, Pusher happenings).
+    func signalWebhooks() {
+        webhookHook?.signal.wakeup.signal()
+    }
+
+    /// The webhook hook this domain runs, if any.
+    public var webhookHook: WebhookHook? {
+        hooks.lazy.compactMap { $0 as? WebhookHook }.first
+    }
+
     // MARK: - Endpoints
 
     /// Registers an endpoint; the answer carries its signing secret, shown this once.
@@ -571,5 +612,6 @@ extension Chat {
             }
         }
         if let exists { pusherEndpoints.withLock { $0[app] = (exists, now) } }
+        if exists == true { signalWebhooks() }
     }
 }

@@ -183,9 +183,11 @@ public final class Chat: Sendable {
                 // Written once for the hooks (a webhook's data) and the frame alike.
                 for index in events.indices where events[index].channelEvent == nil { events[index].json = events[index].eventJSON }
             }
-            for hook in hooks { try hook.didAppend(events, in: db) }
-            return Committed(value: value, publications: events.map(\.publication), link: transaction.link)
+            for hook in hooks { try hook.didAppend(events, in: transaction) }
+            return Committed(value: value, publications: events.map(\.publication), link: transaction.link,
+                             afterCommit: transaction.committedCallbacks)
         }, afterCommit: { committed in
+            for callback in committed.afterCommit { callback() }
             guard !committed.publications.isEmpty else { return }
             bus?.publish(committed.publications, link: committed.link)
         }).value
@@ -223,6 +225,8 @@ struct Committed<Value: Sendable>: Sendable {
     var value: Value
     var publications: [Publication]
     var link: EventLink? = nil
+    /// What hooks asked to run once the write committed (``Transaction/onCommit(_:)``).
+    var afterCommit: [@Sendable () -> Void] = []
 }
 
 /// A password hash of a random secret, made once, on first use.

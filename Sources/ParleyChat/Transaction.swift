@@ -128,6 +128,14 @@ final class Transaction: Database {
     /// Whether the write appended anything.
     var hasEvents: Bool { !entries.isEmpty }
 
+    /// Runs `callback` once this write has committed (never if it rolls back): a hook that
+    /// wrote outbox rows wakes its workers then, not before the rows are visible.
+    func onCommit(_ callback: @escaping @Sendable () -> Void) {
+        committedCallbacks.append(callback)
+    }
+
+    private(set) var committedCallbacks: [@Sendable () -> Void] = []
+
     /// Appends an event with a seq (allocated here unless the caller took it already, as a
     /// send does for its message row) and moves the conversation's activity to it.
     ///

@@ -140,7 +140,8 @@ public final class ParleyServer: Sendable {
         do {
             var settings = configuration.webhooks
             settings.userAgent = "Parley-Webhooks/\(ParleyVersion.current)"
-            webhooks = try WebhookService(chat: chat, configuration: settings)
+            let signal = chat.webhookHook?.signal ?? WebhookSignal()
+            webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal)
         } catch {
             store.close()
             throw StartError(message: "cannot set up webhooks: \(error)")

@@ -76,22 +76,22 @@ public final class WebhookService: Sendable {
     private let node = Crypto.randomID(prefix: "webhook_", length: 10)
     private let statistics = LockedValue(WebhookStatistics())
     private let tasks = LockedValue([Task<Void, Never>]())
-    private let wake = Wakeup()
+    private let wake: Wakeup
 
     /// Reads the extra CA; nothing is sent until ``start()``.
     ///
     /// - Throws: a message naming the file to fix.
-    public init(chat: Chat, configuration: WebhookConfiguration) throws {
+    /// - Parameter signal: the one the chat's ``WebhookHook`` signals after a write that added
+    ///   deliveries commits (other nodes' deliveries are found within a second).
+    public init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal) throws {
         self.chat = chat
         self.configuration = configuration
+        wake = signal.wakeup
         do {
             trust = try TrustStore(extraFile: configuration.outboundCAFile)
         } catch let error as OutboundError {
             throw WebhookSetupError(description: error.description)
         }
-        // A committed change may have written deliveries: idle senders look at once.
-        let wake = wake
-        chat.bus?.subscribe { _ in wake.signal() }
     }
 
     /// Counts so far.
