@@ -373,7 +373,7 @@ extension Chat {
                             """) else { continue }
                     let due = try rows.prefix { try $0.get("due_at", as: Int64.self) <= now }
                     let items = try due.map(Chat.outboxItem)
-                    let messages = try due.map { try WebhookMessage(try Chat.outboxItem($0), ref: try $0.get("ref", as: String?.self)) }
+                    let messages = try due.map { WebhookMessage(try Chat.outboxItem($0), ref: try $0.get("ref", as: String?.self)) }
                     try db.execute("UPDATE outbox SET claimed_by = \(holder), claimed_until = \(until) WHERE id IN (\(list: items.map(\.id)))")
                     batches.append(WebhookBatch(lane: head, endpointID: try endpoint.get("public_id"), url: try endpoint.get("url"),
                                                 secret: try endpoint.get("secret"),
