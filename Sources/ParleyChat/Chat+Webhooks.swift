@@ -68,6 +68,12 @@ public struct WebhookMessage: Sendable, Hashable {
     /// The event's data, as JSON.
     public var data: [UInt8]
 
+    /// The log position the data is read from, when the row names one (`@<position>`).
+    var position: Int64? {
+        guard data.first == UInt8(ascii: "@") else { return nil }
+        return Int64(String(decoding: data.dropFirst(), as: UTF8.self))
+    }
+
     init?(_ item: OutboxItem, ref: String?) {
         guard let ref else { return nil }
         id = ref
@@ -167,7 +173,9 @@ public struct WebhookHook: TransactionHook {
             let type = event.record.type.rawValue
             let hearing = (endpoints[event.conversationKey] ?? []).filter { Webhooks.hears($0.events, type) }
             guard !hearing.isEmpty else { continue }
-            let payload = Webhooks.payload(type: type, createdAt: event.record.createdAt, data: event.eventJSON)
+            // The event is in the log already: the row names its position, and the data is read
+            // back when the delivery is claimed (half the bytes a send writes, not twice them).
+            let payload = Webhooks.payload(type: type, createdAt: event.record.createdAt, data: Array("@\(event.record.position)".utf8))
             for endpoint in hearing { try Webhooks.add(db, lane: endpoint.lane, payload: payload, now: event.record.createdAt) }
             wrote = true
         }
@@ -373,7 +381,7 @@ extension Chat {
                             """) else { continue }
                     let due = try rows.prefix { try $0.get("due_at", as: Int64.self) <= now }
                     let items = try due.map(Chat.outboxItem)
-                    let messages = try due.map { WebhookMessage(try Chat.outboxItem($0), ref: try $0.get("ref", as: String?.self)) }
+                    let messages = try Chat.withEventData(db, try due.map { WebhookMessage(try Chat.outboxItem($0), ref: try $0.get("ref", as: String?.self)) })
                     try db.execute("UPDATE outbox SET claimed_by = \(holder), claimed_until = \(until) WHERE id IN (\(list: items.map(\.id)))")
                     batches.append(WebhookBatch(lane: head, endpointID: try endpoint.get("public_id"), url: try endpoint.get("url"),
                                                 secret: try endpoint.get("secret"),
@@ -488,6 +496,23 @@ extension Chat {
         JOIN outbox h ON h.id = (SELECT o.id FROM outbox o WHERE o.lane = w.id AND o.failed_at IS NULL ORDER BY o.id LIMIT 1)
         WHERE w.paused_at IS NULL AND (h.claimed_until IS NULL OR h.claimed_until < \(now))
         """
+    }
+
+    /// Deliveries whose data names an event of the log (`@<position>`) with the event's JSON
+    /// read back, as the feed shows it now (a message edited or deleted since shows so). An
+    /// event no longer in the log leaves its delivery out (nil).
+    static func withEventData(_ db: any Database, _ messages: [WebhookMessage?]) throws -> [WebhookMessage?] {
+        let positions = messages.compactMap { $0?.position }
+        guard !positions.isEmpty else { return messages }
+        let rows = try db.fetchAll("SELECT \(eventColumns) FROM event e \(eventJoins) WHERE e.position IN (\(list: positions))")
+        var json: [Int64: [UInt8]] = [:]
+        for event in try storedEvents(db, rows[...], viewer: nil) { json[event.record.position] = event.eventJSON }
+        return messages.map { message in
+            guard var message, let position = message.position else { return message }
+            guard let data = json[position] else { return nil }
+            message.data = data
+            return message
+        }
     }
 
     static func outboxItem(_ row: Row) throws -> OutboxItem {
