@@ -249,7 +249,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         USAGE: parley-server [options]
                parley-server apps list|create <name>|rotate-secret <name-or-key> [--secret-grace <s>]
                                   |push-content <name-or-key> full|id-only   [--data-dir <path> | --database-url <url>]
-               parley-server admin <command> [--json] [--app <name-or-key>]   (docs/admin.md; 'admin help' lists them)
+               parley-server admin <command> [--url <url>] [--secret <sk_…>] [--json]   (docs/admin.md; 'admin help' lists them)
                parley-server backup <file> [--data-dir <path>]     (while the server runs)
                parley-server restore <file> [--data-dir <path>]    (with the server stopped)
 
