@@ -42,11 +42,11 @@ private final class MemoryCounters: SharedCounters, @unchecked Sendable {
 
     @Test func twoNodesShareOneBudget() async {
         let counters = MemoryCounters()
-        let a = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10)
-        let b = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10)
+        let a = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10, flushInterval: .seconds(3600))
+        let b = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10, flushInterval: .seconds(3600))
         // The window's budget is rate × window + burst = 20. Each node's bucket lets 10 through
         // at once, so a client on both got 20 before anyone counted; a third node would give 30.
-        let c = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10)
+        let c = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10, flushInterval: .seconds(3600))
         let now = ContinuousClock.now
         #expect(drain(a, "alice", now: now) == 10)
         #expect(drain(b, "alice", now: now) == 10)
@@ -70,8 +70,8 @@ private final class MemoryCounters: SharedCounters, @unchecked Sendable {
 
     @Test func withinTheBudgetNothingIsRefused() async {
         let counters = MemoryCounters()
-        let a = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10)
-        let b = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10)
+        let a = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10, flushInterval: .seconds(3600))
+        let b = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10, flushInterval: .seconds(3600))
         let now = ContinuousClock.now
         #expect(drain(a, "alice", now: now, max: 8) == 8)
         #expect(drain(b, "alice", now: now, max: 8) == 8)
@@ -84,8 +84,8 @@ private final class MemoryCounters: SharedCounters, @unchecked Sendable {
     @Test func unreachableCountersLeaveEachNodeItsBucket() async {
         let counters = MemoryCounters()
         counters.reachable = false
-        let a = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10)
-        let b = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10)
+        let a = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10, flushInterval: .seconds(3600))
+        let b = SharedRate(name: "t", rate: 1, burst: 10, shared: counters, window: 10, flushInterval: .seconds(3600))
         let now = ContinuousClock.now
         #expect(drain(a, "alice", now: now) == 10)
         #expect(drain(b, "alice", now: now) == 10)

@@ -30,8 +30,10 @@ struct RedisCountersTests {
         let a = try counters()
         let b = try counters()
         b.setNamespace(a.namespaceForTests)
-        let onA = SharedRate(name: "commands-user", rate: 1, burst: 10, shared: a, window: 10)
-        let onB = SharedRate(name: "commands-user", rate: 1, burst: 10, shared: b, window: 10)
+        // The test flushes by hand, at a wall time of its own: a background flush (after 250 ms
+        // by default, reachable on a loaded machine) would count in today's window instead.
+        let onA = SharedRate(name: "commands-user", rate: 1, burst: 10, shared: a, window: 10, flushInterval: .seconds(3600))
+        let onB = SharedRate(name: "commands-user", rate: 1, burst: 10, shared: b, window: 10, flushInterval: .seconds(3600))
         let now = ContinuousClock.now
         let wall = Date(timeIntervalSince1970: 1_800_000_000)
         // Budget per window: 1 × 10 + 10 = 20. Each node lets its burst of 10 through …
