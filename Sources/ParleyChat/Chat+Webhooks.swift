@@ -457,17 +457,6 @@ extension Chat {
         }
     }
 
-    /// Lets go of rows claimed and not tried (a worker stopping).
-    public func releaseWebhooks(lane: Int64, holder: String) async throws {
-        try await run {
-            try await store.write { db in
-                try db.execute("""
-                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE lane IS NOT NULL AND lane = \(lane) AND claimed_by = \(holder)
-                    """)
-            }
-        }
-    }
-
     /// Endpoints paused and deliveries failed, across apps (for `/metrics`).
     public func webhookHealth() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
         try await run {

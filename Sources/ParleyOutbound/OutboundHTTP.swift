@@ -206,3 +206,11 @@ package final class OutboundHTTP: @unchecked Sendable {
         }
     }
 }
+
+extension DispatchQueue {
+    /// Runs blocking work (a libcurl transfer) on this queue and waits for its result without
+    /// holding a thread of the caller's: each push or webhook sender has a queue of its own.
+    package func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in async { continuation.resume(returning: work()) } }
+    }
+}

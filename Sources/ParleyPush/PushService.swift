@@ -173,10 +173,10 @@ public final class PushService: Sendable {
                     done.append(row.id)
                     continue
                 }
-                var outcome = await onQueue(queue) { provider.send(notice, over: http) }
+                var outcome = await queue.run { provider.send(notice, over: http) }
                 if case .renewCredentials = outcome {
                     provider.renewCredentials()
-                    outcome = await onQueue(queue) { provider.send(notice, over: http) }
+                    outcome = await queue.run { provider.send(notice, over: http) }
                     if case .renewCredentials(let why) = outcome { outcome = .failed("credentials refused after renewing: \(why)") }
                 }
                 if await settle(row, notice, outcome, provider: provider.name, holder: holder) { done.append(row.id) }
@@ -216,7 +216,4 @@ public final class PushService: Sendable {
         statistics.withLock { change(&$0[provider, default: PushStatistics()]) }
     }
 
-    private func onQueue<T: Sendable>(_ queue: DispatchQueue, _ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in queue.async { continuation.resume(returning: work()) } }
-    }
 }

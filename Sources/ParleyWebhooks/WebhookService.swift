@@ -28,8 +28,8 @@ public struct WebhookConfiguration: Sendable, Equatable {
     /// Attempts before a delivery is given up: as many as the backoff schedule fits into the
     /// retry window, plus the first.
     public var maxAttempts: Int {
-        let window = Self.seconds(retryWindow)
-        var delay = max(0.001, Self.seconds(firstRetry))
+        let window = retryWindow.inSeconds
+        var delay = max(0.001, firstRetry.inSeconds)
         var total = 0.0
         var attempts = 1
         while total < window {
@@ -43,12 +43,8 @@ public struct WebhookConfiguration: Sendable, Equatable {
     /// The delay before attempt `attempt + 1`: `firstRetry` doubled `attempt` times, at most an
     /// hour, between 0.8 and 1.2 times that.
     public func backoff(attempt: Int) -> Duration {
-        let base = min(3600, Self.seconds(firstRetry) * pow(2, Double(min(attempt, 40))))
+        let base = min(3600, firstRetry.inSeconds * pow(2, Double(min(attempt, 40))))
         return .milliseconds(Int(base * Double.random(in: 0.8...1.2) * 1000))
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
 
@@ -144,7 +140,7 @@ public final class WebhookService: Sendable {
         }
         for delivery in batch.deliveries {
             let request = Self.request(for: delivery, in: batch, userAgent: configuration.userAgent)
-            let result: Result<OutboundResponse, OutboundError> = await onQueue(queue) {
+            let result: Result<OutboundResponse, OutboundError> = await queue.run {
                 do { return .success(try http.post(batch.url, headers: request.headers, body: request.body)) } catch let error as OutboundError {
                     return .failure(error)
                 } catch {
@@ -209,9 +205,6 @@ public final class WebhookService: Sendable {
         return false
     }
 
-    private func onQueue<T: Sendable>(_ queue: DispatchQueue, _ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in queue.async { continuation.resume(returning: work()) } }
-    }
 }
 
 /// A webhook setting that cannot work (an unreadable CA file).

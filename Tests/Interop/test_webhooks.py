@@ -251,6 +251,12 @@ def test_endpoints_are_managed_and_validated(server):
     assert status == 200 and changed["events"] == ["message.created", "user.created"] and changed.get("pausedAt")
     status, rotated = backend.call("POST", f"/v1/server/webhooks/{hook['id']}/rotate-secret")
     assert status == 200 and rotated["secret"] != hook["secret"]
+    status, answer = backend.call("POST", f"/v1/server/webhooks/{hook['id']}/deliveries/whd_nosuchdelivery/replay")
+    assert status == 404 and answer["error"]["code"] == "delivery_not_found"
+    status, answer = backend.call("GET", f"/v1/server/webhooks/{hook['id']}/deliveries?after=whd_nosuchdelivery")
+    assert status == 400 and "after" in answer["error"]["message"]
+    status, answer = backend.call("PATCH", f"/v1/server/webhooks/{hook['id']}", {"description": "x" * 201})
+    assert status == 400 and "description" in answer["error"]["message"]
     assert backend.call("DELETE", f"/v1/server/webhooks/{hook['id']}")[0] == 204
     assert backend.call("GET", f"/v1/server/webhooks/{hook['id']}")[0] == 404
     status, answer = backend.call("POST", f"/v1/server/webhooks/{hook['id']}/replay")
@@ -303,9 +309,9 @@ def test_a_receiver_that_does_not_answer_in_time_gets_the_delivery_again():
         receiver.secret = hook["secret"]
         cid = group_of(backend, "Late", "wt-ann", "wt-ben")
         sent = send(backend, cid, "wt-ann", "are you there?")
-        parley.wait_until(lambda: (backend.call("GET", f"/v1/server/webhooks/{hook['id']}")[1].get("lastError") or "").lower().find("timeout") >= 0
-                          or "timed out" in (backend.call("GET", f"/v1/server/webhooks/{hook['id']}")[1].get("lastError") or ""),
-                          what="the timeout recorded")
+        def last_error():
+            return (backend.call("GET", f"/v1/server/webhooks/{hook['id']}")[1].get("lastError") or "").lower()
+        parley.wait_until(lambda: "timeout" in last_error() or "timed out" in last_error(), what="the timeout recorded")
         receiver.stall.set()
         receiver.stall = None
         deliveries = receiver.wait_for(lambda ds: any(d["data"]["message"]["id"] == sent["id"] and int(d["_headers"]["Parley-Webhook-Attempt"]) >= 2
@@ -315,4 +321,18 @@ def test_a_receiver_that_does_not_answer_in_time_gets_the_delivery_again():
         if receiver.stall is not None:
             receiver.stall.set()
         receiver.close()
+        server.stop()
+
+
+def test_an_app_has_at_most_twenty_endpoints():
+    server = parley.Server(*FAST)
+    try:
+        backend = Backend(server)
+        hooks = [endpoint(backend, f"http://127.0.0.1:9/{n}") for n in range(20)]
+        status, answer = backend.call("POST", "/v1/server/webhooks", {"url": "http://127.0.0.1:9/21", "events": ["message.created"]})
+        assert status == 409 and answer["error"]["code"] == "too_many_webhooks"
+        assert len(backend.call("GET", "/v1/server/webhooks")[1]["webhooks"]) == 20, "nothing was added by the refused request"
+        assert backend.call("DELETE", f"/v1/server/webhooks/{hooks[0]['id']}")[0] == 204
+        endpoint(backend, "http://127.0.0.1:9/21")
+    finally:
         server.stop()
