@@ -9,7 +9,7 @@ declarations (extension, struct, ...) stay at file scope; its statements are wra
 app around it (the app key, a photo's bytes, ...), and Tests/Snippets/MessageKit/ declares
 MessageKit's protocols (MessageKit itself needs UIKit). A block that starts with
 `// Package.swift` is a manifest fragment and is skipped. Exits non-zero when any snippet
-fails to compile, printing the document and line of each error.
+fails to compile or warns (other than of a value the fragment leaves unused), printing the document and line of each error.
 
     scripts/snippets.py            build the snippets (uses the Swift toolchain on PATH)
     scripts/snippets.py --list     print the snippets it would compile, and exit
@@ -116,11 +116,13 @@ let package = Package(
     result = subprocess.run(["swift", "build", "--package-path", OUT],
                             capture_output=True, text=True)
     output = result.stdout + result.stderr
+    # A snippet shows a value the reader goes on to use in their app, so "never used" is the
+    # fragment's nature, not a fault; any other warning fails like an error.
     errors = sorted({text for text in output.split("\n") if re.search(r": (error|warning): ", text) and "/.build/snippets/.build/" not in text
-                     and "prohibited flag" not in text})
+                     and "prohibited flag" not in text and "[#no-usage]" not in text})
     for text in errors:
         print(text)
-    if result.returncode != 0 or any(": error: " in text for text in errors):
+    if result.returncode != 0 or errors:
         if not errors:
             print(output[-3000:])
         print(f"snippets: {len(found)} compiled with errors")
