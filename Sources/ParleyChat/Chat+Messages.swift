@@ -139,6 +139,7 @@ extension Chat {
                 }
                 let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
                 var messages = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
+                try Chat.fillMyReactions(db, &messages, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
                 let hasOlder = try messages.first.map {
                     try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND seq < \($0.seq) LIMIT 1") != nil
                 } ?? false
@@ -157,8 +158,8 @@ extension Chat {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 let (row, _) = try Chat.messageRow(db, access: access, id: messageID)
-                let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-                return try Chat.message(row, caller: caller.userKey, lowest: lowest)
+                guard let message = try Chat.messages(db, [row], access: access, caller: caller).first else { throw ChatError.messageNotFound }
+                return message
             }
         }
     }
@@ -274,6 +275,7 @@ extension Chat {
                 if case .number(let delivered) = fields["deliveredSeq"] { record.deliveredSeq = Int64(delivered) }
                 if case .number(let read) = fields["readSeq"] { record.readSeq = Int64(read) }
                 if let deliveries = fields["deliveries"], deliveries != .null { record.deliveriesJSON = try deliveries.encoded() }
+                if case .string(let emoji) = fields["emoji"] { record.emoji = emoji }
             }
             return AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                  userKey: try row.get("e_user_key", as: Int64?.self))
@@ -346,6 +348,9 @@ extension Chat {
                     """)
                 try FullTextSearch.unindex(db, message: key, text: oldContent.searchableText)
                 try FullTextSearch.index(db, message: key, text: prepared.value.searchableText)
+                let mentions = try Chat.resolveMentions(db, text: prepared.searchable, conversation: access.key, app: caller.appID)
+                _ = try Chat.storeMentions(db, message: key, conversation: access.key, author: try row.get("m_author_key"),
+                                           mentions: mentions, replacing: true)
                 try db.append(conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now)
                 return try Chat.reload(db, access: access, key: key, caller: caller)
             }
@@ -374,7 +379,14 @@ extension Chat {
                     targets.append((key, try Chat.message(row)))
                 }
                 for target in targets where target.message.deletedAt == nil {
-                    try db.execute("UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now) WHERE id = \(target.key)")
+                    // A tombstone keeps nothing of what was said or added to it.
+                    try db.execute("""
+                        UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now), reactions = NULL, mentions = NULL,
+                                           pinned_at = NULL, pinned_by = NULL
+                        WHERE id = \(target.key)
+                        """)
+                    try db.execute("DELETE FROM reaction WHERE message_id = \(target.key)")
+                    try db.execute("DELETE FROM mention WHERE message_id = \(target.key)")
                     if let content = target.message.content { try FullTextSearch.unindex(db, message: target.key, text: content.searchableText) }
                     try Chat.setMedia(db, message: target.key, keys: [], now: now)
                     try db.append(conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, now: now)
@@ -455,11 +467,14 @@ extension Chat {
                     \(prepared.metadata), \(replyTo?.rawValue), \(now))
             RETURNING id
             """) else { throw ChatError.internalError }
+        // Mentions cost nothing unless the text has an `@` before a name.
+        let mentions = try resolveMentions(tx, text: prepared.searchable, conversation: access.key, app: caller.appID)
+        let mentionsJSON = try storeMentions(tx, message: key, conversation: access.key, author: caller.userKey, mentions: mentions, replacing: false)
         // Nobody else can have this seq delivered yet: a new message is always "sent".
         let record = MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
                                    senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,
                                    clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
-                                   metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent)
+                                   metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent, mentionsJSON: mentionsJSON)
         try tx.append(conversation: access.key, type: .messageCreated, seq: seq, actor: caller.userKey, message: key, now: now) { position in
             var shared = record
             shared.status = nil
@@ -507,8 +522,8 @@ extension Chat {
     }
 
     static func reload(_ db: any Database, access: Access, key: Int64, caller: Caller) throws -> Message {
-        guard let row = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(key)") else { throw ChatError.messageNotFound }
-        let lowest = try lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-        return try message(row, caller: caller.userKey, lowest: lowest)
+        guard let row = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(key)"),
+              let message = try messages(db, [row], access: access, caller: caller).first else { throw ChatError.messageNotFound }
+        return message
     }
 }

@@ -51,18 +51,28 @@ public struct PushOutboxHook: TransactionHook {
 
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
         for event in events where event.record.type == .messageCreated {
-            // Public channels push only mentions (when mentions exist); Pusher channels never.
-            guard [.direct, .group, .private].contains(event.conversationKind), let message = event.record.message else { continue }
+            // Public channels push only the members a message mentions; Pusher channels never.
+            guard let message = event.record.message else { continue }
+            let mentionsOnly = event.conversationKind == .public
+            guard [.direct, .group, .private].contains(event.conversationKind) || (mentionsOnly && message.mentionsJSON != nil) else { continue }
             let source = PushSource(conversation: event.conversationKey, message: message.id, seq: message.seq, position: event.record.position)
             let payload = source.encoded
             let due = event.record.createdAt + Chat.milliseconds(confirmationWindow)
-            // One statement: the row, only when another member has a device.
+            // One statement: the row, only when another member (a mentioned one, in a public
+            // channel) has a device.
+            let someone: SQL = mentionsOnly
+                ? """
+                  SELECT 1 FROM mention mn JOIN push_device d ON d.user_id = mn.user_id
+                  WHERE mn.message_id = (SELECT id FROM message WHERE public_id = \(message.id))
+                  """
+                : """
+                  SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                  WHERE mb.conversation_id = \(event.conversationKey)
+                    AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id))
+                  """
             try db.execute("""
                 INSERT INTO outbox (kind, payload, due_at, created_at)
-                SELECT \(Self.kind), \(payload), \(due), \(event.record.createdAt)
-                WHERE EXISTS (SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
-                              WHERE mb.conversation_id = \(event.conversationKey)
-                                AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id)))
+                SELECT \(Self.kind), \(payload), \(due), \(event.record.createdAt) WHERE EXISTS (\(someone))
                 """)
         }
     }
@@ -116,7 +126,7 @@ extension Chat {
     /// One message's devices to push, written to the providers' outboxes.
     static func expand(_ db: any Database, _ source: PushSource, now: Int64, badges: inout [Int64: Int]) throws -> Int {
         guard let row = try db.fetchOne("""
-            SELECT m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
+            SELECT m.id, m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
                    a.push_content
             FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id JOIN app a ON a.id = c.app_id
             WHERE m.public_id = \(source.message)
@@ -127,13 +137,25 @@ extension Chat {
         let idOnly = try row.get("push_content", as: String.self) == "id-only"
         let content = try? JSONDecoder().decode(MessageContent.self, from: Data((try row.get("content", as: String.self)).utf8))
         let title = kind == .direct ? sender : (try row.get("title", as: String?.self) ?? sender)
-        let devices = try db.fetchAll("""
-            SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
-            FROM member mb JOIN push_device d ON d.user_id = mb.user_id
-            WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
-              AND (mb.muted_until IS NULL OR mb.muted_until <= \(now))
-            ORDER BY d.id
-            """)
+        let messageKey: Int64 = try row.get("id")
+        // A mentioned member is pushed even when they muted the conversation; in a public
+        // channel only mentioned members are (Slack's and Matrix's rule).
+        let devices = try kind == .public
+            ? db.fetchAll("""
+                SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
+                FROM mention mn JOIN member mb ON mb.conversation_id = \(source.conversation) AND mb.user_id = mn.user_id
+                JOIN push_device d ON d.user_id = mb.user_id
+                WHERE mn.message_id = \(messageKey) AND mb.delivered_seq < \(source.seq)
+                ORDER BY d.id
+                """)
+            : db.fetchAll("""
+                SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
+                FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                LEFT JOIN mention mn ON mn.user_id = mb.user_id AND mn.message_id = \(messageKey)
+                WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
+                  AND (mb.muted_until IS NULL OR mb.muted_until <= \(now) OR mn.user_id IS NOT NULL)
+                ORDER BY d.id
+                """)
         var count = 0
         for device in devices {
             let user: Int64 = try device.get("user_id")

@@ -33,6 +33,8 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var readSeq: Int64?
     /// The author's messages after `delivery.updated`, as canonical JSON (a list of ``MessageDelivery``).
     public var deliveriesJSON: String?
+    /// The emoji of a reaction event.
+    public var emoji: String?
 
     /// The typed event.
     ///
@@ -43,6 +45,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
                           userID: userID.map(UserID.init(rawValue:)), role: role, title: title,
                           customData: try customDataJSON.map(JSONValue.decode), deliveredSeq: deliveredSeq, readSeq: readSeq)
         event.deliveries = try deliveriesJSON.map { try JSONValue.decode($0).decode(as: [MessageDelivery].self) }
+        event.emoji = emoji
         return event
     }
 
@@ -55,6 +58,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
             if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
             if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
+            if let emoji { json.key("emoji"); json.string(emoji) }
             if let message { json.key("message"); message.writeJSON(into: &json) }
             json.key("position"); json.integer(position)
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }

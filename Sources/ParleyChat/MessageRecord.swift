@@ -34,19 +34,35 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
     public var replyTo: String?
     /// Sent, delivered or read, for the caller's own messages only.
     public var status: DeliveryStatus?
+    /// Canonical JSON of the reaction counts (a list of ``ReactionCount``); nil for none.
+    public var reactionsJSON: String? = nil
+    /// The caller's own reactions (REST answers).
+    public var myReactions: [String]? = nil
+    /// Canonical JSON of the mentions (a list of ``Mention``); nil for none.
+    public var mentionsJSON: String? = nil
+    /// Milliseconds since 1970 of the pin.
+    public var pinnedAt: Int64? = nil
+    /// Who pinned it (public id).
+    public var pinnedBy: String? = nil
 
     /// The typed message.
     ///
     /// - Throws: a decoding error if the stored JSON is damaged.
     public func message() throws -> Message {
         let decoder = JSONDecoder()
-        return Message(
+        var message = Message(
             id: MessageID(rawValue: id), conversationID: ConversationID(rawValue: conversationID), seq: seq,
             sender: Sender(id: UserID(rawValue: senderID), username: senderUsername, displayName: senderDisplayName),
             clientID: clientID, sentAt: Chat.date(sentAt), editedAt: editedAt.map(Chat.date), deletedAt: deletedAt.map(Chat.date),
             content: try contentJSON.map { try decoder.decode(MessageContent.self, from: Data($0.utf8)) },
             metadata: try metadataJSON.map { try decoder.decode([String: String].self, from: Data($0.utf8)) },
             replyTo: replyTo.map(MessageID.init(rawValue:)), status: status)
+        message.reactions = try reactionsJSON.map { try decoder.decode([ReactionCount].self, from: Data($0.utf8)) }
+        message.myReactions = myReactions
+        message.mentions = try mentionsJSON.map { try decoder.decode([Mention].self, from: Data($0.utf8)) }
+        message.pinnedAt = pinnedAt.map(Chat.date)
+        message.pinnedBy = pinnedBy.map(UserID.init(rawValue:))
+        return message
     }
 
     /// Writes the message's JSON exactly as ``WireCoding/encoder()`` writes a ``Message``
@@ -59,7 +75,15 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
             if let deletedAt { json.key("deletedAt"); json.date(milliseconds: deletedAt) }
             if let editedAt { json.key("editedAt"); json.date(milliseconds: editedAt) }
             json.key("id"); json.string(id)
+            if let mentionsJSON { json.key("mentions"); json.raw(mentionsJSON) }
             if let metadataJSON { json.key("metadata"); json.raw(metadataJSON) }
+            if let myReactions {
+                json.key("myReactions")
+                json.array { array in for emoji in myReactions { array.string(emoji) } }
+            }
+            if let pinnedAt { json.key("pinnedAt"); json.date(milliseconds: pinnedAt) }
+            if let pinnedBy { json.key("pinnedBy"); json.string(pinnedBy) }
+            if let reactionsJSON { json.key("reactions"); json.raw(reactionsJSON) }
             if let replyTo { json.key("replyTo"); json.string(replyTo) }
             json.key("sender")
             json.object { sender in

@@ -569,6 +569,67 @@ public enum Schema: Sendable {
             // on SQLite once the newest rows are gone, a delivery id never is.
             try db.execute("ALTER TABLE outbox ADD COLUMN ref text")
         }
+        migrator.register("0013 reactions, mentions and pins") { db in
+            // What a history page shows is kept on the message, so reading a page costs no
+            // join: the counts per emoji (JSON, in the order first chosen), the resolved
+            // mentions (JSON) and the pin (docs/decisions/0021-annotations-without-seq.md).
+            try db.execute("ALTER TABLE message ADD COLUMN reactions text")
+            try db.execute("ALTER TABLE message ADD COLUMN mentions text")
+            try db.execute("ALTER TABLE message ADD COLUMN pinned_at bigint")
+            try db.execute("ALTER TABLE message ADD COLUMN pinned_by text")
+            try db.execute("CREATE INDEX message_pinned ON message (conversation_id, pinned_at) WHERE pinned_at IS NOT NULL")
+            // Reactions and pins take no seq, like receipts (decision 0021): the event table's
+            // CHECK names them too. Widening a CHECK leaves every stored row valid, so SQLite's
+            // is changed in place as in 0008; PostgreSQL's is replaced.
+            let before = "CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated')))"
+            let after = """
+                CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
+                'message.pinned', 'message.unpinned')))
+                """
+            if dialect == .sqlite {
+                let events: String = try db.fetchValue(String.self, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'event'") ?? ""
+                let changed = events.replacingOccurrences(of: before, with: after)
+                guard changed != events else {
+                    throw StoreError.decoding("the event table is not as migration 0008 left it; this database cannot be upgraded in place")
+                }
+                let version = try db.fetchValue(Int64.self, "PRAGMA schema_version") ?? 0
+                try db.execute("PRAGMA writable_schema = ON")
+                try db.execute("UPDATE sqlite_schema SET sql = \(changed) WHERE type = 'table' AND name = 'event'")
+                try db.execute(SQL(stringLiteral: "PRAGMA schema_version = \(version + 1)"))
+                try db.execute("PRAGMA writable_schema = OFF")
+                guard try db.fetchValue(String.self, "PRAGMA integrity_check") == "ok" else {
+                    throw StoreError.decoding("the database failed its integrity check after migration 0013; restore it from a backup")
+                }
+            } else {
+                guard let name = try db.fetchValue(String.self, """
+                    SELECT conname FROM pg_constraint WHERE conrelid = 'event'::regclass AND contype = 'c'
+                    AND pg_get_constraintdef(oid) LIKE '%receipt.updated%'
+                    """) else {
+                    throw StoreError.decoding("the event table has no seq CHECK as migration 0001 made it; this database cannot be upgraded in place")
+                }
+                try db.execute(SQL(stringLiteral: "ALTER TABLE event DROP CONSTRAINT \"\(name.replacingOccurrences(of: "\"", with: ""))\""))
+                try db.execute(SQL(stringLiteral: "ALTER TABLE event ADD CONSTRAINT event_seq_kinds " + after))
+            }
+            // One row per person and emoji: uniqueness, "mine" (by message and user) and "who"
+            // (by message and emoji, oldest first).
+            try db.execute("""
+                CREATE TABLE reaction (
+                    message_id bigint NOT NULL REFERENCES message(id),
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    emoji text NOT NULL,
+                    created_at bigint NOT NULL,
+                    PRIMARY KEY (message_id, user_id, emoji))
+                """)
+            try db.execute("CREATE INDEX reaction_who ON reaction (message_id, emoji, created_at, user_id)")
+            // "Mentions of me", newest first.
+            try db.execute("""
+                CREATE TABLE mention (
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    message_id bigint NOT NULL REFERENCES message(id),
+                    conversation_id bigint NOT NULL REFERENCES conversation(id),
+                    PRIMARY KEY (user_id, message_id))
+                """)
+        }
     }
 
     /// A numeric Pusher app id no app has yet (9 digits).

@@ -144,7 +144,7 @@ final class Transaction: Database {
     func append(conversation: Int64, type: ConversationEvent.Kind, seq: Int64? = nil, actor: Int64?, message: Int64? = nil,
                 user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64,
                 prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64, position: Int64) {
-        precondition(type != .receiptUpdated && type != .deliveryUpdated, "receipt and delivery events take no seq")
+        precondition(!type.hasNoSeq, "receipts, delivery counts, reactions and pins take no seq")
         try notePrevious()
         let seq = try seq ?? EventLog.nextSeq(db, conversation: conversation)
         guard let position = try db.fetchValue(Int64.self, """
@@ -181,6 +181,21 @@ final class Transaction: Database {
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, user_id, payload, created_at)
             VALUES (\(conversation), NULL, \(ConversationEvent.Kind.deliveryUpdated.rawValue), \(author), \(payload), \(now))
+            RETURNING position
+            """) else { throw ChatError.internalError }
+        entries.append(Entry(position: position, prebuilt: nil))
+    }
+
+    /// Appends a change that annotates a message without being part of the conversation's
+    /// history (a reaction, a pin): a position and no seq, and no activity, so it never makes
+    /// a conversation unread or moves it up the list (decision 0021).
+    func appendAnnotation(conversation: Int64, type: ConversationEvent.Kind, actor: Int64, message: Int64, user: Int64? = nil,
+                          payload: String? = nil, now: Int64) throws {
+        precondition(type.hasNoSeq && type != .receiptUpdated && type != .deliveryUpdated, "an annotation is a reaction or a pin")
+        try notePrevious()
+        guard let position = try db.fetchValue(Int64.self, """
+            INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, payload, created_at)
+            VALUES (\(conversation), NULL, \(type.rawValue), \(actor), \(message), \(user), \(payload), \(now))
             RETURNING position
             """) else { throw ChatError.internalError }
         entries.append(Entry(position: position, prebuilt: nil))

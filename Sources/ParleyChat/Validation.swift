@@ -121,6 +121,7 @@ enum Validate {
                 throw ChatError.invalid("latitude must be -90…90 and longitude -180…180")
             }
             if let name = location.name { try attachmentText(name, field: "name") }
+            if let text = location.caption { try caption(text) }
         case .photo(let media), .video(let media), .audio(let media), .file(let media):
             try attachment(media)
         case .custom(let type, let payload):
@@ -133,6 +134,32 @@ enum Validate {
                 throw ChatError.invalid("payload must encode to at most \(Limits.customPayloadBytes) bytes")
             }
         }
+    }
+
+    /// One emoji: a single grapheme cluster of emoji scalars (with skin tones, joiners,
+    /// keycaps, flag tags), at most ``Limits/emojiBytes`` bytes. A variation selector after an
+    /// emoji that shows as emoji anyway is dropped, so "👍" and "👍\u{FE0F}" are one reaction.
+    ///
+    /// - Returns: the emoji as stored.
+    static func emoji(_ text: String) throws -> String {
+        let problem = ChatError.invalid("emoji must be one emoji (a single character such as 👍 or 👨‍👩‍👧, at most \(Limits.emojiBytes) bytes)")
+        guard !text.isEmpty, text.utf8.count <= Limits.emojiBytes, text.count == 1 else { throw problem }
+        let scalars = Array(text.unicodeScalars)
+        let allowed = scalars.allSatisfy { scalar in
+            scalar.properties.isEmoji || scalar.properties.isEmojiModifier || [0x200D, 0xFE0F, 0x20E3].contains(scalar.value)
+                || (0xE0020...0xE007F).contains(scalar.value)
+        }
+        // Digits, # and * are "emoji" only as keycaps or with the emoji variation selector.
+        let shownAsEmoji = scalars.contains { $0.properties.isEmojiPresentation }
+            || scalars.contains { $0.value == 0xFE0F || $0.value == 0x20E3 }
+        guard allowed, shownAsEmoji, let first = scalars.first, first.properties.isEmoji else { throw problem }
+        var kept = String.UnicodeScalarView()
+        for (index, scalar) in scalars.enumerated() {
+            if scalar.value == 0xFE0F, index > 0, scalars[index - 1].properties.isEmojiPresentation,
+               index + 1 == scalars.count || scalars[index + 1].value != 0x20E3 { continue }
+            kept.append(scalar)
+        }
+        return String(kept)
     }
 
     static func metadata(_ metadata: [String: String]?) throws {
@@ -167,9 +194,10 @@ enum Validate {
         if let thumbnail = media.thumbnailID, !(Limits.attachmentID.contains(thumbnail.utf8.count) && isToken(thumbnail)) {
             throw ChatError.invalid("thumbnailId must be 1–128 characters from A-Z a-z 0-9 - _")
         }
-        for (text, field) in [(media.name, "name"), (media.caption, "caption"), (media.mimeType, "mimeType")] {
+        for (text, field) in [(media.name, "name"), (media.mimeType, "mimeType")] {
             if let text { try attachmentText(text, field: field) }
         }
+        if let text = media.caption { try caption(text) }
         if let size = media.sizeBytes, size < 0 { throw ChatError.invalid("sizeBytes must not be negative") }
         if let width = media.width, !(1...100_000).contains(width) { throw ChatError.invalid("width must be 1–100000") }
         if let height = media.height, !(1...100_000).contains(height) { throw ChatError.invalid("height must be 1–100000") }
@@ -183,6 +211,18 @@ enum Validate {
             throw ChatError.invalid("\(field) must be 1–\(Limits.attachmentText) characters")
         }
         try noControlCharacters(text, field: field)
+    }
+
+    /// A caption: 1–``Limits/attachmentText`` characters, not only spaces; line breaks and
+    /// tabs are kept (a caption is a short message), other control characters refused.
+    private static func caption(_ text: String) throws {
+        guard !text.isEmpty, text.unicodeScalars.count <= Limits.attachmentText else {
+            throw ChatError.invalid("caption must be 1–\(Limits.attachmentText) characters")
+        }
+        guard !text.allSatisfy(\.isWhitespace) else { throw ChatError.invalid("caption must not be only spaces") }
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control && !"\n\t".unicodeScalars.contains($0) }) else {
+            throw ChatError.invalid("caption must not contain control characters other than line breaks and tabs")
+        }
     }
 
     private static func noControlCharacters(_ text: String, field: String) throws {

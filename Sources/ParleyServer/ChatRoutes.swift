@@ -227,6 +227,50 @@ enum ChatRoutes {
                 try await chat.messageReceipts(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request))
             }
         }
+        // Reactions, pins and mentions (docs/api.md)
+        router.post("/v1/conversations/:conversationId/messages/:messageId/reactions") { request in
+            await api.respondCreatedOrFound {
+                let caller = try await api.caller(request)
+                let emoji = try await request.decode(ReactionRequest.self).emoji
+                let (message, changed) = try await chat.react(caller, conversation: api.conversationID(request), message: api.messageID(request), emoji: emoji)
+                return (message, changed)
+            }
+        }
+        router.delete("/v1/conversations/:conversationId/messages/:messageId/reactions/:emoji") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.unreact(caller, conversation: api.conversationID(request), message: api.messageID(request),
+                                              emoji: request.parameters["emoji"] ?? "").0
+            }
+        }
+        router.get("/v1/conversations/:conversationId/messages/:messageId/reactions") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.reactions(caller, conversation: api.conversationID(request), message: api.messageID(request),
+                                                emoji: request.queryItems["emoji"], limit: try api.integer(request, "limit"),
+                                                offset: try api.integer(request, "offset"))
+            }
+        }
+        router.put("/v1/conversations/:conversationId/messages/:messageId/pin") { request in
+            await api.respond {
+                try await chat.pin(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request)).0
+            }
+        }
+        router.delete("/v1/conversations/:conversationId/messages/:messageId/pin") { request in
+            await api.respond {
+                try await chat.unpin(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request)).0
+            }
+        }
+        router.get("/v1/conversations/:conversationId/pins") { request in
+            await api.respond { try await chat.pins(try await api.caller(request), conversation: api.conversationID(request)) }
+        }
+        router.get("/v1/mentions") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.mentions(caller, before: request.queryItems["before"].map(MessageID.init(rawValue:)),
+                                               limit: try api.integer(request, "limit"))
+            }
+        }
         router.get("/v1/conversations/:conversationId/events") { request in
             await api.respond {
                 try await chat.events(try await api.caller(request), conversation: api.conversationID(request),

@@ -102,6 +102,11 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     public static let usernameTaken = ChatError(.usernameTaken, "that username is taken; choose another")
     /// 409: the client id was already used for a different message.
     public static let clientIDReused = ChatError(.clientIDReused, "this clientId was used for another message; use a new id per message")
+    /// 409: a reaction or pin on a message that was deleted.
+    public static let messageDeleted = ChatError(.messageDeleted, "the message was deleted; it takes no reactions or pins")
+    /// 409: a message has as many different emoji as it may, or the caller reacted to it as
+    /// often as one person may; `message` says which.
+    public static func tooManyReactions(_ message: String) -> ChatError { ChatError(.tooManyReactions, message) }
     /// 409: the operation conflicts with the conversation's state (last owner leaving, …).
     public static func conflict(_ message: String) -> ChatError { ChatError(.conflict, message) }
     /// 409: a continuation that does not match how its upload began.
@@ -226,6 +231,8 @@ extension ChatError {
         case webhookNotFound = "webhook_not_found"
         case deliveryNotFound = "delivery_not_found"
         case tooManyWebhooks = "too_many_webhooks"
+        case messageDeleted = "message_deleted"
+        case tooManyReactions = "too_many_reactions"
         case storeUnavailable = "store_unavailable"
         case storageFull = "storage_full"
         case internalError = "internal_error"
@@ -257,7 +264,7 @@ extension ChatError {
             case .methodNotAllowed: 405
             case .requestTimeout: 408
             case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded, .tooManyDevices,
-                 .tooManyWebhooks: 409
+                 .tooManyWebhooks, .messageDeleted, .tooManyReactions: 409
             case .fileTooLarge, .bodyTooLarge: 413
             case .unsupportedMediaType, .typeMismatch, .invalidImage: 415
             case .rangeNotSatisfiable: 416

@@ -34,13 +34,24 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         /// the author's (`userID`'s) messages have got, as counts (`deliveries`). Only the
         /// author's devices receive it. Has no `seq` (docs/protocol.md, "Delivery in channels").
         case deliveryUpdated
+        /// Someone reacted to a message: `userId` and `emoji` say who and with what, `message`
+        /// is the message with its counts after the change. Has no `seq` and moves neither the
+        /// unread count nor the conversation's place in the list (decision 0021).
+        case reactionAdded
+        /// Someone took a reaction back; as ``reactionAdded``.
+        case reactionRemoved
+        /// A message was pinned (`actorId` by whom; `message` shows `pinnedAt` and `pinnedBy`).
+        /// Has no `seq`.
+        case messagePinned
+        /// A message was unpinned. Has no `seq`.
+        case messageUnpinned
         /// A kind this build does not know, by its wire name.
         case unknown(String)
 
         /// The kinds this build knows, in the order they were added to the protocol.
         public static let known: [Kind] = [.messageCreated, .messageEdited, .messageDeleted, .memberAdded, .memberRemoved,
                                            .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
-                                           .deliveryUpdated]
+                                           .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned]
         private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
         /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
@@ -59,8 +70,18 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
             case .conversationUpdated: "conversation.updated"
             case .receiptUpdated: "receipt.updated"
             case .deliveryUpdated: "delivery.updated"
+            case .reactionAdded: "reaction.added"
+            case .reactionRemoved: "reaction.removed"
+            case .messagePinned: "message.pinned"
+            case .messageUnpinned: "message.unpinned"
             case .unknown(let name): name
             }
+        }
+
+        /// Kinds that annotate the conversation without a `seq` of their own (receipts,
+        /// delivery counts, reactions, pins): they never count as unread.
+        public var hasNoSeq: Bool {
+            [.receiptUpdated, .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned].contains(self)
         }
 
         /// False for ``unknown(_:)``.
@@ -109,6 +130,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var readSeq: Int64?
     /// For ``Kind/deliveryUpdated``: where the author's messages stand, newest last.
     public var deliveries: [MessageDelivery]? = nil
+    /// For ``Kind/reactionAdded`` and ``Kind/reactionRemoved``: the emoji (`userId` is who).
+    public var emoji: String? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -117,7 +140,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
-             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries
+             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -160,6 +183,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         deliveredSeq = try container.decodeIfPresent(Int64.self, forKey: .deliveredSeq)
         readSeq = try container.decodeIfPresent(Int64.self, forKey: .readSeq)
         deliveries = try container.decodeIfPresent([MessageDelivery].self, forKey: .deliveries)
+        emoji = try container.decodeIfPresent(String.self, forKey: .emoji)
     }
 }
 

@@ -56,6 +56,16 @@ public enum Limits: Sendable {
     public static let sessionsPerUser = 50
     /// Devices one user may register for push (a session has one per platform).
     public static let pushDevicesPerUser = 50
+    /// A reaction's emoji, in UTF-8 bytes (the longest family and flag sequences are ~30).
+    public static let emojiBytes = 64
+    /// Different emoji one message may carry (Slack's figure).
+    public static let emojiPerMessage = 50
+    /// Reactions one person may put on one message.
+    public static let reactionsPerUser = 20
+    /// Mentions resolved in one message; more `@names` are left as text.
+    public static let mentionsPerMessage = 50
+    /// Pinned messages in one conversation.
+    public static let pinsPerConversation = 100
     /// An APNs device token, in hex digits (32 bytes today; Apple says the length may grow).
     public static let apnsTokenHex = 64...200
     /// An FCM registration token, in characters.

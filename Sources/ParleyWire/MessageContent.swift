@@ -6,7 +6,7 @@ import Foundation
 /// ```json
 /// {"type":"text","text":"hello"}
 /// {"type":"markdown","markdown":"**hello**"}
-/// {"type":"location","latitude":52.52,"longitude":13.40,"name":"Berlin"}
+/// {"type":"location","latitude":52.52,"longitude":13.40,"name":"Berlin","caption":"here now"}
 /// {"type":"photo","attachmentId":"a_…","width":800,"height":600}
 /// {"type":"video","attachmentId":"a_…","thumbnailId":"a_…","durationSeconds":12.5}
 /// {"type":"custom","customType":"poll","payload":{"question":"lunch?"}}
@@ -52,7 +52,7 @@ public enum MessageContent: Hashable, Sendable, Codable {
     public var searchableText: String {
         switch self {
         case .text(let text), .markdown(let text), .system(let text): text
-        case .location(let location): location.name ?? ""
+        case .location(let location): [location.caption, location.name].compactMap { $0 }.joined(separator: " ")
         case .photo(let media), .video(let media), .audio(let media), .file(let media):
             [media.caption, media.name].compactMap { $0 }.joined(separator: " ")
         case .custom: ""

@@ -293,10 +293,23 @@ public struct Message: Hashable, Codable, Sendable {
     public var replyTo: MessageID?
     /// For the caller's own messages only: sent, delivered or read.
     public var status: DeliveryStatus?
+    /// Each emoji people reacted with and how many chose it, in the order first chosen; nil
+    /// when there are none.
+    public var reactions: [ReactionCount]? = nil
+    /// The emoji the caller reacted with (REST answers only; on the socket, where one frame
+    /// goes to every member, the event's `userId` and `emoji` say who changed what).
+    public var myReactions: [String]? = nil
+    /// The members its text mentions (`@username`), resolved by the server when it was sent
+    /// or edited; clients need not parse the text again.
+    public var mentions: [Mention]? = nil
+    /// When it was pinned; nil when it is not.
+    public var pinnedAt: Date? = nil
+    /// Who pinned it.
+    public var pinnedBy: UserID? = nil
 
     enum CodingKeys: String, CodingKey {
         case id, conversationID = "conversationId", seq, sender, clientID = "clientId", sentAt, editedAt, deletedAt,
-             content, metadata, replyTo, status
+             content, metadata, replyTo, status, reactions, myReactions, mentions, pinnedAt, pinnedBy
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -318,6 +331,35 @@ public struct Message: Hashable, Codable, Sendable {
     }
 }
 
+/// One emoji on a message and how many people reacted with it.
+public struct ReactionCount: Hashable, Codable, Sendable {
+    /// One emoji (a single grapheme cluster).
+    public var emoji: String
+    /// How many people reacted with it.
+    public var count: Int
+    /// Creates the value; each argument sets the property of the same name.
+    public init(emoji: String, count: Int) {
+        self.emoji = emoji
+        self.count = count
+    }
+}
+
+/// A member a message mentions.
+public struct Mention: Hashable, Codable, Sendable {
+    /// The member's id.
+    public var userID: UserID
+    /// The username as it was written after `@` (its stored spelling).
+    public var username: String
+
+    enum CodingKeys: String, CodingKey { case userID = "userId", username }
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(userID: UserID, username: String) {
+        self.userID = userID
+        self.username = username
+    }
+}
+
 /// A point on Earth (MessageKit's `LocationItem`).
 public struct Location: Hashable, Codable, Sendable {
     /// Degrees, -90…90.
@@ -326,11 +368,14 @@ public struct Location: Hashable, Codable, Sendable {
     public var longitude: Double
     /// A place name, if the sender gave one.
     public var name: String?
+    /// Text sent with the place ("meet me here"); indexed for search.
+    public var caption: String?
     /// Creates the value; each argument sets the property of the same name.
-    public init(latitude: Double, longitude: Double, name: String? = nil) {
+    public init(latitude: Double, longitude: Double, name: String? = nil, caption: String? = nil) {
         self.latitude = latitude
         self.longitude = longitude
         self.name = name
+        self.caption = caption
     }
 }
 

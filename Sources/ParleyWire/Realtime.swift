@@ -22,6 +22,9 @@ public enum ClientFrame: Hashable, Sendable, Codable {
     case edit(id: String, conversationID: ConversationID, messageID: MessageID, content: MessageContent, metadata: [String: String]?)
     /// Delete messages (all or none).
     case delete(id: String, conversationID: ConversationID, messageIDs: [MessageID])
+    /// Add (`reaction.add`) or take back (`reaction.remove`) the caller's reaction; the ack's
+    /// result is the message with its counts.
+    case react(id: String, conversationID: ConversationID, messageID: MessageID, emoji: String, adding: Bool)
     /// Everything up to `seq` reached this device.
     case markDelivered(id: String, conversationID: ConversationID, seq: Int64)
     /// Everything up to `seq` was shown.
@@ -64,6 +67,8 @@ public enum ClientFrame: Hashable, Sendable, Codable {
         case send = "message.send"
         case edit = "message.edit"
         case delete = "message.delete"
+        case reactionAdd = "reaction.add"
+        case reactionRemove = "reaction.remove"
         case markDelivered = "receipt.delivered"
         case markRead = "receipt.read"
         case typingStarted = "typing.start"
@@ -89,6 +94,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
         case .send: .send
         case .edit: .edit
         case .delete: .delete
+        case .react(_, _, _, _, let adding): adding ? .reactionAdd : .reactionRemove
         case .markDelivered: .markDelivered
         case .markRead: .markRead
         case .typing(_, _, let isTyping): isTyping ? .typingStarted : .typingStopped
@@ -103,7 +109,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
     public var id: String? {
         switch self {
         case .auth(let auth): auth.id
-        case .send(let id, _, _), .edit(let id, _, _, _, _), .delete(let id, _, _), .markDelivered(let id, _, _),
+        case .send(let id, _, _), .edit(let id, _, _, _, _), .delete(let id, _, _), .react(let id, _, _, _, _), .markDelivered(let id, _, _),
              .markRead(let id, _, _), .join(let id, _), .leave(let id, _), .presence(let id, _): id
         case .typing(let id, _, _), .ping(let id): id
         }
@@ -112,7 +118,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
     /// The conversation a command is about.
     public var conversationID: ConversationID? {
         switch self {
-        case .send(_, let conversation, _), .edit(_, let conversation, _, _, _), .delete(_, let conversation, _),
+        case .send(_, let conversation, _), .edit(_, let conversation, _, _, _), .delete(_, let conversation, _), .react(_, let conversation, _, _, _),
              .markDelivered(_, let conversation, _), .markRead(_, let conversation, _), .typing(_, let conversation, _),
              .join(_, let conversation), .leave(_, let conversation): conversation
         case .auth, .presence, .ping: nil
@@ -121,7 +127,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case type, id, token, position, epoch, conversationID = "conversationId", message, messageID = "messageId",
-             messageIDs = "messageIds", content, metadata, seq, userIDs = "userIds"
+             messageIDs = "messageIds", content, metadata, seq, userIDs = "userIds", emoji
     }
 
     public init(from decoder: any Decoder) throws {
@@ -154,6 +160,9 @@ public enum ClientFrame: Hashable, Sendable, Codable {
                              content: try required(.content), metadata: try container.decodeIfPresent([String: String].self, forKey: .metadata))
             case .delete:
                 self = .delete(id: try commandID(), conversationID: try required(.conversationID), messageIDs: try required(.messageIDs))
+            case .reactionAdd, .reactionRemove:
+                self = .react(id: try commandID(), conversationID: try required(.conversationID), messageID: try required(.messageID),
+                              emoji: try required(.emoji), adding: kind == .reactionAdd)
             case .markDelivered:
                 self = .markDelivered(id: try commandID(), conversationID: try required(.conversationID), seq: try required(.seq))
             case .markRead:
@@ -208,6 +217,9 @@ public enum ClientFrame: Hashable, Sendable, Codable {
             try container.encodeIfPresent(metadata, forKey: .metadata)
         case .delete(_, _, let messageIDs):
             try container.encode(messageIDs, forKey: .messageIDs)
+        case .react(_, _, let messageID, let emoji, _):
+            try container.encode(messageID, forKey: .messageID)
+            try container.encode(emoji, forKey: .emoji)
         case .markDelivered(_, _, let seq), .markRead(_, _, let seq):
             try container.encode(seq, forKey: .seq)
         case .presence(_, let userIDs):

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 // Request and response bodies of the REST API (docs/openapi.yaml). The SDK encodes the same
 // types the server decodes, so the two cannot drift apart.
@@ -370,5 +370,57 @@ public struct ChannelPage: Hashable, Codable, Sendable {
     public init(channels: [Conversation], nextOffset: Int?) {
         self.channels = channels
         self.nextOffset = nextOffset
+    }
+}
+
+/// `POST /v1/conversations/{id}/messages/{messageId}/reactions`, and the realtime
+/// `reaction.add` / `reaction.remove`.
+public struct ReactionRequest: Hashable, Codable, Sendable {
+    /// One emoji (a single grapheme cluster, at most ``Limits/emojiBytes`` bytes).
+    public var emoji: String
+    /// Creates the value; each argument sets the property of the same name.
+    public init(emoji: String) { self.emoji = emoji }
+}
+
+/// One person's reaction, in a "who reacted" list.
+public struct Reaction: Hashable, Codable, Sendable {
+    /// Who reacted.
+    public var user: Sender
+    /// With what.
+    public var emoji: String
+    /// When.
+    public var reactedAt: Date
+    /// Creates the value; each argument sets the property of the same name.
+    public init(user: Sender, emoji: String, reactedAt: Date) {
+        self.user = user
+        self.emoji = emoji
+        self.reactedAt = reactedAt
+    }
+}
+
+/// `GET /v1/conversations/{id}/messages/{messageId}/reactions`: who reacted, oldest first.
+public struct ReactionPage: Hashable, Codable, Sendable {
+    /// The reactions on this page.
+    public var reactions: [Reaction]
+    /// More follow (ask again with a larger `offset`).
+    public var hasMore: Bool
+    /// Creates the value; each argument sets the property of the same name.
+    public init(reactions: [Reaction], hasMore: Bool) {
+        self.reactions = reactions
+        self.hasMore = hasMore
+    }
+}
+
+/// A list of messages: a conversation's pins (most recently pinned first) or the caller's
+/// mentions (newest first).
+public struct MessageList: Hashable, Codable, Sendable {
+    /// The messages.
+    public var messages: [Message]
+    /// More follow (mentions: ask again with `before` set to the last message's id).
+    public var hasMore: Bool
+    /// Creates the value; each argument sets the property of the same name.
+    public init(messages: [Message], hasMore: Bool) {
+        self.messages = messages
+        self.hasMore = hasMore
     }
 }

@@ -20,6 +20,14 @@ public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
     case conversationUpdated = "conversation.updated"
     /// A user was created (signed up, a guest, or by the server API).
     case userCreated = "user.created"
+    /// Someone reacted to a message.
+    case reactionAdded = "reaction.added"
+    /// Someone took a reaction back.
+    case reactionRemoved = "reaction.removed"
+    /// A message was pinned.
+    case messagePinned = "message.pinned"
+    /// A message was unpinned.
+    case messageUnpinned = "message.unpinned"
     // Pusher-format endpoints (`"format": "pusher"`) hear Pusher's own events:
     /// Pusher: a channel got its first subscriber.
     case channelOccupied = "channel_occupied"
