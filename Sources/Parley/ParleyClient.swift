@@ -325,6 +325,55 @@ public actor ParleyClient {
                                              body: DeleteMessagesRequest(ids: messages), token: try requireToken())
     }
 
+    // MARK: Reactions, pins and mentions
+
+    /// Adds the user's reaction (one emoji) to a message; doing it again changes nothing.
+    /// Every member's devices get a `reaction.added` event.
+    ///
+    /// - Returns: the message with its counts (``Message/reactions``) and the user's own
+    ///   (``Message/myReactions``).
+    public func react(_ emoji: String, to message: MessageID, in conversation: ConversationID) async throws -> Message {
+        try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)/reactions",
+                            body: ReactionRequest(emoji: emoji), token: try requireToken())
+    }
+
+    /// Takes the user's reaction back; doing it again changes nothing.
+    public func unreact(_ emoji: String, from message: MessageID, in conversation: ConversationID) async throws -> Message {
+        let escaped = emoji.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? emoji
+        return try await http.call("DELETE", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)/reactions/\(escaped)",
+                                   token: try requireToken())
+    }
+
+    /// Who reacted to a message (with `emoji`, or with anything), oldest first.
+    public func reactions(on message: MessageID, in conversation: ConversationID, emoji: String? = nil, limit: Int = 50,
+                          offset: Int = 0) async throws -> ReactionPage {
+        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)/reactions",
+                            query: [("limit", "\(limit)"), ("offset", "\(offset)")] + (emoji.map { [("emoji", $0)] } ?? []),
+                            token: try requireToken())
+    }
+
+    /// Pins a message (in a public channel, owners and admins only). Members get `message.pinned`.
+    public func pin(_ message: MessageID, in conversation: ConversationID) async throws -> Message {
+        try await http.call("PUT", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)/pin", token: try requireToken())
+    }
+
+    /// Unpins a message. Members get `message.unpinned`.
+    public func unpin(_ message: MessageID, in conversation: ConversationID) async throws -> Message {
+        try await http.call("DELETE", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)/pin", token: try requireToken())
+    }
+
+    /// A conversation's pinned messages, most recently pinned first.
+    public func pins(in conversation: ConversationID) async throws -> [Message] {
+        let list: MessageList = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/pins", token: try requireToken())
+        return list.messages
+    }
+
+    /// Messages that mention the user, newest first; pass the last one's id as `before` for more.
+    public func mentions(before: MessageID? = nil, limit: Int = 50) async throws -> MessageList {
+        try await http.call("GET", "/v1/mentions", query: [("limit", "\(limit)")] + (before.map { [("before", $0.rawValue)] } ?? []),
+                            token: try requireToken())
+    }
+
     /// Marks everything up to `seq` read (and so delivered).
     public func markRead(_ conversation: ConversationID, upTo seq: Int64) async throws {
         let _: Receipt = try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/receipts",

@@ -276,3 +276,32 @@ def test_a_provider_that_does_not_answer_never_slows_sending(fake, server):
     assert max(times) < 1.0, f"a send waited on the provider: {max(times):.2f} s"
     fake.wait_pending(lambda held: held == 0)
     fake.wait_for(lambda pushes: all(any(p[1] == token for p in pushes) for token in stuck), timeout=15)
+
+
+def test_a_mention_is_pushed_through_a_mute_and_a_public_channel_pushes_only_mentions(fake, server):
+    ana, bob, cy = person(server, "ana", "Ana"), person(server, "bob"), person(server, "cy")
+    bob_token, cy_token = apns_token(), apns_token()
+    register(bob, "apns", bob_token)
+    register(cy, "apns", cy_token)
+    status, group = ana.post("/v1/conversations", {"kind": "group", "title": "Crew", "members": [bob.user["username"], cy.user["username"]]})
+    assert status == 201
+    assert bob.request("PUT", f"/v1/conversations/{group['id']}/mute", {})[0] == 200
+    _, quiet = ana.send(group["id"], "nothing for bob")
+    _, called = ana.send(group["id"], f"@{bob.user['username']} your turn")
+    pushes = fake.wait_for(lambda pushes: any(p[1] == bob_token for p in pushes))
+    to_bob = [p[3]["parley"]["messageId"] for p in pushes if p[1] == bob_token]
+    assert to_bob == [called["id"]], "muted, bob hears only the message that mentions him"
+    fake.wait_for(lambda pushes: len([p for p in pushes if p[1] == cy_token]) == 2)
+
+    status, channel = ana.post("/v1/conversations", {"kind": "public", "title": f"town-{uuid.uuid4().hex[:6]}"})
+    assert status == 201
+    for member in (bob, cy):
+        assert member.post(f"/v1/conversations/{channel['id']}/join")[0] == 200
+    _, everyone = ana.send(channel["id"], "hello all")
+    _, for_cy = ana.send(channel["id"], f"hi @{cy.user['username']}")
+    fake.wait_for(lambda pushes: any(p[1] == cy_token and p[3]["parley"]["messageId"] == for_cy["id"] for p in pushes))
+    barrier(fake, server)
+    channel_pushes = [p for p in fake.pushes if p[3].get("parley", {}).get("conversationId") == channel["id"]]
+    assert [(p[1], p[3]["parley"]["messageId"]) for p in channel_pushes] == [(cy_token, for_cy["id"])]
+    assert quiet["id"] not in [p[3]["parley"]["messageId"] for p in fake.pushes if p[1] == bob_token]
+    assert everyone["id"] not in [p[3].get("parley", {}).get("messageId") for p in fake.pushes]

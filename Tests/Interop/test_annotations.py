@@ -1,0 +1,159 @@
+"""Reactions, pins and mentions (issue 19; docs/api.md) against the real binary, with Python's
+http.client for REST and `websockets` for the socket: what every member's device sees live,
+what a device that was away catches up on (in order), what a non-member and bad input get,
+and that none of it makes a conversation unread or moves it up the list."""
+import urllib.parse
+import uuid
+
+import pytest
+
+from parley import Client, Server
+from realtime import Device
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = Server()
+    yield running
+    assert running.stop() == 0
+
+
+def person(server, name):
+    return Client(server).register(f"{name}{uuid.uuid4().hex[:6]}")
+
+
+def group(owner, *others):
+    status, room = owner.post("/v1/conversations", {"kind": "group", "title": "Trip", "members": [o.user["username"] for o in others]})
+    assert status == 201, room
+    return room
+
+
+def path(room, message, rest=""):
+    return f"/v1/conversations/{room['id']}/messages/{message['id']}{rest}"
+
+
+def test_a_reaction_reaches_every_member_live_and_a_device_that_was_away_in_order(server):
+    ana, ben, cy = person(server, "ana"), person(server, "ben"), person(server, "cy")
+    room = group(ana, ben, cy)
+    status, message = ana.send(room["id"], "lunch at 1?")
+    assert status == 201
+    # Cy's phone goes away after the message; Ana's stays connected.
+    away = Device(server, cy.token)
+    away.wait_ready()
+    position = away.position
+    away.close()
+    online = Device(server, ana.token)
+    online.wait_ready()
+
+    status, reacted = ben.post(path(room, message, "/reactions"), {"emoji": "👍"})
+    assert status == 201 and reacted["reactions"] == [{"emoji": "👍", "count": 1}] and reacted["myReactions"] == ["👍"]
+    status, again = ben.post(path(room, message, "/reactions"), {"emoji": "👍"})
+    assert status == 200 and again["reactions"] == [{"emoji": "👍", "count": 1}], "a repeat is answered 200 and changes nothing"
+    # Over the socket too: the ack carries the message with its counts.
+    ben_phone = Device(server, ben.token)
+    ben_phone.wait_ready()
+    answer = ben_phone.command("reaction.add", conversationId=room["id"], messageId=message["id"], emoji="🎉")
+    assert answer["type"] == "ack" and answer["result"]["reactions"] == [{"emoji": "👍", "count": 1}, {"emoji": "🎉", "count": 1}]
+    status, _ = ben.delete(path(room, message, "/reactions/" + urllib.parse.quote("👍")))
+    assert status == 200
+
+    seen = [online.wait_event(lambda e, kind=kind: e["type"] == kind)["event"] for kind in ("reaction.added", "reaction.added", "reaction.removed")]
+    assert [(e["type"], e["emoji"], e["userId"]) for e in seen] == [
+        ("reaction.added", "👍", ben.user["id"]), ("reaction.added", "🎉", ben.user["id"]), ("reaction.removed", "👍", ben.user["id"])]
+    assert all("seq" not in e for e in seen) and seen[-1]["message"]["reactions"] == [{"emoji": "🎉", "count": 1}]
+
+    # The device that was away resumes from its position and gets the same three, in order.
+    back = Device(server, cy.token, position=position)
+    back.wait_ready()
+    status, feed = cy.get(f"/v1/events?after={position}")
+    assert status == 200
+    kinds = [e["type"] for e in feed["events"] if e["type"].startswith("reaction.")]
+    assert kinds == ["reaction.added", "reaction.added", "reaction.removed"]
+    replayed = [e for e in back.events if e["type"].startswith("reaction.")]
+    assert [e["position"] for e in replayed] == [e["position"] for e in seen]
+
+    # Nobody's unread count moved, and the conversation kept its place.
+    status, conversation = ana.get(f"/v1/conversations/{room['id']}")
+    assert conversation["unreadCount"] == 0 and conversation["lastSeq"] == message["seq"]
+    for device in (online, ben_phone, back):
+        device.close()
+
+
+def test_who_reacted_pages_and_bad_reactions_change_nothing(server):
+    ana, ben = person(server, "ana"), person(server, "ben")
+    room = group(ana, ben)
+    _, message = ana.send(room["id"], "vote")
+    for emoji in ["👍", "❤️", "🇯🇵", "1️⃣", "👩🏽‍💻"]:
+        status, answer = ben.post(path(room, message, "/reactions"), {"emoji": emoji})
+        assert status == 201, (emoji, answer)
+    ana.post(path(room, message, "/reactions"), {"emoji": "👍"})
+    status, page = ana.get(path(room, message, "/reactions?limit=2"))
+    assert status == 200 and len(page["reactions"]) == 2 and page["hasMore"]
+    status, thumbs = ana.get(path(room, message, "/reactions?emoji=" + urllib.parse.quote("👍")))
+    assert [r["user"]["username"] for r in thumbs["reactions"]] == [ben.user["username"], ana.user["username"]]
+    for bad in ["", "a", "👍👍", "<script>", "\u200d", "👍" * 40, "1"]:
+        status, error = ben.post(path(room, message, "/reactions"), {"emoji": bad})
+        assert status == 400 and error["error"]["code"] == "invalid_request" and "emoji" in error["error"]["message"], bad
+    status, error = ben.post(path(room, message, "/reactions"), {"emoji": 5})
+    assert status == 400
+    outsider = person(server, "eve")
+    status, error = outsider.post(path(room, message, "/reactions"), {"emoji": "👍"})
+    assert status == 404 and error["error"]["code"] == "conversation_not_found"
+    status, after = ana.get(path(room, message))
+    assert after["reactions"] == [{"emoji": "👍", "count": 2}, {"emoji": "❤️", "count": 1}, {"emoji": "🇯🇵", "count": 1},
+                                  {"emoji": "1️⃣", "count": 1}, {"emoji": "👩🏽‍💻", "count": 1}], "❤️ keeps its selector (❤ alone shows as text)"
+    ana.delete(path(room, message))
+    status, error = ben.post(path(room, message, "/reactions"), {"emoji": "👍"})
+    assert status == 409 and error["error"]["code"] == "message_deleted"
+
+
+def test_pins_of_every_kind_are_listed_survive_edits_and_are_live(server):
+    ana, ben = person(server, "ana"), person(server, "ben")
+    room = group(ana, ben)
+    _, text = ana.send(room["id"], "the plan")
+    _, place = ana.send(room["id"], content={"type": "location", "latitude": 48.85, "longitude": 2.35, "caption": "meet here\nat 8"})
+    assert place["content"]["caption"] == "meet here\nat 8"
+    phone = Device(server, ana.token)
+    phone.wait_ready()
+    status, pinned = ben.request("PUT", path(room, place, "/pin"))
+    assert status == 200 and pinned["pinnedBy"] == ben.user["id"] and pinned["pinnedAt"]
+    event = phone.wait_event(lambda e: e["type"] == "message.pinned")["event"]
+    assert event["actorId"] == ben.user["id"] and event["message"]["id"] == place["id"] and "seq" not in event
+    ben.request("PUT", path(room, text, "/pin"))
+    ana.patch(path(room, text), {"content": {"type": "text", "text": "the new plan"}})
+    status, pins = ana.get(f"/v1/conversations/{room['id']}/pins")
+    assert [m["id"] for m in pins["messages"]] == [text["id"], place["id"]]
+    assert pins["messages"][0]["content"]["text"] == "the new plan" and pins["messages"][1]["content"]["type"] == "location"
+    status, _ = ana.delete(path(room, text, "/pin"))
+    assert status == 200
+    phone.wait_event(lambda e: e["type"] == "message.unpinned" and e["message"]["id"] == text["id"])
+    status, pins = ben.get(f"/v1/conversations/{room['id']}/pins")
+    assert [m["id"] for m in pins["messages"]] == [place["id"]]
+    phone.close()
+
+
+def test_a_public_channel_member_cannot_pin_but_its_admin_can(server):
+    owner, member = person(server, "own"), person(server, "mem")
+    status, channel = owner.post("/v1/conversations", {"kind": "public", "title": f"news-{uuid.uuid4().hex[:6]}"})
+    assert status == 201
+    member.post(f"/v1/conversations/{channel['id']}/join")
+    _, post = owner.send(channel["id"], "rules")
+    status, error = member.request("PUT", path(channel, post, "/pin"))
+    assert status == 403 and error["error"]["code"] == "forbidden"
+    assert owner.request("PUT", path(channel, post, "/pin"))[0] == 200
+
+
+def test_mentions_are_resolved_once_and_listed_for_the_mentioned(server):
+    ana, ben = person(server, "ana"), person(server, "ben")
+    stranger = person(server, "zed")
+    room = group(ana, ben)
+    text = f"@{ben.user['username'].upper()} see this; not @{stranger.user['username']} nor mail@{ben.user['username']}.com"
+    status, message = ana.send(room["id"], text)
+    assert status == 201
+    assert message["mentions"] == [{"userId": ben.user["id"], "username": ben.user["username"]}]
+    status, mine = ben.get("/v1/mentions")
+    assert status == 200 and [m["id"] for m in mine["messages"]] == [message["id"]] and not mine["hasMore"]
+    status, none = stranger.get("/v1/mentions")
+    assert none["messages"] == []
+    status, error = ben.get("/v1/mentions?before=m_nope")
+    assert status == 400

@@ -1,0 +1,49 @@
+import Foundation
+import Parley
+import ParleyNetTesting
+import ParleyWire
+import Testing
+
+/// Reactions, pins and mentions through the SDK against the real binary: the calls, and the
+/// events another member's client receives live.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct AnnotationClientTests {
+    @Test func aReactionAPinAndAMentionReachTheOtherMemberAsTypedEvents() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        let events = await alice.events(in: chat.id)
+        let aliceID = try #require(await alice.currentUser).id
+        let bobID = try #require(await bob.currentUser).id
+        await alice.connect()
+        let clientID = try await bob.send(.text("hey @alice, look"), to: chat.id)
+        await bob.connect()
+        let message = try await bob.waitUntilSent(clientID)
+        #expect(message.mentions == [Mention(userID: aliceID, username: "alice")])
+
+        let reacted = try await alice.react("🎉", to: message.id, in: chat.id)
+        #expect(reacted.reactions == [ReactionCount(emoji: "🎉", count: 1)] && reacted.myReactions == ["🎉"])
+        let pinned = try await bob.pin(message.id, in: chat.id)
+        #expect(pinned.pinnedBy == bobID)
+        var kinds: [ConversationEvent.Kind] = []
+        for await event in events {
+            kinds.append(event.type)
+            if event.type == .reactionAdded { #expect(event.emoji == "🎉" && event.message?.reactions?.first?.count == 1) }
+            if event.type == .messagePinned { break }
+        }
+        #expect(kinds.suffix(3) == [.messageCreated, .reactionAdded, .messagePinned])
+        #expect(try await alice.pins(in: chat.id).map(\.id) == [message.id])
+        #expect(try await alice.mentions().messages.map(\.id) == [message.id])
+        let page = try await bob.reactions(on: message.id, in: chat.id)
+        #expect(page.reactions.map(\.user.username) == ["alice"])
+        let taken = try await alice.unreact("🎉", from: message.id, in: chat.id)
+        #expect(taken.reactions == nil && taken.myReactions == nil)
+        _ = try await bob.unpin(message.id, in: chat.id)
+        #expect(try await alice.pins(in: chat.id).isEmpty)
+    }
+}
