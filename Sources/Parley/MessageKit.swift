@@ -53,3 +53,29 @@ public enum MessageKindMirror: Sendable, Hashable {
     /// `.custom(Any?)`.
     case custom(type: String, payload: JSONValue)
 }
+
+extension Message {
+    /// This message after `event` (an edit, deletion, reaction or pin of it), keeping what a
+    /// socket event cannot carry because one frame goes to every member: the user's own
+    /// ``status`` and ``myReactions`` (brought up to date when the event is the user's own
+    /// reaction). Returns `self` for an event about another message.
+    ///
+    /// ```swift
+    /// if let index = messages.firstIndex(where: { $0.id == event.message?.id }) {
+    ///     messages[index] = messages[index].updated(by: event, me: me)
+    /// }
+    /// ```
+    public func updated(by event: ConversationEvent, me: UserID) -> Message {
+        guard var updated = event.message, updated.id == id else { return self }
+        if updated.status == nil { updated.status = status }
+        var mine = myReactions ?? []
+        if event.userID == me, let emoji = event.emoji {
+            if event.type == .reactionAdded, !mine.contains(emoji) { mine.append(emoji) }
+            if event.type == .reactionRemoved { mine.removeAll { $0 == emoji } }
+        }
+        let present = Set((updated.reactions ?? []).map(\.emoji))
+        mine.removeAll { !present.contains($0) }
+        updated.myReactions = updated.myReactions ?? (updated.reactions == nil && myReactions == nil ? nil : mine)
+        return updated
+    }
+}

@@ -3,7 +3,7 @@
 public struct ChatLayout: Sendable {
     /// One message as the screen shows it.
     public struct Bubble: Sendable, Hashable {
-        /// The number commands use (`/edit 3 …`), shown on one's own messages.
+        /// The number commands use (`/edit 3 …`, `/react 2 👍`), shown under every message.
         public var number: Int
         /// Written by the user at this terminal (drawn on the right).
         public var mine: Bool
@@ -19,10 +19,16 @@ public struct ChatLayout: Sendable {
         public var deleted: Bool
         /// For one's own messages: the mark after the time.
         public var status: Status?
+        /// The reactions line (`👍 2  🎉 1`), nil for none.
+        public var reactions: String?
+        /// Pinned in the conversation.
+        public var pinned: Bool
 
         /// Creates a bubble; each argument sets the property of the same name.
         public init(number: Int, mine: Bool, sender: String, time: String, text: String, edited: Bool = false, deleted: Bool = false,
-                    status: Status? = nil) {
+                    status: Status? = nil, reactions: String? = nil, pinned: Bool = false) {
+            self.reactions = reactions
+            self.pinned = pinned
             self.number = number
             self.mine = mine
             self.sender = sender
@@ -60,15 +66,18 @@ public struct ChatLayout: Sendable {
         var previousSender: String?
         for bubble in bubbles {
             let body = bubble.deleted ? "(deleted)" : bubble.text + (bubble.edited ? " (edited)" : "")
-            let wrapped = Self.wrap(body, width: bubbleWidth - 2)
+            let wrapped = Self.wrap((bubble.pinned ? "📌 " : "") + body, width: bubbleWidth - 2)
+            let reactions = bubble.deleted ? nil : bubble.reactions
             if bubble.mine {
                 for line in wrapped { lines.append(Self.right("\(line) ▕", width: width)) }
+                if let reactions { lines.append(Self.right("\(reactions)  ", width: width)) }
                 let mark = bubble.status.map { " \($0.rawValue)" } ?? ""
                 lines.append(Self.right("#\(bubble.number) \(bubble.time)\(mark)  ", width: width))
             } else {
                 if bubble.sender != previousSender { lines.append(Self.fit("\(bubble.sender)", width: width)) }
                 for line in wrapped { lines.append(Self.fit("▏ \(line)", width: width)) }
-                lines.append(Self.fit("  \(bubble.time)", width: width))
+                if let reactions { lines.append(Self.fit("  \(reactions)", width: width)) }
+                lines.append(Self.fit("  #\(bubble.number) \(bubble.time)", width: width))
             }
             previousSender = bubble.mine ? nil : bubble.sender
         }

@@ -15,7 +15,7 @@ enum ChatScreen {
         case tick
     }
 
-    static let help = "Enter sends · /edit N text · /delete N… · PgUp/PgDn scroll · /quit"
+    static let help = "Enter sends · /edit N text · /delete N… · /react N 👍 · /unreact N 👍 · /pin N · /unpin N · PgUp/PgDn · /quit"
 
     static func run(_ client: ParleyClient, conversation id: ConversationID) async throws {
         guard let me = await client.currentUser else { throw ParleyError.notSignedIn }
@@ -74,7 +74,7 @@ enum ChatScreen {
                 numbered.append(ChatLayout.Bubble(
                     number: number, mine: mine, sender: message.sender.displayName, time: clock.string(from: message.sentAt),
                     text: describe(message), edited: message.editedAt != nil, deleted: message.deletedAt != nil,
-                    status: mine ? (statuses[message.id] ?? .sent) : nil))
+                    status: mine ? (statuses[message.id] ?? .sent) : nil, reactions: reactionLine(message), pinned: message.pinnedAt != nil))
             }
             for item in pending {
                 number += 1
@@ -117,6 +117,17 @@ enum ChatScreen {
                 let edited = try await client.edit(target.id, in: id, to: .text(parts[2]))
                 if let index = messages.firstIndex(where: { $0.id == edited.id }) { messages[index] = edited }
                 return "edited #\(number)"
+            case "/react", "/unreact":
+                guard parts.count == 3, let number = Int(parts[1]), let target = message(numbered: number) else { return "usage: \(parts[0]) N 👍" }
+                let changed = parts[0] == "/react" ? try await client.react(parts[2], to: target.id, in: id)
+                                                   : try await client.unreact(parts[2], from: target.id, in: id)
+                if let index = messages.firstIndex(where: { $0.id == changed.id }) { messages[index] = changed }
+                return parts[0] == "/react" ? "reacted \(parts[2]) to #\(number)" : "took back \(parts[2]) from #\(number)"
+            case "/pin", "/unpin":
+                guard parts.count == 2, let number = Int(parts[1]), let target = message(numbered: number) else { return "usage: \(parts[0]) N" }
+                let changed = parts[0] == "/pin" ? try await client.pin(target.id, in: id) : try await client.unpin(target.id, in: id)
+                if let index = messages.firstIndex(where: { $0.id == changed.id }) { messages[index] = changed }
+                return parts[0] == "/pin" ? "pinned #\(number)" : "unpinned #\(number)"
             case "/delete":
                 let numbers = line.split(separator: " ").dropFirst().compactMap { Int($0) }
                 let targets = numbers.compactMap(message(numbered:))
@@ -186,7 +197,7 @@ enum ChatScreen {
                 if let message = event.message {
                     names[message.sender.id] = message.sender.displayName
                     if let index = messages.firstIndex(where: { $0.id == message.id }) {
-                        messages[index] = message
+                        messages[index] = messages[index].updated(by: event, me: me.id)
                     } else if event.type == .messageCreated {
                         pending.removeAll { $0.clientID == message.clientID && message.sender.id == me.id }
                         messages.append(message)
@@ -222,10 +233,18 @@ enum ChatScreen {
         }
     }
 
+    /// `👍 2  🎉 1`, with the user's own in brackets (`[👍 2]`); nil when there are none.
+    static func reactionLine(_ message: Message) -> String? {
+        guard let reactions = message.reactions, !reactions.isEmpty else { return nil }
+        let mine = Set(message.myReactions ?? [])
+        return reactions.map { mine.contains($0.emoji) ? "[\($0.emoji) \($0.count)]" : "\($0.emoji) \($0.count)" }.joined(separator: "  ")
+    }
+
     static func describe(_ message: Message) -> String {
         switch message.content {
         case .text(let text)?, .markdown(let text)?: text
-        case .location(let location)?: "📍 \(location.latitude),\(location.longitude)" + (location.name.map { " \($0)" } ?? "")
+        case .location(let location)?:
+            "📍 \(location.latitude),\(location.longitude)" + (location.name.map { " \($0)" } ?? "") + (location.caption.map { " — \($0)" } ?? "")
         case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
             "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
         case .custom(let type, _)?: "[\(type)]"

@@ -27,6 +27,10 @@ let overview = """
       download <attachment> [--thumbnail] [--output PATH]   save an attachment (cached)
       history <conversation> [--limit N] [--before SEQ] [--json]
       edit <conversation> <message> <text…>       change one of your messages
+      react <conversation> <message> <emoji> [--remove]   react to a message (or take it back)
+      reactions <conversation> <message> [--emoji E]      who reacted, oldest first
+      pin <conversation> <message> [--remove]     pin a message (or unpin it); pins <conversation> lists them
+      mentions [--limit N]                        messages that mention you, newest first
       delete <conversation> <message>…            delete your messages (all or none)
       listen [--conversation ID] [--json]         print events as they arrive, until interrupted
       chat <conversation>                         the full-screen chat (type, Enter; /edit, /delete, /quit)
@@ -58,6 +62,11 @@ let commandHelp: [String: String] = [
     "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
     "edit": "parley edit <conversation> <message> <text…>\n  Replaces the text of one of your messages.",
     "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
+    "react": "parley react <conversation> <message> <emoji> [--remove]\n  Adds your reaction (one emoji) to a message, or takes it back with --remove. Prints the message's reactions: emoji and count, yours in brackets.",
+    "reactions": "parley reactions <conversation> <message> [--emoji E] [--limit N]\n  Prints who reacted, oldest first: emoji, username, display name, time.",
+    "pin": "parley pin <conversation> <message> [--remove]\n  Pins a message (any member; in a public channel owners and admins), or unpins it with --remove.",
+    "pins": "parley pins <conversation>\n  Prints the pinned messages, most recently pinned first: seq, id, sender, text.",
+    "mentions": "parley mentions [--limit N]\n  Prints the messages that mention you, newest first: conversation, id, sender, time, text.",
     "chat": "parley chat <conversation>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
     "listen": "parley listen [--conversation ID] [--json]\n  Connects and prints every event as it arrives (JSON lines with --json) until interrupted.",
     "push": "parley push register <token> [--fcm] [--sandbox] | parley push list | parley push unregister\n  Registers a push token for this session (an APNs token in hex, or an FCM token with --fcm; --sandbox for an APNs token of a development build), lists the account's devices (id, platform, environment, token), or removes this session's. For testing a real phone by hand: copy the token the app logged.",
@@ -95,6 +104,8 @@ struct CommandLineSettings {
     var thumbnail = false
     var output: String?
     var conversation: String?
+    var remove = false
+    var emoji: String?
 }
 
 /// The parsed command line: the command, its positional words and the settings.
@@ -146,6 +157,11 @@ struct Arguments {
             "history": [limit, .integer("--before", nil, in: 0...Int64.max, \.before, value: "<seq>", help: "Messages before this seq."), json],
             "edit": [],
             "delete": [],
+            "react": [.toggle("--remove", nil, \.remove, help: "Take the reaction back.")],
+            "reactions": [.text("--emoji", nil, \.emoji, value: "<emoji>", help: "Only this emoji's."), limit],
+            "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message.")],
+            "pins": [],
+            "mentions": [limit],
             "chat": [],
             "listen": [.text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation's events."), json],
             "push": [.toggle("--fcm", nil, \.fcm, help: "The token is an FCM registration token (default: APNs, in hex)."),
@@ -232,9 +248,15 @@ func password() throws -> String {
 
 func text(of message: Message) -> String {
     if message.deletedAt != nil { return "(deleted)" }
+    let pin = message.pinnedAt != nil ? "📌 " : ""
+    let reactions = ChatScreen.reactionLine(message).map { "  " + $0 } ?? ""
+    return pin + body(of: message) + reactions
+}
+
+func body(of message: Message) -> String {
     switch message.content {
     case .text(let text)?, .markdown(let text)?: return text + (message.editedAt != nil ? " (edited)" : "")
-    case .location(let location)?: return "📍 \(location.latitude),\(location.longitude)"
+    case .location(let location)?: return "📍 \(location.latitude),\(location.longitude)" + (location.caption.map { " — \($0)" } ?? "")
     case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
         return "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
     case .custom(let type, _)?: return "[\(type)]"
@@ -407,6 +429,36 @@ func run(_ raw: [String]) async throws {
         guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "delete <conversation> <message>…") }
         try await client.delete(words.dropFirst().map(MessageID.init(rawValue:)), in: ConversationID(rawValue: conversation))
         output("deleted \(words.count - 1)")
+    case "react":
+        guard words.count == 3, let conversation = words.first else { throw UsageError(message: "react <conversation> <message> <emoji> [--remove]") }
+        let (message, emoji) = (MessageID(rawValue: words[words.startIndex + 1]), words[words.startIndex + 2])
+        let changed = settings.remove ? try await client.unreact(emoji, from: message, in: ConversationID(rawValue: conversation))
+                                      : try await client.react(emoji, to: message, in: ConversationID(rawValue: conversation))
+        output(ChatScreen.reactionLine(changed) ?? "(no reactions)")
+    case "reactions":
+        guard words.count == 2, let conversation = words.first else { throw UsageError(message: "reactions <conversation> <message> [--emoji E]") }
+        let page = try await client.reactions(on: MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation),
+                                              emoji: settings.emoji, limit: min(settings.limit ?? 50, 100))
+        for reaction in page.reactions {
+            output("\(reaction.emoji)\t\(reaction.user.username)\t\(reaction.user.displayName)\t\(time(reaction.reactedAt))")
+        }
+        if page.hasMore { complain("more reactions than shown; raise --limit") }
+    case "pin":
+        guard words.count == 2, let conversation = words.first else { throw UsageError(message: "pin <conversation> <message> [--remove]") }
+        let target = MessageID(rawValue: words[words.startIndex + 1])
+        let changed = settings.remove ? try await client.unpin(target, in: ConversationID(rawValue: conversation))
+                                      : try await client.pin(target, in: ConversationID(rawValue: conversation))
+        output("\(changed.id.rawValue)\t\(changed.pinnedAt == nil ? "unpinned" : "pinned")")
+    case "pins":
+        guard words.count == 1, let conversation = words.first else { throw UsageError(message: "pins <conversation>") }
+        for message in try await client.pins(in: ConversationID(rawValue: conversation)) {
+            output("\(message.seq)\t\(message.id.rawValue)\t\(message.sender.username)\t\(text(of: message))")
+        }
+    case "mentions":
+        let page = try await client.mentions(limit: settings.limit ?? 50)
+        for message in page.messages {
+            output("\(message.conversationID.rawValue)\t\(message.id.rawValue)\t\(message.sender.username)\t\(time(message.sentAt))\t\(text(of: message))")
+        }
     case "chat":
         guard let conversation = words.first else { throw UsageError(message: "chat needs a conversation id (parley conversations lists them)") }
         try await ChatScreen.run(client, conversation: ConversationID(rawValue: conversation))

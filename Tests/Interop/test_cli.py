@@ -225,6 +225,16 @@ def test_the_chat_screen_as_a_person_uses_it(server):
         bobs.keys("Enter")
         screen.wait_for(lambda s: "▏ typing something" in s)
 
+        # React to and pin Bob's message by its number: both screens show it live.
+        lines = screen.screen().splitlines()
+        at = next(i for i, l in enumerate(lines) if "▏ typing something" in l)
+        bobs_number = next(l for l in lines[at:] if l.strip().startswith("#")).split()[0]
+        screen.type(f"/react {bobs_number[1:]} 👍")
+        screen.wait_for(lambda s: "[👍 1]" in s)
+        bobs.wait_for(lambda s: "👍 1" in s)
+        screen.type(f"/pin {bobs_number[1:]}")
+        bobs.wait_for(lambda s: "📌 typing something" in s)
+
         # Edit and delete one's own message by its number.
         number = next(l for l in screen.screen().splitlines() if "✓✓ read" in l).split()[0]
         screen.type(f"/edit {number[1:]} hello Bob (fixed)")
@@ -356,3 +366,30 @@ def test_a_push_token_is_registered_listed_and_removed_and_a_conversation_muted(
     muted = bob.run("mute", conversation, "--hours", "2")
     assert muted.returncode == 0 and muted.stdout.startswith("muted until")
     assert bob.run("unmute", conversation).stdout.strip() == "unmuted"
+
+
+def test_react_pin_and_mentions_from_the_shell(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, password="correct horse battery")
+    bob.run("register", bob_name, password="correct horse battery")
+    sent = ana.run("send", "--to", bob_name, f"@{bob_name} lunch?")
+    message_id, _, conversation = sent.stdout.strip().split("\t")
+    reacted = bob.run("react", conversation, message_id, "👍")
+    assert reacted.returncode == 0 and reacted.stdout.strip() == "[👍 1]", reacted.stderr
+    assert ana.run("react", conversation, message_id, "👍").stdout.strip() == "[👍 2]"
+    assert ana.run("react", conversation, message_id, "🎉").stdout.strip() == "[👍 2]  [🎉 1]"
+    assert ana.run("react", conversation, message_id, "🎉", "--remove").stdout.strip() == "[👍 2]"
+    bad = ana.run("react", conversation, message_id, "nope")
+    assert bad.returncode == 1 and "emoji" in bad.stderr
+    who = bob.run("reactions", conversation, message_id).stdout.splitlines()
+    assert [line.split("\t")[:2] for line in who] == [["👍", bob_name], ["👍", ana_name]]
+    assert bob.run("pin", conversation, message_id).stdout.strip() == f"{message_id}\tpinned"
+    pins = ana.run("pins", conversation).stdout.splitlines()
+    assert len(pins) == 1 and pins[0].split("\t")[1] == message_id and "📌" in pins[0] and "👍 2" in pins[0]
+    assert bob.run("pin", conversation, message_id, "--remove").stdout.strip() == f"{message_id}\tunpinned"
+    assert ana.run("pins", conversation).stdout == ""
+    mentions = bob.run("mentions").stdout.splitlines()
+    assert [line.split("\t")[1] for line in mentions] == [message_id]
+    assert ana.run("mentions").stdout == ""
+    assert "react <conversation> <message> <emoji>" in ana.run("react", "--help").stdout

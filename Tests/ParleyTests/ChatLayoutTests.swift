@@ -5,8 +5,8 @@ import Testing
 struct ChatLayoutTests {
     let bubbles = [
         ChatLayout.Bubble(number: 1, mine: false, sender: "Bob", time: "09:00", text: "hi Ana"),
-        ChatLayout.Bubble(number: 2, mine: false, sender: "Bob", time: "09:01", text: "dinner at 8?", edited: true),
-        ChatLayout.Bubble(number: 3, mine: true, sender: "Ana", time: "09:02", text: "yes!", status: .read),
+        ChatLayout.Bubble(number: 2, mine: false, sender: "Bob", time: "09:01", text: "dinner at 8?", edited: true, reactions: "👍 2", pinned: true),
+        ChatLayout.Bubble(number: 3, mine: true, sender: "Ana", time: "09:02", text: "yes!", status: .read, reactions: "🎉 1"),
         ChatLayout.Bubble(number: 4, mine: true, sender: "Ana", time: "09:03", text: "oops", deleted: true, status: .delivered),
         ChatLayout.Bubble(number: 5, mine: true, sender: "Ana", time: "09:04", text: "on my way", status: .sending),
     ]
@@ -16,10 +16,12 @@ struct ChatLayoutTests {
         #expect(lines == [
             "Bob",
             "▏ hi Ana",
-            "  09:00",
-            "▏ dinner at 8? (edited)",
-            "  09:01",
+            "  #1 09:00",
+            "▏ 📌 dinner at 8? (edited)",
+            "  👍 2",
+            "  #2 09:01",
             "                                  yes! ▕",
+            "                                  🎉 1  ",
             "                      #3 09:02 ✓✓ read  ",
             "                             (deleted) ▕",
             "                           #4 09:03 ✓✓  ",
