@@ -21,7 +21,7 @@ struct ChatLayoutTests {
             "  👍 2",
             "  #2 09:01",
             "                                  yes! ▕",
-            "                                  🎉 1  ",
+            "                                   🎉 1  ",
             "                      #3 09:02 ✓✓ read  ",
             "                             (deleted) ▕",
             "                           #4 09:03 ✓✓  ",
@@ -55,9 +55,9 @@ struct ChatLayoutTests {
         #expect(screen[7] == "> hel")
         // Scrolling up shows older lines and says so; it stops at the top.
         let up = layout.screen(title: "Bob", bubbles: bubbles, scroll: 100, typing: nil, input: "")
-        #expect(up[0].hasPrefix("Bob  (↑ 7 lines"))
+        #expect(up[0].hasPrefix("Bob  (↑ 9 lines"))
         #expect(up[1] == "Bob" && up[2] == "▏ hi Ana")
-        #expect(layout.maxScroll(for: bubbles) == 7)
+        #expect(layout.maxScroll(for: bubbles) == 9, "the reactions lines count too")
     }
 
     @Test func keysFromTerminalBytes() {
