@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev libpq-dev libcurl4-openssl-dev sqlite3 curl)
 case "${1:-}" in
     "") ;;
-    --test) packages+=(python3-venv tmux chromium chromium-driver postgresql redis-server) ;;
+    --test) packages+=(python3-venv tmux chromium chromium-driver fonts-noto-color-emoji postgresql redis-server) ;;
     --bench) packages+=(python3-venv wrk nginx-light postgresql redis-server libvips-tools) ;;
     *) echo "usage: scripts/install-deps.sh [--test | --bench]" >&2; exit 2 ;;
 esac

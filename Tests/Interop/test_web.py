@@ -512,3 +512,59 @@ def test_a_system_message_from_the_apps_backend_is_shown_apart(server, browsers)
     notice = reader.wait(lambda: next((n for n in reader.find(".system-notice") if "Welcome to the club" in n.text), None), "the notice")
     assert not notice.find_elements(By.CSS_SELECTOR, ".bubble, .sender")
     assert not reader.console()
+
+
+def test_mentions_autocomplete_reactions_and_pins_live_in_two_browsers(server, browsers):
+    ana_name, ben_name = name("ana"), name("ben")
+    ana = Browser(server); browsers.append(ana)
+    ben = Browser(server); browsers.append(ben)
+    ana.sign_up(ana_name, "Ana Reyes")
+    ben.sign_up(ben_name, "Ben Ortiz")
+    ana.start_chat("Ben Or", ben_name)
+    ana.type("first, so the chat exists")
+    ben.open_conversation("Ana Reyes")
+
+    # Typing @ and the start of a name offers the members; Tab takes the first.
+    ana.type("lunch, @" + ben_name[:4], enter=False)
+    suggestion = ana.one(".mention-suggestions li[aria-selected=true]", "a suggestion")
+    assert suggestion.get_attribute("data-id") == ben_name and "Ben Ortiz" in suggestion.text
+    ana.one(".composer-input").send_keys(Keys.TAB)
+    ana.wait(lambda: ana.one(".composer-input").get_attribute("value") == f"lunch, @{ben_name} ", "the mention inserted")
+    ana.type("at 1?")
+    mention = ben.wait(lambda: next(iter(ben.find(".messages .mention-me")), None), "Ben's mention, highlighted")
+    assert mention.text == f"@{ben_name}"
+
+    # Ben reacts from the picker: both windows show the chip, pressed only where it is one's own.
+    def react_button():
+        message = ben.message("lunch, @")
+        ActionChains(ben.driver).move_to_element(message).perform()
+        return message.find_element(By.CSS_SELECTOR, "button.react-button")
+    ben.wait(lambda: react_button().is_displayed(), "the react button on hover")
+    react_button().click()
+    ben.one(".reaction-picker button[data-emoji='🎉']").click()
+    ben.wait(lambda: [c.text.split() for c in ben.find(".reaction[aria-pressed=true]")] == [["🎉", "1"]], "Ben's own reaction")
+    chip = ana.wait(lambda: next((c for c in ana.find(".reaction[data-emoji='🎉']") if c.text.split() == ["🎉", "1"]), None), "Ana sees it live")
+    assert chip.get_attribute("aria-pressed") == "false"
+    chip.click()
+    ben.wait(lambda: [c.text.split() for c in ben.find(".reaction")] == [["🎉", "2"]], "two, live for Ben")
+    ana.wait(lambda: ana.find(".reaction[aria-pressed=true]"), "pressed for Ana")
+
+    # Ben pins it: Ana sees the mark live, and the pins list has it.
+    def pin_button():
+        message = ben.message("lunch, @")
+        ActionChains(ben.driver).move_to_element(message).perform()
+        return message.find_element(By.XPATH, ".//button[text()='Pin']")
+    ben.wait(lambda: pin_button().is_displayed(), "the Pin button")
+    pin_button().click()
+    ana.wait(lambda: "📌 Pinned" in ana.message("lunch, @").text, "the pin, live")
+    ana.click_text("📌 Pins")
+    pinned = ana.wait(lambda: next((li for li in ana.find(".pins li[data-id]") if "lunch" in li.text), None), "the pins list")
+    assert "pinned by Ben Ortiz" in pinned.text
+    ana.screenshot("reactions-and-pins.png")
+    ana.driver.find_element(By.CSS_SELECTOR, ".dialog button[aria-label=Close]").click()
+
+    # Taking a reaction back is live too; no message was added by any of it.
+    ana.one(".reaction[aria-pressed=true]").click()
+    ben.wait(lambda: [c.text.split() for c in ben.find(".reaction")] == [["🎉", "1"]], "back to one")
+    assert len(ben.find(".messages .message")) == 2
+    assert not ana.console() and not ben.console(), (ana.console(), ben.console())

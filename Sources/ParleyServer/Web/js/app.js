@@ -2,7 +2,7 @@
 // the realtime socket. Plain JavaScript modules (state.js holds the state, dialogs.js the
 // dialogs, format.js the helpers); user content only ever becomes text nodes.
 import { Api, ApiError, newID } from "./api.js";
-import { openChannelsDialog, openPeopleDialog } from "./dialogs.js";
+import { dialog, openChannelsDialog, openPeopleDialog } from "./dialogs.js";
 import { append, autoGrow, clear, h, icon, showToast } from "./dom.js";
 import { dayLabel, formatBytes, initials, shortTime } from "./format.js";
 import { Live } from "./live.js";
@@ -169,7 +169,7 @@ function preview(message) {
   switch (content.type) {
     case "text": return who + content.text;
     case "markdown": return who + content.markdown;
-    case "location": return `${who}Location`;
+    case "location": return `${who}Location${content.caption ? `: ${content.caption}` : ""}`;
     case "photo": return `${who}Photo${content.caption ? `: ${content.caption}` : ""}`;
     case "video": return `${who}Video`;
     case "audio": return `${who}Voice message`;
@@ -240,7 +240,9 @@ function renderChat() {
   elements.editBanner = h("div", { class: "edit-banner", hidden: true });
   elements.composer = h("textarea", { class: "composer-input", rows: 1, placeholder: "Message", "aria-label": "Message",
                                        enterkeyhint: "send", maxlength: 10000 });
+  elements.mentions = h("ul", { class: "mention-suggestions", role: "listbox", "aria-label": "Mention someone", hidden: true });
   elements.composer.addEventListener("keydown", (event) => {
+    if (mentionKey(event)) return;
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       submitComposer();
@@ -250,6 +252,7 @@ function renderChat() {
   });
   elements.composer.addEventListener("input", () => {
     autoGrow(elements.composer);
+    suggestMentions();
     const now = Date.now();
     if (elements.composer.value.trim() && now - state.typingSentAt > 3000) {
       state.typingSentAt = now;
@@ -275,6 +278,7 @@ function renderChat() {
     h("div", { class: "chat-title" },
       h("h2", {}, conversationName(conversation)),
       h("span", { class: "chat-subtitle" }, peer ? presenceText(peer.id) : `${kindLabel(conversation.kind)} · ${conversation.memberCount} members`)),
+    h("button", { type: "button", class: "quiet pins-button", title: "Pinned messages", onclick: openPins }, "📌 Pins"),
     h("button", { type: "button", class: "quiet", "aria-pressed": String(state.selecting), onclick: () => toggleSelect(!state.selecting) }, "Select"));
   const composer = h("form", { class: "composer", onsubmit: (event) => { event.preventDefault(); submitComposer(); } },
     h("label", { class: "attach", title: "Send a photo" }, icon("photo"), photoInput),
@@ -284,7 +288,7 @@ function renderChat() {
     h("button", { type: "submit", class: "primary send" }, "Send"));
   append(clear(elements.chat), header, selectBar,
     h("div", { class: "messages-wrap" }, elements.messages, elements.jump),
-    elements.typing, elements.progress, elements.editBanner, composer);
+    elements.typing, elements.progress, elements.editBanner, elements.mentions, composer);
   renderTyping();
 }
 
@@ -332,6 +336,7 @@ function renderMessage(message, conversation, showName) {
   if (message.deletedAt) {
     bubble.append(h("em", {}, "This message was deleted"));
   } else {
+    if (message.pinnedAt) bubble.append(h("span", { class: "pinned-mark", title: `Pinned by ${memberName(message.pinnedBy)}` }, "📌 Pinned"));
     bubble.append(renderContent(message));
   }
   const meta = h("span", { class: "meta" },
@@ -348,12 +353,18 @@ function renderMessage(message, conversation, showName) {
   const body = h("div", { class: "message-body" },
     showName ? h("span", { class: "sender" }, message.sender?.displayName ?? "") : null, bubble);
   row.append(body);
-  if (mine && !isPending && !message.deletedAt && !state.selecting) {
+  if (!isPending && !message.deletedAt && message.reactions?.length) body.append(renderReactions(message));
+  if (!isPending && !message.deletedAt && !state.selecting) {
     const actions = h("span", { class: "message-actions" });
-    if (["text", "markdown"].includes(message.content?.type)) {
+    actions.append(h("button", { type: "button", class: "quiet react-button", "aria-label": "Add a reaction", title: "React",
+                                 onclick: (event) => openReactionPicker(message, event.currentTarget) }, "☺+"));
+    if (canPin(conversation)) {
+      actions.append(h("button", { type: "button", class: "quiet", onclick: () => setPinned(message, !message.pinnedAt) }, message.pinnedAt ? "Unpin" : "Pin"));
+    }
+    if (mine && ["text", "markdown"].includes(message.content?.type)) {
       actions.append(h("button", { type: "button", class: "quiet", onclick: () => startEdit(message) }, "Edit"));
     }
-    actions.append(h("button", { type: "button", class: "quiet", onclick: () => deleteMessages([message.id]) }, "Delete"));
+    if (mine) actions.append(h("button", { type: "button", class: "quiet", onclick: () => deleteMessages([message.id]) }, "Delete"));
     body.append(actions);
   }
   if (isPending && message.failed) {
@@ -366,14 +377,15 @@ function renderMessage(message, conversation, showName) {
 function renderContent(message) {
   const content = message.content ?? {};
   switch (content.type) {
-    case "text": return h("div", { class: "text", dir: "auto" }, content.text);
+    case "text": return h("div", { class: "text", dir: "auto" }, ...withMentions(content.text, message.mentions));
     case "markdown": return h("div", { class: "text markdown", dir: "auto" }, renderMarkdown(content.markdown));
     case "location": {
       const { latitude, longitude } = content;
       const label = content.name ?? `${Number(latitude).toFixed(5)}, ${Number(longitude).toFixed(5)}`;
-      return h("div", { class: "location" }, icon("location"), " ",
+      return h("div", {}, h("div", { class: "location" }, icon("location"), " ",
         h("a", { href: `https://www.openstreetmap.org/?mlat=${latitude}&mlon=${longitude}#map=16/${latitude}/${longitude}`,
-                 rel: "noopener noreferrer", target: "_blank" }, label));
+                 rel: "noopener noreferrer", target: "_blank" }, label)),
+        content.caption ? h("div", { class: "caption", dir: "auto" }, ...withMentions(content.caption, message.mentions)) : null);
     }
     case "photo": return mediaFigure(message, content, "photo");
     case "video": return mediaFigure(message, content, "video");
@@ -689,6 +701,25 @@ function handleEvent(event) {
       if (event.conversationId === state.current) renderMessages();
       break;
     }
+    case "reaction.added":
+    case "reaction.removed":
+    case "message.pinned":
+    case "message.unpinned": {
+      // Never unread, never moves the conversation: only the message changes.
+      const data = state.messages.get(event.conversationId);
+      const old = data?.list.find((message) => message.id === event.message?.id);
+      if (!old || !event.message) break;
+      const updated = { ...event.message, status: old.status };
+      let mine = old.myReactions ?? [];
+      if (event.userId === state.me.id && event.emoji) {
+        mine = event.type === "reaction.added" ? [...new Set([...mine, event.emoji])] : mine.filter((emoji) => emoji !== event.emoji);
+      }
+      const present = new Set((updated.reactions ?? []).map((reaction) => reaction.emoji));
+      updated.myReactions = mine.filter((emoji) => present.has(emoji));
+      insertMessage(updated);
+      if (state.pinsOpen === event.conversationId && event.type.startsWith("message.")) refreshPins();
+      break;
+    }
     case "delivery.updated": {
       // Public channels: how far my messages got, as counts (members' receipts are not sent here).
       if (event.userId !== state.me.id) break;
@@ -745,6 +776,10 @@ function renderTyping() {
 }
 
 function memberName(userId) {
+  if (userId === state.me?.id) return "you";
+  const conversation = state.conversations.get(state.current);
+  if (conversation?.peer?.id === userId) return conversation.peer.displayName;
+  if (knownNames.has(userId)) return knownNames.get(userId);
   for (const message of state.messages.get(state.current)?.list ?? []) if (message.sender?.id === userId) return message.sender.displayName;
   return "Someone";
 }
@@ -777,4 +812,182 @@ function showNew(conversation) {
   state.conversations.set(conversation.id, conversation);
   location.hash = `#/c/${conversation.id}`;
   renderList();
+}
+
+// MARK: - Reactions, pins, mentions
+
+const QUICK_REACTIONS = ["👍", "❤️", "😂", "🎉", "😮", "😢", "🙏", "👀"];
+
+/** The chips under a message: emoji and count, pressed when one of them is mine; a click toggles. */
+function renderReactions(message) {
+  const mine = new Set(message.myReactions ?? []);
+  return h("div", { class: "reactions", role: "group", "aria-label": "Reactions" },
+    ...message.reactions.map((reaction) => h("button", {
+      type: "button", class: "reaction", "aria-pressed": String(mine.has(reaction.emoji)), "data-emoji": reaction.emoji,
+      title: mine.has(reaction.emoji) ? "Take your reaction back" : `React with ${reaction.emoji}`,
+      onclick: () => toggleReaction(message, reaction.emoji),
+    }, reaction.emoji, h("span", { class: "count" }, String(reaction.count)))));
+}
+
+async function toggleReaction(message, emoji) {
+  const path = `/v1/conversations/${message.conversationId}/messages/${message.id}/reactions`;
+  try {
+    const answer = (message.myReactions ?? []).includes(emoji)
+      ? await state.api.call("DELETE", `${path}/${encodeURIComponent(emoji)}`)
+      : await state.api.post(path, { emoji });
+    insertMessage(answer);
+  } catch (error) {
+    showToast(error.message);
+  }
+}
+
+function openReactionPicker(message, anchor) {
+  document.querySelector(".reaction-picker")?.remove();
+  const close = () => { picker.remove(); document.removeEventListener("keydown", onKey); };
+  const onKey = (event) => { if (event.key === "Escape") close(); };
+  const picker = h("div", { class: "reaction-picker", role: "menu", "aria-label": "Pick a reaction" },
+    ...QUICK_REACTIONS.map((emoji) => h("button", { type: "button", role: "menuitem", "data-emoji": emoji, onclick: () => {
+      close();
+      if (!(message.myReactions ?? []).includes(emoji)) toggleReaction(message, emoji);
+    } }, emoji)));
+  anchor.closest(".message-body").append(picker);
+  document.addEventListener("keydown", onKey);
+  picker.querySelector("button")?.focus();
+}
+
+/** Direct chats, groups and private channels: anyone; public channels: owners and admins. */
+function canPin(conversation) {
+  return conversation.kind !== "public" || ["owner", "admin"].includes(conversation.role);
+}
+
+async function setPinned(message, pinned) {
+  const path = `/v1/conversations/${message.conversationId}/messages/${message.id}/pin`;
+  try {
+    insertMessage(await state.api.call(pinned ? "PUT" : "DELETE", path));
+    if (state.pinsOpen) refreshPins();
+  } catch (error) {
+    showToast(error.message);
+  }
+}
+
+let pinsList = null;
+
+function openPins() {
+  pinsList = h("ul", { class: "pins", "aria-label": "Pinned messages" });
+  state.pinsOpen = state.current;
+  const close = dialog("Pinned messages", pinsList);
+  const overlay = pinsList.closest(".overlay");
+  new MutationObserver((_, observer) => {
+    if (!document.body.contains(overlay)) { state.pinsOpen = null; observer.disconnect(); }
+  }).observe(document.body, { childList: true });
+  refreshPins(close);
+}
+
+async function refreshPins(close) {
+  if (!pinsList || !state.pinsOpen) return;
+  try {
+    await membersFor(state.pinsOpen);
+    const answer = await state.api.get(`/v1/conversations/${state.pinsOpen}/pins`);
+    clear(pinsList);
+    for (const message of answer.messages) {
+      pinsList.append(h("li", { "data-id": message.id },
+        h("span", { class: "sender" }, message.sender?.displayName ?? ""), " ",
+        h("span", { class: "pin-text", dir: "auto" }, preview(message).replace(/^You: /, "")),
+        h("small", {}, ` · pinned by ${memberName(message.pinnedBy)} ${shortTime(message.pinnedAt)}`)));
+    }
+    if (!pinsList.firstChild) pinsList.append(h("li", { class: "hint" }, "Nothing is pinned. Pin a message from its menu."));
+  } catch (error) {
+    showToast(error.message);
+    close?.();
+  }
+}
+
+/** Text with the mentions the server resolved shown as such (mine stand out). */
+function withMentions(text, mentions) {
+  if (!mentions?.length) return [text];
+  const names = new Map(mentions.map((mention) => [mention.username.toLowerCase(), mention]));
+  const parts = [];
+  let last = 0;
+  for (const match of text.matchAll(/(^|[^\p{L}\p{N}_@])@([A-Za-z0-9._+@-]+)/gu)) {
+    const name = match[2].replace(/[.+@-]+$/, "");
+    const mention = names.get(name.toLowerCase());
+    if (!mention) continue;
+    const start = match.index + match[1].length;
+    parts.push(text.slice(last, start));
+    parts.push(h("span", { class: mention.userId === state.me.id ? "mention mention-me" : "mention", title: mention.username }, "@" + name));
+    last = start + 1 + name.length;
+  }
+  parts.push(text.slice(last));
+  return parts;
+}
+
+/** Members of the open conversation for the @ list (loaded once per conversation, first 100). */
+const mentionable = new Map();
+/** Display names of members seen in member lists (user id → name), for "pinned by". */
+const knownNames = new Map();
+
+async function membersFor(conversationId) {
+  if (!mentionable.has(conversationId)) {
+    mentionable.set(conversationId, state.api.get(`/v1/conversations/${conversationId}/members?limit=100`)
+      .then((answer) => {
+        for (const member of answer.members) knownNames.set(member.user.id, member.user.displayName);
+        return answer.members.map((member) => member.user).filter((user) => user.id !== state.me.id);
+      })
+      .catch(() => []));
+  }
+  return mentionable.get(conversationId);
+}
+
+/** The `@partial` word the caret is in, if any. */
+function mentionQuery() {
+  const input = elements.composer;
+  const before = input.value.slice(0, input.selectionStart);
+  const match = before.match(/(^|\s)@([A-Za-z0-9._+-]*)$/);
+  return match ? { query: match[2], start: before.length - match[2].length - 1 } : null;
+}
+
+async function suggestMentions() {
+  const found = mentionQuery();
+  const list = elements.mentions;
+  if (!found) { list.hidden = true; return; }
+  const conversationId = state.current;
+  const users = (await membersFor(conversationId)).filter((user) => user.username.toLowerCase().startsWith(found.query.toLowerCase())
+    || user.displayName.toLowerCase().startsWith(found.query.toLowerCase())).slice(0, 6);
+  if (conversationId !== state.current) return;
+  clear(list);
+  users.forEach((user, index) => list.append(h("li", { role: "option", "aria-selected": String(index === 0), "data-id": user.username,
+    onmousedown: (event) => { event.preventDefault(); insertMention(user.username); } }, user.displayName, h("small", {}, ` @${user.username}`))));
+  list.hidden = users.length === 0;
+}
+
+function insertMention(username) {
+  const found = mentionQuery();
+  if (!found) return;
+  const input = elements.composer;
+  const after = input.value.slice(input.selectionStart);
+  input.value = input.value.slice(0, found.start) + "@" + username + " " + after;
+  const caret = found.start + username.length + 2;
+  input.setSelectionRange(caret, caret);
+  elements.mentions.hidden = true;
+  input.focus();
+}
+
+/** Arrow keys move through the suggestions; Enter or Tab takes one; Escape closes them. */
+function mentionKey(event) {
+  const list = elements.mentions;
+  if (!list || list.hidden) return false;
+  const options = [...list.querySelectorAll("li")];
+  const current = options.findIndex((option) => option.getAttribute("aria-selected") === "true");
+  if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+    const next = (current + (event.key === "ArrowDown" ? 1 : options.length - 1)) % options.length;
+    options.forEach((option, index) => option.setAttribute("aria-selected", String(index === next)));
+  } else if (event.key === "Enter" || event.key === "Tab") {
+    insertMention(options[Math.max(0, current)].getAttribute("data-id"));
+  } else if (event.key === "Escape") {
+    list.hidden = true;
+  } else {
+    return false;
+  }
+  event.preventDefault();
+  return true;
 }
