@@ -27,6 +27,10 @@ let usage = """
       history     Fill one conversation in the server's database, then time latest-50 pages.
                     --url http://HOST:PORT  --app-key KEY  --db DATA_DIR/parley.sqlite
                     --messages N (1000000)  --duration S (10)
+      annotations Reactions against sends on the write path, and latest-50 pages with reactions,
+                  mentions and pins against plain ones, in one run.
+                    --url http://HOST:PORT  --app-key KEY  --senders N (50)  --conversations N (10)
+                    --duration S (5)
       signin      Sequential sign-ins: the latency the Argon2id cost gives.
                     --url http://HOST:PORT  --app-key KEY  --count N (50)
       fanout      Users in conversations, each sending at a steady rate over the realtime
@@ -401,6 +405,7 @@ do {
     case "sends": try await runSends(options, group: group)
     case "sqlite-insert": try await runSQLiteReference(options)
     case "history": try await runHistory(options, group: group)
+    case "annotations": try await runAnnotations(options, group: group)
     case "signin": try await runSignIn(options)
     case "fanout": try await runFanout(options, group: group)
     case "channel-fanout": try await runChannelFanout(options, group: group)
