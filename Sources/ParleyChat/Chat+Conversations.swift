@@ -357,7 +357,7 @@ extension Chat {
             receipt = Receipt(userID: caller.userID, deliveredSeq: try row.get("delivered_seq"), readSeq: readSeq)
             unread = try db.fetchValue(Int.self, """
                 SELECT count(*) FROM (SELECT 1 FROM message WHERE conversation_id = \(key) AND seq > \(readSeq)
-                AND author_id != \(caller.userKey) AND deleted_at IS NULL LIMIT \(Limits.unreadCountCap)) AS unread
+                AND author_id != \(caller.userKey) AND deleted_at IS NULL AND in_conversation = 1 LIMIT \(Limits.unreadCountCap)) AS unread
                 """) ?? 0
         }
         var lastMessage: Message?

@@ -46,6 +46,10 @@ extension Chat {
     public func sendRecord(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (MessageRecord, created: Bool) {
         let prepared = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
+        if let root = request.threadID, root.rawValue.utf8.count > 64 { throw ChatError.invalid("threadId names no message here") }
+        if request.alsoInConversation == true, request.threadID == nil {
+            throw ChatError.invalid("alsoInConversation is for a reply in a thread: give threadId too")
+        }
         let now = nowMilliseconds
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         return try await run {
@@ -61,8 +65,11 @@ extension Chat {
                    try tx.fetchOne("SELECT 1 FROM message WHERE public_id = \(replyTo.rawValue) AND conversation_id = \(access.key)") == nil {
                     throw ChatError.invalid("replyTo names no message in this conversation")
                 }
+                let thread = try request.threadID.map {
+                    try Chat.threadRoot(tx, access: access, id: $0, alsoInConversation: request.alsoInConversation ?? false)
+                }
                 let message = try Chat.insertMessage(tx, caller: caller, access: access, publicID: publicID, prepared: prepared,
-                                                     media: media, replyTo: request.replyTo, now: now)
+                                                     media: media, replyTo: request.replyTo, thread: thread, now: now)
                 return (message, true)
             }
         }
@@ -120,10 +127,11 @@ extension Chat {
         return try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id)
+                // Replies in a thread only are the thread's (``threadHistory``), not the conversation's.
                 func page(_ filter: SQL, descending: Bool, count: Int) throws -> [Row] {
                     try db.fetchAll("""
                         SELECT \(Chat.messageColumns) \(Chat.messageJoins)
-                        WHERE m.conversation_id = \(access.key) AND \(filter)
+                        WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(filter)
                         ORDER BY m.seq \(descending ? "DESC" as SQL : "ASC") LIMIT \(count)
                         """)
                 }
@@ -141,10 +149,10 @@ extension Chat {
                 var messages = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
                 try Chat.fillMyReactions(db, &messages, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
                 let hasOlder = try messages.first.map {
-                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND seq < \($0.seq) LIMIT 1") != nil
+                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND in_conversation = 1 AND seq < \($0.seq) LIMIT 1") != nil
                 } ?? false
                 let hasNewer = try messages.last.map {
-                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND seq > \($0.seq) LIMIT 1") != nil
+                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND in_conversation = 1 AND seq > \($0.seq) LIMIT 1") != nil
                 } ?? false
                 if !query.ascending { messages.reverse() }
                 return HistoryPage(records: messages, hasOlder: hasOlder, hasNewer: hasNewer)
@@ -276,6 +284,7 @@ extension Chat {
                 if case .number(let read) = fields["readSeq"] { record.readSeq = Int64(read) }
                 if let deliveries = fields["deliveries"], deliveries != .null { record.deliveriesJSON = try deliveries.encoded() }
                 if case .string(let emoji) = fields["emoji"] { record.emoji = emoji }
+                if let thread = fields["thread"], thread != .null { record.threadJSON = try thread.encoded() }
             }
             return AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                  userKey: try row.get("e_user_key", as: Int64?.self))
@@ -351,7 +360,8 @@ extension Chat {
                 let mentions = try Chat.resolveMentions(db, text: prepared.searchable, conversation: access.key, app: caller.appID)
                 _ = try Chat.storeMentions(db, message: key, conversation: access.key, author: try row.get("m_author_key"),
                                            mentions: mentions, replacing: true)
-                try db.append(conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now)
+                try db.append(conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now,
+                              activity: try row.get("m_in_conversation", as: Int64.self) != 0)
                 return try Chat.reload(db, access: access, key: key, caller: caller)
             }
         }
@@ -389,7 +399,17 @@ extension Chat {
                     try db.execute("DELETE FROM mention WHERE message_id = \(target.key)")
                     if let content = target.message.content { try FullTextSearch.unindex(db, message: target.key, text: content.searchableText) }
                     try Chat.setMedia(db, message: target.key, keys: [], now: now)
-                    try db.append(conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, now: now)
+                    // A deleted reply no longer counts in its thread; the event says the new count.
+                    var payload: String?
+                    if let root = try db.fetchOne("""
+                        UPDATE message SET reply_count = reply_count - 1
+                        WHERE id = (SELECT thread_id FROM message WHERE id = \(target.key)) RETURNING public_id, reply_count, last_reply_at
+                        """) {
+                        payload = try Chat.threadPayload(root: try root.get("public_id"), replies: try root.get("reply_count"),
+                                                         lastReplyAt: try root.get("last_reply_at"))
+                    }
+                    try db.append(conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, payload: payload,
+                                  now: now, activity: target.message.threadID == nil || target.message.alsoInConversation == true)
                 }
                 return try targets.map { try Chat.reload(db, access: access, key: $0.key, caller: caller) }
             }
@@ -456,17 +476,31 @@ extension Chat {
     /// Stores a new message and appends its `message.created`, handing the write path the
     /// record it built (the send is the hot path: its event is not read back).
     static func insertMessage(_ tx: Transaction, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
-                              media: [Int64], replyTo: MessageID?, now: Int64) throws -> MessageRecord {
+                              media: [Int64], replyTo: MessageID?, thread: ThreadRoot? = nil, now: Int64) throws -> MessageRecord {
         // Six statements: the seq from the conversation's counter (EventLog rule 1), the
         // message, its event (which moves the conversation's activity), the sender's own
         // watermarks, the full-text entry, and the attachments when there are any.
         let seq = try EventLog.nextSeq(tx, conversation: access.key)
         guard let key = try tx.fetchValue(Int64.self, """
-            INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at)
+            INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
+                                 thread_id, thread_root, in_conversation)
             VALUES (\(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
-                    \(prepared.metadata), \(replyTo?.rawValue), \(now))
+                    \(prepared.metadata), \(replyTo?.rawValue), \(now), \(thread?.key), \(thread?.publicID),
+                    \(thread == nil || thread?.alsoInConversation == true ? 1 : 0))
             RETURNING id
             """) else { throw ChatError.internalError }
+        // A reply counts in its root (whose row lock orders concurrent replies) and is read by its author.
+        var threadJSON: String?
+        if let thread {
+            guard let replies = try tx.fetchValue(Int64.self, """
+                UPDATE message SET reply_count = reply_count + 1, last_reply_at = \(now) WHERE id = \(thread.key) RETURNING reply_count
+                """) else { throw ChatError.messageNotFound }
+            threadJSON = try threadPayloadValue(root: thread.publicID, replies: replies, lastReplyAt: now)
+            try tx.execute("""
+                INSERT INTO thread_read (user_id, root_id, read_seq) VALUES (\(caller.userKey), \(thread.key), \(seq))
+                ON CONFLICT (user_id, root_id) DO UPDATE SET read_seq = excluded.read_seq
+                """)
+        }
         // Mentions cost nothing unless the text has an `@` before a name.
         let mentions = try resolveMentions(tx, text: prepared.searchable, conversation: access.key, app: caller.appID)
         let mentionsJSON = try storeMentions(tx, message: key, conversation: access.key, author: caller.userKey, mentions: mentions, replacing: false)
@@ -474,14 +508,17 @@ extension Chat {
         let record = MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
                                    senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,
                                    clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
-                                   metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent, mentionsJSON: mentionsJSON)
-        try tx.append(conversation: access.key, type: .messageCreated, seq: seq, actor: caller.userKey, message: key, now: now) { position in
+                                   metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent, mentionsJSON: mentionsJSON,
+                                   threadRoot: thread?.publicID, alsoInConversation: thread?.alsoInConversation ?? false)
+        let activity = thread == nil || thread?.alsoInConversation == true
+        try tx.append(conversation: access.key, type: .messageCreated, seq: seq, actor: caller.userKey, message: key,
+                      payload: threadJSON.map { "{\"thread\":\($0)}" }, now: now, activity: activity) { position in
             var shared = record
             shared.status = nil
-            return AppendedEvent(
-                record: EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
-                                    actorID: caller.userID.rawValue, createdAt: now, message: shared),
-                conversationKey: access.key, conversationKind: access.kind, userKey: nil)
+            var event = EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
+                                    actorID: caller.userID.rawValue, createdAt: now, message: shared)
+            event.threadJSON = threadJSON
+            return AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil)
         }
         // The sender has seen their own message on the device that sent it.
         try tx.execute("""

@@ -126,7 +126,7 @@ extension Chat {
     /// One message's devices to push, written to the providers' outboxes.
     static func expand(_ db: any Database, _ source: PushSource, now: Int64, badges: inout [Int64: Int]) throws -> Int {
         guard let row = try db.fetchOne("""
-            SELECT m.id, m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
+            SELECT m.id, m.thread_id, m.in_conversation, m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
                    a.push_content
             FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id JOIN app a ON a.id = c.app_id
             WHERE m.public_id = \(source.message)
@@ -138,6 +138,12 @@ extension Chat {
         let content = try? JSONDecoder().decode(MessageContent.self, from: Data((try row.get("content", as: String.self)).utf8))
         let title = kind == .direct ? sender : (try row.get("title", as: String?.self) ?? sender)
         let messageKey: Int64 = try row.get("id")
+        // A reply in a thread only reaches the thread's participants: the root's author and
+        // everyone who replied (and, below, whoever it mentions).
+        var audience: SQL = ""
+        if let root = try row.get("thread_id", as: Int64?.self), try row.get("in_conversation", as: Int64.self) == 0 {
+            audience = "AND (mn.user_id IS NOT NULL OR mb.user_id IN (SELECT author_id FROM message WHERE id = \(root) OR thread_id = \(root)))"
+        }
         // A mentioned member is pushed even when they muted the conversation; in a public
         // channel only mentioned members are (Slack's and Matrix's rule).
         let devices = try kind == .public
@@ -153,7 +159,7 @@ extension Chat {
                 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
                 LEFT JOIN mention mn ON mn.user_id = mb.user_id AND mn.message_id = \(messageKey)
                 WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
-                  AND (mb.muted_until IS NULL OR mb.muted_until <= \(now) OR mn.user_id IS NOT NULL)
+                  AND (mb.muted_until IS NULL OR mb.muted_until <= \(now) OR mn.user_id IS NOT NULL) \(audience)
                 ORDER BY d.id
                 """)
         var count = 0
@@ -207,7 +213,7 @@ extension Chat {
     static func unreadAcrossConversations(_ db: any Database, user: Int64) throws -> Int {
         try db.fetchValue(Int.self, """
             SELECT count(*) FROM (SELECT 1 FROM member mb JOIN message m ON m.conversation_id = mb.conversation_id
-            WHERE mb.user_id = \(user) AND m.seq > mb.read_seq AND m.author_id != \(user) AND m.deleted_at IS NULL
+            WHERE mb.user_id = \(user) AND m.seq > mb.read_seq AND m.author_id != \(user) AND m.deleted_at IS NULL AND m.in_conversation = 1
             LIMIT \(Limits.unreadCountCap)) AS unread
             """) ?? 0
     }

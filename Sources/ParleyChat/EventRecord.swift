@@ -35,6 +35,8 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var deliveriesJSON: String?
     /// The emoji of a reaction event.
     public var emoji: String?
+    /// A thread reply's thread summary, as canonical JSON (a ``ThreadSummary``).
+    public var threadJSON: String?
 
     /// The typed event.
     ///
@@ -46,6 +48,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
                           customData: try customDataJSON.map(JSONValue.decode), deliveredSeq: deliveredSeq, readSeq: readSeq)
         event.deliveries = try deliveriesJSON.map { try JSONValue.decode($0).decode(as: [MessageDelivery].self) }
         event.emoji = emoji
+        event.thread = try threadJSON.map { try JSONValue.decode($0).decode(as: ThreadSummary.self) }
         return event
     }
 
@@ -64,6 +67,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }
             if let role { json.key("role"); json.string(role.rawValue) }
             if let seq { json.key("seq"); json.integer(seq) }
+            if let threadJSON { json.key("thread"); json.raw(threadJSON) }
             if let title { json.key("title"); json.string(title) }
             json.key("type"); json.string(type.rawValue)
             if let userID { json.key("userId"); json.string(userID) }

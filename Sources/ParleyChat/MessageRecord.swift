@@ -44,6 +44,14 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
     public var pinnedAt: Int64? = nil
     /// Who pinned it (public id).
     public var pinnedBy: String? = nil
+    /// A reply's thread root (public id).
+    public var threadRoot: String? = nil
+    /// A reply shown in the conversation too.
+    public var alsoInConversation: Bool = false
+    /// A root's replies.
+    public var replyCount: Int = 0
+    /// Milliseconds since 1970 of a root's latest reply.
+    public var lastReplyAt: Int64? = nil
 
     /// The typed message.
     ///
@@ -62,6 +70,10 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
         message.mentions = try mentionsJSON.map { try decoder.decode([Mention].self, from: Data($0.utf8)) }
         message.pinnedAt = pinnedAt.map(Chat.date)
         message.pinnedBy = pinnedBy.map(UserID.init(rawValue:))
+        message.threadID = threadRoot.map(MessageID.init(rawValue:))
+        message.alsoInConversation = threadRoot != nil && alsoInConversation ? true : nil
+        message.replyCount = replyCount > 0 ? replyCount : nil
+        message.lastReplyAt = replyCount > 0 ? lastReplyAt.map(Chat.date) : nil
         return message
     }
 
@@ -69,12 +81,14 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
     /// (same keys, sorted; same date format).
     public func writeJSON(into writer: inout JSONWriter) {
         writer.object { json in
+            if threadRoot != nil && alsoInConversation { json.key("alsoInConversation"); json.bool(true) }
             json.key("clientId"); json.string(clientID)
             if let contentJSON { json.key("content"); json.raw(contentJSON) }
             json.key("conversationId"); json.string(conversationID)
             if let deletedAt { json.key("deletedAt"); json.date(milliseconds: deletedAt) }
             if let editedAt { json.key("editedAt"); json.date(milliseconds: editedAt) }
             json.key("id"); json.string(id)
+            if replyCount > 0, let lastReplyAt { json.key("lastReplyAt"); json.date(milliseconds: lastReplyAt) }
             if let mentionsJSON { json.key("mentions"); json.raw(mentionsJSON) }
             if let metadataJSON { json.key("metadata"); json.raw(metadataJSON) }
             if let myReactions {
@@ -84,6 +98,7 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
             if let pinnedAt { json.key("pinnedAt"); json.date(milliseconds: pinnedAt) }
             if let pinnedBy { json.key("pinnedBy"); json.string(pinnedBy) }
             if let reactionsJSON { json.key("reactions"); json.raw(reactionsJSON) }
+            if replyCount > 0 { json.key("replyCount"); json.integer(Int64(replyCount)) }
             if let replyTo { json.key("replyTo"); json.string(replyTo) }
             json.key("sender")
             json.object { sender in
@@ -94,6 +109,7 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
             json.key("sentAt"); json.date(milliseconds: sentAt)
             json.key("seq"); json.integer(seq)
             if let status { json.key("status"); json.string(status.rawValue) }
+            if let threadRoot { json.key("threadId"); json.string(threadRoot) }
         }
     }
 }

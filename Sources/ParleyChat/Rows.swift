@@ -31,7 +31,9 @@ extension Chat {
         m.seq AS m_seq, u.public_id AS m_sender_id, u.username AS m_sender_username, u.display_name AS m_sender_display_name,
         m.client_id AS m_client_id, m.created_at AS m_created_at, m.edited_at AS m_edited_at, m.deleted_at AS m_deleted_at,
         m.content AS m_content, m.metadata AS m_metadata, m.reply_to AS m_reply_to, m.author_id AS m_author_key,
-        m.reactions AS m_reactions, m.mentions AS m_mentions, m.pinned_at AS m_pinned_at, m.pinned_by AS m_pinned_by
+        m.reactions AS m_reactions, m.mentions AS m_mentions, m.pinned_at AS m_pinned_at, m.pinned_by AS m_pinned_by,
+        m.thread_root AS m_thread_root, m.in_conversation AS m_in_conversation, m.reply_count AS m_reply_count,
+        m.last_reply_at AS m_last_reply_at
         """
     static let messageJoins: SQL = "FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id"
 
@@ -60,7 +62,9 @@ extension Chat {
             sentAt: try row.get("m_created_at"), editedAt: try row.get("m_edited_at"), deletedAt: try row.get("m_deleted_at"),
             contentJSON: try row.get("m_content"), metadataJSON: try row.get("m_metadata"), replyTo: try row.get("m_reply_to"),
             status: status, reactionsJSON: try row.get("m_reactions"), mentionsJSON: try row.get("m_mentions"),
-            pinnedAt: try row.get("m_pinned_at"), pinnedBy: try row.get("m_pinned_by"))
+            pinnedAt: try row.get("m_pinned_at"), pinnedBy: try row.get("m_pinned_by"), threadRoot: try row.get("m_thread_root"),
+            alsoInConversation: try row.get("m_in_conversation", as: Int64.self) != 0, replyCount: Int(try row.get("m_reply_count", as: Int64.self)),
+            lastReplyAt: try row.get("m_last_reply_at"))
     }
 
     /// A stored name of a closed set (a conversation kind, a role, an event type). A value

@@ -630,6 +630,27 @@ public enum Schema: Sendable {
                     PRIMARY KEY (user_id, message_id))
                 """)
         }
+        migrator.register("0014 threads") { db in
+            // A reply in a thread names its root (key for the index, public id for the page, so
+            // a history row needs no join); `in_conversation` is 1 for every message outside a
+            // thread and for replies also shown in the conversation. A root keeps its reply
+            // count and latest reply time (docs/api.md, "Threads").
+            try db.execute("ALTER TABLE message ADD COLUMN thread_id bigint REFERENCES message(id)")
+            try db.execute("ALTER TABLE message ADD COLUMN thread_root text")
+            try db.execute("ALTER TABLE message ADD COLUMN in_conversation bigint NOT NULL DEFAULT 1")
+            try db.execute("ALTER TABLE message ADD COLUMN reply_count bigint NOT NULL DEFAULT 0")
+            try db.execute("ALTER TABLE message ADD COLUMN last_reply_at bigint")
+            try db.execute("CREATE INDEX message_thread ON message (thread_id, seq) WHERE thread_id IS NOT NULL")
+            try db.execute("CREATE INDEX message_threads_by_activity ON message (conversation_id, last_reply_at) WHERE reply_count > 0")
+            // Each member's read watermark per thread: the seq of the last reply they read.
+            try db.execute("""
+                CREATE TABLE thread_read (
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    root_id bigint NOT NULL REFERENCES message(id),
+                    read_seq bigint NOT NULL,
+                    PRIMARY KEY (user_id, root_id))
+                """)
+        }
     }
 
     /// A numeric Pusher app id no app has yet (9 digits).

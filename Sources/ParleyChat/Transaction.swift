@@ -141,8 +141,10 @@ final class Transaction: Database {
     ///
     /// - Returns: the seq and position.
     @discardableResult
+    /// `activity: false` (a reply in a thread only) leaves the conversation's place in the
+    /// list and its last message as they were.
     func append(conversation: Int64, type: ConversationEvent.Kind, seq: Int64? = nil, actor: Int64?, message: Int64? = nil,
-                user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64,
+                user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64, activity: Bool = true,
                 prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64, position: Int64) {
         precondition(!type.hasNoSeq, "receipts, delivery counts, reactions and pins take no seq")
         try notePrevious()
@@ -152,7 +154,9 @@ final class Transaction: Database {
             VALUES (\(conversation), \(seq), \(type.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload), \(now))
             RETURNING position
             """) else { throw ChatError.internalError }
-        if let message {
+        if !activity {
+            // A reply in a thread only: the conversation keeps its place and last message.
+        } else if let message {
             try db.execute("UPDATE conversation SET last_position = \(position), last_message_id = \(message) WHERE id = \(conversation)")
         } else {
             try db.execute("UPDATE conversation SET last_position = \(position) WHERE id = \(conversation)")

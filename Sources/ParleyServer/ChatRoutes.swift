@@ -264,6 +264,37 @@ enum ChatRoutes {
         router.get("/v1/conversations/:conversationId/pins") { request in
             await api.respond { try await chat.pins(try await api.caller(request), conversation: api.conversationID(request)) }
         }
+        // Threads (docs/api.md, "Threads")
+        router.get("/v1/conversations/:conversationId/threads") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let before = try request.queryItems["before"].map { text in
+                    guard let date = WireCoding.parseDate(text) else { throw ChatError.invalid("before must be a time like 2026-12-02T12:00:00.000Z") }
+                    return date
+                }
+                return try await chat.threads(caller, conversation: api.conversationID(request), before: before, limit: try api.integer(request, "limit"))
+            }
+        }
+        router.get("/v1/conversations/:conversationId/threads/:messageId") { request in
+            await api.respond {
+                try await chat.thread(try await api.caller(request), conversation: api.conversationID(request), root: api.messageID(request))
+            }
+        }
+        router.get("/v1/conversations/:conversationId/threads/:messageId/messages") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.threadHistory(caller, conversation: api.conversationID(request), root: api.messageID(request),
+                                                    before: try api.integer(request, "before"), after: try api.integer(request, "after"),
+                                                    limit: try api.integer(request, "limit"))
+            }
+        }
+        router.post("/v1/conversations/:conversationId/threads/:messageId/read") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.markThreadRead(caller, conversation: api.conversationID(request), root: api.messageID(request),
+                                                     seq: try await request.decode(ThreadReadRequest.self).seq)
+            }
+        }
         router.get("/v1/mentions") { request in
             await api.respond {
                 let caller = try await api.caller(request)

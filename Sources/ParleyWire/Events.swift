@@ -132,6 +132,9 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var deliveries: [MessageDelivery]? = nil
     /// For ``Kind/reactionAdded`` and ``Kind/reactionRemoved``: the emoji (`userId` is who).
     public var emoji: String? = nil
+    /// For the `message.created` and `message.deleted` of a reply in a thread: the thread's
+    /// root and its reply count after the change, so clients update the root without a read.
+    public var thread: ThreadSummary? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -140,7 +143,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
-             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji
+             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -184,6 +187,26 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         readSeq = try container.decodeIfPresent(Int64.self, forKey: .readSeq)
         deliveries = try container.decodeIfPresent([MessageDelivery].self, forKey: .deliveries)
         emoji = try container.decodeIfPresent(String.self, forKey: .emoji)
+        thread = try container.decodeIfPresent(ThreadSummary.self, forKey: .thread)
+    }
+}
+
+/// A thread's root and its replies' count, as a reply's event leaves them.
+public struct ThreadSummary: Hashable, Codable, Sendable {
+    /// The root message.
+    public var rootID: MessageID
+    /// Replies not deleted.
+    public var replyCount: Int
+    /// When the latest reply was sent.
+    public var lastReplyAt: Date?
+
+    enum CodingKeys: String, CodingKey { case rootID = "rootId", replyCount, lastReplyAt }
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(rootID: MessageID, replyCount: Int, lastReplyAt: Date?) {
+        self.rootID = rootID
+        self.replyCount = replyCount
+        self.lastReplyAt = lastReplyAt
     }
 }
 

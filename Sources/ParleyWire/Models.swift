@@ -306,10 +306,19 @@ public struct Message: Hashable, Codable, Sendable {
     public var pinnedAt: Date? = nil
     /// Who pinned it.
     public var pinnedBy: UserID? = nil
+    /// For a reply in a thread: the thread's root message.
+    public var threadID: MessageID? = nil
+    /// For a reply in a thread: true when it is shown in the conversation too.
+    public var alsoInConversation: Bool? = nil
+    /// For a thread's root: how many replies it has (nil: none).
+    public var replyCount: Int? = nil
+    /// For a thread's root: when the latest reply was sent.
+    public var lastReplyAt: Date? = nil
 
     enum CodingKeys: String, CodingKey {
         case id, conversationID = "conversationId", seq, sender, clientID = "clientId", sentAt, editedAt, deletedAt,
-             content, metadata, replyTo, status, reactions, myReactions, mentions, pinnedAt, pinnedBy
+             content, metadata, replyTo, status, reactions, myReactions, mentions, pinnedAt, pinnedBy,
+             threadID = "threadId", alsoInConversation, replyCount, lastReplyAt
     }
 
     /// Creates the value; each argument sets the property of the same name.

@@ -187,14 +187,63 @@ public struct SendMessageRequest: Hashable, Codable, Sendable {
     public var metadata: [String: String]?
     /// The message this one answers.
     public var replyTo: MessageID?
-    enum CodingKeys: String, CodingKey { case clientID = "clientId", content, metadata, replyTo }
+    /// A reply in the thread under this message (the thread's root, itself not a reply).
+    public var threadID: MessageID?
+    /// With ``threadID``: show the reply in the conversation too (Slack's "also send to the
+    /// channel"). Default false: the reply is in the thread only.
+    public var alsoInConversation: Bool?
+    enum CodingKeys: String, CodingKey { case clientID = "clientId", content, metadata, replyTo, threadID = "threadId", alsoInConversation }
     /// Creates the value; each argument sets the property of the same name.
-    public init(clientID: String, content: MessageContent, metadata: [String: String]? = nil, replyTo: MessageID? = nil) {
+    public init(clientID: String, content: MessageContent, metadata: [String: String]? = nil, replyTo: MessageID? = nil,
+                threadID: MessageID? = nil, alsoInConversation: Bool? = nil) {
         self.clientID = clientID
         self.content = content
         self.metadata = metadata
         self.replyTo = replyTo
+        self.threadID = threadID
+        self.alsoInConversation = alsoInConversation
     }
+}
+
+/// A thread as one member sees it: its root message (with ``Message/replyCount`` and
+/// ``Message/lastReplyAt``), how many replies they have not read, and whether they take part.
+public struct ThreadInfo: Hashable, Codable, Sendable {
+    /// The message the thread is under.
+    public var root: Message
+    /// Replies by others after ``readSeq``, not deleted (capped like a conversation's).
+    public var unreadCount: Int
+    /// The caller's read watermark in the thread: the seq of the last reply they read.
+    public var readSeq: Int64
+    /// The caller wrote the root or a reply, or a reply mentions them.
+    public var participating: Bool
+    /// Creates the value; each argument sets the property of the same name.
+    public init(root: Message, unreadCount: Int, readSeq: Int64, participating: Bool) {
+        self.root = root
+        self.unreadCount = unreadCount
+        self.readSeq = readSeq
+        self.participating = participating
+    }
+}
+
+/// `GET /v1/conversations/{id}/threads`: the conversation's threads, latest reply first.
+public struct ThreadList: Hashable, Codable, Sendable {
+    /// The threads.
+    public var threads: [ThreadInfo]
+    /// More follow (ask with `before` = the last thread's `lastReplyAt` … see docs/api.md).
+    public var hasMore: Bool
+    /// Creates the value; each argument sets the property of the same name.
+    public init(threads: [ThreadInfo], hasMore: Bool) {
+        self.threads = threads
+        self.hasMore = hasMore
+    }
+}
+
+/// `POST /v1/conversations/{id}/threads/{rootId}/read`.
+public struct ThreadReadRequest: Hashable, Codable, Sendable {
+    /// Every reply up to this seq was shown (never moves back).
+    public var seq: Int64
+    /// Creates the value; each argument sets the property of the same name.
+    public init(seq: Int64) { self.seq = seq }
 }
 
 /// `POST /v1/messages`: send to a set of usernames; the server finds (or creates) the direct
