@@ -39,6 +39,10 @@ public struct OutboxItem: Codable, Sendable, Hashable {
     public var metadata: [String: String]?
     /// The message it answers.
     public var replyTo: MessageID?
+    /// The thread it is a reply in (its root).
+    public var threadID: MessageID? = nil
+    /// A thread reply shown in the conversation too.
+    public var alsoInConversation: Bool? = nil
 }
 
 /// Where a client's state lives. The Keychain (token) plus a file (the rest) is the obvious

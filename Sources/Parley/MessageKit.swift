@@ -58,7 +58,8 @@ extension Message {
     /// This message after `event` (an edit, deletion, reaction or pin of it), keeping what a
     /// socket event cannot carry because one frame goes to every member: the user's own
     /// ``status`` and ``myReactions`` (brought up to date when the event is the user's own
-    /// reaction). Returns `self` for an event about another message.
+    /// reaction). A reply's event in this message's thread updates ``replyCount`` and
+    /// ``lastReplyAt``. Returns `self` for an event about another message.
     ///
     /// ```swift
     /// if let index = messages.firstIndex(where: { $0.id == event.message?.id }) {
@@ -66,6 +67,12 @@ extension Message {
     /// }
     /// ```
     public func updated(by event: ConversationEvent, me: UserID) -> Message {
+        if let thread = event.thread, thread.rootID == id, event.message?.id != id {
+            var root = self
+            root.replyCount = thread.replyCount > 0 ? thread.replyCount : nil
+            root.lastReplyAt = thread.replyCount > 0 ? (thread.lastReplyAt ?? lastReplyAt) : nil
+            return root
+        }
         guard var updated = event.message, updated.id == id else { return self }
         if updated.status == nil { updated.status = status }
         var mine = myReactions ?? []

@@ -66,7 +66,7 @@ public actor ParleyClient {
 
     /// A status change of one outgoing message, named by its client id.
     public struct OutgoingUpdate: Sendable, Hashable {
-        /// The idempotency key ``send(_:to:metadata:replyTo:)`` returned.
+        /// The idempotency key ``send(_:to:metadata:replyTo:inThread:alsoInConversation:)`` returned.
         public var clientID: String
         /// Where it went.
         public var conversationID: ConversationID
@@ -270,11 +270,14 @@ public actor ParleyClient {
     /// as the client is online (in the order sent, with the same client id after any reconnect,
     /// so nothing doubles); follow it with ``outgoingUpdates()`` or ``waitUntilSent(_:)``.
     @discardableResult
+    ///
+    /// With `inThread`, the message is a reply in the thread under that message (shown in the
+    /// conversation too when `alsoInConversation`).
     public func send(_ content: MessageContent, to conversation: ConversationID, metadata: [String: String]? = nil,
-                     replyTo: MessageID? = nil) throws -> String {
+                     replyTo: MessageID? = nil, inThread root: MessageID? = nil, alsoInConversation: Bool = false) throws -> String {
         guard state.token != nil else { throw ParleyError.notSignedIn }
         let item = OutboxItem(clientID: UUID().uuidString.lowercased(), conversationID: conversation, content: content,
-                              metadata: metadata, replyTo: replyTo)
+                              metadata: metadata, replyTo: replyTo, threadID: root, alsoInConversation: root != nil && alsoInConversation ? true : nil)
         state.outbox.append(item)
         try store.save(state)
         publish(OutgoingUpdate(clientID: item.clientID, conversationID: conversation, status: .sending))
@@ -285,7 +288,7 @@ public actor ParleyClient {
     /// Sends to a set of usernames right away (Magnet's MessageMe): the direct conversation for
     /// one name, else the group of exactly those people, created when needed. Unknown names
     /// come back in `invalidUsernames` and are left out. Needs the server: while offline it
-    /// throws (use ``send(_:to:metadata:replyTo:)`` with a conversation id to queue).
+    /// throws (use ``send(_:to:metadata:replyTo:inThread:alsoInConversation:)`` with a conversation id to queue).
     public func send(_ content: MessageContent, toUsernames usernames: [String], metadata: [String: String]? = nil) async throws -> SendToUsersResponse {
         try await http.call("POST", "/v1/messages", body: SendToUsersRequest(to: usernames, clientID: UUID().uuidString.lowercased(),
                                                                            content: content, metadata: metadata),
@@ -323,6 +326,32 @@ public actor ParleyClient {
         struct Deleted: Decodable, Sendable { var messages: [Message] }
         let _: Deleted = try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/messages/delete",
                                              body: DeleteMessagesRequest(ids: messages), token: try requireToken())
+    }
+
+    // MARK: Threads
+
+    /// A thread as the user sees it: the root (with its reply count), unread replies, read mark.
+    public func thread(_ root: MessageID, in conversation: ConversationID) async throws -> ThreadInfo {
+        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/threads/\(root.rawValue)", token: try requireToken())
+    }
+
+    /// A page of a thread's replies, oldest first: the newest `limit`, or those before `seq`.
+    public func threadHistory(_ root: MessageID, in conversation: ConversationID, before seq: Int64? = nil, limit: Int = 50) async throws -> MessagePage {
+        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/threads/\(root.rawValue)/messages",
+                            query: [("limit", "\(limit)")] + (seq.map { [("before", "\($0)")] } ?? []), token: try requireToken())
+    }
+
+    /// The conversation's threads, latest reply first; pass the last one's `lastReplyAt` as `before` for more.
+    public func threads(in conversation: ConversationID, before: Date? = nil, limit: Int = 20) async throws -> ThreadList {
+        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/threads",
+                            query: [("limit", "\(limit)")] + (before.map { [("before", WireCoding.formatDate($0))] } ?? []),
+                            token: try requireToken())
+    }
+
+    /// Marks a thread's replies read up to `seq` (never back).
+    public func markThreadRead(_ root: MessageID, in conversation: ConversationID, upTo seq: Int64) async throws -> ThreadInfo {
+        try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/threads/\(root.rawValue)/read",
+                            body: ThreadReadRequest(seq: seq), token: try requireToken())
     }
 
     // MARK: Reactions, pins and mentions
@@ -615,7 +644,8 @@ public actor ParleyClient {
         let id = "s\(commandCounter)"
         sends.sent(item.clientID, as: id)
         write(.send(id: id, conversationID: item.conversationID,
-                    message: SendMessageRequest(clientID: item.clientID, content: item.content, metadata: item.metadata, replyTo: item.replyTo)))
+                    message: SendMessageRequest(clientID: item.clientID, content: item.content, metadata: item.metadata, replyTo: item.replyTo,
+                                                threadID: item.threadID, alsoInConversation: item.alsoInConversation)))
     }
 
     private func sendAnswered(_ clientID: String, _ frame: ServerFrame) {

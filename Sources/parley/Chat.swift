@@ -196,9 +196,12 @@ enum ChatScreen {
             case .live(.event(let event)) where event.conversationID == id:
                 if let message = event.message {
                     names[message.sender.id] = message.sender.displayName
+                    if let root = event.thread?.rootID, let index = messages.firstIndex(where: { $0.id == root }) {
+                        messages[index] = messages[index].updated(by: event, me: me.id)   // its reply count
+                    }
                     if let index = messages.firstIndex(where: { $0.id == message.id }) {
                         messages[index] = messages[index].updated(by: event, me: me.id)
-                    } else if event.type == .messageCreated {
+                    } else if event.type == .messageCreated, message.threadID == nil || message.alsoInConversation == true {
                         pending.removeAll { $0.clientID == message.clientID && message.sender.id == me.id }
                         messages.append(message)
                     }
@@ -235,9 +238,10 @@ enum ChatScreen {
 
     /// `👍 2  🎉 1`, with the user's own in brackets (`[👍 2]`); nil when there are none.
     static func reactionLine(_ message: Message) -> String? {
-        guard let reactions = message.reactions, !reactions.isEmpty else { return nil }
         let mine = Set(message.myReactions ?? [])
-        return reactions.map { mine.contains($0.emoji) ? "[\($0.emoji) \($0.count)]" : "\($0.emoji) \($0.count)" }.joined(separator: "  ")
+        var parts = (message.reactions ?? []).map { mine.contains($0.emoji) ? "[\($0.emoji) \($0.count)]" : "\($0.emoji) \($0.count)" }
+        if let replies = message.replyCount { parts.append(replies == 1 ? "💬 1 reply" : "💬 \(replies) replies") }
+        return parts.isEmpty ? nil : parts.joined(separator: "  ")
     }
 
     static func describe(_ message: Message) -> String {

@@ -31,6 +31,7 @@ let overview = """
       reactions <conversation> <message> [--emoji E]      who reacted, oldest first
       pin <conversation> <message> [--remove]     pin a message (or unpin it); pins <conversation> lists them
       mentions [--limit N]                        messages that mention you, newest first
+      thread <conversation> <message> [text…] [--also]   a thread's replies, or reply in it
       delete <conversation> <message>…            delete your messages (all or none)
       listen [--conversation ID] [--json]         print events as they arrive, until interrupted
       chat <conversation>                         the full-screen chat (type, Enter; /edit, /delete, /quit)
@@ -66,6 +67,7 @@ let commandHelp: [String: String] = [
     "reactions": "parley reactions <conversation> <message> [--emoji E] [--limit N]\n  Prints who reacted, oldest first: emoji, username, display name, time.",
     "pin": "parley pin <conversation> <message> [--remove]\n  Pins a message (any member; in a public channel owners and admins), or unpins it with --remove.",
     "pins": "parley pins <conversation>\n  Prints the pinned messages, most recently pinned first: seq, id, sender, text.",
+    "thread": "parley thread <conversation> <message> [--limit N] | parley thread <conversation> <message> <text…> [--also]\n  Without text: prints the thread under the message — the root, then its replies oldest first (seq, id, sender, time, text) — and marks them read. With text: replies in the thread (queued like send; --also shows the reply in the conversation too) and prints the reply's id and seq.",
     "mentions": "parley mentions [--limit N]\n  Prints the messages that mention you, newest first: conversation, id, sender, time, text.",
     "chat": "parley chat <conversation>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
     "listen": "parley listen [--conversation ID] [--json]\n  Connects and prints every event as it arrives (JSON lines with --json) until interrupted.",
@@ -105,6 +107,7 @@ struct CommandLineSettings {
     var output: String?
     var conversation: String?
     var remove = false
+    var also = false
     var emoji: String?
 }
 
@@ -162,6 +165,7 @@ struct Arguments {
             "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message.")],
             "pins": [],
             "mentions": [limit],
+            "thread": [limit, .toggle("--also", nil, \.also, help: "Show the reply in the conversation too.")],
             "chat": [],
             "listen": [.text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation's events."), json],
             "push": [.toggle("--fcm", nil, \.fcm, help: "The token is an FCM registration token (default: APNs, in hex)."),
@@ -453,6 +457,23 @@ func run(_ raw: [String]) async throws {
         guard words.count == 1, let conversation = words.first else { throw UsageError(message: "pins <conversation>") }
         for message in try await client.pins(in: ConversationID(rawValue: conversation)) {
             output("\(message.seq)\t\(message.id.rawValue)\t\(message.sender.username)\t\(text(of: message))")
+        }
+    case "thread":
+        guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "thread <conversation> <message> [text…]") }
+        let (id, root) = (ConversationID(rawValue: conversation), MessageID(rawValue: words[words.startIndex + 1]))
+        let reply = words.dropFirst(2).joined(separator: " ")
+        if reply.isEmpty {
+            let info = try await client.thread(root, in: id)
+            output("\(info.root.seq)\t\(info.root.id.rawValue)\t\(info.root.sender.username)\t\(time(info.root.sentAt))\t\(text(of: info.root))")
+            let page = try await client.threadHistory(root, in: id, limit: settings.limit ?? 50)
+            for message in page.messages {
+                output("  \(message.seq)\t\(message.id.rawValue)\t\(message.sender.username)\t\(time(message.sentAt))\t\(text(of: message))")
+            }
+            if let last = page.messages.last { _ = try await client.markThreadRead(root, in: id, upTo: last.seq) }
+        } else {
+            let clientID = try await client.send(.text(reply), to: id, inThread: root, alsoInConversation: settings.also)
+            let message = try await deliverOutbox(client, waitingFor: clientID)
+            output("\(message.id.rawValue)\tseq \(message.seq)")
         }
     case "mentions":
         let page = try await client.mentions(limit: settings.limit ?? 50)

@@ -157,3 +157,46 @@ def test_mentions_are_resolved_once_and_listed_for_the_mentioned(server):
     assert none["messages"] == []
     status, error = ben.get("/v1/mentions?before=m_nope")
     assert status == 400
+
+
+def test_a_thread_over_rest_and_the_socket_with_its_own_unread_count(server):
+    ana, ben, cy = person(server, "ana"), person(server, "ben"), person(server, "cy")
+    room = group(ana, ben, cy)
+    _, root = ana.send(room["id"], "weekend?")
+    assert ana.post(f"/v1/conversations/{room['id']}/receipts", {"readSeq": root["seq"]})[0] == 200
+    phone = Device(server, ana.token)
+    phone.wait_ready()
+    answer = Device(server, ben.token)
+    answer.wait_ready()
+    ack = answer.command("message.send", conversationId=room["id"],
+                         message={"clientId": str(uuid.uuid4()), "content": {"type": "text", "text": "hike"}, "threadId": root["id"]})
+    assert ack["type"] == "ack" and ack["result"]["message"]["threadId"] == root["id"]
+    event = phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == ack["result"]["message"]["id"])["event"]
+    assert event["thread"]["rootId"] == root["id"] and event["thread"]["replyCount"] == 1 and event["seq"] > root["seq"]
+    status, shared = cy.send(room["id"], "me too", threadId=root["id"], alsoInConversation=True)
+    assert status == 201 and shared["alsoInConversation"] is True
+
+    status, page = ana.get(f"/v1/conversations/{room['id']}/messages")
+    ids = [m["id"] for m in page["messages"]]
+    assert root["id"] in ids and shared["id"] in ids and ack["result"]["message"]["id"] not in ids
+    shown_root = next(m for m in page["messages"] if m["id"] == root["id"])
+    assert shown_root["replyCount"] == 2 and shown_root["lastReplyAt"] == shared["sentAt"]
+    status, conversation = ana.get(f"/v1/conversations/{room['id']}")
+    assert conversation["unreadCount"] == 1, "the thread-only reply is not unread in the conversation"
+    status, thread = ana.get(f"/v1/conversations/{room['id']}/threads/{root['id']}")
+    assert status == 200 and thread["unreadCount"] == 2 and thread["participating"] and thread["readSeq"] == 0
+    status, replies = ana.get(f"/v1/conversations/{room['id']}/threads/{root['id']}/messages?limit=1")
+    assert [m["id"] for m in replies["messages"]] == [shared["id"]] and replies["hasOlder"]
+    status, read = ana.post(f"/v1/conversations/{room['id']}/threads/{root['id']}/read", {"seq": shared["seq"]})
+    assert status == 200 and read["unreadCount"] == 0
+    status, threads = ben.get(f"/v1/conversations/{room['id']}/threads")
+    assert [t["root"]["id"] for t in threads["threads"]] == [root["id"]]
+    # Bad input: a thread under a reply, alsoInConversation alone, an unknown root.
+    status, error = ana.send(room["id"], "x", threadId=shared["id"])
+    assert status == 400 and "threadId" in error["error"]["message"]
+    status, error = ana.send(room["id"], "x", alsoInConversation=True)
+    assert status == 400
+    status, error = ana.send(room["id"], "x", threadId="m_nope")
+    assert status == 404 and error["error"]["code"] == "message_not_found"
+    phone.close()
+    answer.close()

@@ -393,3 +393,21 @@ def test_react_pin_and_mentions_from_the_shell(server):
     assert [line.split("\t")[1] for line in mentions] == [message_id]
     assert ana.run("mentions").stdout == ""
     assert "react <conversation> <message> <emoji>" in ana.run("react", "--help").stdout
+
+
+def test_a_thread_from_the_shell(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, password="correct horse battery")
+    bob.run("register", bob_name, password="correct horse battery")
+    root, _, conversation = ana.run("send", "--to", bob_name, "plans?").stdout.strip().split("\t")
+    replied = bob.run("thread", conversation, root, "hike", "at", "9")
+    assert replied.returncode == 0, replied.stderr
+    reply_id = replied.stdout.split("\t")[0]
+    shared = bob.run("thread", conversation, root, "everyone in?", "--also")
+    assert shared.returncode == 0, shared.stderr
+    shown = ana.run("thread", conversation, root).stdout.splitlines()
+    assert shown[0].split("\t")[1] == root and "💬 2 replies" in shown[0]
+    assert [line.strip().split("\t")[1] for line in shown[1:]] == [reply_id, shared.stdout.split("\t")[0]]
+    history = ana.run("history", conversation).stdout
+    assert "everyone in?" in history and "hike at 9" not in history, "only the reply also sent shows in the conversation"

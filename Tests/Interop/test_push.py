@@ -305,3 +305,19 @@ def test_a_mention_is_pushed_through_a_mute_and_a_public_channel_pushes_only_men
     assert [(p[1], p[3]["parley"]["messageId"]) for p in channel_pushes] == [(cy_token, for_cy["id"])]
     assert quiet["id"] not in [p[3]["parley"]["messageId"] for p in fake.pushes if p[1] == bob_token]
     assert everyone["id"] not in [p[3].get("parley", {}).get("messageId") for p in fake.pushes]
+
+
+def test_a_thread_only_reply_pushes_the_threads_participants_only(fake, server):
+    ana, bob, cy = person(server, "ana"), person(server, "bob"), person(server, "cy")
+    ana_token, cy_token = apns_token(), apns_token()
+    register(ana, "apns", ana_token)
+    register(cy, "apns", cy_token)
+    status, group = ana.post("/v1/conversations", {"kind": "group", "title": "Plans", "members": [bob.user["username"], cy.user["username"]]})
+    assert status == 201
+    _, root = ana.send(group["id"], "saturday?")
+    fake.wait_for(lambda pushes: any(p[1] == cy_token and p[3]["parley"]["messageId"] == root["id"] for p in pushes))
+    _, reply = bob.send(group["id"], "hike", threadId=root["id"])
+    fake.wait_for(lambda pushes: any(p[1] == ana_token and p[3]["parley"]["messageId"] == reply["id"] for p in pushes))
+    barrier(fake, server)
+    assert reply["id"] not in [p[3]["parley"]["messageId"] for p in fake.pushes if p[1] == cy_token], \
+        "cy wrote neither the root nor a reply: the thread's reply is not pushed to her"

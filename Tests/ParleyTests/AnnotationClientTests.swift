@@ -45,5 +45,22 @@ struct AnnotationClientTests {
         #expect(taken.reactions == nil && taken.myReactions == nil)
         _ = try await bob.unpin(message.id, in: chat.id)
         #expect(try await alice.pins(in: chat.id).isEmpty)
+
+        // A thread under the message: queued through the outbox like any send.
+        let replyID = try await alice.send(.text("in the thread"), to: chat.id, inThread: message.id)
+        let reply = try await alice.waitUntilSent(replyID)
+        #expect(reply.threadID == message.id)
+        var root = message
+        for await event in events where event.message?.id == reply.id {
+            root = root.updated(by: event, me: aliceID)
+            break
+        }
+        #expect(root.replyCount == 1 && root.lastReplyAt == reply.sentAt)
+        let thread = try await bob.thread(message.id, in: chat.id)
+        #expect(thread.unreadCount == 1 && thread.participating && thread.root.replyCount == 1)
+        #expect(try await bob.threadHistory(message.id, in: chat.id).messages.map(\.id) == [reply.id])
+        #expect(try await bob.markThreadRead(message.id, in: chat.id, upTo: reply.seq).unreadCount == 0)
+        #expect(try await bob.threads(in: chat.id).threads.map(\.root.id) == [message.id])
+        #expect(try await bob.history(of: chat.id).messages.contains { $0.id == reply.id } == false, "a thread-only reply")
     }
 }
