@@ -4,13 +4,14 @@
 #      to 10 groups, then the same connections each toggling reactions on a message of its
 #      group (every request adds or takes back one): reactions/s ÷ sends/s in the same run;
 #   2. a latest-50 history page of a group whose messages carry three reactions each, a
-#      mention and (every fifth) a pin, against one of plain messages, on one connection:
+#      mention, (every fifth) a pin and (every other) a thread of two replies, against one of
+#      plain messages, on one connection:
 #      pages/s ÷ pages/s in the same run.
 # ROUNDS (default 3) rounds of BENCH_SECONDS (default 5) per phase, a fresh server and data
 # directory each round. Needs release builds (swift build -c release).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then sed -n 2,11p "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 for binary in parley-server parley-bench; do
     [[ -x .build/release/$binary ]] || { echo "missing .build/release/$binary: swift build -c release first" >&2; exit 1; }
 done

@@ -3,7 +3,7 @@ import ParleyNet
 import ParleyWire
 
 // Issue 19's benchmarks: a reaction against a message on the write path, and a history page
-// whose messages carry reactions, mentions and pins against one whose messages carry none,
+// whose messages carry reactions, mentions, pins and thread counts against one whose carry none,
 // in the same run on the same server. See docs/benchmarks.md.
 
 /// `annotations`: three timed phases on one server —
@@ -11,7 +11,8 @@ import ParleyWire
 /// 2. reactions: the same connections each toggling reactions on one message of its group
 ///    (ten emoji added, then the same ten taken back: every request changes something);
 /// 3. history: latest-50 pages on one connection, of a group whose 50 newest messages have no
-///    reactions, then of one whose 50 newest have three reactions each (and mentions and pins).
+///    reactions, then of one whose 50 newest have three reactions each, a mention, every fifth
+///    a pin and every other a thread of two replies (reply counts on the page).
 func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
     guard let url = options.string("url"), let appKey = options.string("app-key") else {
         throw BenchError("annotations needs --url http://HOST:PORT and --app-key KEY")
@@ -83,6 +84,14 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
             }
             if index % 5 == 0 {
                 _ = try await person0Pin(people[0], conversation: conversation.id.rawValue, message: sent.id.rawValue)
+            }
+            // Every other message opens a thread of two replies (in the thread only).
+            if index % 2 == 0 {
+                for reply in 0..<2 {
+                    _ = try await people[1 + reply].call("POST", "/v1/conversations/\(conversation.id.rawValue)/messages",
+                                                         body: SendMessageRequest(clientID: "\(run)-t\(index)-\(reply)", content: .text("a reply"),
+                                                                                  threadID: sent.id), as: Message.self)
+                }
             }
         }
         pages.append("/v1/conversations/\(conversation.id.rawValue)/messages?limit=50")

@@ -568,3 +568,36 @@ def test_mentions_autocomplete_reactions_and_pins_live_in_two_browsers(server, b
     ben.wait(lambda: [c.text.split() for c in ben.find(".reaction")] == [["🎉", "1"]], "back to one")
     assert len(ben.find(".messages .message")) == 2
     assert not ana.console() and not ben.console(), (ana.console(), ben.console())
+
+
+def test_a_thread_in_two_browsers(server, browsers):
+    ana_name, ben_name = name("ana"), name("ben")
+    ana = Browser(server); browsers.append(ana)
+    ben = Browser(server); browsers.append(ben)
+    ana.sign_up(ana_name, "Ana Silva")
+    ben.sign_up(ben_name, "Ben Costa")
+    ana.start_chat("Ben Co", ben_name)
+    ana.type("trip to the coast?")
+    ben.open_conversation("Ana Silva")
+
+    def thread_button():
+        message = ben.message("trip to the coast?")
+        ActionChains(ben.driver).move_to_element(message).perform()
+        return message.find_element(By.XPATH, ".//button[text()='Reply in thread']")
+    ben.wait(lambda: thread_button().is_displayed(), "Reply in thread")
+    thread_button().click()
+    box = ben.one(".thread-input")
+    box.send_keys("yes, saturday", Keys.ENTER)
+    ben.wait(lambda: any("yes, saturday" in li.text for li in ben.find(".thread-replies li")), "the reply in Ben's thread panel")
+    link = ana.wait(lambda: next((b for b in ana.find("button.thread-link") if b.text.startswith("1 reply")), None), "Ana sees 1 reply live")
+    assert "yes, saturday" not in " ".join(ana.texts()), "a thread-only reply stays out of the conversation"
+    link.click()
+    ana.wait(lambda: any("yes, saturday" in li.text for li in ana.find(".thread-replies li")), "Ana's thread panel")
+    ana.one("input[name=alsoInConversation]").click()
+    ana.one(".thread-input").send_keys("booked the train", Keys.ENTER)
+    ben.wait(lambda: any("booked the train" in li.text for li in ben.find(".thread-replies li")), "live in Ben's open thread")
+    ana.screenshot("thread.png")
+    ben.driver.find_element(By.CSS_SELECTOR, ".dialog button[aria-label=Close]").click()
+    ben.wait(lambda: "replied in a thread" in ben.message("booked the train").text, "the reply also sent to the conversation")
+    ben.wait(lambda: any(b.text.startswith("2 replies") for b in ben.find("button.thread-link")), "two replies on the root")
+    assert not ana.console() and not ben.console(), (ana.console(), ben.console())

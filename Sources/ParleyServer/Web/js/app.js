@@ -354,10 +354,19 @@ function renderMessage(message, conversation, showName) {
     showName ? h("span", { class: "sender" }, message.sender?.displayName ?? "") : null, bubble);
   row.append(body);
   if (!isPending && !message.deletedAt && message.reactions?.length) body.append(renderReactions(message));
+  if (!isPending && message.replyCount) {
+    body.append(h("button", { type: "button", class: "thread-link", onclick: () => openThread(message) },
+      message.replyCount === 1 ? "1 reply" : `${message.replyCount} replies`,
+      message.lastReplyAt ? h("small", {}, ` · last ${shortTime(message.lastReplyAt)}`) : null));
+  }
+  if (message.threadId && message.alsoInConversation) body.append(h("small", { class: "in-thread" }, "replied in a thread"));
   if (!isPending && !message.deletedAt && !state.selecting) {
     const actions = h("span", { class: "message-actions" });
     actions.append(h("button", { type: "button", class: "quiet react-button", "aria-label": "Add a reaction", title: "React",
                                  onclick: (event) => openReactionPicker(message, event.currentTarget) }, "☺+"));
+    if (!message.threadId) {
+      actions.append(h("button", { type: "button", class: "quiet", onclick: () => openThread(message) }, "Reply in thread"));
+    }
     if (canPin(conversation)) {
       actions.append(h("button", { type: "button", class: "quiet", onclick: () => setPinned(message, !message.pinnedAt) }, message.pinnedAt ? "Unpin" : "Pin"));
     }
@@ -648,7 +657,15 @@ document.addEventListener("visibilitychange", () => { if (!document.hidden) mark
 // MARK: - Live events
 
 function insertMessage(message) {
+  if (message.threadId) renderThreadReply(message);
   const data = state.messages.get(message.conversationId);
+  const threadOnly = message.threadId && !message.alsoInConversation;
+  if (data && threadOnly) {
+    // A reply in a thread only: the thread panel shows it; the conversation keeps its root.
+    const index = data.list.findIndex((existing) => existing.id === message.id);
+    if (index >= 0) data.list.splice(index, 1);
+    return;
+  }
   if (data) {
     const index = data.list.findIndex((existing) => existing.id === message.id);
     if (index >= 0) data.list[index] = { ...data.list[index], ...message };
@@ -678,11 +695,13 @@ function handleEvent(event) {
       if (!conversation) { loadConversations(); return; }
       conversation.lastPosition = Math.max(conversation.lastPosition ?? 0, event.position);
       const message = event.message;
-      if (event.type === "message.created" && message.sender?.id !== state.me.id) {
+      const threadOnly = message.threadId && !message.alsoInConversation;
+      if (event.type === "message.created" && message.sender?.id !== state.me.id && !threadOnly) {
         markDelivered(event.conversationId, message.seq);
         if (event.conversationId !== state.current || document.hidden) conversation.unreadCount = (conversation.unreadCount ?? 0) + 1;
         clearTyping(event.conversationId, message.sender.id);
       }
+      if (event.thread) updateRoot(event.conversationId, event.thread);
       insertMessage(message);
       if (event.conversationId === state.current) markRead(state.current);
       break;
@@ -990,4 +1009,79 @@ function mentionKey(event) {
   }
   event.preventDefault();
   return true;
+}
+
+// MARK: - Threads
+
+/** A reply's event carries its root's count: the root's bubble shows it at once. */
+function updateRoot(conversationId, thread) {
+  const data = state.messages.get(conversationId);
+  const root = data?.list.find((message) => message.id === thread.rootId);
+  if (!root) return;
+  root.replyCount = thread.replyCount || undefined;
+  root.lastReplyAt = thread.replyCount ? thread.lastReplyAt : undefined;
+  if (conversationId === state.current) renderMessages();
+}
+
+let threadView = null;   // {conversationId, root, list, replies: Map}
+
+function openThread(root) {
+  const list = h("ol", { class: "thread-replies", "aria-label": "Replies" });
+  const box = h("textarea", { class: "thread-input", rows: 2, placeholder: "Reply in the thread", "aria-label": "Reply in the thread", maxlength: 10000 });
+  const also = h("input", { type: "checkbox", name: "alsoInConversation" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  const submit = async () => {
+    const text = box.value.trim();
+    if (!text) return;
+    try {
+      const message = await state.api.post(`/v1/conversations/${root.conversationId}/messages`,
+        { clientId: newID(), content: { type: "text", text }, threadId: root.id, alsoInConversation: also.checked });
+      box.value = "";
+      also.checked = false;
+      error.textContent = "";
+      insertMessage(message);
+    } catch (failure) { error.textContent = failure.message; }
+  };
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); submit(); }
+  });
+  const close = dialog("Thread",
+    h("div", { class: "thread-root" }, h("span", { class: "sender" }, root.sender?.displayName ?? ""), " ",
+      h("span", { dir: "auto" }, preview(root).replace(/^You: /, ""))),
+    list,
+    h("form", { class: "thread-composer", onsubmit: (event) => { event.preventDefault(); submit(); } },
+      box,
+      h("label", { class: "check" }, also, " Also send to the conversation"),
+      h("button", { type: "submit", class: "primary" }, "Reply")),
+    error);
+  threadView = { conversationId: root.conversationId, root, list, replies: new Map() };
+  const overlay = list.closest(".overlay");
+  new MutationObserver((_, observer) => {
+    if (!document.body.contains(overlay)) { threadView = null; observer.disconnect(); }
+  }).observe(document.body, { childList: true });
+  box.focus();
+  state.api.get(`/v1/conversations/${root.conversationId}/threads/${root.id}/messages?limit=100`).then((page) => {
+    for (const message of page.messages) renderThreadReply(message);
+    const last = page.messages.at(-1);
+    if (last) state.api.post(`/v1/conversations/${root.conversationId}/threads/${root.id}/read`, { seq: last.seq }).catch(() => {});
+  }).catch((failure) => { error.textContent = failure.message; close(); });
+}
+
+/** Adds or replaces a reply in the open thread panel, in seq order. */
+function renderThreadReply(message) {
+  if (!threadView || message.threadId !== threadView.root.id) return;
+  const item = h("li", { "data-id": message.id, "data-seq": message.seq, class: message.sender?.id === state.me.id ? "mine" : "theirs" },
+    h("span", { class: "sender" }, message.sender?.id === state.me.id ? "You" : message.sender?.displayName ?? ""),
+    h("div", { class: "text", dir: "auto" }, message.deletedAt ? h("em", {}, "This reply was deleted") : preview(message).replace(/^You: /, "")),
+    h("time", {}, shortTime(message.sentAt)));
+  const existing = threadView.replies.get(message.id);
+  if (existing) existing.replaceWith(item);
+  else {
+    const after = [...threadView.list.children].find((child) => Number(child.getAttribute("data-seq")) > message.seq);
+    threadView.list.insertBefore(item, after ?? null);
+  }
+  threadView.replies.set(message.id, item);
+  if (message.sender?.id !== state.me.id && !message.deletedAt) {
+    state.api.post(`/v1/conversations/${message.conversationId}/threads/${message.threadId}/read`, { seq: message.seq }).catch(() => {});
+  }
 }
