@@ -188,7 +188,8 @@ extension Chat {
                 let access = try Chat.access(db, caller: caller, id: id)
                 let rows = try db.fetchAll("""
                     SELECT \(Chat.messageColumns) \(Chat.messageJoins)
-                    WHERE m.conversation_id = \(access.key) AND m.pinned_at IS NOT NULL ORDER BY m.pinned_at DESC, m.id DESC
+                    WHERE m.conversation_id = \(access.key) AND m.pinned_at IS NOT NULL AND \(Chat.visible(to: caller.userKey))
+                    ORDER BY m.pinned_at DESC, m.id DESC
                     """)
                 return MessageList(messages: try Chat.messages(db, rows, access: access, caller: caller), hasMore: false)
             }

@@ -16,6 +16,19 @@ struct Access {
     var callerDisplayName: String
     /// The app's backend (``Caller/actsAsApp``): it may do what an owner may, member or not.
     var asApp = false
+    /// The caller's key.
+    var userKey: Int64 = 0
+    /// Slow mode, seconds (0: off).
+    var slowModeSeconds: Int64 = 0
+    /// A moderator's mute of the caller (milliseconds), if any.
+    var postingMutedUntil: Int64?
+    /// When the caller last posted here (milliseconds).
+    var lastPostedAt: Int64?
+    /// The caller's account is shadow-banned.
+    var shadowBanned = false
+
+    /// Owners and admins of groups and channels, and the app: those who moderate.
+    var isModerator: Bool { asApp || (kind != .direct && (role ?? .member) >= .admin) }
 
     /// Members only; a non-member of a public channel gets 403 `not_member` (they can see it
     /// exists), anyone else never got this far (404).
@@ -143,6 +156,7 @@ extension Chat {
     public func updateConversation(_ caller: Caller, id: ConversationID, _ request: UpdateConversationRequest) async throws -> Conversation {
         let title = try request.title.map(Validate.title)
         let customData = try request.customData.map { try Validate.customData($0) }
+        if let slow = request.slowModeSeconds, !(0...3600).contains(slow) { throw ChatError.invalid("slowModeSeconds must be 0–3600") }
         let now = nowMilliseconds
         return try await run {
             try await write { db in
@@ -155,10 +169,16 @@ extension Chat {
                 }
                 if let title { try db.execute("UPDATE conversation SET title = \(title), title_key = \(title.lowercased()) WHERE id = \(access.key)") }
                 if let customData { try db.execute("UPDATE conversation SET custom_data = \(customData) WHERE id = \(access.key)") }
-                let payload = try JSONValue.object([
+                if let slow = request.slowModeSeconds {
+                    guard access.kind != .direct else { throw ChatError.invalid("a direct conversation has no slow mode") }
+                    try db.execute("UPDATE conversation SET slow_mode_seconds = \(Int64(slow)) WHERE id = \(access.key)")
+                }
+                var fields: [String: JSONValue] = [
                     "title": title.map(JSONValue.string) ?? .null,
                     "customData": try customData.map(JSONValue.decode) ?? .null,
-                ]).encoded()
+                ]
+                if let slow = request.slowModeSeconds { fields["slowModeSeconds"] = .number(Double(slow)) }
+                let payload = try JSONValue.object(fields).encoded()
                 try db.append(conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
                 return try Chat.view(db, key: access.key, caller: caller)
             }
@@ -176,6 +196,7 @@ extension Chat {
             try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id)
                 if access.role == nil {
+                    try Chat.refuseBanned(db, conversation: access.key, user: caller.userKey, now: now)
                     guard access.memberCount < Limits.channelMembers else { throw ChatError.conflict("the channel is full") }
                     try Chat.addMember(db, conversation: access.key, user: caller.userKey, role: .member, actor: caller.userKey, now: now)
                 }
@@ -202,6 +223,7 @@ extension Chat {
                 guard resolved.invalidUsernames.isEmpty else { throw ChatError.usersNotFound(resolved.invalidUsernames) }
                 var added: [Int64] = []
                 for key in keys where try db.fetchOne("SELECT 1 FROM member WHERE conversation_id = \(access.key) AND user_id = \(key)") == nil {
+                    try Chat.refuseBanned(db, conversation: access.key, user: key, now: now)
                     added.append(key)
                 }
                 let capacity = access.kind == .public ? Limits.channelMembers : Limits.groupMembers
@@ -296,7 +318,8 @@ extension Chat {
     /// Finds a conversation the caller may see: a member's, or a public channel of their app.
     static func access(_ db: any Database, caller: Caller, id: ConversationID) throws -> Access {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
-            SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name FROM conversation c
+            SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
+                   mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID) AND c.kind <> 'pusher'
@@ -306,7 +329,9 @@ extension Chat {
         guard role != nil || kind == .public || caller.actsAsApp else { throw ChatError.conversationNotFound }
         return Access(key: try row.get("id"), id: id, kind: kind, role: role, lastSeq: try row.get("last_seq"),
                       memberCount: try row.get("member_count"), callerUsername: try row.get("username"),
-                      callerDisplayName: try row.get("display_name"), asApp: caller.actsAsApp)
+                      callerDisplayName: try row.get("display_name"), asApp: caller.actsAsApp, userKey: caller.userKey,
+                      slowModeSeconds: try row.get("slow_mode_seconds"), postingMutedUntil: try row.get("posting_muted_until"),
+                      lastPostedAt: try row.get("last_posted_at"), shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil)
     }
 
     /// Creates a conversation with its first members. Their `member.added` events come first
@@ -343,7 +368,7 @@ extension Chat {
     static func view(_ db: any Database, key: Int64, caller: Caller) throws -> Conversation {
         guard let row = try db.fetchOne("""
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
-                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until
+                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, c.slow_mode_seconds
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
@@ -357,7 +382,7 @@ extension Chat {
             receipt = Receipt(userID: caller.userID, deliveredSeq: try row.get("delivered_seq"), readSeq: readSeq)
             unread = try db.fetchValue(Int.self, """
                 SELECT count(*) FROM (SELECT 1 FROM message WHERE conversation_id = \(key) AND seq > \(readSeq)
-                AND author_id != \(caller.userKey) AND deleted_at IS NULL AND in_conversation = 1 LIMIT \(Limits.unreadCountCap)) AS unread
+                AND author_id != \(caller.userKey) AND deleted_at IS NULL AND in_conversation = 1 AND shadow = 0 LIMIT \(Limits.unreadCountCap)) AS unread
                 """) ?? 0
         }
         var lastMessage: Message?
@@ -371,21 +396,25 @@ extension Chat {
             """) {
             peer = try user(peerRow)
         }
-        return Conversation(
+        var conversation = Conversation(
             id: id, kind: kind, title: try row.get("title"), customData: try row.get("custom_data", as: String?.self).map(JSONValue.decode),
             createdAt: date(try row.get("created_at")), lastSeq: try row.get("last_seq"), lastPosition: try row.get("last_position"),
             lastMessage: lastMessage, memberCount: try row.get("member_count"), role: role, unreadCount: unread, receipt: receipt, peer: peer,
             mutedUntil: try row.get("muted_until", as: Int64?.self).map(date))
+        conversation.slowModeSeconds = try row.get("slow_mode_seconds", as: Int64.self) > 0 ? Int(try row.get("slow_mode_seconds", as: Int64.self)) : nil
+        return conversation
     }
 
     static func member(_ db: any Database, conversation: Int64, user key: Int64) throws -> Member {
         guard let row = try db.fetchOne("""
-            SELECT \(userColumns), mb.role, mb.joined_at, mb.delivered_seq, mb.read_seq
+            SELECT \(userColumns), mb.role, mb.joined_at, mb.delivered_seq, mb.read_seq, mb.posting_muted_until
             FROM member mb JOIN account u ON u.id = mb.user_id WHERE mb.conversation_id = \(conversation) AND mb.user_id = \(key)
             """) else { throw ChatError.userNotFound }
         let user = try user(row)
-        return Member(user: user, role: try stored(try row.get("role"), as: MemberRole.self), joinedAt: date(try row.get("joined_at")),
-                      receipt: Receipt(userID: user.id, deliveredSeq: try row.get("delivered_seq"), readSeq: try row.get("read_seq")))
+        var member = Member(user: user, role: try stored(try row.get("role"), as: MemberRole.self), joinedAt: date(try row.get("joined_at")),
+                            receipt: Receipt(userID: user.id, deliveredSeq: try row.get("delivered_seq"), readSeq: try row.get("read_seq")))
+        member.mutedUntil = try row.get("posting_muted_until", as: Int64?.self).map(date)
+        return member
     }
 
     /// The lowest delivered and read watermarks of everyone but `except`: a message at or

@@ -61,6 +61,7 @@ extension Chat {
                 if let (existing, _) = try Chat.existing(tx, caller: caller, prepared: prepared, in: access.key) {
                     return (existing, false)
                 }
+                try Chat.checkPosting(access, now: now)
                 if let replyTo = request.replyTo,
                    try tx.fetchOne("SELECT 1 FROM message WHERE public_id = \(replyTo.rawValue) AND conversation_id = \(access.key)") == nil {
                     throw ChatError.invalid("replyTo names no message in this conversation")
@@ -69,7 +70,8 @@ extension Chat {
                     try Chat.threadRoot(tx, access: access, id: $0, alsoInConversation: request.alsoInConversation ?? false)
                 }
                 let message = try Chat.insertMessage(tx, caller: caller, access: access, publicID: publicID, prepared: prepared,
-                                                     media: media, replyTo: request.replyTo, thread: thread, now: now)
+                                                     media: media, replyTo: request.replyTo, thread: thread,
+                                                     shadow: try Chat.isShadow(tx, access: access), now: now)
                 return (message, true)
             }
         }
@@ -105,8 +107,9 @@ extension Chat {
                 }
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
+                try Chat.checkPosting(access, now: now)
                 let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, media: media,
-                                                     replyTo: nil, now: now).message()
+                                                     replyTo: nil, shadow: try Chat.isShadow(db, access: access), now: now).message()
                 let conversation = try Chat.view(db, key: key, caller: caller)
                 return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
             }
@@ -131,7 +134,7 @@ extension Chat {
                 func page(_ filter: SQL, descending: Bool, count: Int) throws -> [Row] {
                     try db.fetchAll("""
                         SELECT \(Chat.messageColumns) \(Chat.messageJoins)
-                        WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(filter)
+                        WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(Chat.visible(to: caller.userKey)) AND \(filter)
                         ORDER BY m.seq \(descending ? "DESC" as SQL : "ASC") LIMIT \(count)
                         """)
                 }
@@ -149,10 +152,16 @@ extension Chat {
                 var messages = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
                 try Chat.fillMyReactions(db, &messages, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
                 let hasOlder = try messages.first.map {
-                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND in_conversation = 1 AND seq < \($0.seq) LIMIT 1") != nil
+                    try db.fetchOne("""
+                        SELECT 1 FROM message m WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(Chat.visible(to: caller.userKey))
+                        AND m.seq < \($0.seq) LIMIT 1
+                        """) != nil
                 } ?? false
                 let hasNewer = try messages.last.map {
-                    try db.fetchOne("SELECT 1 FROM message WHERE conversation_id = \(access.key) AND in_conversation = 1 AND seq > \($0.seq) LIMIT 1") != nil
+                    try db.fetchOne("""
+                        SELECT 1 FROM message m WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(Chat.visible(to: caller.userKey))
+                        AND m.seq > \($0.seq) LIMIT 1
+                        """) != nil
                 } ?? false
                 if !query.ascending { messages.reverse() }
                 return HistoryPage(records: messages, hasOlder: hasOlder, hasNewer: hasNewer)
@@ -182,7 +191,8 @@ extension Chat {
                 let access = try Chat.access(db, caller: caller, id: id)
                 let rows = try db.fetchAll("""
                     SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins)
-                    WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq) ORDER BY e.seq LIMIT \(limit + 1)
+                    WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq)
+                      AND (m.id IS NULL OR m.shadow = 0 OR m.author_id = \(caller.userKey)) ORDER BY e.seq LIMIT \(limit + 1)
                     """)
                 let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey).map(\.record)
                 return EventRecordPage(records: records, hasMore: rows.count > limit)
@@ -230,6 +240,7 @@ extension Chat {
             \(Chat.eventJoins)
             WHERE NOT (e.type = 'receipt.updated' AND c.kind = 'public' AND e.user_id != \(user))
               AND NOT (e.type = 'delivery.updated' AND e.user_id != \(user))
+              AND (m.id IS NULL OR m.shadow = 0 OR m.author_id = \(user))
             ORDER BY e.position LIMIT \(limit)
             """)
     }
@@ -285,9 +296,16 @@ extension Chat {
                 if let deliveries = fields["deliveries"], deliveries != .null { record.deliveriesJSON = try deliveries.encoded() }
                 if case .string(let emoji) = fields["emoji"] { record.emoji = emoji }
                 if let thread = fields["thread"], thread != .null { record.threadJSON = try thread.encoded() }
+                if case .number(let until) = fields["until"] { record.until = Int64(until) }
+                if case .string(let reason) = fields["reason"] { record.reason = reason }
+                if case .number(let slow) = fields["slowModeSeconds"] { record.slowModeSeconds = Int(slow) }
             }
-            return AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
-                                 userKey: try row.get("e_user_key", as: Int64?.self))
+            var event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
+                                      userKey: try row.get("e_user_key", as: Int64?.self))
+            if try row.get("e_message_key", as: Int64?.self) != nil, try row.get("m_shadow", as: Int64?.self) == 1 {
+                event.onlyFor = try row.get("m_author_key", as: Int64.self)
+            }
+            return event
         }
     }
 
@@ -302,7 +320,7 @@ extension Chat {
         guard !words.isEmpty else { return SearchResults(messages: []) }
         return try await run {
             try await store.read { db in
-                var scope: SQL = "JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(caller.userKey)"
+                var scope: SQL = "JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(caller.userKey) AND \(Chat.visible(to: caller.userKey))"
                 if let id {
                     let access = try Chat.access(db, caller: caller, id: id)
                     scope = scope + " AND m.conversation_id = \(access.key)"
@@ -476,22 +494,22 @@ extension Chat {
     /// Stores a new message and appends its `message.created`, handing the write path the
     /// record it built (the send is the hot path: its event is not read back).
     static func insertMessage(_ tx: Transaction, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
-                              media: [Int64], replyTo: MessageID?, thread: ThreadRoot? = nil, now: Int64) throws -> MessageRecord {
+                              media: [Int64], replyTo: MessageID?, thread: ThreadRoot? = nil, shadow: Bool = false, now: Int64) throws -> MessageRecord {
         // Six statements: the seq from the conversation's counter (EventLog rule 1), the
         // message, its event (which moves the conversation's activity), the sender's own
         // watermarks, the full-text entry, and the attachments when there are any.
         let seq = try EventLog.nextSeq(tx, conversation: access.key)
         guard let key = try tx.fetchValue(Int64.self, """
             INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
-                                 thread_id, thread_root, in_conversation)
+                                 thread_id, thread_root, in_conversation, shadow)
             VALUES (\(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
                     \(prepared.metadata), \(replyTo?.rawValue), \(now), \(thread?.key), \(thread?.publicID),
-                    \(thread == nil || thread?.alsoInConversation == true ? 1 : 0))
+                    \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0))
             RETURNING id
             """) else { throw ChatError.internalError }
         // A reply counts in its root (whose row lock orders concurrent replies) and is read by its author.
         var threadJSON: String?
-        if let thread {
+        if let thread, !shadow {
             guard let replies = try tx.fetchValue(Int64.self, """
                 UPDATE message SET reply_count = reply_count + 1, last_reply_at = \(now) WHERE id = \(thread.key) RETURNING reply_count
                 """) else { throw ChatError.messageNotFound }
@@ -502,7 +520,7 @@ extension Chat {
                 """)
         }
         // Mentions cost nothing unless the text has an `@` before a name.
-        let mentions = try resolveMentions(tx, text: prepared.searchable, conversation: access.key, app: caller.appID)
+        let mentions = shadow ? [] : try resolveMentions(tx, text: prepared.searchable, conversation: access.key, app: caller.appID)
         let mentionsJSON = try storeMentions(tx, message: key, conversation: access.key, author: caller.userKey, mentions: mentions, replacing: false)
         // Nobody else can have this seq delivered yet: a new message is always "sent".
         let record = MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
@@ -510,7 +528,7 @@ extension Chat {
                                    clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
                                    metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent, mentionsJSON: mentionsJSON,
                                    threadRoot: thread?.publicID, alsoInConversation: thread?.alsoInConversation ?? false)
-        let activity = thread == nil || thread?.alsoInConversation == true
+        let activity = !shadow && (thread == nil || thread?.alsoInConversation == true)
         try tx.append(conversation: access.key, type: .messageCreated, seq: seq, actor: caller.userKey, message: key,
                       payload: threadJSON.map { "{\"thread\":\($0)}" }, now: now, activity: activity) { position in
             var shared = record
@@ -518,11 +536,14 @@ extension Chat {
             var event = EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
                                     actorID: caller.userID.rawValue, createdAt: now, message: shared)
             event.threadJSON = threadJSON
-            return AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil)
+            var appended = AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil)
+            if shadow { appended.onlyFor = caller.userKey }
+            return appended
         }
         // The sender has seen their own message on the device that sent it.
         try tx.execute("""
-            UPDATE member SET delivered_seq = \(seq), read_seq = \(seq) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+            UPDATE member SET delivered_seq = \(seq), read_seq = \(seq), last_posted_at = \(now)
+            WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
             """)
         try FullTextSearch.index(tx, message: key, text: prepared.searchable)
         if !media.isEmpty { try setMedia(tx, message: key, keys: media, now: now) }
@@ -552,8 +573,9 @@ extension Chat {
     }
 
     static func messageRow(_ db: any Database, access: Access, id: MessageID) throws -> (Row, Int64) {
+        let visible: SQL = access.asApp ? "1 = 1" : Chat.visible(to: access.userKey)
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
-            SELECT \(messageColumns) \(messageJoins) WHERE m.public_id = \(id.rawValue) AND m.conversation_id = \(access.key)
+            SELECT \(messageColumns) \(messageJoins) WHERE m.public_id = \(id.rawValue) AND m.conversation_id = \(access.key) AND \(visible)
             """) else { throw ChatError.messageNotFound }
         return (row, try row.get("m_key"))
     }

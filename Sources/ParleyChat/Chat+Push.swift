@@ -50,7 +50,7 @@ public struct PushOutboxHook: TransactionHook {
     public static let kind = "push"
 
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
-        for event in events where event.record.type == .messageCreated {
+        for event in events where event.record.type == .messageCreated && event.onlyFor == nil {
             // Public channels push only the members a message mentions; Pusher channels never.
             guard let message = event.record.message else { continue }
             let mentionsOnly = event.conversationKind == .public
@@ -213,7 +213,7 @@ extension Chat {
     static func unreadAcrossConversations(_ db: any Database, user: Int64) throws -> Int {
         try db.fetchValue(Int.self, """
             SELECT count(*) FROM (SELECT 1 FROM member mb JOIN message m ON m.conversation_id = mb.conversation_id
-            WHERE mb.user_id = \(user) AND m.seq > mb.read_seq AND m.author_id != \(user) AND m.deleted_at IS NULL AND m.in_conversation = 1
+            WHERE mb.user_id = \(user) AND m.seq > mb.read_seq AND m.author_id != \(user) AND m.deleted_at IS NULL AND m.in_conversation = 1 AND m.shadow = 0
             LIMIT \(Limits.unreadCountCap)) AS unread
             """) ?? 0
     }

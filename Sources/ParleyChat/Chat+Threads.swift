@@ -54,11 +54,13 @@ extension Chat {
                 let rows: [Row]
                 if let after {
                     rows = try db.fetchAll("""
-                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.thread_id = \(root) AND m.seq > \(after) ORDER BY m.seq LIMIT \(limit)
+                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey)) AND m.seq > \(after)
+                        ORDER BY m.seq LIMIT \(limit)
                         """)
                 } else {
                     rows = try db.fetchAll("""
-                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.thread_id = \(root) AND m.seq < \(before ?? Int64.max)
+                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey))
+                        AND m.seq < \(before ?? Int64.max)
                         ORDER BY m.seq DESC LIMIT \(limit)
                         """).reversed()
                 }
@@ -66,10 +68,10 @@ extension Chat {
                 var records = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
                 try Chat.fillMyReactions(db, &records, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
                 let hasOlder = try records.first.map {
-                    try db.fetchOne("SELECT 1 FROM message WHERE thread_id = \(root) AND seq < \($0.seq) LIMIT 1") != nil
+                    try db.fetchOne("SELECT 1 FROM message m WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey)) AND m.seq < \($0.seq) LIMIT 1") != nil
                 } ?? false
                 let hasNewer = try records.last.map {
-                    try db.fetchOne("SELECT 1 FROM message WHERE thread_id = \(root) AND seq > \($0.seq) LIMIT 1") != nil
+                    try db.fetchOne("SELECT 1 FROM message m WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey)) AND m.seq > \($0.seq) LIMIT 1") != nil
                 } ?? false
                 return HistoryPage(records: records, hasOlder: hasOlder, hasNewer: hasNewer)
             }
@@ -133,7 +135,7 @@ extension Chat {
         let readSeq = try db.fetchValue(Int64.self, "SELECT read_seq FROM thread_read WHERE user_id = \(caller.userKey) AND root_id = \(root)") ?? 0
         let unread = try db.fetchValue(Int.self, """
             SELECT count(*) FROM (SELECT 1 FROM message WHERE thread_id = \(root) AND seq > \(readSeq) AND author_id != \(caller.userKey)
-            AND deleted_at IS NULL LIMIT \(Limits.unreadCountCap)) AS unread
+            AND deleted_at IS NULL AND shadow = 0 LIMIT \(Limits.unreadCountCap)) AS unread
             """) ?? 0
         let participating = try row.get("m_author_key", as: Int64.self) == caller.userKey
             || db.fetchOne("""

@@ -148,7 +148,7 @@ public struct WebhookHook: TransactionHook {
     }
 
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
-        let relevant = events.filter { $0.channelEvent == nil && $0.record.type.isKnown && $0.record.type != .receiptUpdated
+        let relevant = events.filter { $0.channelEvent == nil && $0.onlyFor == nil && $0.record.type.isKnown && $0.record.type != .receiptUpdated
                                        && $0.record.type != .deliveryUpdated }
         guard !relevant.isEmpty else { return }
         let conversations = Array(Set(relevant.map { $0.conversationKey }))

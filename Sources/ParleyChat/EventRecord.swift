@@ -37,6 +37,12 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var emoji: String?
     /// A thread reply's thread summary, as canonical JSON (a ``ThreadSummary``).
     public var threadJSON: String?
+    /// A ban's or mute's end (milliseconds since 1970).
+    public var until: Int64?
+    /// A ban's reason.
+    public var reason: String?
+    /// Slow mode after a conversation update that changed it.
+    public var slowModeSeconds: Int?
 
     /// The typed event.
     ///
@@ -49,6 +55,9 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         event.deliveries = try deliveriesJSON.map { try JSONValue.decode($0).decode(as: [MessageDelivery].self) }
         event.emoji = emoji
         event.thread = try threadJSON.map { try JSONValue.decode($0).decode(as: ThreadSummary.self) }
+        event.until = until.map(Chat.date)
+        event.reason = reason
+        event.slowModeSeconds = slowModeSeconds
         return event
     }
 
@@ -65,11 +74,14 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             if let message { json.key("message"); message.writeJSON(into: &json) }
             json.key("position"); json.integer(position)
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }
+            if let reason { json.key("reason"); json.string(reason) }
             if let role { json.key("role"); json.string(role.rawValue) }
             if let seq { json.key("seq"); json.integer(seq) }
+            if let slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
             if let threadJSON { json.key("thread"); json.raw(threadJSON) }
             if let title { json.key("title"); json.string(title) }
             json.key("type"); json.string(type.rawValue)
+            if let until { json.key("until"); json.date(milliseconds: until) }
             if let userID { json.key("userId"); json.string(userID) }
         }
     }

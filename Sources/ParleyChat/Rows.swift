@@ -33,8 +33,14 @@ extension Chat {
         m.content AS m_content, m.metadata AS m_metadata, m.reply_to AS m_reply_to, m.author_id AS m_author_key,
         m.reactions AS m_reactions, m.mentions AS m_mentions, m.pinned_at AS m_pinned_at, m.pinned_by AS m_pinned_by,
         m.thread_root AS m_thread_root, m.in_conversation AS m_in_conversation, m.reply_count AS m_reply_count,
-        m.last_reply_at AS m_last_reply_at
+        m.last_reply_at AS m_last_reply_at, m.shadow AS m_shadow
         """
+
+    /// Messages `viewer` may see: all but others' shadow messages (a shadow-banned author's,
+    /// or one sent to someone who blocked its author), which only their author sees.
+    static func visible(to viewer: Int64, _ alias: SQL = "m") -> SQL {
+        "(\(alias).shadow = 0 OR \(alias).author_id = \(viewer))"
+    }
     static let messageJoins: SQL = "FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id"
 
     /// Reads a message; `status` is filled for the caller's own messages from the other

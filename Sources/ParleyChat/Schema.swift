@@ -651,6 +651,49 @@ public enum Schema: Sendable {
                     PRIMARY KEY (user_id, root_id))
                 """)
         }
+        migrator.register("0015 moderation") { db in
+            // Slow mode, a moderator's mute of a member and when they last posted (docs/api.md,
+            // "Moderation"); a shadow ban on the account; a message only its author sees.
+            try db.execute("ALTER TABLE conversation ADD COLUMN slow_mode_seconds bigint NOT NULL DEFAULT 0")
+            try db.execute("ALTER TABLE member ADD COLUMN posting_muted_until bigint")
+            try db.execute("ALTER TABLE member ADD COLUMN last_posted_at bigint")
+            try db.execute("ALTER TABLE account ADD COLUMN shadow_banned_at bigint")
+            try db.execute("ALTER TABLE message ADD COLUMN shadow bigint NOT NULL DEFAULT 0")
+            try db.execute("""
+                CREATE TABLE ban (
+                    conversation_id bigint NOT NULL REFERENCES conversation(id),
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    actor_id bigint REFERENCES account(id),
+                    reason text,
+                    until bigint,
+                    created_at bigint NOT NULL,
+                    PRIMARY KEY (conversation_id, user_id))
+                """)
+            try db.execute("""
+                CREATE TABLE block (
+                    blocker_id bigint NOT NULL REFERENCES account(id),
+                    blocked_id bigint NOT NULL REFERENCES account(id),
+                    created_at bigint NOT NULL,
+                    PRIMARY KEY (blocker_id, blocked_id))
+                """)
+            try db.execute(SQL(stringLiteral: """
+                CREATE TABLE report (
+                    id \(key),
+                    public_id text NOT NULL UNIQUE,
+                    conversation_id bigint NOT NULL REFERENCES conversation(id),
+                    message_id bigint NOT NULL REFERENCES message(id),
+                    reporter_id bigint NOT NULL REFERENCES account(id),
+                    reason text NOT NULL,
+                    note text,
+                    created_at bigint NOT NULL,
+                    resolved_by bigint REFERENCES account(id),
+                    resolved_at bigint,
+                    resolution text,
+                    resolution_note text,
+                    UNIQUE (message_id, reporter_id))
+                """))
+            try db.execute("CREATE INDEX report_queue ON report (conversation_id, resolved_at, id)")
+        }
     }
 
     /// A numeric Pusher app id no app has yet (9 digits).

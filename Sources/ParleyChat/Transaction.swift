@@ -18,6 +18,9 @@ public struct AppendedEvent: Sendable {
     /// The event's JSON (``EventRecord/writeJSON(into:)``), written once by the write path
     /// before the hooks run: the realtime frame and a webhook's data are both these bytes.
     public internal(set) var json: [UInt8]? = nil
+    /// A shadow message's event (its author shadow-banned, or blocked by the other person of a
+    /// direct chat): only this user — the author — receives it; never pushed or webhooked.
+    public var onlyFor: Int64? = nil
 
     /// The event's JSON, from ``json`` when the write path wrote it.
     public var eventJSON: [UInt8] {
@@ -32,8 +35,13 @@ public struct AppendedEvent: Sendable {
     /// unsubscribing a leaver after.
     var publication: Publication {
         if let channelEvent { return .channel(channelEvent) }
-        let audience: Audience = record.type == .deliveryUpdated || (record.type == .receiptUpdated && conversationKind == .public)
-            ? .users([userKey ?? 0]) : .members(conversation: conversationKey)
+        let audience: Audience = if let onlyFor {
+            .users([onlyFor])
+        } else if record.type == .deliveryUpdated || (record.type == .receiptUpdated && conversationKind == .public) {
+            .users([userKey ?? 0])
+        } else {
+            .members(conversation: conversationKey)
+        }
         return .event(position: record.position, conversation: conversationKey, audience: audience,
                       joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
                       frame: json.map(EventRecord.frame(wrapping:)) ?? record.frame)

@@ -162,6 +162,17 @@ enum Validate {
         return String(kept)
     }
 
+    /// A note for people (a ban's reason, a report's note): 1–`max` characters, not only
+    /// spaces, line breaks allowed, no other control characters; trimmed.
+    static func note(_ text: String, field: String, max: Int) throws -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, trimmed.unicodeScalars.count <= max else { throw ChatError.invalid("\(field) must be 1–\(max) characters") }
+        guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control && $0 != "\n" }) else {
+            throw ChatError.invalid("\(field) must not contain control characters other than line breaks")
+        }
+        return trimmed
+    }
+
     static func metadata(_ metadata: [String: String]?) throws {
         guard let metadata else { return }
         guard metadata.count <= Limits.metadataEntries else {

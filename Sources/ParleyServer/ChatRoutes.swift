@@ -264,6 +264,68 @@ enum ChatRoutes {
         router.get("/v1/conversations/:conversationId/pins") { request in
             await api.respond { try await chat.pins(try await api.caller(request), conversation: api.conversationID(request)) }
         }
+        // Moderation (docs/api.md, "Moderation")
+        router.post("/v1/conversations/:conversationId/bans") { request in
+            await api.respond(status: .created) {
+                let caller = try await api.caller(request)
+                return try await chat.ban(caller, conversation: api.conversationID(request), try await request.decode(BanRequest.self))
+            }
+        }
+        router.get("/v1/conversations/:conversationId/bans") { request in
+            await api.respond { try await chat.bans(try await api.caller(request), conversation: api.conversationID(request)) }
+        }
+        router.delete("/v1/conversations/:conversationId/bans/:userId") { request in
+            await api.respondEmpty {
+                try await chat.unban(try await api.caller(request), conversation: api.conversationID(request),
+                                     user: UserID(rawValue: request.parameters["userId"] ?? ""))
+            }
+        }
+        router.put("/v1/conversations/:conversationId/members/:userId/mute") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.muteMember(caller, conversation: api.conversationID(request), user: UserID(rawValue: request.parameters["userId"] ?? ""),
+                                                 try await request.decode(MuteMemberRequest.self))
+            }
+        }
+        router.delete("/v1/conversations/:conversationId/members/:userId/mute") { request in
+            await api.respond {
+                try await chat.unmuteMember(try await api.caller(request), conversation: api.conversationID(request),
+                                            user: UserID(rawValue: request.parameters["userId"] ?? ""))
+            }
+        }
+        router.post("/v1/conversations/:conversationId/messages/:messageId/reports") { request in
+            await api.respond(status: .created) {
+                let caller = try await api.caller(request)
+                return try await chat.report(caller, conversation: api.conversationID(request), message: api.messageID(request),
+                                             try await request.decode(ReportRequest.self))
+            }
+        }
+        router.get("/v1/conversations/:conversationId/reports") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                let state = request.queryItems["state"] ?? "open"
+                guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
+                return try await chat.reports(caller, conversation: api.conversationID(request), resolved: state == "resolved",
+                                              after: request.queryItems["after"], limit: try api.integer(request, "limit"))
+            }
+        }
+        router.post("/v1/conversations/:conversationId/reports/:reportId/resolve") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.resolveReport(caller, conversation: api.conversationID(request), report: request.parameters["reportId"] ?? "",
+                                                    try await request.decode(ResolveReportRequest.self))
+            }
+        }
+        router.get("/v1/me/blocks") { request in
+            await api.respond { try await chat.blocks(try await api.caller(request)) }
+        }
+        router.put("/v1/me/blocks/:userId") { request in
+            await api.respondEmpty { try await chat.block(try await api.caller(request), user: UserID(rawValue: request.parameters["userId"] ?? "")) }
+        }
+        router.delete("/v1/me/blocks/:userId") { request in
+            await api.respondEmpty { try await chat.unblock(try await api.caller(request), user: UserID(rawValue: request.parameters["userId"] ?? "")) }
+        }
+
         // Threads (docs/api.md, "Threads")
         router.get("/v1/conversations/:conversationId/threads") { request in
             await api.respond {

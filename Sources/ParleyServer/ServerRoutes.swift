@@ -35,6 +35,48 @@ enum ServerRoutes {
         router.delete("/v1/server/users/:username") { request in
             await server.handle(request) { app in await api.respondEmpty { try await chat.deleteUser(app, username: username(request)) } }
         }
+        router.put("/v1/server/users/:username/shadow-ban") { request in
+            await server.handle(request) { app in
+                await api.respondEmpty { try await chat.setShadowBan(app, username: username(request), banned: true) }
+            }
+        }
+        router.delete("/v1/server/users/:username/shadow-ban") { request in
+            await server.handle(request) { app in
+                await api.respondEmpty { try await chat.setShadowBan(app, username: username(request), banned: false) }
+            }
+        }
+        router.post("/v1/server/conversations/:conversationId/bans") { request in
+            await server.handle(request) { app in
+                await api.respond(status: .created) {
+                    try await chat.ban(app.caller, conversation: api.conversationID(request), try await request.decode(BanRequest.self))
+                }
+            }
+        }
+        router.delete("/v1/server/conversations/:conversationId/bans/:userId") { request in
+            await server.handle(request) { app in
+                await api.respondEmpty {
+                    try await chat.unban(app.caller, conversation: api.conversationID(request), user: UserID(rawValue: request.parameters["userId"] ?? ""))
+                }
+            }
+        }
+        router.get("/v1/server/conversations/:conversationId/reports") { request in
+            await server.handle(request) { app in
+                await api.respond {
+                    let state = request.queryItems["state"] ?? "open"
+                    guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
+                    return try await chat.reports(app.caller, conversation: api.conversationID(request), resolved: state == "resolved",
+                                                  after: request.queryItems["after"], limit: try api.integer(request, "limit"))
+                }
+            }
+        }
+        router.post("/v1/server/conversations/:conversationId/reports/:reportId/resolve") { request in
+            await server.handle(request) { app in
+                await api.respond {
+                    try await chat.resolveReport(app.caller, conversation: api.conversationID(request), report: request.parameters["reportId"] ?? "",
+                                                 try await request.decode(ResolveReportRequest.self))
+                }
+            }
+        }
         router.post("/v1/server/users/:username/deactivate") { request in
             await server.handle(request) { app in
                 await api.respond { try await chat.setDeactivated(app, username: username(request), true) }

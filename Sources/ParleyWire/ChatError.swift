@@ -107,6 +107,17 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     /// 409: a message has as many different emoji as it may, or the caller reacted to it as
     /// often as one person may; `message` says which.
     public static func tooManyReactions(_ message: String) -> ChatError { ChatError(.tooManyReactions, message) }
+    /// 403: the user is banned from the conversation (joining, being added).
+    public static func userBanned(until: String?) -> ChatError {
+        ChatError(.userBanned, until.map { "banned from this conversation until \($0)" } ?? "banned from this conversation until a moderator lifts it")
+    }
+    /// 403: a moderator muted the caller in this conversation: they read but may not post.
+    public static func memberMuted(until: String?) -> ChatError {
+        ChatError(.memberMuted, until.map { "a moderator muted you here until \($0); you can read but not post" }
+                  ?? "a moderator muted you here until they unmute you; you can read but not post")
+    }
+    /// 404: no such report in this conversation.
+    public static let reportNotFound = ChatError(.reportNotFound, "no such report in this conversation")
     /// 409: the operation conflicts with the conversation's state (last owner leaving, …).
     public static func conflict(_ message: String) -> ChatError { ChatError(.conflict, message) }
     /// 409: a continuation that does not match how its upload began.
@@ -233,6 +244,9 @@ extension ChatError {
         case tooManyWebhooks = "too_many_webhooks"
         case messageDeleted = "message_deleted"
         case tooManyReactions = "too_many_reactions"
+        case userBanned = "user_banned"
+        case memberMuted = "member_muted"
+        case reportNotFound = "report_not_found"
         case storeUnavailable = "store_unavailable"
         case storageFull = "storage_full"
         case internalError = "internal_error"
@@ -258,9 +272,9 @@ extension ChatError {
             case .invalidRequest, .invalidJSON, .unknownCommand, .missingParameter, .invalidParameter, .incompleteBody,
                  .connectionClosed, .badUpgrade: 400
             case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature, .invalidAppSecret: 401
-            case .forbidden, .notMember, .invalidSignature, .quotaExceeded, .userDeactivated: 403
+            case .forbidden, .notMember, .invalidSignature, .quotaExceeded, .userDeactivated, .userBanned, .memberMuted: 403
             case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,
-                 .thumbnailNotFound, .deviceNotFound, .webhookNotFound, .deliveryNotFound, .notFound: 404
+                 .thumbnailNotFound, .deviceNotFound, .webhookNotFound, .deliveryNotFound, .reportNotFound, .notFound: 404
             case .methodNotAllowed: 405
             case .requestTimeout: 408
             case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded, .tooManyDevices,

@@ -45,13 +45,23 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         case messagePinned
         /// A message was unpinned. Has no `seq`.
         case messageUnpinned
+        /// A moderator banned `userId` (`until`, `reason`): they are removed (a `member.removed`
+        /// follows) and cannot join or be added again until the ban ends or is lifted.
+        case memberBanned
+        /// A moderator lifted `userId`'s ban.
+        case memberUnbanned
+        /// A moderator muted `userId` until `until` (nil: until unmuted): they read but may not post.
+        case memberMuted
+        /// A moderator unmuted `userId`.
+        case memberUnmuted
         /// A kind this build does not know, by its wire name.
         case unknown(String)
 
         /// The kinds this build knows, in the order they were added to the protocol.
         public static let known: [Kind] = [.messageCreated, .messageEdited, .messageDeleted, .memberAdded, .memberRemoved,
                                            .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
-                                           .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned]
+                                           .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned,
+                                           .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted]
         private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
         /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
@@ -74,6 +84,10 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
             case .reactionRemoved: "reaction.removed"
             case .messagePinned: "message.pinned"
             case .messageUnpinned: "message.unpinned"
+            case .memberBanned: "member.banned"
+            case .memberUnbanned: "member.unbanned"
+            case .memberMuted: "member.muted"
+            case .memberUnmuted: "member.unmuted"
             case .unknown(let name): name
             }
         }
@@ -135,6 +149,12 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     /// For the `message.created` and `message.deleted` of a reply in a thread: the thread's
     /// root and its reply count after the change, so clients update the root without a read.
     public var thread: ThreadSummary? = nil
+    /// For ``Kind/memberBanned`` and ``Kind/memberMuted``: when it ends (nil: until lifted).
+    public var until: Date? = nil
+    /// For ``Kind/memberBanned``: the moderator's reason, if given.
+    public var reason: String? = nil
+    /// For ``Kind/conversationUpdated``: slow mode after the change (0: off), when it changed.
+    public var slowModeSeconds: Int? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -143,7 +163,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
-             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread
+             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread, until, reason, slowModeSeconds
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -188,6 +208,9 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         deliveries = try container.decodeIfPresent([MessageDelivery].self, forKey: .deliveries)
         emoji = try container.decodeIfPresent(String.self, forKey: .emoji)
         thread = try container.decodeIfPresent(ThreadSummary.self, forKey: .thread)
+        until = try container.decodeIfPresent(Date.self, forKey: .until)
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        slowModeSeconds = try container.decodeIfPresent(Int.self, forKey: .slowModeSeconds)
     }
 }
 

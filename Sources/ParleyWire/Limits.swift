@@ -64,6 +64,8 @@ public enum Limits: Sendable {
     public static let reactionsPerUser = 20
     /// Mentions resolved in one message; more `@names` are left as text.
     public static let mentionsPerMessage = 50
+    /// People one user may block.
+    public static let blocksPerUser = 1_000
     /// Pinned messages in one conversation.
     public static let pinsPerConversation = 100
     /// An APNs device token, in hex digits (32 bytes today; Apple says the length may grow).

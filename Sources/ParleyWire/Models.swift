@@ -117,6 +117,9 @@ public struct Conversation: Hashable, Codable, Sendable {
     /// The caller muted it (no push) until then; 9999-12-31T23:59:59Z for "until unmuted". A
     /// time in the past means it is no longer muted.
     public var mutedUntil: Date?
+    /// Slow mode (groups and channels): members who are not owners or admins may post once
+    /// per this many seconds; nil when off.
+    public var slowModeSeconds: Int? = nil
 
     /// Creates the value; each argument sets the property of the same name.
     public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,
@@ -149,6 +152,9 @@ public struct Member: Hashable, Codable, Sendable {
     public var joinedAt: Date
     /// Their delivered and read watermarks.
     public var receipt: Receipt
+    /// A moderator muted them until then: they read but may not post (nil: not muted;
+    /// 9999-12-31T23:59:59Z: until unmuted).
+    public var mutedUntil: Date? = nil
     /// Creates the value; each argument sets the property of the same name.
     public init(user: User, role: MemberRole, joinedAt: Date, receipt: Receipt) {
         self.user = user

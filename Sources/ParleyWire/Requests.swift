@@ -149,10 +149,13 @@ public struct UpdateConversationRequest: Hashable, Codable, Sendable {
     public var title: String?
     /// App-defined JSON; at most ``Limits/customDataBytes`` encoded.
     public var customData: JSONValue?
+    /// Slow mode, 0 (off) to 3600 seconds (groups and channels; owners and admins).
+    public var slowModeSeconds: Int?
     /// Creates the value; each argument sets the property of the same name.
-    public init(title: String? = nil, customData: JSONValue? = nil) {
+    public init(title: String? = nil, customData: JSONValue? = nil, slowModeSeconds: Int? = nil) {
         self.title = title
         self.customData = customData
+        self.slowModeSeconds = slowModeSeconds
     }
 }
 
@@ -472,4 +475,179 @@ public struct MessageList: Hashable, Codable, Sendable {
         self.messages = messages
         self.hasMore = hasMore
     }
+}
+
+/// `POST /v1/conversations/{id}/bans`.
+public struct BanRequest: Hashable, Codable, Sendable {
+    /// Who (a member, or anyone of the app for a public channel).
+    public var userID: UserID
+    /// When the ban ends; nil: until lifted.
+    public var until: Date?
+    /// Shown to moderators and in the event; at most 500 characters.
+    public var reason: String?
+    enum CodingKeys: String, CodingKey { case userID = "userId", until, reason }
+    /// Creates the value; each argument sets the property of the same name.
+    public init(userID: UserID, until: Date? = nil, reason: String? = nil) {
+        self.userID = userID
+        self.until = until
+        self.reason = reason
+    }
+}
+
+/// One ban of a conversation.
+public struct Ban: Hashable, Codable, Sendable {
+    /// Who is banned.
+    public var user: Sender
+    /// The moderator who banned them.
+    public var bannedBy: UserID?
+    /// The moderator's reason.
+    public var reason: String?
+    /// When it ends; nil: until lifted.
+    public var until: Date?
+    /// When it began.
+    public var createdAt: Date
+    /// Creates the value; each argument sets the property of the same name.
+    public init(user: Sender, bannedBy: UserID?, reason: String?, until: Date?, createdAt: Date) {
+        self.user = user
+        self.bannedBy = bannedBy
+        self.reason = reason
+        self.until = until
+        self.createdAt = createdAt
+    }
+}
+
+/// `GET /v1/conversations/{id}/bans`: bans in force, newest first.
+public struct BanList: Hashable, Codable, Sendable {
+    /// The bans.
+    public var bans: [Ban]
+    /// Creates the value; each argument sets the property of the same name.
+    public init(bans: [Ban]) { self.bans = bans }
+}
+
+/// `PUT /v1/conversations/{id}/members/{userId}/mute`: a moderator's mute of a member.
+public struct MuteMemberRequest: Hashable, Codable, Sendable {
+    /// When it ends; nil: until unmuted.
+    public var until: Date?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(until: Date? = nil) { self.until = until }
+}
+
+/// Why a message is reported.
+public enum ReportReason: String, Codable, Sendable, CaseIterable {
+    /// Unwanted advertising or repetition.
+    case spam
+    /// Insults, threats, harassment.
+    case abuse
+    /// Sexual or violent content.
+    case inappropriate
+    /// Anything else (say what in `note`).
+    case other
+}
+
+/// `POST /v1/conversations/{id}/messages/{messageId}/reports`.
+public struct ReportRequest: Hashable, Codable, Sendable {
+    /// Why.
+    public var reason: ReportReason
+    /// More for the moderators; at most 1,000 characters.
+    public var note: String?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(reason: ReportReason, note: String? = nil) {
+        self.reason = reason
+        self.note = note
+    }
+}
+
+/// What a moderator did about a report.
+public enum ReportResolution: String, Codable, Sendable, CaseIterable {
+    /// Nothing wrong: closed.
+    case dismissed
+    /// The message was deleted.
+    case messageDeleted = "message_deleted"
+    /// The message was deleted and its author banned (until lifted).
+    case authorBanned = "author_banned"
+}
+
+/// `POST /v1/conversations/{id}/reports/{reportId}/resolve`.
+public struct ResolveReportRequest: Hashable, Codable, Sendable {
+    /// What to do.
+    public var resolution: ReportResolution
+    /// For the record; at most 1,000 characters.
+    public var note: String?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(resolution: ReportResolution, note: String? = nil) {
+        self.resolution = resolution
+        self.note = note
+    }
+}
+
+/// A report of a message, as moderators see it (the reporter sees their own answer only).
+public struct Report: Hashable, Codable, Sendable {
+    /// `rp_…`.
+    public var id: String
+    /// Where.
+    public var conversationID: ConversationID
+    /// The message as it is now (a tombstone once deleted).
+    public var message: Message
+    /// Who reported it.
+    public var reporter: Sender
+    /// Why.
+    public var reason: ReportReason
+    /// The reporter's note.
+    public var note: String?
+    /// When.
+    public var createdAt: Date
+    /// `open` or `resolved`.
+    public var state: String
+    /// The moderator who resolved it.
+    public var resolvedBy: UserID?
+    /// When it was resolved.
+    public var resolvedAt: Date?
+    /// What was done.
+    public var resolution: ReportResolution?
+    /// The moderator's note.
+    public var resolutionNote: String?
+
+    enum CodingKeys: String, CodingKey {
+        case id, conversationID = "conversationId", message, reporter, reason, note, createdAt, state, resolvedBy, resolvedAt,
+             resolution, resolutionNote
+    }
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(id: String, conversationID: ConversationID, message: Message, reporter: Sender, reason: ReportReason, note: String?,
+                createdAt: Date, state: String, resolvedBy: UserID? = nil, resolvedAt: Date? = nil, resolution: ReportResolution? = nil,
+                resolutionNote: String? = nil) {
+        self.id = id
+        self.conversationID = conversationID
+        self.message = message
+        self.reporter = reporter
+        self.reason = reason
+        self.note = note
+        self.createdAt = createdAt
+        self.state = state
+        self.resolvedBy = resolvedBy
+        self.resolvedAt = resolvedAt
+        self.resolution = resolution
+        self.resolutionNote = resolutionNote
+    }
+}
+
+/// A page of reports, oldest open first.
+public struct ReportList: Hashable, Codable, Sendable {
+    /// The reports.
+    public var reports: [Report]
+    /// More follow (ask with `after` = the last report's id).
+    public var hasMore: Bool
+    /// Creates the value; each argument sets the property of the same name.
+    public init(reports: [Report], hasMore: Bool) {
+        self.reports = reports
+        self.hasMore = hasMore
+    }
+}
+
+/// `GET /v1/me/blocks`: the people the caller blocked.
+public struct BlockList: Hashable, Codable, Sendable {
+    /// The blocked users.
+    public var users: [User]
+    /// Creates the value; each argument sets the property of the same name.
+    public init(users: [User]) { self.users = users }
 }
