@@ -194,7 +194,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, now: now)
                 if access.role == nil {
                     try Chat.refuseBanned(db, conversation: access.key, user: caller.userKey, now: now)
                     guard access.memberCount < Limits.channelMembers else { throw ChatError.conflict("the channel is full") }
@@ -316,7 +316,10 @@ extension Chat {
     // MARK: - Inside a transaction
 
     /// Finds a conversation the caller may see: a member's, or a public channel of their app.
-    static func access(_ db: any Database, caller: Caller, id: ConversationID) throws -> Access {
+    ///
+    /// Someone banned from a public channel does not read it either (403 `user_banned`);
+    /// `now` (milliseconds) decides whether a ban has ended, the wall clock by default.
+    static func access(_ db: any Database, caller: Caller, id: ConversationID, now: Int64? = nil) throws -> Access {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
             SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
                    mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at FROM conversation c
@@ -327,6 +330,11 @@ extension Chat {
         let kind = try stored(try row.get("kind"), as: ConversationKind.self)
         let role = try row.get("role", as: String?.self).map { try stored($0, as: MemberRole.self) }
         guard role != nil || kind == .public || caller.actsAsApp else { throw ChatError.conversationNotFound }
+        if role == nil, kind == .public, !caller.actsAsApp,
+           let ban = try db.fetchOne("SELECT until FROM ban WHERE conversation_id = \(try row.get("id", as: Int64.self)) AND user_id = \(caller.userKey)"),
+           try ban.get("until", as: Int64?.self).map({ $0 > (now ?? Int64((Date().timeIntervalSince1970 * 1000).rounded())) }) ?? true {
+            throw ChatError.userBanned(until: try ban.get("until", as: Int64?.self).map(WireCoding.formatMilliseconds))
+        }
         return Access(key: try row.get("id"), id: id, kind: kind, role: role, lastSeq: try row.get("last_seq"),
                       memberCount: try row.get("member_count"), callerUsername: try row.get("username"),
                       callerDisplayName: try row.get("display_name"), asApp: caller.actsAsApp, userKey: caller.userKey,

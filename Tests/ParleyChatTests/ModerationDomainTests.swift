@@ -45,7 +45,8 @@ struct ModerationDomainTests {
         #expect(await code { _ = try await chat.join(bob, id: channel) } == "user_banned")
         #expect(await code { _ = try await chat.addMembers(owner, id: channel, AddMembersRequest(usernames: ["bob"])) } == "user_banned")
         #expect(try await chat.bans(owner, conversation: channel).bans.map(\.user.username) == ["bob"])
-        #expect(await code { _ = try await chat.bans(bob, conversation: channel) } == "not_member")
+        #expect(await code { _ = try await chat.bans(bob, conversation: channel) } == "user_banned", "nor does he read the channel")
+        #expect(await code { _ = try await chat.history(bob, id: channel, HistoryQuery()) } == "user_banned")
         // It ends by itself …
         harness.clock.advance(by: 61)
         _ = try await chat.join(bob, id: channel)
