@@ -328,6 +328,77 @@ public actor ParleyClient {
                                              body: DeleteMessagesRequest(ids: messages), token: try requireToken())
     }
 
+    // MARK: Moderation
+
+    /// Reports a message to the conversation's moderators (once per message).
+    public func report(_ message: MessageID, in conversation: ConversationID, reason: ReportReason, note: String? = nil) async throws -> Report {
+        try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)/reports",
+                            body: ReportRequest(reason: reason, note: note), token: try requireToken())
+    }
+
+    /// Blocks someone: their messages in a direct chat no longer reach the user (they are not told).
+    public func block(_ user: UserID) async throws {
+        let _: Empty = try await http.call("PUT", "/v1/me/blocks/\(user.rawValue)", token: try requireToken())
+    }
+
+    /// Ends a block.
+    public func unblock(_ user: UserID) async throws {
+        let _: Empty = try await http.call("DELETE", "/v1/me/blocks/\(user.rawValue)", token: try requireToken())
+    }
+
+    /// The people the user blocked.
+    public func blockedUsers() async throws -> [User] {
+        let list: BlockList = try await http.call("GET", "/v1/me/blocks", token: try requireToken())
+        return list.users
+    }
+
+    /// Bans someone from a group or channel (owners and admins), until `until` or until lifted.
+    public func ban(_ user: UserID, from conversation: ConversationID, until: Date? = nil, reason: String? = nil) async throws -> Ban {
+        try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/bans", body: BanRequest(userID: user, until: until, reason: reason),
+                            token: try requireToken())
+    }
+
+    /// Lifts a ban (owners and admins).
+    public func unban(_ user: UserID, from conversation: ConversationID) async throws {
+        let _: Empty = try await http.call("DELETE", "/v1/conversations/\(conversation.rawValue)/bans/\(user.rawValue)", token: try requireToken())
+    }
+
+    /// The bans in force (owners and admins).
+    public func bans(in conversation: ConversationID) async throws -> [Ban] {
+        let list: BanList = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/bans", token: try requireToken())
+        return list.bans
+    }
+
+    /// Mutes a member (owners and admins): they read but may not post, until `until` or until unmuted.
+    public func muteMember(_ user: UserID, in conversation: ConversationID, until: Date? = nil) async throws -> Member {
+        try await http.call("PUT", "/v1/conversations/\(conversation.rawValue)/members/\(user.rawValue)/mute", body: MuteMemberRequest(until: until),
+                            token: try requireToken())
+    }
+
+    /// Ends a moderator's mute.
+    public func unmuteMember(_ user: UserID, in conversation: ConversationID) async throws -> Member {
+        try await http.call("DELETE", "/v1/conversations/\(conversation.rawValue)/members/\(user.rawValue)/mute", token: try requireToken())
+    }
+
+    /// Sets slow mode (owners and admins): members post at most once per `seconds` (0: off).
+    public func setSlowMode(_ seconds: Int, in conversation: ConversationID) async throws -> Conversation {
+        try await http.call("PATCH", "/v1/conversations/\(conversation.rawValue)", body: UpdateConversationRequest(slowModeSeconds: seconds),
+                            token: try requireToken())
+    }
+
+    /// The conversation's reports (owners and admins): open ones, or resolved.
+    public func reports(in conversation: ConversationID, resolved: Bool = false, after: String? = nil, limit: Int = 50) async throws -> ReportList {
+        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/reports",
+                            query: [("state", resolved ? "resolved" : "open"), ("limit", "\(limit)")] + (after.map { [("after", $0)] } ?? []),
+                            token: try requireToken())
+    }
+
+    /// Resolves a report (owners and admins): dismiss it, delete the message, or also ban its author.
+    public func resolveReport(_ report: String, in conversation: ConversationID, as resolution: ReportResolution, note: String? = nil) async throws -> Report {
+        try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/reports/\(report)/resolve",
+                            body: ResolveReportRequest(resolution: resolution, note: note), token: try requireToken())
+    }
+
     // MARK: Threads
 
     /// A thread as the user sees it: the root (with its reply count), unread replies, read mark.

@@ -492,6 +492,22 @@ public struct BanRequest: Hashable, Codable, Sendable {
         self.until = until
         self.reason = reason
     }
+
+    /// Reads `until` as an ISO 8601 date, whatever the decoder's date strategy.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        userID = try container.decode(UserID.self, forKey: .userID)
+        reason = try container.decodeIfPresent(String.self, forKey: .reason)
+        until = try WireCoding.decodeDate(container, .until)
+    }
+
+    /// Writes `until` as the API's dates are written.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(userID, forKey: .userID)
+        try container.encodeIfPresent(reason, forKey: .reason)
+        try container.encodeIfPresent(until.map(WireCoding.formatDate), forKey: .until)
+    }
 }
 
 /// One ban of a conversation.
@@ -530,6 +546,19 @@ public struct MuteMemberRequest: Hashable, Codable, Sendable {
     public var until: Date?
     /// Creates the value; each argument sets the property of the same name.
     public init(until: Date? = nil) { self.until = until }
+
+    private enum CodingKeys: String, CodingKey { case until }
+
+    /// Reads `until` as an ISO 8601 date, whatever the decoder's date strategy.
+    public init(from decoder: any Decoder) throws {
+        until = try WireCoding.decodeDate(try decoder.container(keyedBy: CodingKeys.self), .until)
+    }
+
+    /// Writes `until` as the API's dates are written.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(until.map(WireCoding.formatDate), forKey: .until)
+    }
 }
 
 /// Why a message is reported.

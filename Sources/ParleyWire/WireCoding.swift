@@ -61,6 +61,16 @@ public enum WireCoding: Sendable {
     }
 
     /// Parses ISO 8601 with or without fractional seconds.
+    /// An optional ISO 8601 date field of a request, whatever the decoder's date strategy
+    /// (the server's request decoder reads dates only where a type asks, as here).
+    public static func decodeDate<Key: CodingKey>(_ container: KeyedDecodingContainer<Key>, _ key: Key) throws -> Date? {
+        guard let text = try container.decodeIfPresent(String.self, forKey: key) else { return nil }
+        guard let date = parseDate(text) else {
+            throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(key.stringValue) is not an ISO 8601 date")
+        }
+        return date
+    }
+
     public static func parseDate(_ text: String) -> Date? {
         if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return date }
         return try? Date(text, strategy: Date.ISO8601FormatStyle())

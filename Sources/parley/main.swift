@@ -32,6 +32,9 @@ let overview = """
       pin <conversation> <message> [--remove]     pin a message (or unpin it); pins <conversation> lists them
       mentions [--limit N]                        messages that mention you, newest first
       thread <conversation> <message> [text…] [--also]   a thread's replies, or reply in it
+      report <conversation> <message> <reason> [--note TEXT]   report a message to the moderators
+      block <user-id> [--remove]                  receive nothing from someone in direct chats (or unblock)
+      ban <conversation> <user-id> [--hours N] [--note REASON] [--remove]   moderators: ban (or lift a ban)
       delete <conversation> <message>…            delete your messages (all or none)
       listen [--conversation ID] [--json]         print events as they arrive, until interrupted
       chat <conversation>                         the full-screen chat (type, Enter; /edit, /delete, /quit)
@@ -68,6 +71,9 @@ let commandHelp: [String: String] = [
     "pin": "parley pin <conversation> <message> [--remove]\n  Pins a message (any member; in a public channel owners and admins), or unpins it with --remove.",
     "pins": "parley pins <conversation>\n  Prints the pinned messages, most recently pinned first: seq, id, sender, text.",
     "thread": "parley thread <conversation> <message> [--limit N] | parley thread <conversation> <message> <text…> [--also]\n  Without text: prints the thread under the message — the root, then its replies oldest first (seq, id, sender, time, text) — and marks them read. With text: replies in the thread (queued like send; --also shows the reply in the conversation too) and prints the reply's id and seq.",
+    "report": "parley report <conversation> <message> <spam|abuse|inappropriate|other> [--note TEXT]\n  Reports a message to the conversation's owners and admins. Prints the report's id.",
+    "block": "parley block <user-id> [--remove]\n  Blocks someone (their messages in direct chats no longer reach you; they are not told), or unblocks them with --remove. `parley block --list` prints the people you blocked.",
+    "ban": "parley ban <conversation> <user-id> [--hours N] [--note REASON] [--remove]\n  Owners and admins: bans someone from a group or channel (removed at once; cannot join again until N hours pass or the ban is lifted), or lifts it with --remove.",
     "mentions": "parley mentions [--limit N]\n  Prints the messages that mention you, newest first: conversation, id, sender, time, text.",
     "chat": "parley chat <conversation>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
     "listen": "parley listen [--conversation ID] [--json]\n  Connects and prints every event as it arrives (JSON lines with --json) until interrupted.",
@@ -108,6 +114,8 @@ struct CommandLineSettings {
     var conversation: String?
     var remove = false
     var also = false
+    var note: String?
+    var list = false
     var emoji: String?
 }
 
@@ -165,6 +173,11 @@ struct Arguments {
             "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message.")],
             "pins": [],
             "mentions": [limit],
+            "report": [.text("--note", nil, \.note, value: "<text>", help: "More for the moderators.")],
+            "block": [.toggle("--remove", nil, \.remove, help: "Unblock."), .toggle("--list", nil, \.list, help: "Print the people you blocked.")],
+            "ban": [.integer("--hours", nil, in: 1...87_600, \.hours, help: "How long (default: until lifted)."),
+                    .text("--note", nil, \.note, value: "<reason>", help: "The reason, for the record and the event."),
+                    .toggle("--remove", nil, \.remove, help: "Lift the ban.")],
             "thread": [limit, .toggle("--also", nil, \.also, help: "Show the reply in the conversation too.")],
             "chat": [],
             "listen": [.text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation's events."), json],
@@ -474,6 +487,33 @@ func run(_ raw: [String]) async throws {
             let clientID = try await client.send(.text(reply), to: id, inThread: root, alsoInConversation: settings.also)
             let message = try await deliverOutbox(client, waitingFor: clientID)
             output("\(message.id.rawValue)\tseq \(message.seq)")
+        }
+    case "report":
+        guard words.count == 3, let conversation = words.first else { throw UsageError(message: "report <conversation> <message> <reason>") }
+        guard let reason = ReportReason(rawValue: words[words.startIndex + 2]) else {
+            throw UsageError(message: "the reason is one of \(ReportReason.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let report = try await client.report(MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation),
+                                             reason: reason, note: settings.note)
+        output("\(report.id)\treported")
+    case "block":
+        if settings.list {
+            for user in try await client.blockedUsers() { output("\(user.username)\t\(user.displayName)\t\(user.id.rawValue)") }
+            return
+        }
+        guard words.count == 1, let user = words.first else { throw UsageError(message: "block <user-id> [--remove] | block --list") }
+        if settings.remove { try await client.unblock(UserID(rawValue: user)) } else { try await client.block(UserID(rawValue: user)) }
+        output(settings.remove ? "unblocked" : "blocked")
+    case "ban":
+        guard words.count == 2, let conversation = words.first else { throw UsageError(message: "ban <conversation> <user-id> [--hours N] [--remove]") }
+        let user = UserID(rawValue: words[words.startIndex + 1])
+        if settings.remove {
+            try await client.unban(user, from: ConversationID(rawValue: conversation))
+            output("ban lifted")
+        } else {
+            let until = settings.hours.map { Date().addingTimeInterval(TimeInterval($0) * 3600) }
+            let ban = try await client.ban(user, from: ConversationID(rawValue: conversation), until: until, reason: settings.note)
+            output("banned \(ban.user.username) until \(ban.until.map(time) ?? "lifted")")
         }
     case "mentions":
         let page = try await client.mentions(limit: settings.limit ?? 50)

@@ -411,3 +411,27 @@ def test_a_thread_from_the_shell(server):
     assert [line.strip().split("\t")[1] for line in shown[1:]] == [reply_id, shared.stdout.split("\t")[0]]
     history = ana.run("history", conversation).stdout
     assert "everyone in?" in history and "hike at 9" not in history, "only the reply also sent shows in the conversation"
+
+
+def test_report_block_and_ban_from_the_shell(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, password="correct horse battery")
+    bob_id = bob.run("register", bob_name, password="correct horse battery").stdout.strip().split("(")[1].rstrip(")")
+    message, _, direct = bob.run("send", "--to", ana_name, "buy now").stdout.strip().split("\t")
+    reported = ana.run("report", direct, message, "spam", "--note", "ads")
+    assert reported.returncode == 0 and reported.stdout.startswith("rp_"), reported.stderr
+    bad = ana.run("report", direct, message, "boring")
+    assert bad.returncode == 2 and "spam, abuse, inappropriate, other" in bad.stderr
+    assert ana.run("block", bob_id).stdout.strip() == "blocked"
+    assert ana.run("block", "--list").stdout.split("\t")[0] == bob_name
+    assert ana.run("block", bob_id, "--remove").stdout.strip() == "unblocked"
+    created = Client(server)
+    created.token = json.load(open(os.path.join(ana.home, "state.json")))["token"]
+    status, channel = created.post("/v1/conversations", {"kind": "public", "title": f"cli-{uuid.uuid4().hex[:6]}"})
+    assert status == 201
+    banned = ana.run("ban", channel["id"], bob_id, "--hours", "2", "--note", "spam")
+    assert banned.returncode == 0 and banned.stdout.startswith(f"banned {bob_name} until "), banned.stderr
+    refused = bob.run("history", channel["id"])
+    assert refused.returncode == 1 and "user_banned" in refused.stderr
+    assert ana.run("ban", channel["id"], bob_id, "--remove").stdout.strip() == "ban lifted"

@@ -68,6 +68,14 @@ def test_a_banned_users_socket_stops_receiving_at_once_and_the_ban_keeps_them_ou
     assert [b["user"]["id"] for b in bans["bans"]] == [bob.user["id"]]
     assert owner.delete(f"/v1/conversations/{channel['id']}/bans/{bob.user['id']}")[0] == 204
     assert bob.post(f"/v1/conversations/{channel['id']}/join")[0] == 200
+    for bad in [{"userId": bob.user["id"], "until": "tomorrow"}, {"userId": bob.user["id"], "until": "2001-01-01T00:00:00Z"},
+                {"userId": bob.user["id"], "reason": "x" * 501}, {"userId": "u_nobody"}, {}]:
+        status, error = owner.post(f"/v1/conversations/{channel['id']}/bans", bad)
+        assert status in (400, 404), (bad, error)
+    status, members = owner.get(f"/v1/conversations/{channel['id']}/members")
+    assert bob.user["id"] in [m["user"]["id"] for m in members["members"]], "a refused ban removed nobody"
+    status, ban = owner.post(f"/v1/conversations/{channel['id']}/bans", {"userId": bob.user["id"], "until": "2999-01-01T00:00:00.000Z"})
+    assert status == 201 and ban["until"] == "2999-01-01T00:00:00.000Z"
     phone.close()
 
 

@@ -64,3 +64,40 @@ struct AnnotationClientTests {
         #expect(try await bob.history(of: chat.id).messages.contains { $0.id == reply.id } == false, "a thread-only reply")
     }
 }
+
+/// Moderation through the SDK against the real binary.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct ModerationClientTests {
+    @Test func reportsBansMutesSlowModeAndBlocks() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        let bobUser = try await bob.register(username: "bob", password: "correct horse battery")
+        let group = try await alice.createConversation(.group, title: "team", members: ["bob"])
+        let sent = try await bob.send(.text("spam spam"), toUsernames: ["alice"])
+        let direct = try #require(sent.conversation)
+        let message = try #require(sent.message)
+        let report = try await alice.report(message.id, in: direct.id, reason: .spam)
+        #expect(report.state == "open")
+        try await alice.block(bobUser.id)
+        #expect(try await alice.blockedUsers().map(\.id) == [bobUser.id])
+        try await alice.unblock(bobUser.id)
+        #expect(try await alice.setSlowMode(5, in: group.id).slowModeSeconds == 5)
+        #expect(try await alice.muteMember(bobUser.id, in: group.id).mutedUntil != nil)
+        #expect(try await alice.unmuteMember(bobUser.id, in: group.id).mutedUntil == nil)
+        let ban = try await alice.ban(bobUser.id, from: group.id, reason: "testing")
+        let bans = try await alice.bans(in: group.id)
+        #expect(ban.reason == "testing" && bans.count == 1)
+        try await alice.unban(bobUser.id, from: group.id)
+        #expect(try await alice.bans(in: group.id).isEmpty)
+        do {
+            _ = try await bob.reports(in: group.id)
+            Issue.record("bob is no moderator")
+        } catch ParleyError.server(let refusal) {
+            #expect(refusal.code == "user_not_found" || refusal.code == "conversation_not_found" || refusal.code == "forbidden")
+        }
+    }
+}
