@@ -16,11 +16,12 @@ from selenium.common.exceptions import NoAlertPresentException, StaleElementRefe
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 import media
-from parley import ROOT, Server
+from parley import ROOT, Client, Server
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SHOTS = os.path.join(ROOT, "reports", "screenshots")
@@ -601,3 +602,70 @@ def test_a_thread_in_two_browsers(server, browsers):
     ben.wait(lambda: "replied in a thread" in ben.message("booked the train").text, "the reply also sent to the conversation")
     ben.wait(lambda: any(b.text.startswith("2 replies") for b in ben.find("button.thread-link")), "two replies on the root")
     assert not ana.console() and not ben.console(), (ana.console(), ben.console())
+
+
+def test_reporting_and_moderating_in_two_browsers(server, browsers):
+    owner_name, bob_name = name("own"), name("bob")
+    owner = Browser(server); browsers.append(owner)
+    bob = Browser(server); browsers.append(bob)
+    owner.sign_up(owner_name, "Olga Owner")
+    bob.sign_up(bob_name, "Bob Brash")
+    # The channel, by the API as the same people.
+    owner_api = Client(server).sign_in(owner_name)
+    bob_api = Client(server).sign_in(bob_name)
+    status, channel = owner_api.post("/v1/conversations", {"kind": "public", "title": f"square-{uuid.uuid4().hex[:4]}"})
+    assert status == 201
+    assert bob_api.post(f"/v1/conversations/{channel['id']}/join")[0] == 200
+    owner_api.send(channel["id"], "house rules: be kind")
+    bob_api.send(channel["id"], "buy followers here")
+    owner.open_conversation(channel["title"])
+    bob.open_conversation(channel["title"])
+
+    # Bob reports the owner's message; he has no moderation controls. (The list is drawn again
+    # on every event: finding and clicking a message's button is one step, tried again.)
+    def labels(browser, contains):
+        message = browser.message(contains)
+        ActionChains(browser.driver).move_to_element(message).perform()
+        return [b.text for b in message.find_elements(By.CSS_SELECTOR, ".message-actions button") if b.is_displayed()]
+
+    def click_action(browser, contains, label):
+        def attempt():
+            message = browser.message(contains)
+            ActionChains(browser.driver).move_to_element(message).perform()
+            found = [b for b in message.find_elements(By.CSS_SELECTOR, ".message-actions button") if b.text == label and b.is_displayed()]
+            if not found:
+                return False
+            found[0].click()
+            return True
+        browser.wait(attempt, f"{label} on {contains!r}")
+    seen = bob.wait(lambda: (lambda found: found if "Report" in found else None)(labels(bob, "house rules")), "Report")
+    assert "Ban" not in seen and "Mute" not in seen and "Delete" not in seen
+    assert not [b for b in bob.find(".chat-header button") if b.text == "Moderate"]
+    click_action(bob, "house rules", "Report")
+    bob.one(".report-form input[value=abuse]").click()
+    bob.one(".report-form textarea[name=note]").send_keys("not kind at all")
+    bob.one(".report-form button[type=submit]").click()
+    bob.wait(lambda: any("Reported" in t.text for t in bob.find(".toast")), "the confirmation")
+
+    # The owner sees it in the queue, deletes the message, and sets slow mode.
+    owner.click_text("Moderate")
+    item = owner.wait(lambda: next((li for li in owner.find(".reports li[data-id]") if "house rules" in li.text), None), "the report")
+    assert "abuse" in item.text and "Bob Brash" in item.text and "not kind at all" in item.text
+    owner.screenshot("moderation.png")
+    next(b for b in item.find_elements(By.CSS_SELECTOR, "button") if b.text == "Delete message").click()
+    owner.wait(lambda: any("No open reports" in li.text for li in owner.find(".reports li")), "the queue emptied")
+    bob.wait(lambda: len(bob.find(".message.deleted")) == 1, "the deleted message, live for Bob")
+    Select(owner.one("select[name=slowMode]")).select_by_value("10")
+    owner.wait(lambda: any("Slow mode" in t.text for t in owner.find(".toast")), "slow mode on")
+    owner.driver.find_element(By.CSS_SELECTOR, ".dialog button[aria-label=Close]").click()
+    status, updated = owner_api.get(f"/v1/conversations/{channel['id']}")
+    assert updated["slowModeSeconds"] == 10
+
+    # The owner bans Bob from his message: Bob's window leaves the channel at once.
+    click_action(owner, "buy followers", "Ban")
+    owner.wait(lambda: owner.driver.switch_to.alert, "the prompt").accept()
+    bob.wait(lambda: not bob.find(".composer-input") or not bob.one(".chat").is_displayed()
+             or channel["title"] not in " ".join(b.text for b in bob.find("button.conversation")), "Bob is out")
+    status, error = bob_api.get(f"/v1/conversations/{channel['id']}/messages")
+    assert status == 403 and error["error"]["code"] == "user_banned"
+    assert not owner.console() and not bob.console(), (owner.console(), bob.console())

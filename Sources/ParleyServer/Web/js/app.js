@@ -279,6 +279,7 @@ function renderChat() {
       h("h2", {}, conversationName(conversation)),
       h("span", { class: "chat-subtitle" }, peer ? presenceText(peer.id) : `${kindLabel(conversation.kind)} · ${conversation.memberCount} members`)),
     h("button", { type: "button", class: "quiet pins-button", title: "Pinned messages", onclick: openPins }, "📌 Pins"),
+    isModerator(conversation) ? h("button", { type: "button", class: "quiet", onclick: () => openModeration(conversation) }, "Moderate") : null,
     h("button", { type: "button", class: "quiet", "aria-pressed": String(state.selecting), onclick: () => toggleSelect(!state.selecting) }, "Select"));
   const composer = h("form", { class: "composer", onsubmit: (event) => { event.preventDefault(); submitComposer(); } },
     h("label", { class: "attach", title: "Send a photo" }, icon("photo"), photoInput),
@@ -373,7 +374,14 @@ function renderMessage(message, conversation, showName) {
     if (mine && ["text", "markdown"].includes(message.content?.type)) {
       actions.append(h("button", { type: "button", class: "quiet", onclick: () => startEdit(message) }, "Edit"));
     }
-    if (mine) actions.append(h("button", { type: "button", class: "quiet", onclick: () => deleteMessages([message.id]) }, "Delete"));
+    if (mine || isModerator(conversation)) {
+      actions.append(h("button", { type: "button", class: "quiet", onclick: () => deleteMessages([message.id]) }, "Delete"));
+    }
+    if (!mine) actions.append(h("button", { type: "button", class: "quiet", onclick: () => openReport(message) }, "Report"));
+    if (!mine && isModerator(conversation) && message.sender?.id) {
+      actions.append(h("button", { type: "button", class: "quiet", onclick: () => moderate(conversation, message.sender, "mute") }, "Mute"));
+      actions.append(h("button", { type: "button", class: "quiet danger-text", onclick: () => moderate(conversation, message.sender, "ban") }, "Ban"));
+    }
     body.append(actions);
   }
   if (isPending && message.failed) {
@@ -751,9 +759,14 @@ function handleEvent(event) {
     case "member.removed":
     case "conversation.updated":
     case "member.updated":
-      if (event.type === "member.removed" && event.userId === state.me.id && event.conversationId === state.current) location.hash = "";
+    case "member.banned":
+    case "member.unbanned":
+    case "member.muted":
+    case "member.unmuted":
+      const meOut = ["member.removed", "member.banned"].includes(event.type) && event.userId === state.me.id;
+      if (meOut && event.conversationId === state.current) location.hash = "";
       loadConversations();
-      if (event.conversationId === state.current) state.api.get(`/v1/conversations/${event.conversationId}/receipts?limit=100`)
+      if (event.conversationId === state.current && !meOut) state.api.get(`/v1/conversations/${event.conversationId}/receipts?limit=100`)
         .then((answer) => { state.receipts.set(event.conversationId, new Map(answer.receipts.map((r) => [r.userId, r]))); renderMessages(); })
         .catch(() => {});
       break;
@@ -1084,4 +1097,97 @@ function renderThreadReply(message) {
   if (message.sender?.id !== state.me.id && !message.deletedAt) {
     state.api.post(`/v1/conversations/${message.conversationId}/threads/${message.threadId}/read`, { seq: message.seq }).catch(() => {});
   }
+}
+
+// MARK: - Moderation
+
+/** Owners and admins of groups and channels moderate them. */
+function isModerator(conversation) {
+  return conversation.kind !== "direct" && ["owner", "admin"].includes(conversation.role);
+}
+
+const REPORT_REASONS = [["spam", "Spam"], ["abuse", "Abuse or harassment"], ["inappropriate", "Inappropriate content"], ["other", "Something else"]];
+
+/** The report dialog: a reason and an optional note, sent to the conversation's moderators. */
+function openReport(message) {
+  const error = h("p", { class: "form-error", role: "alert" });
+  const note = h("textarea", { name: "note", rows: 2, maxlength: 1000, placeholder: "Anything the moderators should know (optional)", "aria-label": "Note" });
+  const choices = REPORT_REASONS.map(([value, label], index) =>
+    h("label", { class: "check" }, h("input", { type: "radio", name: "reason", value, checked: index === 0 }), " ", label));
+  let close;
+  const form = h("form", { class: "report-form", onsubmit: async (event) => {
+    event.preventDefault();
+    const reason = form.querySelector("input[name=reason]:checked")?.value ?? "other";
+    try {
+      await state.api.post(`/v1/conversations/${message.conversationId}/messages/${message.id}/reports`,
+        note.value.trim() ? { reason, note: note.value.trim() } : { reason });
+      close();
+      showToast("Reported. The moderators will look at it.");
+    } catch (failure) { error.textContent = failure.message; }
+  } }, h("p", { class: "hint" }, `Report this message by ${message.sender?.displayName ?? "someone"}?`), ...choices, note,
+    h("button", { type: "submit", class: "primary" }, "Send report"), error);
+  close = dialog("Report message", form);
+}
+
+/** Mute or ban someone (moderators), with how long. */
+async function moderate(conversation, user, action) {
+  const hours = prompt(`${action === "ban" ? "Ban" : "Mute"} ${user.displayName} for how many hours? (empty: until you lift it)`, "");
+  if (hours === null) return;
+  const count = Number(hours);
+  if (hours.trim() && !(count > 0)) { showToast("Give a number of hours, or leave it empty."); return; }
+  const until = hours.trim() ? new Date(Date.now() + count * 3600_000).toISOString() : undefined;
+  try {
+    if (action === "ban") {
+      await state.api.post(`/v1/conversations/${conversation.id}/bans`, until ? { userId: user.id, until } : { userId: user.id });
+    } else {
+      await state.api.call("PUT", `/v1/conversations/${conversation.id}/members/${user.id}/mute`, until ? { until } : {});
+    }
+    showToast(`${user.displayName} ${action === "ban" ? "banned" : "muted"}${until ? ` for ${count} h` : ""}.`);
+  } catch (error) { showToast(error.message); }
+}
+
+/** The moderators' dialog: open reports (dismiss, delete, ban the author), slow mode, bans. */
+function openModeration(conversation) {
+  const reports = h("ul", { class: "reports", "aria-label": "Open reports" });
+  const bans = h("ul", { class: "bans", "aria-label": "Bans" });
+  const slow = h("select", { name: "slowMode", "aria-label": "Slow mode" },
+    ...[[0, "Off"], [10, "10 seconds"], [30, "30 seconds"], [60, "1 minute"], [300, "5 minutes"], [3600, "1 hour"]].map(([value, label]) =>
+      h("option", { value: String(value) }, label)));
+  slow.value = String(conversation.slowModeSeconds ?? 0);
+  slow.addEventListener("change", async () => {
+    try {
+      const updated = await state.api.patch(`/v1/conversations/${conversation.id}`, { slowModeSeconds: Number(slow.value) });
+      conversation.slowModeSeconds = updated.slowModeSeconds;
+      showToast(updated.slowModeSeconds ? `Slow mode: one message per ${updated.slowModeSeconds} s` : "Slow mode off");
+    } catch (error) { showToast(error.message); }
+  });
+  const refresh = async () => {
+    try {
+      const [open, banned] = await Promise.all([state.api.get(`/v1/conversations/${conversation.id}/reports?limit=50`),
+                                                state.api.get(`/v1/conversations/${conversation.id}/bans`)]);
+      clear(reports);
+      for (const report of open.reports) {
+        const act = (resolution) => state.api.post(`/v1/conversations/${conversation.id}/reports/${report.id}/resolve`, { resolution })
+          .then(refresh).catch((error) => showToast(error.message));
+        reports.append(h("li", { "data-id": report.id },
+          h("div", {}, h("strong", {}, report.message.sender?.displayName ?? ""), ": ",
+            h("span", { dir: "auto" }, report.message.deletedAt ? "(deleted)" : preview(report.message).replace(/^You: /, ""))),
+          h("small", {}, `${report.reason} · reported by ${report.reporter.displayName}${report.note ? ` · “${report.note}”` : ""}`),
+          h("div", { class: "report-actions" },
+            h("button", { type: "button", onclick: () => act("dismissed") }, "Dismiss"),
+            h("button", { type: "button", onclick: () => act("message_deleted") }, "Delete message"),
+            h("button", { type: "button", class: "danger", onclick: () => act("author_banned") }, "Delete and ban"))));
+      }
+      if (!reports.firstChild) reports.append(h("li", { class: "hint" }, "No open reports."));
+      clear(bans);
+      for (const ban of banned.bans) {
+        bans.append(h("li", {}, ban.user.displayName, h("small", {}, ban.until ? ` until ${new Date(ban.until).toLocaleString()}` : " until lifted"),
+          h("button", { type: "button", class: "quiet", onclick: () => state.api.call("DELETE", `/v1/conversations/${conversation.id}/bans/${ban.user.id}`)
+            .then(refresh).catch((error) => showToast(error.message)) }, "Lift")));
+      }
+      if (!bans.firstChild) bans.append(h("li", { class: "hint" }, "Nobody is banned."));
+    } catch (error) { showToast(error.message); }
+  };
+  dialog("Moderate", h("h3", {}, "Reports"), reports, h("h3", {}, "Slow mode"), slow, h("h3", {}, "Bans"), bans);
+  refresh();
 }
