@@ -28,6 +28,14 @@ public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
     case messagePinned = "message.pinned"
     /// A message was unpinned.
     case messageUnpinned = "message.unpinned"
+    /// A moderator banned someone from a conversation.
+    case memberBanned = "member.banned"
+    /// A moderator lifted a ban.
+    case memberUnbanned = "member.unbanned"
+    /// A moderator muted a member.
+    case memberMuted = "member.muted"
+    /// A moderator unmuted a member.
+    case memberUnmuted = "member.unmuted"
     // Pusher-format endpoints (`"format": "pusher"`) hear Pusher's own events:
     /// Pusher: a channel got its first subscriber.
     case channelOccupied = "channel_occupied"
