@@ -326,6 +326,18 @@ enum ChatRoutes {
             await api.respondEmpty { try await chat.unblock(try await api.caller(request), user: UserID(rawValue: request.parameters["userId"] ?? "")) }
         }
 
+        // Export (docs/api.md, "Export")
+        router.get("/v1/me/export") { request in
+            await api.export(name: "parley-export.ndjson") { sink in
+                try await chat.exportUser(try await api.caller(request), into: sink)
+            }
+        }
+        router.get("/v1/conversations/:conversationId/export") { request in
+            await api.export(name: "parley-conversation.ndjson") { sink in
+                try await chat.exportConversation(try await api.caller(request), conversation: api.conversationID(request), into: sink)
+            }
+        }
+
         // Threads (docs/api.md, "Threads")
         router.get("/v1/conversations/:conversationId/threads") { request in
             await api.respond {
@@ -483,6 +495,33 @@ struct API: Sendable {
 
     private static func encode(_ value: some Encodable) throws -> [UInt8] {
         Array(try WireCoding.encoder().encode(value))
+    }
+
+    /// Runs an export into a temporary file (unlinked once open, so nothing is left behind)
+    /// and answers it as an NDJSON attachment sent from the file: an export of any size is
+    /// never whole in memory. An export that fails midway answers its error, never a partial file.
+    func export(name: String, _ work: (any ExportSink) async throws -> Void) async -> Response {
+        let path = NSTemporaryDirectory() + "parley-export-\(UUID().uuidString).ndjson"
+        guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]),
+              let writer = FileHandle(forWritingAtPath: path) else {
+            return errorResponse(ChatError.internalError)
+        }
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            try await work(FileExportSink(handle: writer))
+            try writer.close()
+            guard let reader = FileHandle(forReadingAtPath: path) else { throw ChatError.internalError }
+            let size = try reader.seekToEnd()
+            try reader.seek(toOffset: 0)
+            var response = Response(status: .ok, headers: HTTPHeaders([("Content-Type", "application/x-ndjson; charset=utf-8"),
+                                                                       ("Content-Disposition", "attachment; filename=\"\(name)\""),
+                                                                       ("Cache-Control", "no-store")]))
+            response.file = FileRegion(descriptor: reader.fileDescriptor, offset: 0, length: Int64(size), owner: reader)
+            return response
+        } catch {
+            try? writer.close()
+            return errorResponse(error)
+        }
     }
 
     /// Runs `work` and answers 204.

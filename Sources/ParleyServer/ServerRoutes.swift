@@ -35,6 +35,20 @@ enum ServerRoutes {
         router.delete("/v1/server/users/:username") { request in
             await server.handle(request) { app in await api.respondEmpty { try await chat.deleteUser(app, username: username(request)) } }
         }
+        router.get("/v1/server/users/:username/export") { request in
+            await server.handle(request) { app in
+                await api.export(name: "parley-export.ndjson") { sink in
+                    try await chat.exportUser(try await chat.actingUser(app, username: username(request)), into: sink)
+                }
+            }
+        }
+        router.get("/v1/server/conversations/:conversationId/export") { request in
+            await server.handle(request) { app in
+                await api.export(name: "parley-conversation.ndjson") { sink in
+                    try await chat.exportConversation(app.caller, conversation: api.conversationID(request), into: sink)
+                }
+            }
+        }
         router.put("/v1/server/users/:username/shadow-ban") { request in
             await server.handle(request) { app in
                 await api.respondEmpty { try await chat.setShadowBan(app, username: username(request), banned: true) }

@@ -200,3 +200,30 @@ def test_a_thread_over_rest_and_the_socket_with_its_own_unread_count(server):
     assert status == 404 and error["error"]["code"] == "message_not_found"
     phone.close()
     answer.close()
+
+
+def test_exports_are_ndjson_attachments_curl_can_save(server, tmp_path):
+    import json
+    import subprocess
+    ana, ben = person(server, "ana"), person(server, "ben")
+    room = group(ana, ben)
+    for index in range(3):
+        ana.send(room["id"], f"note {index}")
+    ben.send(room["id"], "ben's")
+    target = tmp_path / "export.ndjson"
+    result = subprocess.run(["curl", "-sS", "-D", "-", "-o", str(target), "-H", f"X-Parley-App-Key: {server.app_key}",
+                             "-H", f"Authorization: Bearer {ana.token}", f"{server.url}/v1/me/export"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    headers = result.stdout.lower()
+    assert "content-type: application/x-ndjson" in headers and 'attachment; filename="parley-export.ndjson"' in headers
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert lines[0]["type"] == "account" and lines[0]["id"] == ana.user["id"]
+    assert [line["message"]["content"]["text"] for line in lines if line["type"] == "message"] == ["note 0", "note 1", "note 2"]
+    assert lines[-1] == {"type": "end", "counts": {"conversations": 1, "messages": 3, "media": 0}}
+    status, error = ben.get(f"/v1/conversations/{room['id']}/export")
+    assert status == 403 and error["error"]["code"] == "forbidden"
+    result = subprocess.run(["curl", "-sS", "-H", f"X-Parley-App-Key: {server.app_key}", "-H", f"Authorization: Bearer {ana.token}",
+                             f"{server.url}/v1/conversations/{room['id']}/export"], capture_output=True, text=True, timeout=30)
+    kinds = [json.loads(line)["type"] for line in result.stdout.splitlines()]
+    assert kinds[0] == "conversation" and kinds.count("member") == 2 and kinds.count("message") >= 4 and kinds[-1] == "end"
