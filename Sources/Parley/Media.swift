@@ -180,6 +180,49 @@ extension ParleyClient {
         return target
     }
 
+    /// Saves an export as NDJSON to `destination` (streamed to disk, never whole in memory):
+    /// everything of the user's, or with `conversation` one they own.
+    ///
+    /// - Returns: the counts from the export's last line (`"messages": 1204`, …).
+    @discardableResult
+    public func export(conversation: ConversationID? = nil, to destination: URL) async throws -> [String: Int] {
+        let path = conversation.map { "/v1/conversations/\($0.rawValue)/export" } ?? "/v1/me/export"
+        let request = try http.request("GET", path, token: try requireToken())
+        let (file, response): (URL, URLResponse) = try await withCheckedThrowingContinuation { continuation in
+            URLSession.shared.downloadTask(with: request) { location, response, error in
+                if let error { return continuation.resume(throwing: ParleyError.unreachable(error.localizedDescription)) }
+                guard let location, let response else { return continuation.resume(throwing: ParleyError.badResponse("no export")) }
+                let kept = FileManager.default.temporaryDirectory.appendingPathComponent("parley-export-\(UUID().uuidString)")
+                do {
+                    try FileManager.default.moveItem(at: location, to: kept)
+                    continuation.resume(returning: (kept, response))
+                } catch {
+                    continuation.resume(throwing: ParleyError.badResponse("cannot keep the export: \(error)"))
+                }
+            }.resume()
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard status == 200 else {
+            let data = (try? Data(contentsOf: file)) ?? Data()
+            try? FileManager.default.removeItem(at: file)
+            throw HTTPClient.failure(status: status, data: data, response: response)
+        }
+        try? FileManager.default.removeItem(at: destination)
+        try FileManager.default.moveItem(at: file, to: destination)
+        // The last line says the file is whole, with the counts.
+        let handle = try FileHandle(forReadingFrom: destination)
+        defer { try? handle.close() }
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size > 4096 ? size - 4096 : 0)
+        let tail = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        guard let last = tail.split(separator: "\n").last,
+              case .object(let fields)? = try? JSONValue.decode(String(last)), fields["type"] == .string("end"),
+              case .object(let counts)? = fields["counts"] else {
+            throw ParleyError.badResponse("the export ended without its end line: it is incomplete")
+        }
+        return counts.compactMapValues { if case .number(let n) = $0 { return Int(n) } else { return nil } }
+    }
+
     /// A short-lived URL for an attachment that needs no headers (`AsyncImage`, a web view).
     public func signedURL(for attachmentID: String, variant: MediaVariant = .original) async throws -> URL {
         let signed: SignedMediaURL = try await http.call("GET", "/v1/media/\(attachmentID)/url", query: [("variant", variant.rawValue)],

@@ -32,6 +32,7 @@ let overview = """
       pin <conversation> <message> [--remove]     pin a message (or unpin it); pins <conversation> lists them
       mentions [--limit N]                        messages that mention you, newest first
       thread <conversation> <message> [text…] [--also]   a thread's replies, or reply in it
+      export [--conversation ID] [--output PATH]  everything of yours (or a conversation you own) as NDJSON
       report <conversation> <message> <reason> [--note TEXT]   report a message to the moderators
       block <user-id> [--remove]                  receive nothing from someone in direct chats (or unblock)
       ban <conversation> <user-id> [--hours N] [--note REASON] [--remove]   moderators: ban (or lift a ban)
@@ -71,6 +72,7 @@ let commandHelp: [String: String] = [
     "pin": "parley pin <conversation> <message> [--remove]\n  Pins a message (any member; in a public channel owners and admins), or unpins it with --remove.",
     "pins": "parley pins <conversation>\n  Prints the pinned messages, most recently pinned first: seq, id, sender, text.",
     "thread": "parley thread <conversation> <message> [--limit N] | parley thread <conversation> <message> <text…> [--also]\n  Without text: prints the thread under the message — the root, then its replies oldest first (seq, id, sender, time, text) — and marks them read. With text: replies in the thread (queued like send; --also shows the reply in the conversation too) and prints the reply's id and seq.",
+    "export": "parley export [--conversation ID] [--output PATH]\n  Saves everything of yours (account, conversations, your messages, your uploads) — or, with --conversation, a conversation you own — as NDJSON, one JSON object per line, to PATH (default: parley-export.ndjson here). Prints the path and the counts.",
     "report": "parley report <conversation> <message> <spam|abuse|inappropriate|other> [--note TEXT]\n  Reports a message to the conversation's owners and admins. Prints the report's id.",
     "block": "parley block <user-id> [--remove]\n  Blocks someone (their messages in direct chats no longer reach you; they are not told), or unblocks them with --remove. `parley block --list` prints the people you blocked.",
     "ban": "parley ban <conversation> <user-id> [--hours N] [--note REASON] [--remove]\n  Owners and admins: bans someone from a group or channel (removed at once; cannot join again until N hours pass or the ban is lifted), or lifts it with --remove.",
@@ -173,6 +175,8 @@ struct Arguments {
             "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message.")],
             "pins": [],
             "mentions": [limit],
+            "export": [.text("--conversation", nil, \.conversation, value: "<id>", help: "A conversation you own instead of your account."),
+                       .text("--output", nil, \.output, value: "<path>", help: "Where to save it (default: parley-export.ndjson).")],
             "report": [.text("--note", nil, \.note, value: "<text>", help: "More for the moderators.")],
             "block": [.toggle("--remove", nil, \.remove, help: "Unblock."), .toggle("--list", nil, \.list, help: "Print the people you blocked.")],
             "ban": [.integer("--hours", nil, in: 1...87_600, \.hours, help: "How long (default: until lifted)."),
@@ -488,6 +492,10 @@ func run(_ raw: [String]) async throws {
             let message = try await deliverOutbox(client, waitingFor: clientID)
             output("\(message.id.rawValue)\tseq \(message.seq)")
         }
+    case "export":
+        let destination = URL(fileURLWithPath: settings.output ?? "parley-export.ndjson")
+        let saved = try await client.export(conversation: settings.conversation.map(ConversationID.init(rawValue:)), to: destination)
+        output("\(destination.path)\t" + saved.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
     case "report":
         guard words.count == 3, let conversation = words.first else { throw UsageError(message: "report <conversation> <message> <reason>") }
         guard let reason = ReportReason(rawValue: words[words.startIndex + 2]) else {

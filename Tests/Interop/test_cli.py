@@ -435,3 +435,17 @@ def test_report_block_and_ban_from_the_shell(server):
     refused = bob.run("history", channel["id"])
     assert refused.returncode == 1 and "user_banned" in refused.stderr
     assert ana.run("ban", channel["id"], bob_id, "--remove").stdout.strip() == "ban lifted"
+
+
+def test_export_from_the_shell(server, tmp_path):
+    ana = Shell(server)
+    ana.run("register", name("ana"), password="correct horse battery")
+    bob_name = name("bob")
+    Shell(server).run("register", bob_name, password="correct horse battery")
+    ana.run("send", "--to", bob_name, "for the record")
+    target = tmp_path / "mine.ndjson"
+    saved = ana.run("export", "--output", str(target))
+    assert saved.returncode == 0, saved.stderr
+    assert saved.stdout.strip() == f"{target}\tconversations 1, media 0, messages 1"
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [line["type"] for line in lines] == ["account", "conversation", "message", "end"]
