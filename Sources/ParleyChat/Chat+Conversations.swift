@@ -157,6 +157,9 @@ extension Chat {
         let title = try request.title.map(Validate.title)
         let customData = try request.customData.map { try Validate.customData($0) }
         if let slow = request.slowModeSeconds, !(0...3600).contains(slow) { throw ChatError.invalid("slowModeSeconds must be 0–3600") }
+        if let days = request.retentionDays, !(-1...36_500).contains(days) {
+            throw ChatError.invalid("retentionDays must be 1–36500, 0 (keep forever) or -1 (the app's policy)")
+        }
         let now = nowMilliseconds
         return try await run {
             try await write { db in
@@ -178,6 +181,10 @@ extension Chat {
                     "customData": try customData.map(JSONValue.decode) ?? .null,
                 ]
                 if let slow = request.slowModeSeconds { fields["slowModeSeconds"] = .number(Double(slow)) }
+                if let days = request.retentionDays {
+                    try db.execute("UPDATE conversation SET retention_days = \(days < 0 ? nil : Int64(days)) WHERE id = \(access.key)")
+                    fields["retentionDays"] = .number(Double(max(days, 0)))
+                }
                 let payload = try JSONValue.object(fields).encoded()
                 try db.append(conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
                 return try Chat.view(db, key: access.key, caller: caller)
@@ -376,7 +383,8 @@ extension Chat {
     static func view(_ db: any Database, key: Int64, caller: Caller) throws -> Conversation {
         guard let row = try db.fetchOne("""
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
-                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, c.slow_mode_seconds
+                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, c.slow_mode_seconds,
+                   coalesce(c.retention_days, (SELECT a.retention_days FROM app a WHERE a.id = c.app_id)) AS retention_days
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
@@ -410,6 +418,7 @@ extension Chat {
             lastMessage: lastMessage, memberCount: try row.get("member_count"), role: role, unreadCount: unread, receipt: receipt, peer: peer,
             mutedUntil: try row.get("muted_until", as: Int64?.self).map(date))
         conversation.slowModeSeconds = try row.get("slow_mode_seconds", as: Int64.self) > 0 ? Int(try row.get("slow_mode_seconds", as: Int64.self)) : nil
+        conversation.retentionDays = try row.get("retention_days", as: Int64?.self).flatMap { $0 > 0 ? Int($0) : nil }
         return conversation
     }
 

@@ -299,6 +299,9 @@ extension Chat {
                 if case .number(let until) = fields["until"] { record.until = Int64(until) }
                 if case .string(let reason) = fields["reason"] { record.reason = reason }
                 if case .number(let slow) = fields["slowModeSeconds"] { record.slowModeSeconds = Int(slow) }
+                if case .number(let through) = fields["throughSeq"] { record.throughSeq = Int64(through) }
+                if case .number(let count) = fields["count"] { record.count = Int(count) }
+                if case .number(let days) = fields["retentionDays"] { record.retentionDays = Int(days) }
             }
             var event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                       userKey: try row.get("e_user_key", as: Int64?.self))

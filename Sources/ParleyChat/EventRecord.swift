@@ -43,6 +43,12 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var reason: String?
     /// Slow mode after a conversation update that changed it.
     public var slowModeSeconds: Int?
+    /// `messages.expired`: through which seq, and how many.
+    public var throughSeq: Int64?
+    /// `messages.expired`: how many messages.
+    public var count: Int?
+    /// The retention policy after a conversation update that changed it.
+    public var retentionDays: Int?
 
     /// The typed event.
     ///
@@ -58,6 +64,9 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         event.until = until.map(Chat.date)
         event.reason = reason
         event.slowModeSeconds = slowModeSeconds
+        event.throughSeq = throughSeq
+        event.count = count
+        event.retentionDays = retentionDays
         return event
     }
 
@@ -66,6 +75,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         writer.object { json in
             if let actorID { json.key("actorId"); json.string(actorID) }
             json.key("conversationId"); json.string(conversationID)
+            if let count { json.key("count"); json.integer(Int64(count)) }
             json.key("createdAt"); json.date(milliseconds: createdAt)
             if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
             if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
@@ -75,10 +85,12 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             json.key("position"); json.integer(position)
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }
             if let reason { json.key("reason"); json.string(reason) }
+            if let retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
             if let role { json.key("role"); json.string(role.rawValue) }
             if let seq { json.key("seq"); json.integer(seq) }
             if let slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
             if let threadJSON { json.key("thread"); json.raw(threadJSON) }
+            if let throughSeq { json.key("throughSeq"); json.integer(throughSeq) }
             if let title { json.key("title"); json.string(title) }
             json.key("type"); json.string(type.rawValue)
             if let until { json.key("until"); json.date(milliseconds: until) }

@@ -694,6 +694,13 @@ public enum Schema: Sendable {
                 """))
             try db.execute("CREATE INDEX report_queue ON report (conversation_id, resolved_at, id)")
         }
+        migrator.register("0016 retention") { db in
+            // Keep messages N days: the app's policy, and a conversation's own (0: forever), which
+            // wins when set. The sweep finds old messages by this index (docs/api.md, "Retention").
+            try db.execute("ALTER TABLE app ADD COLUMN retention_days bigint")
+            try db.execute("ALTER TABLE conversation ADD COLUMN retention_days bigint")
+            try db.execute("CREATE INDEX message_by_age ON message (conversation_id, created_at)")
+        }
     }
 
     /// A numeric Pusher app id no app has yet (9 digits).

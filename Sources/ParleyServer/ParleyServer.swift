@@ -33,6 +33,7 @@ public final class ParleyServer: Sendable {
     private let http: HTTPServer
     private let store: any GroupCommitStore
     private let collector: Task<Void, Never>
+    private let sweeper: Task<Void, Never>
     private let shutDown = Locked(false)
     /// Held for the server's life: one server per data directory, and no restore under it.
     private let lock: DataDirectoryLock?
@@ -50,7 +51,8 @@ public final class ParleyServer: Sendable {
     private let tls: TLSCertificateStore?
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
-                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, lock: DataDirectoryLock?, bus: RedisBus?,
+                 createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, sweeper: Task<Void, Never>,
+                 lock: DataDirectoryLock?, bus: RedisBus?,
                  presence: RedisPresence?, channelDirectory: RedisChannelDirectory?, tls: TLSCertificateStore?, push: PushService?,
                  webhooks: WebhookService) {
         self.push = push
@@ -65,6 +67,7 @@ public final class ParleyServer: Sendable {
         self.http = http
         self.store = store
         self.collector = collector
+        self.sweeper = sweeper
         self.createdApp = createdApp
         self.apps = apps
         let host = http.localAddress.description.hasPrefix("[") ? "[\(configuration.host)]" : configuration.host
@@ -227,10 +230,21 @@ public final class ParleyServer: Sendable {
                     try? await Task.sleep(for: .seconds(interval))
                 }
             }
+            let retentionInterval = configuration.retentionIntervalSeconds
+            let sweeper = Task {
+                // Several nodes may all sweep: each conversation is swept by one at a time.
+                while retentionInterval > 0 && !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(retentionInterval))
+                    if Task.isCancelled { break }
+                    if let sweep = try? await chat.sweepRetention(), sweep.messages > 0 {
+                        FileHandle.standardError.write(Data("parley-server: retention removed \(sweep.messages) messages from \(sweep.conversations) conversations\n".utf8))
+                    }
+                }
+            }
             push?.start()
             webhooks.start()
             return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
-                                collector: collector, lock: lock, bus: redisBus, presence: presence,
+                                collector: collector, sweeper: sweeper, lock: lock, bus: redisBus, presence: presence,
                                 channelDirectory: channelDirectory, tls: tls, push: push, webhooks: webhooks)
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
@@ -377,6 +391,7 @@ public final class ParleyServer: Sendable {
     public func shutdown() async {
         guard shutDown.withLock({ done in defer { done = true }; return !done }) else { return }
         collector.cancel()
+        sweeper.cancel()
         push?.stop()
         webhooks.stop()
         await http.shutdown(timeout: configuration.shutdownTimeout)

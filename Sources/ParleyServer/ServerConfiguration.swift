@@ -75,6 +75,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Server API requests (`/v1/server/…`) per second per app, twice that in a burst, across
     /// nodes. `--server-api-requests-per-second`. Default: 100.
     public var serverAPIRequestsPerSecond = 100
+    /// Seconds between retention sweeps (removal of messages older than their policy);
+    /// 0: never on this node. `--retention-interval`. Default: 3600.
+    public var retentionIntervalSeconds = 3600
     /// How long a rotated-out app secret keeps working (`apps rotate-secret`).
     /// `--secret-grace`. Default: 24 hours.
     public var secretGrace: Duration = .seconds(24 * 3600)
@@ -225,6 +228,8 @@ public struct ServerConfiguration: Sendable, Equatable {
                      value: "<s>", help: "Seconds an upload no message uses is kept (default 86400)."),
             O.integer("--media-gc-interval", "PARLEY_MEDIA_GC_INTERVAL", in: 0...86_400, \.media.collectionIntervalSeconds, value: "<s>",
                      help: "Seconds between removals of unused uploads (default 300); 0: never on this node (several nodes: collect on one)."),
+            O.integer("--retention-interval", "PARLEY_RETENTION_INTERVAL", in: 0...86_400, \.retentionIntervalSeconds, value: "<s>",
+                      help: "Seconds between removals of messages older than their retention policy (default 3600); 0: never on this node."),
             O.seconds("--delivery-update-interval", "PARLEY_DELIVERY_UPDATE_INTERVAL", in: 1...3600, \.deliveryUpdateInterval,
                      help: "Seconds between an author's delivery counts in a public channel (delivery.updated; default 1)."),
             O.seconds("--pusher-activity-timeout", "PARLEY_PUSHER_ACTIVITY_TIMEOUT", in: 1...3600, \.pusher.activityTimeout,

@@ -35,6 +35,14 @@ enum ServerRoutes {
         router.delete("/v1/server/users/:username") { request in
             await server.handle(request) { app in await api.respondEmpty { try await chat.deleteUser(app, username: username(request)) } }
         }
+        router.get("/v1/server/retention") { request in
+            await server.handle(request) { app in await api.respond { try await chat.retention(app) } }
+        }
+        router.put("/v1/server/retention") { request in
+            await server.handle(request) { app in
+                await api.respond { try await chat.setRetention(app, try await request.decode(RetentionPolicy.self)) }
+            }
+        }
         router.get("/v1/server/users/:username/export") { request in
             await server.handle(request) { app in
                 await api.export(name: "parley-export.ndjson") { sink in

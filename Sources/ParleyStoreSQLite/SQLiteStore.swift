@@ -63,6 +63,7 @@ public final class SQLiteStore: GroupCommitStore {
                 PRAGMA foreign_keys = ON;
                 PRAGMA temp_store = MEMORY;
                 PRAGMA cache_size = -32000;
+                PRAGMA secure_delete = ON;
                 """)
         } catch {
             throw StoreError.cannotOpen("\(path): \(error)")

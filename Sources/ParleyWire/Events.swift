@@ -54,6 +54,10 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         case memberMuted
         /// A moderator unmuted `userId`.
         case memberUnmuted
+        /// The retention policy removed the conversation's messages up to and including seq
+        /// `throughSeq` (`count` of them): devices remove them too. Their events are gone from
+        /// the log; this one says so.
+        case messagesExpired
         /// A kind this build does not know, by its wire name.
         case unknown(String)
 
@@ -61,7 +65,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         public static let known: [Kind] = [.messageCreated, .messageEdited, .messageDeleted, .memberAdded, .memberRemoved,
                                            .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
                                            .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned,
-                                           .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted]
+                                           .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted, .messagesExpired]
         private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
         /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
@@ -88,6 +92,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
             case .memberUnbanned: "member.unbanned"
             case .memberMuted: "member.muted"
             case .memberUnmuted: "member.unmuted"
+            case .messagesExpired: "messages.expired"
             case .unknown(let name): name
             }
         }
@@ -155,6 +160,12 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var reason: String? = nil
     /// For ``Kind/conversationUpdated``: slow mode after the change (0: off), when it changed.
     public var slowModeSeconds: Int? = nil
+    /// For ``Kind/messagesExpired``: every message up to and including this seq is gone.
+    public var throughSeq: Int64? = nil
+    /// For ``Kind/messagesExpired``: how many messages this removal took.
+    public var count: Int? = nil
+    /// For ``Kind/conversationUpdated``: the retention policy after the change, when it changed.
+    public var retentionDays: Int? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -163,7 +174,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
-             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread, until, reason, slowModeSeconds
+             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread, until, reason, slowModeSeconds,
+             throughSeq, count, retentionDays
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -211,6 +223,9 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         until = try container.decodeIfPresent(Date.self, forKey: .until)
         reason = try container.decodeIfPresent(String.self, forKey: .reason)
         slowModeSeconds = try container.decodeIfPresent(Int.self, forKey: .slowModeSeconds)
+        throughSeq = try container.decodeIfPresent(Int64.self, forKey: .throughSeq)
+        count = try container.decodeIfPresent(Int.self, forKey: .count)
+        retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays)
     }
 }
 

@@ -120,6 +120,9 @@ public struct Conversation: Hashable, Codable, Sendable {
     /// Slow mode (groups and channels): members who are not owners or admins may post once
     /// per this many seconds; nil when off.
     public var slowModeSeconds: Int? = nil
+    /// Messages older than this many days are removed (the conversation's own policy, else
+    /// the app's); nil: kept forever.
+    public var retentionDays: Int? = nil
 
     /// Creates the value; each argument sets the property of the same name.
     public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,

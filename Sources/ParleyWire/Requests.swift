@@ -151,11 +151,15 @@ public struct UpdateConversationRequest: Hashable, Codable, Sendable {
     public var customData: JSONValue?
     /// Slow mode, 0 (off) to 3600 seconds (groups and channels; owners and admins).
     public var slowModeSeconds: Int?
+    /// Keep messages this many days, 1–36500, or 0 to keep them forever whatever the app's
+    /// policy; -1 goes back to the app's policy (owners and admins).
+    public var retentionDays: Int?
     /// Creates the value; each argument sets the property of the same name.
-    public init(title: String? = nil, customData: JSONValue? = nil, slowModeSeconds: Int? = nil) {
+    public init(title: String? = nil, customData: JSONValue? = nil, slowModeSeconds: Int? = nil, retentionDays: Int? = nil) {
         self.title = title
         self.customData = customData
         self.slowModeSeconds = slowModeSeconds
+        self.retentionDays = retentionDays
     }
 }
 
@@ -679,4 +683,13 @@ public struct BlockList: Hashable, Codable, Sendable {
     public var users: [User]
     /// Creates the value; each argument sets the property of the same name.
     public init(users: [User]) { self.users = users }
+}
+
+/// `GET` and `PUT /v1/server/retention`: the app's retention policy.
+public struct RetentionPolicy: Hashable, Codable, Sendable {
+    /// Messages older than this many days are removed, in every conversation without a policy
+    /// of its own; 0: kept forever.
+    public var days: Int
+    /// Creates the value; each argument sets the property of the same name.
+    public init(days: Int) { self.days = days }
 }

@@ -36,6 +36,8 @@ public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
     case memberMuted = "member.muted"
     /// A moderator unmuted a member.
     case memberUnmuted = "member.unmuted"
+    /// The retention policy removed a conversation's old messages.
+    case messagesExpired = "messages.expired"
     // Pusher-format endpoints (`"format": "pusher"`) hear Pusher's own events:
     /// Pusher: a channel got its first subscriber.
     case channelOccupied = "channel_occupied"
