@@ -118,6 +118,6 @@ extension Chat {
             }
         }
         guard sqlite else { return }
-        _ = try? await store.read { db in try db.fetchAll("PRAGMA wal_checkpoint(TRUNCATE)") }
+        await store.reclaim()
     }
 }

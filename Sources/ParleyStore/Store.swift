@@ -26,9 +26,16 @@ public protocol Store: Sendable {
 
     /// Stops the engine's threads and closes its connections. Later calls throw.
     func close()
+
+    /// Makes what deletes freed leave the engine's files now where the engine can (SQLite: a
+    /// truncating checkpoint, so the write-ahead log no longer holds old pages). Best effort.
+    func reclaim() async
 }
 
 extension Store {
+    /// Engines whose files need nothing (PostgreSQL: its vacuum) do nothing.
+    public func reclaim() async {}
+
     /// A write with no after-commit work: every engine's `write(_:)` is this.
     @discardableResult
     public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {

@@ -113,6 +113,21 @@ public final class SQLiteStore: GroupCommitStore {
         readers.stop()
     }
 
+    /// A truncating checkpoint on a connection of its own (the writer's run inside
+    /// transactions, where SQLite refuses one): the database file gets the log's pages and the
+    /// log is emptied, so pages a delete zeroed are no longer beside their old contents.
+    public func reclaim() async {
+        let path = path
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                if let connection = try? SQLiteConnection(path: path, readOnly: false) {
+                    _ = try? connection.run("PRAGMA busy_timeout = 2000; PRAGMA wal_checkpoint(TRUNCATE);")
+                }
+                continuation.resume()
+            }
+        }
+    }
+
     /// Writes committed so far and the transactions they took (their ratio is the batching).
     public var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
 

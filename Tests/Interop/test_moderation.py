@@ -171,3 +171,44 @@ def test_reports_queue_for_moderators_and_bad_reports_change_nothing(server):
     # The app's backend sees the same queue.
     status, app_queue = Backend(server).call("GET", f"/v1/server/conversations/{channel['id']}/reports?state=resolved")
     assert status == 200 and [r["id"] for r in app_queue["reports"]] == [report["id"]]
+
+
+@pytest.mark.skipif(parley.ON_POSTGRES, reason="reads the SQLite file; on PostgreSQL the rows are deleted and the dead tuples go with VACUUM")
+def test_retention_really_removes_old_messages_from_the_database_file():
+    import os
+    import sqlite3
+    server = parley.Server("--server-api-requests-per-second", "1000")
+    try:
+        ana, ben = person(server, "ana"), person(server, "ben")
+        status, room = ana.post("/v1/conversations", {"kind": "group", "title": "Old", "members": [ben.user["username"]]})
+        secret_word = "zqxjvortexplumb" + uuid.uuid4().hex[:6]
+        _, old = ana.send(room["id"], f"the {secret_word} recipe")
+        ben.post(f"/v1/conversations/{room['id']}/messages/{old['id']}/reactions", {"emoji": "👍"})
+        _, kept = ana.send(room["id"], "still here")
+        status, policy = Backend(server).call("PUT", "/v1/server/retention", {"days": 1})
+        assert status == 200 and policy == {"days": 1}
+        server.stop()
+        # Age the first message by three days, as if the sweep ran later.
+        database = sqlite3.connect(os.path.join(server.data, "parley.sqlite"))
+        database.execute("UPDATE message SET created_at = created_at - 3 * 86400000 WHERE public_id = ?", (old["id"],))
+        database.commit()
+        database.close()
+        server.extra += ["--retention-interval", "1"]
+        server.start()
+        parley.wait_until(lambda: any("retention removed 1 messages" in line for line in server.log), what="the sweep")
+        watcher = Device(server, ben.token, position=0)
+        expired = watcher.wait_event(lambda e: e["type"] == "messages.expired")["event"]
+        assert expired["throughSeq"] == old["seq"] and expired["count"] == 1
+        assert old["id"] not in [e.get("message", {}).get("id") for e in watcher.events], "its events are gone from the log"
+        watcher.close()
+        status, page = ben.get(f"/v1/conversations/{room['id']}/messages")
+        assert [m["id"] for m in page["messages"]] == [kept["id"]]
+        server.stop()
+        # Not in the file, the write-ahead log or the search index: the bytes are gone.
+        for name in os.listdir(server.data):
+            if name.startswith("parley.sqlite"):
+                with open(os.path.join(server.data, name), "rb") as file:
+                    assert secret_word.encode() not in file.read(), f"{name} still holds the removed text"
+    finally:
+        if server.process.poll() is None:
+            server.stop()
