@@ -26,6 +26,8 @@ struct Access {
     var lastPostedAt: Int64?
     /// The caller's account is shadow-banned.
     var shadowBanned = false
+    /// The caller's profile photo (public attachment id).
+    var callerPhoto: String?
 
     /// Owners and admins of groups and channels, and the app: those who moderate.
     var isModerator: Bool { asApp || (kind != .direct && (role ?? .member) >= .admin) }
@@ -329,7 +331,7 @@ extension Chat {
     static func access(_ db: any Database, caller: Caller, id: ConversationID, now: Int64? = nil) throws -> Access {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
             SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
-                   mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at FROM conversation c
+                   mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at, u.photo_public FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID) AND c.kind <> 'pusher'
@@ -346,7 +348,8 @@ extension Chat {
                       memberCount: try row.get("member_count"), callerUsername: try row.get("username"),
                       callerDisplayName: try row.get("display_name"), asApp: caller.actsAsApp, userKey: caller.userKey,
                       slowModeSeconds: try row.get("slow_mode_seconds"), postingMutedUntil: try row.get("posting_muted_until"),
-                      lastPostedAt: try row.get("last_posted_at"), shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil)
+                      lastPostedAt: try row.get("last_posted_at"), shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil,
+                      callerPhoto: try row.get("photo_public"))
     }
 
     /// Creates a conversation with its first members. Their `member.added` events come first
@@ -384,7 +387,8 @@ extension Chat {
         guard let row = try db.fetchOne("""
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
                    c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, c.slow_mode_seconds,
-                   coalesce(c.retention_days, (SELECT a.retention_days FROM app a WHERE a.id = c.app_id)) AS retention_days
+                   coalesce(c.retention_days, (SELECT a.retention_days FROM app a WHERE a.id = c.app_id)) AS retention_days,
+                   c.photo_public
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
@@ -419,6 +423,7 @@ extension Chat {
             mutedUntil: try row.get("muted_until", as: Int64?.self).map(date))
         conversation.slowModeSeconds = try row.get("slow_mode_seconds", as: Int64.self) > 0 ? Int(try row.get("slow_mode_seconds", as: Int64.self)) : nil
         conversation.retentionDays = try row.get("retention_days", as: Int64?.self).flatMap { $0 > 0 ? Int($0) : nil }
+        conversation.photoURL = avatarURL(try row.get("photo_public"))
         return conversation
     }
 

@@ -302,6 +302,7 @@ extension Chat {
                 if case .number(let through) = fields["throughSeq"] { record.throughSeq = Int64(through) }
                 if case .number(let count) = fields["count"] { record.count = Int(count) }
                 if case .number(let days) = fields["retentionDays"] { record.retentionDays = Int(days) }
+                if case .string(let photo) = fields["photoURL"] { record.photoURL = photo }
             }
             var event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                       userKey: try row.get("e_user_key", as: Int64?.self))
@@ -530,7 +531,8 @@ extension Chat {
                                    senderUsername: access.callerUsername, senderDisplayName: access.callerDisplayName,
                                    clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
                                    metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent, mentionsJSON: mentionsJSON,
-                                   threadRoot: thread?.publicID, alsoInConversation: thread?.alsoInConversation ?? false)
+                                   threadRoot: thread?.publicID, alsoInConversation: thread?.alsoInConversation ?? false,
+                                   senderPhotoURL: avatarURL(access.callerPhoto))
         let activity = !shadow && (thread == nil || thread?.alsoInConversation == true)
         try tx.append(conversation: access.key, type: .messageCreated, seq: seq, actor: caller.userKey, message: key,
                       payload: threadJSON.map { "{\"thread\":\($0)}" }, now: now, activity: activity) { position in

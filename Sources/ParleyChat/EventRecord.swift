@@ -49,6 +49,8 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var count: Int?
     /// The retention policy after a conversation update that changed it.
     public var retentionDays: Int?
+    /// The conversation's photo after an update that changed it ("" when removed).
+    public var photoURL: String?
 
     /// The typed event.
     ///
@@ -67,6 +69,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         event.throughSeq = throughSeq
         event.count = count
         event.retentionDays = retentionDays
+        event.photoURL = photoURL
         return event
     }
 
@@ -82,6 +85,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
             if let emoji { json.key("emoji"); json.string(emoji) }
             if let message { json.key("message"); message.writeJSON(into: &json) }
+            if let photoURL { json.key("photoURL"); json.string(photoURL) }
             json.key("position"); json.integer(position)
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }
             if let reason { json.key("reason"); json.string(reason) }

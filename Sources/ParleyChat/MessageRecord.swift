@@ -52,6 +52,8 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
     public var replyCount: Int = 0
     /// Milliseconds since 1970 of a root's latest reply.
     public var lastReplyAt: Int64? = nil
+    /// The sender's profile photo path.
+    public var senderPhotoURL: String? = nil
 
     /// The typed message.
     ///
@@ -60,7 +62,7 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
         let decoder = JSONDecoder()
         var message = Message(
             id: MessageID(rawValue: id), conversationID: ConversationID(rawValue: conversationID), seq: seq,
-            sender: Sender(id: UserID(rawValue: senderID), username: senderUsername, displayName: senderDisplayName),
+            sender: Chat.sender(senderID, senderUsername, senderDisplayName, senderPhotoURL),
             clientID: clientID, sentAt: Chat.date(sentAt), editedAt: editedAt.map(Chat.date), deletedAt: deletedAt.map(Chat.date),
             content: try contentJSON.map { try decoder.decode(MessageContent.self, from: Data($0.utf8)) },
             metadata: try metadataJSON.map { try decoder.decode([String: String].self, from: Data($0.utf8)) },
@@ -104,6 +106,7 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
             json.object { sender in
                 sender.key("displayName"); sender.string(senderDisplayName)
                 sender.key("id"); sender.string(senderID)
+                if let senderPhotoURL { sender.key("photoURL"); sender.string(senderPhotoURL) }
                 sender.key("username"); sender.string(senderUsername)
             }
             json.key("sentAt"); json.date(milliseconds: sentAt)

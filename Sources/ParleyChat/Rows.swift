@@ -10,14 +10,25 @@ import ParleyWire
 extension Chat {
     static let userColumns: SQL = """
         u.public_id AS user_public_id, u.username AS user_username, u.display_name AS user_display_name, u.is_guest AS user_is_guest,
-        u.created_at AS user_created_at, u.custom_data AS user_custom_data
+        u.created_at AS user_created_at, u.custom_data AS user_custom_data, u.photo_public AS user_photo
         """
 
+    /// The path a stored photo's thumbnail is served at without a token.
+    static func avatarURL(_ attachment: String?) -> String? { attachment.map { "/v1/avatars/" + $0 } }
+
+    static func sender(_ id: String, _ username: String, _ displayName: String, _ photoURL: String?) -> Sender {
+        var sender = Sender(id: UserID(rawValue: id), username: username, displayName: displayName)
+        sender.photoURL = photoURL
+        return sender
+    }
+
     static func user(_ row: Row) throws -> User {
-        User(id: UserID(rawValue: try row.get("user_public_id")), username: try row.get("user_username"),
-             displayName: try row.get("user_display_name"), isGuest: try row.get("user_is_guest"),
-             createdAt: date(try row.get("user_created_at")),
-             customData: try row.get("user_custom_data", as: String?.self).map { try JSONValue.decode($0) })
+        var user = User(id: UserID(rawValue: try row.get("user_public_id")), username: try row.get("user_username"),
+                        displayName: try row.get("user_display_name"), isGuest: try row.get("user_is_guest"),
+                        createdAt: date(try row.get("user_created_at")),
+                        customData: try row.get("user_custom_data", as: String?.self).map { try JSONValue.decode($0) })
+        user.photoURL = avatarURL(try row.get("user_photo"))
+        return user
     }
 
     static func fetchUser(_ db: any Database, key: Int64) throws -> User {
@@ -33,7 +44,7 @@ extension Chat {
         m.content AS m_content, m.metadata AS m_metadata, m.reply_to AS m_reply_to, m.author_id AS m_author_key,
         m.reactions AS m_reactions, m.mentions AS m_mentions, m.pinned_at AS m_pinned_at, m.pinned_by AS m_pinned_by,
         m.thread_root AS m_thread_root, m.in_conversation AS m_in_conversation, m.reply_count AS m_reply_count,
-        m.last_reply_at AS m_last_reply_at, m.shadow AS m_shadow
+        m.last_reply_at AS m_last_reply_at, m.shadow AS m_shadow, u.photo_public AS m_sender_photo
         """
 
     /// Messages `viewer` may see: all but others' shadow messages (a shadow-banned author's,
@@ -70,7 +81,7 @@ extension Chat {
             status: status, reactionsJSON: try row.get("m_reactions"), mentionsJSON: try row.get("m_mentions"),
             pinnedAt: try row.get("m_pinned_at"), pinnedBy: try row.get("m_pinned_by"), threadRoot: try row.get("m_thread_root"),
             alsoInConversation: try row.get("m_in_conversation", as: Int64.self) != 0, replyCount: Int(try row.get("m_reply_count", as: Int64.self)),
-            lastReplyAt: try row.get("m_last_reply_at"))
+            lastReplyAt: try row.get("m_last_reply_at"), senderPhotoURL: avatarURL(try row.get("m_sender_photo")))
     }
 
     /// A stored name of a closed set (a conversation kind, a role, an event type). A value

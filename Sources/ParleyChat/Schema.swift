@@ -701,6 +701,16 @@ public enum Schema: Sendable {
             try db.execute("ALTER TABLE conversation ADD COLUMN retention_days bigint")
             try db.execute("CREATE INDEX message_by_age ON message (conversation_id, created_at)")
         }
+        migrator.register("0017 profile and conversation photos") { db in
+            // A photo upload in use as a face: its key (it counts as a reference, so the media
+            // collector keeps it) and its public id, read with every sender without a join.
+            try db.execute("ALTER TABLE account ADD COLUMN photo_id bigint REFERENCES attachment(id)")
+            try db.execute("ALTER TABLE account ADD COLUMN photo_public text")
+            try db.execute("ALTER TABLE conversation ADD COLUMN photo_id bigint REFERENCES attachment(id)")
+            try db.execute("ALTER TABLE conversation ADD COLUMN photo_public text")
+            try db.execute("CREATE INDEX account_photo ON account (photo_public) WHERE photo_public IS NOT NULL")
+            try db.execute("CREATE INDEX conversation_photo ON conversation (photo_public) WHERE photo_public IS NOT NULL")
+        }
     }
 
     /// A numeric Pusher app id no app has yet (9 digits).

@@ -326,6 +326,29 @@ enum ChatRoutes {
             await api.respondEmpty { try await chat.unblock(try await api.caller(request), user: UserID(rawValue: request.parameters["userId"] ?? "")) }
         }
 
+        // Photos (docs/api.md, "Photos")
+        router.put("/v1/me/photo") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.setProfilePhoto(caller, attachment: try await request.decode(PhotoRequest.self).attachmentID)
+            }
+        }
+        router.delete("/v1/me/photo") { request in
+            await api.respond { try await chat.setProfilePhoto(try await api.caller(request), attachment: nil) }
+        }
+        router.put("/v1/conversations/:conversationId/photo") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.setConversationPhoto(caller, conversation: api.conversationID(request),
+                                                           attachment: try await request.decode(PhotoRequest.self).attachmentID)
+            }
+        }
+        router.delete("/v1/conversations/:conversationId/photo") { request in
+            await api.respond {
+                try await chat.setConversationPhoto(try await api.caller(request), conversation: api.conversationID(request), attachment: nil)
+            }
+        }
+
         // Export (docs/api.md, "Export")
         router.get("/v1/me/export") { request in
             await api.export(name: "parley-export.ndjson") { sink in

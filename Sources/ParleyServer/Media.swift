@@ -700,6 +700,29 @@ final class MediaService: Sendable {
         }
     }
 
+    // MARK: - Avatars
+
+    /// Handles `GET /v1/avatars/{id}`: the thumbnail of an upload that is someone's profile
+    /// photo or a conversation's photo now — no token (an `<img src>` or MessageKit's avatar
+    /// view sends none); anything else is 404. The id is unguessable, and the bytes of one id
+    /// never change, so caches keep it.
+    func avatar(_ request: Request) async throws -> Response {
+        let attachment = try await chat.avatar(request.parameters["id"] ?? "")
+        guard let thumbnail = attachment.thumbnailBlob else { throw ChatError.thumbnailNotFound }
+        let etag = "\"\(thumbnail)\""
+        var headers = HTTPHeaders()
+        headers.add(name: "ETag", value: etag)
+        headers.add(name: "Cache-Control", value: "public, max-age=86400")
+        if request.ifNoneMatch(etag) { return Response(status: .notModified, headers: headers) }
+        guard let key = BlobKey(hex: thumbnail), let file = try blobs.open(key) else { throw ChatError.attachmentNotFound }
+        headers.add(name: "Content-Type", value: "image/jpeg")
+        headers.add(name: "X-Content-Type-Options", value: "nosniff")
+        headers.add(name: "Content-Security-Policy", value: "default-src 'none'; sandbox")
+        var response = Response(status: .ok, headers: headers)
+        response.file = FileRegion(descriptor: file.descriptor, offset: 0, length: file.size, owner: file)
+        return response
+    }
+
     // MARK: - Download
 
     /// Handles `GET /v1/media/{id}` and `/thumbnail`: a bearer token of someone allowed to
@@ -902,6 +925,9 @@ enum MediaRoutes {
         }
         router.get("/v1/media/:id") { request in
             do { return try await media.download(request, variant: .original, api: api) } catch { return api.errorResponse(error) }
+        }
+        router.get("/v1/avatars/:id") { request in
+            do { return try await media.avatar(request) } catch { return api.errorResponse(error) }
         }
         router.get("/v1/media/:id/thumbnail") { request in
             do { return try await media.download(request, variant: .thumbnail, api: api) } catch { return api.errorResponse(error) }

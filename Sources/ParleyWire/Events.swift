@@ -166,6 +166,9 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var count: Int? = nil
     /// For ``Kind/conversationUpdated``: the retention policy after the change, when it changed.
     public var retentionDays: Int? = nil
+    /// For ``Kind/conversationUpdated``: the conversation's photo after the change, when it
+    /// changed (an empty string: removed).
+    public var photoURL: String? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -175,7 +178,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
              userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread, until, reason, slowModeSeconds,
-             throughSeq, count, retentionDays
+             throughSeq, count, retentionDays, photoURL
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -226,6 +229,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         throughSeq = try container.decodeIfPresent(Int64.self, forKey: .throughSeq)
         count = try container.decodeIfPresent(Int.self, forKey: .count)
         retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays)
+        photoURL = try container.decodeIfPresent(String.self, forKey: .photoURL)
     }
 }
 

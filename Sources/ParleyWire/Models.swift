@@ -14,6 +14,9 @@ public struct User: Hashable, Codable, Sendable {
     public var createdAt: Date
     /// App-defined data (avatar URL, status line, …); at most ``Limits/customDataBytes``.
     public var customData: JSONValue?
+    /// The profile photo's thumbnail, a path on the server (`/v1/avatars/a_…`) that needs no
+    /// token: MessageKit's avatar view and `<img src>` load it as is. Nil: no photo.
+    public var photoURL: String? = nil
 
     /// Creates the value; each argument sets the property of the same name.
     public init(id: UserID, username: String, displayName: String, isGuest: Bool, createdAt: Date, customData: JSONValue? = nil) {
@@ -123,6 +126,8 @@ public struct Conversation: Hashable, Codable, Sendable {
     /// Messages older than this many days are removed (the conversation's own policy, else
     /// the app's); nil: kept forever.
     public var retentionDays: Int? = nil
+    /// A group's or channel's photo (`/v1/avatars/a_…`); for a direct chat, the peer's is in ``peer``.
+    public var photoURL: String? = nil
 
     /// Creates the value; each argument sets the property of the same name.
     public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,
@@ -267,6 +272,8 @@ public struct Sender: Hashable, Codable, Sendable {
     public var username: String
     /// The name shown on message bubbles.
     public var displayName: String
+    /// The sender's profile photo (`/v1/avatars/a_…`, no token needed), as it is now.
+    public var photoURL: String? = nil
     /// Creates the value; each argument sets the property of the same name.
     public init(id: UserID, username: String, displayName: String) {
         self.id = id

@@ -693,3 +693,13 @@ public struct RetentionPolicy: Hashable, Codable, Sendable {
     /// Creates the value; each argument sets the property of the same name.
     public init(days: Int) { self.days = days }
 }
+
+/// `PUT /v1/me/photo` and `PUT /v1/conversations/{id}/photo`.
+public struct PhotoRequest: Hashable, Codable, Sendable {
+    /// A photo the caller uploaded (`POST /v1/media`, kind photo): checked, its metadata
+    /// removed, its thumbnail made by the media pipeline.
+    public var attachmentID: String
+    enum CodingKeys: String, CodingKey { case attachmentID = "attachmentId" }
+    /// Creates the value; each argument sets the property of the same name.
+    public init(attachmentID: String) { self.attachmentID = attachmentID }
+}

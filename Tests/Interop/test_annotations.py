@@ -227,3 +227,52 @@ def test_exports_are_ndjson_attachments_curl_can_save(server, tmp_path):
                              f"{server.url}/v1/conversations/{room['id']}/export"], capture_output=True, text=True, timeout=30)
     kinds = [json.loads(line)["type"] for line in result.stdout.splitlines()]
     assert kinds[0] == "conversation" and kinds.count("member") == 2 and kinds.count("message") >= 4 and kinds[-1] == "end"
+
+
+def test_profile_and_group_photos_are_faces_any_img_tag_can_load(server):
+    import subprocess
+    import media
+    ana, ben = person(server, "ana"), person(server, "ben")
+    status, upload = ana.upload(media.jpeg(800, 600), "photo", "image/jpeg")
+    assert status == 201, upload
+    status, me = ana.request("PUT", "/v1/me/photo", {"attachmentId": upload["id"]})
+    assert status == 200 and me["photoURL"] == f"/v1/avatars/{upload['id']}"
+    room = group(ana, ben)
+    status, sent = ana.send(room["id"], "look, a face")
+    assert sent["sender"]["photoURL"] == me["photoURL"], "the send's answer carries it"
+    status, page = ben.get(f"/v1/conversations/{room['id']}/messages")
+    assert page["messages"][-1]["sender"]["photoURL"] == me["photoURL"], "and every history page"
+    # No token, no app key: what an <img src> sends.
+    fetched = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{content_type}", server.url + me["photoURL"]],
+                             capture_output=True, text=True, timeout=30)
+    assert fetched.stdout == "200 image/jpeg", fetched.stdout
+    status, other = ben.upload(media.jpeg(64, 64), "photo", "image/jpeg")
+    assert parley_status(server, f"/v1/avatars/{other['id']}") == 404, "an upload that is nobody's face is not served"
+    status, error = ben.request("PUT", "/v1/me/photo", {"attachmentId": upload["id"]})
+    assert status == 404, "someone else's upload cannot be one's face"
+    status, text_file = ana.upload(b"plain words", "file", "text/plain", name="a.txt")
+    status, error = ana.request("PUT", "/v1/me/photo", {"attachmentId": text_file["id"]})
+    assert status == 400
+    # A group's photo: an event for the members.
+    phone = Device(server, ben.token)
+    phone.wait_ready()
+    status, conversation = ana.request("PUT", f"/v1/conversations/{room['id']}/photo", {"attachmentId": upload["id"]})
+    assert status == 200 and conversation["photoURL"] == me["photoURL"]
+    event = phone.wait_event(lambda e: e["type"] == "conversation.updated" and "photoURL" in e)["event"]
+    assert event["photoURL"] == me["photoURL"] and event["actorId"] == ana.user["id"]
+    assert ben.request("PUT", f"/v1/conversations/{room['id']}/photo", {"attachmentId": other["id"]})[0] == 403
+    phone.close()
+    # Removed from both, it is no longer served.
+    assert ana.delete("/v1/me/photo")[0] == 200
+    assert ana.delete(f"/v1/conversations/{room['id']}/photo")[0] == 200
+    assert parley_status(server, me["photoURL"]) == 404
+
+
+def parley_status(server, path):
+    import urllib.request
+    import urllib.error
+    try:
+        with urllib.request.urlopen(server.url + path, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
