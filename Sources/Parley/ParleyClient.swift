@@ -328,6 +328,27 @@ public actor ParleyClient {
                                              body: DeleteMessagesRequest(ids: messages), token: try requireToken())
     }
 
+    // MARK: Photos
+
+    /// Sets the user's profile photo from a photo upload (``upload(file:kind:mimeType:name:clientID:)``
+    /// or the `attachmentID` of a sent photo of theirs), or removes it with nil. Every sender and
+    /// user then carries ``User/photoURL``: give it to MessageKit's avatar view as `server + photoURL`.
+    public func setProfilePhoto(_ attachmentID: String?) async throws -> User {
+        if let attachmentID {
+            return try await http.call("PUT", "/v1/me/photo", body: PhotoRequest(attachmentID: attachmentID), token: try requireToken())
+        }
+        return try await http.call("DELETE", "/v1/me/photo", token: try requireToken())
+    }
+
+    /// Sets (or with nil removes) a group's or channel's photo (owners and admins).
+    public func setPhoto(_ attachmentID: String?, of conversation: ConversationID) async throws -> Conversation {
+        if let attachmentID {
+            return try await http.call("PUT", "/v1/conversations/\(conversation.rawValue)/photo", body: PhotoRequest(attachmentID: attachmentID),
+                                       token: try requireToken())
+        }
+        return try await http.call("DELETE", "/v1/conversations/\(conversation.rawValue)/photo", token: try requireToken())
+    }
+
     // MARK: Moderation
 
     /// Reports a message to the conversation's moderators (once per message).

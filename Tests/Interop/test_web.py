@@ -669,3 +669,23 @@ def test_reporting_and_moderating_in_two_browsers(server, browsers):
     status, error = bob_api.get(f"/v1/conversations/{channel['id']}/messages")
     assert status == 403 and error["error"]["code"] == "user_banned"
     assert not owner.console() and not bob.console(), (owner.console(), bob.console())
+
+
+def test_faces_show_photos_where_people_set_them(server, browsers):
+    ana_name, ben_name = name("ana"), name("ben")
+    ana = Browser(server); browsers.append(ana)
+    ana.sign_up(ana_name, "Ana Face")
+    ben_api = Client(server).register(ben_name, display_name="Ben Face")
+    status, upload = ben_api.upload(media.jpeg(600, 600, color=(40, 160, 90)), "photo", "image/jpeg")
+    assert status == 201
+    assert ben_api.request("PUT", "/v1/me/photo", {"attachmentId": upload["id"]})[0] == 200
+    status, room = ben_api.post("/v1/conversations", {"kind": "group", "title": "Faces", "members": [ana_name]})
+    assert status == 201
+    ben_api.send(room["id"], "see my face?")
+    ana.open_conversation("Faces")
+    face = ana.wait(lambda: next((i for i in ana.find(".messages img.face")
+                                  if ana.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)), None),
+                    "Ben's photo beside his message")
+    assert face.get_attribute("src").endswith(f"/v1/avatars/{upload['id']}")
+    ana.screenshot("faces.png")
+    assert not ana.console(), ana.console()

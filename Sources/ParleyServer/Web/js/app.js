@@ -85,7 +85,7 @@ function renderShell() {
     chat: h("section", { class: "chat", "aria-label": "Chat" }, h("div", { class: "empty" }, "Choose a conversation, or start one.")),
   };
   const me = h("div", { class: "me" },
-    h("span", { class: "avatar", "aria-hidden": "true" }, initials(state.me.displayName)),
+    face(state.me.displayName, state.me.photoURL),
     h("span", { class: "me-name" }, state.me.displayName, state.me.isGuest ? " (guest)" : ""), elements.status);
   const actions = h("div", { class: "sidebar-actions" },
     h("button", { type: "button", onclick: () => openPeopleDialog("direct", showNew) }, "New chat"),
@@ -147,8 +147,7 @@ function renderList() {
     elements.list.append(h("li", {},
       h("button", { type: "button", class: conversation.id === state.current ? "conversation active" : "conversation",
                     "data-id": conversation.id, onclick: () => { location.hash = `#/c/${conversation.id}`; } },
-        h("span", { class: "avatar", "aria-hidden": "true" }, initials(conversationName(conversation)),
-          peer ? presenceDot(peer.id) : null),
+        face(conversationName(conversation), conversation.photoURL ?? peer?.photoURL, peer ? presenceDot(peer.id) : null),
         h("span", { class: "conversation-text" },
           h("span", { class: "conversation-name" }, conversationName(conversation), conversation.kind === "public" ? " #" : ""),
           h("span", { class: "conversation-last" }, last ? preview(last) : kindLabel(conversation.kind))),
@@ -274,7 +273,7 @@ function renderChat() {
   elements.selectBar = selectBar;
   const header = h("header", { class: "chat-header" },
     h("button", { type: "button", class: "back", "aria-label": "Back to conversations", onclick: () => { location.hash = ""; } }, "‹"),
-    h("span", { class: "avatar", "aria-hidden": "true" }, initials(conversationName(conversation)), peer ? presenceDot(peer.id) : null),
+    face(conversationName(conversation), conversation.photoURL ?? peer?.photoURL, peer ? presenceDot(peer.id) : null),
     h("div", { class: "chat-title" },
       h("h2", {}, conversationName(conversation)),
       h("span", { class: "chat-subtitle" }, peer ? presenceText(peer.id) : `${kindLabel(conversation.kind)} · ${conversation.memberCount} members`)),
@@ -353,6 +352,10 @@ function renderMessage(message, conversation, showName) {
   }
   const body = h("div", { class: "message-body" },
     showName ? h("span", { class: "sender" }, message.sender?.displayName ?? "") : null, bubble);
+  if (!mine && conversation.kind !== "direct") {
+    // Faces beside others' messages in groups and channels, once per run of one sender.
+    row.append(showName ? face(message.sender?.displayName ?? "", message.sender?.photoURL, null, "small") : h("span", { class: "avatar-space" }));
+  }
   row.append(body);
   if (!isPending && !message.deletedAt && message.reactions?.length) body.append(renderReactions(message));
   if (!isPending && message.replyCount) {
@@ -1190,4 +1193,13 @@ function openModeration(conversation) {
   };
   dialog("Moderate", h("h3", {}, "Reports"), reports, h("h3", {}, "Slow mode"), slow, h("h3", {}, "Bans"), bans);
   refresh();
+}
+
+// MARK: - Faces
+
+/** A round face: the photo (a path the server serves without a token) or the initials. */
+function face(name, photoURL, badge = null, size = "") {
+  const image = photoURL ? h("img", { src: photoURL, alt: "", class: "face" }) : null;
+  if (image) image.addEventListener("error", () => image.replaceWith(document.createTextNode(initials(name))));
+  return h("span", { class: size ? `avatar ${size}` : "avatar", "aria-hidden": "true" }, image ?? initials(name), badge);
 }
