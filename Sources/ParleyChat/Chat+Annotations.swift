@@ -273,6 +273,12 @@ extension Chat {
             while end < scalars.count, isNameScalar(scalars[end]), end - index <= Limits.emailUsernameMax { end += 1 }
             while end > index + 1, ".-+@".unicodeScalars.contains(scalars[end - 1]) { end -= 1 }
             guard end > index + 1 else { continue }
+            // A name whose last character takes the next scalar into it (`@b1️⃣`: a keycap) is
+            // not a name: a mention ends where a character ends.
+            if end < scalars.count, scalars[end].properties.isGraphemeExtend || scalars[end].value == 0x200D {
+                index = end - 1
+                continue
+            }
             var name = String.UnicodeScalarView()
             name.append(contentsOf: scalars[(index + 1)..<end])
             names.append(String(name))

@@ -19,6 +19,18 @@ extension Chat {
         return (try request.title.map(Validate.title), try request.customData.map { try Validate.customData($0) })
     }
 
+    /// A reaction's emoji as ``react(_:conversation:message:emoji:)`` stores it.
+    package static func validateEmoji(_ text: String) throws -> String { try Validate.emoji(text) }
+
+    /// The `@names` a message's text mentions, before they are resolved to members.
+    package static func mentions(in text: String) -> [String] { mentionedNames(text) }
+
+    /// Validates a ban's and a report's notes.
+    package static func validate(_ request: BanRequest) throws { _ = try request.reason.map { try Validate.note($0, field: "reason", max: 500) } }
+
+    /// Validates a report.
+    package static func validate(_ request: ReportRequest) throws { _ = try request.note.map { try Validate.note($0, field: "note", max: 1000) } }
+
     /// Validates a profile change.
     ///
     /// - Returns: the trimmed display name and the custom data as stored.

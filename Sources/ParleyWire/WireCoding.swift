@@ -65,8 +65,10 @@ public enum WireCoding: Sendable {
     /// (the server's request decoder reads dates only where a type asks, as here).
     public static func decodeDate<Key: CodingKey>(_ container: KeyedDecodingContainer<Key>, _ key: Key) throws -> Date? {
         guard let text = try container.decodeIfPresent(String.self, forKey: key) else { return nil }
-        guard let date = parseDate(text) else {
-            throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(key.stringValue) is not an ISO 8601 date")
+        // Years 1970–9999: what the API's dates are, and where writing and reading agree.
+        guard let date = parseDate(text), date.timeIntervalSince1970 >= 0, date.timeIntervalSince1970 < 253_402_300_800 else {
+            throw DecodingError.dataCorruptedError(forKey: key, in: container,
+                                                   debugDescription: "\(key.stringValue) is not an ISO 8601 date between 1970 and 9999")
         }
         return date
     }

@@ -13,7 +13,29 @@ public func fuzzWire(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let selector = data[0]
     let body = Data(UnsafeBufferPointer(start: data + 1, count: size - 1))
     let decoder = WireCoding.decoder()
-    switch selector % 5 {
+    switch selector % 9 {
+    case 5:
+        // Emoji: never traps; what passes is one grapheme of at most 64 bytes, and stored as is
+        // when given again (the normalisation is stable).
+        let text = String(decoding: body, as: UTF8.self)
+        if let emoji = try? Chat.validateEmoji(text) {
+            precondition(emoji.count == 1 && emoji.utf8.count <= Limits.emojiBytes, "a refused emoji passed")
+            precondition((try? Chat.validateEmoji(emoji)) == emoji, "normalising an emoji twice changed it")
+        }
+    case 6:
+        // Mentions: never traps; at most 50 names, each ASCII name characters after an `@` of the text.
+        let text = String(decoding: body, as: UTF8.self)
+        let names = Chat.mentions(in: text)
+        precondition(names.count <= Limits.mentionsPerMessage, "too many mentions")
+        let scalars = Array(text.unicodeScalars)
+        for name in names {
+            precondition(!name.isEmpty && name.unicodeScalars.allSatisfy { $0.isASCII }, "a mention is not a name")
+            let wanted = Array(("@" + name).unicodeScalars)
+            let held = scalars.count >= wanted.count && (0...(scalars.count - wanted.count)).contains { Array(scalars[$0..<($0 + wanted.count)]) == wanted }
+            precondition(held, "a mention the text does not hold")
+        }
+    case 7: check(BanRequest.self, body, decoder) { try Chat.validate($0) }
+    case 8: check(ReportRequest.self, body, decoder) { try Chat.validate($0) }
     case 0: check(SendMessageRequest.self, body, decoder) { try Chat.validate($0) }
     case 1: check(SendToUsersRequest.self, body, decoder) { try Chat.validate(SendMessageRequest(clientID: $0.clientID, content: $0.content, metadata: $0.metadata)) }
     case 2: check(EditMessageRequest.self, body, decoder) { try Chat.validate(SendMessageRequest(clientID: "edit", content: $0.content, metadata: $0.metadata)) }

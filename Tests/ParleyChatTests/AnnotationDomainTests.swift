@@ -138,6 +138,7 @@ struct AnnotationDomainTests {
         let (alice, bob, carol) = (people[0], people[1], people[2])
         _ = try await harness.register("dave")       // not a member: not mentioned
         #expect(Chat.mentionedNames("hi @bob, @Carol. mail x@y.com or @dave-") == ["bob", "Carol", "dave"])
+        #expect(Chat.mentionedNames("@b1\u{FE0F}\u{20E3} and @a\u{0301}") == [], "a name ends where a character ends (found by fuzz-wire)")
         let message = try await send(chat, alice, room, "hi @bob, @Carol. mail x@y.com or @dave- and @alice")
         #expect(message.mentions?.map(\.username) == ["bob", "carol", "alice"])
         #expect(try await chat.mentions(bob, before: nil, limit: nil).messages.map(\.id) == [message.id])
