@@ -213,13 +213,16 @@ extension Chat {
     /// Changes the caller's display name and custom data (absent fields are kept).
     public func updateProfile(_ caller: Caller, _ request: UpdateProfileRequest) async throws -> User {
         let (displayName, customData) = try Chat.validate(request)
+        let now = nowMilliseconds
         return try await run {
-            try await store.write { db in
+            try await write { db in
                 if let displayName {
                     try db.execute("UPDATE account SET display_name = \(displayName), display_key = \(displayName.lowercased()) WHERE id = \(caller.userKey)")
                 }
                 if let customData { try db.execute("UPDATE account SET custom_data = \(customData) WHERE id = \(caller.userKey)") }
-                return try Chat.fetchUser(db, key: caller.userKey)
+                let user = try Chat.fetchUser(db, key: caller.userKey)
+                if displayName != nil { try Chat.announceProfile(db, user: user, key: caller.userKey, now: now) }
+                return user
             }
         }
     }

@@ -303,6 +303,7 @@ extension Chat {
                 if case .number(let count) = fields["count"] { record.count = Int(count) }
                 if case .number(let days) = fields["retentionDays"] { record.retentionDays = Int(days) }
                 if case .string(let photo) = fields["photoURL"] { record.photoURL = photo }
+                if case .string(let name) = fields["displayName"] { record.displayName = name }
             }
             var event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                       userKey: try row.get("e_user_key", as: Int64?.self))

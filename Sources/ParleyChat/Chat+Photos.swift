@@ -19,7 +19,9 @@ extension Chat {
                 let old = try tx.fetchOne("SELECT photo_id FROM account WHERE id = \(caller.userKey)")?.get("photo_id", as: Int64?.self)
                 try tx.execute("UPDATE account SET photo_id = \(new?.key), photo_public = \(new?.publicID) WHERE id = \(caller.userKey)")
                 try Chat.swapPhotoReference(tx, old: old, new: new?.key, now: now)
-                return try Chat.fetchUser(tx, key: caller.userKey)
+                let user = try Chat.fetchUser(tx, key: caller.userKey)
+                try Chat.announceProfile(tx, user: user, key: caller.userKey, now: now)
+                return user
             }
         }
     }
@@ -40,6 +42,20 @@ extension Chat {
                 try tx.append(conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
                 return try Chat.view(tx, key: access.key, caller: caller)
             }
+        }
+    }
+
+    /// Tells every conversation the user is in (`user.updated`, no seq) their face and name as
+    /// they are now: open chats redraw without asking. At most ``Limits/profileAnnouncements``
+    /// conversations, most recently active first (older ones show it at their next read).
+    static func announceProfile(_ tx: Transaction, user: User, key: Int64, now: Int64) throws {
+        let payload = try JSONValue.object(["photoURL": .string(user.photoURL ?? ""), "displayName": .string(user.displayName)]).encoded()
+        let conversations: [Int64] = try tx.fetchAll("""
+            SELECT c.id FROM member mb JOIN conversation c ON c.id = mb.conversation_id WHERE mb.user_id = \(key)
+            ORDER BY c.last_position DESC LIMIT \(Limits.profileAnnouncements)
+            """).map { try $0.get("id") }
+        for conversation in conversations {
+            try tx.appendAnnotation(conversation: conversation, type: .userUpdated, actor: key, message: nil, user: key, payload: payload, now: now)
         }
     }
 

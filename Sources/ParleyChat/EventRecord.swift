@@ -49,8 +49,10 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var count: Int?
     /// The retention policy after a conversation update that changed it.
     public var retentionDays: Int?
-    /// The conversation's photo after an update that changed it ("" when removed).
+    /// The conversation's photo after an update that changed it ("" when removed), or the user's.
     public var photoURL: String?
+    /// A user's display name after `user.updated`.
+    public var displayName: String?
 
     /// The typed event.
     ///
@@ -70,6 +72,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         event.count = count
         event.retentionDays = retentionDays
         event.photoURL = photoURL
+        event.displayName = displayName
         return event
     }
 
@@ -82,6 +85,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             json.key("createdAt"); json.date(milliseconds: createdAt)
             if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
             if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
+            if let displayName { json.key("displayName"); json.string(displayName) }
             if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
             if let emoji { json.key("emoji"); json.string(emoji) }
             if let message { json.key("message"); message.writeJSON(into: &json) }

@@ -710,6 +710,33 @@ public enum Schema: Sendable {
             try db.execute("ALTER TABLE conversation ADD COLUMN photo_public text")
             try db.execute("CREATE INDEX account_photo ON account (photo_public) WHERE photo_public IS NOT NULL")
             try db.execute("CREATE INDEX conversation_photo ON conversation (photo_public) WHERE photo_public IS NOT NULL")
+            // A profile change (`user.updated`) takes no seq either: the CHECK names it too.
+            let before = """
+                CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
+                'message.pinned', 'message.unpinned')))
+                """
+            let after = """
+                CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
+                'message.pinned', 'message.unpinned', 'user.updated')))
+                """
+            if dialect == .sqlite {
+                let events: String = try db.fetchValue(String.self, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'event'") ?? ""
+                let changed = events.replacingOccurrences(of: before, with: after)
+                guard changed != events else {
+                    throw StoreError.decoding("the event table is not as migration 0013 left it; this database cannot be upgraded in place")
+                }
+                let version = try db.fetchValue(Int64.self, "PRAGMA schema_version") ?? 0
+                try db.execute("PRAGMA writable_schema = ON")
+                try db.execute("UPDATE sqlite_schema SET sql = \(changed) WHERE type = 'table' AND name = 'event'")
+                try db.execute(SQL(stringLiteral: "PRAGMA schema_version = \(version + 1)"))
+                try db.execute("PRAGMA writable_schema = OFF")
+                guard try db.fetchValue(String.self, "PRAGMA integrity_check") == "ok" else {
+                    throw StoreError.decoding("the database failed its integrity check after migration 0017; restore it from a backup")
+                }
+            } else {
+                try db.execute("ALTER TABLE event DROP CONSTRAINT event_seq_kinds")
+                try db.execute(SQL(stringLiteral: "ALTER TABLE event ADD CONSTRAINT event_seq_kinds " + after))
+            }
         }
     }
 

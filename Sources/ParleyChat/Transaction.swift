@@ -201,9 +201,9 @@ final class Transaction: Database {
     /// Appends a change that annotates a message without being part of the conversation's
     /// history (a reaction, a pin): a position and no seq, and no activity, so it never makes
     /// a conversation unread or moves it up the list (decision 0021).
-    func appendAnnotation(conversation: Int64, type: ConversationEvent.Kind, actor: Int64, message: Int64, user: Int64? = nil,
+    func appendAnnotation(conversation: Int64, type: ConversationEvent.Kind, actor: Int64, message: Int64?, user: Int64? = nil,
                           payload: String? = nil, now: Int64) throws {
-        precondition(type.hasNoSeq && type != .receiptUpdated && type != .deliveryUpdated, "an annotation is a reaction or a pin")
+        precondition(type.hasNoSeq && type != .receiptUpdated && type != .deliveryUpdated, "an annotation is a reaction, a pin or a profile change")
         try notePrevious()
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, payload, created_at)

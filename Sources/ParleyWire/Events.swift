@@ -58,6 +58,10 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         /// `throughSeq` (`count` of them): devices remove them too. Their events are gone from
         /// the log; this one says so.
         case messagesExpired
+        /// A member changed their profile photo or display name (`userId`, `photoURL`,
+        /// `displayName`): every conversation they are in gets one, so open chats show the new
+        /// face and name. No `seq`.
+        case userUpdated
         /// A kind this build does not know, by its wire name.
         case unknown(String)
 
@@ -65,7 +69,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         public static let known: [Kind] = [.messageCreated, .messageEdited, .messageDeleted, .memberAdded, .memberRemoved,
                                            .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
                                            .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned,
-                                           .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted, .messagesExpired]
+                                           .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted, .messagesExpired,
+                                           .userUpdated]
         private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
         /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
@@ -93,6 +98,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
             case .memberMuted: "member.muted"
             case .memberUnmuted: "member.unmuted"
             case .messagesExpired: "messages.expired"
+            case .userUpdated: "user.updated"
             case .unknown(let name): name
             }
         }
@@ -100,7 +106,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         /// Kinds that annotate the conversation without a `seq` of their own (receipts,
         /// delivery counts, reactions, pins): they never count as unread.
         public var hasNoSeq: Bool {
-            [.receiptUpdated, .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned].contains(self)
+            [.receiptUpdated, .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned, .userUpdated].contains(self)
         }
 
         /// False for ``unknown(_:)``.
@@ -167,8 +173,10 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     /// For ``Kind/conversationUpdated``: the retention policy after the change, when it changed.
     public var retentionDays: Int? = nil
     /// For ``Kind/conversationUpdated``: the conversation's photo after the change, when it
-    /// changed (an empty string: removed).
+    /// changed (an empty string: removed); for ``Kind/userUpdated``: the user's.
     public var photoURL: String? = nil
+    /// For ``Kind/userUpdated``: the user's display name after the change.
+    public var displayName: String? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -178,7 +186,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
              userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread, until, reason, slowModeSeconds,
-             throughSeq, count, retentionDays, photoURL
+             throughSeq, count, retentionDays, photoURL, displayName
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -230,6 +238,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         count = try container.decodeIfPresent(Int.self, forKey: .count)
         retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays)
         photoURL = try container.decodeIfPresent(String.self, forKey: .photoURL)
+        displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
     }
 }
 

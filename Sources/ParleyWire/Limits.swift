@@ -64,6 +64,8 @@ public enum Limits: Sendable {
     public static let reactionsPerUser = 20
     /// Mentions resolved in one message; more `@names` are left as text.
     public static let mentionsPerMessage = 50
+    /// Conversations told of one profile change (`user.updated`), most recently active first.
+    public static let profileAnnouncements = 500
     /// People one user may block.
     public static let blocksPerUser = 1_000
     /// Pinned messages in one conversation.

@@ -155,3 +155,27 @@ struct AnnotationDomainTests {
         #expect(plain.mentions == nil)
     }
 }
+
+/// Profile changes reach the conversations (issue 19): a new photo or name is a `user.updated`
+/// (no seq) in each conversation of the user.
+struct ProfileEventTests {
+    @Test func aNewPhotoOrNameIsAnEventInEveryConversationOfTheUser() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let alice = try await harness.register("alice").caller
+        let bob = try await harness.register("bob").caller
+        let one = try await chat.createConversation(alice, CreateConversationRequest(kind: .direct, members: ["bob"])).0.id
+        let two = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "g")).0.id
+        let position = try await chat.feed(bob, afterPosition: 0, limit: 200).records.last?.position ?? 0
+        let photo = try await harness.upload(alice, kind: .photo)
+        let user = try await chat.setProfilePhoto(alice, attachment: photo.id)
+        #expect(user.photoURL == "/v1/avatars/\(photo.id)")
+        _ = try await chat.updateProfile(alice, UpdateProfileRequest(displayName: "Alice L."))
+        let events = try await chat.feed(bob, afterPosition: position, limit: 100).page().events
+        #expect(events.allSatisfy { $0.type == .userUpdated && $0.seq == nil && $0.userID == alice.userID })
+        #expect(Set(events.map(\.conversationID)) == [one, two] && events.count == 4)
+        #expect(events.last?.displayName == "Alice L." && events.last?.photoURL == user.photoURL)
+        #expect(try await chat.conversation(bob, id: two).unreadCount == 0)
+    }
+}

@@ -750,6 +750,23 @@ function handleEvent(event) {
       if (state.pinsOpen === event.conversationId && event.type.startsWith("message.")) refreshPins();
       break;
     }
+    case "user.updated": {
+      // A new face or name: every cached message of theirs, and the peer of a direct chat.
+      for (const data of state.messages.values()) {
+        for (const message of data.list) {
+          if (message.sender?.id !== event.userId) continue;
+          message.sender = { ...message.sender, photoURL: event.photoURL || undefined, displayName: event.displayName ?? message.sender.displayName };
+        }
+      }
+      for (const conversation of state.conversations.values()) {
+        if (conversation.peer?.id === event.userId) {
+          conversation.peer = { ...conversation.peer, photoURL: event.photoURL || undefined, displayName: event.displayName ?? conversation.peer.displayName };
+        }
+      }
+      renderList();
+      if (event.conversationId === state.current) renderMessages();
+      break;
+    }
     case "delivery.updated": {
       // Public channels: how far my messages got, as counts (members' receipts are not sent here).
       if (event.userId !== state.me.id) break;
