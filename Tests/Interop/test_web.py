@@ -525,47 +525,58 @@ def test_mentions_autocomplete_reactions_and_pins_live_in_two_browsers(server, b
     ana.type("first, so the chat exists")
     ben.open_conversation("Ana Reyes")
 
+    # The chat view is drawn again on every event, so each look or click below is one step
+    # inside a wait, tried again on a fresh view (a stale element is retried, not a failure).
+    def clicked(browser, find):
+        def attempt():
+            element = find()
+            if element is None:
+                return False
+            element.click()
+            return True
+        return attempt
+
+    def hovered_button(browser, contains, css=None, text=None):
+        def find():
+            message = browser.message(contains)
+            ActionChains(browser.driver).move_to_element(message).perform()
+            buttons = message.find_elements(By.CSS_SELECTOR, css or ".message-actions button")
+            return next((b for b in buttons if b.is_displayed() and (text is None or b.text == text)), None)
+        return find
+
     # Typing @ and the start of a name offers the members; Tab takes the first.
     ana.type("lunch, @" + ben_name[:4], enter=False)
-    suggestion = ana.one(".mention-suggestions li[aria-selected=true]", "a suggestion")
-    assert suggestion.get_attribute("data-id") == ben_name and "Ben Ortiz" in suggestion.text
+    offered = ana.wait(lambda: next(((li.get_attribute("data-id"), li.text) for li in ana.find(".mention-suggestions li[aria-selected=true]")), None),
+                       "a suggestion")
+    assert offered[0] == ben_name and "Ben Ortiz" in offered[1]
     ana.one(".composer-input").send_keys(Keys.TAB)
     ana.wait(lambda: ana.one(".composer-input").get_attribute("value") == f"lunch, @{ben_name} ", "the mention inserted")
     ana.type("at 1?")
-    mention = ben.wait(lambda: next(iter(ben.find(".messages .mention-me")), None), "Ben's mention, highlighted")
-    assert mention.text == f"@{ben_name}"
+    mention = ben.wait(lambda: next((m.text for m in ben.find(".messages .mention-me")), None), "Ben's mention, highlighted")
+    assert mention == f"@{ben_name}"
 
     # Ben reacts from the picker: both windows show the chip, pressed only where it is one's own.
-    def react_button():
-        message = ben.message("lunch, @")
-        ActionChains(ben.driver).move_to_element(message).perform()
-        return message.find_element(By.CSS_SELECTOR, "button.react-button")
-    ben.wait(lambda: react_button().is_displayed(), "the react button on hover")
-    react_button().click()
-    ben.one(".reaction-picker button[data-emoji='🎉']").click()
+    ben.wait(clicked(ben, hovered_button(ben, "lunch, @", css="button.react-button")), "the react button on hover")
+    ben.wait(clicked(ben, lambda: next(iter(ben.find(".reaction-picker button[data-emoji='🎉']")), None)), "the picker")
     ben.wait(lambda: [c.text.split() for c in ben.find(".reaction[aria-pressed=true]")] == [["🎉", "1"]], "Ben's own reaction")
-    chip = ana.wait(lambda: next((c for c in ana.find(".reaction[data-emoji='🎉']") if c.text.split() == ["🎉", "1"]), None), "Ana sees it live")
-    assert chip.get_attribute("aria-pressed") == "false"
-    chip.click()
+    pressed = ana.wait(lambda: next((c.get_attribute("aria-pressed") for c in ana.find(".reaction[data-emoji='🎉']") if c.text.split() == ["🎉", "1"]), None),
+                       "Ana sees it live")
+    assert pressed == "false"
+    ana.wait(clicked(ana, lambda: next(iter(ana.find(".reaction[data-emoji='🎉']")), None)), "Ana's click on the chip")
     ben.wait(lambda: [c.text.split() for c in ben.find(".reaction")] == [["🎉", "2"]], "two, live for Ben")
     ana.wait(lambda: ana.find(".reaction[aria-pressed=true]"), "pressed for Ana")
 
     # Ben pins it: Ana sees the mark live, and the pins list has it.
-    def pin_button():
-        message = ben.message("lunch, @")
-        ActionChains(ben.driver).move_to_element(message).perform()
-        return message.find_element(By.XPATH, ".//button[text()='Pin']")
-    ben.wait(lambda: pin_button().is_displayed(), "the Pin button")
-    pin_button().click()
+    ben.wait(clicked(ben, hovered_button(ben, "lunch, @", text="Pin")), "the Pin button")
     ana.wait(lambda: "📌 Pinned" in ana.message("lunch, @").text, "the pin, live")
     ana.click_text("📌 Pins")
-    pinned = ana.wait(lambda: next((li for li in ana.find(".pins li[data-id]") if "lunch" in li.text), None), "the pins list")
-    assert "pinned by Ben Ortiz" in pinned.text
+    pinned = ana.wait(lambda: next((li.text for li in ana.find(".pins li[data-id]") if "lunch" in li.text), None), "the pins list")
+    assert "pinned by Ben Ortiz" in pinned
     ana.screenshot("reactions-and-pins.png")
     ana.driver.find_element(By.CSS_SELECTOR, ".dialog button[aria-label=Close]").click()
 
     # Taking a reaction back is live too; no message was added by any of it.
-    ana.one(".reaction[aria-pressed=true]").click()
+    ana.wait(clicked(ana, lambda: next(iter(ana.find(".reaction[aria-pressed=true]")), None)), "Ana takes hers back")
     ben.wait(lambda: [c.text.split() for c in ben.find(".reaction")] == [["🎉", "1"]], "back to one")
     assert len(ben.find(".messages .message")) == 2
     assert not ana.console() and not ben.console(), (ana.console(), ben.console())
@@ -581,18 +592,27 @@ def test_a_thread_in_two_browsers(server, browsers):
     ana.type("trip to the coast?")
     ben.open_conversation("Ana Silva")
 
-    def thread_button():
+    def open_thread():
         message = ben.message("trip to the coast?")
         ActionChains(ben.driver).move_to_element(message).perform()
-        return message.find_element(By.XPATH, ".//button[text()='Reply in thread']")
-    ben.wait(lambda: thread_button().is_displayed(), "Reply in thread")
-    thread_button().click()
+        button = message.find_element(By.XPATH, ".//button[text()='Reply in thread']")
+        if not button.is_displayed():
+            return False
+        button.click()
+        return True
+    ben.wait(open_thread, "Reply in thread")  # one step: the view is drawn again on every event
     box = ben.one(".thread-input")
     box.send_keys("yes, saturday", Keys.ENTER)
     ben.wait(lambda: any("yes, saturday" in li.text for li in ben.find(".thread-replies li")), "the reply in Ben's thread panel")
-    link = ana.wait(lambda: next((b for b in ana.find("button.thread-link") if b.text.startswith("1 reply")), None), "Ana sees 1 reply live")
-    assert "yes, saturday" not in " ".join(ana.texts()), "a thread-only reply stays out of the conversation"
-    link.click()
+    def open_link():
+        link = next((b for b in ana.find("button.thread-link") if b.text.startswith("1 reply")), None)
+        if link is None:
+            return False
+        link.click()
+        return True
+    ana.wait(lambda: any(b.text.startswith("1 reply") for b in ana.find("button.thread-link")), "Ana sees 1 reply live")
+    assert "yes, saturday" not in " ".join(ana.wait(lambda: ana.texts(), "the texts")), "a thread-only reply stays out of the conversation"
+    ana.wait(open_link, "the reply link")
     ana.wait(lambda: any("yes, saturday" in li.text for li in ana.find(".thread-replies li")), "Ana's thread panel")
     ana.one("input[name=alsoInConversation]").click()
     ana.one(".thread-input").send_keys("booked the train", Keys.ENTER)
