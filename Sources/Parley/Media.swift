@@ -153,6 +153,42 @@ extension ParleyClient {
         }
         let suffix = variant == .thumbnail ? "/thumbnail" : ""
         let request = try http.request("GET", "/v1/media/\(attachmentID)\(suffix)", token: token)
+        let file = try await Self.downloadFile(request)
+        try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(at: target)
+        try FileManager.default.moveItem(at: file, to: target)
+        Self.trim(cache, toBytes: mediaCacheBytes)
+        return target
+    }
+
+    /// Saves an export as NDJSON to `destination` (streamed to disk, never whole in memory):
+    /// everything of the user's, or with `conversation` one they own.
+    ///
+    /// - Returns: the counts from the export's last line (`"messages": 1204`, …).
+    @discardableResult
+    public func export(conversation: ConversationID? = nil, to destination: URL) async throws -> [String: Int] {
+        let path = conversation.map { "/v1/conversations/\($0.rawValue)/export" } ?? "/v1/me/export"
+        let request = try http.request("GET", path, token: try requireToken())
+        let file = try await Self.downloadFile(request)
+        try? FileManager.default.removeItem(at: destination)
+        try FileManager.default.moveItem(at: file, to: destination)
+        // The last line says the file is whole, with the counts.
+        let handle = try FileHandle(forReadingFrom: destination)
+        defer { try? handle.close() }
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size > 4096 ? size - 4096 : 0)
+        let tail = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        guard let last = tail.split(separator: "\n").last,
+              case .object(let fields)? = try? JSONValue.decode(String(last)), fields["type"] == .string("end"),
+              case .object(let counts)? = fields["counts"] else {
+            throw ParleyError.badResponse("the export ended without its end line: it is incomplete")
+        }
+        return counts.compactMapValues { if case .number(let n) = $0 { return Int(n) } else { return nil } }
+    }
+
+    /// Streams a GET to a temporary file (never whole in memory) and returns it; a non-200
+    /// answer is removed and thrown as the server's error.
+    private static func downloadFile(_ request: URLRequest) async throws -> URL {
         let (file, response): (URL, URLResponse) = try await withCheckedThrowingContinuation { continuation in
             URLSession.shared.downloadTask(with: request) { location, response, error in
                 if let error { return continuation.resume(throwing: ParleyError.unreachable(error.localizedDescription)) }
@@ -173,54 +209,7 @@ extension ParleyClient {
             try? FileManager.default.removeItem(at: file)
             throw HTTPClient.failure(status: status, data: data, response: response)
         }
-        try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
-        try? FileManager.default.removeItem(at: target)
-        try FileManager.default.moveItem(at: file, to: target)
-        Self.trim(cache, toBytes: mediaCacheBytes)
-        return target
-    }
-
-    /// Saves an export as NDJSON to `destination` (streamed to disk, never whole in memory):
-    /// everything of the user's, or with `conversation` one they own.
-    ///
-    /// - Returns: the counts from the export's last line (`"messages": 1204`, …).
-    @discardableResult
-    public func export(conversation: ConversationID? = nil, to destination: URL) async throws -> [String: Int] {
-        let path = conversation.map { "/v1/conversations/\($0.rawValue)/export" } ?? "/v1/me/export"
-        let request = try http.request("GET", path, token: try requireToken())
-        let (file, response): (URL, URLResponse) = try await withCheckedThrowingContinuation { continuation in
-            URLSession.shared.downloadTask(with: request) { location, response, error in
-                if let error { return continuation.resume(throwing: ParleyError.unreachable(error.localizedDescription)) }
-                guard let location, let response else { return continuation.resume(throwing: ParleyError.badResponse("no export")) }
-                let kept = FileManager.default.temporaryDirectory.appendingPathComponent("parley-export-\(UUID().uuidString)")
-                do {
-                    try FileManager.default.moveItem(at: location, to: kept)
-                    continuation.resume(returning: (kept, response))
-                } catch {
-                    continuation.resume(throwing: ParleyError.badResponse("cannot keep the export: \(error)"))
-                }
-            }.resume()
-        }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard status == 200 else {
-            let data = (try? Data(contentsOf: file)) ?? Data()
-            try? FileManager.default.removeItem(at: file)
-            throw HTTPClient.failure(status: status, data: data, response: response)
-        }
-        try? FileManager.default.removeItem(at: destination)
-        try FileManager.default.moveItem(at: file, to: destination)
-        // The last line says the file is whole, with the counts.
-        let handle = try FileHandle(forReadingFrom: destination)
-        defer { try? handle.close() }
-        let size = try handle.seekToEnd()
-        try handle.seek(toOffset: size > 4096 ? size - 4096 : 0)
-        let tail = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
-        guard let last = tail.split(separator: "\n").last,
-              case .object(let fields)? = try? JSONValue.decode(String(last)), fields["type"] == .string("end"),
-              case .object(let counts)? = fields["counts"] else {
-            throw ParleyError.badResponse("the export ended without its end line: it is incomplete")
-        }
-        return counts.compactMapValues { if case .number(let n) = $0 { return Int(n) } else { return nil } }
+        return file
     }
 
     /// A short-lived URL for an attachment that needs no headers (`AsyncImage`, a web view).

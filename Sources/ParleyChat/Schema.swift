@@ -586,30 +586,7 @@ public enum Schema: Sendable {
                 CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
                 'message.pinned', 'message.unpinned')))
                 """
-            if dialect == .sqlite {
-                let events: String = try db.fetchValue(String.self, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'event'") ?? ""
-                let changed = events.replacingOccurrences(of: before, with: after)
-                guard changed != events else {
-                    throw StoreError.decoding("the event table is not as migration 0008 left it; this database cannot be upgraded in place")
-                }
-                let version = try db.fetchValue(Int64.self, "PRAGMA schema_version") ?? 0
-                try db.execute("PRAGMA writable_schema = ON")
-                try db.execute("UPDATE sqlite_schema SET sql = \(changed) WHERE type = 'table' AND name = 'event'")
-                try db.execute(SQL(stringLiteral: "PRAGMA schema_version = \(version + 1)"))
-                try db.execute("PRAGMA writable_schema = OFF")
-                guard try db.fetchValue(String.self, "PRAGMA integrity_check") == "ok" else {
-                    throw StoreError.decoding("the database failed its integrity check after migration 0013; restore it from a backup")
-                }
-            } else {
-                guard let name = try db.fetchValue(String.self, """
-                    SELECT conname FROM pg_constraint WHERE conrelid = 'event'::regclass AND contype = 'c'
-                    AND pg_get_constraintdef(oid) LIKE '%receipt.updated%'
-                    """) else {
-                    throw StoreError.decoding("the event table has no seq CHECK as migration 0001 made it; this database cannot be upgraded in place")
-                }
-                try db.execute(SQL(stringLiteral: "ALTER TABLE event DROP CONSTRAINT \"\(name.replacingOccurrences(of: "\"", with: ""))\""))
-                try db.execute(SQL(stringLiteral: "ALTER TABLE event ADD CONSTRAINT event_seq_kinds " + after))
-            }
+            try Schema.widenEventSeqCheck(db, dialect, from: before, to: after, migration: "0013")
             // One row per person and emoji: uniqueness, "mine" (by message and user) and "who"
             // (by message and emoji, oldest first).
             try db.execute("""
@@ -719,24 +696,39 @@ public enum Schema: Sendable {
                 CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
                 'message.pinned', 'message.unpinned', 'user.updated')))
                 """
-            if dialect == .sqlite {
-                let events: String = try db.fetchValue(String.self, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'event'") ?? ""
-                let changed = events.replacingOccurrences(of: before, with: after)
-                guard changed != events else {
-                    throw StoreError.decoding("the event table is not as migration 0013 left it; this database cannot be upgraded in place")
-                }
-                let version = try db.fetchValue(Int64.self, "PRAGMA schema_version") ?? 0
-                try db.execute("PRAGMA writable_schema = ON")
-                try db.execute("UPDATE sqlite_schema SET sql = \(changed) WHERE type = 'table' AND name = 'event'")
-                try db.execute(SQL(stringLiteral: "PRAGMA schema_version = \(version + 1)"))
-                try db.execute("PRAGMA writable_schema = OFF")
-                guard try db.fetchValue(String.self, "PRAGMA integrity_check") == "ok" else {
-                    throw StoreError.decoding("the database failed its integrity check after migration 0017; restore it from a backup")
-                }
-            } else {
-                try db.execute("ALTER TABLE event DROP CONSTRAINT event_seq_kinds")
-                try db.execute(SQL(stringLiteral: "ALTER TABLE event ADD CONSTRAINT event_seq_kinds " + after))
+            try Schema.widenEventSeqCheck(db, dialect, from: before, to: after, migration: "0017")
+        }
+    }
+
+    /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a
+    /// CHECK leaves every stored row valid, so SQLite's table definition is changed in place
+    /// (as migration 0008 does, sqlite.org/lang_altertable.html); PostgreSQL's constraint is
+    /// replaced by one named `event_seq_kinds`.
+    static func widenEventSeqCheck(_ db: any Database, _ dialect: SQLDialect, from before: String, to after: String, migration: String) throws {
+        guard dialect == .sqlite else {
+            let name = try db.fetchValue(String.self, """
+                SELECT conname FROM pg_constraint WHERE conrelid = 'event'::regclass AND contype = 'c'
+                AND pg_get_constraintdef(oid) LIKE '%receipt.updated%'
+                """)
+            guard let name else {
+                throw StoreError.decoding("the event table has no seq CHECK before migration \(migration); this database cannot be upgraded in place")
             }
+            try db.execute(SQL(stringLiteral: "ALTER TABLE event DROP CONSTRAINT \"\(name.replacingOccurrences(of: "\"", with: ""))\""))
+            try db.execute(SQL(stringLiteral: "ALTER TABLE event ADD CONSTRAINT event_seq_kinds " + after))
+            return
+        }
+        let events: String = try db.fetchValue(String.self, "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'event'") ?? ""
+        let changed = events.replacingOccurrences(of: before, with: after)
+        guard changed != events else {
+            throw StoreError.decoding("the event table is not as the migration before \(migration) left it; this database cannot be upgraded in place")
+        }
+        let version = try db.fetchValue(Int64.self, "PRAGMA schema_version") ?? 0
+        try db.execute("PRAGMA writable_schema = ON")
+        try db.execute("UPDATE sqlite_schema SET sql = \(changed) WHERE type = 'table' AND name = 'event'")
+        try db.execute(SQL(stringLiteral: "PRAGMA schema_version = \(version + 1)"))
+        try db.execute("PRAGMA writable_schema = OFF")
+        guard try db.fetchValue(String.self, "PRAGMA integrity_check") == "ok" else {
+            throw StoreError.decoding("the database failed its integrity check after migration \(migration); restore it from a backup")
         }
     }
 

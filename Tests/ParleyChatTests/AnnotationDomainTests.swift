@@ -179,3 +179,27 @@ struct ProfileEventTests {
         #expect(try await chat.conversation(bob, id: two).unreadCount == 0)
     }
 }
+
+/// The pins limit: a 101st pin is refused and changes nothing.
+struct PinLimitTests {
+    @Test func aConversationHoldsAtMostItsPins() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let alice = try await harness.register("alice").caller
+        _ = try await harness.register("bob")
+        let room = try await chat.createConversation(alice, CreateConversationRequest(kind: .direct, members: ["bob"])).0.id
+        for index in 0...Limits.pinsPerConversation {
+            let message = try await chat.send(alice, to: room, SendMessageRequest(clientID: "p\(index)", content: .text("\(index)"))).0
+            if index < Limits.pinsPerConversation {
+                _ = try await chat.pin(alice, conversation: room, message: message.id)
+            } else {
+                await #expect(throws: ChatError.conflict("a conversation holds at most \(Limits.pinsPerConversation) pins; unpin one first")) {
+                    _ = try await chat.pin(alice, conversation: room, message: message.id)
+                }
+                #expect(try await chat.message(alice, conversation: room, message: message.id).pinnedAt == nil)
+            }
+        }
+        #expect(try await chat.pins(alice, conversation: room).messages.count == Limits.pinsPerConversation)
+    }
+}
