@@ -206,8 +206,8 @@ extension Chat {
     ///
     /// A member receives a conversation's events from the `member.added` that made them a
     /// member up to and including the `member.removed` that ended it, exactly as the live
-    /// socket delivers them (docs/protocol.md). Receipt changes in public channels go only to
-    /// the member they are about.
+    /// socket delivers them (docs/protocol.md). Receipt changes in public channels, delivery
+    /// counts and mutes go only to the member they are about.
     public func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
         guard position >= 0 else { throw ChatError.invalid("after must not be negative") }
@@ -239,7 +239,7 @@ extension Chat {
                  AND e.position >= s.since AND e.position <= s.until
             \(Chat.eventJoins)
             WHERE NOT (e.type = 'receipt.updated' AND c.kind = 'public' AND e.user_id != \(user))
-              AND NOT (e.type = 'delivery.updated' AND e.user_id != \(user))
+              AND NOT (e.type IN ('delivery.updated', 'mute.updated') AND e.user_id != \(user))
               AND (m.id IS NULL OR m.shadow = 0 OR m.author_id = \(user))
             ORDER BY e.position LIMIT \(limit)
             """)

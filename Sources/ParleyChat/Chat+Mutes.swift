@@ -24,13 +24,24 @@ extension Chat {
         _ = try await setMute(caller, id, nil)
     }
 
+    /// Sets the caller's mute and tells their own devices (`mute.updated`, no seq, only to
+    /// them), so a phone and a browser signed in as one person show the same state at once.
     private func setMute(_ caller: Caller, _ id: ConversationID, _ until: Int64?) async throws -> Conversation {
-        try await run {
-            try await store.write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+        let now = nowMilliseconds
+        return try await run {
+            try await write { tx in
+                let access = try Chat.access(tx, caller: caller, id: id)
                 _ = try access.requireMember()
-                try db.execute("UPDATE member SET muted_until = \(until) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)")
-                return try Chat.view(db, key: access.key, caller: caller)
+                let was = try tx.fetchOne("SELECT muted_until FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)")?
+                    .get("muted_until", as: Int64?.self)
+                // Unmuting what is not muted (or whose mute ran out), or muting to the same end,
+                // changes nothing a device shows: no event.
+                let wasMuted = (was ?? 0) > now
+                guard until.map({ $0 != was }) ?? wasMuted else { return try Chat.view(tx, key: access.key, caller: caller) }
+                try tx.execute("UPDATE member SET muted_until = \(until) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)")
+                try tx.appendAnnotation(conversation: access.key, type: .muteUpdated, actor: caller.userKey, message: nil,
+                                        user: caller.userKey, payload: until.map { "{\"until\":\($0)}" }, now: now)
+                return try Chat.view(tx, key: access.key, caller: caller)
             }
         }
     }

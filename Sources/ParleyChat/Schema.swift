@@ -698,6 +698,18 @@ public enum Schema: Sendable {
                 """
             try Schema.widenEventSeqCheck(db, dialect, from: before, to: after, migration: "0017")
         }
+        migrator.register("0018 mutes reach the member's other devices") { db in
+            // A member's own mute change (`mute.updated`) takes no seq and reaches only their devices.
+            let before = """
+                CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
+                'message.pinned', 'message.unpinned', 'user.updated')))
+                """
+            let after = """
+                CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
+                'message.pinned', 'message.unpinned', 'user.updated', 'mute.updated')))
+                """
+            try Schema.widenEventSeqCheck(db, dialect, from: before, to: after, migration: "0018")
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

@@ -31,13 +31,13 @@ public struct AppendedEvent: Sendable {
     }
 
     /// The publication that delivers it live: to the conversation's members (receipts in
-    /// public channels only to the member's own devices), subscribing a newcomer first and
+    /// public channels, delivery counts and mutes only to the member's own devices), subscribing a newcomer first and
     /// unsubscribing a leaver after.
     var publication: Publication {
         if let channelEvent { return .channel(channelEvent) }
         let audience: Audience = if let onlyFor {
             .users([onlyFor])
-        } else if record.type == .deliveryUpdated || (record.type == .receiptUpdated && conversationKind == .public) {
+        } else if record.type == .deliveryUpdated || record.type == .muteUpdated || (record.type == .receiptUpdated && conversationKind == .public) {
             .users([userKey ?? 0])
         } else {
             .members(conversation: conversationKey)
@@ -203,7 +203,7 @@ final class Transaction: Database {
     /// a conversation unread or moves it up the list (decision 0021).
     func appendAnnotation(conversation: Int64, type: ConversationEvent.Kind, actor: Int64, message: Int64?, user: Int64? = nil,
                           payload: String? = nil, now: Int64) throws {
-        precondition(type.hasNoSeq && type != .receiptUpdated && type != .deliveryUpdated, "an annotation is a reaction, a pin or a profile change")
+        precondition(type.hasNoSeq && type != .receiptUpdated && type != .deliveryUpdated, "an annotation is a reaction, a pin, a profile change or a mute")
         try notePrevious()
         guard let position = try db.fetchValue(Int64.self, """
             INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, payload, created_at)

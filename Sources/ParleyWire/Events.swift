@@ -62,6 +62,10 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         /// `displayName`): every conversation they are in gets one, so open chats show the new
         /// face and name. No `seq`.
         case userUpdated
+        /// The member (`userId`) muted the conversation's pushes until `until` (absent: unmuted;
+        /// 9999-12-31T23:59:59Z: until unmuted), as ``Conversation/mutedUntil`` now says. Only
+        /// that member's own devices receive it. No `seq`.
+        case muteUpdated
         /// A kind this build does not know, by its wire name.
         case unknown(String)
 
@@ -70,7 +74,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
                                            .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
                                            .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned,
                                            .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted, .messagesExpired,
-                                           .userUpdated]
+                                           .userUpdated, .muteUpdated]
         private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
         /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
@@ -99,14 +103,16 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
             case .memberUnmuted: "member.unmuted"
             case .messagesExpired: "messages.expired"
             case .userUpdated: "user.updated"
+            case .muteUpdated: "mute.updated"
             case .unknown(let name): name
             }
         }
 
         /// Kinds that annotate the conversation without a `seq` of their own (receipts,
-        /// delivery counts, reactions, pins): they never count as unread.
+        /// delivery counts, reactions, pins, profile changes, mutes): they never count as unread.
         public var hasNoSeq: Bool {
-            [.receiptUpdated, .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned, .userUpdated].contains(self)
+            [.receiptUpdated, .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned, .userUpdated,
+             .muteUpdated].contains(self)
         }
 
         /// False for ``unknown(_:)``.
@@ -160,7 +166,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     /// For the `message.created` and `message.deleted` of a reply in a thread: the thread's
     /// root and its reply count after the change, so clients update the root without a read.
     public var thread: ThreadSummary? = nil
-    /// For ``Kind/memberBanned`` and ``Kind/memberMuted``: when it ends (nil: until lifted).
+    /// For ``Kind/memberBanned`` and ``Kind/memberMuted``: when it ends (nil: until lifted);
+    /// for ``Kind/muteUpdated``: the mute's end (nil: not muted).
     public var until: Date? = nil
     /// For ``Kind/memberBanned``: the moderator's reason, if given.
     public var reason: String? = nil

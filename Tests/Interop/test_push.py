@@ -144,6 +144,32 @@ def test_a_muted_conversation_is_not_pushed_until_unmuted(fake, server):
     fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
 
 
+def test_a_mute_shows_at_once_on_the_members_other_devices_and_nowhere_else(server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    room = direct(ana, bob)
+    laptop = Device(server, Client(server).sign_in(bob.user["username"]).token)
+    ana_phone = Device(server, ana.token)
+    try:
+        laptop.wait_ready()
+        ana_phone.wait_ready()
+        status, muted = bob.request("PUT", f"/v1/conversations/{room['id']}/mute", {"until": "2099-01-01T00:00:00Z"})
+        assert status == 200
+        event = laptop.wait_event(lambda e: e.get("type") == "mute.updated")["event"]
+        assert event["until"] == muted["mutedUntil"] == "2099-01-01T00:00:00.000Z"
+        assert event["userId"] == bob.user["id"] and event["conversationId"] == room["id"] and "seq" not in event
+        assert bob.delete(f"/v1/conversations/{room['id']}/mute")[0] == 204
+        event = laptop.wait_event(lambda e: e.get("type") == "mute.updated")["event"]
+        assert "until" not in event, "unmuted"
+        status, message = bob.send(room["id"], "after")
+        assert status == 201
+        seen = []
+        ana_phone.wait_event(lambda e: seen.append(e.get("type")) or e.get("message", {}).get("id") == message["id"])
+        assert "mute.updated" not in seen, "ana never hears that bob muted their chat"
+    finally:
+        laptop.close()
+        ana_phone.close()
+
+
 def test_a_410_removes_the_device_and_a_500_is_retried_until_delivered(fake, server):
     ana, bob, cy = person(server, "ana"), person(server, "bob"), person(server, "cy")
     gone, flaky = apns_token(), apns_token()

@@ -123,4 +123,28 @@ struct MuteTests {
         await #expect(throws: ChatError.self) { _ = try await chat.mute(alice, conversation: room.id, MuteRequest(until: harness.clock.now)) }
         await #expect(throws: ChatError.conversationNotFound) { _ = try await chat.mute(carol, conversation: room.id, MuteRequest()) }
     }
+
+    @Test func aMuteReachesOnlyTheMembersOwnDevicesAndNeverMakesAnythingUnread() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "room"))
+        let start = try await chat.feed(alice, afterPosition: 0, limit: 200).records.last?.position ?? 0
+        let before = try await chat.conversation(alice, id: room.id)
+        let hour = harness.clock.now.addingTimeInterval(3600)
+        _ = try await chat.mute(alice, conversation: room.id, MuteRequest(until: hour))
+        _ = try await chat.mute(alice, conversation: room.id, MuteRequest(until: hour))
+        try await chat.unmute(alice, conversation: room.id)
+        try await chat.unmute(alice, conversation: room.id)
+
+        let mine = try await chat.feed(alice, afterPosition: start, limit: 200).page().events
+        #expect(mine.map(\.type) == [.muteUpdated, .muteUpdated], "a repeat changes nothing and says nothing")
+        #expect(mine.allSatisfy { $0.seq == nil && $0.userID == alice.userID })
+        #expect(mine.first?.until.map { abs($0.timeIntervalSince(hour)) < 0.001 } == true && mine.last?.until == nil)
+        #expect(try await chat.feed(bob, afterPosition: start, limit: 200).records.isEmpty, "bob never learns alice muted the room")
+        let after = try await chat.conversation(alice, id: room.id)
+        #expect(after.lastPosition == before.lastPosition && after.lastSeq == before.lastSeq && after.unreadCount == 0)
+    }
 }

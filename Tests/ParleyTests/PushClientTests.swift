@@ -23,6 +23,42 @@ struct PushClientTests {
         #expect(try await bob.pushDevices().isEmpty)
     }
 
+    @Test func aMuteOnOneDeviceShowsOnTheUsersOtherDeviceAtOnce() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let phone = ParleyClient(server: server.url, appKey: server.appKey)
+        let laptop = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await phone.register(username: "bob", password: "correct horse battery")
+        _ = try await laptop.signIn(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        var shown = try await laptop.conversation(chat.id)
+        let events = await laptop.events(in: chat.id)
+        let aliceEvents = await alice.events(in: chat.id)
+        await laptop.connect()
+        await alice.connect()
+        let muted = try await phone.mute(chat.id, until: Date().addingTimeInterval(3600))
+        try await phone.unmute(chat.id)
+        var seen: [Date?] = []
+        for await event in events where event.type == .muteUpdated {
+            shown = shown.updated(by: event)
+            seen.append(shown.mutedUntil)
+            if seen.count == 2 { break }
+        }
+        #expect(seen.first == muted.mutedUntil && seen.last == .some(nil), "the laptop follows the phone's mute and unmute")
+        // Alice hears none of it, up to the message bob sends after.
+        let clientID = try await phone.send(.text("after the mute"), to: chat.id)
+        await phone.connect()
+        var aliceSaw: [ConversationEvent.Kind] = []
+        for await event in aliceEvents {
+            aliceSaw.append(event.type)
+            if event.message?.clientID == clientID { break }
+        }
+        #expect(aliceSaw.last == .messageCreated && !aliceSaw.contains(.muteUpdated))
+    }
+
     @Test func muteUnmuteAndTheExtensionsFetchOfThePushedMessage() async throws {
         let server = ServerProcess()
         try server.start()
