@@ -23,3 +23,6 @@ static inline CURLcode parley_curl_set_socket(CURL *handle, curl_socket_t (*call
 static inline CURLcode parley_curl_get_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+static inline CURLMcode parley_curl_multi_set_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}

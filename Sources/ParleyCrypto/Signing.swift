@@ -24,10 +24,15 @@ public final class SigningKey: @unchecked Sendable {
     /// - Throws: ``SigningError`` when the text is not a PEM private key, or the key is
     ///   neither P-256 nor RSA of at least 2048 bits.
     public init(pem: String) throws(SigningError) {
+        // A memory BIO reads the caller's buffer in place (it copies nothing), so the key is
+        // read while the bytes are sure to be there: inside withUnsafeBytes, never after it.
         let bytes = Array(pem.utf8)
-        guard let bio = bytes.withUnsafeBytes({ BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }) else { throw .unreadable("out of memory") }
-        defer { BIO_free(bio) }
-        guard let key = PEM_read_bio_PrivateKey(bio, nil, nil, nil) else {
+        let read: OpaquePointer? = bytes.withUnsafeBytes { buffer in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let key = read else {
             ERR_clear_error()
             throw .unreadable("not a PEM private key (-----BEGIN PRIVATE KEY-----)")
         }

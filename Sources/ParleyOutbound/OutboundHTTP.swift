@@ -20,9 +20,10 @@ package struct OutboundError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Where outbound TLS looks for trusted roots: the system's, plus the operator's extra CA
-/// (`--outbound-ca-file`: tests and private gateways), as one PEM bundle.
+/// (`--outbound-ca-file`: tests and private gateways), as one PEM bundle kept in memory that
+/// does not move, so every handle points at it instead of copying it.
 package struct TrustStore: Sendable {
-    let pem: [UInt8]?
+    let pem: PEMBundle?
 
     /// The system's roots, with `extraFile` added when given.
     package init(extraFile: String?) throws {
@@ -34,8 +35,21 @@ package struct TrustStore: Sendable {
             throw OutboundError(description: "cannot read a PEM certificate from \(extraFile) (--outbound-ca-file)")
         }
         let system = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"].lazy.compactMap { FileManager.default.contents(atPath: $0) }.first
-        pem = Array(system ?? Data()) + Array("\n".utf8) + Array(extra)
+        pem = PEMBundle(Array(system ?? Data()) + Array("\n".utf8) + Array(extra))
     }
+}
+
+/// PEM bytes at an address that stays put for the bundle's lifetime (`CURL_BLOB_NOCOPY`).
+final class PEMBundle: @unchecked Sendable {
+    // @unchecked: written once, in init.
+    let bytes: UnsafeMutableRawBufferPointer
+
+    init(_ pem: [UInt8]) {
+        bytes = .allocate(byteCount: pem.count, alignment: 1)
+        pem.withUnsafeBytes { bytes.copyMemory(from: $0) }
+    }
+
+    deinit { bytes.deallocate() }
 }
 
 /// What an outbound connection may do.
@@ -56,8 +70,9 @@ package struct OutboundPolicy: Sendable {
 
 /// One connection (libcurl with nghttp2, over OpenSSL; HTTP/2 where TLS offers it) that one
 /// sender uses for one request at a time, on its own thread: the easy handle keeps the
-/// connection open between requests, as APNs asks and as a webhook receiver likes.
-/// decisions/0019-push-over-libcurl.md says why libcurl.
+/// connection open between requests, as a webhook receiver likes (a webhook endpoint's
+/// deliveries go one at a time, in order). Push, which has no order to keep, multiplexes
+/// instead (``OutboundMultiplexer``). decisions/0019-push-over-libcurl.md says why libcurl.
 ///
 /// Every connection goes through an address check at the moment of connecting
 /// (`CURLOPT_OPENSOCKETFUNCTION`): the address libcurl resolved is the one checked, so a name
@@ -75,11 +90,9 @@ package final class OutboundHTTP: @unchecked Sendable {
     private let timeout: Duration
     private let policy: OutboundPolicy
 
-    private static let initialised: Bool = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK }()
-
     /// A connection that trusts `trust`'s roots and gives up on a request after `timeout`.
     package init(trust: TrustStore, timeout: Duration, policy: OutboundPolicy = .push) throws {
-        guard Self.initialised, let handle = curl_easy_init() else { throw OutboundError(description: "libcurl could not start") }
+        guard OutboundTransfer.initialised, let handle = curl_easy_init() else { throw OutboundError(description: "libcurl could not start") }
         self.handle = handle
         self.trust = trust
         self.timeout = timeout
@@ -93,123 +106,278 @@ package final class OutboundHTTP: @unchecked Sendable {
     /// - Throws: ``OutboundError`` when there is no answer (naming a refused address).
     package func post(_ url: String, headers: [String], body: [UInt8]) throws -> OutboundResponse {
         curl_easy_reset(handle)
-        let collector = Collector(allowPrivate: policy.allowPrivate)
-        let box = Unmanaged.passRetained(collector)
-        defer { box.release() }
-        var list: UnsafeMutablePointer<curl_slist>?
+        let transfer = OutboundTransfer(policy: policy, trust: trust)
+        let configured = transfer.configure(handle, url: url, headers: headers, body: body, timeout: timeout)
+        guard configured == CURLE_OK else { throw OutboundError(description: String(cString: curl_easy_strerror(configured))) }
+        return try transfer.response(handle, withResult: curl_easy_perform(handle)).get()
+    }
+}
+
+/// One request's settings, what its callbacks gather, and the address check: what a request
+/// needs while libcurl works on it, whether one sender performs it (``OutboundHTTP``) or a
+/// multiplexer does (``OutboundMultiplexer``).
+final class OutboundTransfer {
+    static let initialised: Bool = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK }()
+
+    let allowPrivate: Bool
+    let policy: OutboundPolicy
+    let trust: TrustStore
+    var bytes: [UInt8] = []
+    var headers: [String: String] = [:]
+    /// An address the check refused, for the error.
+    var refused: String?
+    private var list: UnsafeMutablePointer<curl_slist>?
+    /// For a multiplexed request: who waits for the answer.
+    var continuation: CheckedContinuation<OutboundResponse, any Error>?
+
+    init(policy: OutboundPolicy, trust: TrustStore) {
+        self.policy = policy
+        self.allowPrivate = policy.allowPrivate
+        self.trust = trust
+    }
+
+    deinit { curl_slist_free_all(list) }
+
+    /// Sets up `handle` for a POST of `body` to `url`; the first failure, or `CURLE_OK`. The
+    /// body is copied (`CURLOPT_COPYPOSTFIELDS`); the headers and the trusted roots live as
+    /// long as this transfer, which must outlive the request.
+    func configure(_ handle: UnsafeMutableRawPointer, url: String, headers: [String], body: [UInt8], timeout: Duration) -> CURLcode {
+        curl_slist_free_all(list)
+        list = nil
         for header in headers { list = curl_slist_append(list, header) }
-        defer { curl_slist_free_all(list) }
+        let context = Unmanaged.passUnretained(self).toOpaque()
         var failed = CURLE_OK
         func set(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
+        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         set(parley_curl_set_string(handle, CURLOPT_URL, url))
         set(parley_curl_set_string(handle, CURLOPT_PROTOCOLS_STR, policy.protocols))
         set(parley_curl_set_string(handle, CURLOPT_NOPROXY, "*"))
         set(parley_curl_set_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)))
         set(parley_curl_set_long(handle, CURLOPT_NOSIGNAL, 1))
-        set(parley_curl_set_long(handle, CURLOPT_TIMEOUT_MS, Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)))
-        set(parley_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(min(timeout, .seconds(10)).components.seconds * 1000)))
+        set(parley_curl_set_long(handle, CURLOPT_TIMEOUT_MS, milliseconds))
+        set(parley_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(milliseconds, 10_000)))
         set(parley_curl_set_long(handle, CURLOPT_POST, 1))
+        set(parley_curl_set_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
+        if body.isEmpty {
+            set(parley_curl_set_string(handle, CURLOPT_COPYPOSTFIELDS, ""))
+        } else {
+            body.withUnsafeBytes { bytes in set(parley_curl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))) }
+        }
         set(parley_curl_set_pointer(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)))
         set(parley_curl_set_socket(handle, { context, _, address in
             guard let context, let address else { return -1 }
-            return Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue().open(address)
+            return Unmanaged<OutboundTransfer>.fromOpaque(context).takeUnretainedValue().open(address)
         }))
-        set(parley_curl_set_pointer(handle, CURLOPT_OPENSOCKETDATA, box.toOpaque()))
+        set(parley_curl_set_pointer(handle, CURLOPT_OPENSOCKETDATA, context))
         set(parley_curl_set_write(handle, CURLOPT_WRITEFUNCTION, { data, size, count, context in
             guard let data, let context else { return 0 }
-            Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue().body(UnsafeRawBufferPointer(start: data, count: size * count))
+            Unmanaged<OutboundTransfer>.fromOpaque(context).takeUnretainedValue().body(UnsafeRawBufferPointer(start: data, count: size * count))
             return size * count
         }))
-        set(parley_curl_set_pointer(handle, CURLOPT_WRITEDATA, box.toOpaque()))
+        set(parley_curl_set_pointer(handle, CURLOPT_WRITEDATA, context))
         set(parley_curl_set_write(handle, CURLOPT_HEADERFUNCTION, { data, size, count, context in
             guard let data, let context else { return 0 }
-            Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue().header(UnsafeRawBufferPointer(start: data, count: size * count))
+            Unmanaged<OutboundTransfer>.fromOpaque(context).takeUnretainedValue().header(UnsafeRawBufferPointer(start: data, count: size * count))
             return size * count
         }))
-        set(parley_curl_set_pointer(handle, CURLOPT_HEADERDATA, box.toOpaque()))
-        let result: CURLcode = body.withUnsafeBytes { bytes in
-            set(parley_curl_set_long(handle, CURLOPT_POSTFIELDSIZE, bytes.count))
-            set(parley_curl_set_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress)))
-            guard let pem = trust.pem else {
-                guard failed == CURLE_OK else { return failed }
-                return curl_easy_perform(handle)
-            }
-            return pem.withUnsafeBytes { certificates in
-                var blob = curl_blob(data: UnsafeMutableRawPointer(mutating: certificates.baseAddress), len: certificates.count,
-                                     flags: UInt32(CURL_BLOB_NOCOPY))
-                set(parley_curl_set_blob(handle, CURLOPT_CAINFO_BLOB, &blob))
-                guard failed == CURLE_OK else { return failed }
-                return curl_easy_perform(handle)
-            }
+        set(parley_curl_set_pointer(handle, CURLOPT_HEADERDATA, context))
+        if let pem = trust.pem {
+            var blob = curl_blob(data: pem.bytes.baseAddress, len: pem.bytes.count, flags: UInt32(CURL_BLOB_NOCOPY))
+            set(parley_curl_set_blob(handle, CURLOPT_CAINFO_BLOB, &blob))
         }
+        return failed
+    }
+
+    /// The answer once libcurl finished with `result`, or why there is none.
+    func response(_ handle: UnsafeMutableRawPointer, withResult result: CURLcode) -> Result<OutboundResponse, OutboundError> {
         guard result == CURLE_OK else {
-            if let refused = collector.refused {
-                throw OutboundError(description: "\(refused) is a private address; the server runs without --webhooks-allow-private")
+            if let refused {
+                return .failure(OutboundError(description: "\(refused) is a private address; the server runs without --webhooks-allow-private"))
             }
-            throw OutboundError(description: String(cString: curl_easy_strerror(result)))
+            return .failure(OutboundError(description: String(cString: curl_easy_strerror(result))))
         }
         var status = 0
         _ = parley_curl_get_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        return OutboundResponse(status: status, headers: collector.headers, body: collector.bytes)
+        return .success(OutboundResponse(status: status, headers: headers, body: bytes))
     }
 
-    /// What the callbacks gather, and the address check.
-    private final class Collector {
-        let allowPrivate: Bool
-        var bytes: [UInt8] = []
-        var headers: [String: String] = [:]
-        /// An address the check refused, for the error.
-        var refused: String?
-
-        init(allowPrivate: Bool) { self.allowPrivate = allowPrivate }
-
-        /// Opens the socket libcurl asks for, unless its address is private and not allowed.
-        func open(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
-            let family = address.pointee.family
-            guard let offset = MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr) else { return -1 }
-            let raw = UnsafeRawPointer(address) + offset
-            if !allowPrivate {
-                switch family {
-                case AF_INET:
-                    let socket = raw.loadUnaligned(as: sockaddr_in.self)
-                    let bytes = withUnsafeBytes(of: socket.sin_addr) { Array($0) }
-                    if AddressPolicy.isPrivate(ipv4: bytes) {
-                        refused = bytes.map(String.init).joined(separator: ".")
-                        return -1
-                    }
-                case AF_INET6:
-                    let socket = raw.loadUnaligned(as: sockaddr_in6.self)
-                    let bytes = withUnsafeBytes(of: socket.sin6_addr) { Array($0) }
-                    if AddressPolicy.isPrivate(ipv6: bytes) {
-                        refused = stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-                            .joined(separator: ":")
-                        return -1
-                    }
-                default:
-                    refused = "an address of family \(family)"
+    /// Opens the socket libcurl asks for, unless its address is private and not allowed.
+    func open(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        let family = address.pointee.family
+        guard let offset = MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr) else { return -1 }
+        let raw = UnsafeRawPointer(address) + offset
+        if !allowPrivate {
+            switch family {
+            case AF_INET:
+                let socket = raw.loadUnaligned(as: sockaddr_in.self)
+                let bytes = withUnsafeBytes(of: socket.sin_addr) { Array($0) }
+                if AddressPolicy.isPrivate(ipv4: bytes) {
+                    refused = bytes.map(String.init).joined(separator: ".")
                     return -1
                 }
+            case AF_INET6:
+                let socket = raw.loadUnaligned(as: sockaddr_in6.self)
+                let bytes = withUnsafeBytes(of: socket.sin6_addr) { Array($0) }
+                if AddressPolicy.isPrivate(ipv6: bytes) {
+                    refused = stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+                        .joined(separator: ":")
+                    return -1
+                }
+            default:
+                refused = "an address of family \(family)"
+                return -1
             }
-            return socket(family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
         }
+        return socket(family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+    }
 
-        func body(_ chunk: UnsafeRawBufferPointer) {
-            guard bytes.count < OutboundHTTP.maxBody else { return }
-            bytes.append(contentsOf: chunk.prefix(OutboundHTTP.maxBody - bytes.count))
-        }
+    func body(_ chunk: UnsafeRawBufferPointer) {
+        guard bytes.count < OutboundHTTP.maxBody else { return }
+        bytes.append(contentsOf: chunk.prefix(OutboundHTTP.maxBody - bytes.count))
+    }
 
-        func header(_ line: UnsafeRawBufferPointer) {
-            let text = String(decoding: line, as: UTF8.self)
-            guard let colon = text.firstIndex(of: ":"), headers.count < 64 else { return }
-            let name = text[..<colon].lowercased()
-            headers[name] = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+    func header(_ line: UnsafeRawBufferPointer) {
+        let text = String(decoding: line, as: UTF8.self)
+        guard let colon = text.firstIndex(of: ":"), headers.count < 64 else { return }
+        let name = text[..<colon].lowercased()
+        headers[name] = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// Many requests at once over few connections: one libcurl multi handle, driven by a thread of
+/// its own, multiplexing HTTP/2 streams (`CURLPIPE_MULTIPLEX`; each request waits for a
+/// connection it can share, `CURLOPT_PIPEWAIT`). A slow answer holds up only its own stream,
+/// so a sender keeps many requests in flight without a connection, a thread or a queue each.
+/// APNs asks for exactly this: few connections kept open, many notifications on each.
+///
+/// Requests go through the same settings and address check as ``OutboundHTTP``.
+package final class OutboundMultiplexer: @unchecked Sendable {
+    // @unchecked: `pending` and `stopped` are behind `lock`; `multi` is used by the loop's thread
+    // only, except `curl_multi_wakeup`, which libcurl allows from any thread.
+
+    private let multi: UnsafeMutableRawPointer
+    private let trust: TrustStore
+    private let timeout: Duration
+    private let policy: OutboundPolicy
+    private let lock = NSLock()
+    private var pending: [(UnsafeMutableRawPointer, OutboundTransfer)] = []
+    private var stopped = false
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// A multiplexer trusting `trust`'s roots that gives up on a request after `timeout` and
+    /// opens at most `connections` connections per host, each carrying at most `streams`
+    /// requests at once (fewer if the server says so).
+    package init(trust: TrustStore, timeout: Duration, policy: OutboundPolicy = .push, connections: Int = 4, streams: Int = 100) throws {
+        guard OutboundTransfer.initialised, let multi = curl_multi_init() else { throw OutboundError(description: "libcurl could not start") }
+        self.multi = multi
+        self.trust = trust
+        self.timeout = timeout
+        self.policy = policy
+        _ = parley_curl_multi_set_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        _ = parley_curl_multi_set_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, connections))
+        _ = parley_curl_multi_set_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, max(1, streams))
+        let thread = Thread { [self] in loop() }
+        thread.name = "parley-outbound"
+        thread.start()
+    }
+
+    /// Stops the loop and frees the multi handle: requests in flight or waiting end with an
+    /// ``OutboundError``. Call it once the multiplexer is no longer needed (its thread keeps
+    /// it alive until then).
+    package func stop() {
+        let first = lock.withLock {
+            defer { stopped = true }
+            if !stopped { curl_multi_wakeup(multi) }
+            return !stopped
         }
+        guard first else { return }
+        finished.wait()
+        curl_multi_cleanup(multi)
+    }
+
+    /// Sends `body` to `url` with `headers` (`Name: value`) on a shared connection; the answer
+    /// whatever its status.
+    ///
+    /// - Throws: ``OutboundError`` when there is no answer (naming a refused address), or when
+    ///   the multiplexer is stopped.
+    package func post(_ url: String, headers: [String], body: [UInt8]) async throws -> OutboundResponse {
+        guard let handle = curl_easy_init() else { throw OutboundError(description: "libcurl could not start a request") }
+        let transfer = OutboundTransfer(policy: policy, trust: trust)
+        var configured = transfer.configure(handle, url: url, headers: headers, body: body, timeout: timeout)
+        if configured == CURLE_OK { configured = parley_curl_set_long(handle, CURLOPT_PIPEWAIT, 1) }
+        guard configured == CURLE_OK else {
+            curl_easy_cleanup(handle)
+            throw OutboundError(description: String(cString: curl_easy_strerror(configured)))
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            transfer.continuation = continuation
+            // Woken inside the lock: once `stopped` is set nobody touches the multi handle but
+            // the loop, so stop() may free it.
+            let accepted = lock.withLock {
+                guard !stopped else { return false }
+                pending.append((handle, transfer))
+                curl_multi_wakeup(multi)
+                return true
+            }
+            guard accepted else {
+                curl_easy_cleanup(handle)
+                continuation.resume(throwing: OutboundError(description: "the server is stopping"))
+                return
+            }
+        }
+    }
+
+    /// The loop: takes new requests, lets libcurl work, hands each finished one its answer,
+    /// and sleeps in `curl_multi_poll` until a socket is ready, a timer is due or a request comes.
+    private func loop() {
+        var active: [UnsafeMutableRawPointer: OutboundTransfer] = [:]
+        while true {
+            let (added, stopping) = lock.withLock {
+                defer { pending.removeAll() }
+                return (pending, stopped)
+            }
+            if stopping {
+                let error = OutboundError(description: "the server is stopping")
+                for (handle, transfer) in added { finish(handle, transfer, .failure(error)) }
+                for (handle, transfer) in active {
+                    curl_multi_remove_handle(multi, handle)
+                    finish(handle, transfer, .failure(error))
+                }
+                finished.signal()
+                return
+            }
+            for (handle, transfer) in added {
+                if curl_multi_add_handle(multi, handle) == CURLM_OK {
+                    active[handle] = transfer
+                } else {
+                    finish(handle, transfer, .failure(OutboundError(description: "libcurl refused a request")))
+                }
+            }
+            var running: Int32 = 0
+            _ = curl_multi_perform(multi, &running)
+            var left: Int32 = 0
+            while let message = curl_multi_info_read(multi, &left) {
+                guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
+                      let transfer = active.removeValue(forKey: handle) else { continue }
+                let result = message.pointee.data.result  // read before the handle is removed
+                curl_multi_remove_handle(multi, handle)
+                finish(handle, transfer, transfer.response(handle, withResult: result))
+            }
+            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+    }
+
+    private func finish(_ handle: UnsafeMutableRawPointer, _ transfer: OutboundTransfer, _ result: Result<OutboundResponse, OutboundError>) {
+        curl_easy_cleanup(handle)
+        let continuation = transfer.continuation
+        transfer.continuation = nil
+        continuation?.resume(with: result.mapError { $0 as any Error })
     }
 }
 
 extension DispatchQueue {
     /// Runs blocking work (a libcurl transfer) on this queue and waits for its result without
-    /// holding a thread of the caller's: each push or webhook sender has a queue of its own.
+    /// holding a thread of the caller's: each webhook sender has a queue of its own.
     package func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in async { continuation.resume(returning: work()) } }
     }

@@ -18,14 +18,48 @@ enum PushOutcome: Sendable, Equatable {
     case failed(String)
 }
 
+/// A request to a provider, ready to go.
+struct ProviderRequest: Sendable {
+    var url: String
+    var headers: [String]
+    var body: [UInt8]
+}
+
+/// Why a notice cannot be sent now, as the outcome to record (no credentials, say).
+struct NotSendable: Error {
+    var outcome: PushOutcome
+}
+
 /// A push provider: APNs or FCM.
 protocol PushProvider: Sendable {
     /// `apns` or `fcm`, in metrics and logs.
     var name: String { get }
-    /// Sends one notice on `http` (blocking; called on a sender's own thread).
-    func send(_ notice: PushNotice, over http: OutboundHTTP) -> PushOutcome
-    /// Forgets cached credentials (the provider said they expired).
-    func renewCredentials()
+    /// The request that sends `notice` (fetching credentials over `http` when needed).
+    ///
+    /// - Throws: ``NotSendable`` with the outcome to record.
+    func request(for notice: PushNotice, over http: OutboundMultiplexer) async throws(NotSendable) -> ProviderRequest
+    /// What the provider's answer means.
+    func outcome(of response: OutboundResponse) -> PushOutcome
+    /// Forgets cached credentials made before `date` (the provider said they expired): those
+    /// made since are already new, so many requests refused at once renew them once.
+    func renewCredentials(madeBefore date: Date)
+}
+
+extension PushProvider {
+    /// Sends one notice over `http`, on a stream of a shared connection.
+    func send(_ notice: PushNotice, over http: OutboundMultiplexer) async -> PushOutcome {
+        let request: ProviderRequest
+        do {
+            request = try await self.request(for: notice, over: http)
+        } catch {
+            return error.outcome
+        }
+        do {
+            return outcome(of: try await http.post(request.url, headers: request.headers, body: request.body))
+        } catch {
+            return .retry("\(name == "apns" ? "APNs" : "FCM") did not answer: \(error)")
+        }
+    }
 }
 
 
@@ -71,7 +105,9 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
         }
     }
 
-    func renewCredentials() { lock.withLock { cached = nil } }
+    func renewCredentials(madeBefore date: Date) {
+        lock.withLock { if let made = cached?.madeAt, made < date { cached = nil } }
+    }
 
     /// Parley's own keys: which message, so the app's extension can fetch it.
     static func parleyKeys(_ notice: PushNotice, _ json: inout JSONWriter) {
@@ -83,9 +119,9 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
         }
     }
 
-    func send(_ notice: PushNotice, over http: OutboundHTTP) -> PushOutcome {
+    func request(for notice: PushNotice, over http: OutboundMultiplexer) async throws(NotSendable) -> ProviderRequest {
         let token: String
-        do { token = try providerToken() } catch { return .failed("cannot sign the APNs token: \(error)") }
+        do { token = try providerToken() } catch { throw NotSendable(outcome: .failed("cannot sign the APNs token: \(error)")) }
         let base = url ?? (notice.environment == .sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com")
         var payload = JSONWriter(capacity: 512)
         payload.object { json in
@@ -109,12 +145,10 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
             "authorization: bearer \(token)", "apns-topic: \(topic)", "apns-push-type: alert", "apns-priority: 10",
             "apns-expiration: \(notice.sentAt / 1000 + 86_400)", "apns-collapse-id: \(notice.messageID)", "content-type: application/json",
         ]
-        let response: OutboundResponse
-        do {
-            response = try http.post(base + "/3/device/" + notice.token, headers: headers, body: payload.bytes)
-        } catch {
-            return .retry("APNs did not answer: \(error)")
-        }
+        return ProviderRequest(url: base + "/3/device/" + notice.token, headers: headers, body: payload.bytes)
+    }
+
+    func outcome(of response: OutboundResponse) -> PushOutcome {
         let reason = (try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)))?["reason"]?.stringValue ?? ""
         switch response.status {
         case 200: return .sent
@@ -139,7 +173,17 @@ final class FCMProvider: PushProvider, @unchecked Sendable {
     private let tokenURI: String
     private let sendURL: String
     private let lock = NSLock()
-    private var cached: (token: String, expires: Date)?
+    private var cached: AccessToken?
+    /// The token being fetched, which every request that needs one waits for: one fetch, not
+    /// one per request in flight.
+    private var fetching: Task<AccessToken, any Error>?
+
+    /// An OAuth2 access token, when it was fetched and when to stop using it.
+    struct AccessToken: Sendable {
+        var token: String
+        var madeAt: Date
+        var expires: Date
+    }
 
     init(credentialsFile: String, url: String?) throws {
         guard let data = FileManager.default.contents(atPath: credentialsFile),
@@ -163,29 +207,51 @@ final class FCMProvider: PushProvider, @unchecked Sendable {
         sendURL = url ?? "https://fcm.googleapis.com/v1/projects/\(project)/messages:send"
     }
 
-    func renewCredentials() { lock.withLock { cached = nil } }
+    func renewCredentials(madeBefore date: Date) {
+        lock.withLock { if let made = cached?.madeAt, made < date { cached = nil } }
+    }
 
     /// The access token, fetched again a minute before it expires.
-    private func accessToken(over http: OutboundHTTP) throws -> String {
-        if let cached = lock.withLock({ cached }), cached.expires > Date() { return cached.token }
-        let now = Int(Date().timeIntervalSince1970)
+    private func accessToken(over http: OutboundMultiplexer) async throws -> String {
+        let task: Task<AccessToken, any Error> = lock.withLock {
+            if let cached, cached.expires > Date() { return Task { cached } }
+            if let fetching { return fetching }
+            let task = Task { try await self.fetchAccessToken(over: http) }
+            fetching = task
+            return task
+        }
+        do {
+            let fetched = try await task.value
+            lock.withLock {
+                if fetching == task { fetching = nil }
+                if fetched.expires > cached?.expires ?? .distantPast { cached = fetched }
+            }
+            return fetched.token
+        } catch {
+            lock.withLock { if fetching == task { fetching = nil } }
+            throw error
+        }
+    }
+
+    private func fetchAccessToken(over http: OutboundMultiplexer) async throws -> AccessToken {
+        let made = Date()
+        let now = Int(made.timeIntervalSince1970)
         let assertion = try key.jwt(headerFields: keyID.map { "\"kid\":\(jsonString($0))" } ?? "",
                                     claims: "{\"iss\":\(jsonString(clientEmail)),\"scope\":\"https://www.googleapis.com/auth/firebase.messaging\","
                                         + "\"aud\":\(jsonString(tokenURI)),\"iat\":\(now),\"exp\":\(now + 3600)}")
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
-        let response = try http.post(tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8))
+        let response = try await http.post(tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8))
         guard response.status == 200, let answer = try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)),
               let token = answer["access_token"]?.stringValue else {
             throw OutboundError(description: "the token endpoint answered \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
         }
         let lifetime = answer["expires_in"]?.numberValue ?? 3600
-        lock.withLock { cached = (token, Date().addingTimeInterval(max(60, lifetime - 60))) }
-        return token
+        return AccessToken(token: token, madeAt: made, expires: Date().addingTimeInterval(max(60, lifetime - 60)))
     }
 
-    func send(_ notice: PushNotice, over http: OutboundHTTP) -> PushOutcome {
+    func request(for notice: PushNotice, over http: OutboundMultiplexer) async throws(NotSendable) -> ProviderRequest {
         let token: String
-        do { token = try accessToken(over: http) } catch { return .retry("no FCM access token: \(error)") }
+        do { token = try await accessToken(over: http) } catch { throw NotSendable(outcome: .retry("no FCM access token: \(error)")) }
         let title = [notice.title, notice.subtitle].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " · ")
         var body = JSONWriter(capacity: 768)
         body.object { json in
@@ -229,12 +295,10 @@ final class FCMProvider: PushProvider, @unchecked Sendable {
                 }
             }
         }
-        let response: OutboundResponse
-        do {
-            response = try http.post(sendURL, headers: ["authorization: Bearer \(token)", "content-type: application/json"], body: body.bytes)
-        } catch {
-            return .retry("FCM did not answer: \(error)")
-        }
+        return ProviderRequest(url: sendURL, headers: ["authorization: Bearer \(token)", "content-type: application/json"], body: body.bytes)
+    }
+
+    func outcome(of response: OutboundResponse) -> PushOutcome {
         let error = (try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)))?["error"]
         let status = error?["status"]?.stringValue ?? ""
         let codes = error?["details"]?.arrayValue?.compactMap { $0["errorCode"]?.stringValue } ?? []

@@ -24,8 +24,11 @@ public struct PushConfiguration: Sendable, Equatable {
     public var outboundCAFile: String?
     /// How long a connected device has to confirm delivery before its member is pushed anyway.
     public var confirmationWindow: Duration = .seconds(1)
-    /// Requests in flight at once per provider (each on its own HTTP/2 connection).
-    public var concurrency = 8
+    /// Notices in flight at once per provider, multiplexed as HTTP/2 streams on at most
+    /// ``connections`` connections.
+    public var concurrency = 100
+    /// Connections per provider host (each carries up to 100 streams, or what the provider allows).
+    public var connections = 4
     /// Attempts before a notice is given up (429, 5xx, no answer), with backoff and jitter.
     public var maxAttempts = 6
     /// A request with no answer after this is abandoned (and retried).
@@ -69,10 +72,12 @@ public struct PushStatistics: Sendable {
 
 /// Sends the push outbox: turns each new message's row into one row per device to push
 /// (``Chat/expandPush(_:holder:)``), then sends those through APNs and FCM, each provider with
-/// ``PushConfiguration/concurrency`` senders on their own HTTP/2 connections. Every node runs
-/// one; rows are claimed (decision 0018), so a row is sent by one node, and a node that dies
-/// mid-send leaves its rows to be claimed again when their lease ends. A slow or dead provider
-/// only fills its own outbox: sending messages never waits for it.
+/// up to ``PushConfiguration/concurrency`` notices in flight as HTTP/2 streams on a few shared
+/// connections (``OutboundMultiplexer``). Each notice is settled on its own as its answer
+/// comes, so a slow answer holds up nothing but itself. Every node runs one; rows are claimed
+/// (decision 0018), so a row is sent by one node, and a node that dies mid-send leaves its
+/// rows to be claimed again when their lease ends. A slow or dead provider only fills its own
+/// outbox: sending messages never waits for it.
 public final class PushService: Sendable {
     private let chat: Chat
     private let configuration: PushConfiguration
@@ -81,6 +86,7 @@ public final class PushService: Sendable {
     private let node = Crypto.randomID(prefix: "push_", length: 10)
     private let statistics = LockedValue([String: PushStatistics]())
     private let tasks = LockedValue([Task<Void, Never>]())
+    private let multiplexers: [OutboundMultiplexer]
     private let wake = Wakeup()
 
     /// Reads the keys and credentials; nothing is sent until ``start()``.
@@ -100,6 +106,10 @@ public final class PushService: Sendable {
             providers.append(try FCMProvider(credentialsFile: file, url: configuration.fcmURL))
         }
         self.providers = providers
+        let trust = trust
+        multiplexers = try providers.map { _ in
+            try OutboundMultiplexer(trust: trust, timeout: configuration.requestTimeout, policy: .push, connections: configuration.connections)
+        }
     }
 
     /// The providers this node pushes through (`apns`, `fcm`).
@@ -111,10 +121,8 @@ public final class PushService: Sendable {
     /// Starts expanding and sending.
     public func start() {
         var started = [Task { await self.expandLoop() }]
-        for provider in providers {
-            for index in 0..<max(1, configuration.concurrency) {
-                started.append(Task { await self.sendLoop(provider, index: index) })
-            }
+        for (provider, http) in zip(providers, multiplexers) {
+            started.append(Task { await self.sendLoop(provider, over: http) })
         }
         tasks.withLock { $0 = started }
     }
@@ -123,6 +131,7 @@ public final class PushService: Sendable {
     public func stop() {
         for task in tasks.withLock({ $0 }) { task.cancel() }
         wake.signal()
+        for http in multiplexers { http.stop() }
     }
 
     // MARK: - Expanding
@@ -154,35 +163,90 @@ public final class PushService: Sendable {
 
     // MARK: - Sending
 
-    private func sendLoop(_ provider: any PushProvider, index: Int) async {
+    /// What a sender's task group hears: a notice settled, or whether rows fell due.
+    private enum Step: Sendable {
+        case settled
+        case due(Bool)
+    }
+
+    /// Keeps up to ``PushConfiguration/concurrency`` notices of one provider in flight: claims
+    /// due rows while there is room, sends each on its own stream and settles it when its
+    /// answer comes. Rows done are removed in batches by a finisher (one write for many).
+    private func sendLoop(_ provider: any PushProvider, over http: OutboundMultiplexer) async {
         let kind = "push-" + provider.name
-        let holder = "\(node)/\(provider.name)/\(index)"
-        let queue = DispatchQueue(label: "parley.push.\(provider.name).\(index)")
-        guard let http = try? OutboundHTTP(trust: trust, timeout: configuration.requestTimeout) else { return }
-        while !Task.isCancelled {
-            guard await waitForDueRows(kind) else { continue }
-            let rows = (try? await chat.claimOutbox(kind: kind, holder: holder, limit: 16, lease: configuration.requestTimeout * 20)) ?? []
-            if rows.isEmpty {
-                // Another sender took them first: wait for more rather than ask again at once.
-                await wake.wait(upTo: .milliseconds(50))
-                continue
-            }
-            var done: [Int64] = []
-            for row in rows {
-                guard let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(row.payload)) else {
-                    done.append(row.id)
-                    continue
+        let holder = "\(node)/\(provider.name)"
+        let window = max(1, configuration.concurrency)
+        let done = LockedValue([Int64]())
+        let finisher = Task { await self.finishLoop(done, holder: holder) }
+        await withTaskGroup(of: Step.self) { group in
+            var inFlight = 0
+            var looking = false
+            var claimedNothing = false
+            while !Task.isCancelled {
+                if inFlight < window && !looking {
+                    looking = true
+                    let pause = claimedNothing
+                    group.addTask {
+                        // Rows seen due but taken by another node first: wait for more rather than ask again at once.
+                        if pause { await self.wake.wait(upTo: .milliseconds(50)) }
+                        return .due(await self.waitForDueRows(kind))
+                    }
                 }
-                var outcome = await queue.run { provider.send(notice, over: http) }
-                if case .renewCredentials = outcome {
-                    provider.renewCredentials()
-                    outcome = await queue.run { provider.send(notice, over: http) }
-                    if case .renewCredentials(let why) = outcome { outcome = .failed("credentials refused after renewing: \(why)") }
+                guard let step = await group.next() else { continue }
+                switch step {
+                case .settled:
+                    inFlight -= 1
+                case .due(let due):
+                    looking = false
+                    guard due else { continue }
+                    let rows = (try? await chat.claimOutbox(kind: kind, holder: holder, limit: min(window - inFlight, 100),
+                                                            lease: configuration.requestTimeout * 20)) ?? []
+                    claimedNothing = rows.isEmpty
+                    for row in rows {
+                        inFlight += 1
+                        group.addTask {
+                            await self.deliver(row, provider, over: http, holder: holder, done: done)
+                            return .settled
+                        }
+                    }
                 }
-                if await settle(row, notice, outcome, provider: provider.name, holder: holder) { done.append(row.id) }
             }
-            // Rows done (sent, given up, device removed) go in one write.
-            try? await chat.finishOutbox(done, holder: holder)
+            group.cancelAll()
+        }
+        finisher.cancel()
+        await finisher.value
+    }
+
+    /// Sends one notice and settles it; a row done goes to `done` for the finisher.
+    private func deliver(_ row: OutboxItem, _ provider: any PushProvider, over http: OutboundMultiplexer, holder: String,
+                         done: LockedValue<[Int64]>) async {
+        guard let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(row.payload)) else {
+            done.withLock { $0.append(row.id) }
+            return
+        }
+        let started = Date()
+        var outcome = await provider.send(notice, over: http)
+        if case .renewCredentials = outcome {
+            // Credentials made since this request started are already new: renewed once, not per stream.
+            provider.renewCredentials(madeBefore: started)
+            outcome = await provider.send(notice, over: http)
+            if case .renewCredentials(let why) = outcome { outcome = .failed("credentials refused after renewing: \(why)") }
+        }
+        if await settle(row, notice, outcome, provider: provider.name, holder: holder) { done.withLock { $0.append(row.id) } }
+    }
+
+    /// Removes the rows done (sent, given up, device removed) every 50 ms, in one write, and
+    /// once more when stopped.
+    private func finishLoop(_ done: LockedValue<[Int64]>, holder: String) async {
+        while true {
+            let stopping = Task.isCancelled
+            if !stopping { try? await Task.sleep(for: .milliseconds(50)) }
+            let ids = done.withLock { rows in
+                defer { rows.removeAll() }
+                return rows
+            }
+            if !ids.isEmpty { try? await chat.finishOutbox(ids, holder: holder) }
+            if stopping { return }
         }
     }
 

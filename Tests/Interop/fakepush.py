@@ -250,6 +250,9 @@ class FakePush:
         config.bind = ["127.0.0.1:0"]
         config.certfile, config.keyfile = self.cert, self.key
         config.alpn_protocols = ["h2"]
+        # APNs keeps a connection open across many notifications; hypercorn's default closes it
+        # after 1000 requests, cutting off the streams still in flight on it.
+        config.keep_alive_max_requests = 1 << 40
         config.accesslog = None
         config.errorlog = None
         self._stop = None

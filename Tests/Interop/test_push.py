@@ -304,6 +304,31 @@ def test_a_provider_that_does_not_answer_never_slows_sending(fake, server):
     fake.wait_for(lambda pushes: all(any(p[1] == token for p in pushes) for token in stuck), timeout=15)
 
 
+def test_slow_answers_hold_up_no_other_push(fake, server):
+    # 24 phones whose provider answers take 8 s: more than one request at a time per
+    # connection could ever carry. A push to anyone else still goes out at once beside them.
+    ana = person(server, "ana")
+    slow = []
+    for _ in range(24):
+        phone = person(server, "slow")
+        token = apns_token()
+        fake.delays[token] = 8
+        register(phone, "apns", token)
+        slow.append(token)
+        assert ana.send(direct(ana, phone)["id"], "answered slowly")[0] == 201
+    fake.wait_pending(lambda held: held >= 24)
+    bob = person(server, "bob")
+    token = apns_token()
+    register(bob, "apns", token)
+    sent = time.monotonic()
+    assert ana.send(direct(ana, bob)["id"], "not stuck behind them")[0] == 201
+    fake.wait_for(lambda pushes: any(p[1] == token for p in pushes), timeout=4)
+    assert time.monotonic() - sent < 3, "pushed within the window and a round trip"
+    assert fake.pending >= 24, "the slow answers were all still outstanding"
+    fake.wait_for(lambda pushes: all(any(p[1] == t for p in pushes) for t in slow), timeout=20)
+    fake.wait_pending(lambda held: held == 0)
+
+
 def test_a_mention_is_pushed_through_a_mute_and_a_public_channel_pushes_only_mentions(fake, server):
     ana, bob, cy = person(server, "ana", "Ana"), person(server, "bob"), person(server, "cy")
     bob_token, cy_token = apns_token(), apns_token()

@@ -54,7 +54,7 @@ struct ServerConfigurationTests {
     @Test func pushOptionsComeTogetherAndAppsSetWhatPushesSay() throws {
         guard case .run(let configuration) = try ServerConfiguration.parse(
             ["--apns-key-file", "k.p8", "--apns-key-id", "KEY1234567", "--apns-team-id", "TEAM123456", "--apns-topic", "com.example.chat",
-             "--apns-url", "https://127.0.0.1:9443", "--push-window", "3"],
+             "--apns-url", "https://127.0.0.1:9443", "--push-window", "3", "--push-concurrency", "500", "--push-connections", "2"],
             environment: ["PARLEY_FCM_CREDENTIALS_FILE": "sa.json", "PARLEY_OUTBOUND_CA_FILE": "ca.pem"]) else {
             Issue.record("not a run command")
             return
@@ -62,10 +62,11 @@ struct ServerConfigurationTests {
         let push = configuration.push
         #expect(push.isOn && push.apnsTopic == "com.example.chat" && push.fcmCredentialsFile == "sa.json" && push.outboundCAFile == "ca.pem")
         #expect(push.confirmationWindow == .seconds(3) && push.apnsURL == "https://127.0.0.1:9443")
+        #expect(push.concurrency == 500 && push.connections == 2)
         guard case .run(let off) = try ServerConfiguration.parse([], environment: [:]) else { return }
-        #expect(!off.push.isOn)
+        #expect(!off.push.isOn && off.push.concurrency == 100 && off.push.connections == 4)
         for bad in [["--apns-key-file", "k.p8"], ["--apns-topic", "x", "--apns-key-id", "y"], ["--fcm-url", "https://x"],
-                    ["--fcm-credentials-file", "sa.json", "--fcm-url", "http://plain"]] {
+                    ["--fcm-credentials-file", "sa.json", "--fcm-url", "http://plain"], ["--push-concurrency", "0"], ["--push-connections", "33"]] {
             #expect(throws: ServerConfiguration.UsageError.self, "\(bad)") { try ServerConfiguration.parse(bad) }
         }
         #expect(try ServerConfiguration.parse(["apps", "push-content", "default", "id-only"]) == .apps(.pushContent(app: "default", idOnly: true), ServerConfiguration()))
