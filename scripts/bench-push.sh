@@ -23,7 +23,7 @@ rounds=${ROUNDS:-3}
 work=$(mktemp -d /tmp/parley-bench-push.XXXXXX)
 .venv/bin/python Tests/Interop/fakepush.py "$work/flags" >"$work/fake.log" 2>&1 &
 fake=$!
-trap 'kill $fake 2>/dev/null; wait $fake 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $fake 2>/dev/null; wait $fake 2>/dev/null; grep "^fake:" "$work/fake.log" >&2; rm -rf "$work"' EXIT
 for _ in $(seq 1 200); do [[ -s "$work/flags" ]] && break; sleep 0.05; done
 mapfile -t push_flags <"$work/flags"
 

@@ -54,6 +54,19 @@ extension ParleyClient {
         let _: Empty = try await http.call("DELETE", "/v1/conversations/\(conversation.rawValue)/mute", token: try requireToken())
     }
 
+    /// Chooses what pushes this user in a conversation: every new message (`.all`), only
+    /// mentions of them (`.mentions`), or nil for the conversation's default (all in direct
+    /// chats, groups and private channels; mentions in public channels). The user's other
+    /// devices hear of it at once (`notifications.updated`).
+    ///
+    /// ```swift
+    /// try await client.setNotifications(.all, for: channel.id)   // every message of this channel
+    /// ```
+    public func setNotifications(_ level: NotificationLevel?, for conversation: ConversationID) async throws -> Conversation {
+        try await http.call("PUT", "/v1/conversations/\(conversation.rawValue)/notifications", body: NotificationsRequest(level: level),
+                            token: try requireToken())
+    }
+
     /// The message a push announced, fetched with the stored session: what an app's
     /// Notification Service Extension calls (with a client on the app group's state store) to
     /// show the real text when the app chose id-only pushes, or to show a photo.

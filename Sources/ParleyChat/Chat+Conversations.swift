@@ -386,7 +386,7 @@ extension Chat {
     static func view(_ db: any Database, key: Int64, caller: Caller) throws -> Conversation {
         guard let row = try db.fetchOne("""
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
-                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, c.slow_mode_seconds,
+                   c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, mb.push_level, c.slow_mode_seconds,
                    coalesce(c.retention_days, (SELECT a.retention_days FROM app a WHERE a.id = c.app_id)) AS retention_days,
                    c.photo_public
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
@@ -424,6 +424,9 @@ extension Chat {
         conversation.slowModeSeconds = try row.get("slow_mode_seconds", as: Int64.self) > 0 ? Int(try row.get("slow_mode_seconds", as: Int64.self)) : nil
         conversation.retentionDays = try row.get("retention_days", as: Int64?.self).flatMap { $0 > 0 ? Int($0) : nil }
         conversation.photoURL = avatarURL(try row.get("photo_public"))
+        if role != nil {
+            conversation.notifications = try row.get("push_level", as: String?.self).flatMap(NotificationLevel.init(rawValue:)) ?? .default(for: kind)
+        }
         return conversation
     }
 

@@ -239,7 +239,7 @@ extension Chat {
                  AND e.position >= s.since AND e.position <= s.until
             \(Chat.eventJoins)
             WHERE NOT (e.type = 'receipt.updated' AND c.kind = 'public' AND e.user_id != \(user))
-              AND NOT (e.type IN ('delivery.updated', 'mute.updated') AND e.user_id != \(user))
+              AND NOT (e.type IN ('delivery.updated', 'notifications.updated') AND e.user_id != \(user))
               AND (m.id IS NULL OR m.shadow = 0 OR m.author_id = \(user))
             ORDER BY e.position LIMIT \(limit)
             """)
@@ -304,6 +304,7 @@ extension Chat {
                 if case .number(let days) = fields["retentionDays"] { record.retentionDays = Int(days) }
                 if case .string(let photo) = fields["photoURL"] { record.photoURL = photo }
                 if case .string(let name) = fields["displayName"] { record.displayName = name }
+                if case .string(let level) = fields["notifications"] { record.notifications = level }
             }
             var event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                       userKey: try row.get("e_user_key", as: Int64?.self))

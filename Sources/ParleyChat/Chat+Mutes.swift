@@ -15,32 +15,53 @@ extension Chat {
         let now = nowMilliseconds
         let until = request.until.map(Chat.milliseconds) ?? Chat.mutedForever
         guard until > now else { throw ChatError.invalid("until must be in the future; to unmute, DELETE the mute") }
-        return try await setMute(caller, id, min(until, Chat.mutedForever))
+        return try await setNotifications(caller, id) { _, _ in (min(until, Chat.mutedForever), nil) }
     }
 
     /// Ends the caller's mute of a conversation (`DELETE /v1/conversations/{id}/mute`); nothing
     /// happens when it was not muted.
     public func unmute(_ caller: Caller, conversation id: ConversationID) async throws {
-        _ = try await setMute(caller, id, nil)
+        _ = try await setNotifications(caller, id) { _, _ in (nil, nil) }
     }
 
-    /// Sets the caller's mute and tells their own devices (`mute.updated`, no seq, only to
-    /// them), so a phone and a browser signed in as one person show the same state at once.
-    private func setMute(_ caller: Caller, _ id: ConversationID, _ until: Int64?) async throws -> Conversation {
+    /// Sets what pushes the caller in a conversation (`PUT /v1/conversations/{id}/notifications`):
+    /// every new message, only mentions of them, or (nil) the conversation's default — all in
+    /// direct chats, groups and private channels, mentions in public channels. A mute still
+    /// silences everything but mentions while it lasts.
+    ///
+    /// - Throws: 403 `not_member`; 404.
+    public func setNotifications(_ caller: Caller, conversation id: ConversationID, _ request: NotificationsRequest) async throws -> Conversation {
+        try await setNotifications(caller, id) { until, _ in (until, .some(request.level?.rawValue)) }
+    }
+
+    /// Changes the caller's mute and level (`change` gets the mute's end and the level stored,
+    /// and gives the new end and, when it changes it, the new level) and tells their own
+    /// devices (`notifications.updated`, no seq, only to them), so a phone and a browser signed
+    /// in as one person show the same at once. A change that changes nothing a device shows
+    /// says nothing.
+    private func setNotifications(_ caller: Caller, _ id: ConversationID,
+                                  _ change: @escaping @Sendable (Int64?, String?) -> (until: Int64?, level: String??)) async throws -> Conversation {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
                 let access = try Chat.access(tx, caller: caller, id: id)
                 _ = try access.requireMember()
-                let was = try tx.fetchOne("SELECT muted_until FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)")?
-                    .get("muted_until", as: Int64?.self)
-                // Unmuting what is not muted (or whose mute ran out), or muting to the same end,
-                // changes nothing a device shows: no event.
-                let wasMuted = (was ?? 0) > now
-                guard until.map({ $0 != was }) ?? wasMuted else { return try Chat.view(tx, key: access.key, caller: caller) }
-                try tx.execute("UPDATE member SET muted_until = \(until) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)")
-                try tx.appendAnnotation(conversation: access.key, type: .muteUpdated, actor: caller.userKey, message: nil,
-                                        user: caller.userKey, payload: until.map { "{\"until\":\($0)}" }, now: now)
+                guard let row = try tx.fetchOne("""
+                    SELECT muted_until, push_level FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+                    """) else { throw ChatError.notMember }
+                let wasUntil = try row.get("muted_until", as: Int64?.self).flatMap { $0 > now ? $0 : nil }
+                let wasLevel = try row.get("push_level", as: String?.self)
+                let (until, newLevel) = change(wasUntil, wasLevel)
+                let level = newLevel ?? wasLevel
+                guard until != wasUntil || level != wasLevel else { return try Chat.view(tx, key: access.key, caller: caller) }
+                try tx.execute("""
+                    UPDATE member SET muted_until = \(until), push_level = \(level) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+                    """)
+                let shown = level ?? NotificationLevel.default(for: access.kind).rawValue
+                var fields: [String: JSONValue] = ["notifications": .string(shown)]
+                if let until { fields["until"] = .number(Double(until)) }
+                try tx.appendAnnotation(conversation: access.key, type: .notificationsUpdated, actor: caller.userKey, message: nil,
+                                        user: caller.userKey, payload: try JSONValue.object(fields).encoded(), now: now)
                 return try Chat.view(tx, key: access.key, caller: caller)
             }
         }

@@ -51,20 +51,26 @@ public struct PushOutboxHook: TransactionHook {
 
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
         for event in events where event.record.type == .messageCreated && event.onlyFor == nil {
-            // Public channels push only the members a message mentions; Pusher channels never.
-            guard let message = event.record.message else { continue }
-            let mentionsOnly = event.conversationKind == .public
-            guard [.direct, .group, .private].contains(event.conversationKind) || (mentionsOnly && message.mentionsJSON != nil) else { continue }
+            // Public channels push the members a message mentions and those who asked for every
+            // message; Pusher channels never.
+            guard let message = event.record.message,
+                  [.direct, .group, .private, .public].contains(event.conversationKind) else { continue }
             let source = PushSource(conversation: event.conversationKey, message: message.id, seq: message.seq, position: event.record.position)
             let payload = source.encoded
             let due = event.record.createdAt + Chat.milliseconds(confirmationWindow)
-            // One statement: the row, only when another member (a mentioned one, in a public
-            // channel) has a device.
-            let someone: SQL = mentionsOnly
-                ? """
-                  SELECT 1 FROM mention mn JOIN push_device d ON d.user_id = mn.user_id
-                  WHERE mn.message_id = (SELECT id FROM message WHERE public_id = \(message.id))
-                  """
+            // One statement: the row, only when another member who may be pushed has a device
+            // (in a public channel, a mentioned one or one who chose "all", by its own index).
+            let channelMembers: SQL = """
+                SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                WHERE mb.conversation_id = \(event.conversationKey) AND mb.push_level = 'all'
+                  AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id))
+                """
+            let mentioned: SQL = """
+                SELECT 1 FROM mention mn JOIN push_device d ON d.user_id = mn.user_id
+                WHERE mn.message_id = (SELECT id FROM message WHERE public_id = \(message.id))
+                """
+            let someone: SQL = event.conversationKind == .public
+                ? (message.mentionsJSON == nil ? channelMembers : mentioned + " UNION ALL " + channelMembers)
                 : """
                   SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
                   WHERE mb.conversation_id = \(event.conversationKey)
@@ -144,22 +150,31 @@ extension Chat {
         if let root = try row.get("thread_id", as: Int64?.self), try row.get("in_conversation", as: Int64.self) == 0 {
             audience = "AND (mn.user_id IS NOT NULL OR mb.user_id IN (SELECT author_id FROM message WHERE id = \(root) OR thread_id = \(root)))"
         }
-        // A mentioned member is pushed even when they muted the conversation; in a public
-        // channel only mentioned members are (Slack's and Matrix's rule).
+        // A mentioned member is pushed even when they muted the conversation or chose mentions
+        // only; anyone else when they chose every message (or it is the default: all but public
+        // channels, where only members who chose it are, Slack's and Matrix's rule) and have not
+        // muted it.
+        let unmuted: SQL = "(mb.muted_until IS NULL OR mb.muted_until <= \(now))"
         let devices = try kind == .public
             ? db.fetchAll("""
-                SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
+                SELECT d.id, d.public_id, d.platform, d.token, d.environment, d.user_id
                 FROM mention mn JOIN member mb ON mb.conversation_id = \(source.conversation) AND mb.user_id = mn.user_id
                 JOIN push_device d ON d.user_id = mb.user_id
                 WHERE mn.message_id = \(messageKey) AND mb.delivered_seq < \(source.seq)
-                ORDER BY d.id
+                UNION
+                SELECT d.id, d.public_id, d.platform, d.token, d.environment, d.user_id
+                FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                LEFT JOIN mention mn ON mn.user_id = mb.user_id AND mn.message_id = \(messageKey)
+                WHERE mb.conversation_id = \(source.conversation) AND mb.push_level = 'all' AND mb.user_id != \(author)
+                  AND mb.delivered_seq < \(source.seq) AND \(unmuted) \(audience)
+                ORDER BY 1
                 """)
             : db.fetchAll("""
                 SELECT d.public_id, d.platform, d.token, d.environment, d.user_id
                 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
                 LEFT JOIN mention mn ON mn.user_id = mb.user_id AND mn.message_id = \(messageKey)
                 WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
-                  AND (mb.muted_until IS NULL OR mb.muted_until <= \(now) OR mn.user_id IS NOT NULL) \(audience)
+                  AND (mn.user_id IS NOT NULL OR (\(unmuted) AND (mb.push_level IS NULL OR mb.push_level = 'all'))) \(audience)
                 ORDER BY d.id
                 """)
         var count = 0

@@ -53,6 +53,8 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var photoURL: String?
     /// A user's display name after `user.updated`.
     public var displayName: String?
+    /// `notifications.updated`: the member's level (`all`, `mentions`).
+    public var notifications: String?
 
     /// The typed event.
     ///
@@ -73,6 +75,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         event.retentionDays = retentionDays
         event.photoURL = photoURL
         event.displayName = displayName
+        event.notifications = notifications.flatMap(NotificationLevel.init(rawValue:))
         return event
     }
 
@@ -89,6 +92,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
             if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
             if let emoji { json.key("emoji"); json.string(emoji) }
             if let message { json.key("message"); message.writeJSON(into: &json) }
+            if let notifications { json.key("notifications"); json.string(notifications) }
             if let photoURL { json.key("photoURL"); json.string(photoURL) }
             json.key("position"); json.integer(position)
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }

@@ -699,16 +699,22 @@ public enum Schema: Sendable {
             try Schema.widenEventSeqCheck(db, dialect, from: before, to: after, migration: "0017")
         }
         migrator.register("0018 mutes reach the member's other devices") { db in
-            // A member's own mute change (`mute.updated`) takes no seq and reaches only their devices.
+            // A member's own notification change (`notifications.updated`) takes no seq and reaches only their devices.
             let before = """
                 CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
                 'message.pinned', 'message.unpinned', 'user.updated')))
                 """
             let after = """
                 CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
-                'message.pinned', 'message.unpinned', 'user.updated', 'mute.updated')))
+                'message.pinned', 'message.unpinned', 'user.updated', 'notifications.updated')))
                 """
             try Schema.widenEventSeqCheck(db, dialect, from: before, to: after, migration: "0018")
+        }
+        migrator.register("0019 notification levels") { db in
+            // What pushes a member: 'all', 'mentions', or NULL for the conversation's default. A
+            // public channel's message looks up its members who chose 'all' by this index.
+            try db.execute("ALTER TABLE member ADD COLUMN push_level text CHECK (push_level IN ('all', 'mentions'))")
+            try db.execute("CREATE INDEX member_push_all ON member (conversation_id) WHERE push_level = 'all'")
         }
     }
 

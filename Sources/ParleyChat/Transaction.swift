@@ -37,7 +37,7 @@ public struct AppendedEvent: Sendable {
         if let channelEvent { return .channel(channelEvent) }
         let audience: Audience = if let onlyFor {
             .users([onlyFor])
-        } else if record.type == .deliveryUpdated || record.type == .muteUpdated || (record.type == .receiptUpdated && conversationKind == .public) {
+        } else if record.type == .deliveryUpdated || record.type == .notificationsUpdated || (record.type == .receiptUpdated && conversationKind == .public) {
             .users([userKey ?? 0])
         } else {
             .members(conversation: conversationKey)

@@ -170,6 +170,13 @@ enum ChatRoutes {
         router.delete("/v1/conversations/:conversationId/mute") { request in
             await api.respondEmpty { try await chat.unmute(try await api.caller(request), conversation: api.conversationID(request)) }
         }
+        router.put("/v1/conversations/:conversationId/notifications") { request in
+            await api.respond {
+                let caller = try await api.caller(request)
+                return try await chat.setNotifications(caller, conversation: api.conversationID(request),
+                                                       try await request.decode(NotificationsRequest.self))
+            }
+        }
 
         // Messages
         router.post("/v1/conversations/:conversationId/messages") { request in

@@ -62,10 +62,11 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         /// `displayName`): every conversation they are in gets one, so open chats show the new
         /// face and name. No `seq`.
         case userUpdated
-        /// The member (`userId`) muted the conversation's pushes until `until` (absent: unmuted;
-        /// 9999-12-31T23:59:59Z: until unmuted), as ``Conversation/mutedUntil`` now says. Only
-        /// that member's own devices receive it. No `seq`.
-        case muteUpdated
+        /// The member (`userId`) changed what pushes them here: `notifications` (`all` or
+        /// `mentions`) and their mute, `until` (absent: not muted; 9999-12-31T23:59:59Z: until
+        /// unmuted), as ``Conversation/notifications`` and ``Conversation/mutedUntil`` now say.
+        /// Only that member's own devices receive it. No `seq`.
+        case notificationsUpdated
         /// A kind this build does not know, by its wire name.
         case unknown(String)
 
@@ -74,7 +75,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
                                            .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
                                            .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned,
                                            .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted, .messagesExpired,
-                                           .userUpdated, .muteUpdated]
+                                           .userUpdated, .notificationsUpdated]
         private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
 
         /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
@@ -103,7 +104,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
             case .memberUnmuted: "member.unmuted"
             case .messagesExpired: "messages.expired"
             case .userUpdated: "user.updated"
-            case .muteUpdated: "mute.updated"
+            case .notificationsUpdated: "notifications.updated"
             case .unknown(let name): name
             }
         }
@@ -112,7 +113,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         /// delivery counts, reactions, pins, profile changes, mutes): they never count as unread.
         public var hasNoSeq: Bool {
             [.receiptUpdated, .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned, .userUpdated,
-             .muteUpdated].contains(self)
+             .notificationsUpdated].contains(self)
         }
 
         /// False for ``unknown(_:)``.
@@ -167,7 +168,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     /// root and its reply count after the change, so clients update the root without a read.
     public var thread: ThreadSummary? = nil
     /// For ``Kind/memberBanned`` and ``Kind/memberMuted``: when it ends (nil: until lifted);
-    /// for ``Kind/muteUpdated``: the mute's end (nil: not muted).
+    /// for ``Kind/notificationsUpdated``: the mute's end (nil: not muted).
     public var until: Date? = nil
     /// For ``Kind/memberBanned``: the moderator's reason, if given.
     public var reason: String? = nil
@@ -184,6 +185,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var photoURL: String? = nil
     /// For ``Kind/userUpdated``: the user's display name after the change.
     public var displayName: String? = nil
+    /// For ``Kind/notificationsUpdated``: what pushes the member now (with ``until``, their mute).
+    public var notifications: NotificationLevel? = nil
     /// An event of a kind this build does not know, exactly as it arrived (every field,
     /// including those this build has no property for); nil for known kinds. A
     /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
@@ -193,7 +196,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
              userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread, until, reason, slowModeSeconds,
-             throughSeq, count, retentionDays, photoURL, displayName
+             throughSeq, count, retentionDays, photoURL, displayName, notifications
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -246,6 +249,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays)
         photoURL = try container.decodeIfPresent(String.self, forKey: .photoURL)
         displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
+        notifications = try container.decodeIfPresent(NotificationLevel.self, forKey: .notifications)
     }
 }
 

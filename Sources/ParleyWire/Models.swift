@@ -128,6 +128,8 @@ public struct Conversation: Hashable, Codable, Sendable {
     public var retentionDays: Int? = nil
     /// A group's or channel's photo (`/v1/avatars/a_…`); for a direct chat, the peer's is in ``peer``.
     public var photoURL: String? = nil
+    /// What pushes the caller here (their choice, else the default for the kind); nil when not a member.
+    public var notifications: NotificationLevel? = nil
 
     /// Creates the value; each argument sets the property of the same name.
     public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,

@@ -69,6 +69,47 @@ public struct PushDeviceList: Hashable, Codable, Sendable {
     public init(devices: [PushDevice]) { self.devices = devices }
 }
 
+/// What pushes a member of a conversation: every new message, or only those that mention them.
+/// A member who chose nothing gets the conversation's default: ``all`` in direct chats, groups
+/// and private channels, ``mentions`` in public channels (Slack's and Stream's defaults).
+public enum NotificationLevel: String, Hashable, Codable, Sendable, CaseIterable {
+    /// Every new message (except in a muted conversation, where only mentions push).
+    case all
+    /// Only messages that mention the member.
+    case mentions
+
+    /// The default for a conversation of `kind`.
+    public static func `default`(for kind: ConversationKind) -> NotificationLevel {
+        kind == .public ? .mentions : .all
+    }
+}
+
+/// `PUT /v1/conversations/{id}/notifications`: `{"level": "all" | "mentions" | "default"}`.
+public struct NotificationsRequest: Hashable, Codable, Sendable {
+    /// The member's choice; nil (`"default"` on the wire) goes back to the conversation's default.
+    public var level: NotificationLevel?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(level: NotificationLevel?) { self.level = level }
+
+    private enum CodingKeys: String, CodingKey { case level }
+
+    /// Reads `level`, which must be present: `all`, `mentions` or `default`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let text = try container.decode(String.self, forKey: .level)
+        guard text == "default" || NotificationLevel(rawValue: text) != nil else {
+            throw DecodingError.dataCorruptedError(forKey: .level, in: container, debugDescription: "level is all, mentions or default")
+        }
+        level = NotificationLevel(rawValue: text)
+    }
+
+    /// Writes `level`, `default` for nil.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(level?.rawValue ?? "default", forKey: .level)
+    }
+}
+
 /// `PUT /v1/conversations/{id}/mute`: no push for this conversation until `until` (a mention
 /// of the member still pushes). Without `until`, until unmuted.
 public struct MuteRequest: Hashable, Codable, Sendable {

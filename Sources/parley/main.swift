@@ -42,6 +42,7 @@ let overview = """
       push register <token> [--fcm] [--sandbox]   register a phone's push token for this account (testing by hand)
       push list | push unregister                 the account's push devices; stop pushes to this session's
       mute <conversation> [--hours N] | unmute <conversation>   no push for a conversation (for N hours)
+      notify <conversation> all|mentions|default  what pushes you there: every message, or only mentions
 
     Passwords are read from PARLEY_PASSWORD, else from the first line of standard input.
     The server and app key come from --server/--app-key, else PARLEY_SERVER/PARLEY_APP_KEY,
@@ -82,6 +83,7 @@ let commandHelp: [String: String] = [
     "push": "parley push register <token> [--fcm] [--sandbox] | parley push list | parley push unregister\n  Registers a push token for this session (an APNs token in hex, or an FCM token with --fcm; --sandbox for an APNs token of a development build), lists the account's devices (id, platform, environment, token), or removes this session's. For testing a real phone by hand: copy the token the app logged.",
     "mute": "parley mute <conversation> [--hours N]\n  No push for this conversation for N hours, or until unmuted.",
     "unmute": "parley unmute <conversation>\n  Ends a mute.",
+    "notify": "parley notify <conversation> all|mentions|default\n  What pushes you in this conversation: every new message, only messages that mention you, or the default (all in direct chats, groups and private channels; mentions in public channels).",
 ]
 
 /// A command-line mistake.
@@ -189,6 +191,7 @@ struct Arguments {
                      .toggle("--sandbox", nil, \.sandbox, help: "An APNs token of a build signed for development.")],
             "mute": [.integer("--hours", nil, in: 1...8_760, \.hours, help: "How long (default: until unmuted).")],
             "unmute": [],
+            "notify": [],
         ]
     }
 
@@ -567,6 +570,13 @@ func run(_ raw: [String]) async throws {
             let muted = try await client.mute(ConversationID(rawValue: conversation), until: until)
             output(until == nil ? "muted until unmuted" : "muted until \(muted.mutedUntil.map(time) ?? "?")")
         }
+    case "notify":
+        guard words.count == 2, let conversation = words.first, let choice = words.last,
+              choice == "default" || NotificationLevel(rawValue: choice) != nil else {
+            throw UsageError(message: "notify <conversation> all|mentions|default")
+        }
+        let updated = try await client.setNotifications(NotificationLevel(rawValue: choice), for: ConversationID(rawValue: conversation))
+        output("pushes here: \(updated.notifications == .all ? "every new message" : "mentions of you only")")
     default:
         throw UsageError(message: "unknown command '\(command)'")
     }

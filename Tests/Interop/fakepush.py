@@ -312,3 +312,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()
     fake.stop()
+    # What the benchmark checks besides speed: no notification reached a device twice.
+    with fake.lock:
+        seen = [(p[1], p[3].get("parley", {}).get("messageId")) for p in fake.pushes]
+    print(f"fake: {len(seen)} pushes, {len(seen) - len(set(seen))} to a device that already had that message", file=sys.stderr, flush=True)

@@ -366,6 +366,11 @@ def test_a_push_token_is_registered_listed_and_removed_and_a_conversation_muted(
     muted = bob.run("mute", conversation, "--hours", "2")
     assert muted.returncode == 0 and muted.stdout.startswith("muted until")
     assert bob.run("unmute", conversation).stdout.strip() == "unmuted"
+    chosen = bob.run("notify", conversation, "mentions")
+    assert chosen.stdout.strip() == "pushes here: mentions of you only", chosen.stderr
+    assert bob.run("notify", conversation, "default").stdout.strip() == "pushes here: every new message"
+    loud = bob.run("notify", conversation, "loud")
+    assert loud.returncode == 2 and "all|mentions|default" in loud.stderr
 
 
 def test_react_pin_and_mentions_from_the_shell(server):

@@ -154,17 +154,17 @@ def test_a_mute_shows_at_once_on_the_members_other_devices_and_nowhere_else(serv
         ana_phone.wait_ready()
         status, muted = bob.request("PUT", f"/v1/conversations/{room['id']}/mute", {"until": "2099-01-01T00:00:00Z"})
         assert status == 200
-        event = laptop.wait_event(lambda e: e.get("type") == "mute.updated")["event"]
+        event = laptop.wait_event(lambda e: e.get("type") == "notifications.updated")["event"]
         assert event["until"] == muted["mutedUntil"] == "2099-01-01T00:00:00.000Z"
         assert event["userId"] == bob.user["id"] and event["conversationId"] == room["id"] and "seq" not in event
         assert bob.delete(f"/v1/conversations/{room['id']}/mute")[0] == 204
-        event = laptop.wait_event(lambda e: e.get("type") == "mute.updated")["event"]
+        event = laptop.wait_event(lambda e: e.get("type") == "notifications.updated")["event"]
         assert "until" not in event, "unmuted"
         status, message = bob.send(room["id"], "after")
         assert status == 201
         seen = []
         ana_phone.wait_event(lambda e: seen.append(e.get("type")) or e.get("message", {}).get("id") == message["id"])
-        assert "mute.updated" not in seen, "ana never hears that bob muted their chat"
+        assert "notifications.updated" not in seen, "ana never hears that bob muted their chat"
     finally:
         laptop.close()
         ana_phone.close()
@@ -280,16 +280,23 @@ def test_an_expired_provider_token_is_renewed_once_and_the_push_goes(fake, serve
     assert len(fake.pushes_to(token)) == 1
 
 
+def messages_to_slow_phones(fake, server, sender, count, delay):
+    """A message from `sender` to each of `count` new phones whose provider answers take
+    `delay` seconds; their tokens."""
+    tokens = []
+    for _ in range(count):
+        phone = person(server, "slow")
+        token = apns_token()
+        fake.delays[token] = delay
+        register(phone, "apns", token)
+        tokens.append(token)
+        assert sender.send(direct(sender, phone)["id"], "answered slowly")[0] == 201
+    return tokens
+
+
 def test_a_provider_that_does_not_answer_never_slows_sending(fake, server):
     ana = person(server, "ana")
-    stuck = []
-    for _ in range(8):                            # however the senders share them out, they wait
-        phone = person(server, "stuck")
-        token = apns_token()
-        fake.delays[token] = 4
-        register(phone, "apns", token)
-        stuck.append(token)
-        assert ana.send(direct(ana, phone)["id"], "to a provider that hangs")[0] == 201
+    stuck = messages_to_slow_phones(fake, server, ana, 8, 4)
     fake.wait_pending(lambda held: held >= 1)    # a sender is waiting on the provider now
     bob = person(server, "bob")
     room = direct(ana, bob)
@@ -308,14 +315,7 @@ def test_slow_answers_hold_up_no_other_push(fake, server):
     # 24 phones whose provider answers take 8 s: more than one request at a time per
     # connection could ever carry. A push to anyone else still goes out at once beside them.
     ana = person(server, "ana")
-    slow = []
-    for _ in range(24):
-        phone = person(server, "slow")
-        token = apns_token()
-        fake.delays[token] = 8
-        register(phone, "apns", token)
-        slow.append(token)
-        assert ana.send(direct(ana, phone)["id"], "answered slowly")[0] == 201
+    slow = messages_to_slow_phones(fake, server, ana, 24, 8)
     fake.wait_pending(lambda held: held >= 24)
     bob = person(server, "bob")
     token = apns_token()
@@ -349,13 +349,51 @@ def test_a_mention_is_pushed_through_a_mute_and_a_public_channel_pushes_only_men
     for member in (bob, cy):
         assert member.post(f"/v1/conversations/{channel['id']}/join")[0] == 200
     _, everyone = ana.send(channel["id"], "hello all")
-    _, for_cy = ana.send(channel["id"], f"hi @{cy.user['username']}")
+    status, for_cy = ana.send(channel["id"], f"hi @{cy.user['username']}")
+    assert status == 201, for_cy
     fake.wait_for(lambda pushes: any(p[1] == cy_token and p[3]["parley"]["messageId"] == for_cy["id"] for p in pushes))
     barrier(fake, server)
     channel_pushes = [p for p in fake.pushes if p[3].get("parley", {}).get("conversationId") == channel["id"]]
     assert [(p[1], p[3]["parley"]["messageId"]) for p in channel_pushes] == [(cy_token, for_cy["id"])]
     assert quiet["id"] not in [p[3]["parley"]["messageId"] for p in fake.pushes if p[1] == bob_token]
     assert everyone["id"] not in [p[3].get("parley", {}).get("messageId") for p in fake.pushes]
+
+
+def test_a_member_chooses_every_message_or_mentions_only(fake, server):
+    ana, bob, cy = person(server, "ana", "Ana"), person(server, "bob"), person(server, "cy")
+    bob_token, cy_token = apns_token(), apns_token()
+    register(bob, "apns", bob_token)
+    register(cy, "apns", cy_token)
+    status, group = ana.post("/v1/conversations", {"kind": "group", "title": "Crew", "members": [bob.user["username"], cy.user["username"]]})
+    assert status == 201 and group["notifications"] == "all"
+    status, chosen = bob.request("PUT", f"/v1/conversations/{group['id']}/notifications", {"level": "mentions"})
+    assert status == 200 and chosen["notifications"] == "mentions"
+    _, plain = ana.send(group["id"], "for whoever wants everything")
+    _, called = ana.send(group["id"], f"@{bob.user['username']} this one is yours")
+    fake.wait_for(lambda pushes: len([p for p in pushes if p[1] == cy_token]) == 2)
+    fake.wait_for(lambda pushes: any(p[1] == bob_token for p in pushes))
+    barrier(fake, server)
+    assert [p[3]["parley"]["messageId"] for p in fake.pushes_to(bob_token)] == [called["id"]], "mentions only"
+
+    status, channel = ana.post("/v1/conversations", {"kind": "public", "title": f"news-{uuid.uuid4().hex[:6]}"})
+    assert status == 201
+    for member in (bob, cy):
+        assert member.post(f"/v1/conversations/{channel['id']}/join")[0] == 200
+    status, chosen = cy.request("PUT", f"/v1/conversations/{channel['id']}/notifications", {"level": "all"})
+    assert status == 200 and chosen["notifications"] == "all"
+    assert bob.get(f"/v1/conversations/{channel['id']}")[1]["notifications"] == "mentions", "a public channel's default"
+    _, news = ana.send(channel["id"], "read all about it")
+    fake.wait_for(lambda pushes: any(p[1] == cy_token and p[3]["parley"]["messageId"] == news["id"] for p in pushes))
+    barrier(fake, server)
+    assert news["id"] not in [p[3]["parley"]["messageId"] for p in fake.pushes_to(bob_token)]
+
+    # Back to the default; a level that does not exist changes nothing.
+    status, back = cy.request("PUT", f"/v1/conversations/{channel['id']}/notifications", {"level": "default"})
+    assert status == 200 and back["notifications"] == "mentions"
+    for bad in ({"level": "loud"}, {}, {"level": None}):
+        status, error = cy.request("PUT", f"/v1/conversations/{channel['id']}/notifications", bad)
+        assert status == 400, (bad, status, error)
+    assert cy.get(f"/v1/conversations/{channel['id']}")[1]["notifications"] == "mentions"
 
 
 def test_a_thread_only_reply_pushes_the_threads_participants_only(fake, server):

@@ -140,11 +140,37 @@ struct MuteTests {
         try await chat.unmute(alice, conversation: room.id)
 
         let mine = try await chat.feed(alice, afterPosition: start, limit: 200).page().events
-        #expect(mine.map(\.type) == [.muteUpdated, .muteUpdated], "a repeat changes nothing and says nothing")
-        #expect(mine.allSatisfy { $0.seq == nil && $0.userID == alice.userID })
+        #expect(mine.map(\.type) == [.notificationsUpdated, .notificationsUpdated], "a repeat changes nothing and says nothing")
+        #expect(mine.allSatisfy { $0.seq == nil && $0.userID == alice.userID && $0.notifications == .all })
         #expect(mine.first?.until.map { abs($0.timeIntervalSince(hour)) < 0.001 } == true && mine.last?.until == nil)
         #expect(try await chat.feed(bob, afterPosition: start, limit: 200).records.isEmpty, "bob never learns alice muted the room")
         let after = try await chat.conversation(alice, id: room.id)
         #expect(after.lastPosition == before.lastPosition && after.lastSeq == before.lastSeq && after.unreadCount == 0)
+    }
+
+    @Test func aMemberChoosesEveryMessageOrMentionsOnlyAndPublicChannelsDefaultToMentions() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "room"))
+        let (channel, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .public, members: [], title: "town"))
+        #expect(room.notifications == .all && channel.notifications == .mentions, "the defaults: all, and mentions in public channels")
+        let start = try await chat.feed(alice, afterPosition: 0, limit: 200).records.last?.position ?? 0
+
+        let chosen = try await chat.setNotifications(bob, conversation: room.id, NotificationsRequest(level: .mentions))
+        #expect(chosen.notifications == .mentions)
+        _ = try await chat.setNotifications(bob, conversation: room.id, NotificationsRequest(level: .mentions))
+        #expect(try await chat.conversation(alice, id: room.id).notifications == .all, "a level is one member's")
+        let back = try await chat.setNotifications(bob, conversation: room.id, NotificationsRequest(level: nil))
+        #expect(back.notifications == .all)
+        let events = try await chat.feed(bob, afterPosition: start, limit: 200).page().events
+        #expect(events.map(\.notifications) == [.mentions, .all], "one event per change, none for a repeat")
+        #expect(try await chat.feed(alice, afterPosition: start, limit: 200).records.isEmpty)
+        await #expect(throws: ChatError.self) {
+            _ = try await chat.setNotifications(bob, conversation: channel.id, NotificationsRequest(level: .all))
+        }
+        #expect(try await chat.conversation(bob, id: channel.id).notifications == nil, "not a member: nothing to choose")
     }
 }

@@ -42,7 +42,7 @@ struct PushClientTests {
         let muted = try await phone.mute(chat.id, until: Date().addingTimeInterval(3600))
         try await phone.unmute(chat.id)
         var seen: [Date?] = []
-        for await event in events where event.type == .muteUpdated {
+        for await event in events where event.type == .notificationsUpdated {
             shown = shown.updated(by: event)
             seen.append(shown.mutedUntil)
             if seen.count == 2 { break }
@@ -56,7 +56,7 @@ struct PushClientTests {
             aliceSaw.append(event.type)
             if event.message?.clientID == clientID { break }
         }
-        #expect(aliceSaw.last == .messageCreated && !aliceSaw.contains(.muteUpdated))
+        #expect(aliceSaw.last == .messageCreated && !aliceSaw.contains(.notificationsUpdated))
     }
 
     @Test func muteUnmuteAndTheExtensionsFetchOfThePushedMessage() async throws {
