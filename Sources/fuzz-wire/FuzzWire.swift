@@ -40,7 +40,10 @@ public func fuzzWire(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     case 1: check(SendToUsersRequest.self, body, decoder) { try Chat.validate(SendMessageRequest(clientID: $0.clientID, content: $0.content, metadata: $0.metadata)) }
     case 2: check(EditMessageRequest.self, body, decoder) { try Chat.validate(SendMessageRequest(clientID: "edit", content: $0.content, metadata: $0.metadata)) }
     case 3: check(CreateConversationRequest.self, body, decoder) { try Chat.validate($0) }
-    default: check(UpdateProfileRequest.self, body, decoder) { try Chat.validate($0) }
+    default:
+        check(UpdateProfileRequest.self, body, decoder) { try Chat.validate($0) }
+        // A notification level: the same body (selectors keep their meaning for saved inputs).
+        check(NotificationsRequest.self, body, decoder) { _ in }
     }
     return 0
 }
