@@ -709,3 +709,45 @@ def test_faces_show_photos_where_people_set_them(server, browsers):
     assert face.get_attribute("src").endswith(f"/v1/avatars/{upload['id']}")
     ana.screenshot("faces.png")
     assert not ana.console(), ana.console()
+
+
+def test_notifications_are_chosen_on_the_page_and_follow_the_other_devices(server, browsers):
+    """The 🔔 in a conversation's header chooses what pushes the user's phone and mutes it; a
+    change made on another device (a phone, here the API) shows in the list and on the bell
+    live, without a reload."""
+    ana_name = name("ana")
+    ana = Browser(server); browsers.append(ana)
+    ana.sign_up(ana_name, "Ana")
+    ana_phone = Client(server).sign_in(ana_name)
+    ben = Client(server).register(name("ben"))
+    title = "Book club " + uuid.uuid4().hex[:4]
+    status, group = ben.post("/v1/conversations", {"kind": "group", "title": title, "members": [ana_name]})
+    assert status == 201
+    ana.open_conversation(title)
+
+    def choose(select_name, value):
+        def attempt():
+            try:
+                Select(ana.one(f".dialog select[name={select_name}]")).select_by_value(value)
+                return True
+            except StaleElementReferenceException:
+                return False
+        ana.wait(attempt, f"{select_name} = {value}")
+
+    ana.wait(lambda: ana.one(".notifications-button").text == "🔔", "the bell, not muted")
+    ana.one(".notifications-button").click()
+    choose("notificationLevel", "mentions")
+    ana.wait(lambda: ana_phone.get(f"/v1/conversations/{group['id']}")[1].get("notifications") == "mentions", "mentions only, stored")
+    choose("mute", "8")
+    ana.wait(lambda: ana_phone.get(f"/v1/conversations/{group['id']}")[1].get("mutedUntil"), "a mute, stored")
+    ana.wait(lambda: "until" in ana.one(".dialog .mute-until").text, "the mute's end shown")
+    ana.screenshot("notifications.png")
+    ana.one(".dialog [aria-label=Close]").click()
+    ana.wait(lambda: ana.one(".notifications-button").text == "🔕", "the bell, muted")
+    ana.wait(lambda: ana.find(f".conversation[data-id='{group['id']}'] .muted-mark"), "🔕 in the list")
+
+    # Unmuted on the phone: the page follows at once.
+    assert ana_phone.delete(f"/v1/conversations/{group['id']}/mute")[0] == 204
+    ana.wait(lambda: not ana.find(f".conversation[data-id='{group['id']}'] .muted-mark"), "the list's 🔕 gone")
+    ana.wait(lambda: ana.one(".notifications-button").text == "🔔", "the bell, unmuted")
+    assert not ana.console()

@@ -153,8 +153,20 @@ function renderList() {
           h("span", { class: "conversation-last" }, last ? preview(last) : kindLabel(conversation.kind))),
         h("span", { class: "conversation-meta" },
           last ? h("time", {}, shortTime(last.sentAt)) : null,
+          isMuted(conversation) ? h("span", { class: "muted-mark", title: "Muted: no push", "aria-label": "muted" }, "🔕") : null,
           unread > 0 ? h("span", { class: "unread", "aria-label": `${unread} unread` }, unread > 9999 ? "9999+" : String(unread)) : null))));
   }
+}
+
+/** Shows a conversation's mute in the list and, when it is open, on the header's bell. */
+function showMuted(conversation) {
+  renderList();
+  if (conversation.id === state.current && elements.bell) elements.bell.textContent = isMuted(conversation) ? "🔕" : "🔔";
+}
+
+/** Whether the user muted this conversation's pushes (an end in the past is no mute). */
+function isMuted(conversation) {
+  return conversation.mutedUntil ? new Date(conversation.mutedUntil) > new Date() : false;
 }
 
 function kindLabel(kind) {
@@ -279,6 +291,9 @@ function renderChat() {
       h("span", { class: "chat-subtitle" }, peer ? presenceText(peer.id) : `${kindLabel(conversation.kind)} · ${conversation.memberCount} members`)),
     h("button", { type: "button", class: "quiet pins-button", title: "Pinned messages", onclick: openPins }, "📌 Pins"),
     isModerator(conversation) ? h("button", { type: "button", class: "quiet", onclick: () => openModeration(conversation) }, "Moderate") : null,
+    elements.bell = conversation.role ? h("button", { type: "button", class: "quiet notifications-button", title: "Notifications on your phone",
+                                                      onclick: () => openNotifications(state.conversations.get(conversation.id) ?? conversation) },
+                                          isMuted(conversation) ? "🔕" : "🔔") : null,
     h("button", { type: "button", class: "quiet", "aria-pressed": String(state.selecting), onclick: () => toggleSelect(!state.selecting) }, "Select"));
   const composer = h("form", { class: "composer", onsubmit: (event) => { event.preventDefault(); submitComposer(); } },
     h("label", { class: "attach", title: "Send a photo" }, icon("photo"), photoInput),
@@ -774,6 +789,16 @@ function handleEvent(event) {
       if (event.conversationId === state.current) renderMessages();
       break;
     }
+    case "notifications.updated": {
+      // Muted or chosen on another of the user's devices: the list's 🔕 and the header follow.
+      const known = state.conversations.get(event.conversationId);
+      if (known) {
+        known.mutedUntil = event.until ?? null;
+        if (event.notifications) known.notifications = event.notifications;
+        showMuted(known);
+      }
+      break;
+    }
     case "conversation.created":
     case "member.added":
     case "member.removed":
@@ -1164,6 +1189,45 @@ async function moderate(conversation, user, action) {
     }
     showToast(`${user.displayName} ${action === "ban" ? "banned" : "muted"}${until ? ` for ${count} h` : ""}.`);
   } catch (error) { showToast(error.message); }
+}
+
+/** What pushes the user's phone in a conversation: every message or mentions only, and a mute.
+ *  Changes show at once on the user's other devices (`notifications.updated`). */
+function openNotifications(conversation) {
+  const level = h("select", { name: "notificationLevel", "aria-label": "Push me about" },
+    h("option", { value: "all" }, "Every new message"), h("option", { value: "mentions" }, "Only mentions of me"),
+    h("option", { value: "default" }, conversation.kind === "public" ? "Default (mentions)" : "Default (every message)"));
+  level.value = conversation.notifications ?? "default";
+  const mute = h("select", { name: "mute", "aria-label": "Mute" },
+    ...[["off", "Not muted"], ["1", "For 1 hour"], ["8", "For 8 hours"], ["24", "For a day"], ["forever", "Until I unmute"]].map(([value, label]) =>
+      h("option", { value }, label)));
+  const until = h("p", { class: "hint mute-until" });
+  const show = (current) => {
+    mute.value = isMuted(current) ? (new Date(current.mutedUntil).getUTCFullYear() >= 9999 ? "forever" : mute.value === "off" ? "1" : mute.value) : "off";
+    until.textContent = isMuted(current) ? (new Date(current.mutedUntil).getUTCFullYear() >= 9999 ? "Muted until you unmute."
+      : `Muted until ${new Date(current.mutedUntil).toLocaleString()}. Mentions of you still push.`) : "";
+  };
+  show(conversation);
+  const apply = (updated) => {
+    state.conversations.set(updated.id, { ...conversation, ...updated });
+    showMuted(updated);
+    show(updated);
+  };
+  level.addEventListener("change", () => state.api.call("PUT", `/v1/conversations/${conversation.id}/notifications`, { level: level.value })
+    .then(apply).catch((error) => showToast(error.message)));
+  mute.addEventListener("change", async () => {
+    try {
+      if (mute.value === "off") {
+        await state.api.call("DELETE", `/v1/conversations/${conversation.id}/mute`);
+        apply(await state.api.get(`/v1/conversations/${conversation.id}`));
+      } else {
+        const body = mute.value === "forever" ? {} : { until: new Date(Date.now() + Number(mute.value) * 3600_000).toISOString() };
+        apply(await state.api.call("PUT", `/v1/conversations/${conversation.id}/mute`, body));
+      }
+    } catch (error) { showToast(error.message); }
+  });
+  dialog("Notifications", h("p", { class: "hint" }, "What reaches your phone when the app is closed."),
+    h("label", { class: "setting" }, "Push me about", level), h("label", { class: "setting" }, "Mute", mute), until);
 }
 
 /** The moderators' dialog: open reports (dismiss, delete, ban the author), slow mode, bans. */
