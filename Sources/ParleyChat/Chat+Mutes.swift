@@ -15,13 +15,13 @@ extension Chat {
         let now = nowMilliseconds
         let until = request.until.map(Chat.milliseconds) ?? Chat.mutedForever
         guard until > now else { throw ChatError.invalid("until must be in the future; to unmute, DELETE the mute") }
-        return try await setNotifications(caller, id) { _, _ in (min(until, Chat.mutedForever), nil) }
+        return try await setNotifications(caller, id) { $0.mutedUntil = min(until, Chat.mutedForever) }
     }
 
     /// Ends the caller's mute of a conversation (`DELETE /v1/conversations/{id}/mute`); nothing
     /// happens when it was not muted.
     public func unmute(_ caller: Caller, conversation id: ConversationID) async throws {
-        _ = try await setNotifications(caller, id) { _, _ in (nil, nil) }
+        _ = try await setNotifications(caller, id) { $0.mutedUntil = nil }
     }
 
     /// Sets what pushes the caller in a conversation (`PUT /v1/conversations/{id}/notifications`):
@@ -31,16 +31,22 @@ extension Chat {
     ///
     /// - Throws: 403 `not_member`; 404.
     public func setNotifications(_ caller: Caller, conversation id: ConversationID, _ request: NotificationsRequest) async throws -> Conversation {
-        try await setNotifications(caller, id) { until, _ in (until, .some(request.level?.rawValue)) }
+        try await setNotifications(caller, id) { $0.level = request.level }
     }
 
-    /// Changes the caller's mute and level (`change` gets the mute's end and the level stored,
-    /// and gives the new end and, when it changes it, the new level) and tells their own
+    /// A member's push settings in one conversation: the mute's end (nil: not muted, or it ran
+    /// out) and their level (nil: the conversation's default).
+    struct NotificationSettings: Equatable {
+        var mutedUntil: Int64?
+        var level: NotificationLevel?
+    }
+
+    /// Changes the caller's mute and level (`change` edits the settings as stored) and tells their own
     /// devices (`notifications.updated`, no seq, only to them), so a phone and a browser signed
     /// in as one person show the same at once. A change that changes nothing a device shows
     /// says nothing.
     private func setNotifications(_ caller: Caller, _ id: ConversationID,
-                                  _ change: @escaping @Sendable (Int64?, String?) -> (until: Int64?, level: String??)) async throws -> Conversation {
+                                  _ change: @escaping @Sendable (inout NotificationSettings) -> Void) async throws -> Conversation {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
@@ -49,17 +55,18 @@ extension Chat {
                 guard let row = try tx.fetchOne("""
                     SELECT muted_until, push_level FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                     """) else { throw ChatError.notMember }
-                let wasUntil = try row.get("muted_until", as: Int64?.self).flatMap { $0 > now ? $0 : nil }
-                let wasLevel = try row.get("push_level", as: String?.self)
-                let (until, newLevel) = change(wasUntil, wasLevel)
-                let level = newLevel ?? wasLevel
-                guard until != wasUntil || level != wasLevel else { return try Chat.view(tx, key: access.key, caller: caller) }
+                let was = NotificationSettings(mutedUntil: try row.get("muted_until", as: Int64?.self).flatMap { $0 > now ? $0 : nil },
+                                               level: try row.get("push_level", as: String?.self).flatMap(NotificationLevel.init(rawValue:)))
+                var settings = was
+                change(&settings)
+                guard settings != was else { return try Chat.view(tx, key: access.key, caller: caller) }
                 try tx.execute("""
-                    UPDATE member SET muted_until = \(until), push_level = \(level) WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+                    UPDATE member SET muted_until = \(settings.mutedUntil), push_level = \(settings.level?.rawValue)
+                    WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                     """)
-                let shown = level ?? NotificationLevel.default(for: access.kind).rawValue
-                var fields: [String: JSONValue] = ["notifications": .string(shown)]
-                if let until { fields["until"] = .number(Double(until)) }
+                let shown = settings.level ?? NotificationLevel.default(for: access.kind)
+                var fields: [String: JSONValue] = ["notifications": .string(shown.rawValue)]
+                if let until = settings.mutedUntil { fields["until"] = .number(Double(until)) }
                 try tx.appendAnnotation(conversation: access.key, type: .notificationsUpdated, actor: caller.userKey, message: nil,
                                         user: caller.userKey, payload: try JSONValue.object(fields).encoded(), now: now)
                 return try Chat.view(tx, key: access.key, caller: caller)

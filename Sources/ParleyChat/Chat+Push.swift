@@ -60,22 +60,25 @@ public struct PushOutboxHook: TransactionHook {
             let due = event.record.createdAt + Chat.milliseconds(confirmationWindow)
             // One statement: the row, only when another member who may be pushed has a device
             // (in a public channel, a mentioned one or one who chose "all", by its own index).
-            let channelMembers: SQL = """
-                SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
-                WHERE mb.conversation_id = \(event.conversationKey) AND mb.push_level = 'all'
-                  AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id))
-                """
-            let mentioned: SQL = """
-                SELECT 1 FROM mention mn JOIN push_device d ON d.user_id = mn.user_id
-                WHERE mn.message_id = (SELECT id FROM message WHERE public_id = \(message.id))
-                """
-            let someone: SQL = event.conversationKind == .public
-                ? (message.mentionsJSON == nil ? channelMembers : mentioned + " UNION ALL " + channelMembers)
-                : """
-                  SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
-                  WHERE mb.conversation_id = \(event.conversationKey)
-                    AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id))
-                  """
+            let someone: SQL
+            if event.conversationKind == .public {
+                let chose: SQL = """
+                    SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                    WHERE mb.conversation_id = \(event.conversationKey) AND mb.push_level = 'all'
+                      AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id))
+                    """
+                someone = message.mentionsJSON == nil ? chose : """
+                    SELECT 1 FROM mention mn JOIN push_device d ON d.user_id = mn.user_id
+                    WHERE mn.message_id = (SELECT id FROM message WHERE public_id = \(message.id))
+                    UNION ALL \(chose)
+                    """
+            } else {
+                someone = """
+                    SELECT 1 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
+                    WHERE mb.conversation_id = \(event.conversationKey)
+                      AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id))
+                    """
+            }
             try db.execute("""
                 INSERT INTO outbox (kind, payload, due_at, created_at)
                 SELECT \(Self.kind), \(payload), \(due), \(event.record.createdAt) WHERE EXISTS (\(someone))
