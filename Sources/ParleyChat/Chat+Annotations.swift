@@ -32,8 +32,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                _ = try access.requireMember()
+                let access = try Chat.access(tx, caller: caller, id: id, for: .react)
                 let (_, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 // The message row is the lock every change of its counts takes first, so two
                 // nodes reacting at once apply one after the other (PostgreSQL; SQLite has one writer).
@@ -86,7 +85,7 @@ extension Chat {
         let emoji = try emoji.map(Validate.emoji)
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let (_, key) = try Chat.messageRow(db, access: access, id: messageID)
                 let filter: SQL = emoji.map { "AND r.emoji = \($0)" } ?? ""
                 let rows = try db.fetchAll("""
@@ -153,11 +152,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                let role = try access.requireMember()
-                if access.kind == .public, !access.asApp, role < .admin {
-                    throw ChatError.forbidden("in a public channel only owners and admins pin messages")
-                }
+                let access = try Chat.access(tx, caller: caller, id: id, for: .pin)
                 let (row, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 guard try row.get("m_deleted_at", as: Int64?.self) == nil else { throw ChatError.messageDeleted }
                 let pinned = try row.get("m_pinned_at", as: Int64?.self) != nil
@@ -185,7 +180,7 @@ extension Chat {
     public func pins(_ caller: Caller, conversation id: ConversationID) async throws -> MessageList {
         try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let rows = try db.fetchAll("""
                     SELECT \(Chat.messageColumns) \(Chat.messageJoins)
                     WHERE m.conversation_id = \(access.key) AND m.pinned_at IS NOT NULL AND \(Chat.visible(to: caller.userKey))

@@ -3,7 +3,8 @@ import ParleyCrypto
 import ParleyStore
 public import ParleyWire
 
-/// What a caller may do in a conversation, read inside a transaction.
+/// A conversation as one caller stands in it, read inside a transaction: what the paths that
+/// act on it need, and the caller's ``Standing``, which ``require(_:)`` asks ``AccessRules`` about.
 struct Access {
     var key: Int64
     var id: ConversationID
@@ -14,8 +15,10 @@ struct Access {
     /// The caller's names, for the sender of a message they send.
     var callerUsername: String
     var callerDisplayName: String
-    /// The app's backend (``Caller/actsAsApp``): it may do what an owner may, member or not.
-    var asApp = false
+    /// Who the caller is here.
+    var standing: Standing
+    /// When the caller's ban ends (milliseconds; nil: until lifted), for ``Standing/banned``.
+    var bannedUntil: Int64?
     /// The caller's key.
     var userKey: Int64 = 0
     /// Slow mode, seconds (0: off).
@@ -29,23 +32,19 @@ struct Access {
     /// The caller's profile photo (public attachment id).
     var callerPhoto: String?
 
+    /// The app's backend (``Caller/actsAsApp``): it may do what an owner may, member or not.
+    var asApp: Bool { standing == .app }
+
     /// Owners and admins of groups and channels, and the app: those who moderate.
-    var isModerator: Bool { asApp || (kind != .direct && (role ?? .member) >= .admin) }
+    var isModerator: Bool { AccessRules.decide(.moderate, in: kind, as: standing) == .allow }
 
-    /// Members only; a non-member of a public channel gets 403 `not_member` (they can see it
-    /// exists), anyone else never got this far (404).
-    func requireMember() throws -> MemberRole {
-        if asApp { return .owner }
-        guard let role else { throw ChatError.notMember }
-        return role
+    /// Throws the documented refusal unless the caller may do `action` here (docs/access.md).
+    func require(_ action: ConversationAction) throws {
+        if let refusal = AccessRules.decide(action, in: kind, as: standing).error(bannedUntil: bannedUntil) { throw refusal }
     }
 
-    /// Owners and admins of groups and channels.
-    func requireAdmin() throws {
-        let role = try requireMember()
-        guard kind != .direct else { throw ChatError.forbidden("a direct conversation has no admins; create a group to manage members") }
-        guard role >= .admin else { throw ChatError.forbidden("only the conversation's owners and admins may do this") }
-    }
+    /// Whether the caller may do `action` here.
+    func may(_ action: ConversationAction) -> Bool { AccessRules.decide(action, in: kind, as: standing) == .allow }
 }
 
 extension Chat {
@@ -121,7 +120,9 @@ extension Chat {
         }
     }
 
-    /// The app's public channels whose title starts with `query`, by title.
+    /// The app's public channels whose title starts with `query`, by title: those the caller
+    /// may see (docs/access.md: not the ones they are banned from). `offset` and `nextOffset`
+    /// count every matching channel, seen or not, so pages neither skip nor repeat one.
     public func listChannels(_ caller: Caller, query: String, limit: Int?, offset: Int?) async throws -> ChannelPage {
         let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 30)
         let offset = offset ?? 0
@@ -129,14 +130,30 @@ extension Chat {
         guard query.unicodeScalars.count <= Limits.title.upperBound else { throw ChatError.invalid("query must be at most 128 characters") }
         let prefix = query.trimmingCharacters(in: .whitespaces).lowercased()
         let upper = prefix + "\u{10FFFF}"
+        let now = nowMilliseconds
         return try await run {
             try await store.read { db in
-                let keys: [Int64] = try db.fetchAll("""
-                    SELECT id FROM conversation WHERE app_id = \(caller.appID) AND kind = 'public'
-                    AND title_key >= \(prefix) AND title_key < \(upper) ORDER BY title_key, id LIMIT \(limit + 1) OFFSET \(offset)
-                    """).map { try $0.get("id") }
-                let channels = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller) }
-                return ChannelPage(channels: channels, nextOffset: keys.count > limit ? offset + limit : nil)
+                // Read a batch at a time past the channels the caller may not see, keeping each
+                // seen one's place so the next page starts right after the last one shown.
+                var seen: [(key: Int64, place: Int)] = []
+                var place = offset
+                while seen.count <= limit {
+                    let rows = try db.fetchAll("""
+                        SELECT c.id, mb.role, b.user_id AS ban_user, b.until AS ban_until FROM conversation c
+                        LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
+                        LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
+                        WHERE c.app_id = \(caller.appID) AND c.kind = 'public' AND c.title_key >= \(prefix) AND c.title_key < \(upper)
+                        ORDER BY c.title_key, c.id LIMIT \(limit + 1) OFFSET \(place)
+                        """)
+                    for row in rows where seen.count <= limit {
+                        let standing = try Chat.standing(row, caller: caller, now: now)
+                        if AccessRules.decide(.see, in: .public, as: standing) == .allow { seen.append((try row.get("id"), place)) }
+                        place += 1
+                    }
+                    if rows.count <= limit { break }
+                }
+                let channels = try seen.prefix(limit).map { try Chat.view(db, key: $0.key, caller: caller) }
+                return ChannelPage(channels: channels, nextOffset: seen.count > limit ? seen[limit].place : nil)
             }
         }
     }
@@ -147,14 +164,15 @@ extension Chat {
     public func conversation(_ caller: Caller, id: ConversationID) async throws -> Conversation {
         try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .see)
                 return try Chat.view(db, key: access.key, caller: caller)
             }
         }
     }
 
-    /// Changes the title or custom data (owners and admins; in a direct conversation either
-    /// person may change custom data).
+    /// Changes the title, custom data, slow mode or retention, each as docs/access.md allows
+    /// (owners and admins; in a direct conversation either person may change custom data, and
+    /// only the app's backend the retention).
     public func updateConversation(_ caller: Caller, id: ConversationID, _ request: UpdateConversationRequest) async throws -> Conversation {
         let title = try request.title.map(Validate.title)
         let customData = try request.customData.map { try Validate.customData($0) }
@@ -165,17 +183,17 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                if access.kind == .direct {
-                    _ = try access.requireMember()
-                    guard title == nil else { throw ChatError.invalid("a direct conversation has no title") }
-                } else {
-                    try access.requireAdmin()
-                }
+                let access = try Chat.access(db, caller: caller, id: id, for: .see)
+                var actions: [ConversationAction] = []
+                if title != nil { actions.append(.changeTitle) }
+                if customData != nil { actions.append(.changeCustomData) }
+                if request.slowModeSeconds != nil { actions.append(.changeSlowMode) }
+                if request.retentionDays != nil { actions.append(.changeRetention) }
+                // An empty change is held to the least of them, as a change of custom data.
+                for action in actions.isEmpty ? [.changeCustomData] : actions { try access.require(action) }
                 if let title { try db.execute("UPDATE conversation SET title = \(title), title_key = \(title.lowercased()) WHERE id = \(access.key)") }
                 if let customData { try db.execute("UPDATE conversation SET custom_data = \(customData) WHERE id = \(access.key)") }
                 if let slow = request.slowModeSeconds {
-                    guard access.kind != .direct else { throw ChatError.invalid("a direct conversation has no slow mode") }
                     try db.execute("UPDATE conversation SET slow_mode_seconds = \(Int64(slow)) WHERE id = \(access.key)")
                 }
                 var fields: [String: JSONValue] = [
@@ -203,7 +221,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id, now: now)
+                let access = try Chat.access(db, caller: caller, id: id, for: .join, now: now)
                 if access.role == nil {
                     try Chat.refuseBanned(db, conversation: access.key, user: caller.userKey, now: now)
                     guard access.memberCount < Limits.channelMembers else { throw ChatError.conflict("the channel is full") }
@@ -225,9 +243,8 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                try access.requireAdmin()
-                if role == .admin, access.role != .owner, !access.asApp { throw ChatError.forbidden("only owners may add admins") }
+                let access = try Chat.access(db, caller: caller, id: id, for: .addMembers)
+                if role == .admin, !AccessRules.outranks(access.standing, .admin) { throw ChatError.forbidden("only owners may add admins") }
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: request.usernames)
                 guard resolved.invalidUsernames.isEmpty else { throw ChatError.usersNotFound(resolved.invalidUsernames) }
                 var added: [Int64] = []
@@ -256,9 +273,7 @@ extension Chat {
         let now = nowMilliseconds
         try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                let callerRole = try access.requireMember()
-                guard access.kind != .direct else { throw ChatError.forbidden("nobody leaves a direct conversation; archive it in the client instead") }
+                let access = try Chat.access(db, caller: caller, id: id, for: user == caller.userID ? .leave : .removeMembers)
                 guard let target = try db.fetchOne("""
                     SELECT mb.user_id, mb.role FROM member mb JOIN account u ON u.id = mb.user_id
                     WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
@@ -266,7 +281,7 @@ extension Chat {
                 let targetKey: Int64 = try target.get("user_id")
                 let targetRole = try Chat.stored(try target.get("role"), as: MemberRole.self)
                 if targetKey != caller.userKey {
-                    guard callerRole >= .admin, callerRole == .owner || callerRole > targetRole else {
+                    guard AccessRules.outranks(access.standing, targetRole) else {
                         throw ChatError.forbidden("only owners, or admins removing plain members, may remove someone")
                     }
                 } else if targetRole == .owner, access.memberCount > 1 {
@@ -287,9 +302,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                try access.requireAdmin()
-                guard access.role == .owner || access.asApp else { throw ChatError.forbidden("only owners change roles") }
+                let access = try Chat.access(db, caller: caller, id: id, for: .changeRoles)
                 guard let target = try db.fetchOne("""
                     SELECT mb.user_id, mb.role FROM member mb JOIN account u ON u.id = mb.user_id
                     WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
@@ -313,7 +326,7 @@ extension Chat {
         guard offset >= 0 else { throw ChatError.invalid("offset must not be negative") }
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let keys: [Int64] = try db.fetchAll("""
                     SELECT user_id FROM member WHERE conversation_id = \(access.key) ORDER BY joined_at, user_id LIMIT \(limit) OFFSET \(offset)
                     """).map { try $0.get("user_id") }
@@ -324,33 +337,48 @@ extension Chat {
 
     // MARK: - Inside a transaction
 
-    /// Finds a conversation the caller may see: a member's, or a public channel of their app.
+    /// Finds a conversation and the caller's standing in it, and requires that they may do
+    /// `action` there (docs/access.md): anyone who may not see it — outside a public channel,
+    /// anyone not a member — gets the 404 `conversation_not_found` of an id that does not
+    /// exist; a path that does more than `action` asks ``Access/require(_:)`` for each.
     ///
-    /// Someone banned from a public channel does not read it either (403 `user_banned`);
     /// `now` (milliseconds) decides whether a ban has ended, the wall clock by default.
-    static func access(_ db: any Database, caller: Caller, id: ConversationID, now: Int64? = nil) throws -> Access {
+    static func access(_ db: any Database, caller: Caller, id: ConversationID, for action: ConversationAction,
+                       now: Int64? = nil) throws -> Access {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
             SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
-                   mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at, u.photo_public FROM conversation c
+                   mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at, u.photo_public, b.user_id AS ban_user, b.until AS ban_until
+            FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
+            LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID) AND c.kind <> 'pusher'
             """) else { throw ChatError.conversationNotFound }
         let kind = try stored(try row.get("kind"), as: ConversationKind.self)
         let role = try row.get("role", as: String?.self).map { try stored($0, as: MemberRole.self) }
-        guard role != nil || kind == .public || caller.actsAsApp else { throw ChatError.conversationNotFound }
-        if role == nil, kind == .public, !caller.actsAsApp,
-           let ban = try db.fetchOne("SELECT until FROM ban WHERE conversation_id = \(try row.get("id", as: Int64.self)) AND user_id = \(caller.userKey)"),
-           try ban.get("until", as: Int64?.self).map({ $0 > (now ?? Int64((Date().timeIntervalSince1970 * 1000).rounded())) }) ?? true {
-            throw ChatError.userBanned(until: try ban.get("until", as: Int64?.self).map(WireCoding.formatMilliseconds))
-        }
-        return Access(key: try row.get("id"), id: id, kind: kind, role: role, lastSeq: try row.get("last_seq"),
-                      memberCount: try row.get("member_count"), callerUsername: try row.get("username"),
-                      callerDisplayName: try row.get("display_name"), asApp: caller.actsAsApp, userKey: caller.userKey,
-                      slowModeSeconds: try row.get("slow_mode_seconds"), postingMutedUntil: try row.get("posting_muted_until"),
-                      lastPostedAt: try row.get("last_posted_at"), shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil,
-                      callerPhoto: try row.get("photo_public"))
+        let access = Access(key: try row.get("id"), id: id, kind: kind, role: role, lastSeq: try row.get("last_seq"),
+                            memberCount: try row.get("member_count"), callerUsername: try row.get("username"),
+                            callerDisplayName: try row.get("display_name"),
+                            standing: try standing(row, caller: caller, now: now ?? nowWallClock),
+                            bannedUntil: try row.get("ban_until", as: Int64?.self),
+                            userKey: caller.userKey, slowModeSeconds: try row.get("slow_mode_seconds"),
+                            postingMutedUntil: try row.get("posting_muted_until"), lastPostedAt: try row.get("last_posted_at"),
+                            shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil, callerPhoto: try row.get("photo_public"))
+        try access.require(.see)
+        try access.require(action)
+        return access
     }
+
+    /// The caller's standing from a row with their `role` and their ban's `ban_user` and
+    /// `ban_until` (left joins: null when none).
+    static func standing(_ row: Row, caller: Caller, now: Int64) throws -> Standing {
+        let role = try row.get("role", as: String?.self).map { try stored($0, as: MemberRole.self) }
+        let banned = try row.get("ban_user", as: Int64?.self) != nil && (try row.get("ban_until", as: Int64?.self)).map { $0 > now } ?? true
+        return Standing(role: role, asApp: caller.actsAsApp, isBanned: banned)
+    }
+
+    /// The wall clock in milliseconds, where no `now` was passed in.
+    static var nowWallClock: Int64 { milliseconds(Date()) }
 
     /// Creates a conversation with its first members. Their `member.added` events come first
     /// and `conversation.created` last, so every first member receives the creation (a member
@@ -388,8 +416,9 @@ extension Chat {
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
                    c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, mb.push_level, c.slow_mode_seconds,
                    coalesce(c.retention_days, (SELECT a.retention_days FROM app a WHERE a.id = c.app_id)) AS retention_days,
-                   c.photo_public
+                   c.photo_public, b.user_id AS ban_user, b.until AS ban_until
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
+            LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
         let id = ConversationID(rawValue: try row.get("public_id"))
@@ -406,7 +435,8 @@ extension Chat {
                 """) ?? 0
         }
         var lastMessage: Message?
-        if let messageKey = try row.get("last_message_id", as: Int64?.self),
+        if AccessRules.decide(.read, in: kind, as: try standing(row, caller: caller, now: nowWallClock)) == .allow,
+           let messageKey = try row.get("last_message_id", as: Int64?.self),
            let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
             lastMessage = try message(messageRow, caller: caller.userKey, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller.userKey))
         }

@@ -116,10 +116,7 @@ extension Chat {
     public func exportConversation(_ caller: Caller, conversation id: ConversationID, into sink: any ExportSink) async throws {
         let (access, conversation) = try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                guard access.asApp || access.role == .owner else {
-                    throw ChatError.forbidden("only the conversation's owners (or the app's backend) export it")
-                }
+                let access = try Chat.access(db, caller: caller, id: id, for: .export)
                 return (access, try Chat.view(db, key: access.key, caller: caller))
             }
         }

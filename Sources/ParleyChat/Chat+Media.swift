@@ -118,18 +118,20 @@ extension Chat {
         }
     }
 
-    /// An attachment the caller may download: their own upload, or one a message refers to
-    /// in a conversation they can read (a member's, or a public channel of their app).
+    /// An attachment the caller may download: their own upload, or one a message shows in a
+    /// conversation they may read (docs/access.md; not one they are banned from).
     ///
     /// - Throws: 404 `attachment_not_found` otherwise, whether or not it exists.
     public func attachment(_ caller: Caller, id: String) async throws -> StoredAttachment {
         guard Limits.attachmentID.contains(id.utf8.count) else { throw ChatError.attachmentNotFound }
+        let now = nowMilliseconds
         return try await run {
             try await store.read { db in
                 guard let row = try db.fetchOne("""
                     SELECT \(Chat.attachmentColumns) FROM attachment a WHERE a.public_id = \(id) AND a.app_id = \(caller.appID)
                     """),
-                    try row.get("a_owner_key", as: Int64.self) == caller.userKey || Chat.canRead(db, attachment: try row.get("a_key"), user: caller.userKey)
+                    try row.get("a_owner_key", as: Int64.self) == caller.userKey
+                        || Chat.canRead(db, attachment: try row.get("a_key"), caller: caller, now: now)
                 else { throw ChatError.attachmentNotFound }
                 return try Chat.storedAttachment(row)
             }
@@ -274,13 +276,22 @@ extension Chat {
         try db.fetchValue(Int64.self, "SELECT coalesce(sum(size_bytes + coalesce(thumb_size, 0)), 0) FROM attachment WHERE owner_id = \(owner)") ?? 0
     }
 
-    /// Whether a message the user can read refers to the attachment.
-    static func canRead(_ db: any Database, attachment: Int64, user: Int64) throws -> Bool {
-        try db.fetchOne("""
-            SELECT 1 FROM message_attachment ma JOIN message m ON m.id = ma.message_id JOIN conversation c ON c.id = m.conversation_id
-            LEFT JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(user)
-            WHERE ma.attachment_id = \(attachment) AND m.deleted_at IS NULL AND (mb.user_id IS NOT NULL OR c.kind = 'public') LIMIT 1
-            """) != nil
+    /// Whether a message that shows the attachment is one the caller may read: not deleted,
+    /// not someone else's shadow message, in a conversation where docs/access.md lets them
+    /// `read` (which is where bans take it away).
+    static func canRead(_ db: any Database, attachment: Int64, caller: Caller, now: Int64) throws -> Bool {
+        // One row per distinct standing, however many messages show the file.
+        let places = try db.fetchAll("""
+            SELECT DISTINCT c.kind, mb.role, b.user_id AS ban_user, b.until AS ban_until
+            FROM message_attachment ma JOIN message m ON m.id = ma.message_id JOIN conversation c ON c.id = m.conversation_id
+            LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
+            LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
+            WHERE ma.attachment_id = \(attachment) AND m.deleted_at IS NULL AND \(visible(to: caller.userKey)) AND c.kind <> 'pusher'
+            """)
+        return try places.contains { place in
+            let kind = try stored(try place.get("kind"), as: ConversationKind.self)
+            return AccessRules.decide(.read, in: kind, as: try standing(place, caller: caller, now: now)) == .allow
+        }
     }
 
     static func markGarbage(_ db: any Database, _ blobs: Set<String>, now: Int64) throws {
@@ -304,7 +315,7 @@ extension Chat {
                 SELECT \(attachmentColumns) FROM attachment a WHERE a.public_id = \(id) AND a.app_id = \(caller.appID)
                 """) else { throw ChatError.attachmentNotFound }
             let key: Int64 = try row.get("a_key")
-            guard try row.get("a_owner_key", as: Int64.self) == caller.userKey || canRead(db, attachment: key, user: caller.userKey) else {
+            guard try row.get("a_owner_key", as: Int64.self) == caller.userKey || canRead(db, attachment: key, caller: caller, now: nowWallClock) else {
                 throw ChatError.attachmentNotFound
             }
             let info = try storedAttachment(row).info

@@ -54,8 +54,7 @@ extension Chat {
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         return try await run {
             try await write { tx -> (MessageRecord, created: Bool) in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                _ = try access.requireMember()
+                let access = try Chat.access(tx, caller: caller, id: id, for: .post)
                 var prepared = prepared
                 let media = try Chat.bindMedia(tx, caller: caller, prepared: &prepared)
                 if let (existing, _) = try Chat.existing(tx, caller: caller, prepared: prepared, in: access.key) {
@@ -106,7 +105,8 @@ extension Chat {
                                                 invalidUsernames: resolved.invalidUsernames), false)
                 }
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
-                let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""))
+                let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""),
+                                             for: .post)
                 try Chat.checkPosting(access, now: now)
                 let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, media: media,
                                                      replyTo: nil, shadow: try Chat.isShadow(db, access: access), now: now).message()
@@ -129,7 +129,7 @@ extension Chat {
         }
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 // Replies in a thread only are the thread's (``threadHistory``), not the conversation's.
                 func page(_ filter: SQL, descending: Bool, count: Int) throws -> [Row] {
                     try db.fetchAll("""
@@ -173,7 +173,7 @@ extension Chat {
     public func message(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> Message {
         try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let (row, _) = try Chat.messageRow(db, access: access, id: messageID)
                 guard let message = try Chat.messages(db, [row], access: access, caller: caller).first else { throw ChatError.messageNotFound }
                 return message
@@ -188,7 +188,7 @@ extension Chat {
         guard afterSeq >= 0 else { throw ChatError.invalid("after must not be negative") }
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let rows = try db.fetchAll("""
                     SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins)
                     WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq)
@@ -328,7 +328,7 @@ extension Chat {
             try await store.read { db in
                 var scope: SQL = "JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(caller.userKey) AND \(Chat.visible(to: caller.userKey))"
                 if let id {
-                    let access = try Chat.access(db, caller: caller, id: id)
+                    let access = try Chat.access(db, caller: caller, id: id, for: .read)
                     scope = scope + " AND m.conversation_id = \(access.key)"
                 }
                 let rows = try FullTextSearch.matches(db, words: words, scope: scope, limit: limit)
@@ -365,13 +365,10 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                _ = try access.requireMember()
+                let access = try Chat.access(db, caller: caller, id: id, for: .editOwnMessage)
                 let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
                 let old = try Chat.message(row)
-                guard try caller.actsAsApp || row.get("m_author_key", as: Int64.self) == caller.userKey else {
-                    throw ChatError.forbidden("only the author edits a message")
-                }
+                try access.require(try row.get("m_author_key", as: Int64.self) == caller.userKey ? .editOwnMessage : .editOthersMessage)
                 guard old.deletedAt == nil, let oldContent = old.content else { throw ChatError.conflict("the message was deleted") }
                 var prepared = prepared
                 let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
@@ -400,16 +397,11 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                let role = try access.requireMember()
-                let isModerator = access.asApp || (access.kind != .direct && role >= .admin)
+                let access = try Chat.access(db, caller: caller, id: id, for: .deleteOwnMessage)
                 var targets: [(key: Int64, message: Message)] = []
                 for messageID in ids where !targets.contains(where: { $0.message.id == messageID }) {
                     let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
-                    let author: Int64 = try row.get("m_author_key")
-                    guard isModerator || author == caller.userKey else {
-                        throw ChatError.forbidden("only the author or a moderator deletes a message; nothing was deleted")
-                    }
+                    try access.require(try row.get("m_author_key", as: Int64.self) == caller.userKey ? .deleteOwnMessage : .deleteOthersMessage)
                     targets.append((key, try Chat.message(row)))
                 }
                 for target in targets where target.message.deletedAt == nil {

@@ -66,8 +66,7 @@ extension Chat {
         if let until, until <= now { throw ChatError.invalid("until must be in the future (leave it out for a ban until lifted)") }
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                try Chat.requireModerator(access)
+                let access = try Chat.access(tx, caller: caller, id: id, for: .moderate)
                 let target = try Chat.targetUser(tx, app: caller.appID, id: request.userID)
                 guard target != caller.userKey else { throw ChatError.invalid("you cannot ban yourself") }
                 let role = try tx.fetchValue(String.self, "SELECT role FROM member WHERE conversation_id = \(access.key) AND user_id = \(target)")
@@ -96,8 +95,7 @@ extension Chat {
         let now = nowMilliseconds
         try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                try Chat.requireModerator(access)
+                let access = try Chat.access(tx, caller: caller, id: id, for: .moderate)
                 let target = try Chat.targetUser(tx, app: caller.appID, id: user)
                 if try tx.execute("DELETE FROM ban WHERE conversation_id = \(access.key) AND user_id = \(target)") > 0 {
                     try tx.append(conversation: access.key, type: .memberUnbanned, actor: caller.userKey, user: target, now: now)
@@ -111,8 +109,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                try Chat.requireModerator(access)
+                let access = try Chat.access(db, caller: caller, id: id, for: .moderate)
                 return BanList(bans: try Chat.bans(db, conversation: access.key, user: nil, now: now))
             }
         }
@@ -156,8 +153,7 @@ extension Chat {
     private func changeMute(_ caller: Caller, conversation id: ConversationID, user: UserID, until: Int64?, now: Int64) async throws -> Member {
         try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                try Chat.requireModerator(access)
+                let access = try Chat.access(tx, caller: caller, id: id, for: .moderate)
                 guard let row = try tx.fetchOne("""
                     SELECT mb.user_id, mb.role, mb.posting_muted_until FROM member mb JOIN account u ON u.id = mb.user_id
                     WHERE mb.conversation_id = \(access.key) AND u.public_id = \(user.rawValue)
@@ -180,15 +176,9 @@ extension Chat {
         }
     }
 
-    static func requireModerator(_ access: Access) throws {
-        _ = try access.requireMember()
-        guard access.kind != .direct else { throw ChatError.forbidden("a direct conversation has no moderators; block the person instead") }
-        guard access.isModerator else { throw ChatError.forbidden("only the conversation's owners and admins moderate it") }
-    }
-
-    /// Owners act on anyone; admins on plain members only.
+    /// Owners act on anyone; admins on plain members only (``AccessRules/outranks(_:_:)``).
     static func requireOutranks(_ access: Access, _ target: MemberRole) throws {
-        guard access.asApp || access.role == .owner || (access.role ?? .member) > target else {
+        guard AccessRules.outranks(access.standing, target) else {
             throw ChatError.forbidden("only owners, or admins acting on plain members, may do this")
         }
     }
@@ -267,8 +257,7 @@ extension Chat {
         let publicID = Crypto.randomID(prefix: "rp_")
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                _ = try access.requireMember()
+                let access = try Chat.access(tx, caller: caller, id: id, for: .report)
                 let (_, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 guard try tx.execute("""
                     INSERT INTO report (public_id, conversation_id, message_id, reporter_id, reason, note, created_at)
@@ -286,8 +275,7 @@ extension Chat {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 50)
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                try Chat.requireModerator(access)
+                let access = try Chat.access(db, caller: caller, id: id, for: .moderate)
                 var filter: SQL = resolved ? "r.resolved_at IS NOT NULL" : "r.resolved_at IS NULL"
                 if let after {
                     guard after.utf8.count <= 64, let key = try db.fetchValue(Int64.self, "SELECT id FROM report WHERE public_id = \(after) AND conversation_id = \(access.key)") else {
@@ -309,8 +297,7 @@ extension Chat {
         let reportFilter: SQL = "r.public_id = \(reportID)"
         let (target, author) = try await run {
             try await store.read { db -> (MessageID, UserID) in
-                let access = try Chat.access(db, caller: caller, id: id)
-                try Chat.requireModerator(access)
+                let access = try Chat.access(db, caller: caller, id: id, for: .moderate)
                 guard reportID.utf8.count <= 64, let row = try db.fetchOne("""
                     SELECT m.public_id AS message, u.public_id AS author, r.resolved_at FROM report r JOIN message m ON m.id = r.message_id
                     JOIN account u ON u.id = m.author_id WHERE r.public_id = \(reportID) AND r.conversation_id = \(access.key)
@@ -326,8 +313,7 @@ extension Chat {
         }
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                try Chat.requireModerator(access)
+                let access = try Chat.access(tx, caller: caller, id: id, for: .moderate)
                 // Every open report of the message is settled by this action.
                 try tx.execute("""
                     UPDATE report SET resolved_by = \(caller.userKey), resolved_at = \(now), resolution = \(request.resolution.rawValue),

@@ -50,8 +50,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                _ = try access.requireMember()
+                let access = try Chat.access(tx, caller: caller, id: id, for: .keepOwnState)
                 guard let row = try tx.fetchOne("""
                     SELECT muted_until, push_level FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                     """) else { throw ChatError.notMember }

@@ -32,8 +32,7 @@ extension Chat {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                try access.requireAdmin()
+                let access = try Chat.access(tx, caller: caller, id: id, for: .changePhoto)
                 let new = try attachment.map { try Chat.photoUpload(tx, caller: caller, id: $0) }
                 let old = try tx.fetchOne("SELECT photo_id FROM conversation WHERE id = \(access.key)")?.get("photo_id", as: Int64?.self)
                 try tx.execute("UPDATE conversation SET photo_id = \(new?.key), photo_public = \(new?.publicID) WHERE id = \(access.key)")

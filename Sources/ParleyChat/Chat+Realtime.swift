@@ -81,9 +81,8 @@ extension Chat {
     /// - Throws: 403 `not_member` in a public channel not joined; 404.
     public func typing(_ caller: Caller, conversation id: ConversationID, typing: Bool) async throws {
         let access = try await run {
-            try await store.read { db in try Chat.access(db, caller: caller, id: id) }
+            try await store.read { db in try Chat.access(db, caller: caller, id: id, for: .keepOwnState) }
         }
-        _ = try access.requireMember()
         let frame = RealtimeFrames.typing(conversationID: id.rawValue, userID: caller.userID.rawValue, typing: typing,
                                           expiresInMs: Chat.typingLifetimeMilliseconds)
         bus?.publish([.ephemeral(audience: .membersExcept(conversation: access.key, user: caller.userKey), frame: frame)])

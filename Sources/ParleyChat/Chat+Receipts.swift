@@ -13,8 +13,7 @@ extension Chat {
         let now = nowMilliseconds
         let (receipt, moved): (Receipt, (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))?) = try await run {
             try await write { db in
-                let access = try Chat.access(db, caller: caller, id: id)
-                _ = try access.requireMember()
+                let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
                 let read = min(update.readSeq ?? 0, access.lastSeq)
                 let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
                 guard let before = try db.fetchOne("""
@@ -51,9 +50,9 @@ extension Chat {
     public func messageReceipts(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> MessageReceipts {
         try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let (row, _) = try Chat.messageRow(db, access: access, id: messageID)
-                guard try row.get("m_author_key", as: Int64.self) == caller.userKey else { throw ChatError.forbidden("only the author sees who has a message") }
+                try access.require(try row.get("m_author_key", as: Int64.self) == caller.userKey ? .seeWhoHasOwnMessage : .seeWhoHasOthersMessage)
                 let seq: Int64 = try row.get("m_seq")
                 func users(_ column: SQL) throws -> [UserID] {
                     try db.fetchAll("""

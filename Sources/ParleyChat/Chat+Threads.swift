@@ -49,7 +49,7 @@ extension Chat {
         guard before == nil || after == nil else { throw ChatError.invalid("give at most one of before and after") }
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let (_, root) = try Chat.messageRow(db, access: access, id: rootID)
                 let rows: [Row]
                 if let after {
@@ -82,7 +82,7 @@ extension Chat {
     public func thread(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID) async throws -> ThreadInfo {
         try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let (row, key) = try Chat.messageRow(db, access: access, id: rootID)
                 return try Chat.threadInfo(db, row: row, root: key, access: access, caller: caller)
             }
@@ -96,7 +96,7 @@ extension Chat {
         let cursor = before.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } ?? Int64.max
         return try await run {
             try await store.read { db in
-                let access = try Chat.access(db, caller: caller, id: id)
+                let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let rows = try db.fetchAll("""
                     SELECT \(Chat.messageColumns) \(Chat.messageJoins)
                     WHERE m.conversation_id = \(access.key) AND m.reply_count > 0 AND m.last_reply_at < \(cursor)
@@ -116,8 +116,7 @@ extension Chat {
         guard seq >= 0 else { throw ChatError.invalid("seq must not be negative") }
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id)
-                _ = try access.requireMember()
+                let access = try Chat.access(tx, caller: caller, id: id, for: .keepOwnState)
                 let (row, key) = try Chat.messageRow(tx, access: access, id: rootID)
                 let newest = try tx.fetchValue(Int64.self, "SELECT coalesce(max(seq), 0) FROM message WHERE thread_id = \(key)") ?? 0
                 let target = min(seq, newest)
