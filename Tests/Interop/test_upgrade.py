@@ -1,0 +1,65 @@
+"""Upgrades in place: a database written by an earlier landed build (Tests/Fixtures/upgrade/,
+made by upgrade_fixture.py with that build) is opened by this one — SQLite, or PostgreSQL in
+the PostgreSQL pass — and every answer the earlier build gave is given again, byte for byte
+as JSON, before anything new is written; then the server takes new writes on top."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+
+import pytest
+
+import parley
+from parley import Client
+from upgrade_fixture import FIXTURES
+
+ENGINE = "postgres" if parley.ON_POSTGRES else "sqlite"
+BUILDS = sorted(name for name in os.listdir(FIXTURES) if name.startswith(ENGINE + "-"))
+
+
+def opened(fixture):
+    """A server of this build on a copy of the fixture's database and media."""
+    data = tempfile.mkdtemp(prefix="parley-upgrade-")
+    shutil.copytree(os.path.join(fixture, "media"), os.path.join(data, "media"))
+    extra = []
+    if parley.ON_POSTGRES:
+        name = "parley_upgrade_" + uuid.uuid4().hex[:12]
+        subprocess.run(["psql", parley.POSTGRES_URL, "-qc", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+        url = parley.POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
+        subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-f", os.path.join(fixture, "postgres.sql")],
+                       check=True, capture_output=True)
+        extra = ["--database-url", url]
+    else:
+        shutil.copy(os.path.join(fixture, "parley.sqlite"), os.path.join(data, "parley.sqlite"))
+    return parley.Server(*extra, data=data)
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
+    fixture = os.path.join(FIXTURES, build)
+    with open(os.path.join(fixture, "state.json"), encoding="utf-8") as source:
+        state = json.load(source)
+    server = opened(fixture)
+    try:
+        assert server.app_key == state["appKey"], "the app keeps its key"
+        clients = {}
+        for name, password in state["passwords"].items():
+            clients[name] = Client(server, app_key=state["appKey"]).sign_in(name, password)
+        for who, path, status, answer in state["answers"]:
+            now = clients[who].get(path)
+            assert now == (status, answer), f"{who} GET {path} answered differently after the upgrade"
+        # The same secret opens the server API, and the app's webhook-free state is intact.
+        backend = Client(server, app_key="")
+        backend.app_key = None
+        assert backend.get("/v1/server/users", headers={"Authorization": f"Bearer {state['appSecret']}"})[0] == 200
+        # New writes land after the old ones, in the same log.
+        group = state["ids"]["group"]
+        events = clients["bob"].get("/v1/events?after=0&limit=200")[1]["events"]
+        status, sent = clients["ana"].send(group, "after the upgrade")
+        assert status == 201 and sent["seq"] > max(e.get("seq") or 0 for e in events if e["conversationId"] == group)
+        newer = clients["bob"].get(f"/v1/events?after={events[-1]['position']}")[1]["events"]
+        assert [e["type"] for e in newer] == ["message.created"] and newer[0]["message"]["id"] == sent["id"]
+    finally:
+        assert server.stop() == 0
