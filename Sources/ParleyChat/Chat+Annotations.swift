@@ -68,8 +68,10 @@ extension Chat {
                 }
                 if changed {
                     try tx.execute("UPDATE message SET reactions = \(try Chat.reactionsJSON(counts)) WHERE id = \(key)")
-                    try tx.appendAnnotation(conversation: access.key, type: adding ? .reactionAdded : .reactionRemoved, actor: caller.userKey,
-                                            message: key, user: caller.userKey, payload: try Chat.canonicalJSON(["emoji": emoji]), now: now)
+                    var payload = EventPayload()
+                    payload.emoji = emoji
+                    try tx.append(conversation: access.key, kind: adding ? .reactionAdded : .reactionRemoved, actor: caller.userKey,
+                                  message: key, user: caller.userKey, payload: payload, now: now)
                 }
                 return (try Chat.reload(tx, access: access, key: key, caller: caller), changed)
             }
@@ -168,8 +170,8 @@ extension Chat {
                 } else {
                     try tx.execute("UPDATE message SET pinned_at = NULL, pinned_by = NULL WHERE id = \(key)")
                 }
-                try tx.appendAnnotation(conversation: access.key, type: pinning ? .messagePinned : .messageUnpinned, actor: caller.userKey,
-                                        message: key, now: now)
+                try tx.append(conversation: access.key, kind: pinning ? .messagePinned : .messageUnpinned, actor: caller.userKey,
+                              message: key, now: now)
                 return (try Chat.reload(tx, access: access, key: key, caller: caller), true)
             }
         }

@@ -53,9 +53,6 @@ public struct ChannelHistory: Sendable, Hashable {
 /// and a position, published through the bus after commit like every other change, and only
 /// the newest `keep` are kept.
 extension Chat {
-    /// The event type of a channel's stored events.
-    static let channelEventType = ConversationEvent.Kind.unknown("channel.event")
-
     /// The app with this key, for the Pusher protocol; nil if there is none.
     public func channelApp(key: String) async throws -> ChannelApp? {
         guard key.utf8.count <= 64 else { return nil }
@@ -100,17 +97,20 @@ extension Chat {
                     var writer = JSONWriter(capacity: trigger.data.utf8.count + 16)
                     writer.string(trigger.data)
                     let dataJSON = String(decoding: writer.bytes, as: UTF8.self)
-                    let payload = Chat.channelPayload(name: trigger.name, dataJSON: dataJSON, excludedSocket: trigger.excludedSocket)
+                    var payload = EventPayload()
+                    payload.channelName = trigger.name
+                    payload.channelData = dataJSON
+                    payload.excludedSocket = trigger.excludedSocket
                     var made: ChannelEvent?
                     let seq = try EventLog.nextSeq(tx, conversation: channel.key)
-                    try tx.append(conversation: channel.key, type: Chat.channelEventType, seq: seq, actor: nil, payload: payload, now: now) { position in
+                    try tx.append(conversation: channel.key, kind: .channelEvent, seq: seq, actor: nil, payload: payload, now: now) { position in
                         let event = ChannelEvent(app: app.id, channel: trigger.channel, name: trigger.name, dataJSON: dataJSON,
                                                  position: position, seq: seq, userID: nil, excludedSocket: trigger.excludedSocket,
                                                  createdAt: now)
                         made = event
                         var appended = AppendedEvent(
-                            record: EventRecord(position: position, conversationID: channel.publicID, seq: seq, type: Chat.channelEventType,
-                                                actorID: nil, createdAt: now),
+                            record: EventRecord(position: position, conversationID: channel.publicID, seq: seq, type: .channelEvent,
+                                                actorID: nil, createdAt: now, payload: payload),
                             conversationKey: channel.key, conversationKind: .public, userKey: nil)
                         appended.channelEvent = event
                         return appended
@@ -137,7 +137,7 @@ extension Chat {
                     WHERE conversation_id = \(key) AND position > \(position) ORDER BY position LIMIT \(limit + 1)
                     """)
                 let events = try rows.prefix(limit).map { row in
-                    let payload = try Chat.decodeChannelPayload(try row.get("payload", as: String?.self) ?? "")
+                    let payload = try Chat.decodeChannelPayload(try row.get("payload", as: String?.self))
                     return ChannelEvent(app: app.id, channel: channel, name: payload.name, dataJSON: payload.dataJSON,
                                         position: try row.get("position"), seq: try row.get("seq"), userID: nil,
                                         excludedSocket: payload.excludedSocket, createdAt: try row.get("created_at"))
@@ -170,29 +170,13 @@ extension Chat {
         return (key, publicID)
     }
 
-    /// What a stored channel event keeps: its name, its data (JSON) and the excluded socket.
-    private struct ChannelPayload: Codable {
-        var name: String
-        var data: String
-        var excludedSocket: String?
-    }
-
-    static func channelPayload(name: String, dataJSON: String, excludedSocket: String?) -> String {
-        var writer = JSONWriter(capacity: dataJSON.utf8.count + name.utf8.count + 64)
-        writer.object { json in
-            json.key("data"); json.string(dataJSON)
-            if let excludedSocket { json.key("excludedSocket"); json.string(excludedSocket) }
-            json.key("name"); json.string(name)
+    /// A stored channel event's name, data (JSON) and excluded socket, from its payload
+    /// (``EventPayload``, as every event's).
+    static func decodeChannelPayload(_ text: String?) throws -> (name: String, dataJSON: String, excludedSocket: String?) {
+        let payload = try EventPayload(stored: text)
+        guard let name = payload.channelName, let data = payload.channelData else {
+            throw StoreError.decoding("a stored channel event's payload has no name or data")
         }
-        return String(decoding: writer.bytes, as: UTF8.self)
-    }
-
-    static func decodeChannelPayload(_ text: String) throws -> (name: String, dataJSON: String, excludedSocket: String?) {
-        do {
-            let payload = try JSONDecoder().decode(ChannelPayload.self, from: Data(text.utf8))
-            return (payload.name, payload.data, payload.excludedSocket)
-        } catch {
-            throw StoreError.decoding("a stored channel event's payload is damaged: \(error)")
-        }
+        return (name, data, payload.excludedSocket)
     }
 }

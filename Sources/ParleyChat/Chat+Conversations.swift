@@ -196,17 +196,15 @@ extension Chat {
                 if let slow = request.slowModeSeconds {
                     try db.execute("UPDATE conversation SET slow_mode_seconds = \(Int64(slow)) WHERE id = \(access.key)")
                 }
-                var fields: [String: JSONValue] = [
-                    "title": title.map(JSONValue.string) ?? .null,
-                    "customData": try customData.map(JSONValue.decode) ?? .null,
-                ]
-                if let slow = request.slowModeSeconds { fields["slowModeSeconds"] = .number(Double(slow)) }
+                var payload = EventPayload()
+                payload.title = title
+                payload.customDataJSON = customData
+                payload.slowModeSeconds = request.slowModeSeconds
                 if let days = request.retentionDays {
                     try db.execute("UPDATE conversation SET retention_days = \(days < 0 ? nil : Int64(days)) WHERE id = \(access.key)")
-                    fields["retentionDays"] = .number(Double(max(days, 0)))
+                    payload.retentionDays = max(days, 0)
                 }
-                let payload = try JSONValue.object(fields).encoded()
-                try db.append(conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
+                try db.append(conversation: access.key, kind: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
                 return try Chat.view(db, key: access.key, caller: caller)
             }
         }
@@ -290,7 +288,7 @@ extension Chat {
                 }
                 try db.execute("DELETE FROM member WHERE conversation_id = \(access.key) AND user_id = \(targetKey)")
                 try db.execute("UPDATE conversation SET member_count = member_count - 1 WHERE id = \(access.key)")
-                try db.append(conversation: access.key, type: .memberRemoved, actor: caller.userKey, user: targetKey, now: now)
+                try db.append(conversation: access.key, kind: .memberRemoved, actor: caller.userKey, user: targetKey, now: now)
             }
         }
     }
@@ -313,7 +311,7 @@ extension Chat {
                     if owners == 1 { throw ChatError.conflict("a conversation needs an owner; promote someone else first") }
                 }
                 try db.execute("UPDATE member SET role = \(request.role.rawValue) WHERE conversation_id = \(access.key) AND user_id = \(targetKey)")
-                try db.append(conversation: access.key, type: .memberUpdated, actor: caller.userKey, user: targetKey, role: request.role, now: now)
+                try db.append(conversation: access.key, kind: .memberUpdated, actor: caller.userKey, user: targetKey, role: request.role, now: now)
                 return try Chat.member(db, conversation: access.key, user: targetKey)
             }
         }
@@ -394,7 +392,7 @@ extension Chat {
         for (user, role) in members {
             try addMember(db, conversation: key, user: user, role: role, actor: creator, now: now)
         }
-        try db.append(conversation: key, type: .conversationCreated, actor: creator, now: now)
+        try db.append(conversation: key, kind: .conversationCreated, actor: creator, now: now)
         return key
     }
 
@@ -406,7 +404,7 @@ extension Chat {
             SELECT \(conversation), \(user), \(role.rawValue), \(now), last_seq, last_seq FROM conversation WHERE id = \(conversation)
             """)
         try db.execute("UPDATE conversation SET member_count = member_count + 1 WHERE id = \(conversation)")
-        let (_, position) = try db.append(conversation: conversation, type: .memberAdded, actor: actor, user: user, role: role, now: now)
+        let (_, position) = try db.append(conversation: conversation, kind: .memberAdded, actor: actor, user: user, role: role, now: now)
         try db.execute("UPDATE member SET joined_position = \(position) WHERE conversation_id = \(conversation) AND user_id = \(user)")
     }
 

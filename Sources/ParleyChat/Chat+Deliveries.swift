@@ -111,7 +111,9 @@ extension Chat {
                                        status: .of(deliveredCount: deliveredCount, readCount: readCount, recipients: recipients))
             }
             let json = String(decoding: try WireCoding.encoder().encode(items), as: UTF8.self)
-            try tx.appendDelivery(conversation: conversation, author: author, deliveriesJSON: json, now: now)
+            var payload = EventPayload()
+            payload.deliveriesJSON = json
+            try tx.append(conversation: conversation, kind: .deliveryUpdated, actor: nil, user: author, payload: payload, now: now)
             written += 1
         }
         return written

@@ -192,7 +192,7 @@ extension Chat {
                 let rows = try db.fetchAll("""
                     SELECT \(Chat.eventColumns) FROM event e \(Chat.eventJoins)
                     WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq)
-                      AND (m.id IS NULL OR m.shadow = 0 OR m.author_id = \(caller.userKey)) ORDER BY e.seq LIMIT \(limit + 1)
+                      AND (e.recipient_id IS NULL OR e.recipient_id = \(caller.userKey)) ORDER BY e.seq LIMIT \(limit + 1)
                     """)
                 let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey).map(\.record)
                 return EventRecordPage(records: records, hasMore: rows.count > limit)
@@ -206,8 +206,8 @@ extension Chat {
     ///
     /// A member receives a conversation's events from the `member.added` that made them a
     /// member up to and including the `member.removed` that ended it, exactly as the live
-    /// socket delivers them (docs/protocol.md). Receipt changes in public channels, delivery
-    /// counts and mutes go only to the member they are about.
+    /// socket delivers them (docs/protocol.md). An event with one recipient (its kind's
+    /// audience, or a shadow message's) goes to that member alone, live and here alike.
     public func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
         guard position >= 0 else { throw ChatError.invalid("after must not be negative") }
@@ -238,9 +238,7 @@ extension Chat {
             JOIN event e ON e.conversation_id = s.conversation_id AND e.position > \(position)
                  AND e.position >= s.since AND e.position <= s.until
             \(Chat.eventJoins)
-            WHERE NOT (e.type = 'receipt.updated' AND c.kind = 'public' AND e.user_id != \(user))
-              AND NOT (e.type IN ('delivery.updated', 'notifications.updated') AND e.user_id != \(user))
-              AND (m.id IS NULL OR m.shadow = 0 OR m.author_id = \(user))
+            WHERE (e.recipient_id IS NULL OR e.recipient_id = \(user))
             ORDER BY e.position LIMIT \(limit)
             """)
     }
@@ -254,7 +252,7 @@ extension Chat {
         e.position AS e_position, c.public_id AS e_conversation_id, e.seq AS e_seq, e.type AS e_type, a.public_id AS e_actor_id,
         e.message_id AS e_message_key, t.public_id AS e_user_id, e.role AS e_role, e.payload AS e_payload,
         e.created_at AS e_created_at, e.conversation_id AS e_conversation_key, c.kind AS e_conversation_kind,
-        e.user_id AS e_user_key, \(messageColumns)
+        e.user_id AS e_user_key, e.recipient_id AS e_recipient, \(messageColumns)
         """
     static let eventJoins: SQL = """
         JOIN conversation c ON c.id = e.conversation_id
@@ -275,9 +273,10 @@ extension Chat {
             let kind = try stored(try row.get("e_conversation_kind"), as: ConversationKind.self)
             var record = EventRecord(
                 position: try row.get("e_position"), conversationID: try row.get("e_conversation_id"), seq: try row.get("e_seq", as: Int64?.self),
-                type: try stored(try row.get("e_type"), as: ConversationEvent.Kind.self), actorID: try row.get("e_actor_id", as: String?.self),
+                type: try stored(try row.get("e_type"), as: EventKind.self), actorID: try row.get("e_actor_id", as: String?.self),
                 createdAt: try row.get("e_created_at"), userID: try row.get("e_user_id", as: String?.self),
-                role: try row.get("e_role", as: String?.self).map { try stored($0, as: MemberRole.self) })
+                role: try row.get("e_role", as: String?.self).map { try stored($0, as: MemberRole.self) },
+                payload: try EventPayload(stored: try row.get("e_payload", as: String?.self)))
             if try row.get("e_message_key", as: Int64?.self) != nil {
                 var lowest: (delivered: Int64, read: Int64)?
                 if let viewer {
@@ -288,29 +287,8 @@ extension Chat {
                 }
                 record.message = try Chat.record(row, caller: viewer, lowest: lowest)
             }
-            if let payload = try row.get("e_payload", as: String?.self), case .object(let fields) = try JSONValue.decode(payload) {
-                if case .string(let title) = fields["title"] { record.title = title }
-                if let data = fields["customData"], data != .null { record.customDataJSON = try data.encoded() }
-                if case .number(let delivered) = fields["deliveredSeq"] { record.deliveredSeq = Int64(delivered) }
-                if case .number(let read) = fields["readSeq"] { record.readSeq = Int64(read) }
-                if let deliveries = fields["deliveries"], deliveries != .null { record.deliveriesJSON = try deliveries.encoded() }
-                if case .string(let emoji) = fields["emoji"] { record.emoji = emoji }
-                if let thread = fields["thread"], thread != .null { record.threadJSON = try thread.encoded() }
-                if case .number(let until) = fields["until"] { record.until = Int64(until) }
-                if case .string(let reason) = fields["reason"] { record.reason = reason }
-                if case .number(let slow) = fields["slowModeSeconds"] { record.slowModeSeconds = Int(slow) }
-                if case .number(let through) = fields["throughSeq"] { record.throughSeq = Int64(through) }
-                if case .number(let count) = fields["count"] { record.count = Int(count) }
-                if case .number(let days) = fields["retentionDays"] { record.retentionDays = Int(days) }
-                if case .string(let photo) = fields["photoURL"] { record.photoURL = photo }
-                if case .string(let name) = fields["displayName"] { record.displayName = name }
-                if case .string(let level) = fields["notifications"] { record.notifications = level }
-            }
-            var event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
-                                      userKey: try row.get("e_user_key", as: Int64?.self))
-            if try row.get("e_message_key", as: Int64?.self) != nil, try row.get("m_shadow", as: Int64?.self) == 1 {
-                event.onlyFor = try row.get("m_author_key", as: Int64.self)
-            }
+            let event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
+                                      userKey: try row.get("e_user_key", as: Int64?.self), recipient: try row.get("e_recipient", as: Int64?.self))
             return event
         }
     }
@@ -381,7 +359,7 @@ extension Chat {
                 let mentions = try Chat.resolveMentions(db, text: prepared.searchable, conversation: access.key, app: caller.appID)
                 _ = try Chat.storeMentions(db, message: key, conversation: access.key, author: try row.get("m_author_key"),
                                            mentions: mentions, replacing: true)
-                try db.append(conversation: access.key, type: .messageEdited, actor: caller.userKey, message: key, now: now,
+                try db.append(conversation: access.key, kind: .messageEdited, actor: caller.userKey, message: key, now: now,
                               activity: try row.get("m_in_conversation", as: Int64.self) != 0)
                 return try Chat.reload(db, access: access, key: key, caller: caller)
             }
@@ -416,15 +394,15 @@ extension Chat {
                     if let content = target.message.content { try FullTextSearch.unindex(db, message: target.key, text: content.searchableText) }
                     try Chat.setMedia(db, message: target.key, keys: [], now: now)
                     // A deleted reply no longer counts in its thread; the event says the new count.
-                    var payload: String?
+                    var payload = EventPayload()
                     if let root = try db.fetchOne("""
                         UPDATE message SET reply_count = reply_count - 1
                         WHERE id = (SELECT thread_id FROM message WHERE id = \(target.key)) RETURNING public_id, reply_count, last_reply_at
                         """) {
-                        payload = try Chat.threadPayload(root: try root.get("public_id"), replies: try root.get("reply_count"),
-                                                         lastReplyAt: try root.get("last_reply_at"))
+                        payload.threadJSON = try Chat.threadPayloadValue(root: try root.get("public_id"), replies: try root.get("reply_count"),
+                                                                         lastReplyAt: try root.get("last_reply_at"))
                     }
-                    try db.append(conversation: access.key, type: .messageDeleted, actor: caller.userKey, message: target.key, payload: payload,
+                    try db.append(conversation: access.key, kind: .messageDeleted, actor: caller.userKey, message: target.key, payload: payload,
                                   now: now, activity: target.message.threadID == nil || target.message.alsoInConversation == true)
                 }
                 return try targets.map { try Chat.reload(db, access: access, key: $0.key, caller: caller) }
@@ -528,16 +506,16 @@ extension Chat {
                                    threadRoot: thread?.publicID, alsoInConversation: thread?.alsoInConversation ?? false,
                                    senderPhotoURL: avatarURL(access.callerPhoto))
         let activity = !shadow && (thread == nil || thread?.alsoInConversation == true)
-        try tx.append(conversation: access.key, type: .messageCreated, seq: seq, actor: caller.userKey, message: key,
-                      payload: threadJSON.map { "{\"thread\":\($0)}" }, now: now, activity: activity) { position in
+        var payload = EventPayload()
+        payload.threadJSON = threadJSON
+        try tx.append(conversation: access.key, kind: .messageCreated, seq: seq, actor: caller.userKey, message: key,
+                      payload: payload, now: now, activity: activity) { position in
             var shared = record
             shared.status = nil
-            var event = EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
-                                    actorID: caller.userID.rawValue, createdAt: now, message: shared)
-            event.threadJSON = threadJSON
-            var appended = AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil)
-            if shadow { appended.onlyFor = caller.userKey }
-            return appended
+            let event = EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
+                                    actorID: caller.userID.rawValue, createdAt: now, message: shared, payload: payload)
+            return AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil,
+                                 recipient: shadow ? caller.userKey : nil)
         }
         // The sender has seen their own message on the device that sent it.
         try tx.execute("""

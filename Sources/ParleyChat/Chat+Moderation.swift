@@ -77,12 +77,14 @@ extension Chat {
                     INSERT INTO ban (conversation_id, user_id, actor_id, reason, until, created_at)
                     VALUES (\(access.key), \(target), \(caller.userKey), \(reason), \(until), \(now))
                     """)
-                try tx.append(conversation: access.key, type: .memberBanned, actor: caller.userKey, user: target,
-                              payload: try Chat.canonicalJSON(BanPayload(until: until, reason: reason)), now: now)
+                var payload = EventPayload()
+                payload.until = until
+                payload.reason = reason
+                try tx.append(conversation: access.key, kind: .memberBanned, actor: caller.userKey, user: target, payload: payload, now: now)
                 if role != nil {
                     try tx.execute("DELETE FROM member WHERE conversation_id = \(access.key) AND user_id = \(target)")
                     try tx.execute("UPDATE conversation SET member_count = member_count - 1 WHERE id = \(access.key)")
-                    try tx.append(conversation: access.key, type: .memberRemoved, actor: caller.userKey, user: target, now: now)
+                    try tx.append(conversation: access.key, kind: .memberRemoved, actor: caller.userKey, user: target, now: now)
                 }
                 guard let ban = try Chat.bans(tx, conversation: access.key, user: target, now: now).first else { throw ChatError.internalError }
                 return ban
@@ -98,7 +100,7 @@ extension Chat {
                 let access = try Chat.access(tx, caller: caller, id: id, for: .moderate)
                 let target = try Chat.targetUser(tx, app: caller.appID, id: user)
                 if try tx.execute("DELETE FROM ban WHERE conversation_id = \(access.key) AND user_id = \(target)") > 0 {
-                    try tx.append(conversation: access.key, type: .memberUnbanned, actor: caller.userKey, user: target, now: now)
+                    try tx.append(conversation: access.key, kind: .memberUnbanned, actor: caller.userKey, user: target, now: now)
                 }
             }
         }
@@ -127,11 +129,6 @@ extension Chat {
                 bannedBy: try row.get("actor", as: String?.self).map(UserID.init(rawValue:)), reason: try row.get("reason"),
                 until: try row.get("until", as: Int64?.self).map(date), createdAt: date(try row.get("created_at")))
         }
-    }
-
-    private struct BanPayload: Encodable {
-        var until: Int64?
-        var reason: String?
     }
 
     // MARK: - Moderators' mutes
@@ -165,10 +162,11 @@ extension Chat {
                 if until != nil || was {
                     try tx.execute("UPDATE member SET posting_muted_until = \(until) WHERE conversation_id = \(access.key) AND user_id = \(target)")
                     if let until {
-                        try tx.append(conversation: access.key, type: .memberMuted, actor: caller.userKey, user: target,
-                                      payload: until >= Chat.forever ? nil : "{\"until\":\(until)}", now: now)
+                        var payload = EventPayload()
+                        payload.until = until >= Chat.forever ? nil : until
+                        try tx.append(conversation: access.key, kind: .memberMuted, actor: caller.userKey, user: target, payload: payload, now: now)
                     } else {
-                        try tx.append(conversation: access.key, type: .memberUnmuted, actor: caller.userKey, user: target, now: now)
+                        try tx.append(conversation: access.key, kind: .memberUnmuted, actor: caller.userKey, user: target, now: now)
                     }
                 }
                 return try Chat.member(tx, conversation: access.key, user: target)

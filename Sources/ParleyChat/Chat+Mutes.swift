@@ -64,10 +64,10 @@ extension Chat {
                     WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                     """)
                 let shown = settings.level ?? NotificationLevel.default(for: access.kind)
-                var fields: [String: JSONValue] = ["notifications": .string(shown.rawValue)]
-                if let until = settings.mutedUntil { fields["until"] = .number(Double(until)) }
-                try tx.appendAnnotation(conversation: access.key, type: .notificationsUpdated, actor: caller.userKey, message: nil,
-                                        user: caller.userKey, payload: try JSONValue.object(fields).encoded(), now: now)
+                var payload = EventPayload()
+                payload.notifications = shown.rawValue
+                payload.until = settings.mutedUntil
+                try tx.append(conversation: access.key, kind: .notificationsUpdated, actor: caller.userKey, user: caller.userKey, payload: payload, now: now)
                 return try Chat.view(tx, key: access.key, caller: caller)
             }
         }

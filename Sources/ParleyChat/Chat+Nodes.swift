@@ -32,7 +32,7 @@ extension Chat {
                     """)
                 var byPosition: [(Int64, Publication)] = try Chat.storedEvents(db, rows[...], viewer: nil).map { ($0.record.position, $0.publication) }
                 for row in channelRows {
-                    let payload = try Chat.decodeChannelPayload(try row.get("payload", as: String?.self) ?? "")
+                    let payload = try Chat.decodeChannelPayload(try row.get("payload", as: String?.self))
                     let position: Int64 = try row.get("position")
                     byPosition.append((position, .channel(ChannelEvent(
                         app: try row.get("app_id"), channel: try row.get("title", as: String?.self) ?? "", name: payload.name,

@@ -37,8 +37,9 @@ extension Chat {
                 let old = try tx.fetchOne("SELECT photo_id FROM conversation WHERE id = \(access.key)")?.get("photo_id", as: Int64?.self)
                 try tx.execute("UPDATE conversation SET photo_id = \(new?.key), photo_public = \(new?.publicID) WHERE id = \(access.key)")
                 try Chat.swapPhotoReference(tx, old: old, new: new?.key, now: now)
-                let payload = try JSONValue.object(["photoURL": .string(Chat.avatarURL(new?.publicID) ?? "")]).encoded()
-                try tx.append(conversation: access.key, type: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
+                var payload = EventPayload()
+                payload.photoURL = Chat.avatarURL(new?.publicID) ?? ""
+                try tx.append(conversation: access.key, kind: .conversationUpdated, actor: caller.userKey, payload: payload, now: now)
                 return try Chat.view(tx, key: access.key, caller: caller)
             }
         }
@@ -48,13 +49,15 @@ extension Chat {
     /// they are now: open chats redraw without asking. At most ``Limits/profileAnnouncements``
     /// conversations, most recently active first (older ones show it at their next read).
     static func announceProfile(_ tx: Transaction, user: User, key: Int64, now: Int64) throws {
-        let payload = try JSONValue.object(["photoURL": .string(user.photoURL ?? ""), "displayName": .string(user.displayName)]).encoded()
+        var payload = EventPayload()
+        payload.photoURL = user.photoURL ?? ""
+        payload.displayName = user.displayName
         let conversations: [Int64] = try tx.fetchAll("""
             SELECT c.id FROM member mb JOIN conversation c ON c.id = mb.conversation_id WHERE mb.user_id = \(key)
             ORDER BY c.last_position DESC LIMIT \(Limits.profileAnnouncements)
             """).map { try $0.get("id") }
         for conversation in conversations {
-            try tx.appendAnnotation(conversation: conversation, type: .userUpdated, actor: key, message: nil, user: key, payload: payload, now: now)
+            try tx.append(conversation: conversation, kind: .userUpdated, actor: key, user: key, payload: payload, now: now)
         }
     }
 

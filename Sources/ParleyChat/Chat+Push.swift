@@ -50,7 +50,7 @@ public struct PushOutboxHook: TransactionHook {
     public static let kind = "push"
 
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
-        for event in events where event.record.type == .messageCreated && event.onlyFor == nil {
+        for event in events where event.record.type.rule?.push == true && event.recipient == nil {
             // Public channels push the members a message mentions and those who asked for every
             // message; Pusher channels never.
             guard let message = event.record.message,

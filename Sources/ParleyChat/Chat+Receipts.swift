@@ -26,8 +26,11 @@ extension Chat {
                         UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
                         WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                         """)
-                    // Stored with a position and no seq: see ConversationEvent.Kind.receiptUpdated.
-                    try db.appendReceipt(conversation: access.key, user: caller.userKey, deliveredSeq: new.delivered, readSeq: new.read, now: now)
+                    // Stored with a position and no seq: see EventKind.receiptUpdated.
+                    var payload = EventPayload()
+                    payload.deliveredSeq = new.delivered
+                    payload.readSeq = new.read
+                    try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey, payload: payload, now: now)
                 }
                 let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
                 // In a public channel the author learns it through delivery.updated (Chat+Deliveries).

@@ -101,8 +101,10 @@ extension Chat {
         try tx.execute("DELETE FROM event WHERE message_id IN (\(list: keys))")
         try tx.execute("UPDATE conversation SET last_message_id = NULL WHERE id = \(conversation) AND last_message_id IN (\(list: keys))")
         try tx.execute("DELETE FROM message WHERE id IN (\(list: keys))")
-        try tx.append(conversation: conversation, type: .messagesExpired, actor: nil,
-                      payload: "{\"count\":\(keys.count),\"throughSeq\":\(through)}", now: now, activity: false)
+        var payload = EventPayload()
+        payload.count = keys.count
+        payload.throughSeq = through
+        try tx.append(conversation: conversation, kind: .messagesExpired, actor: nil, payload: payload, now: now, activity: false)
         return keys.count
     }
 

@@ -225,7 +225,7 @@ extension Chat {
                 for conversation in conversations {
                     try db.execute("DELETE FROM member WHERE conversation_id = \(conversation) AND user_id = \(key)")
                     try db.execute("UPDATE conversation SET member_count = member_count - 1 WHERE id = \(conversation)")
-                    try db.append(conversation: conversation, type: .memberRemoved, actor: actor, user: key, now: now)
+                    try db.append(conversation: conversation, kind: .memberRemoved, actor: actor, user: key, now: now)
                 }
                 try db.execute("DELETE FROM session WHERE user_id = \(key)")
                 try db.execute("""

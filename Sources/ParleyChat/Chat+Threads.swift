@@ -36,11 +36,6 @@ extension Chat {
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 
-    /// An event payload carrying a thread summary.
-    static func threadPayload(root: String, replies: Int64, lastReplyAt: Int64?) throws -> String {
-        "{\"thread\":\(try threadPayloadValue(root: root, replies: replies, lastReplyAt: lastReplyAt))}"
-    }
-
     /// A page of a thread's replies, paged by seq like a conversation's history (`before`,
     /// `after`; oldest first). Deleted replies stay as tombstones.
     public func threadHistory(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, before: Int64?, after: Int64?,

@@ -148,9 +148,8 @@ public struct WebhookHook: TransactionHook {
     }
 
     public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
-        // Receipts, delivery counts and a member's own mutes are no business of the backend's.
-        let relevant = events.filter { $0.channelEvent == nil && $0.onlyFor == nil && $0.record.type.isKnown
-                                       && ![.receiptUpdated, .deliveryUpdated, .notificationsUpdated].contains($0.record.type) }
+        // What the kind's rule lets webhooks hear, and only what everyone may see.
+        let relevant = events.filter(\.reachesWebhooks)
         guard !relevant.isEmpty else { return }
         let conversations = Array(Set(relevant.map { $0.conversationKey }))
         let rows = try db.fetchAll("""

@@ -1,4 +1,112 @@
 public import ParleyWire
+import ParleyStore
+
+/// What an event keeps in its `payload` column beside the columns for its message, the user
+/// it is about and their role: every field any kind stores, written one way (canonical JSON,
+/// keys sorted, by ``stored``) and read one way (``init(stored:)``). Which fields a kind sets
+/// is its ``EventShape``; the stored form is the one every earlier build wrote, so old rows
+/// read as they always did.
+package struct EventPayload: Sendable, Hashable {
+    /// `conversation.updated`: the new title.
+    package var title: String?
+    /// `conversation.updated`: the new custom data, as canonical JSON.
+    package var customDataJSON: String?
+    /// `conversation.updated`: slow mode after the change.
+    package var slowModeSeconds: Int?
+    /// `conversation.updated`: the retention policy after the change.
+    package var retentionDays: Int?
+    /// `conversation.updated` and `user.updated`: the photo after the change ("" when removed).
+    package var photoURL: String?
+    /// `user.updated`: the display name after the change.
+    package var displayName: String?
+    /// `receipt.updated`: the watermarks after the change.
+    package var deliveredSeq: Int64?
+    /// `receipt.updated`: the read watermark after the change.
+    package var readSeq: Int64?
+    /// `delivery.updated`: the author's messages, as canonical JSON (a list of ``MessageDelivery``).
+    package var deliveriesJSON: String?
+    /// Reactions: the emoji.
+    package var emoji: String?
+    /// A thread reply's `message.created` and `message.deleted`: the thread, as canonical JSON.
+    package var threadJSON: String?
+    /// Bans and mutes: when they end (milliseconds since 1970).
+    package var until: Int64?
+    /// Bans: the moderator's reason.
+    package var reason: String?
+    /// `messages.expired`: through which seq.
+    package var throughSeq: Int64?
+    /// `messages.expired`: how many messages.
+    package var count: Int?
+    /// `notifications.updated`: the member's level (`all`, `mentions`).
+    package var notifications: String?
+    /// A named channel's event: its name, its data (a JSON text) and the socket it skips.
+    package var channelName: String?
+    /// A named channel's event's data.
+    package var channelData: String?
+    /// The socket a named channel's event skips.
+    package var excludedSocket: String?
+
+    /// An empty payload; set the fields the kind carries.
+    package init() {}
+
+    /// The payload column's text: nil when no field is set.
+    package var stored: String? {
+        guard self != EventPayload() else { return nil }
+        var writer = JSONWriter(capacity: 128)
+        writer.object { json in
+            if let count { json.key("count"); json.integer(Int64(count)) }
+            if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
+            if let channelData { json.key("data"); json.string(channelData) }
+            if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
+            if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
+            if let displayName { json.key("displayName"); json.string(displayName) }
+            if let emoji { json.key("emoji"); json.string(emoji) }
+            if let excludedSocket { json.key("excludedSocket"); json.string(excludedSocket) }
+            if let channelName { json.key("name"); json.string(channelName) }
+            if let notifications { json.key("notifications"); json.string(notifications) }
+            if let photoURL { json.key("photoURL"); json.string(photoURL) }
+            if let readSeq { json.key("readSeq"); json.integer(readSeq) }
+            if let reason { json.key("reason"); json.string(reason) }
+            if let retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
+            if let slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
+            if let threadJSON { json.key("thread"); json.raw(threadJSON) }
+            if let throughSeq { json.key("throughSeq"); json.integer(throughSeq) }
+            if let title { json.key("title"); json.string(title) }
+            if let until { json.key("until"); json.integer(until) }
+        }
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// Reads a payload column (nil or empty: nothing set). A null field is an unset one.
+    ///
+    /// - Throws: ``StoreError/decoding(_:)`` for text that is not a JSON object.
+    package init(stored text: String?) throws {
+        guard let text, !text.isEmpty else { return }
+        guard case .object(let fields) = try JSONValue.decode(text) else { throw StoreError.decoding("an event's payload is not a JSON object") }
+        func string(_ key: String) -> String? { if case .string(let value) = fields[key] { value } else { nil } }
+        func number(_ key: String) -> Int64? { if case .number(let value) = fields[key] { Int64(value) } else { nil } }
+        func json(_ key: String) throws -> String? { try fields[key].flatMap { $0 == .null ? nil : try $0.encoded() } }
+        title = string("title")
+        customDataJSON = try json("customData")
+        slowModeSeconds = number("slowModeSeconds").map(Int.init)
+        retentionDays = number("retentionDays").map(Int.init)
+        photoURL = string("photoURL")
+        displayName = string("displayName")
+        deliveredSeq = number("deliveredSeq")
+        readSeq = number("readSeq")
+        deliveriesJSON = try json("deliveries")
+        emoji = string("emoji")
+        threadJSON = try json("thread")
+        until = number("until")
+        reason = string("reason")
+        throughSeq = number("throughSeq")
+        count = number("count").map(Int.init)
+        notifications = string("notifications")
+        channelName = string("name")
+        channelData = string("data")
+        excludedSocket = string("excludedSocket")
+    }
+}
 
 /// An event as stored, written straight to JSON (``writeJSON(into:)``) exactly as
 /// ``WireCoding/encoder()`` writes the ``ConversationEvent`` it stands for. The feed, the
@@ -9,74 +117,83 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     public var position: Int64
     /// The conversation's public id.
     public var conversationID: String
-    /// Per conversation, gap-free; nil for `receipt.updated`.
+    /// Per conversation, gap-free; nil for annotations.
     public var seq: Int64?
     /// What happened.
-    public var type: ConversationEvent.Kind
+    public var type: EventKind
     /// Who caused it (public id).
     public var actorID: String?
     /// Milliseconds since 1970.
     public var createdAt: Int64
-    /// The message of a message event.
+    /// The message of a message, reaction or pin event, as it is now.
     public var message: MessageRecord?
-    /// The user a membership or receipt event is about (public id).
+    /// The user the event is about (public id).
     public var userID: String?
     /// The member's role after a membership event.
     public var role: MemberRole?
-    /// The title after `conversation.updated`.
-    public var title: String?
-    /// The custom data after `conversation.updated`, as canonical JSON.
-    public var customDataJSON: String?
-    /// The watermarks after `receipt.updated`.
-    public var deliveredSeq: Int64?
-    /// The read watermark after `receipt.updated`.
-    public var readSeq: Int64?
-    /// The author's messages after `delivery.updated`, as canonical JSON (a list of ``MessageDelivery``).
-    public var deliveriesJSON: String?
-    /// The emoji of a reaction event.
-    public var emoji: String?
-    /// A thread reply's thread summary, as canonical JSON (a ``ThreadSummary``).
-    public var threadJSON: String?
-    /// A ban's or mute's end (milliseconds since 1970).
-    public var until: Int64?
-    /// A ban's reason.
-    public var reason: String?
-    /// Slow mode after a conversation update that changed it.
-    public var slowModeSeconds: Int?
-    /// `messages.expired`: through which seq, and how many.
-    public var throughSeq: Int64?
-    /// `messages.expired`: how many messages.
-    public var count: Int?
-    /// The retention policy after a conversation update that changed it.
-    public var retentionDays: Int?
-    /// The conversation's photo after an update that changed it ("" when removed), or the user's.
-    public var photoURL: String?
-    /// A user's display name after `user.updated`.
-    public var displayName: String?
-    /// `notifications.updated`: the member's level (`all`, `mentions`).
-    public var notifications: String?
+    /// The rest of what the kind carries.
+    package var payload = EventPayload()
 
-    /// The typed event.
+    /// Creates a record; each argument sets the property of the same name.
+    package init(position: Int64, conversationID: String, seq: Int64?, type: EventKind, actorID: String?, createdAt: Int64,
+                 message: MessageRecord? = nil, userID: String? = nil, role: MemberRole? = nil, payload: EventPayload = EventPayload()) {
+        self.position = position
+        self.conversationID = conversationID
+        self.seq = seq
+        self.type = type
+        self.actorID = actorID
+        self.createdAt = createdAt
+        self.message = message
+        self.userID = userID
+        self.role = role
+        self.payload = payload
+    }
+
+    /// The typed event, its body by its kind's shape.
     ///
-    /// - Throws: a decoding error if stored JSON is damaged.
+    /// - Throws: a decoding error if stored JSON is damaged, or the fields its shape needs are missing.
     public func event() throws -> ConversationEvent {
-        var event = ConversationEvent(position: position, conversationID: ConversationID(rawValue: conversationID), seq: seq, type: type,
-                          actorID: actorID.map(UserID.init(rawValue:)), createdAt: Chat.date(createdAt), message: try message?.message(),
-                          userID: userID.map(UserID.init(rawValue:)), role: role, title: title,
-                          customData: try customDataJSON.map(JSONValue.decode), deliveredSeq: deliveredSeq, readSeq: readSeq)
-        event.deliveries = try deliveriesJSON.map { try JSONValue.decode($0).decode(as: [MessageDelivery].self) }
-        event.emoji = emoji
-        event.thread = try threadJSON.map { try JSONValue.decode($0).decode(as: ThreadSummary.self) }
-        event.until = until.map(Chat.date)
-        event.reason = reason
-        event.slowModeSeconds = slowModeSeconds
-        event.throughSeq = throughSeq
-        event.count = count
-        event.retentionDays = retentionDays
-        event.photoURL = photoURL
-        event.displayName = displayName
-        event.notifications = notifications.flatMap(NotificationLevel.init(rawValue:))
-        return event
+        let user = userID.map(UserID.init(rawValue:))
+        func required<T>(_ value: T?, _ field: String) throws -> T {
+            guard let value else { throw StoreError.decoding("a \(type.rawValue) event at \(position) has no \(field)") }
+            return value
+        }
+        let body: EventBody
+        switch type.rule?.shape {
+        case .bare?, .channel?:
+            body = .bare
+        case .message?:
+            body = .message(try required(try message?.message(), "message"),
+                            thread: try payload.threadJSON.map { try JSONValue.decode($0).decode(as: ThreadSummary.self) })
+        case .membership?:
+            body = .membership(user: try required(user, "userId"), role: role)
+        case .conversationChange?:
+            body = .conversation(ConversationChange(title: payload.title, customData: try payload.customDataJSON.map(JSONValue.decode),
+                                                    slowModeSeconds: payload.slowModeSeconds, retentionDays: payload.retentionDays,
+                                                    photoURL: payload.photoURL))
+        case .receipt?:
+            body = .receipt(user: try required(user, "userId"), deliveredSeq: try required(payload.deliveredSeq, "deliveredSeq"),
+                            readSeq: try required(payload.readSeq, "readSeq"))
+        case .deliveries?:
+            body = .deliveries(author: user, try JSONValue.decode(try required(payload.deliveriesJSON, "deliveries")).decode(as: [MessageDelivery].self))
+        case .reaction?:
+            body = .reaction(user: try required(user, "userId"), emoji: try required(payload.emoji, "emoji"), message: try message?.message())
+        case .restriction?:
+            body = .restriction(user: try required(user, "userId"), until: payload.until.map(Chat.date), reason: payload.reason)
+        case .expiry?:
+            body = .expiry(throughSeq: try required(payload.throughSeq, "throughSeq"), count: try required(payload.count, "count"))
+        case .profile?:
+            body = .profile(user: try required(user, "userId"), photoURL: payload.photoURL, displayName: payload.displayName)
+        case .notifications?:
+            body = .notifications(user: try required(user, "userId"), level: payload.notifications.flatMap(NotificationLevel.init(rawValue:)),
+                                  until: payload.until.map(Chat.date))
+        case nil:
+            var writer = JSONWriter(capacity: 256)
+            writeJSON(into: &writer)
+            body = .unknown(try JSONValue.decode(String(decoding: writer.bytes, as: UTF8.self)))
+        }
+        return ConversationEvent(position: position, conversationID: ConversationID(rawValue: conversationID), seq: seq, type: type,
+                                 actorID: actorID.map(UserID.init(rawValue:)), createdAt: Chat.date(createdAt), body: body)
     }
 
     /// Keys in sorted order, as the encoder writes them.
@@ -84,28 +201,28 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
         writer.object { json in
             if let actorID { json.key("actorId"); json.string(actorID) }
             json.key("conversationId"); json.string(conversationID)
-            if let count { json.key("count"); json.integer(Int64(count)) }
+            if let count = payload.count { json.key("count"); json.integer(Int64(count)) }
             json.key("createdAt"); json.date(milliseconds: createdAt)
-            if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
-            if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
-            if let displayName { json.key("displayName"); json.string(displayName) }
-            if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
-            if let emoji { json.key("emoji"); json.string(emoji) }
+            if let customData = payload.customDataJSON { json.key("customData"); json.raw(customData) }
+            if let deliveredSeq = payload.deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
+            if let displayName = payload.displayName { json.key("displayName"); json.string(displayName) }
+            if let deliveries = payload.deliveriesJSON { json.key("deliveries"); json.raw(deliveries) }
+            if let emoji = payload.emoji { json.key("emoji"); json.string(emoji) }
             if let message { json.key("message"); message.writeJSON(into: &json) }
-            if let notifications { json.key("notifications"); json.string(notifications) }
-            if let photoURL { json.key("photoURL"); json.string(photoURL) }
+            if let notifications = payload.notifications { json.key("notifications"); json.string(notifications) }
+            if let photoURL = payload.photoURL { json.key("photoURL"); json.string(photoURL) }
             json.key("position"); json.integer(position)
-            if let readSeq { json.key("readSeq"); json.integer(readSeq) }
-            if let reason { json.key("reason"); json.string(reason) }
-            if let retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
+            if let readSeq = payload.readSeq { json.key("readSeq"); json.integer(readSeq) }
+            if let reason = payload.reason { json.key("reason"); json.string(reason) }
+            if let retentionDays = payload.retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
             if let role { json.key("role"); json.string(role.rawValue) }
             if let seq { json.key("seq"); json.integer(seq) }
-            if let slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
-            if let threadJSON { json.key("thread"); json.raw(threadJSON) }
-            if let throughSeq { json.key("throughSeq"); json.integer(throughSeq) }
-            if let title { json.key("title"); json.string(title) }
+            if let slowModeSeconds = payload.slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
+            if let thread = payload.threadJSON { json.key("thread"); json.raw(thread) }
+            if let throughSeq = payload.throughSeq { json.key("throughSeq"); json.integer(throughSeq) }
+            if let title = payload.title { json.key("title"); json.string(title) }
             json.key("type"); json.string(type.rawValue)
-            if let until { json.key("until"); json.date(milliseconds: until) }
+            if let until = payload.until { json.key("until"); json.date(milliseconds: until) }
             if let userID { json.key("userId"); json.string(userID) }
         }
     }

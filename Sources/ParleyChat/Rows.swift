@@ -94,8 +94,8 @@ extension Chat {
 
     /// A stored event type. Clients decode kinds they do not know as `.unknown`; the server
     /// wrote every stored one, so an unknown one here is damage and an error.
-    static func stored(_ raw: String, as type: ConversationEvent.Kind.Type) throws -> ConversationEvent.Kind {
-        let kind = ConversationEvent.Kind(rawValue: raw)
+    static func stored(_ raw: String, as type: EventKind.Type) throws -> EventKind {
+        let kind = EventKind(rawValue: raw)
         guard kind.isKnown else { throw StoreError.decoding("unknown stored event type '\(raw)'") }
         return kind
     }

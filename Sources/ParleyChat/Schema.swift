@@ -716,6 +716,30 @@ public enum Schema: Sendable {
             try db.execute("ALTER TABLE member ADD COLUMN push_level text CHECK (push_level IN ('all', 'mentions'))")
             try db.execute("CREATE INDEX member_push_all ON member (conversation_id) WHERE push_level = 'all'")
         }
+        migrator.register("0020 an event's one recipient, and no list of kinds in the schema") { db in
+            // Who alone receives an event, when its kind's audience is one person or it is
+            // about a shadow message: the live publication, the replay and feed, webhooks and
+            // push all read this column (docs/decisions/0022). The backfill names the kinds of
+            // this migration's time; later kinds set the column when they are appended.
+            try db.execute(dialect == .postgres ? "ALTER TABLE event ADD COLUMN recipient_id bigint REFERENCES account(id)"
+                                                : "ALTER TABLE event ADD COLUMN recipient_id INTEGER REFERENCES account(id)")
+            try db.execute("UPDATE event SET recipient_id = user_id WHERE type IN ('delivery.updated', 'notifications.updated')")
+            try db.execute("""
+                UPDATE event SET recipient_id = user_id
+                WHERE type = 'receipt.updated' AND conversation_id IN (SELECT id FROM conversation WHERE kind = 'public')
+                """)
+            try db.execute("""
+                UPDATE event SET recipient_id = (SELECT author_id FROM message m WHERE m.id = event.message_id)
+                WHERE message_id IN (SELECT id FROM message WHERE shadow = 1)
+                """)
+            // Which kinds take a seq is EventKind's rule now, not a CHECK that needs a migration
+            // per kind: what stays is that a seq, when there is one, counts from 1.
+            let before = """
+                CHECK ((seq IS NULL) = (type IN ('receipt.updated', 'delivery.updated', 'reaction.added', 'reaction.removed', \
+                'message.pinned', 'message.unpinned', 'user.updated', 'notifications.updated')))
+                """
+            try Schema.widenEventSeqCheck(db, dialect, from: before, to: "CHECK (seq IS NULL OR seq >= 1)", migration: "0020")
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

@@ -12,15 +12,27 @@ public struct AppendedEvent: Sendable {
     public var conversationKind: ConversationKind
     /// The user a membership or receipt event is about (internal key).
     public var userKey: Int64?
+    /// The one user who receives it, when its kind's audience is one person
+    /// (``EventAudience/subject``) or it is about a shadow message (its author shadow-banned,
+    /// or blocked by the other person of a direct chat: only the author sees it); nil when
+    /// every member does. Stored with the event (`event.recipient_id`), so the live
+    /// publication, the replay and feed, webhooks and push read the same fact.
+    public var recipient: Int64?
     /// A named channel's event (its log is a conversation of kind `pusher`, which has no
     /// members): published to the channel's subscribers instead of to members.
     public var channelEvent: ChannelEvent? = nil
     /// The event's JSON (``EventRecord/writeJSON(into:)``), written once by the write path
     /// before the hooks run: the realtime frame and a webhook's data are both these bytes.
     public internal(set) var json: [UInt8]? = nil
-    /// A shadow message's event (its author shadow-banned, or blocked by the other person of a
-    /// direct chat): only this user — the author — receives it; never pushed or webhooked.
-    public var onlyFor: Int64? = nil
+
+    /// Creates the value; each argument sets the property of the same name.
+    package init(record: EventRecord, conversationKey: Int64, conversationKind: ConversationKind, userKey: Int64?, recipient: Int64? = nil) {
+        self.record = record
+        self.conversationKey = conversationKey
+        self.conversationKind = conversationKind
+        self.userKey = userKey
+        self.recipient = recipient
+    }
 
     /// The event's JSON, from ``json`` when the write path wrote it.
     public var eventJSON: [UInt8] {
@@ -30,18 +42,14 @@ public struct AppendedEvent: Sendable {
         return writer.bytes
     }
 
-    /// The publication that delivers it live: to the conversation's members (receipts in
-    /// public channels, delivery counts and mutes only to the member's own devices), subscribing a newcomer first and
-    /// unsubscribing a leaver after.
+    /// Whether the app's backend hears it: its kind's rule says so and it is everyone's to see.
+    var reachesWebhooks: Bool { record.type.rule?.webhook == true && recipient == nil && channelEvent == nil }
+
+    /// The publication that delivers it live: to its recipient alone, or to the
+    /// conversation's members (subscribing a newcomer first and unsubscribing a leaver after).
     var publication: Publication {
         if let channelEvent { return .channel(channelEvent) }
-        let audience: Audience = if let onlyFor {
-            .users([onlyFor])
-        } else if record.type == .deliveryUpdated || record.type == .notificationsUpdated || (record.type == .receiptUpdated && conversationKind == .public) {
-            .users([userKey ?? 0])
-        } else {
-            .members(conversation: conversationKey)
-        }
+        let audience: Audience = recipient.map { .users([$0]) } ?? .members(conversation: conversationKey)
         return .event(position: record.position, conversation: conversationKey, audience: audience,
                       joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
                       frame: json.map(EventRecord.frame(wrapping:)) ?? record.frame)
@@ -144,26 +152,38 @@ final class Transaction: Database {
 
     private(set) var committedCallbacks: [@Sendable () -> Void] = []
 
-    /// Appends an event with a seq (allocated here unless the caller took it already, as a
-    /// send does for its message row) and moves the conversation's activity to it.
+    /// Appends an event of `kind`, as its rule says (``EventKind/rules``): history takes a seq
+    /// (allocated here unless the caller took it already, as a send does for its message row)
+    /// and moves the conversation's activity; an annotation takes no seq and no activity. The
+    /// payload is written one way (``EventPayload/stored``), and the one recipient, when its
+    /// audience is one person or it is about a shadow message, is stored with it.
     ///
-    /// - Returns: the seq and position.
-    @discardableResult
     /// `activity: false` (a reply in a thread only) leaves the conversation's place in the
     /// list and its last message as they were.
-    func append(conversation: Int64, type: ConversationEvent.Kind, seq: Int64? = nil, actor: Int64?, message: Int64? = nil,
-                user: Int64? = nil, role: MemberRole? = nil, payload: String? = nil, now: Int64, activity: Bool = true,
-                prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64, position: Int64) {
-        precondition(!type.hasNoSeq, "receipts, delivery counts, reactions and pins take no seq")
+    ///
+    /// - Returns: the seq (nil for an annotation) and position.
+    @discardableResult
+    func append(conversation: Int64, kind: EventKind, seq: Int64? = nil, actor: Int64?, message: Int64? = nil,
+                user: Int64? = nil, role: MemberRole? = nil, payload: EventPayload = EventPayload(), now: Int64, activity: Bool = true,
+                prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64?, position: Int64) {
+        guard let rule = kind.rule else { throw StoreError.decoding("no rule for the event kind \(kind.rawValue); declare it in EventKind.rules") }
         try notePrevious()
-        let seq = try seq ?? EventLog.nextSeq(db, conversation: conversation)
+        let seq = rule.history ? try seq ?? EventLog.nextSeq(db, conversation: conversation) : nil
+        // Who alone receives it, decided in the insert itself (no round trip on the send path).
+        let recipient: SQL = switch rule.audience {
+        case .subject: "\(user)"
+        case .subjectInPublicChannels: "(SELECT CASE WHEN kind = 'public' THEN \(user) END FROM conversation WHERE id = \(conversation))"
+        case .members: message.map { "(SELECT CASE WHEN shadow = 1 THEN author_id END FROM message WHERE id = \($0))" } ?? "NULL"
+        case .channel: "NULL"
+        }
         guard let position = try db.fetchValue(Int64.self, """
-            INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at)
-            VALUES (\(conversation), \(seq), \(type.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload), \(now))
+            INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at, recipient_id)
+            VALUES (\(conversation), \(seq), \(kind.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload.stored), \(now),
+                    \(recipient))
             RETURNING position
             """) else { throw ChatError.internalError }
-        if !activity {
-            // A reply in a thread only: the conversation keeps its place and last message.
+        if !rule.history || !activity {
+            // An annotation, or a reply in a thread only: the conversation keeps its place and last message.
         } else if let message {
             try db.execute("UPDATE conversation SET last_position = \(position), last_message_id = \(message) WHERE id = \(conversation)")
         } else {
@@ -171,46 +191,6 @@ final class Transaction: Database {
         }
         entries.append(Entry(position: position, prebuilt: prebuilt?(position)))
         return (seq, position)
-    }
-
-    /// Appends a receipt change: a position and no seq (decision 0009), and no activity.
-    func appendReceipt(conversation: Int64, user: Int64, deliveredSeq: Int64, readSeq: Int64, now: Int64) throws {
-        try notePrevious()
-        let payload = "{\"deliveredSeq\":\(deliveredSeq),\"readSeq\":\(readSeq)}"
-        guard let position = try db.fetchValue(Int64.self, """
-            INSERT INTO event (conversation_id, seq, type, actor_id, user_id, payload, created_at)
-            VALUES (\(conversation), NULL, \(ConversationEvent.Kind.receiptUpdated.rawValue), \(user), \(user), \(payload), \(now))
-            RETURNING position
-            """) else { throw ChatError.internalError }
-        entries.append(Entry(position: position, prebuilt: nil))
-    }
-
-    /// Appends an author's delivery counts in a public channel: a position and no seq, for the
-    /// author's devices only (`user` is the author).
-    func appendDelivery(conversation: Int64, author: Int64, deliveriesJSON: String, now: Int64) throws {
-        try notePrevious()
-        let payload = "{\"deliveries\":\(deliveriesJSON)}"
-        guard let position = try db.fetchValue(Int64.self, """
-            INSERT INTO event (conversation_id, seq, type, user_id, payload, created_at)
-            VALUES (\(conversation), NULL, \(ConversationEvent.Kind.deliveryUpdated.rawValue), \(author), \(payload), \(now))
-            RETURNING position
-            """) else { throw ChatError.internalError }
-        entries.append(Entry(position: position, prebuilt: nil))
-    }
-
-    /// Appends a change that annotates a message without being part of the conversation's
-    /// history (a reaction, a pin): a position and no seq, and no activity, so it never makes
-    /// a conversation unread or moves it up the list (decision 0021).
-    func appendAnnotation(conversation: Int64, type: ConversationEvent.Kind, actor: Int64, message: Int64?, user: Int64? = nil,
-                          payload: String? = nil, now: Int64) throws {
-        precondition(type.hasNoSeq && type != .receiptUpdated && type != .deliveryUpdated, "an annotation is a reaction, a pin, a profile change or a mute")
-        try notePrevious()
-        guard let position = try db.fetchValue(Int64.self, """
-            INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, payload, created_at)
-            VALUES (\(conversation), NULL, \(type.rawValue), \(actor), \(message), \(user), \(payload), \(now))
-            RETURNING position
-            """) else { throw ChatError.internalError }
-        entries.append(Entry(position: position, prebuilt: nil))
     }
 
     /// The events this write appended, in position order, as they stand at the end of the

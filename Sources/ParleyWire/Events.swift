@@ -1,255 +1,294 @@
 public import Foundation
 
-/// One entry of a conversation's event log. Every change is one: `seq` counts them per
-/// conversation with no gaps, `position` orders them across the whole server. A client that
-/// remembers the last position it saw can ask for everything after it.
+/// One entry of a conversation's event log. Every change is one: `seq` counts the
+/// conversation's history per conversation with no gaps, `position` orders every event across
+/// the whole server. A client that remembers the last position it saw can ask for everything
+/// after it.
 ///
-/// Receipt changes (``Kind/receiptUpdated``) have a position but no `seq`: they are not part
-/// of the conversation's history, so marking a conversation read never makes it unread.
+/// The envelope (position, conversation, seq, kind, actor, time) is what every event has; the
+/// ``body`` is what its kind carries (``EventShape``). Annotations — receipts, delivery
+/// counts, reactions, pins, profile and notification changes — have a position but no `seq`:
+/// they are not part of the conversation's history, so they never make it unread.
 public struct ConversationEvent: Hashable, Codable, Sendable {
-    /// What happened. Open: a kind this SDK does not know (a newer server's, e.g.
-    /// `reaction.added`) decodes as ``unknown(_:)`` with its name, and the event is kept
-    /// and passed on whole (``unknownPayload``), never dropped and never a decoding failure
-    /// (docs/decisions/0015-typed-frames-and-open-event-kinds.md).
-    public enum Kind: Hashable, Sendable, Codable, RawRepresentable, CustomStringConvertible {
-        /// A message was sent; `message` is set.
-        case messageCreated
-        /// Its author edited a message; `message` holds the new content.
-        case messageEdited
-        /// A message was deleted; `message` is its tombstone.
-        case messageDeleted
-        /// Someone joined or was added; `userID` and `role` say who and as what.
-        case memberAdded
-        /// Someone left or was removed; `userID` says who.
-        case memberRemoved
-        /// A member's role changed; `userID` and `role`.
-        case memberUpdated
-        /// The conversation was created: the event after its first members' `member.added`.
-        case conversationCreated
-        /// Title or custom data changed; `title` and `customData` hold what was set.
-        case conversationUpdated
-        /// A member's watermarks moved; `userID`, `deliveredSeq` and `readSeq`. Has no `seq`.
-        case receiptUpdated
-        /// In a public channel, where members' receipts reach only their own devices: how far
-        /// the author's (`userID`'s) messages have got, as counts (`deliveries`). Only the
-        /// author's devices receive it. Has no `seq` (docs/protocol.md, "Delivery in channels").
-        case deliveryUpdated
-        /// Someone reacted to a message: `userId` and `emoji` say who and with what, `message`
-        /// is the message with its counts after the change. Has no `seq` and moves neither the
-        /// unread count nor the conversation's place in the list (decision 0021).
-        case reactionAdded
-        /// Someone took a reaction back; as ``reactionAdded``.
-        case reactionRemoved
-        /// A message was pinned (`actorId` by whom; `message` shows `pinnedAt` and `pinnedBy`).
-        /// Has no `seq`.
-        case messagePinned
-        /// A message was unpinned. Has no `seq`.
-        case messageUnpinned
-        /// A moderator banned `userId` (`until`, `reason`): they are removed (a `member.removed`
-        /// follows) and cannot join or be added again until the ban ends or is lifted.
-        case memberBanned
-        /// A moderator lifted `userId`'s ban.
-        case memberUnbanned
-        /// A moderator muted `userId` until `until` (nil: until unmuted): they read but may not post.
-        case memberMuted
-        /// A moderator unmuted `userId`.
-        case memberUnmuted
-        /// The retention policy removed the conversation's messages up to and including seq
-        /// `throughSeq` (`count` of them): devices remove them too. Their events are gone from
-        /// the log; this one says so.
-        case messagesExpired
-        /// A member changed their profile photo or display name (`userId`, `photoURL`,
-        /// `displayName`): every conversation they are in gets one, so open chats show the new
-        /// face and name. No `seq`.
-        case userUpdated
-        /// The member (`userId`) changed what pushes them here: `notifications` (`all` or
-        /// `mentions`) and their mute, `until` (absent: not muted; 9999-12-31T23:59:59Z: until
-        /// unmuted), as ``Conversation/notifications`` and ``Conversation/mutedUntil`` now say.
-        /// Only that member's own devices receive it. No `seq`.
-        case notificationsUpdated
-        /// A kind this build does not know, by its wire name.
-        case unknown(String)
-
-        /// The kinds this build knows, in the order they were added to the protocol.
-        public static let known: [Kind] = [.messageCreated, .messageEdited, .messageDeleted, .memberAdded, .memberRemoved,
-                                           .memberUpdated, .conversationCreated, .conversationUpdated, .receiptUpdated,
-                                           .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned,
-                                           .memberBanned, .memberUnbanned, .memberMuted, .memberUnmuted, .messagesExpired,
-                                           .userUpdated, .notificationsUpdated]
-        private static let byName: [String: Kind] = Dictionary(uniqueKeysWithValues: known.map { ($0.rawValue, $0) })
-
-        /// The kind named `rawValue`; ``unknown(_:)`` for a name this build does not know.
-        public init(rawValue: String) { self = Self.byName[rawValue] ?? .unknown(rawValue) }
-
-        /// The wire name (`message.created`, …).
-        public var rawValue: String {
-            switch self {
-            case .messageCreated: "message.created"
-            case .messageEdited: "message.edited"
-            case .messageDeleted: "message.deleted"
-            case .memberAdded: "member.added"
-            case .memberRemoved: "member.removed"
-            case .memberUpdated: "member.updated"
-            case .conversationCreated: "conversation.created"
-            case .conversationUpdated: "conversation.updated"
-            case .receiptUpdated: "receipt.updated"
-            case .deliveryUpdated: "delivery.updated"
-            case .reactionAdded: "reaction.added"
-            case .reactionRemoved: "reaction.removed"
-            case .messagePinned: "message.pinned"
-            case .messageUnpinned: "message.unpinned"
-            case .memberBanned: "member.banned"
-            case .memberUnbanned: "member.unbanned"
-            case .memberMuted: "member.muted"
-            case .memberUnmuted: "member.unmuted"
-            case .messagesExpired: "messages.expired"
-            case .userUpdated: "user.updated"
-            case .notificationsUpdated: "notifications.updated"
-            case .unknown(let name): name
-            }
-        }
-
-        /// Kinds that annotate the conversation without a `seq` of their own (receipts,
-        /// delivery counts, reactions, pins, profile changes, mutes): they never count as unread.
-        public var hasNoSeq: Bool {
-            [.receiptUpdated, .deliveryUpdated, .reactionAdded, .reactionRemoved, .messagePinned, .messageUnpinned, .userUpdated,
-             .notificationsUpdated].contains(self)
-        }
-
-        /// False for ``unknown(_:)``.
-        public var isKnown: Bool {
-            if case .unknown = self { return false }
-            return true
-        }
-
-        public var description: String { rawValue }
-
-        public init(from decoder: any Decoder) throws {
-            self.init(rawValue: try decoder.singleValueContainer().decode(String.self))
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            try container.encode(rawValue)
-        }
-    }
+    /// The name of a kind of event (open: see ``EventKind``).
+    public typealias Kind = EventKind
 
     /// Server-wide, strictly increasing.
     public var position: Int64
     /// The conversation it belongs to.
     public var conversationID: ConversationID
-    /// Per conversation: 1, 2, 3, … with no gaps; nil for ``Kind/receiptUpdated``.
+    /// Per conversation: 1, 2, 3, … with no gaps; nil for annotations.
     public var seq: Int64?
     /// What happened.
-    public var type: Kind
+    public var type: EventKind
     /// Who caused it.
     public var actorID: UserID?
     /// When it was created.
     public var createdAt: Date
-    /// The message as it is now (message events): a tombstone once deleted.
-    public var message: Message?
-    /// The user a membership event is about, and their role after it.
-    public var userID: UserID?
-    /// The member's role (after the change, for membership events).
-    public var role: MemberRole?
-    /// The title and custom data after a conversation update.
-    public var title: String?
-    /// App-defined JSON; at most ``Limits/customDataBytes`` encoded.
-    public var customData: JSONValue?
-    /// For ``Kind/receiptUpdated``: the member's delivered watermark after the change.
-    public var deliveredSeq: Int64?
-    /// For ``Kind/receiptUpdated``: the member's read watermark after the change.
-    public var readSeq: Int64?
-    /// For ``Kind/deliveryUpdated``: where the author's messages stand, newest last.
-    public var deliveries: [MessageDelivery]? = nil
-    /// For ``Kind/reactionAdded`` and ``Kind/reactionRemoved``: the emoji (`userId` is who).
-    public var emoji: String? = nil
-    /// For the `message.created` and `message.deleted` of a reply in a thread: the thread's
-    /// root and its reply count after the change, so clients update the root without a read.
-    public var thread: ThreadSummary? = nil
-    /// For ``Kind/memberBanned`` and ``Kind/memberMuted``: when it ends (nil: until lifted);
-    /// for ``Kind/notificationsUpdated``: the mute's end (nil: not muted).
-    public var until: Date? = nil
-    /// For ``Kind/memberBanned``: the moderator's reason, if given.
-    public var reason: String? = nil
-    /// For ``Kind/conversationUpdated``: slow mode after the change (0: off), when it changed.
-    public var slowModeSeconds: Int? = nil
-    /// For ``Kind/messagesExpired``: every message up to and including this seq is gone.
-    public var throughSeq: Int64? = nil
-    /// For ``Kind/messagesExpired``: how many messages this removal took.
-    public var count: Int? = nil
-    /// For ``Kind/conversationUpdated``: the retention policy after the change, when it changed.
-    public var retentionDays: Int? = nil
-    /// For ``Kind/conversationUpdated``: the conversation's photo after the change, when it
-    /// changed (an empty string: removed); for ``Kind/userUpdated``: the user's.
-    public var photoURL: String? = nil
-    /// For ``Kind/userUpdated``: the user's display name after the change.
-    public var displayName: String? = nil
-    /// For ``Kind/notificationsUpdated``: what pushes the member now (with ``until``, their mute).
-    public var notifications: NotificationLevel? = nil
-    /// An event of a kind this build does not know, exactly as it arrived (every field,
-    /// including those this build has no property for); nil for known kinds. A
-    /// ``ServerFrame`` carrying such an event encodes this back, so forwarding it loses
-    /// nothing; encoding the event alone writes the fields this build knows.
-    public var unknownPayload: JSONValue? = nil
+    /// What the kind carries. A kind this build does not know (a newer server's) is kept
+    /// whole as ``EventBody/unknown(_:)``, never dropped and never a decoding failure
+    /// (docs/decisions/0015-typed-frames-and-open-event-kinds.md).
+    public var body: EventBody
 
-    enum CodingKeys: String, CodingKey {
-        case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt, message,
-             userID = "userId", role, title, customData, deliveredSeq, readSeq, deliveries, emoji, thread, until, reason, slowModeSeconds,
-             throughSeq, count, retentionDays, photoURL, displayName, notifications
-    }
-
-    /// Creates the value; each argument sets the property of the same name.
-    public init(position: Int64, conversationID: ConversationID, seq: Int64?, type: Kind, actorID: UserID?, createdAt: Date,
-                message: Message? = nil, userID: UserID? = nil, role: MemberRole? = nil, title: String? = nil,
-                customData: JSONValue? = nil, deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
-        self.deliveredSeq = deliveredSeq
-        self.readSeq = readSeq
+    /// Creates an event.
+    public init(position: Int64, conversationID: ConversationID, seq: Int64?, type: EventKind, actorID: UserID?, createdAt: Date,
+                body: EventBody) {
         self.position = position
         self.conversationID = conversationID
         self.seq = seq
         self.type = type
         self.actorID = actorID
         self.createdAt = createdAt
-        self.message = message
-        self.userID = userID
-        self.role = role
-        self.title = title
-        self.customData = customData
+        self.body = body
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case position, conversationID = "conversationId", seq, type, actorID = "actorId", createdAt
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         position = try container.decode(Int64.self, forKey: .position)
         conversationID = try container.decode(ConversationID.self, forKey: .conversationID)
-        type = try container.decode(Kind.self, forKey: .type)
+        type = try container.decode(EventKind.self, forKey: .type)
         createdAt = try container.decode(Date.self, forKey: .createdAt)
         seq = try container.decodeIfPresent(Int64.self, forKey: .seq)
         actorID = try container.decodeIfPresent(UserID.self, forKey: .actorID)
-        userID = try container.decodeIfPresent(UserID.self, forKey: .userID)
-        guard type.isKnown else {
-            // A newer server's kind: keep all of it; its fields may not fit ours.
-            unknownPayload = try JSONValue(from: decoder)
+        body = try EventBody(kind: type, from: decoder)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        if case .unknown(let whole) = body { return try whole.encode(to: encoder) }  // every field it came with
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(position, forKey: .position)
+        try container.encode(conversationID, forKey: .conversationID)
+        try container.encodeIfPresent(seq, forKey: .seq)
+        try container.encode(type, forKey: .type)
+        try container.encodeIfPresent(actorID, forKey: .actorID)
+        try container.encode(createdAt, forKey: .createdAt)
+        try body.encode(to: encoder)
+    }
+
+    // MARK: - The body's fields, by name
+
+    /// The message as it is now (message, reaction and pin events): a tombstone once deleted.
+    public var message: Message? {
+        switch body {
+        case .message(let message, _), .reaction(_, _, let message?): message
+        default: nil
+        }
+    }
+    /// The user the event is about (membership, receipt, reaction, ban, mute, profile and
+    /// notification events; the author of a delivery count).
+    public var userID: UserID? {
+        switch body {
+        case .membership(let user, _), .receipt(let user, _, _), .reaction(let user, _, _), .restriction(let user, _, _),
+             .profile(let user, _, _), .notifications(let user, _, _): user
+        case .deliveries(let user, _): user
+        case .unknown(.object(let fields)): fields["userId"].flatMap { if case .string(let id) = $0 { UserID(rawValue: id) } else { nil } }
+        default: nil
+        }
+    }
+    /// A member's role after a membership change.
+    public var role: MemberRole? { if case .membership(_, let role) = body { role } else { nil } }
+    /// The title after a conversation update that set one.
+    public var title: String? { if case .conversation(let change) = body { change.title } else { nil } }
+    /// The custom data after a conversation update that set it.
+    public var customData: JSONValue? { if case .conversation(let change) = body { change.customData } else { nil } }
+    /// Slow mode after a conversation update that changed it (0: off).
+    public var slowModeSeconds: Int? { if case .conversation(let change) = body { change.slowModeSeconds } else { nil } }
+    /// The retention policy after a conversation update that changed it.
+    public var retentionDays: Int? { if case .conversation(let change) = body { change.retentionDays } else { nil } }
+    /// A conversation's photo after an update that changed it ("" when removed), or a user's.
+    public var photoURL: String? {
+        switch body {
+        case .conversation(let change): change.photoURL
+        case .profile(_, let photoURL, _): photoURL
+        default: nil
+        }
+    }
+    /// A user's display name after a profile change.
+    public var displayName: String? { if case .profile(_, _, let name) = body { name } else { nil } }
+    /// A member's delivered watermark after a receipt change.
+    public var deliveredSeq: Int64? { if case .receipt(_, let delivered, _) = body { delivered } else { nil } }
+    /// A member's read watermark after a receipt change.
+    public var readSeq: Int64? { if case .receipt(_, _, let read) = body { read } else { nil } }
+    /// Where the author's messages stand, newest last (`delivery.updated`).
+    public var deliveries: [MessageDelivery]? { if case .deliveries(_, let deliveries) = body { deliveries } else { nil } }
+    /// A reaction's emoji.
+    public var emoji: String? { if case .reaction(_, let emoji, _) = body { emoji } else { nil } }
+    /// A thread reply's thread after the change (its `message.created` and `message.deleted`).
+    public var thread: ThreadSummary? { if case .message(_, let thread) = body { thread } else { nil } }
+    /// When a ban or a moderator's mute ends (nil: until lifted), or a member's own mute (nil: not muted).
+    public var until: Date? {
+        switch body {
+        case .restriction(_, let until, _), .notifications(_, _, let until): until
+        default: nil
+        }
+    }
+    /// A ban's reason.
+    public var reason: String? { if case .restriction(_, _, let reason) = body { reason } else { nil } }
+    /// Every message up to and including this seq is gone (`messages.expired`).
+    public var throughSeq: Int64? { if case .expiry(let through, _) = body { through } else { nil } }
+    /// How many messages an expiry removed.
+    public var count: Int? { if case .expiry(_, let count) = body { count } else { nil } }
+    /// What pushes the member now (`notifications.updated`).
+    public var notifications: NotificationLevel? { if case .notifications(_, let level, _) = body { level } else { nil } }
+    /// An event this build cannot read (a kind it does not know), exactly as it arrived;
+    /// nil for the others.
+    public var unknownPayload: JSONValue? { if case .unknown(let whole) = body { whole } else { nil } }
+}
+
+/// What an event carries beside its envelope, one case per ``EventShape``.
+public enum EventBody: Hashable, Sendable {
+    /// Nothing more (`conversation.created`).
+    case bare
+    /// The message as it is now, and for a thread reply the thread after the change.
+    case message(Message, thread: ThreadSummary?)
+    /// Who a membership change is about, and their role after it (nil when they left).
+    case membership(user: UserID, role: MemberRole?)
+    /// The settings a conversation change set.
+    case conversation(ConversationChange)
+    /// A member's watermarks after the change.
+    case receipt(user: UserID, deliveredSeq: Int64, readSeq: Int64)
+    /// How far an author's messages have got in a public channel.
+    case deliveries(author: UserID?, [MessageDelivery])
+    /// Who reacted with what, and the message with its counts after the change.
+    case reaction(user: UserID, emoji: String, message: Message?)
+    /// A ban or a moderator's mute: whom, until when (nil: until lifted), why.
+    case restriction(user: UserID, until: Date?, reason: String?)
+    /// Retention removed every message through `throughSeq`: `count` of them.
+    case expiry(throughSeq: Int64, count: Int)
+    /// A user's photo and display name after they changed.
+    case profile(user: UserID, photoURL: String?, displayName: String?)
+    /// A member's notification level and mute (nil: not muted) after they changed.
+    case notifications(user: UserID, level: NotificationLevel?, until: Date?)
+    /// An event of a kind this build does not know (or that does not read as its kind):
+    /// every field, envelope included, exactly as it arrived.
+    case unknown(JSONValue)
+
+    private enum Key: String, CodingKey {
+        case message, thread, userID = "userId", role, title, customData, slowModeSeconds, retentionDays, photoURL, deliveredSeq,
+             readSeq, deliveries, emoji, until, reason, throughSeq, count, displayName, notifications
+    }
+
+    /// Reads the body of an event of `kind` from the event's fields: by the kind's shape, or
+    /// whole as ``unknown(_:)`` when this build does not know the kind or its fields do not
+    /// read as that shape.
+    init(kind: EventKind, from decoder: any Decoder) throws {
+        guard let shape = kind.rule?.shape, let body = try? Self.read(shape, try decoder.container(keyedBy: Key.self)) else {
+            self = .unknown(try JSONValue(from: decoder))
             return
         }
-        message = try container.decodeIfPresent(Message.self, forKey: .message)
-        role = try container.decodeIfPresent(MemberRole.self, forKey: .role)
-        title = try container.decodeIfPresent(String.self, forKey: .title)
-        customData = try container.decodeIfPresent(JSONValue.self, forKey: .customData)
-        deliveredSeq = try container.decodeIfPresent(Int64.self, forKey: .deliveredSeq)
-        readSeq = try container.decodeIfPresent(Int64.self, forKey: .readSeq)
-        deliveries = try container.decodeIfPresent([MessageDelivery].self, forKey: .deliveries)
-        emoji = try container.decodeIfPresent(String.self, forKey: .emoji)
-        thread = try container.decodeIfPresent(ThreadSummary.self, forKey: .thread)
-        until = try container.decodeIfPresent(Date.self, forKey: .until)
-        reason = try container.decodeIfPresent(String.self, forKey: .reason)
-        slowModeSeconds = try container.decodeIfPresent(Int.self, forKey: .slowModeSeconds)
-        throughSeq = try container.decodeIfPresent(Int64.self, forKey: .throughSeq)
-        count = try container.decodeIfPresent(Int.self, forKey: .count)
-        retentionDays = try container.decodeIfPresent(Int.self, forKey: .retentionDays)
-        photoURL = try container.decodeIfPresent(String.self, forKey: .photoURL)
-        displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
-        notifications = try container.decodeIfPresent(NotificationLevel.self, forKey: .notifications)
+        self = body
+    }
+
+    private static func read(_ shape: EventShape, _ fields: KeyedDecodingContainer<Key>) throws -> EventBody {
+        func user() throws -> UserID { try fields.decode(UserID.self, forKey: .userID) }
+        switch shape {
+        case .bare, .channel:
+            return .bare
+        case .message:
+            return .message(try fields.decode(Message.self, forKey: .message), thread: try fields.decodeIfPresent(ThreadSummary.self, forKey: .thread))
+        case .membership:
+            return .membership(user: try user(), role: try fields.decodeIfPresent(MemberRole.self, forKey: .role))
+        case .conversationChange:
+            return .conversation(ConversationChange(
+                title: try fields.decodeIfPresent(String.self, forKey: .title), customData: try fields.decodeIfPresent(JSONValue.self, forKey: .customData),
+                slowModeSeconds: try fields.decodeIfPresent(Int.self, forKey: .slowModeSeconds),
+                retentionDays: try fields.decodeIfPresent(Int.self, forKey: .retentionDays), photoURL: try fields.decodeIfPresent(String.self, forKey: .photoURL)))
+        case .receipt:
+            return .receipt(user: try user(), deliveredSeq: try fields.decode(Int64.self, forKey: .deliveredSeq),
+                            readSeq: try fields.decode(Int64.self, forKey: .readSeq))
+        case .deliveries:
+            return .deliveries(author: try fields.decodeIfPresent(UserID.self, forKey: .userID),
+                               try fields.decode([MessageDelivery].self, forKey: .deliveries))
+        case .reaction:
+            return .reaction(user: try user(), emoji: try fields.decode(String.self, forKey: .emoji),
+                             message: try fields.decodeIfPresent(Message.self, forKey: .message))
+        case .restriction:
+            return .restriction(user: try user(), until: try fields.decodeIfPresent(Date.self, forKey: .until),
+                                reason: try fields.decodeIfPresent(String.self, forKey: .reason))
+        case .expiry:
+            return .expiry(throughSeq: try fields.decode(Int64.self, forKey: .throughSeq), count: try fields.decode(Int.self, forKey: .count))
+        case .profile:
+            return .profile(user: try user(), photoURL: try fields.decodeIfPresent(String.self, forKey: .photoURL),
+                            displayName: try fields.decodeIfPresent(String.self, forKey: .displayName))
+        case .notifications:
+            return .notifications(user: try user(), level: try fields.decodeIfPresent(NotificationLevel.self, forKey: .notifications),
+                                  until: try fields.decodeIfPresent(Date.self, forKey: .until))
+        }
+    }
+
+    /// Writes the body's fields beside the envelope's (``unknown(_:)`` is written whole by
+    /// ``ConversationEvent/encode(to:)``).
+    func encode(to encoder: any Encoder) throws {
+        var fields = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .bare, .unknown:
+            break
+        case .message(let message, let thread):
+            try fields.encode(message, forKey: .message)
+            try fields.encodeIfPresent(thread, forKey: .thread)
+        case .membership(let user, let role):
+            try fields.encode(user, forKey: .userID)
+            try fields.encodeIfPresent(role, forKey: .role)
+        case .conversation(let change):
+            try fields.encodeIfPresent(change.title, forKey: .title)
+            try fields.encodeIfPresent(change.customData, forKey: .customData)
+            try fields.encodeIfPresent(change.slowModeSeconds, forKey: .slowModeSeconds)
+            try fields.encodeIfPresent(change.retentionDays, forKey: .retentionDays)
+            try fields.encodeIfPresent(change.photoURL, forKey: .photoURL)
+        case .receipt(let user, let delivered, let read):
+            try fields.encode(user, forKey: .userID)
+            try fields.encode(delivered, forKey: .deliveredSeq)
+            try fields.encode(read, forKey: .readSeq)
+        case .deliveries(let author, let deliveries):
+            try fields.encodeIfPresent(author, forKey: .userID)
+            try fields.encode(deliveries, forKey: .deliveries)
+        case .reaction(let user, let emoji, let message):
+            try fields.encode(user, forKey: .userID)
+            try fields.encode(emoji, forKey: .emoji)
+            try fields.encodeIfPresent(message, forKey: .message)
+        case .restriction(let user, let until, let reason):
+            try fields.encode(user, forKey: .userID)
+            try fields.encodeIfPresent(until, forKey: .until)
+            try fields.encodeIfPresent(reason, forKey: .reason)
+        case .expiry(let through, let count):
+            try fields.encode(through, forKey: .throughSeq)
+            try fields.encode(count, forKey: .count)
+        case .profile(let user, let photoURL, let displayName):
+            try fields.encode(user, forKey: .userID)
+            try fields.encodeIfPresent(photoURL, forKey: .photoURL)
+            try fields.encodeIfPresent(displayName, forKey: .displayName)
+        case .notifications(let user, let level, let until):
+            try fields.encode(user, forKey: .userID)
+            try fields.encodeIfPresent(level, forKey: .notifications)
+            try fields.encodeIfPresent(until, forKey: .until)
+        }
+    }
+}
+
+/// What a `conversation.updated` set: each field present when it changed.
+public struct ConversationChange: Hashable, Sendable {
+    /// The new title.
+    public var title: String?
+    /// The new custom data.
+    public var customData: JSONValue?
+    /// Slow mode after the change (0: off).
+    public var slowModeSeconds: Int?
+    /// The retention policy after the change (0: forever).
+    public var retentionDays: Int?
+    /// The photo after the change ("" when removed).
+    public var photoURL: String?
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(title: String? = nil, customData: JSONValue? = nil, slowModeSeconds: Int? = nil, retentionDays: Int? = nil, photoURL: String? = nil) {
+        self.title = title
+        self.customData = customData
+        self.slowModeSeconds = slowModeSeconds
+        self.retentionDays = retentionDays
+        self.photoURL = photoURL
     }
 }
 

@@ -418,11 +418,7 @@ public enum ServerFrame: Hashable, Sendable, Codable {
             try container.encodeIfPresent(id, forKey: .id)
             try container.encode(error, forKey: .error)
         case .event(let event):
-            if let payload = event.unknownPayload, !event.type.isKnown {
-                try container.encode(payload, forKey: .event)  // every field it came with
-            } else {
-                try container.encode(event, forKey: .event)
-            }
+            try container.encode(event, forKey: .event)  // an unknown kind: every field it came with
         case .typing(let typing): try typing.encode(to: encoder)
         case .presence(let presence): try presence.encode(to: encoder)
         case .resync(let resync): try resync.encode(to: encoder)

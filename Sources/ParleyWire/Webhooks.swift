@@ -1,57 +1,61 @@
 public import Foundation
 
-/// What a webhook endpoint hears about (docs/webhooks.md).
-public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
-    /// A message was sent.
-    case messageCreated = "message.created"
-    /// A message was edited.
-    case messageEdited = "message.edited"
-    /// A message was deleted.
-    case messageDeleted = "message.deleted"
-    /// Someone joined or was added to a conversation.
-    case memberAdded = "member.added"
-    /// Someone left or was removed.
-    case memberRemoved = "member.removed"
-    /// A member's role changed.
-    case memberUpdated = "member.updated"
-    /// A conversation was created.
-    case conversationCreated = "conversation.created"
-    /// A conversation's title or custom data changed.
-    case conversationUpdated = "conversation.updated"
+/// What a webhook endpoint hears about (docs/webhooks.md): every conversation event whose
+/// kind's rule says webhooks hear it (``EventRule/webhook``), `user.created`, and for
+/// Pusher-format endpoints Pusher's own events. Decoding refuses any other name.
+public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The name an endpoint registers (`message.created`, `channel_occupied`, …).
+    public let rawValue: String
+
+    /// The type named `rawValue`, if an endpoint can hear it.
+    public init?(rawValue: String) {
+        guard Self.allCases.contains(where: { $0.rawValue == rawValue }) else { return nil }
+        self.rawValue = rawValue
+    }
+
+    private init(name: String) { rawValue = name }
+
+    /// The conversation events of `kind` (only those webhooks hear: see ``allCases``).
+    public init(_ kind: EventKind) { rawValue = kind.rawValue }
+
+    public var description: String { rawValue }
+
     /// A user was created (signed up, a guest, or by the server API).
-    case userCreated = "user.created"
-    /// Someone reacted to a message.
-    case reactionAdded = "reaction.added"
-    /// Someone took a reaction back.
-    case reactionRemoved = "reaction.removed"
-    /// A message was pinned.
-    case messagePinned = "message.pinned"
-    /// A message was unpinned.
-    case messageUnpinned = "message.unpinned"
-    /// A moderator banned someone from a conversation.
-    case memberBanned = "member.banned"
-    /// A moderator lifted a ban.
-    case memberUnbanned = "member.unbanned"
-    /// A moderator muted a member.
-    case memberMuted = "member.muted"
-    /// A moderator unmuted a member.
-    case memberUnmuted = "member.unmuted"
-    /// The retention policy removed a conversation's old messages.
-    case messagesExpired = "messages.expired"
+    public static let userCreated = WebhookEventType(name: "user.created")
     // Pusher-format endpoints (`"format": "pusher"`) hear Pusher's own events:
     /// Pusher: a channel got its first subscriber.
-    case channelOccupied = "channel_occupied"
+    public static let channelOccupied = WebhookEventType(name: "channel_occupied")
     /// Pusher: a channel lost its last subscriber.
-    case channelVacated = "channel_vacated"
+    public static let channelVacated = WebhookEventType(name: "channel_vacated")
     /// Pusher: a user joined a presence channel.
-    case pusherMemberAdded = "member_added"
+    public static let pusherMemberAdded = WebhookEventType(name: "member_added")
     /// Pusher: a user left a presence channel.
-    case pusherMemberRemoved = "member_removed"
+    public static let pusherMemberRemoved = WebhookEventType(name: "member_removed")
     /// Pusher: a client event on a private or presence channel.
-    case clientEvent = "client_event"
+    public static let clientEvent = WebhookEventType(name: "client_event")
+
+    /// Every type an endpoint can hear, by name.
+    public static let allCases: [WebhookEventType] = (
+        EventKind.rules.filter(\.value.webhook).keys.map(WebhookEventType.init)
+            + [.userCreated, .channelOccupied, .channelVacated, .pusherMemberAdded, .pusherMemberRemoved, .clientEvent]
+    ).sorted { $0.rawValue < $1.rawValue }
 
     /// Whether a Pusher-format endpoint hears it (else a Parley-format one does).
     public var isPusher: Bool { !rawValue.contains(".") }
+
+    public init(from decoder: any Decoder) throws {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        guard let type = WebhookEventType(rawValue: name) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                    debugDescription: "unknown webhook event type '\(name)'"))
+        }
+        self = type
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
 }
 
 /// The format of an endpoint's deliveries.

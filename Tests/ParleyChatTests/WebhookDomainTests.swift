@@ -29,7 +29,7 @@ struct WebhookDomainTests {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let hook = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [.messageCreated]))
+        let hook = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [WebhookEventType(.messageCreated)]))
         let conversation = try await group(chat, server, ["ann", "ben"])
         var sent: [String] = []
         for index in 0..<5 { sent.append(try await send(chat, server, conversation, from: "ann", "m\(index)").id.rawValue) }
@@ -63,7 +63,7 @@ struct WebhookDomainTests {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let hook = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [.messageCreated, .userCreated]))
+        let hook = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [WebhookEventType(.messageCreated), .userCreated]))
         let conversation = try await group(chat, server, ["cat", "dan"])
         _ = try await send(chat, server, conversation, from: "cat", "one")
         let batch = try #require(try await chat.claimWebhooks(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).first)
@@ -87,8 +87,8 @@ struct WebhookDomainTests {
         defer { harness.tearDown() }
         let chat = harness.chat
         let other = try await chat.authenticateApp(secret: try await chat.createApp(name: "other").secret ?? "")
-        let mine = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/a", events: [.messageEdited]))
-        _ = try await chat.createWebhook(other, CreateWebhookRequest(url: "http://127.0.0.1:9/b", events: [.messageCreated, .userCreated]))
+        let mine = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/a", events: [WebhookEventType(.messageEdited)]))
+        _ = try await chat.createWebhook(other, CreateWebhookRequest(url: "http://127.0.0.1:9/b", events: [WebhookEventType(.messageCreated), .userCreated]))
         let conversation = try await group(chat, server, ["eve", "fay"])
         _ = try await send(chat, server, conversation, from: "eve", "hello")
         let rows = try await harness.store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE kind = 'webhook'") }
