@@ -86,3 +86,52 @@ extension Message {
         return updated
     }
 }
+
+extension Array where Element == Message {
+    /// A conversation's messages (oldest first, by seq) after `event`, for a chat screen kept
+    /// up to date from the live stream without a request: a new message is inserted in seq
+    /// order (a reply that is only in its thread is not the conversation's), an edit,
+    /// deletion, reaction or pin replaces the message (``Message/updated(by:me:)``), a
+    /// reply's event updates its root's count, `messages.expired` removes every message up to
+    /// the seq it names, and `user.updated` shows the sender's new face and name. Every other kind leaves the messages as they are (a
+    /// conversation's settings: ``Conversation/updated(by:)``; receipts and delivery counts:
+    /// ``ParleyClient/receiptUpdates``), as do events of another conversation.
+    ///
+    /// Written as one `switch` over ``EventBody``, so a new shape of event cannot be missed.
+    ///
+    /// ```swift
+    /// for await event in await client.events(in: chat.id) {
+    ///     messages = messages.applying(event, me: me)
+    /// }
+    /// ```
+    public func applying(_ event: ConversationEvent, me: UserID) -> [Message] {
+        guard first.map({ $0.conversationID == event.conversationID }) ?? true else { return self }
+        switch event.body {
+        case .message(let message, _) where event.type == .messageCreated:
+            var list = map { $0.updated(by: event, me: me) }
+            let shown = message.threadID == nil || message.alsoInConversation == true
+            guard shown, message.conversationID == event.conversationID else { return list }
+            if let index = list.firstIndex(where: { $0.id == message.id }) {
+                list[index] = list[index].updated(by: event, me: me)
+            } else {
+                list.insert(message, at: list.firstIndex { $0.seq > message.seq } ?? list.endIndex)
+            }
+            return list
+        case .message, .reaction:
+            return map { $0.updated(by: event, me: me) }
+        case .expiry(let throughSeq, _):
+            return filter { $0.seq > throughSeq }
+        case .profile(let user, let photoURL, let displayName):
+            // A new face or name shows on every message of theirs.
+            return map { message in
+                guard message.sender.id == user else { return message }
+                var changed = message
+                changed.sender.photoURL = photoURL.flatMap { $0.isEmpty ? nil : $0 }
+                if let displayName { changed.sender.displayName = displayName }
+                return changed
+            }
+        case .bare, .membership, .conversation, .receipt, .deliveries, .restriction, .notifications, .unknown:
+            return self
+        }
+    }
+}

@@ -366,7 +366,7 @@ def test_the_app_is_served_with_a_strict_policy_and_nothing_else(server):
     status, config, _ = anyone.request_bytes("GET", "/app/config.json", authenticated=False, json_answer=True)
     assert config["appKey"] == server.app_key
     # The page never puts markup from data into the document: no innerHTML, no eval.
-    for script in ["app.js", "dom.js", "markdown.js", "api.js", "live.js", "status.js", "state.js", "format.js", "dialogs.js", "signin.js"]:
+    for script in ["app.js", "events.js", "dom.js", "markdown.js", "api.js", "live.js", "status.js", "state.js", "format.js", "dialogs.js", "signin.js"]:
         source = anyone.request_bytes("GET", f"/app/js/{script}", authenticated=False)[1].decode()
         assert "innerHTML" not in source and "eval(" not in source and "insertAdjacentHTML" not in source, script
 
@@ -493,6 +493,31 @@ def test_the_pages_delivery_rule_is_the_servers(server, browsers):
             m.deliveryStatus(c.seq, c.others.map((o) => ({ deliveredSeq: o.delivered, readSeq: o.read }))))));
         """, cases)
     assert got == [case["status"] for case in cases]
+
+
+def test_the_page_handles_every_kind_of_event_the_server_declares(server, browsers):
+    """js/events.js has one handler per kind of Tests/Fixtures/events (every kind ParleyWire
+    declares has a golden frame there), and messages.expired takes the expired messages off the
+    page: the golden event, run through the real handler in Chromium."""
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "Fixtures", "events")
+    kinds = sorted(name[:-5] for name in os.listdir(fixtures) if name.endswith(".json"))
+    expired = json.load(open(os.path.join(fixtures, "messages.expired.json")))
+    page = Browser(server); browsers.append(page)
+    handled, left = page.driver.execute_async_script("""
+        const [expired, done] = arguments;
+        import("/app/js/events.js").then((m) => {
+          const calls = [];
+          const list = Array.from({ length: 20 }, (_, i) => ({ id: `m_${i + 1}`, seq: i + 1 }));
+          const state = { me: { id: "u_me" }, current: expired.conversationId, messages: new Map([[expired.conversationId, { list }]]),
+                          conversations: new Map(), receipts: new Map(), deliveries: new Map() };
+          const page = new Proxy({ state }, { get: (target, key) => key in target ? target[key] : () => calls.push(key) });
+          const handlers = m.handlers(page);
+          handlers["messages.expired"](expired, undefined);
+          done([Object.keys(handlers).sort(), state.messages.get(expired.conversationId).list.map((message) => message.seq)]);
+        });
+        """, expired)
+    assert handled == kinds, f"the page's handlers differ from the declared kinds: {set(handled) ^ set(kinds)}"
+    assert left == list(range(expired["throughSeq"] + 1, 21)), "messages up to throughSeq leave the page"
 
 
 def test_a_system_message_from_the_apps_backend_is_shown_apart(server, browsers):

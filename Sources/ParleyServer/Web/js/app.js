@@ -10,6 +10,7 @@ import { renderMarkdown } from "./markdown.js";
 import { showSignIn } from "./signin.js";
 import { persist, savePending, state, store } from "./state.js";
 import { deliveryStatus } from "./status.js";
+import { handlers } from "./events.js";
 
 const root = document.getElementById("app");
 let config;
@@ -713,110 +714,13 @@ function insertMessage(message) {
 }
 
 function handleEvent(event) {
-  const conversation = state.conversations.get(event.conversationId);
-  switch (event.type) {
-    case "message.created":
-    case "message.edited":
-    case "message.deleted": {
-      if (!conversation) { loadConversations(); return; }
-      conversation.lastPosition = Math.max(conversation.lastPosition ?? 0, event.position);
-      const message = event.message;
-      const threadOnly = message.threadId && !message.alsoInConversation;
-      if (event.type === "message.created" && message.sender?.id !== state.me.id && !threadOnly) {
-        markDelivered(event.conversationId, message.seq);
-        if (event.conversationId !== state.current || document.hidden) conversation.unreadCount = (conversation.unreadCount ?? 0) + 1;
-        clearTyping(event.conversationId, message.sender.id);
-      }
-      if (event.thread) updateRoot(event.conversationId, event.thread);
-      insertMessage(message);
-      if (event.conversationId === state.current) markRead(state.current);
-      break;
-    }
-    case "receipt.updated": {
-      const receipts = state.receipts.get(event.conversationId) ?? new Map();
-      const old = receipts.get(event.userId) ?? { userId: event.userId, deliveredSeq: 0, readSeq: 0 };
-      receipts.set(event.userId, { ...old, deliveredSeq: Math.max(old.deliveredSeq, event.deliveredSeq ?? 0), readSeq: Math.max(old.readSeq, event.readSeq ?? 0) });
-      state.receipts.set(event.conversationId, receipts);
-      // Read on another device (or here) up to the newest: nothing unread. (Seqs count every
-      // event, not only messages, so a difference of seqs is not a count of messages.)
-      if (event.userId === state.me.id && conversation && (event.readSeq ?? 0) >= (conversation.lastSeq ?? 0)) {
-        conversation.unreadCount = 0;
-        renderList();
-      }
-      if (event.conversationId === state.current) renderMessages();
-      break;
-    }
-    case "reaction.added":
-    case "reaction.removed":
-    case "message.pinned":
-    case "message.unpinned": {
-      // Never unread, never moves the conversation: only the message changes.
-      const data = state.messages.get(event.conversationId);
-      const old = data?.list.find((message) => message.id === event.message?.id);
-      if (!old || !event.message) break;
-      const updated = { ...event.message, status: old.status };
-      let mine = old.myReactions ?? [];
-      if (event.userId === state.me.id && event.emoji) {
-        mine = event.type === "reaction.added" ? [...new Set([...mine, event.emoji])] : mine.filter((emoji) => emoji !== event.emoji);
-      }
-      const present = new Set((updated.reactions ?? []).map((reaction) => reaction.emoji));
-      updated.myReactions = mine.filter((emoji) => present.has(emoji));
-      insertMessage(updated);
-      if (state.pinsOpen === event.conversationId && event.type.startsWith("message.")) refreshPins();
-      break;
-    }
-    case "user.updated": {
-      // A new face or name: every cached message of theirs, and the peer of a direct chat.
-      for (const data of state.messages.values()) {
-        for (const message of data.list) {
-          if (message.sender?.id !== event.userId) continue;
-          message.sender = { ...message.sender, photoURL: event.photoURL || undefined, displayName: event.displayName ?? message.sender.displayName };
-        }
-      }
-      for (const conversation of state.conversations.values()) {
-        if (conversation.peer?.id === event.userId) {
-          conversation.peer = { ...conversation.peer, photoURL: event.photoURL || undefined, displayName: event.displayName ?? conversation.peer.displayName };
-        }
-      }
-      renderList();
-      if (event.conversationId === state.current) renderMessages();
-      break;
-    }
-    case "delivery.updated": {
-      // Public channels: how far my messages got, as counts (members' receipts are not sent here).
-      if (event.userId !== state.me.id) break;
-      for (const delivery of event.deliveries ?? []) state.deliveries.set(delivery.messageId, delivery);
-      if (event.conversationId === state.current) renderMessages();
-      break;
-    }
-    case "notifications.updated": {
-      // Muted or chosen on another of the user's devices: the list's 🔕 and the header follow.
-      const known = state.conversations.get(event.conversationId);
-      if (known) {
-        known.mutedUntil = event.until ?? null;
-        if (event.notifications) known.notifications = event.notifications;
-        showMuted(known);
-      }
-      break;
-    }
-    case "conversation.created":
-    case "member.added":
-    case "member.removed":
-    case "conversation.updated":
-    case "member.updated":
-    case "member.banned":
-    case "member.unbanned":
-    case "member.muted":
-    case "member.unmuted":
-      const meOut = ["member.removed", "member.banned"].includes(event.type) && event.userId === state.me.id;
-      if (meOut && event.conversationId === state.current) location.hash = "";
-      loadConversations();
-      if (event.conversationId === state.current && !meOut) state.api.get(`/v1/conversations/${event.conversationId}/receipts?limit=100`)
-        .then((answer) => { state.receipts.set(event.conversationId, new Map(answer.receipts.map((r) => [r.userId, r]))); renderMessages(); })
-        .catch(() => {});
-      break;
-  }
+  eventHandlers[event.type]?.(event, state.conversations.get(event.conversationId));
 }
+
+const eventHandlers = handlers({
+  state, loadConversations, markDelivered, markRead, clearTyping, updateRoot, insertMessage, renderList, renderMessages,
+  refreshPins, showMuted, leaveChat: () => { location.hash = ""; },
+});
 
 function handleEphemeral(frame) {
   if (frame.type === "typing") {

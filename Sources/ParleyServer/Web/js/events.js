@@ -1,0 +1,129 @@
+// How each kind of event changes the page: one handler per kind ParleyWire declares
+// (EventKind.rules), and nothing else. Tests hold the keys to the kinds of
+// Tests/Fixtures/events in Chromium, so a kind the server adds cannot go unhandled here.
+
+/**
+ * The handlers, given the page: `state` and the functions that load and draw
+ * (`loadConversations`, `renderList`, `renderMessages`, `insertMessage`, `markRead`, …).
+ * Each takes the event and the conversation it is in (undefined when not loaded).
+ */
+export function handlers(page) {
+  const { state } = page;
+
+  function message(event, conversation) {
+    if (!conversation) { page.loadConversations(); return; }
+    conversation.lastPosition = Math.max(conversation.lastPosition ?? 0, event.position);
+    const message = event.message;
+    const threadOnly = message.threadId && !message.alsoInConversation;
+    if (event.type === "message.created" && message.sender?.id !== state.me.id && !threadOnly) {
+      page.markDelivered(event.conversationId, message.seq);
+      if (event.conversationId !== state.current || document.hidden) conversation.unreadCount = (conversation.unreadCount ?? 0) + 1;
+      page.clearTyping(event.conversationId, message.sender.id);
+    }
+    if (event.thread) page.updateRoot(event.conversationId, event.thread);
+    page.insertMessage(message);
+    if (event.conversationId === state.current) page.markRead(state.current);
+  }
+
+  // Never unread, never moves the conversation: only the message changes.
+  function annotation(event) {
+    const data = state.messages.get(event.conversationId);
+    const old = data?.list.find((message) => message.id === event.message?.id);
+    if (!old || !event.message) return;
+    const updated = { ...event.message, status: old.status };
+    let mine = old.myReactions ?? [];
+    if (event.userId === state.me.id && event.emoji) {
+      mine = event.type === "reaction.added" ? [...new Set([...mine, event.emoji])] : mine.filter((emoji) => emoji !== event.emoji);
+    }
+    const present = new Set((updated.reactions ?? []).map((reaction) => reaction.emoji));
+    updated.myReactions = mine.filter((emoji) => present.has(emoji));
+    page.insertMessage(updated);
+    if (state.pinsOpen === event.conversationId && event.type.startsWith("message.")) page.refreshPins();
+  }
+
+  // Members and settings: the list and the open chat are read again.
+  function membership(event) {
+    const meOut = ["member.removed", "member.banned"].includes(event.type) && event.userId === state.me.id;
+    if (meOut && event.conversationId === state.current) page.leaveChat();
+    page.loadConversations();
+    if (event.conversationId === state.current && !meOut) {
+      state.api.get(`/v1/conversations/${event.conversationId}/receipts?limit=100`)
+        .then((answer) => { state.receipts.set(event.conversationId, new Map(answer.receipts.map((r) => [r.userId, r]))); page.renderMessages(); })
+        .catch(() => {});
+    }
+  }
+
+  return {
+    "message.created": message,
+    "message.edited": message,
+    "message.deleted": message,
+    "reaction.added": annotation,
+    "reaction.removed": annotation,
+    "message.pinned": annotation,
+    "message.unpinned": annotation,
+    "conversation.created": membership,
+    "conversation.updated": membership,
+    "member.added": membership,
+    "member.removed": membership,
+    "member.updated": membership,
+    "member.banned": membership,
+    "member.unbanned": membership,
+    "member.muted": membership,
+    "member.unmuted": membership,
+
+    "receipt.updated": (event, conversation) => {
+      const receipts = state.receipts.get(event.conversationId) ?? new Map();
+      const old = receipts.get(event.userId) ?? { userId: event.userId, deliveredSeq: 0, readSeq: 0 };
+      receipts.set(event.userId, { ...old, deliveredSeq: Math.max(old.deliveredSeq, event.deliveredSeq ?? 0), readSeq: Math.max(old.readSeq, event.readSeq ?? 0) });
+      state.receipts.set(event.conversationId, receipts);
+      // Read on another device (or here) up to the newest: nothing unread. (Seqs count every
+      // event, not only messages, so a difference of seqs is not a count of messages.)
+      if (event.userId === state.me.id && conversation && (event.readSeq ?? 0) >= (conversation.lastSeq ?? 0)) {
+        conversation.unreadCount = 0;
+        page.renderList();
+      }
+      if (event.conversationId === state.current) page.renderMessages();
+    },
+
+    // Public channels: how far my messages got, as counts (members' receipts are not sent here).
+    "delivery.updated": (event) => {
+      if (event.userId !== state.me.id) return;
+      for (const delivery of event.deliveries ?? []) state.deliveries.set(delivery.messageId, delivery);
+      if (event.conversationId === state.current) page.renderMessages();
+    },
+
+    // A new face or name: every cached message of theirs, and the peer of a direct chat.
+    "user.updated": (event) => {
+      for (const data of state.messages.values()) {
+        for (const message of data.list) {
+          if (message.sender?.id !== event.userId) continue;
+          message.sender = { ...message.sender, photoURL: event.photoURL || undefined, displayName: event.displayName ?? message.sender.displayName };
+        }
+      }
+      for (const conversation of state.conversations.values()) {
+        if (conversation.peer?.id === event.userId) {
+          conversation.peer = { ...conversation.peer, photoURL: event.photoURL || undefined, displayName: event.displayName ?? conversation.peer.displayName };
+        }
+      }
+      page.renderList();
+      if (event.conversationId === state.current) page.renderMessages();
+    },
+
+    // Muted or chosen on another of the user's devices: the list's 🔕 and the header follow.
+    "notifications.updated": (event, conversation) => {
+      if (!conversation) return;
+      conversation.mutedUntil = event.until ?? null;
+      if (event.notifications) conversation.notifications = event.notifications;
+      page.showMuted(conversation);
+    },
+
+    // Retention removed every message up to `throughSeq`: they leave the screen now, and the
+    // list (whose last message may be one of them) is read again.
+    "messages.expired": (event) => {
+      const data = state.messages.get(event.conversationId);
+      if (data) data.list = data.list.filter((message) => message.seq > event.throughSeq);
+      page.loadConversations();
+      if (event.conversationId === state.current) page.renderMessages();
+    },
+  };
+}
