@@ -32,33 +32,36 @@ let package = Package(
         // libcurl (with nghttp2) for push and webhooks: HTTP/2 over TLS to APNs and FCM (decision 0019).
         .systemLibrary(name: "CParleyCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
-        .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto", "CParleySSL"]),
+        .target(name: "ParleyNet", dependencies: ["CParleyLinux", "CParleyCrypto", "CParleySSL", "ParleyLog", "ParleySync"]),
         .target(name: "ParleyWire"),
-        .target(name: "ParleyStore"),
+        // The one lock type; the logger (levels, metadata, text or JSON lines).
+        .target(name: "ParleySync"),
+        .target(name: "ParleyLog", dependencies: ["ParleySync"]),
+        .target(name: "ParleyStore", dependencies: ["ParleySync"]),
         .target(name: "ParleyStoreSQLite", dependencies: ["ParleyStore", "CParleySQLite"]),
-        .target(name: "ParleyStorePostgres", dependencies: ["ParleyStore", "CParleyPQ"]),
+        .target(name: "ParleyStorePostgres", dependencies: ["ParleyStore", "CParleyPQ", "ParleyLog", "ParleySync"]),
         .target(name: "ParleyCrypto", dependencies: ["CParleySodium", "CParleyCrypto"]),
-        .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto"]),
+        .target(name: "ParleyChat", dependencies: ["ParleyWire", "ParleyStore", "ParleyCrypto", "ParleyLog", "ParleySync"]),
         .target(name: "ParleyMedia", dependencies: ["CParleyVips", "ParleyWire", "ParleyCrypto"]),
         // The Pusher Channels protocol (WebSocket and HTTP API) as an adapter over the event log.
-        .target(name: "ParleyPusher", dependencies: ["ParleyNet", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
+        .target(name: "ParleyPusher", dependencies: ["ParleyNet", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleySync"]),
         // The bus between nodes: Redis Pub/Sub over a RESP client of our own (decision 0018).
-        .target(name: "ParleyRedis", dependencies: ["ParleyChat", "ParleyCrypto"]),
+        .target(name: "ParleyRedis", dependencies: ["ParleyChat", "ParleyCrypto", "ParleySync", "ParleyLog"]),
         // Outbound HTTP (libcurl): push providers and webhook receivers, with an address guard.
-        .target(name: "ParleyOutbound", dependencies: ["CParleyCurl", "ParleyWire"]),
+        .target(name: "ParleyOutbound", dependencies: ["CParleyCurl", "ParleyWire", "ParleySync"]),
         // Push notifications: APNs and FCM from the push outbox (docs/push.md).
-        .target(name: "ParleyPush", dependencies: ["ParleyOutbound", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleyStore"]),
+        .target(name: "ParleyPush", dependencies: ["ParleyOutbound", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleyStore", "ParleyLog", "ParleySync"]),
         // Webhooks: signed deliveries from the webhook outbox, in order per endpoint (docs/webhooks.md).
-        .target(name: "ParleyWebhooks", dependencies: ["ParleyOutbound", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
+        .target(name: "ParleyWebhooks", dependencies: ["ParleyOutbound", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleyLog", "ParleySync"]),
         // Command-line options declared once (flag, environment variable, help, parsing).
         .target(name: "ParleyOptions"),
         .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
-                                                     "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush", "ParleyWebhooks"],
+                                                     "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleySync"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
-        .target(name: "Parley", dependencies: ["ParleyWire", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
+        .target(name: "Parley", dependencies: ["ParleyWire", "ParleySync", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
 
-        .executableTarget(name: "parley-server", dependencies: ["ParleyServer"]),
+        .executableTarget(name: "parley-server", dependencies: ["ParleyServer", "ParleyLog"]),
         // The terminal client; its screen layout and key decoding are a library so tests read them as data.
         .target(name: "ParleyTerminalUI"),
         .executableTarget(name: "parley", dependencies: ["Parley", "ParleyWire", "ParleyTerminalUI", "ParleyOptions"]),
@@ -70,7 +73,7 @@ let package = Package(
         .executableTarget(name: "DeliveryStatus", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/DeliveryStatus"),
         .executableTarget(name: "BackendlessChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/BackendlessChat"),
         .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyMedia",
-                                                          "ParleyRedis"]),
+                                                          "ParleyRedis", "ParleySync"]),
 
         // libFuzzer entry points. Built with `--sanitize=fuzzer -Xswiftc -DFUZZING` by
         // scripts/fuzz.sh; a plain build gets a replay `main` that runs saved inputs.
@@ -80,7 +83,7 @@ let package = Package(
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
         .executableTarget(name: "fuzz-wire", dependencies: ["ParleyChat", "ParleyWire", "ParleyNetTesting"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
-        .executableTarget(name: "fuzz-realtime", dependencies: ["ParleyServer", "ParleyChat", "ParleyNet", "ParleyWire", "ParleyNetTesting"],
+        .executableTarget(name: "fuzz-realtime", dependencies: ["ParleyServer", "ParleyChat", "ParleyNet", "ParleyWire", "ParleyNetTesting", "ParleySync"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         .executableTarget(name: "fuzz-pusher", dependencies: ["ParleyPusher", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
@@ -96,20 +99,20 @@ let package = Package(
         .executableTarget(name: "fuzz-media", dependencies: ["ParleyMedia", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
-        .target(name: "ParleyTesting"),
-        .target(name: "ParleyNetTesting", dependencies: ["ParleyNet", "ParleyTesting"]),
-        .target(name: "ParleyServerTesting", dependencies: ["ParleyServer", "ParleyChat", "ParleyChatTesting", "ParleyNet", "ParleyWire", "ParleyTesting"]),
-        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyWire"]),
+        .target(name: "ParleyTesting", dependencies: ["ParleySync"]),
+        .target(name: "ParleyNetTesting", dependencies: ["ParleyNet", "ParleyTesting", "ParleySync"]),
+        .target(name: "ParleyServerTesting", dependencies: ["ParleyServer", "ParleyChat", "ParleyChatTesting", "ParleyNet", "ParleyWire", "ParleyTesting", "ParleySync", "ParleyLog"]),
+        .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyWire", "ParleySync"]),
 
-        .testTarget(name: "ParleyNetTests", dependencies: ["ParleyNet", "ParleyNetTesting", "ParleyTesting"]),
-        .testTarget(name: "ParleyStoreTests", dependencies: ["ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
-        .testTarget(name: "ParleyChatTests", dependencies: ["ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
-        .testTarget(name: "ParleyMediaTests", dependencies: ["ParleyMedia", "ParleyCrypto", "ParleyWire"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush", "ParleyWebhooks"]),
-        .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyChat", "ParleyChatTesting", "ParleyStore", "ParleyWire"]),
-        .testTarget(name: "ParleyWebhooksTests", dependencies: ["ParleyWebhooks", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
-        .testTarget(name: "ParleyPusherTests", dependencies: ["ParleyPusher", "ParleyChat", "ParleyCrypto", "ParleyNet"]),
-        .testTarget(name: "ParleyTests", dependencies: ["Parley", "ParleyWire", "ParleyNetTesting", "ParleyTesting", "ParleyTerminalUI"]),
+        .testTarget(name: "ParleyNetTests", dependencies: ["ParleySync", "ParleyNet", "ParleyNetTesting", "ParleyTesting"]),
+        .testTarget(name: "ParleyStoreTests", dependencies: ["ParleySync", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyChatTests", dependencies: ["ParleySync", "ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
+        .testTarget(name: "ParleyMediaTests", dependencies: ["ParleySync", "ParleyMedia", "ParleyCrypto", "ParleyWire"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleySync", "ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush", "ParleyWebhooks", "ParleyLog"]),
+        .testTarget(name: "ParleyRedisTests", dependencies: ["ParleySync", "ParleyRedis", "ParleyChat", "ParleyChatTesting", "ParleyStore", "ParleyWire"]),
+        .testTarget(name: "ParleyWebhooksTests", dependencies: ["ParleySync", "ParleyWebhooks", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
+        .testTarget(name: "ParleyPusherTests", dependencies: ["ParleySync", "ParleyPusher", "ParleyChat", "ParleyCrypto", "ParleyNet"]),
+        .testTarget(name: "ParleyTests", dependencies: ["ParleySync", "Parley", "ParleyWire", "ParleyNetTesting", "ParleyTesting", "ParleyTerminalUI"]),
     ]
 )
 

@@ -1,5 +1,6 @@
 import Foundation
 public import ParleyWire
+import ParleySync
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -55,21 +56,21 @@ public protocol ClientStateStore: Sendable {
 }
 
 /// State in memory only: gone when the process ends (tests, throwaway scripts).
-public final class MemoryStateStore: ClientStateStore, @unchecked Sendable {
-    private let lock = NSLock()
-    private var state = ClientState()
+public final class MemoryStateStore: ClientStateStore {
+    private let state = LockedValue(ClientState())
 
     /// An empty store.
     public init() {}
-    public func load() throws -> ClientState { lock.withLock { state } }
-    public func save(_ state: ClientState) throws { lock.withLock { self.state = state } }
+    public func load() throws -> ClientState { state.withLock { $0 } }
+    public func save(_ state: ClientState) throws { self.state.withLock { $0 = state } }
 }
 
 /// State in a JSON file readable by its owner only (0600), replaced atomically on each save.
-public final class FileStateStore: ClientStateStore, @unchecked Sendable {
+public final class FileStateStore: ClientStateStore {
     /// The file.
     public let path: String
-    private let lock = NSLock()
+    /// Serializes loads and saves: the file is the state.
+    private let lock = LockedValue(())
 
     /// A store at `path`; its directory is created when missing (0700).
     public init(path: String) {
@@ -77,14 +78,14 @@ public final class FileStateStore: ClientStateStore, @unchecked Sendable {
     }
 
     public func load() throws -> ClientState {
-        try lock.withLock {
+        try lock.withLock { _ in
             guard let data = FileManager.default.contents(atPath: path) else { return ClientState() }
             return try JSONDecoder().decode(ClientState.self, from: data)
         }
     }
 
     public func save(_ state: ClientState) throws {
-        try lock.withLock {
+        try lock.withLock { _ in
             let directory = (path as NSString).deletingLastPathComponent
             if !directory.isEmpty {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,

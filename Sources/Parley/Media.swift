@@ -3,6 +3,7 @@ public import Foundation
 import FoundationNetworking
 #endif
 public import ParleyWire
+import ParleySync
 
 /// Media to upload and send in one step (``ParleyClient/send(_:to:caption:)``).
 public enum OutgoingMedia: Sendable {
@@ -415,22 +416,25 @@ extension ParleyClient {
 
 /// Collects an upload's answer and reports bytes sent.
 final class UploadDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    // @unchecked: every field is behind `lock`.
-    private let lock = NSLock()
-    private let progress: @Sendable (Int64) -> Void
-    private var received = Data()
-    private var response: URLResponse?
-    private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
-    var task: URLSessionTask? {
-        get { lock.withLock { storedTask } }
-        set { lock.withLock { storedTask = newValue } }
+    // @unchecked: NSObject subclasses cannot be checked Sendable; every mutable field is in
+    // `state` (a LockedValue) and `progress` is a Sendable constant.
+    private struct State {
+        var received = Data()
+        var response: URLResponse?
+        var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
+        var task: URLSessionTask?
     }
-    private var storedTask: URLSessionTask?
+    private let state = LockedValue(State())
+    private let progress: @Sendable (Int64) -> Void
+    var task: URLSessionTask? {
+        get { state.withLock { $0.task } }
+        set { state.withLock { $0.task = newValue } }
+    }
 
     init(progress: @escaping @Sendable (Int64) -> Void) { self.progress = progress }
 
     func begin(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
-        lock.withLock { self.continuation = continuation }
+        state.withLock { $0.continuation = continuation }
     }
 
     func cancel() { task?.cancel() }
@@ -442,18 +446,18 @@ final class UploadDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendabl
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                     completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
-        lock.withLock { self.response = response }
+        state.withLock { $0.response = response }
         completionHandler(.allow)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        lock.withLock { received.append(data) }
+        state.withLock { $0.received.append(data) }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let (continuation, data, response) = lock.withLock { () -> (CheckedContinuation<(Data, URLResponse), any Error>?, Data, URLResponse?) in
-            defer { self.continuation = nil }
-            return (self.continuation, received, self.response ?? task.response)
+        let (continuation, data, response) = state.withLock { state -> (CheckedContinuation<(Data, URLResponse), any Error>?, Data, URLResponse?) in
+            defer { state.continuation = nil }
+            return (state.continuation, state.received, state.response ?? task.response)
         }
         if let error {
             continuation?.resume(throwing: (error as? URLError)?.code == .cancelled ? CancellationError() : ParleyError.unreachable(error.localizedDescription))

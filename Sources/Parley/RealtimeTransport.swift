@@ -27,18 +27,19 @@ enum RealtimeTransport {
 }
 
 /// Records the close code once, from whichever thread reports it.
-final class CloseCodeBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var code: UInt16?
-    var value: UInt16? { lock.withLock { code } }
-    func set(_ new: UInt16?) { lock.withLock { if code == nil { code = new } } }
+final class CloseCodeBox: Sendable {
+    private let code = LockedValue<UInt16?>(nil)
+    var value: UInt16? { code.withLock { $0 } }
+    func set(_ new: UInt16?) { code.withLock { if $0 == nil { $0 = new } } }
 }
 
 #if !canImport(Darwin)
 import ParleyNet
+import ParleySync
 
 /// The Linux transport: ParleyNet's RFC 6455 client on one SDK-owned event loop.
 final class NetRealtimeConnection: RealtimeConnection, @unchecked Sendable {
+    // @unchecked: its stored properties are immutable; `WebSocket` confines its own state to its loop, and `frames` is an AsyncStream (Sendable).
     /// One loop serves every client of the process (sockets are few and light).
     static let loops: EventLoopGroup? = try? EventLoopGroup(loopCount: 1)
 
@@ -85,6 +86,7 @@ final class NetRealtimeConnection: RealtimeConnection, @unchecked Sendable {
 
 /// The Apple transport: `URLSessionWebSocketTask`, which answers pings itself.
 final class URLSessionRealtimeConnection: RealtimeConnection, @unchecked Sendable {
+    // @unchecked: its stored properties are immutable; `URLSessionWebSocketTask` is thread-safe (Foundation documents it so) but not marked Sendable.
     let frames: AsyncStream<String>
     private let task: URLSessionWebSocketTask
     private let code: CloseCodeBox

@@ -1,4 +1,5 @@
 package import Foundation
+import ParleySync
 
 /// Who receives a publication on the nodes that hold their connections.
 public enum Audience: Sendable, Hashable {
@@ -133,17 +134,6 @@ public final class InProcessBus: Bus {
     }
 }
 
-/// A value behind a lock (shared with the bus modules of this package).
-package final class LockedValue<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    package init(_ value: Value) { self.value = value }
-    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
 
 extension Duration {
     /// The same span for Dispatch's timers, to the microsecond.

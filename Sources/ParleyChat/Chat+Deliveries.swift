@@ -1,5 +1,6 @@
 import Foundation
 import ParleyStore
+import ParleySync
 import ParleyWire
 
 /// Delivery status in public channels (docs/protocol.md, "Delivery in channels"; decision 0017).
@@ -12,18 +13,14 @@ import ParleyWire
 /// counts of their newest affected messages. The cost grows with the authors affected and the
 /// flushes, not with the members who moved: 10,000 members reading the same message in one
 /// second give its author one event.
-final class DeliveryCoalescer: @unchecked Sendable {
-    // @unchecked: `pending` and `scheduled` are guarded by `lock`.
-
+final class DeliveryCoalescer: Sendable {
     /// The seq ranges passed by watermark moves in one channel since the last flush.
     struct Moves: Sendable, Equatable {
         var lowest: Int64
         var highest: Int64
     }
 
-    private let lock = NSLock()
-    private var pending: [Int64: Moves] = [:]
-    private var scheduled = false
+    private let state = LockedValue((pending: [Int64: Moves](), scheduled: false))
 
     /// Notes that a member's watermarks moved from `old` to `new` (delivered and read).
     /// - Returns: whether a flush must be scheduled (none was).
@@ -31,20 +28,20 @@ final class DeliveryCoalescer: @unchecked Sendable {
         let lowest = min(old.delivered, old.read) + 1
         let highest = max(new.delivered, new.read)
         guard highest >= lowest else { return false }
-        return lock.withLock {
-            let moves = pending[conversation].map { Moves(lowest: min($0.lowest, lowest), highest: max($0.highest, highest)) }
+        return state.withLock { state in
+            let moves = state.pending[conversation].map { Moves(lowest: min($0.lowest, lowest), highest: max($0.highest, highest)) }
                 ?? Moves(lowest: lowest, highest: highest)
-            pending[conversation] = moves
-            defer { scheduled = true }
-            return !scheduled
+            state.pending[conversation] = moves
+            defer { state.scheduled = true }
+            return !state.scheduled
         }
     }
 
     /// Takes everything noted so far.
     func take() -> [Int64: Moves] {
-        lock.withLock {
-            defer { pending = [:]; scheduled = false }
-            return pending
+        state.withLock { state in
+            defer { state = ([:], false) }
+            return state.pending
         }
     }
 }

@@ -1,6 +1,7 @@
 public import Foundation
 import ParleyStore
 public import ParleyWire
+import ParleySync
 
 /// Where an export's NDJSON lines go: appended a page at a time, so an export of any size is
 /// never whole in memory (the server writes a temporary file and sends it as the body).
@@ -10,15 +11,14 @@ public protocol ExportSink: Sendable {
 }
 
 /// An ``ExportSink`` writing to a file.
-public final class FileExportSink: ExportSink, @unchecked Sendable {
-    private let handle: FileHandle
-    private let lock = NSLock()
+public final class FileExportSink: ExportSink {
+    private let handle: LockedValue<FileHandle>
 
     /// Writes to `handle` (the caller closes it).
-    public init(handle: FileHandle) { self.handle = handle }
+    public init(handle: FileHandle) { self.handle = LockedValue(handle) }
 
     public func write(_ bytes: [UInt8]) throws {
-        try lock.withLock { try handle.write(contentsOf: Data(bytes)) }
+        try handle.withLock { try $0.write(contentsOf: Data(bytes)) }
     }
 }
 

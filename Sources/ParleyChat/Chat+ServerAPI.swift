@@ -2,6 +2,7 @@ import Foundation
 import ParleyCrypto
 import ParleyStore
 public import ParleyWire
+import ParleySync
 
 /// An app as its backend authenticated with the secret: what every server API call
 /// (`/v1/server/…`, docs/server-api.md) acts as.

@@ -2,6 +2,7 @@ public import Foundation
 import ParleyCrypto
 public import ParleyStore
 public import ParleyWire
+import ParleySync
 
 /// Webhook deliveries in the outbox (docs/webhooks.md, decisions/0020-webhooks-in-order-per-endpoint.md).
 ///

@@ -1,7 +1,9 @@
 public import Foundation
 public import ParleyCrypto
+public import ParleyLog
 public import ParleyStore
 public import ParleyWire
+import ParleySync
 
 /// The chat domain: apps, accounts, the directory, conversations, messages and receipts.
 /// Pure logic over a ``Store``; it never sees a socket or an HTTP request (the server maps
@@ -41,6 +43,9 @@ public final class Chat: Sendable {
         public var webhooksAllowPrivate = false
         /// Webhook endpoints an app may have. Default: 20.
         public var webhooksPerApp = 20
+        /// Where the domain logs what an operator needs: storage failures it retried or gave
+        /// up on. Default: nowhere.
+        public var logger: Logger = .discarding(label: "parley.chat")
         /// The defaults.
         public init() {}
     }
@@ -108,15 +113,18 @@ public final class Chat: Sendable {
 
     /// Brings the schema up to date.
     ///
+    /// - Returns: the migrations this call applied, in order.
     /// - Throws: ``StoreError/unknownMigrations(_:)`` for a database written by a newer version.
-    public func migrate() async throws {
+    @discardableResult
+    public func migrate() async throws -> [String] {
         let dialect = try await store.read { db in db.dialect }
-        try await Schema.migrator(for: dialect).migrate(store)
+        let applied = try await Schema.migrator(for: dialect).migrate(store)
         let epoch = try await store.read { db in
             try db.fetchValue([UInt8].self, "SELECT value FROM setting WHERE name = \(EventLog.epochSetting)").map { String(decoding: $0, as: UTF8.self) }
         }
         guard let epoch else { throw StoreError.decoding("the database has no event-log epoch (setting \(EventLog.epochSetting))") }
         loadedEpoch.withLock { $0 = epoch }
+        return applied
     }
 
     /// Names a new history of positions (after a restore from a backup): every device that
@@ -208,9 +216,17 @@ public final class Chat: Sendable {
                 throw error
             } catch let error as StoreError where error.isRetryable {
                 attempt += 1
-                guard attempt < Self.storeAttempts else { throw ChatError.storeUnavailable }
+                guard attempt < Self.storeAttempts else {
+                    configuration.logger.warning("storage unavailable; answered 503", metadata: ["error": .string(error.description),
+                                                                                               "attempts": .integer(Int64(attempt))])
+                    throw ChatError.storeUnavailable
+                }
+                configuration.logger.debug("storage busy; retrying", metadata: ["error": .string(error.description), "attempt": .integer(Int64(attempt))])
                 try? await Task.sleep(for: .milliseconds(5 << (2 * attempt)))  // 20 ms, 80 ms
             } catch {
+                // Statements never carry bound values into their errors (StoreError), so the
+                // cause can be logged whole: nothing of a message, token or password is in it.
+                configuration.logger.error("storage failed; answered 500 and changed nothing", metadata: ["error": .string("\(error)")])
                 throw ChatError.internalError
             }
         }
@@ -230,16 +246,15 @@ struct Committed<Value: Sendable>: Sendable {
 }
 
 /// A password hash of a random secret, made once, on first use.
-final class DecoyHash: @unchecked Sendable {
-    private let lock = NSLock()
+final class DecoyHash: Sendable {
     private let cost: Crypto.PasswordCost
-    private var hash: String?
+    private let hash = LockedValue<String?>(nil)
 
     init(cost: Crypto.PasswordCost) { self.cost = cost }
 
     /// The hash; the first caller computes it (tens of milliseconds), later ones wait or reuse it.
     var value: String {
-        lock.withLock {
+        hash.withLock { hash in
             if let hash { return hash }
             // Only an allocation failure stops the hash; a malformed one still fails to verify.
             let made = (try? Crypto.hashPassword(Crypto.randomToken(), cost: cost)) ?? "$argon2id$unavailable"
@@ -267,36 +282,52 @@ public struct Caller: Sendable, Hashable {
 }
 
 /// A thread-safe counter.
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = 0
-    func next() -> Int { lock.withLock { value &+= 1; return value } }
+final class Counter: Sendable {
+    private let value = LockedValue(0)
+    func next() -> Int {
+        value.withLock { value in
+            value &+= 1
+            return value
+        }
+    }
 }
 
 /// Sessions by token hash, so authenticating a request is a dictionary lookup, not a query.
 /// Signing out removes entries on this node at once. Entries also expire after a minute, which
 /// bounds how long another node's sign-out takes to be seen here once several nodes share a
 /// database.
-final class SessionCache: @unchecked Sendable {
+final class SessionCache: Sendable {
     struct Entry {
         var caller: Caller
         var expiresAt: Int64
         var cachedAt: Int64
     }
 
+    /// The entries and the indexes into them, changed together under one lock.
+    private struct Table {
+        var entries: [[UInt8]: Entry] = [:]
+        /// Token hashes by session and by user, so signing out touches only that user's entries.
+        var bySession: [Int64: [UInt8]] = [:]
+        var byUser: [Int64: Set<[UInt8]>] = [:]
+
+        /// Drops one entry from every index.
+        mutating func forget(_ hash: [UInt8]) {
+            guard let entry = entries.removeValue(forKey: hash) else { return }
+            bySession.removeValue(forKey: entry.caller.sessionKey)
+            byUser[entry.caller.userKey]?.remove(hash)
+            if byUser[entry.caller.userKey]?.isEmpty == true { byUser.removeValue(forKey: entry.caller.userKey) }
+        }
+    }
+
     static let freshness: Int64 = 60_000
-    private let lock = NSLock()
-    private var entries: [[UInt8]: Entry] = [:]
-    /// Token hashes by session and by user, so signing out touches only that user's entries.
-    private var bySession: [Int64: [UInt8]] = [:]
-    private var byUser: [Int64: Set<[UInt8]>] = [:]
+    private let table = LockedValue(Table())
     private let capacity = 200_000
 
     func get(_ hash: [UInt8], now: Int64) -> Caller? {
-        lock.withLock {
-            guard let entry = entries[hash] else { return nil }
+        table.withLock { table in
+            guard let entry = table.entries[hash] else { return nil }
             guard entry.expiresAt > now, now - entry.cachedAt < Self.freshness else {
-                forget(hash)
+                table.forget(hash)
                 return nil
             }
             return entry.caller
@@ -304,43 +335,30 @@ final class SessionCache: @unchecked Sendable {
     }
 
     func put(_ hash: [UInt8], _ entry: Entry) {
-        lock.withLock {
-            if entries.count >= capacity {
-                entries.removeAll(keepingCapacity: true)
-                bySession.removeAll(keepingCapacity: true)
-                byUser.removeAll(keepingCapacity: true)
-            }
-            entries[hash] = entry
-            bySession[entry.caller.sessionKey] = hash
-            byUser[entry.caller.userKey, default: []].insert(hash)
+        table.withLock { table in
+            if table.entries.count >= capacity { table = Table() }
+            table.entries[hash] = entry
+            table.bySession[entry.caller.sessionKey] = hash
+            table.byUser[entry.caller.userKey, default: []].insert(hash)
         }
     }
 
     func remove(session: Int64) {
-        lock.withLock {
-            if let hash = bySession[session] { forget(hash) }
+        table.withLock { table in
+            if let hash = table.bySession[session] { table.forget(hash) }
         }
     }
 
     func remove(user: Int64) {
-        lock.withLock {
-            for hash in byUser[user] ?? [] { forget(hash) }
+        table.withLock { table in
+            for hash in table.byUser[user] ?? [] { table.forget(hash) }
         }
-    }
-
-    /// Drops one entry from every index. Call with the lock held.
-    private func forget(_ hash: [UInt8]) {
-        guard let entry = entries.removeValue(forKey: hash) else { return }
-        bySession.removeValue(forKey: entry.caller.sessionKey)
-        byUser[entry.caller.userKey]?.remove(hash)
-        if byUser[entry.caller.userKey]?.isEmpty == true { byUser.removeValue(forKey: entry.caller.userKey) }
     }
 }
 
 /// Apps by public key. Apps change rarely (the CLI), so a miss falls through to the store.
-final class AppCache: @unchecked Sendable {
-    private let lock = NSLock()
-    private var byKey: [String: Int64] = [:]
-    func get(_ key: String) -> Int64? { lock.withLock { byKey[key] } }
-    func put(_ key: String, _ id: Int64) { lock.withLock { byKey[key] = id } }
+final class AppCache: Sendable {
+    private let byKey = LockedValue([String: Int64]())
+    func get(_ key: String) -> Int64? { byKey.withLock { $0[key] } }
+    func put(_ key: String, _ id: Int64) { byKey.withLock { $0[key] = id } }
 }

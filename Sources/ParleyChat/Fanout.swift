@@ -31,6 +31,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// One connected device.
     public final class Subscriber: @unchecked Sendable {
+        // @unchecked: `attached`, `attachedFrom` and `conversations` are touched only on the fanout's queue; the rest is immutable.
         /// Whose device.
         public let caller: Caller
         let receive: @Sendable (Delivery) -> Void

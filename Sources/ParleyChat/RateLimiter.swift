@@ -1,4 +1,5 @@
 import Foundation
+import ParleySync
 
 /// Counts events per key in fixed windows and says when a key is over its budget.
 /// Pure logic over an injected clock; one lock guards the table.
@@ -10,7 +11,7 @@ import Foundation
 /// With ``SharedCounters`` (several nodes: Redis), the async methods count in the shared
 /// windows instead, so a client spreading its attempts over N nodes still gets one budget;
 /// when the shared counters cannot be reached they fall back to this node's table.
-final class RateLimiter: @unchecked Sendable {
+final class RateLimiter: Sendable {
     struct Rule: Sendable, Hashable {
         var limit: Int
         var window: TimeInterval
@@ -23,8 +24,7 @@ final class RateLimiter: @unchecked Sendable {
 
     private let rule: Rule
     private let capacity: Int
-    private let lock = NSLock()
-    private var entries: [String: Entry] = [:]
+    private let entries = LockedValue([String: Entry]())
     private let shared: (any SharedCounters)?
     /// The limiter's name in the shared counters' keys.
     private let name: String
@@ -58,7 +58,7 @@ final class RateLimiter: @unchecked Sendable {
 
     /// Seconds until `key` may try again, or nil when it is within budget.
     func retryAfter(_ key: String, now: Date) -> Int? {
-        lock.withLock {
+        entries.withLock { entries in
             guard let entry = entries[key], now.timeIntervalSince(entry.windowStart) < rule.window,
                   entry.count >= rule.limit else { return nil }
             return max(1, Int((rule.window - now.timeIntervalSince(entry.windowStart)).rounded(.up)))
@@ -67,23 +67,23 @@ final class RateLimiter: @unchecked Sendable {
 
     /// Counts one event for `key`.
     func record(_ key: String, now: Date) {
-        lock.withLock {
+        entries.withLock { entries in
             if var entry = entries[key], now.timeIntervalSince(entry.windowStart) < rule.window {
                 entry.count += 1
                 entries[key] = entry
                 return
             }
-            if entries.count >= capacity { sweep(now: now) }
+            if entries.count >= capacity { sweep(&entries, now: now) }
             entries[key] = Entry(windowStart: now, count: 1)
         }
     }
 
     /// Forgets `key` (a successful sign-in clears the account's failures).
     func reset(_ key: String) {
-        _ = lock.withLock { entries.removeValue(forKey: key) }
+        _ = entries.withLock { $0.removeValue(forKey: key) }
     }
 
-    private func sweep(now: Date) {
+    private func sweep(_ entries: inout [String: Entry], now: Date) {
         entries = entries.filter { now.timeIntervalSince($0.value.windowStart) < rule.window }
         if entries.count >= capacity, let oldest = entries.min(by: { $0.value.windowStart < $1.value.windowStart }) {
             entries.removeValue(forKey: oldest.key)

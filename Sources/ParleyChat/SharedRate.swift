@@ -1,4 +1,5 @@
 package import Foundation
+import ParleySync
 
 /// A rate per key — `rate` a second sustained, `burst` at once — that several nodes share
 /// without a round trip per use.

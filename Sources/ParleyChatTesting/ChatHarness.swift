@@ -5,20 +5,20 @@ public import ParleyStore
 import ParleyStoreSQLite
 import ParleyStorePostgres
 public import ParleyWire
+import ParleySync
 
 /// A clock tests move by hand.
-public final class ManualClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var current: Date
+public final class ManualClock: Sendable {
+    private let current: LockedValue<Date>
 
     /// Starts at `start`.
-    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = start }
+    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = LockedValue(start) }
 
     /// The time now.
-    public var now: Date { lock.withLock { current } }
+    public var now: Date { current.withLock { $0 } }
 
     /// Moves time forward.
-    public func advance(by seconds: TimeInterval) { lock.withLock { current += seconds } }
+    public func advance(by seconds: TimeInterval) { current.withLock { $0 += seconds } }
 }
 
 /// Which engine the domain tests run on: SQLite, unless `PARLEY_TEST_POSTGRES` names a

@@ -13,6 +13,7 @@ import CParleySodium
 public struct SHA256: Sendable {
     /// Owns the OpenSSL context; a hasher is used by one task at a time.
     private final class Context: @unchecked Sendable {
+        // @unchecked: the OpenSSL context is used by one task at a time (a hasher is not shared while hashing), and freed once in deinit.
         let pointer: OpaquePointer?
         init() {
             pointer = EVP_MD_CTX_new()

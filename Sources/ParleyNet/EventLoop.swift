@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CParleyLinux
 import Synchronization
+import ParleySync
 
 /// Something registered with an event loop for readiness events on one file descriptor.
 ///
@@ -44,7 +45,7 @@ public final class EventLoop: @unchecked Sendable {
     public let index: Int
     private let epollFD: CInt
     private let wakeFD: CInt
-    private let inbox = Locked<[Work]>([])
+    private let inbox = LockedValue<[Work]>([])
     private let thread = Atomic<UInt>(0)
     private let stopping = Atomic<Bool>(false)
     private var handlers: [CInt: any Selectable] = [:]

@@ -2,12 +2,13 @@
 import Glibc
 #endif
 import Synchronization
+import ParleySync
 
 /// A fixed set of ``EventLoop``s, one thread each.
 public final class EventLoopGroup: Sendable {
     /// The loops, in index order.
     public let loops: [EventLoop]
-    private let threads: Locked<[pthread_t]>
+    private let threads: LockedValue<[pthread_t]>
     private let cursor = Atomic<Int>(0)
 
     /// Starts `count` loops on their own threads. Default: one per core.
@@ -18,7 +19,7 @@ public final class EventLoopGroup: Sendable {
         self.loops = loops
         var threads: [pthread_t] = []
         for loop in loops { threads.append(try Self.startThread(for: loop)) }
-        self.threads = Locked(threads)
+        self.threads = LockedValue(threads)
     }
 
     /// Number of online processors.

@@ -1,3 +1,4 @@
+import ParleySync
 /// Items handed to one event loop from other threads (a fan-out queue), so that a burst costs
 /// one hop to the loop, not one per item: ``push(_:)`` says whether this item is the first
 /// since the last ``take()`` (the caller schedules the drain), and ``take()`` hands over
@@ -7,7 +8,7 @@
 /// if inbox.push(delivery) { socket.loop.execute { for item in inbox.take() { send(item) } } }
 /// ```
 package final class LoopInbox<Item: Sendable>: Sendable {
-    private let state = Locked<(items: [Item], scheduled: Bool)>(([], false))
+    private let state = LockedValue<(items: [Item], scheduled: Bool)>(([], false))
 
     /// An empty inbox.
     package init() {}

@@ -18,6 +18,14 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The address without the port (IPv6 without brackets).
+    public var host: String {
+        switch storage {
+        case .v4(let host, _): "\(host >> 24).\((host >> 16) & 0xff).\((host >> 8) & 0xff).\(host & 0xff)"
+        case .v6(let host, _, _): Self.ntop(AF_INET6, host)
+        }
+    }
+
     /// `host:port`, with brackets for IPv6.
     public var description: String {
         switch storage {

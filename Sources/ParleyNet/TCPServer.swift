@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CParleyLinux
+import ParleySync
 
 /// A listening TCP socket whose accepted connections are spread round-robin over a group's loops.
 ///
@@ -49,7 +50,7 @@ public final class TCPServer: Sendable {
         acceptor = Acceptor(fd: fd, group: group, budget: budget, tls: tls, childInitializer: childInitializer)
         let acceptor = self.acceptor
         let loop = group.loops[0]
-        let started = Locked<Result<Void, IOError>?>(nil)
+        let started = LockedValue<Result<Void, IOError>?>(nil)
         let semaphore = Semaphore()
         loop.execute {
             do throws(IOError) {
@@ -216,6 +217,7 @@ extension Connection {
 /// Drives one non-blocking `connect` to completion on a loop.
 /// A TLS choice carried to the loop (TLSContext is Sendable; the tuple is not by itself).
 private struct UncheckedTLS: @unchecked Sendable {
+    // @unchecked: `TLSContext` is Sendable and `serverName` a String; only the optional tuple around them is not marked so.
     let value: (context: TLSContext, serverName: String)?
 }
 

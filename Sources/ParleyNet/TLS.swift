@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CParleySSL
+import ParleySync
 
 /// A TLS setup that could not be made (a file that is not a certificate, a key that does not
 /// match), or a connection's TLS failure. The message says which file or what the peer did.
@@ -107,7 +108,7 @@ public final class TLSCertificateStore: Sendable {
     public let certificateFile: String
     /// The private key file.
     public let keyFile: String
-    private let current: Locked<TLSContext>
+    private let current: LockedValue<TLSContext>
 
     /// Loads the files.
     ///
@@ -115,7 +116,7 @@ public final class TLSCertificateStore: Sendable {
     public init(certificateFile: String, keyFile: String) throws(TLSError) {
         self.certificateFile = certificateFile
         self.keyFile = keyFile
-        current = Locked(try TLSContext.server(certificateFile: certificateFile, keyFile: keyFile))
+        current = LockedValue(try TLSContext.server(certificateFile: certificateFile, keyFile: keyFile))
     }
 
     /// Loads the files again. When they cannot be used, the current certificate stays and the

@@ -1,6 +1,7 @@
 import CParleyCurl
 import Foundation
 import ParleyWire
+import ParleySync
 
 /// An answer from a push provider or a webhook receiver.
 package struct OutboundResponse: Sendable {
@@ -252,16 +253,16 @@ final class OutboundTransfer {
 ///
 /// Requests go through the same settings and address check as ``OutboundHTTP``.
 package final class OutboundMultiplexer: @unchecked Sendable {
-    // @unchecked: `pending` and `stopped` are behind `lock`; `multi` is used by the loop's thread
-    // only, except `curl_multi_wakeup`, which libcurl allows from any thread.
+    // @unchecked: `multi` is a raw libcurl handle, used by the loop's thread only, except
+    // `curl_multi_wakeup`, which libcurl allows from any thread; everything else is a constant
+    // or `queue`'s (a LockedValue).
 
     private let multi: UnsafeMutableRawPointer
     private let trust: TrustStore
     private let timeout: Duration
     private let policy: OutboundPolicy
-    private let lock = NSLock()
-    private var pending: [(UnsafeMutableRawPointer, OutboundTransfer)] = []
-    private var stopped = false
+    /// Requests waiting for the loop, and whether it stopped.
+    private let queue = LockedValue((pending: [(UnsafeMutableRawPointer, OutboundTransfer)](), stopped: false))
     private let finished = DispatchSemaphore(value: 0)
 
     /// A multiplexer trusting `trust`'s roots that gives up on a request after `timeout` and
@@ -285,10 +286,10 @@ package final class OutboundMultiplexer: @unchecked Sendable {
     /// ``OutboundError``. Call it once the multiplexer is no longer needed (its thread keeps
     /// it alive until then).
     package func stop() {
-        let first = lock.withLock {
-            defer { stopped = true }
-            if !stopped { curl_multi_wakeup(multi) }
-            return !stopped
+        let first = queue.withLock { queue in
+            defer { queue.stopped = true }
+            if !queue.stopped { curl_multi_wakeup(multi) }
+            return !queue.stopped
         }
         guard first else { return }
         finished.wait()
@@ -313,9 +314,9 @@ package final class OutboundMultiplexer: @unchecked Sendable {
             transfer.continuation = continuation
             // Woken inside the lock: once `stopped` is set nobody touches the multi handle but
             // the loop, so stop() may free it.
-            let accepted = lock.withLock {
-                guard !stopped else { return false }
-                pending.append((handle, transfer))
+            let accepted = queue.withLock { queue in
+                guard !queue.stopped else { return false }
+                queue.pending.append((handle, transfer))
                 curl_multi_wakeup(multi)
                 return true
             }
@@ -332,9 +333,9 @@ package final class OutboundMultiplexer: @unchecked Sendable {
     private func loop() {
         var active: [UnsafeMutableRawPointer: OutboundTransfer] = [:]
         while true {
-            let (added, stopping) = lock.withLock {
-                defer { pending.removeAll() }
-                return (pending, stopped)
+            let (added, stopping) = queue.withLock { queue in
+                defer { queue.pending.removeAll() }
+                return (queue.pending, queue.stopped)
             }
             if stopping {
                 let error = OutboundError(description: "the server is stopping")

@@ -3,6 +3,7 @@ import ParleyChat
 import ParleyCrypto
 import ParleyOutbound
 import ParleyWire
+import ParleySync
 
 /// What a provider's answer means for the notice.
 enum PushOutcome: Sendable, Equatable {
@@ -66,16 +67,14 @@ extension PushProvider {
 /// Apple Push Notification service over HTTP/2 with token authentication: an ES256 JWT
 /// (`kid` = key id, `iss` = team id, `iat`) signed with the `.p8` key, renewed every 40 minutes
 /// (Apple refuses tokens older than an hour and throttles renewing more than every 20).
-final class APNsProvider: PushProvider, @unchecked Sendable {
-    // @unchecked: the cached token is behind `lock`.
+final class APNsProvider: PushProvider, Sendable {
     let name = "apns"
     private let key: SigningKey
     private let keyID: String
     private let teamID: String
     private let topic: String
     private let url: String?
-    private let lock = NSLock()
-    private var cached: (token: String, madeAt: Date)?
+    private let cached = LockedValue<(token: String, madeAt: Date)?>(nil)
 
     init(keyFile: String, keyID: String, teamID: String, topic: String, url: String?) throws {
         guard let pem = FileManager.default.contents(atPath: keyFile) else {
@@ -95,7 +94,7 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
 
     /// The provider token, made again when 40 minutes old.
     func providerToken() throws -> String {
-        try lock.withLock {
+        try cached.withLock { cached in
             if let cached, Date().timeIntervalSince(cached.madeAt) < 40 * 60 { return cached.token }
             let now = Date()
             let token = try key.jwt(headerFields: "\"kid\":\(jsonString(keyID))",
@@ -106,7 +105,7 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
     }
 
     func renewCredentials(madeBefore date: Date) {
-        lock.withLock { if let made = cached?.madeAt, made < date { cached = nil } }
+        cached.withLock { cached in if let made = cached?.madeAt, made < date { cached = nil } }
     }
 
     /// Parley's own keys: which message, so the app's extension can fetch it.
@@ -164,19 +163,16 @@ final class APNsProvider: PushProvider, @unchecked Sendable {
 /// Firebase Cloud Messaging's HTTP v1 API: an OAuth2 access token from the service account's
 /// `token_uri` (an RS256 assertion signed with its `private_key`), cached until a minute
 /// before it expires.
-final class FCMProvider: PushProvider, @unchecked Sendable {
-    // @unchecked: the cached token is behind `lock`.
+final class FCMProvider: PushProvider, Sendable {
     let name = "fcm"
     private let key: SigningKey
     private let keyID: String?
     private let clientEmail: String
     private let tokenURI: String
     private let sendURL: String
-    private let lock = NSLock()
-    private var cached: AccessToken?
-    /// The token being fetched, which every request that needs one waits for: one fetch, not
-    /// one per request in flight.
-    private var fetching: Task<AccessToken, any Error>?
+    /// The token, and the one being fetched, which every request that needs one waits for:
+    /// one fetch, not one per request in flight.
+    private let tokens = LockedValue<(cached: AccessToken?, fetching: Task<AccessToken, any Error>?)>((nil, nil))
 
     /// An OAuth2 access token, when it was fetched and when to stop using it.
     struct AccessToken: Sendable {
@@ -208,27 +204,27 @@ final class FCMProvider: PushProvider, @unchecked Sendable {
     }
 
     func renewCredentials(madeBefore date: Date) {
-        lock.withLock { if let made = cached?.madeAt, made < date { cached = nil } }
+        tokens.withLock { tokens in if let made = tokens.cached?.madeAt, made < date { tokens.cached = nil } }
     }
 
     /// The access token, fetched again a minute before it expires.
     private func accessToken(over http: OutboundMultiplexer) async throws -> String {
-        let task: Task<AccessToken, any Error> = lock.withLock {
-            if let cached, cached.expires > Date() { return Task { cached } }
-            if let fetching { return fetching }
+        let task: Task<AccessToken, any Error> = tokens.withLock { tokens in
+            if let cached = tokens.cached, cached.expires > Date() { return Task { cached } }
+            if let fetching = tokens.fetching { return fetching }
             let task = Task { try await self.fetchAccessToken(over: http) }
-            fetching = task
+            tokens.fetching = task
             return task
         }
         do {
             let fetched = try await task.value
-            lock.withLock {
-                if fetching == task { fetching = nil }
-                if fetched.expires > cached?.expires ?? .distantPast { cached = fetched }
+            tokens.withLock { tokens in
+                if tokens.fetching == task { tokens.fetching = nil }
+                if fetched.expires > tokens.cached?.expires ?? .distantPast { tokens.cached = fetched }
             }
             return fetched.token
         } catch {
-            lock.withLock { if fetching == task { fetching = nil } }
+            tokens.withLock { tokens in if tokens.fetching == task { tokens.fetching = nil } }
             throw error
         }
     }

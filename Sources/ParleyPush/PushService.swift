@@ -1,8 +1,10 @@
 import Foundation
 public import ParleyChat
 import ParleyCrypto
+public import ParleyLog
 import ParleyOutbound
 import ParleyWire
+import ParleySync
 
 /// Push settings (`--apns-*`, `--fcm-*`, `--outbound-ca-file`, `--push-*`): docs/push.md.
 public struct PushConfiguration: Sendable, Equatable {
@@ -88,13 +90,17 @@ public final class PushService: Sendable {
     private let tasks = LockedValue([Task<Void, Never>]())
     private let multiplexers: [OutboundMultiplexer]
     private let wake = Wakeup()
+    private let log: Logger
 
     /// Reads the keys and credentials; nothing is sent until ``start()``.
     ///
+    /// - Parameter logger: where retries, give-ups, removed devices and the workers' own
+    ///   failures are logged (never a key or a device token).
     /// - Throws: a message naming the file or option to fix.
-    public init(chat: Chat, configuration: PushConfiguration) throws {
+    public init(chat: Chat, configuration: PushConfiguration, logger: Logger = .discarding()) throws {
         if let problem = configuration.problem { throw OutboundError(description: problem) }
         self.chat = chat
+        log = logger.labelled("parley.push")
         self.configuration = configuration
         trust = try TrustStore(extraFile: configuration.outboundCAFile)
         var providers: [any PushProvider] = []
@@ -140,8 +146,10 @@ public final class PushService: Sendable {
         let holder = node + "/expand"
         while !Task.isCancelled {
             guard await waitForDueRows(PushOutboxHook.kind) else { continue }
-            let rows = (try? await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 100, lease: .seconds(60))) ?? []
-            let made = rows.isEmpty ? 0 : ((try? await chat.expandPush(rows, holder: holder)) ?? 0)
+            let rows = await log.attempt("cannot claim messages to push") {
+                try await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 100, lease: .seconds(60))
+            } ?? []
+            let made = rows.isEmpty ? 0 : await log.attempt("cannot expand messages into pushes") { try await chat.expandPush(rows, holder: holder) } ?? 0
             if made > 0 { wake.signal() }
             if rows.isEmpty { await wake.wait(upTo: .milliseconds(50)) }
         }
@@ -152,7 +160,7 @@ public final class PushService: Sendable {
     /// One read each time, never a claim, so idle workers never take the write lock.
     private func waitForDueRows(_ kind: String) async -> Bool {
         var wait = Duration.milliseconds(200)
-        if let next = try? await chat.nextOutboxDue(kind: kind) {
+        if let next = await log.attempt("cannot read when the next push is due", { try await chat.nextOutboxDue(kind: kind) }) ?? nil {
             let seconds = next.timeIntervalSinceNow
             if seconds <= 0 { return true }
             wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))
@@ -199,8 +207,10 @@ public final class PushService: Sendable {
                 case .due(let due):
                     looking = false
                     guard due else { continue }
-                    let rows = (try? await chat.claimOutbox(kind: kind, holder: holder, limit: min(window - inFlight, 100),
-                                                            lease: configuration.requestTimeout * 20)) ?? []
+                    let rows = await log.attempt("cannot claim pushes to send", metadata: ["provider": .string(provider.name)]) {
+                        try await chat.claimOutbox(kind: kind, holder: holder, limit: min(window - inFlight, 100),
+                                                   lease: configuration.requestTimeout * 20)
+                    } ?? []
                     claimedNothing = rows.isEmpty
                     for row in rows {
                         inFlight += 1
@@ -220,7 +230,11 @@ public final class PushService: Sendable {
     /// Sends one notice and settles it; a row done goes to `done` for the finisher.
     private func deliver(_ row: OutboxItem, _ provider: any PushProvider, over http: OutboundMultiplexer, holder: String,
                          done: LockedValue<[Int64]>) async {
-        guard let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(row.payload)) else {
+        let notice: PushNotice
+        do {
+            notice = try JSONDecoder().decode(PushNotice.self, from: Data(row.payload))
+        } catch {
+            log.failed("a stored push cannot be read; dropped", error, level: .error, metadata: ["outbox.id": .integer(row.id)])
             done.withLock { $0.append(row.id) }
             return
         }
@@ -245,7 +259,7 @@ public final class PushService: Sendable {
                 defer { rows.removeAll() }
                 return rows
             }
-            if !ids.isEmpty { try? await chat.finishOutbox(ids, holder: holder) }
+            if !ids.isEmpty { await log.attempt("cannot remove pushes sent; they may be sent again") { try await chat.finishOutbox(ids, holder: holder) } }
             if stopping { return }
         }
     }
@@ -257,15 +271,21 @@ public final class PushService: Sendable {
         case .sent:
             count(provider) { $0.sent += 1 }
         case .removeDevice:
-            try? await chat.removeDeadDevice(id: notice.deviceID)
+            await log.attempt("cannot remove a dead device") { try await chat.removeDeadDevice(id: notice.deviceID) }
+            log.info("device removed: the provider said its token is dead", metadata: ["provider": .string(provider), "device.id": .string(notice.deviceID)])
             count(provider) { $0.devicesRemoved += 1 }
-        case .retry where row.attempts + 1 < configuration.maxAttempts:
+        case .retry(let why) where row.attempts + 1 < configuration.maxAttempts:
             count(provider) { $0.retried += 1 }
-            try? await chat.retryOutbox(row.id, holder: holder, after: Self.backoff(attempt: row.attempts))
+            log.info("push failed; retrying later", metadata: ["provider": .string(provider), "attempt": .integer(Int64(row.attempts + 1)),
+                                                                "reason": .string(why)])
+            await log.attempt("cannot put a push back to retry") {
+                try await chat.retryOutbox(row.id, holder: holder, after: Self.backoff(attempt: row.attempts))
+            }
             return false
         case .retry(let why), .failed(let why), .renewCredentials(let why):
             count(provider) { $0.failed += 1 }
-            FileHandle.standardError.write(Data("parley-server: push through \(provider) given up: \(why)\n".utf8))
+            log.warning("push given up", metadata: ["provider": .string(provider), "attempt": .integer(Int64(row.attempts + 1)),
+                                                    "reason": .string(why)])
         }
         return true
     }

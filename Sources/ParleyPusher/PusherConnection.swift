@@ -2,6 +2,7 @@ import Foundation
 import ParleyChat
 import ParleyNet
 import ParleyWire
+import ParleySync
 
 /// Settings of the Pusher endpoints (docs/pusher.md); every field has a documented default.
 public struct PusherConfiguration: Sendable, Hashable {
@@ -32,7 +33,7 @@ final class PusherContext: Sendable {
     let chat: Chat
     let hub: PusherHub
     let configuration: PusherConfiguration
-    private let counter = Locked<UInt32>(0)
+    private let counter = LockedValue<UInt32>(0)
     private let nodePart = UInt32.random(in: 1...999_999_999)
 
     init(chat: Chat, hub: PusherHub, configuration: PusherConfiguration) {
@@ -59,6 +60,7 @@ final class PusherContext: Sendable {
 /// sent after the replay, skipping those the replay already sent (by position): no gap, no
 /// duplicate.
 final class PusherConnection: @unchecked Sendable {
+    // @unchecked: every mutable property is touched only on the socket's loop (entries from the hub and from tasks hop there with `socket.loop.execute`); the rest is immutable.
     enum Delivery: Sendable {
         /// A channel event; `position` when it is stored.
         case event(channel: String, position: Int64?, frame: EncodedWebSocketFrame)

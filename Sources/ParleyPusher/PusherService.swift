@@ -2,6 +2,7 @@ public import ParleyChat
 public import ParleyNet
 import Foundation
 import ParleyWire
+import ParleySync
 
 /// The Pusher Channels protocol as an adapter over Parley's event log (docs/pusher.md,
 /// docs/decisions/0016-pusher-channels-on-the-event-log.md): the WebSocket at
@@ -76,7 +77,7 @@ public final class PusherService: Sendable {
                     socket.close(code: WebSocketCloseCode(rawValue: UInt16(code)), reason: String(message.prefix(100)))
                 })
             }
-            let connection = Locked<PusherConnection?>(nil)
+            let connection = LockedValue<PusherConnection?>(nil)
             return WebSocketHandler(
                 onOpen: { socket in
                     let created = PusherConnection(socket: socket, app: app, context: context)

@@ -1,6 +1,7 @@
 import Foundation
 public import ParleyChat
 import ParleyCrypto
+import ParleySync
 
 /// The bus between nodes: every node publishes each committed write to one Redis Pub/Sub
 /// channel and hands what it receives to its own ``Fanout`` and Pusher hub, in position order.

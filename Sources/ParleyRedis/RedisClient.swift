@@ -1,14 +1,17 @@
 import Foundation
+import ParleyLog
 
 /// One command connection to Redis on a serial queue of its own: what the presence directory
 /// and the shared rate limits send their commands through. Commands are pipelined; a broken
 /// connection is made again on the next use.
 final class RedisClient: @unchecked Sendable {
-    // @unchecked: `connection` is touched only on `queue`.
+    // @unchecked: `connection` and `brokenSince` are touched only on `queue`.
     private let url: RedisURL
     private let timeout: Duration
     let queue: DispatchQueue
     private var connection: RedisConnection?
+    /// When the connection last broke, until one is made again (for the reconnect's log line).
+    private var brokenSince: Date?
 
     init(url: RedisURL, label: String, timeout: Duration) {
         self.url = url
@@ -28,7 +31,14 @@ final class RedisClient: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !commands.isEmpty else { return [] }
         do {
-            let live = try connection ?? RedisConnection(url, timeout: timeout)
+            let live: RedisConnection
+            if let connection {
+                live = connection
+            } else {
+                live = try RedisConnection(url, timeout: timeout)
+                if brokenSince != nil { Logger.process.labelled("parley.redis").info("reconnected to Redis", metadata: ["client": .string(queue.label)]) }
+                brokenSince = nil
+            }
             connection = live
             try live.write(commands.flatMap(RESPCommand.encode))
             var replies: [RESPValue] = []
@@ -41,6 +51,9 @@ final class RedisClient: @unchecked Sendable {
         } catch {
             connection?.close()
             connection = nil
+            if brokenSince == nil { brokenSince = Date() }
+            Logger.process.labelled("parley.redis").failed("Redis command failed; reconnecting on the next one", error,
+                                                           metadata: ["client": .string(queue.label)])
             throw error
         }
     }

@@ -1,4 +1,5 @@
 public import ParleyChat
+import ParleySync
 
 /// The shared budgets in Redis (sign-in and sign-up attempts, realtime commands per user,
 /// Pusher API requests per app), so every node counts one window per key: a client

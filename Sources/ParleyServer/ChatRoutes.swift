@@ -29,416 +29,245 @@ enum ChatRoutes {
                 return try await chat.signInAsGuest(try await request.decode(GuestSignInRequest.self), app: app, address: api.address(request))
             }
         }
-        router.get("/v1/sessions") { request in
-            await api.respond { try await chat.listSessions(try await api.caller(request)) }
-        }
-        router.delete("/v1/sessions/current") { request in
-            await api.respondEmpty { try await chat.signOut(try await api.caller(request), everywhere: false) }
-        }
-        router.delete("/v1/sessions") { request in
-            await api.respondEmpty { try await chat.signOut(try await api.caller(request), everywhere: true) }
-        }
-        router.get("/v1/me") { request in
-            await api.respond { try await chat.me(try await api.caller(request)) }
-        }
-        router.patch("/v1/me") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.updateProfile(caller, try await request.decode(UpdateProfileRequest.self))
-            }
+        api.user(&router, .GET, "/v1/sessions") { request, caller in try await chat.listSessions(caller) }
+        api.userEmpty(&router, .DELETE, "/v1/sessions/current") { request, caller in try await chat.signOut(caller, everywhere: false) }
+        api.userEmpty(&router, .DELETE, "/v1/sessions") { request, caller in try await chat.signOut(caller, everywhere: true) }
+        api.user(&router, .GET, "/v1/me") { request, caller in try await chat.me(caller) }
+        api.user(&router, .PATCH, "/v1/me") { request, caller in
+            return try await chat.updateProfile(caller, try await request.decode(UpdateProfileRequest.self))
         }
 
-        router.post("/v1/me/password") { request in
-            await api.respondEmpty {
-                let caller = try await api.caller(request)
-                try await chat.changePassword(caller, try await request.decode(ChangePasswordRequest.self), address: api.address(request))
-            }
+        api.userEmpty(&router, .POST, "/v1/me/password") { request, caller in
+            try await chat.changePassword(caller, try await request.decode(ChangePasswordRequest.self), address: api.address(request))
         }
 
         // Devices for push (docs/push.md)
-        router.post("/v1/devices") { request in
-            await api.respond(status: .created) {
-                let caller = try await api.caller(request)
-                return try await chat.registerDevice(caller, try await request.decode(RegisterDeviceRequest.self))
-            }
+        api.user(&router, .POST, "/v1/devices", status: .created) { request, caller in
+            return try await chat.registerDevice(caller, try await request.decode(RegisterDeviceRequest.self))
         }
-        router.get("/v1/devices") { request in
-            await api.respond { try await chat.listDevices(try await api.caller(request)) }
-        }
-        router.delete("/v1/devices/current") { request in
-            await api.respondEmpty { try await chat.removeSessionDevices(try await api.caller(request)) }
-        }
-        router.delete("/v1/devices/:deviceId") { request in
-            await api.respondEmpty {
-                let caller = try await api.caller(request)
-                try await chat.removeDevice(caller, id: request.parameters["deviceId"] ?? "")
-            }
+        api.user(&router, .GET, "/v1/devices") { request, caller in try await chat.listDevices(caller) }
+        api.userEmpty(&router, .DELETE, "/v1/devices/current") { request, caller in try await chat.removeSessionDevices(caller) }
+        api.userEmpty(&router, .DELETE, "/v1/devices/:deviceId") { request, caller in
+            try await chat.removeDevice(caller, id: try request.parameter("deviceId"))
         }
 
         // Directory
-        router.get("/v1/users") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let query = request.queryItems
-                let sort = try query["sort"].map { name in
-                    guard let sort = UserSort(rawValue: name) else {
-                        throw ChatError.invalid("sort must be one of \(UserSort.allCases.map(\.rawValue).joined(separator: ", "))")
-                    }
-                    return sort
-                } ?? .username
-                return try await chat.searchUsers(caller, query: query["query"] ?? "", limit: try api.integer(request, "limit"),
-                                                  offset: try api.integer(request, "offset"), sort: sort)
-            }
+        api.user(&router, .GET, "/v1/users") { request, caller in
+            let query = request.queryItems
+            let sort = try query["sort"].map { name in
+                guard let sort = UserSort(rawValue: name) else {
+                    throw ChatError.invalid("sort must be one of \(UserSort.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                return sort
+            } ?? .username
+            return try await chat.searchUsers(caller, query: query["query"] ?? "", limit: try api.integer(request, "limit"),
+                                              offset: try api.integer(request, "offset"), sort: sort)
         }
-        router.get("/v1/users/:userId") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.user(caller, id: UserID(rawValue: request.parameters["userId"] ?? ""))
-            }
+        api.user(&router, .GET, "/v1/users/:userId") { request, caller in
+            return try await chat.user(caller, id: try request.userID())
         }
-        router.post("/v1/users/resolve") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.resolveUsers(caller, usernames: try await request.decode(ResolveUsersRequest.self).usernames)
-            }
+        api.user(&router, .POST, "/v1/users/resolve") { request, caller in
+            return try await chat.resolveUsers(caller, usernames: try await request.decode(ResolveUsersRequest.self).usernames)
         }
 
         // Conversations
-        router.post("/v1/conversations") { request in
-            await api.respondCreatedOrFound {
-                let caller = try await api.caller(request)
-                return try await chat.createConversation(caller, try await request.decode(CreateConversationRequest.self))
-            }
+        api.userCreatedOrFound(&router, .POST, "/v1/conversations") { request, caller in
+            return try await chat.createConversation(caller, try await request.decode(CreateConversationRequest.self))
         }
-        router.get("/v1/conversations") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.listConversations(caller, limit: try api.integer(request, "limit"), before: request.queryItems["before"])
-            }
+        api.user(&router, .GET, "/v1/conversations") { request, caller in
+            return try await chat.listConversations(caller, limit: try api.integer(request, "limit"), before: request.queryItems["before"])
         }
-        router.get("/v1/channels") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.listChannels(caller, query: request.queryItems["query"] ?? "", limit: try api.integer(request, "limit"),
-                                                   offset: try api.integer(request, "offset"))
-            }
+        api.user(&router, .GET, "/v1/channels") { request, caller in
+            return try await chat.listChannels(caller, query: request.queryItems["query"] ?? "", limit: try api.integer(request, "limit"),
+                                               offset: try api.integer(request, "offset"))
         }
-        router.get("/v1/conversations/:conversationId") { request in
-            await api.respond { try await chat.conversation(try await api.caller(request), id: api.conversationID(request)) }
+        api.user(&router, .GET, "/v1/conversations/:conversationId") { request, caller in try await chat.conversation(caller, id: try request.conversationID()) }
+        api.user(&router, .PATCH, "/v1/conversations/:conversationId") { request, caller in
+            return try await chat.updateConversation(caller, id: try request.conversationID(), try await request.decode(UpdateConversationRequest.self))
         }
-        router.patch("/v1/conversations/:conversationId") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.updateConversation(caller, id: api.conversationID(request), try await request.decode(UpdateConversationRequest.self))
-            }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/join") { request, caller in try await chat.join(caller, id: try request.conversationID()) }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/members") { request, caller in
+            try await chat.members(caller, id: try request.conversationID(), limit: try api.integer(request, "limit"),
+                                   offset: try api.integer(request, "offset"))
         }
-        router.post("/v1/conversations/:conversationId/join") { request in
-            await api.respond { try await chat.join(try await api.caller(request), id: api.conversationID(request)) }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/members", status: .created) { request, caller in
+            return try await chat.addMembers(caller, id: try request.conversationID(), try await request.decode(AddMembersRequest.self))
         }
-        router.get("/v1/conversations/:conversationId/members") { request in
-            await api.respond {
-                try await chat.members(try await api.caller(request), id: api.conversationID(request), limit: try api.integer(request, "limit"),
-                                       offset: try api.integer(request, "offset"))
-            }
+        api.user(&router, .PATCH, "/v1/conversations/:conversationId/members/:userId") { request, caller in
+            return try await chat.updateMember(caller, id: try request.conversationID(), user: try request.userID(),
+                                               try await request.decode(UpdateMemberRequest.self))
         }
-        router.post("/v1/conversations/:conversationId/members") { request in
-            await api.respond(status: .created) {
-                let caller = try await api.caller(request)
-                return try await chat.addMembers(caller, id: api.conversationID(request), try await request.decode(AddMembersRequest.self))
-            }
-        }
-        router.patch("/v1/conversations/:conversationId/members/:userId") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.updateMember(caller, id: api.conversationID(request), user: UserID(rawValue: request.parameters["userId"] ?? ""),
-                                                   try await request.decode(UpdateMemberRequest.self))
-            }
-        }
-        router.delete("/v1/conversations/:conversationId/members/:userId") { request in
-            await api.respondEmpty {
-                try await chat.removeMember(try await api.caller(request), id: api.conversationID(request),
-                                            user: UserID(rawValue: request.parameters["userId"] ?? ""))
-            }
+        api.userEmpty(&router, .DELETE, "/v1/conversations/:conversationId/members/:userId") { request, caller in
+            try await chat.removeMember(caller, id: try request.conversationID(),
+                                        user: try request.userID())
         }
 
-        router.put("/v1/conversations/:conversationId/mute") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.mute(caller, conversation: api.conversationID(request), try await request.decode(MuteRequest.self))
-            }
+        api.user(&router, .PUT, "/v1/conversations/:conversationId/mute") { request, caller in
+            return try await chat.mute(caller, conversation: try request.conversationID(), try await request.decode(MuteRequest.self))
         }
-        router.delete("/v1/conversations/:conversationId/mute") { request in
-            await api.respondEmpty { try await chat.unmute(try await api.caller(request), conversation: api.conversationID(request)) }
-        }
-        router.put("/v1/conversations/:conversationId/notifications") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.setNotifications(caller, conversation: api.conversationID(request),
-                                                       try await request.decode(NotificationsRequest.self))
-            }
+        api.userEmpty(&router, .DELETE, "/v1/conversations/:conversationId/mute") { request, caller in try await chat.unmute(caller, conversation: try request.conversationID()) }
+        api.user(&router, .PUT, "/v1/conversations/:conversationId/notifications") { request, caller in
+            return try await chat.setNotifications(caller, conversation: try request.conversationID(),
+                                                   try await request.decode(NotificationsRequest.self))
         }
 
         // Messages
-        router.post("/v1/conversations/:conversationId/messages") { request in
-            await api.respondCreatedOrFound {
-                let caller = try await api.caller(request)
-                return try await chat.sendRecord(caller, to: api.conversationID(request), try await request.decode(SendMessageRequest.self))
-            }
+        api.userCreatedOrFound(&router, .POST, "/v1/conversations/:conversationId/messages") { request, caller in
+            return try await chat.sendRecord(caller, to: try request.conversationID(), try await request.decode(SendMessageRequest.self))
         }
-        router.post("/v1/messages") { request in
-            await api.respondCreatedOrFound {
-                let caller = try await api.caller(request)
-                return try await chat.sendToUsers(caller, try await request.decode(SendToUsersRequest.self))
-            }
+        api.userCreatedOrFound(&router, .POST, "/v1/messages") { request, caller in
+            return try await chat.sendToUsers(caller, try await request.decode(SendToUsersRequest.self))
         }
-        router.get("/v1/conversations/:conversationId/messages") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let order = request.queryItems["order"] ?? "asc"
-                guard order == "asc" || order == "desc" else { throw ChatError.invalid("order must be asc or desc") }
-                let query = HistoryQuery(before: try api.integer(request, "before"), after: try api.integer(request, "after"),
-                                         around: try api.integer(request, "around"), limit: try api.integer(request, "limit"),
-                                         ascending: order == "asc")
-                return try await chat.history(caller, id: api.conversationID(request), query)
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/messages") { request, caller in
+            let order = request.queryItems["order"] ?? "asc"
+            guard order == "asc" || order == "desc" else { throw ChatError.invalid("order must be asc or desc") }
+            let query = HistoryQuery(before: try api.integer(request, "before"), after: try api.integer(request, "after"),
+                                     around: try api.integer(request, "around"), limit: try api.integer(request, "limit"),
+                                     ascending: order == "asc")
+            return try await chat.history(caller, id: try request.conversationID(), query)
         }
-        router.get("/v1/conversations/:conversationId/messages/:messageId") { request in
-            await api.respond {
-                try await chat.message(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/messages/:messageId") { request, caller in
+            try await chat.message(caller, conversation: try request.conversationID(), message: try request.messageID())
         }
-        router.patch("/v1/conversations/:conversationId/messages/:messageId") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.edit(caller, conversation: api.conversationID(request), message: api.messageID(request),
-                                           try await request.decode(EditMessageRequest.self))
-            }
+        api.user(&router, .PATCH, "/v1/conversations/:conversationId/messages/:messageId") { request, caller in
+            return try await chat.edit(caller, conversation: try request.conversationID(), message: try request.messageID(),
+                                       try await request.decode(EditMessageRequest.self))
         }
-        router.delete("/v1/conversations/:conversationId/messages/:messageId") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let deleted = try await chat.delete(caller, conversation: api.conversationID(request), messages: [api.messageID(request)])
-                guard let tombstone = deleted.first else { throw ChatError.messageNotFound }
-                return tombstone
-            }
+        api.user(&router, .DELETE, "/v1/conversations/:conversationId/messages/:messageId") { request, caller in
+            let deleted = try await chat.delete(caller, conversation: try request.conversationID(), messages: [try request.messageID()])
+            guard let tombstone = deleted.first else { throw ChatError.messageNotFound }
+            return tombstone
         }
-        router.post("/v1/conversations/:conversationId/messages/delete") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let ids = try await request.decode(DeleteMessagesRequest.self).ids
-                return DeletedMessages(messages: try await chat.delete(caller, conversation: api.conversationID(request), messages: ids))
-            }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/messages/delete") { request, caller in
+            let ids = try await request.decode(DeleteMessagesRequest.self).ids
+            return DeletedMessages(messages: try await chat.delete(caller, conversation: try request.conversationID(), messages: ids))
         }
-        router.get("/v1/conversations/:conversationId/messages/:messageId/receipts") { request in
-            await api.respond {
-                try await chat.messageReceipts(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/messages/:messageId/receipts") { request, caller in
+            try await chat.messageReceipts(caller, conversation: try request.conversationID(), message: try request.messageID())
         }
         // Reactions, pins and mentions (docs/api.md)
-        router.post("/v1/conversations/:conversationId/messages/:messageId/reactions") { request in
-            await api.respondCreatedOrFound {
-                let caller = try await api.caller(request)
-                let emoji = try await request.decode(ReactionRequest.self).emoji
-                let (message, changed) = try await chat.react(caller, conversation: api.conversationID(request), message: api.messageID(request), emoji: emoji)
-                return (message, changed)
-            }
+        api.userCreatedOrFound(&router, .POST, "/v1/conversations/:conversationId/messages/:messageId/reactions") { request, caller in
+            let emoji = try await request.decode(ReactionRequest.self).emoji
+            let (message, changed) = try await chat.react(caller, conversation: try request.conversationID(), message: try request.messageID(), emoji: emoji)
+            return (message, changed)
         }
-        router.delete("/v1/conversations/:conversationId/messages/:messageId/reactions/:emoji") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.unreact(caller, conversation: api.conversationID(request), message: api.messageID(request),
-                                              emoji: request.parameters["emoji"] ?? "").0
-            }
+        api.user(&router, .DELETE, "/v1/conversations/:conversationId/messages/:messageId/reactions/:emoji") { request, caller in
+            return try await chat.unreact(caller, conversation: try request.conversationID(), message: try request.messageID(),
+                                          emoji: try request.parameter("emoji")).0
         }
-        router.get("/v1/conversations/:conversationId/messages/:messageId/reactions") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.reactions(caller, conversation: api.conversationID(request), message: api.messageID(request),
-                                                emoji: request.queryItems["emoji"], limit: try api.integer(request, "limit"),
-                                                offset: try api.integer(request, "offset"))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/messages/:messageId/reactions") { request, caller in
+            return try await chat.reactions(caller, conversation: try request.conversationID(), message: try request.messageID(),
+                                            emoji: request.queryItems["emoji"], limit: try api.integer(request, "limit"),
+                                            offset: try api.integer(request, "offset"))
         }
-        router.put("/v1/conversations/:conversationId/messages/:messageId/pin") { request in
-            await api.respond {
-                try await chat.pin(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request)).0
-            }
+        api.user(&router, .PUT, "/v1/conversations/:conversationId/messages/:messageId/pin") { request, caller in
+            try await chat.pin(caller, conversation: try request.conversationID(), message: try request.messageID()).0
         }
-        router.delete("/v1/conversations/:conversationId/messages/:messageId/pin") { request in
-            await api.respond {
-                try await chat.unpin(try await api.caller(request), conversation: api.conversationID(request), message: api.messageID(request)).0
-            }
+        api.user(&router, .DELETE, "/v1/conversations/:conversationId/messages/:messageId/pin") { request, caller in
+            try await chat.unpin(caller, conversation: try request.conversationID(), message: try request.messageID()).0
         }
-        router.get("/v1/conversations/:conversationId/pins") { request in
-            await api.respond { try await chat.pins(try await api.caller(request), conversation: api.conversationID(request)) }
-        }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/pins") { request, caller in try await chat.pins(caller, conversation: try request.conversationID()) }
         // Moderation (docs/api.md, "Moderation")
-        router.post("/v1/conversations/:conversationId/bans") { request in
-            await api.respond(status: .created) {
-                let caller = try await api.caller(request)
-                return try await chat.ban(caller, conversation: api.conversationID(request), try await request.decode(BanRequest.self))
-            }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/bans", status: .created) { request, caller in
+            return try await chat.ban(caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))
         }
-        router.get("/v1/conversations/:conversationId/bans") { request in
-            await api.respond { try await chat.bans(try await api.caller(request), conversation: api.conversationID(request)) }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/bans") { request, caller in try await chat.bans(caller, conversation: try request.conversationID()) }
+        api.userEmpty(&router, .DELETE, "/v1/conversations/:conversationId/bans/:userId") { request, caller in
+            try await chat.unban(caller, conversation: try request.conversationID(),
+                                 user: try request.userID())
         }
-        router.delete("/v1/conversations/:conversationId/bans/:userId") { request in
-            await api.respondEmpty {
-                try await chat.unban(try await api.caller(request), conversation: api.conversationID(request),
-                                     user: UserID(rawValue: request.parameters["userId"] ?? ""))
-            }
+        api.user(&router, .PUT, "/v1/conversations/:conversationId/members/:userId/mute") { request, caller in
+            return try await chat.muteMember(caller, conversation: try request.conversationID(), user: try request.userID(),
+                                             try await request.decode(MuteMemberRequest.self))
         }
-        router.put("/v1/conversations/:conversationId/members/:userId/mute") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.muteMember(caller, conversation: api.conversationID(request), user: UserID(rawValue: request.parameters["userId"] ?? ""),
-                                                 try await request.decode(MuteMemberRequest.self))
-            }
+        api.user(&router, .DELETE, "/v1/conversations/:conversationId/members/:userId/mute") { request, caller in
+            try await chat.unmuteMember(caller, conversation: try request.conversationID(),
+                                        user: try request.userID())
         }
-        router.delete("/v1/conversations/:conversationId/members/:userId/mute") { request in
-            await api.respond {
-                try await chat.unmuteMember(try await api.caller(request), conversation: api.conversationID(request),
-                                            user: UserID(rawValue: request.parameters["userId"] ?? ""))
-            }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/messages/:messageId/reports", status: .created) { request, caller in
+            return try await chat.report(caller, conversation: try request.conversationID(), message: try request.messageID(),
+                                         try await request.decode(ReportRequest.self))
         }
-        router.post("/v1/conversations/:conversationId/messages/:messageId/reports") { request in
-            await api.respond(status: .created) {
-                let caller = try await api.caller(request)
-                return try await chat.report(caller, conversation: api.conversationID(request), message: api.messageID(request),
-                                             try await request.decode(ReportRequest.self))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/reports") { request, caller in
+            let state = request.queryItems["state"] ?? "open"
+            guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
+            return try await chat.reports(caller, conversation: try request.conversationID(), resolved: state == "resolved",
+                                          after: request.queryItems["after"], limit: try api.integer(request, "limit"))
         }
-        router.get("/v1/conversations/:conversationId/reports") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let state = request.queryItems["state"] ?? "open"
-                guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
-                return try await chat.reports(caller, conversation: api.conversationID(request), resolved: state == "resolved",
-                                              after: request.queryItems["after"], limit: try api.integer(request, "limit"))
-            }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/reports/:reportId/resolve") { request, caller in
+            return try await chat.resolveReport(caller, conversation: try request.conversationID(), report: try request.parameter("reportId"),
+                                                try await request.decode(ResolveReportRequest.self))
         }
-        router.post("/v1/conversations/:conversationId/reports/:reportId/resolve") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.resolveReport(caller, conversation: api.conversationID(request), report: request.parameters["reportId"] ?? "",
-                                                    try await request.decode(ResolveReportRequest.self))
-            }
-        }
-        router.get("/v1/me/blocks") { request in
-            await api.respond { try await chat.blocks(try await api.caller(request)) }
-        }
-        router.put("/v1/me/blocks/:userId") { request in
-            await api.respondEmpty { try await chat.block(try await api.caller(request), user: UserID(rawValue: request.parameters["userId"] ?? "")) }
-        }
-        router.delete("/v1/me/blocks/:userId") { request in
-            await api.respondEmpty { try await chat.unblock(try await api.caller(request), user: UserID(rawValue: request.parameters["userId"] ?? "")) }
-        }
+        api.user(&router, .GET, "/v1/me/blocks") { request, caller in try await chat.blocks(caller) }
+        api.userEmpty(&router, .PUT, "/v1/me/blocks/:userId") { request, caller in try await chat.block(caller, user: try request.userID()) }
+        api.userEmpty(&router, .DELETE, "/v1/me/blocks/:userId") { request, caller in try await chat.unblock(caller, user: try request.userID()) }
 
         // Photos (docs/api.md, "Photos")
-        router.put("/v1/me/photo") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.setProfilePhoto(caller, attachment: try await request.decode(PhotoRequest.self).attachmentID)
-            }
+        api.user(&router, .PUT, "/v1/me/photo") { request, caller in
+            return try await chat.setProfilePhoto(caller, attachment: try await request.decode(PhotoRequest.self).attachmentID)
         }
-        router.delete("/v1/me/photo") { request in
-            await api.respond { try await chat.setProfilePhoto(try await api.caller(request), attachment: nil) }
+        api.user(&router, .DELETE, "/v1/me/photo") { request, caller in try await chat.setProfilePhoto(caller, attachment: nil) }
+        api.user(&router, .PUT, "/v1/conversations/:conversationId/photo") { request, caller in
+            return try await chat.setConversationPhoto(caller, conversation: try request.conversationID(),
+                                                       attachment: try await request.decode(PhotoRequest.self).attachmentID)
         }
-        router.put("/v1/conversations/:conversationId/photo") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.setConversationPhoto(caller, conversation: api.conversationID(request),
-                                                           attachment: try await request.decode(PhotoRequest.self).attachmentID)
-            }
-        }
-        router.delete("/v1/conversations/:conversationId/photo") { request in
-            await api.respond {
-                try await chat.setConversationPhoto(try await api.caller(request), conversation: api.conversationID(request), attachment: nil)
-            }
+        api.user(&router, .DELETE, "/v1/conversations/:conversationId/photo") { request, caller in
+            try await chat.setConversationPhoto(caller, conversation: try request.conversationID(), attachment: nil)
         }
 
         // Export (docs/api.md, "Export")
-        router.get("/v1/me/export") { request in
-            await api.export(name: "parley-export.ndjson") { sink in
-                try await chat.exportUser(try await api.caller(request), into: sink)
-            }
+        api.userExport(&router, "/v1/me/export", name: "parley-export.ndjson") { request, caller, sink in
+            try await chat.exportUser(caller, into: sink)
         }
-        router.get("/v1/conversations/:conversationId/export") { request in
-            await api.export(name: "parley-conversation.ndjson") { sink in
-                try await chat.exportConversation(try await api.caller(request), conversation: api.conversationID(request), into: sink)
-            }
+        api.userExport(&router, "/v1/conversations/:conversationId/export", name: "parley-conversation.ndjson") { request, caller, sink in
+            try await chat.exportConversation(caller, conversation: try request.conversationID(), into: sink)
         }
 
         // Threads (docs/api.md, "Threads")
-        router.get("/v1/conversations/:conversationId/threads") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let before = try request.queryItems["before"].map { text in
-                    guard let date = WireCoding.parseDate(text) else { throw ChatError.invalid("before must be a time like 2026-12-02T12:00:00.000Z") }
-                    return date
-                }
-                return try await chat.threads(caller, conversation: api.conversationID(request), before: before, limit: try api.integer(request, "limit"))
+        api.user(&router, .GET, "/v1/conversations/:conversationId/threads") { request, caller in
+            let before = try request.queryItems["before"].map { text in
+                guard let date = WireCoding.parseDate(text) else { throw ChatError.invalid("before must be a time like 2026-12-02T12:00:00.000Z") }
+                return date
             }
+            return try await chat.threads(caller, conversation: try request.conversationID(), before: before, limit: try api.integer(request, "limit"))
         }
-        router.get("/v1/conversations/:conversationId/threads/:messageId") { request in
-            await api.respond {
-                try await chat.thread(try await api.caller(request), conversation: api.conversationID(request), root: api.messageID(request))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/threads/:messageId") { request, caller in
+            try await chat.thread(caller, conversation: try request.conversationID(), root: try request.messageID())
         }
-        router.get("/v1/conversations/:conversationId/threads/:messageId/messages") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.threadHistory(caller, conversation: api.conversationID(request), root: api.messageID(request),
-                                                    before: try api.integer(request, "before"), after: try api.integer(request, "after"),
-                                                    limit: try api.integer(request, "limit"))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/threads/:messageId/messages") { request, caller in
+            return try await chat.threadHistory(caller, conversation: try request.conversationID(), root: try request.messageID(),
+                                                before: try api.integer(request, "before"), after: try api.integer(request, "after"),
+                                                limit: try api.integer(request, "limit"))
         }
-        router.post("/v1/conversations/:conversationId/threads/:messageId/read") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.markThreadRead(caller, conversation: api.conversationID(request), root: api.messageID(request),
-                                                     seq: try await request.decode(ThreadReadRequest.self).seq)
-            }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/threads/:messageId/read") { request, caller in
+            return try await chat.markThreadRead(caller, conversation: try request.conversationID(), root: try request.messageID(),
+                                                 seq: try await request.decode(ThreadReadRequest.self).seq)
         }
-        router.get("/v1/mentions") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.mentions(caller, before: request.queryItems["before"].map(MessageID.init(rawValue:)),
-                                               limit: try api.integer(request, "limit"))
-            }
+        api.user(&router, .GET, "/v1/mentions") { request, caller in
+            return try await chat.mentions(caller, before: request.queryItems["before"].map(MessageID.init(rawValue:)),
+                                           limit: try api.integer(request, "limit"))
         }
-        router.get("/v1/conversations/:conversationId/events") { request in
-            await api.respond {
-                try await chat.events(try await api.caller(request), conversation: api.conversationID(request),
-                                      afterSeq: try api.integer(request, "after") ?? 0, limit: try api.integer(request, "limit"))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/events") { request, caller in
+            try await chat.events(caller, conversation: try request.conversationID(),
+                                  afterSeq: try api.integer(request, "after") ?? 0, limit: try api.integer(request, "limit"))
         }
-        router.get("/v1/events") { request in
-            await api.respond {
-                try await chat.feed(try await api.caller(request), afterPosition: try api.integer(request, "after") ?? 0,
-                                    limit: try api.integer(request, "limit"))
-            }
+        api.user(&router, .GET, "/v1/events") { request, caller in
+            try await chat.feed(caller, afterPosition: try api.integer(request, "after") ?? 0,
+                                limit: try api.integer(request, "limit"))
         }
-        router.get("/v1/search") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let query = request.queryItems
-                return try await chat.search(caller, query: query["q"] ?? "", conversation: query["conversationId"].map(ConversationID.init(rawValue:)),
-                                             limit: try api.integer(request, "limit"))
-            }
+        api.user(&router, .GET, "/v1/search") { request, caller in
+            let query = request.queryItems
+            return try await chat.search(caller, query: query["q"] ?? "", conversation: query["conversationId"].map(ConversationID.init(rawValue:)),
+                                         limit: try api.integer(request, "limit"))
         }
 
         // Receipts
-        router.post("/v1/conversations/:conversationId/receipts") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                return try await chat.updateReceipt(caller, conversation: api.conversationID(request), try await request.decode(ReceiptUpdate.self))
-            }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/receipts") { request, caller in
+            return try await chat.updateReceipt(caller, conversation: try request.conversationID(), try await request.decode(ReceiptUpdate.self))
         }
-        router.get("/v1/conversations/:conversationId/receipts") { request in
-            await api.respond {
-                try await chat.receipts(try await api.caller(request), conversation: api.conversationID(request),
-                                        limit: try api.integer(request, "limit"), offset: try api.integer(request, "offset"))
-            }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/receipts") { request, caller in
+            try await chat.receipts(caller, conversation: try request.conversationID(),
+                                    limit: try api.integer(request, "limit"), offset: try api.integer(request, "offset"))
         }
     }
 }
@@ -476,8 +305,6 @@ struct API: Sendable {
         return String(address[..<colon])
     }
 
-    func conversationID(_ request: Request) -> ConversationID { ConversationID(rawValue: request.parameters["conversationId"] ?? "") }
-    func messageID(_ request: Request) -> MessageID { MessageID(rawValue: request.parameters["messageId"] ?? "") }
 
     /// A whole-number query parameter, nil when absent.
     func integer(_ request: Request, _ name: String) throws -> Int64? {

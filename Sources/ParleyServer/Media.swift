@@ -4,6 +4,7 @@ import ParleyCrypto
 import ParleyMedia
 import ParleyNet
 public import ParleyWire
+import ParleySync
 
 /// Media limits and timers (docs/media.md). Each has a `parley-server` option.
 public struct MediaConfiguration: Sendable, Equatable {
@@ -80,7 +81,7 @@ final class MediaService: Sendable {
     let partials: PartialUploadStore
     /// Unfinished uploads a request holds now (receiving, asking, abandoning or expiring):
     /// one at a time each; see ``claim(_:interrupt:takeOver:)``.
-    private let claims = Locked([PartialKey: Holder]())
+    private let claims = LockedValue([PartialKey: Holder]())
 
     /// Who holds an unfinished upload: how to make it let go, and who waits for it; once the
     /// database claim is taken, its holder name and the task renewing its lease.
@@ -92,16 +93,16 @@ final class MediaService: Sendable {
     }
     /// This process's name in upload claims (a request adds its own number).
     private let node = Crypto.randomID(prefix: "n_", length: 12)
-    private let requestCounter = Locked(0)
+    private let requestCounter = LockedValue(0)
     /// How long a claim in the database lasts without renewal (renewed every third of it while
     /// the request runs): a node that dies holding an upload blocks it for at most this long.
     static let claimLease: Duration = .seconds(10)
     private let lanes: [DispatchQueue]
-    private let laneCounter = Locked(0)
-    private let uploadsInProgress = Locked([Int64: Int]())
-    private let signingKey = Locked<[UInt8]?>(nil)
+    private let laneCounter = LockedValue(0)
+    private let uploadsInProgress = LockedValue([Int64: Int]())
+    private let signingKey = LockedValue<[UInt8]?>(nil)
     /// Counters for `/metrics`.
-    let metrics = Locked(MediaMetrics())
+    let metrics = LockedValue(MediaMetrics())
 
     /// A kept upload opened to append the rest, with its hashing and type check caught up.
     /// The staging files one upload made, removed together when it ends (stored ones were
@@ -707,7 +708,7 @@ final class MediaService: Sendable {
     /// view sends none); anything else is 404. The id is unguessable, and the bytes of one id
     /// never change, so caches keep it.
     func avatar(_ request: Request) async throws -> Response {
-        let attachment = try await chat.avatar(request.parameters["id"] ?? "")
+        let attachment = try await chat.avatar(try request.parameter("id"))
         guard let thumbnail = attachment.thumbnailBlob else { throw ChatError.thumbnailNotFound }
         let etag = "\"\(thumbnail)\""
         var headers = HTTPHeaders()
@@ -728,7 +729,7 @@ final class MediaService: Sendable {
     /// Handles `GET /v1/media/{id}` and `/thumbnail`: a bearer token of someone allowed to
     /// see it, or a valid signed URL; `If-None-Match` (304) and one `Range` (206/416).
     func download(_ request: Request, variant: MediaVariant, api: API) async throws -> Response {
-        let id = request.parameters["id"] ?? ""
+        let id = try request.parameter("id")
         let query = request.queryItems
         let attachment: StoredAttachment
         let signed = query["signature"] != nil || query["expires"] != nil
@@ -868,7 +869,7 @@ final class MediaService: Sendable {
 /// An asynchronous mutual exclusion: `run` bodies execute one at a time, in arrival order,
 /// even across suspension points (an actor would interleave them).
 final class AsyncGate: Sendable {
-    private let state = Locked((busy: false, waiters: [CheckedContinuation<Void, Never>]()))
+    private let state = LockedValue((busy: false, waiters: [CheckedContinuation<Void, Never>]()))
 
     func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         await acquire()
@@ -907,21 +908,14 @@ enum MediaRoutes {
     static func add(to router: inout Router, media: MediaService, chat: Chat) {
         let api = API(chat: chat)
         let uploadLimit = Int(clamping: media.configuration.largestUpload)
-        router.post("/v1/media", options: RouteOptions(body: .stream(maxBytes: uploadLimit))) { request in
-            await api.respondCreatedOrFound {
-                let caller = try await api.caller(request)
-                return try await media.upload(caller, request)
-            }
+        api.userCreatedOrFound(&router, .POST, "/v1/media", options: RouteOptions(body: .stream(maxBytes: uploadLimit))) { request, caller in
+            try await media.upload(caller, request)
         }
-        router.get("/v1/uploads/:clientId") { request in
-            await api.respond {
-                try await media.uploadStatus(try await api.caller(request), clientID: request.parameters["clientId"] ?? "")
-            }
+        api.user(&router, .GET, "/v1/uploads/:clientId") { request, caller in
+            try await media.uploadStatus(caller, clientID: try request.parameter("clientId"))
         }
-        router.delete("/v1/uploads/:clientId") { request in
-            await api.respondEmpty {
-                try await media.abandonUpload(try await api.caller(request), clientID: request.parameters["clientId"] ?? "")
-            }
+        api.userEmpty(&router, .DELETE, "/v1/uploads/:clientId") { request, caller in
+            try await media.abandonUpload(caller, clientID: try request.parameter("clientId"))
         }
         router.get("/v1/media/:id") { request in
             do { return try await media.download(request, variant: .original, api: api) } catch { return api.errorResponse(error) }
@@ -932,18 +926,13 @@ enum MediaRoutes {
         router.get("/v1/media/:id/thumbnail") { request in
             do { return try await media.download(request, variant: .thumbnail, api: api) } catch { return api.errorResponse(error) }
         }
-        router.get("/v1/media/:id/info") { request in
-            await api.respond {
-                try await chat.attachment(try await api.caller(request), id: request.parameters["id"] ?? "").info
-            }
+        api.user(&router, .GET, "/v1/media/:id/info") { request, caller in
+            try await chat.attachment(caller, id: try request.parameter("id")).info
         }
-        router.get("/v1/media/:id/url") { request in
-            await api.respond {
-                let caller = try await api.caller(request)
-                let variantName = request.queryItems["variant"] ?? "original"
-                guard let variant = MediaVariant(rawValue: variantName) else { throw ChatError.invalid("variant must be original or thumbnail") }
-                return try await media.signedURL(caller, id: request.parameters["id"] ?? "", variant: variant)
-            }
+        api.user(&router, .GET, "/v1/media/:id/url") { request, caller in
+            let variantName = request.queryItems["variant"] ?? "original"
+            guard let variant = MediaVariant(rawValue: variantName) else { throw ChatError.invalid("variant must be original or thumbnail") }
+            return try await media.signedURL(caller, id: try request.parameter("id"), variant: variant)
         }
     }
 }

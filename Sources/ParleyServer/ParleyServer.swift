@@ -2,6 +2,7 @@ import Foundation
 public import ParleyChat
 public import ParleyNet
 import ParleyCrypto
+public import ParleyLog
 import ParleyMedia
 import ParleyPusher
 import ParleyPush
@@ -10,6 +11,7 @@ import ParleyStore
 import ParleyStoreSQLite
 import ParleyStorePostgres
 import ParleyRedis
+import ParleySync
 
 /// A running Parley server: its store, its domain, its loops, its HTTP listener and routes.
 ///
@@ -34,7 +36,7 @@ public final class ParleyServer: Sendable {
     private let store: any GroupCommitStore
     private let collector: Task<Void, Never>
     private let sweeper: Task<Void, Never>
-    private let shutDown = Locked(false)
+    private let shutDown = LockedValue(false)
     /// Held for the server's life: one server per data directory, and no restore under it.
     private let lock: DataDirectoryLock?
     /// The bus to the other nodes (`--redis-url`), stopped at shutdown.
@@ -49,12 +51,15 @@ public final class ParleyServer: Sendable {
     private let webhooks: WebhookService
     /// The certificate HTTPS and WSS connections are accepted with (reloaded on SIGHUP).
     private let tls: TLSCertificateStore?
+    /// The server's log (`--log-level`, `--log-format`).
+    public let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
                  createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, sweeper: Task<Void, Never>,
                  lock: DataDirectoryLock?, bus: RedisBus?,
                  presence: RedisPresence?, channelDirectory: RedisChannelDirectory?, tls: TLSCertificateStore?, push: PushService?,
-                 webhooks: WebhookService) {
+                 webhooks: WebhookService, logger: Logger) {
+        self.logger = logger
         self.push = push
         self.webhooks = webhooks
         self.lock = lock
@@ -77,10 +82,17 @@ public final class ParleyServer: Sendable {
     /// Opens the database (creating and migrating it), creates the default app on first
     /// start, starts the loops and binds.
     ///
+    /// - Parameter logHandler: where the log goes; by default standard error, at the
+    ///   configuration's level and format (tests pass a ``RecordingLogHandler``).
     /// - Throws: ``StartError`` saying what to change (a busy port, an unwritable directory,
     ///   a database written by a newer version).
-    public static func start(_ configuration: ServerConfiguration) async throws -> ParleyServer {
+    public static func start(_ configuration: ServerConfiguration, logHandler: (any LogHandler)? = nil) async throws -> ParleyServer {
         ProcessSetup.prepare()
+        let logger = Logger(label: "parley", handler: logHandler ?? StreamLogHandler(minimumLevel: configuration.logLevel,
+                                                                                       format: configuration.logFormat))
+        Logger.bootstrap(logger)
+        logger.info("starting", metadata: ["version": .string(ParleyVersion.current), "data": .string(configuration.dataDirectory),
+                                            "engine": configuration.databaseURL == nil ? "sqlite" : "postgresql"])
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
@@ -92,7 +104,7 @@ public final class ParleyServer: Sendable {
         let bus: any Bus = redisBus ?? InProcessBus()
         // With several nodes the sign-in and sign-up budgets are counted once for all of them.
         let counters = redisBus.map { RedisCounters(url: $0.url) }
-        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters)
+        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters, logger: logger)
         counters?.setNamespace("parley:\(chat.epoch)")
         if let postgres = store as? PostgresStore {
             // Each node fans out only to its own devices: without a bus between nodes, a second
@@ -105,8 +117,9 @@ public final class ParleyServer: Sendable {
                 store.close()
                 throw StartError(message: "cannot claim the database \(postgres.redactedURL): \(error)")
             }
+            let nodeLog = logger.labelled("parley.node")
             postgres.onClaimLost = { message in
-                FileHandle.standardError.write(Data("parley-server: \(message): stop one of them (docs/operations.md, \"Several nodes\")\n".utf8))
+                nodeLog.error("node claim lost: stop one of the servers (docs/operations.md, \"Several nodes\")", metadata: ["reason": .string(message)])
             }
             guard claimed else {
                 store.close()
@@ -121,7 +134,11 @@ public final class ParleyServer: Sendable {
         }
         if lock != nil {
             // A lone node: every claim on an unfinished upload is its earlier run's, long gone.
-            try? await chat.clearUploadClaims()
+            do {
+                try await chat.clearUploadClaims()
+            } catch {
+                logger.warning("could not clear old upload claims", metadata: ["error": .string("\(error)")])
+            }
         }
         let createdApp: AppCredentials?
         let apps: [AppCredentials]
@@ -134,7 +151,7 @@ public final class ParleyServer: Sendable {
         }
         let push: PushService?
         do {
-            push = configuration.push.isOn ? try PushService(chat: chat, configuration: configuration.push) : nil
+            push = configuration.push.isOn ? try PushService(chat: chat, configuration: configuration.push, logger: logger) : nil
         } catch {
             store.close()
             throw StartError(message: "cannot set up push: \(error)")
@@ -144,7 +161,7 @@ public final class ParleyServer: Sendable {
             var settings = configuration.webhooks
             settings.userAgent = "Parley-Webhooks/\(ParleyVersion.current)"
             let signal = chat.webhookHook?.signal ?? WebhookSignal()
-            webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal)
+            webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal, logger: logger)
         } catch {
             store.close()
             throw StartError(message: "cannot set up webhooks: \(error)")
@@ -183,6 +200,7 @@ public final class ParleyServer: Sendable {
         httpConfiguration.host = configuration.host
         httpConfiguration.port = configuration.port
         httpConfiguration.limits.maxBodySize = configuration.maxBodyBytes
+        httpConfiguration.logger = logger.labelled("parley.http")
         let startedAt = ContinuousClock.now
         // With several nodes, who is online is decided across them (in Redis, under the database's epoch).
         let presence = redisBus.map { RedisPresence(url: $0.url, node: $0.node, prefix: "parley:\(chat.epoch)") }
@@ -217,35 +235,53 @@ public final class ParleyServer: Sendable {
         var webSocket = WebSocketConfiguration()
         webSocket.pingInterval = configuration.pingInterval
         RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,
-                                                                 heartbeatSeconds: Int(configuration.pingInterval.components.seconds)),
+                                                                 heartbeatSeconds: Int(configuration.pingInterval.components.seconds),
+                                                                 logger: logger),
                            webSocket: webSocket)
         pusher.addRoutes(to: &router, webSocket: webSocket)
         do {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
             let interval = configuration.media.collectionIntervalSeconds
+            let mediaLog = logger.labelled("parley.media")
             let collector = Task {
                 // 0: another node collects (docs/operations.md, "Several nodes").
                 while interval > 0 && !Task.isCancelled {
-                    _ = try? await media.collect()
+                    do {
+                        let removed = try await media.collect()
+                        if removed > 0 { mediaLog.info("unused uploads removed", metadata: ["files": .integer(Int64(removed))]) }
+                    } catch {
+                        mediaLog.warning("media collection failed; retrying next interval", metadata: ["error": .string("\(error)")])
+                    }
                     try? await Task.sleep(for: .seconds(interval))
                 }
             }
             let retentionInterval = configuration.retentionIntervalSeconds
+            let retentionLog = logger.labelled("parley.retention")
             let sweeper = Task {
                 // Several nodes may all sweep: each conversation is swept by one at a time.
                 while retentionInterval > 0 && !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(retentionInterval))
                     if Task.isCancelled { break }
-                    if let sweep = try? await chat.sweepRetention(), sweep.messages > 0 {
-                        FileHandle.standardError.write(Data("parley-server: retention removed \(sweep.messages) messages from \(sweep.conversations) conversations\n".utf8))
+                    do {
+                        let sweep = try await chat.sweepRetention()
+                        if sweep.messages > 0 {
+                            retentionLog.info("old messages removed", metadata: ["messages": .integer(Int64(sweep.messages)),
+                                                                                 "conversations": .integer(Int64(sweep.conversations))])
+                        }
+                    } catch {
+                        retentionLog.warning("retention sweep failed; retrying next interval", metadata: ["error": .string("\(error)")])
                     }
                 }
             }
             push?.start()
             webhooks.start()
-            return ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
-                                collector: collector, sweeper: sweeper, lock: lock, bus: redisBus, presence: presence,
-                                channelDirectory: channelDirectory, tls: tls, push: push, webhooks: webhooks)
+            let server = ParleyServer(configuration: configuration, group: group, http: http, store: store, createdApp: createdApp, apps: apps,
+                                      collector: collector, sweeper: sweeper, lock: lock, bus: redisBus, presence: presence,
+                                      channelDirectory: channelDirectory, tls: tls, push: push, webhooks: webhooks, logger: logger)
+            logger.info("listening", metadata: ["url": .string(server.url), "threads": .integer(Int64(group.loops.count)),
+                                                "push": .string(push?.providerNames.joined(separator: ",") ?? "off"),
+                                                "nodes": redisBus == nil ? "one" : "several"])
+            return server
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
             presence?.stop()
@@ -278,8 +314,8 @@ public final class ParleyServer: Sendable {
 
     /// Opens the store (PostgreSQL at `--database-url`, else SQLite in the data directory) and
     /// brings its schema up to date.
-    static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil,
-                         sharedCounters: (any SharedCounters)? = nil) async throws -> (any GroupCommitStore, Chat) {
+    static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil, sharedCounters: (any SharedCounters)? = nil,
+                         logger: Logger = .discarding()) async throws -> (any GroupCommitStore, Chat) {
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
@@ -311,13 +347,16 @@ public final class ParleyServer: Sendable {
         chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
         chatConfiguration.sharedCounters = sharedCounters
         chatConfiguration.webhooksAllowPrivate = configuration.webhooks.allowPrivate
+        chatConfiguration.logger = logger.labelled("parley.chat")
         do {
             // Push rows are written in each message's own transaction when push is on; webhook
             // deliveries whenever an endpoint hears the event.
             var hooks: [any TransactionHook] = [WebhookHook()]
             if configuration.push.isOn { hooks.append(PushOutboxHook(confirmationWindow: configuration.push.confirmationWindow)) }
             let chat = Chat(store: store, configuration: chatConfiguration, bus: bus, hooks: hooks)
-            try await chat.migrate()
+            for name in try await chat.migrate() {
+                logger.info("migration applied", metadata: ["migration": .string(name)])
+            }
             return (store, chat)
         } catch {
             store.close()
@@ -390,6 +429,7 @@ public final class ParleyServer: Sendable {
 
     public func shutdown() async {
         guard shutDown.withLock({ done in defer { done = true }; return !done }) else { return }
+        logger.info("stopping", metadata: ["open.connections": .integer(Int64(connectionCount))])
         collector.cancel()
         sweeper.cancel()
         push?.stop()
@@ -400,6 +440,7 @@ public final class ParleyServer: Sendable {
         channelDirectory?.stop()
         redisBus?.stop()
         store.close()
+        logger.info("stopped")
     }
 }
 

@@ -1,6 +1,8 @@
 import Foundation
 import ParleyChat
+import ParleyLog
 import ParleyNet
+import ParleySync
 import ParleyWire
 
 /// Settings of the realtime endpoint; every field has a documented default (docs/protocol.md).
@@ -39,8 +41,12 @@ final class RealtimeContext: Sendable {
     let heartbeatSeconds: Int
     /// Commands per user, over all of the user's connections on every node.
     let userRate: SharedRate
+    /// Sessions' opens, closes and failures.
+    let logger: Logger
 
-    init(chat: Chat, fanout: Fanout<EncodedWebSocketFrame>, configuration: RealtimeConfiguration, heartbeatSeconds: Int) {
+    init(chat: Chat, fanout: Fanout<EncodedWebSocketFrame>, configuration: RealtimeConfiguration, heartbeatSeconds: Int,
+         logger: Logger = .discarding()) {
+        self.logger = logger.labelled("parley.realtime")
         self.chat = chat
         self.fanout = fanout
         self.configuration = configuration
@@ -69,36 +75,32 @@ enum RealtimeRoutes {
             } catch let error as ChatError {
                 throw HTTPError(HTTPStatus(code: error.status), code: error.code, message: error.message)
             }
-            let session = Locked<RealtimeSession?>(nil)
+            let session = LockedValue<RealtimeSession?>(nil)
             return WebSocketHandler(
                 onOpen: { socket in
                     let created = RealtimeSession(socket: socket, app: app, context: context)
-                    session.withLock { $0 = created }
+                    session.set(created)
                     created.opened()
                 },
-                onMessage: { _, message in session.withLock { $0 }?.received(message) },
-                onClose: { _, _, _ in
-                    session.withLock { $0 }?.closed()
-                    session.withLock { $0 = nil }
+                onMessage: { _, message in session.get()?.received(message) },
+                onClose: { _, code, reason in
+                    session.get()?.closed(code: code.rawValue, reason: reason)
+                    session.set(nil)
                 })
         }
     }
 }
 
-/// One device's realtime connection (docs/protocol.md):
-///
-/// ```
-///  awaitingAuth ──auth──▶ authenticating ──token ok──▶ catchingUp ──replayed──▶ live
-///       │ deadline / not auth: 4002 / 4003       │ bad token: 4001
-/// ```
-/// While catching up, live deliveries are held and then sent after the replay, skipping
-/// what the replay already sent (by position): no gap, no duplicate. Commands run one after
-/// another in the order they arrived, so a device's sends are stored in its order.
+/// One device's realtime connection (docs/protocol.md): the I/O around a
+/// ``RealtimeSessionMachine``, which holds the rules. This class reads frames, performs the
+/// machine's actions on the socket, its timer and the store, and feeds back what came of them.
 ///
 /// Loop-confined state is touched only on the socket's loop; tasks hop back with
 /// `socket.loop.execute`.
 final class RealtimeSession: @unchecked Sendable {
-    private enum Phase { case awaitingAuth, authenticating, catchingUp, live, closed }
+    // @unchecked: `machine`, `authTimer`, `subscriber`, `chain` and `decoder` are touched only on
+    // `socket.loop` (every entry from elsewhere goes through `onLoop`); `caller` and `inbox`
+    // are thread-safe.
     typealias Delivery = Fanout<EncodedWebSocketFrame>.Delivery
 
     let socket: WebSocket
@@ -107,20 +109,16 @@ final class RealtimeSession: @unchecked Sendable {
     private var chat: Chat { context.chat }
 
     // Loop-confined:
-    private var phase = Phase.awaitingAuth
+    private var machine: RealtimeSessionMachine<EncodedWebSocketFrame>
     private var authTimer: ScheduledTimer?
     private var subscriber: Fanout<EncodedWebSocketFrame>.Subscriber?
-    /// The newest position sent to the device; live events at or before it are skipped.
-    private var lastPosition: Int64 = 0
-    private var held: [Delivery] = []
-    private var bucket: TokenBucket
-    private var inFlight = 0
     private var chain: Task<Void, Never>?
     /// Decodes this socket's frames (loop thread only; one per session, not one per frame).
     private let decoder = JSONDecoder()
+    private let openedAt = ContinuousClock.now
 
     /// The caller, once authenticated; read by command tasks.
-    private let caller = Locked<Caller?>(nil)
+    private let caller = LockedValue<Caller?>(nil)
     /// Deliveries from the fanout's queue, waiting for the loop.
     private let inbox = LoopInbox<Delivery>()
 
@@ -128,98 +126,86 @@ final class RealtimeSession: @unchecked Sendable {
         self.socket = socket
         self.app = app
         self.context = context
-        bucket = TokenBucket(rate: context.configuration.commandsPerSecond, burst: context.configuration.commandBurst)
+        machine = RealtimeSessionMachine(configuration: context.configuration)
     }
 
     // MARK: - Socket events (loop)
 
     func opened() {
-        authTimer = socket.loop.schedule(after: context.configuration.authTimeout) { [self] in
-            guard phase == .awaitingAuth else { return }
-            fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.authTimeout, reason: "authenticate within the deadline")
-        }
+        context.logger.debug("socket opened", metadata: ["app.id": .integer(app.id)])
+        perform(machine.opened())
     }
 
     func received(_ message: WebSocketMessage) {
-        guard phase != .closed else { return }
-        guard case .text(let text) = message else {
-            fail(ChatError.invalid("frames are JSON text"), id: nil, close: RealtimeCloseCode.protocolViolation, reason: "send JSON text frames")
-            return
-        }
-        let frame: ClientFrame
+        guard case .text(let text) = message else { return perform(machine.receivedBinary()) }
         do {
-            frame = try decoder.decode(ClientFrame.self, from: Data(text.utf8))
+            let frame = try decoder.decode(ClientFrame.self, from: Data(text.utf8))
+            perform(machine.received(frame, now: .now))
         } catch {
             let (id, problem) = Self.decodingProblem(error)
-            if phase == .awaitingAuth {
-                // Before auth, any known command that is not a whole `auth` is "sign in first".
-                let answer = error is ClientFrame.DecodingFailure && problem.code != ChatError.Code.unknownCommand.rawValue
-                    ? ChatError.unauthenticated : problem
-                fail(answer, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
-            } else {
-                send(RealtimeFrames.error(id: id, problem))
-            }
-            return
-        }
-        if let id = frame.id, !Limits.commandID.contains(id.count) {
-            send(RealtimeFrames.error(id: nil, ChatError.invalid("id must be 1–\(Limits.commandID.upperBound) characters")))
-            return
-        }
-        if phase == .awaitingAuth {
-            guard case .auth(let auth) = frame else {
-                fail(ChatError.unauthenticated, id: frame.id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth with a token")
-                return
-            }
-            guard (auth.position ?? 0) >= 0 else {
-                fail(ChatError.invalid("position must not be negative"), id: auth.id, close: RealtimeCloseCode.protocolViolation, reason: "bad auth")
-                return
-            }
-            authenticate(token: auth.token, position: auth.position, epoch: auth.epoch)
-            return
-        }
-        switch frame {
-        case .auth(let auth):
-            send(RealtimeFrames.error(id: auth.id, ChatError.invalid("already authenticated")))
-        case .ping(let id):
-            send(RealtimeFrames.pong(id: id))
-        default:
-            command(frame)
+            perform(machine.receivedUndecodable(id: id, problem: problem, isCommand: error is ClientFrame.DecodingFailure))
         }
     }
 
-    func closed() {
-        guard phase != .closed else { return }
-        phase = .closed
-        if let authTimer { socket.loop.cancel(authTimer) }
-        if let subscriber { context.fanout.detach(subscriber) }
-        subscriber = nil
-        held = []
-        chain = nil
+    /// The socket closed, with the code and reason of its close frame when there was one.
+    func closed(code: UInt16?, reason: String?) {
+        let wasOpen = machine.phase != .closed
+        perform(machine.closed())
+        guard wasOpen || code != nil else { return }
+        var metadata: LogMetadata = ["app.id": .integer(app.id), "ms": .double((ContinuousClock.now - openedAt).inSeconds * 1000)]
+        if let code { metadata["code"] = .integer(Int64(code)) }
+        if let user = caller.get() { metadata["user.id"] = .string(user.userID.rawValue) }
+        context.logger.info("socket closed", metadata: metadata)
+    }
+
+    /// Does what the machine said.
+    private func perform(_ actions: [RealtimeSessionMachine<EncodedWebSocketFrame>.Action]) {
+        for action in actions {
+            switch action {
+            case .scheduleAuthDeadline:
+                authTimer = socket.loop.schedule(after: context.configuration.authTimeout) { [self] in perform(machine.authDeadlinePassed()) }
+            case .cancelAuthDeadline:
+                if let authTimer { socket.loop.cancel(authTimer) }
+                authTimer = nil
+            case .authenticate(let token, let position, let epoch):
+                authenticate(token: token, position: position, epoch: epoch)
+            case .runCommand(let frame):
+                command(frame)
+            case .send(let bytes):
+                socket.send(EncodedWebSocketFrame(utf8: bytes))
+            case .sendFrame(let frame):
+                socket.send(frame)
+            case .close(let code, let reason):
+                socket.close(code: WebSocketCloseCode(rawValue: code), reason: reason)
+            case .detach:
+                if let subscriber { context.fanout.detach(subscriber) }
+                subscriber = nil
+                chain = nil
+            }
+        }
     }
 
     // MARK: - Authentication and catching up
 
     private func authenticate(token: String, position: Int64?, epoch: String?) {
-        phase = .authenticating
-        if let authTimer { socket.loop.cancel(authTimer) }
-        authTimer = nil
         chain = Task { [self] in
             let caller: Caller
             do {
                 caller = try await chat.authenticate(token: token, app: app)
             } catch {
-                onLoop { $0.fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.unauthorized, reason: "sign in again") }
+                onLoop { $0.perform($0.machine.authenticationFailed(error)) }
                 return
             }
-            self.caller.withLock { $0 = caller }
+            self.caller.set(caller)
             let subscriber = Fanout<EncodedWebSocketFrame>.Subscriber(caller: caller) { [weak self] delivery in
                 self?.deliver(delivery)
             }
             let registered: Bool = await withCheckedContinuation { continuation in
                 socket.loop.execute { [self] in
-                    guard phase == .authenticating else { return continuation.resume(returning: false) }
+                    guard machine.attached() else { return continuation.resume(returning: false) }
                     self.subscriber = subscriber
-                    phase = .catchingUp
+                    context.logger.info("socket authenticated", metadata: ["app.id": .integer(app.id), "user.id": .string(caller.userID.rawValue),
+                                                                           "resume": position.map { .integer($0) } ?? "fresh"])
                     continuation.resume(returning: true)
                 }
             }
@@ -230,7 +216,7 @@ final class RealtimeSession: @unchecked Sendable {
                 // registered it: detach again now that the attach is done (a second detach is
                 // harmless), or the fanout would keep a dead device and its user online.
                 let open: Bool = await withCheckedContinuation { continuation in
-                    socket.loop.execute { [self] in continuation.resume(returning: phase != .closed) }
+                    socket.loop.execute { [self] in continuation.resume(returning: machine.phase != .closed) }
                 }
                 guard open else {
                     context.fanout.detach(subscriber)
@@ -238,7 +224,8 @@ final class RealtimeSession: @unchecked Sendable {
                 }
                 try await catchUp(caller, from: position, epoch: epoch, asOf: asOf)
             } catch {
-                onLoop { $0.fail(ChatError.internalError, id: nil, close: WebSocketCloseCode.tryAgainLater.rawValue, reason: "try again") }
+                context.logger.failed("cannot catch a device up; it will reconnect", error)
+                onLoop { $0.perform($0.machine.catchUpFailed()) }
             }
         }
     }
@@ -256,7 +243,7 @@ final class RealtimeSession: @unchecked Sendable {
                 after = current
                 newest = current
                 let frame = RealtimeFrames.resync(position: current, epoch: serverEpoch, reason: reason)
-                onLoop { $0.send(frame) }
+                onLoop { $0.perform([.send(frame)]) }
             case .replay:
                 while true {
                     let page = try await chat.replay(caller, after: after, limit: 200)
@@ -273,36 +260,29 @@ final class RealtimeSession: @unchecked Sendable {
         }
         let replayedUpTo = after
         let readyAt = max(after, newest)
+        let heartbeat = context.heartbeatSeconds
         onLoop { session in
-            guard session.phase == .catchingUp else { return }
-            session.lastPosition = replayedUpTo
-            session.phase = .live
-            let held = session.held
-            session.held = []
-            for delivery in held { session.sendLive(delivery) }
-            session.lastPosition = max(session.lastPosition, readyAt)
-            session.send(RealtimeFrames.ready(position: session.lastPosition, epoch: serverEpoch, userID: caller.userID.rawValue,
-                                              heartbeatSeconds: session.context.heartbeatSeconds))
+            session.perform(session.machine.replayFinished(replayedUpTo: replayedUpTo, readyAt: readyAt) { position in
+                RealtimeFrames.ready(position: position, epoch: serverEpoch, userID: caller.userID.rawValue, heartbeatSeconds: heartbeat)
+            })
         }
     }
 
-    /// Sends replayed frames no faster than the device reads them: while more than a quarter
-    /// of the queue limit is waiting, it checks again shortly. (Sending a long replay at once
-    /// would trip the slow-peer limit on a device that reads fine.) `done` gets false if the
-    /// connection closed meanwhile.
+    /// Sends replayed frames as fast as the device reads them (``RealtimeSessionMachine/maySendReplay(queuedBytes:)``),
+    /// checking again shortly when it lags. `done` gets false if the connection closed meanwhile.
     private func sendPaced(_ frames: [[UInt8]], from start: Int, done: @escaping @Sendable (Bool) -> Void) {
         var index = start
         while index < frames.count {
-            guard phase != .closed else { return done(false) }
-            if socket.queuedBytes > context.configuration.maxQueuedBytes / 4 {
+            guard machine.phase != .closed else { return done(false) }
+            guard machine.maySendReplay(queuedBytes: socket.queuedBytes) else {
                 let resumeAt = index
                 _ = socket.loop.schedule(after: .milliseconds(2)) { [self] in sendPaced(frames, from: resumeAt, done: done) }
                 return
             }
-            send(frames[index])
+            perform([.send(frames[index])])
             index += 1
         }
-        done(phase != .closed)
+        done(machine.phase != .closed)
     }
 
     // MARK: - Deliveries
@@ -313,58 +293,24 @@ final class RealtimeSession: @unchecked Sendable {
     }
 
     private func drainInbox() {
-        let items = inbox.take()
-        for delivery in items {
-            switch phase {
-            case .live:
-                sendLive(delivery)
-            case .catchingUp:
-                if case .signedOut = delivery { sendLive(delivery); return }
-                held.append(delivery)
-                if held.count > context.configuration.maxHeldEvents {
-                    held = []
-                    socket.close(code: WebSocketCloseCode(rawValue: RealtimeCloseCode.resume), reason: "too far behind: reconnect and resume")
-                    phase = .closed
-                    return
-                }
-            case .awaitingAuth, .authenticating, .closed:
-                return
-            }
-        }
-    }
-
-    private func sendLive(_ delivery: Delivery) {
-        switch delivery {
-        case .event(let position, let frame):
-            guard position > lastPosition else { return }
-            lastPosition = position
-            socket.send(frame)
-        case .ephemeral(let frame):
-            socket.send(frame)
-        case .signedOut:
-            fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.unauthorized, reason: "signed out")
+        for delivery in inbox.take() {
+            perform(machine.delivered(delivery))
+            if machine.phase == .closed { return }
         }
     }
 
     // MARK: - Commands
 
+    /// Runs a command after the ones before it (a device's sends are stored in its order),
+    /// and hands its answer back to the machine.
     private func command(_ frame: ClientFrame) {
         let id = frame.id
         let now = ContinuousClock.now
-        if let wait = bucket.take(now: now) {
-            send(RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait)))
-            return
-        }
-        guard inFlight < context.configuration.maxCommandsInFlight else {
-            send(RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: 1, "too many commands waiting for answers; wait for some")))
-            return
-        }
-        inFlight += 1
         let previous = chain
         chain = Task { [self] in
             await previous?.value
             let answer: [UInt8]?
-            if let caller = caller.withLock({ $0 }) {
+            if let caller = caller.get() {
                 if let wait = context.userRate.take(String(caller.userKey), now: now) {
                     answer = RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait))
                 } else {
@@ -378,10 +324,7 @@ final class RealtimeSession: @unchecked Sendable {
             } else {
                 answer = nil  // authentication failed: the socket is closing
             }
-            onLoop { session in
-                session.inFlight -= 1
-                if let answer { session.send(answer) }
-            }
+            onLoop { $0.perform($0.machine.commandAnswered(answer)) }
         }
     }
 
@@ -448,20 +391,7 @@ final class RealtimeSession: @unchecked Sendable {
         return (nil, ChatError.invalidJSON(message))
     }
 
-    // MARK: - Helpers (loop)
-
-    private func send(_ bytes: [UInt8]) {
-        guard phase != .closed else { return }
-        socket.send(EncodedWebSocketFrame(utf8: bytes))
-    }
-
-    /// Sends the error, then closes with `code`.
-    private func fail(_ error: ChatError, id: String?, close code: UInt16, reason: String) {
-        guard phase != .closed else { return }
-        send(RealtimeFrames.error(id: id, error))
-        socket.close(code: WebSocketCloseCode(rawValue: code), reason: reason)
-        closed()
-    }
+    // MARK: - Helpers
 
     private func onLoop(_ body: @escaping @Sendable (RealtimeSession) -> Void) {
         socket.loop.execute { [self] in body(self) }

@@ -7,6 +7,7 @@ import ParleyWebhooks
 import ParleyRedis
 import ParleyStore
 import ParleyStoreSQLite
+import ParleySync
 
 /// The server's HTTP and WebSocket routes.
 enum Routes {

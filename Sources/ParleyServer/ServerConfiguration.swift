@@ -1,4 +1,5 @@
 import Foundation
+public import ParleyLog
 import ParleyOptions
 public import ParleyPusher
 public import ParleyPush
@@ -81,6 +82,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// How long a rotated-out app secret keeps working (`apps rotate-secret`).
     /// `--secret-grace`. Default: 24 hours.
     public var secretGrace: Duration = .seconds(24 * 3600)
+    /// The least level logged: `error`, `warn`, `info` or `debug`. `--log-level`,
+    /// `PARLEY_LOG_LEVEL`. Default: info (one line per request and per socket).
+    public var logLevel: LogLevel = .info
+    /// How log lines are written: `text` for a terminal, `json` (one object per line) for a
+    /// collector. `--log-format`, `PARLEY_LOG_FORMAT`. Default: text.
+    public var logFormat: LogFormat = .text
 
     /// The defaults.
     public init() {}
@@ -114,6 +121,14 @@ public struct ServerConfiguration: Sendable, Equatable {
         typealias O = Option<ServerConfiguration>
         let options: [O] = [
             O.text("--host", "PARLEY_HOST", \.host, value: "<address>", help: "Address to listen on (default 127.0.0.1; 0.0.0.0 for all IPv4)."),
+            O("--log-level", value: "<level>", environment: "PARLEY_LOG_LEVEL",
+              help: "The least level logged to standard error: error, warn, info (default: a line per request and socket) or debug.") {
+                configuration, text, source in
+                guard let level = LogLevel(name: text) else { throw OptionError("\(source) must be error, warn, info or debug, not '\(text)'") }
+                configuration.logLevel = level
+            },
+            O.choice("--log-format", "PARLEY_LOG_FORMAT", \.logFormat,
+                     help: "text (default: for a terminal) or json (one object per line, for a log collector)."),
             O.integer("--port", "PARLEY_PORT", in: 0...65535, \.port, help: "Port to listen on; 0 picks a free one (default 8080)."),
             O.text("--data-dir", "PARLEY_DATA_DIR", \.dataDirectory, value: "<path>", help: "Directory for data (default ./data); created if missing."),
             O.integer("--threads", "PARLEY_THREADS", in: 1...256, \.threads, help: "Event-loop threads (default: one per core)."),

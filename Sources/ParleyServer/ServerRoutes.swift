@@ -1,5 +1,6 @@
 import Foundation
 import ParleyChat
+import ParleyLog
 import ParleyNet
 import ParleyWire
 
@@ -12,8 +13,8 @@ enum ServerRoutes {
         let server = ServerAPI(chat: chat, api: api, rate: SharedRate(name: "server-api", rate: Double(requestsPerSecond),
                                                                      burst: Double(2 * requestsPerSecond), shared: chat.sharedCounters),
                                requestsPerSecond: requestsPerSecond)
-        @Sendable func username(_ request: Request) -> String { request.parameters["username"] ?? "" }
-        @Sendable func webhookID(_ request: Request) -> String { request.parameters["webhookId"] ?? "" }
+        @Sendable func username(_ request: Request) throws -> String { try request.parameter("username") }
+        @Sendable func webhookID(_ request: Request) throws -> String { try request.parameter("webhookId") }
 
         // Users
         router.post("/v1/server/users") { request in
@@ -30,10 +31,10 @@ enum ServerRoutes {
             }
         }
         router.get("/v1/server/users/:username") { request in
-            await server.handle(request) { app in await api.respond { try await chat.serverUser(app, username: username(request)) } }
+            await server.handle(request) { app in await api.respond { try await chat.serverUser(app, username: try username(request)) } }
         }
         router.delete("/v1/server/users/:username") { request in
-            await server.handle(request) { app in await api.respondEmpty { try await chat.deleteUser(app, username: username(request)) } }
+            await server.handle(request) { app in await api.respondEmpty { try await chat.deleteUser(app, username: try username(request)) } }
         }
         router.get("/v1/server/retention") { request in
             await server.handle(request) { app in await api.respond { try await chat.retention(app) } }
@@ -46,38 +47,38 @@ enum ServerRoutes {
         router.get("/v1/server/users/:username/export") { request in
             await server.handle(request) { app in
                 await api.export(name: "parley-export.ndjson") { sink in
-                    try await chat.exportUser(try await chat.actingUser(app, username: username(request)), into: sink)
+                    try await chat.exportUser(try await chat.actingUser(app, username: try username(request)), into: sink)
                 }
             }
         }
         router.get("/v1/server/conversations/:conversationId/export") { request in
             await server.handle(request) { app in
                 await api.export(name: "parley-conversation.ndjson") { sink in
-                    try await chat.exportConversation(app.caller, conversation: api.conversationID(request), into: sink)
+                    try await chat.exportConversation(app.caller, conversation: try request.conversationID(), into: sink)
                 }
             }
         }
         router.put("/v1/server/users/:username/shadow-ban") { request in
             await server.handle(request) { app in
-                await api.respondEmpty { try await chat.setShadowBan(app, username: username(request), banned: true) }
+                await api.respondEmpty { try await chat.setShadowBan(app, username: try username(request), banned: true) }
             }
         }
         router.delete("/v1/server/users/:username/shadow-ban") { request in
             await server.handle(request) { app in
-                await api.respondEmpty { try await chat.setShadowBan(app, username: username(request), banned: false) }
+                await api.respondEmpty { try await chat.setShadowBan(app, username: try username(request), banned: false) }
             }
         }
         router.post("/v1/server/conversations/:conversationId/bans") { request in
             await server.handle(request) { app in
                 await api.respond(status: .created) {
-                    try await chat.ban(app.caller, conversation: api.conversationID(request), try await request.decode(BanRequest.self))
+                    try await chat.ban(app.caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))
                 }
             }
         }
         router.delete("/v1/server/conversations/:conversationId/bans/:userId") { request in
             await server.handle(request) { app in
                 await api.respondEmpty {
-                    try await chat.unban(app.caller, conversation: api.conversationID(request), user: UserID(rawValue: request.parameters["userId"] ?? ""))
+                    try await chat.unban(app.caller, conversation: try request.conversationID(), user: try request.userID())
                 }
             }
         }
@@ -86,7 +87,7 @@ enum ServerRoutes {
                 await api.respond {
                     let state = request.queryItems["state"] ?? "open"
                     guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
-                    return try await chat.reports(app.caller, conversation: api.conversationID(request), resolved: state == "resolved",
+                    return try await chat.reports(app.caller, conversation: try request.conversationID(), resolved: state == "resolved",
                                                   after: request.queryItems["after"], limit: try api.integer(request, "limit"))
                 }
             }
@@ -94,19 +95,19 @@ enum ServerRoutes {
         router.post("/v1/server/conversations/:conversationId/reports/:reportId/resolve") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.resolveReport(app.caller, conversation: api.conversationID(request), report: request.parameters["reportId"] ?? "",
+                    try await chat.resolveReport(app.caller, conversation: try request.conversationID(), report: try request.parameter("reportId"),
                                                  try await request.decode(ResolveReportRequest.self))
                 }
             }
         }
         router.post("/v1/server/users/:username/deactivate") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.setDeactivated(app, username: username(request), true) }
+                await api.respond { try await chat.setDeactivated(app, username: try username(request), true) }
             }
         }
         router.post("/v1/server/users/:username/reactivate") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.setDeactivated(app, username: username(request), false) }
+                await api.respond { try await chat.setDeactivated(app, username: try username(request), false) }
             }
         }
         router.post("/v1/server/users/:username/sessions") { request in
@@ -114,24 +115,24 @@ enum ServerRoutes {
                 await api.respond(status: .created) {
                     let empty = (request.headers["content-length"] ?? "0") == "0" && request.headers["transfer-encoding"] == nil
                     let body = empty ? IssueSessionRequest() : try await request.decode(IssueSessionRequest.self)
-                    return try await chat.issueSession(app, username: username(request), body)
+                    return try await chat.issueSession(app, username: try username(request), body)
                 }
             }
         }
         router.delete("/v1/server/users/:username/sessions") { request in
             await server.handle(request) { app in
-                await api.respondEmpty { _ = try await chat.signOutEverywhere(app, username: username(request)) }
+                await api.respondEmpty { _ = try await chat.signOutEverywhere(app, username: try username(request)) }
             }
         }
         router.post("/v1/server/users/:username/password") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.setPassword(app, username: username(request), try await request.decode(SetPasswordRequest.self)) }
+                await api.respond { try await chat.setPassword(app, username: try username(request), try await request.decode(SetPasswordRequest.self)) }
             }
         }
         router.get("/v1/server/users/:username/conversations") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    let user = try await chat.actingUser(app, username: username(request))
+                    let user = try await chat.actingUser(app, username: try username(request))
                     return try await chat.listConversations(user, limit: try api.integer(request, "limit"), before: request.queryItems["before"])
                 }
             }
@@ -146,19 +147,19 @@ enum ServerRoutes {
             }
         }
         router.get("/v1/server/conversations/:conversationId") { request in
-            await server.handle(request) { app in await api.respond { try await chat.conversation(app.caller, id: api.conversationID(request)) } }
+            await server.handle(request) { app in await api.respond { try await chat.conversation(app.caller, id: try request.conversationID()) } }
         }
         router.patch("/v1/server/conversations/:conversationId") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.updateConversation(app.caller, id: api.conversationID(request), try await request.decode(UpdateConversationRequest.self))
+                    try await chat.updateConversation(app.caller, id: try request.conversationID(), try await request.decode(UpdateConversationRequest.self))
                 }
             }
         }
         router.get("/v1/server/conversations/:conversationId/members") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.members(app.caller, id: api.conversationID(request), limit: try api.integer(request, "limit"),
+                    try await chat.members(app.caller, id: try request.conversationID(), limit: try api.integer(request, "limit"),
                                            offset: try api.integer(request, "offset"))
                 }
             }
@@ -166,15 +167,15 @@ enum ServerRoutes {
         router.post("/v1/server/conversations/:conversationId/members") { request in
             await server.handle(request) { app in
                 await api.respond(status: .created) {
-                    try await chat.addMembers(app.caller, id: api.conversationID(request), try await request.decode(AddMembersRequest.self))
+                    try await chat.addMembers(app.caller, id: try request.conversationID(), try await request.decode(AddMembersRequest.self))
                 }
             }
         }
         router.patch("/v1/server/conversations/:conversationId/members/:username") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    let user = try await chat.userID(app, username: username(request))
-                    return try await chat.updateMember(app.caller, id: api.conversationID(request), user: user,
+                    let user = try await chat.userID(app, username: try username(request))
+                    return try await chat.updateMember(app.caller, id: try request.conversationID(), user: user,
                                                        try await request.decode(UpdateMemberRequest.self))
                 }
             }
@@ -182,8 +183,8 @@ enum ServerRoutes {
         router.delete("/v1/server/conversations/:conversationId/members/:username") { request in
             await server.handle(request) { app in
                 await api.respondEmpty {
-                    let user = try await chat.userID(app, username: username(request))
-                    try await chat.removeMember(app.caller, id: api.conversationID(request), user: user)
+                    let user = try await chat.userID(app, username: try username(request))
+                    try await chat.removeMember(app.caller, id: try request.conversationID(), user: user)
                 }
             }
         }
@@ -197,7 +198,7 @@ enum ServerRoutes {
                     let query = HistoryQuery(before: try api.integer(request, "before"), after: try api.integer(request, "after"),
                                              around: try api.integer(request, "around"), limit: try api.integer(request, "limit"),
                                              ascending: order == "asc")
-                    return try await chat.history(app.caller, id: api.conversationID(request), query)
+                    return try await chat.history(app.caller, id: try request.conversationID(), query)
                 }
             }
         }
@@ -207,14 +208,14 @@ enum ServerRoutes {
                     let body = try await request.decode(ServerSendMessageRequest.self)
                     var sender = app.caller
                     if let from = body.from { sender = try await chat.actingUser(app, username: from) }
-                    return try await chat.sendRecord(sender, to: api.conversationID(request), body.message)
+                    return try await chat.sendRecord(sender, to: try request.conversationID(), body.message)
                 }
             }
         }
         router.patch("/v1/server/conversations/:conversationId/messages/:messageId") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.edit(app.caller, conversation: api.conversationID(request), message: api.messageID(request),
+                    try await chat.edit(app.caller, conversation: try request.conversationID(), message: try request.messageID(),
                                         try await request.decode(EditMessageRequest.self))
                 }
             }
@@ -222,7 +223,7 @@ enum ServerRoutes {
         router.delete("/v1/server/conversations/:conversationId/messages/:messageId") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    let deleted = try await chat.delete(app.caller, conversation: api.conversationID(request), messages: [api.messageID(request)])
+                    let deleted = try await chat.delete(app.caller, conversation: try request.conversationID(), messages: [try request.messageID()])
                     guard let tombstone = deleted.first else { throw ChatError.messageNotFound }
                     return tombstone
                 }
@@ -239,38 +240,38 @@ enum ServerRoutes {
             await server.handle(request) { app in await api.respond { try await chat.listWebhooks(app) } }
         }
         router.get("/v1/server/webhooks/:webhookId") { request in
-            await server.handle(request) { app in await api.respond { try await chat.webhook(app, id: webhookID(request)) } }
+            await server.handle(request) { app in await api.respond { try await chat.webhook(app, id: try webhookID(request)) } }
         }
         router.patch("/v1/server/webhooks/:webhookId") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.updateWebhook(app, id: webhookID(request), try await request.decode(UpdateWebhookRequest.self)) }
+                await api.respond { try await chat.updateWebhook(app, id: try webhookID(request), try await request.decode(UpdateWebhookRequest.self)) }
             }
         }
         router.delete("/v1/server/webhooks/:webhookId") { request in
-            await server.handle(request) { app in await api.respondEmpty { try await chat.deleteWebhook(app, id: webhookID(request)) } }
+            await server.handle(request) { app in await api.respondEmpty { try await chat.deleteWebhook(app, id: try webhookID(request)) } }
         }
         router.post("/v1/server/webhooks/:webhookId/rotate-secret") { request in
-            await server.handle(request) { app in await api.respond { try await chat.rotateWebhookSecret(app, id: webhookID(request)) } }
+            await server.handle(request) { app in await api.respond { try await chat.rotateWebhookSecret(app, id: try webhookID(request)) } }
         }
         router.get("/v1/server/webhooks/:webhookId/deliveries") { request in
             await server.handle(request) { app in
                 await api.respond {
                     let status = request.queryItems["status"] ?? "failed"
                     guard status == "failed" || status == "pending" else { throw ChatError.invalid("status must be failed or pending") }
-                    return try await chat.webhookDeliveries(app, id: webhookID(request), failed: status == "failed",
+                    return try await chat.webhookDeliveries(app, id: try webhookID(request), failed: status == "failed",
                                                             after: request.queryItems["after"], limit: try api.integer(request, "limit"))
                 }
             }
         }
         router.post("/v1/server/webhooks/:webhookId/replay") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.replayWebhookDeliveries(app, id: webhookID(request), delivery: nil) }
+                await api.respond { try await chat.replayWebhookDeliveries(app, id: try webhookID(request), delivery: nil) }
             }
         }
         router.post("/v1/server/webhooks/:webhookId/deliveries/:deliveryId/replay") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.replayWebhookDeliveries(app, id: webhookID(request), delivery: request.parameters["deliveryId"] ?? "")
+                    try await chat.replayWebhookDeliveries(app, id: try webhookID(request), delivery: try request.parameter("deliveryId"))
                 }
             }
         }
@@ -284,25 +285,24 @@ struct ServerAPI: Sendable {
     let rate: SharedRate
     let requestsPerSecond: Int
 
-    /// Authenticates with the secret, takes from the app's budget, runs `body` and logs the
-    /// call as `server-api app=<name> <method> <path> <status> <ms>ms`.
+    /// Authenticates with the secret, takes from the app's budget, runs `body`, and names the
+    /// app in the request's log line (the secret travels only in the Authorization header and
+    /// is never logged).
     func handle(_ request: Request, _ body: (ServerApp) async -> Response) async -> Response {
-        let started = ContinuousClock.now
         let app: ServerApp
         do {
             app = try await authenticate(request)
         } catch {
-            let response = api.errorResponse(error)
-            log(app: nil, request, response, started)
-            return response
+            return api.errorResponse(error)
         }
+        var response: Response
         if let wait = rate.take(String(app.app.id)) {
-            let response = api.errorResponse(ChatError.rateLimited(retryAfter: wait, "more than \(requestsPerSecond) server API requests per second for this app"))
-            log(app: app.name, request, response, started)
-            return response
+            response = api.errorResponse(ChatError.rateLimited(retryAfter: wait, "more than \(requestsPerSecond) server API requests per second for this app"))
+        } else {
+            response = await body(app)
         }
-        let response = await body(app)
-        log(app: app.name, request, response, started)
+        response.logMetadata["app"] = .string(app.name)
+        response.logMetadata["app.id"] = .integer(app.app.id)
         return response
     }
 
@@ -315,13 +315,5 @@ struct ServerAPI: Sendable {
             throw ChatError(.invalidAppSecret, "this is a user's session token: the server API takes the app secret (sk_…); user endpoints take session tokens")
         }
         return try await chat.authenticateApp(secret: secret)
-    }
-
-    private func log(app: String?, _ request: Request, _ response: Response, _ started: ContinuousClock.Instant) {
-        let elapsed = (ContinuousClock.now - started).inSeconds * 1000
-        // The path carries no secret (the secret travels only in the Authorization header).
-        let path = request.path.prefix(200)
-        let line = "parley-server: server-api app=\(app ?? "-") \(request.method.rawValue) \(path) \(response.status.code) \(String(format: "%.1f", elapsed))ms\n"
-        FileHandle.standardError.write(Data(line.utf8))
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 import FoundationNetworking
 import ParleyChat
 import ParleyChatTesting
+import ParleyLog
 public import ParleyNet
 public import ParleyServer
 public import ParleyTesting
@@ -27,7 +28,8 @@ public func withTestServer<T: Sendable>(_ configure: (inout ServerConfiguration)
     defer { database?.drop() }
     configuration.databaseURL = database?.url
     configure(&configuration)
-    let server = try await ParleyServer.start(configuration)
+    // The log goes to a recording handler: tests assert on records, never on standard error.
+    let server = try await ParleyServer.start(configuration, logHandler: RecordingLogHandler(minimumLevel: .debug))
     do {
         let value = try await body(server)
         await server.shutdown()

@@ -1,10 +1,12 @@
 import Foundation
+import ParleySync
 
 // The jobs both engines queue on their worker threads (``WorkerThread``): one shape of group
 // commit, whatever the connection underneath.
 
 /// A write waiting for an engine's writer thread. Only the writer thread touches it.
 package final class WriteJob: @unchecked Sendable {
+    // @unchecked: made on the caller's thread and handed to the writer thread through the queue's lock; from then on only the writer thread calls `body` and `resume`, once each.
     private let body: (any Database) throws -> Void
     private let resume: (Result<Void, any Error>) -> Void
 
@@ -44,6 +46,7 @@ package final class WriteJob: @unchecked Sendable {
 }
 
 private final class ResultBox<T>: @unchecked Sendable {
+    // @unchecked: written by the writer thread in `body`, read by the same thread in `resume` after it: never two threads at once.
     var value: T?
 }
 
@@ -61,16 +64,20 @@ extension WorkerThread where Job == WriteJob {
 
 /// A read waiting for one of an engine's reader threads.
 package final class ReadJob<Connection>: @unchecked Sendable {
+    // @unchecked: `run` is called once, by the reader thread that dequeued the job (the queue's lock hands it over).
     package let run: (Connection) -> Void
     package init(_ run: @escaping (Connection) -> Void) { self.run = run }
 }
 
 /// Counts writes and transactions, for `/metrics` and the benchmark.
-package final class BatchStatistics: @unchecked Sendable {
-    private let lock = NSLock()
-    private var writes = 0
-    private var transactions = 0
+package final class BatchStatistics: Sendable {
+    private let counts = LockedValue((writes: 0, transactions: 0))
     package init() {}
-    package func record(_ count: Int) { lock.withLock { writes += count; transactions += 1 } }
-    package func snapshot() -> (writes: Int, transactions: Int) { lock.withLock { (writes, transactions) } }
+    package func record(_ count: Int) {
+        counts.withLock { counts in
+            counts.writes += count
+            counts.transactions += 1
+        }
+    }
+    package func snapshot() -> (writes: Int, transactions: Int) { counts.withLock { $0 } }
 }

@@ -3,6 +3,7 @@ import Foundation
 /// Threads that take jobs from one queue, each with its own context (a connection).
 /// A thread takes up to `maxBatch` queued jobs at once and hands them to `work` together.
 package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable {
+    // @unchecked: `queue`, `head`, `stopped` and `running` are read and written only while `condition` is locked; `maxBatch` is constant.
     private let condition = NSCondition()
     private var queue: [Job] = []
     private var head = 0
@@ -65,6 +66,7 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
 }
 
 private struct UncheckedBox<T>: @unchecked Sendable {
+    // @unchecked: carries one thread's context (a connection) to that thread at its start; no other thread uses it afterwards.
     let value: T
     init(_ value: T) { self.value = value }
 }

@@ -1,6 +1,7 @@
 import CParleyPQ
 import Foundation
 import ParleyStore
+import ParleyLog
 
 /// One libpq connection, used by one thread at a time.
 ///
@@ -29,6 +30,9 @@ final class PostgresConnection: Database {
     /// Connects to `conninfo` (a `postgres://` URL or `key=value` pairs).
     ///
     /// - Throws: ``StoreError/cannotOpen(_:)`` when the server cannot be reached or refuses.
+    /// Whether this connection was ever made (so a new one is a reconnect, and says so).
+    private var everConnected = false
+
     init(conninfo: String) throws {
         self.conninfo = conninfo
         do {
@@ -49,15 +53,21 @@ final class PostgresConnection: Database {
     ///
     /// - Throws: ``StoreError/retryable(_:)``: the server may come back.
     func connect() throws {
+        let again = handle != nil || everConnected
         if let handle { PQfinish(handle) }
         handle = nil
         prepared.removeAll()
+        let log = Logger.process.labelled("parley.postgresql")
         guard let fresh = PQconnectdb(conninfo) else { throw StoreError.retryable("libpq could not allocate a connection") }
         guard PQstatus(fresh) == CONNECTION_OK else {
             let message = Self.message(fresh)
             PQfinish(fresh)
-            throw StoreError.retryable("cannot connect to PostgreSQL: \(message)")
+            let error = StoreError.retryable("cannot connect to PostgreSQL: \(message)")
+            if again { log.failed("cannot reconnect to PostgreSQL; retrying with the next write", error) }
+            throw error
         }
+        if again { log.info("reconnected to PostgreSQL") }
+        everConnected = true
         handle = fresh
         // Notices (a savepoint released twice, an index that already exists) are not errors.
         try run("SET client_min_messages = warning")

@@ -1,5 +1,7 @@
 import Foundation
 public import ParleyStore
+import ParleySync
+import ParleyLog
 
 /// The PostgreSQL engine: one writer connection that commits many callers' writes in one
 /// transaction (group commit, as ``SQLiteStore`` does) and a pool of reader connections, over
@@ -45,8 +47,14 @@ public final class PostgresStore: GroupCommitStore {
     private let readers: WorkerThread<ReadJob<PostgresConnection>>
     private let batchSizes = BatchStatistics()
     private let url: String
-    private let claim = NSLock()
-    private nonisolated(unsafe) var claimConnection: PostgresConnection?
+    /// The node's claim on the database: its connection, who to tell if it is lost, and the
+    /// timer that checks it.
+    private struct Claim {
+        var connection: PostgresConnection?
+        var lost: (@Sendable (String) -> Void)?
+        var timer: (any DispatchSourceTimer)?
+    }
+    private let claim = LockedValue(Claim())
 
     /// Connects the writer and every reader to `url` (`postgres://user:password@host:port/db`
     /// or libpq's `key=value` form) and starts the engine's threads.
@@ -111,13 +119,13 @@ public final class PostgresStore: GroupCommitStore {
     public func close() {
         writer.stop()
         readers.stop()
-        claim.withLock {
-            claimTimer?.cancel()
-            claimTimer = nil
+        claim.withLock { claim in
+            claim.timer?.cancel()
+            claim.timer = nil
             // Released now, not when the server gets round to the closed connection: a node
             // restarting on the same database must find it free.
-            try? claimConnection?.run("SELECT pg_advisory_unlock_all()")
-            claimConnection = nil
+            try? claim.connection?.run("SELECT pg_advisory_unlock_all()")
+            claim.connection = nil
         }
     }
 
@@ -133,7 +141,7 @@ public final class PostgresStore: GroupCommitStore {
     ///   or any claim when this one is exclusive.
     /// - Throws: ``StoreError`` when the server cannot be reached.
     public func claimNode(shared: Bool) throws -> Bool {
-        let held = try claim.withLock { try takeClaim(shared: shared) }
+        let held = try claim.withLock { try takeClaim(&$0, shared: shared) }
         if held { watchClaim(shared: shared) }
         return held
     }
@@ -141,17 +149,15 @@ public final class PostgresStore: GroupCommitStore {
     /// Called when the claim was lost (PostgreSQL restarted) and another process took the
     /// database meanwhile, so this node could not claim it again.
     public var onClaimLost: (@Sendable (String) -> Void)? {
-        get { claim.withLock { claimLost } }
-        set { claim.withLock { claimLost = newValue } }
+        get { claim.withLock { $0.lost } }
+        set { claim.withLock { $0.lost = newValue } }
     }
-    private nonisolated(unsafe) var claimLost: (@Sendable (String) -> Void)?
-    private nonisolated(unsafe) var claimTimer: (any DispatchSourceTimer)?
 
-    private func takeClaim(shared: Bool) throws -> Bool {
+    private func takeClaim(_ claim: inout Claim, shared: Bool) throws -> Bool {
         let connection = try PostgresConnection(conninfo: url)
         let function = shared ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock"
         let held = try connection.fetchValue(Bool.self, SQL(stringLiteral: "SELECT \(function)(\(Self.nodeLock))")) ?? false
-        if held { claimConnection = connection }
+        if held { claim.connection = connection }
         return held
     }
 
@@ -162,20 +168,24 @@ public final class PostgresStore: GroupCommitStore {
         timer.schedule(deadline: .now() + 5, repeating: 5)
         timer.setEventHandler { [weak self] in
             guard let self else { return }
-            claim.withLock {
-                if let connection = claimConnection {
+            claim.withLock { claim in
+                if let connection = claim.connection {
                     if (try? connection.fetchValue(Int64.self, "SELECT 1")) != nil { return }
-                    claimConnection = nil
+                    claim.connection = nil
+                    Logger.process.labelled("parley.node").warning("the node's claim on the database was lost; taking it again")
                 }
-                switch Result(catching: { try takeClaim(shared: shared) }) {
-                case .success(true), .failure: return  // held again, or PostgreSQL still down: next tick
+                switch Result(catching: { try takeClaim(&claim, shared: shared) }) {
+                case .success(true):
+                    Logger.process.labelled("parley.node").info("the node's claim on the database is held again")
+                case .failure:
+                    return  // PostgreSQL still down: next tick
                 case .success(false):
-                    claimLost?("lost the claim on \(redactedURL) when PostgreSQL restarted, and another node without --redis-url holds it now")
-                    claimLost = nil  // said once
+                    claim.lost?("lost the claim on \(redactedURL) when PostgreSQL restarted, and another node without --redis-url holds it now")
+                    claim.lost = nil  // said once
                 }
             }
         }
-        claim.withLock { claimTimer = timer }
+        claim.withLock { $0.timer = timer }
         timer.resume()
     }
 

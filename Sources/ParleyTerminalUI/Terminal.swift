@@ -58,6 +58,7 @@ public struct KeyDecoder: Sendable {
 
 /// The controlling terminal: raw mode, size, reading keys, drawing whole screens.
 public final class Terminal: @unchecked Sendable {
+    // @unchecked: `original` and `raw` are set by `enterRawMode()` and read by `restore()`, which the one process that owns the terminal calls from its main task; the value is shared only so a signal handler's task can restore the terminal.
     private var original = termios()
     private var raw = false
 

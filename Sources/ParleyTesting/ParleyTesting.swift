@@ -1,6 +1,7 @@
 // Test helpers every test target may use without pulling in sockets (STYLE.md rule 7): an
 // event queue a callback pushes into and a test awaits with a timeout, and the timeout itself.
 import Foundation
+import ParleySync
 
 /// Waits for `operation`, failing after `seconds` instead of hanging the suite.
 public func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
@@ -26,17 +27,14 @@ public struct TimedOut: Error, CustomStringConvertible {
 
 /// A queue a callback pushes into and a test awaits, with a timeout: the test waits for the
 /// event itself, never for a fixed time.
-public final class EventQueue<Element: Sendable>: @unchecked Sendable {
-    // @unchecked: `state` is only touched while `lock` is held (NSLock: clean under
-    // ThreadSanitizer, unlike Synchronization.Mutex here: PLATFORM.md §4).
+public final class EventQueue<Element: Sendable>: Sendable {
     private struct State {
         var items: [Element] = []
         var waiter: (id: Int, continuation: CheckedContinuation<Element, any Error>)?
         var nextID = 0
     }
-    private let lock = NSLock()
-    private var unguardedState = State()
-    private func withState<T>(_ body: (inout State) -> T) -> T { lock.withLock { body(&unguardedState) } }
+    private let state = LockedValue(State())
+    private func withState<T>(_ body: (inout State) -> T) -> T { state.withLock { body(&$0) } }
 
     /// An empty queue.
     public init() {}
@@ -110,17 +108,4 @@ public struct DeliveryStatusCase: Decodable, Sendable {
         let url = folder.appendingPathComponent("Tests/Fixtures/delivery-status.json")
         return try JSONDecoder().decode(Fixture.self, from: try Data(contentsOf: url)).cases
     }
-}
-
-/// A value tasks share in a test (one sets it, another reads it), behind a lock.
-public final class LockedBox<Value: Sendable>: @unchecked Sendable {
-    // @unchecked: `value` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var value: Value
-    /// A box holding `value`.
-    public init(_ value: Value) { self.value = value }
-    /// The value now.
-    public func get() -> Value { lock.withLock { value } }
-    /// Replaces the value.
-    public func set(_ new: Value) { lock.withLock { value = new } }
 }

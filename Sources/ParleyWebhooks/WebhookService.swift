@@ -1,8 +1,10 @@
 import Foundation
 public import ParleyChat
 import ParleyCrypto
+public import ParleyLog
 import ParleyOutbound
 import ParleyWire
+import ParleySync
 
 /// Webhook settings (`--webhook-*`, `--webhooks-allow-private`, `--outbound-ca-file`):
 /// docs/webhooks.md.
@@ -73,14 +75,18 @@ public final class WebhookService: Sendable {
     private let statistics = LockedValue(WebhookStatistics())
     private let tasks = LockedValue([Task<Void, Never>]())
     private let wake: Wakeup
+    private let log: Logger
 
     /// Reads the extra CA; nothing is sent until ``start()``.
     ///
     /// - Throws: a message naming the file to fix.
-    /// - Parameter signal: the one the chat's ``WebhookHook`` signals after a write that added
-    ///   deliveries commits (other nodes' deliveries are found within a second).
-    public init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal) throws {
+    /// - Parameters:
+    ///   - signal: the one the chat's ``WebhookHook`` signals after a write that added
+    ///     deliveries commits (other nodes' deliveries are found within a second).
+    ///   - logger: where retries, give-ups and the workers' own failures are logged.
+    public init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal, logger: Logger = .discarding()) throws {
         self.chat = chat
+        log = logger.labelled("parley.webhooks")
         self.configuration = configuration
         wake = signal.wakeup
         do {
@@ -108,15 +114,25 @@ public final class WebhookService: Sendable {
     private func sendLoop(index: Int) async {
         let holder = "\(node)/\(index)"
         let queue = DispatchQueue(label: "parley.webhooks.\(index)")
-        guard let http = try? OutboundHTTP(trust: trust, timeout: configuration.timeout,
-                                           policy: .webhooks(allowPrivate: configuration.allowPrivate)) else { return }
+        // A connection of its own: when one cannot be made (no file descriptors left), the
+        // worker says so and tries again every second rather than stopping for good.
+        var connection: OutboundHTTP?
+        while connection == nil, !Task.isCancelled {
+            connection = await log.attempt("webhook worker cannot open a connection; retrying", level: .error, metadata: ["worker": .integer(Int64(index))]) {
+                try OutboundHTTP(trust: trust, timeout: configuration.timeout, policy: .webhooks(allowPrivate: configuration.allowPrivate))
+            }
+            if connection == nil { try? await Task.sleep(for: .seconds(1)) }
+        }
+        guard let http = connection else { return }
         let perLane = 100
         let lease = configuration.timeout + .seconds(5)
         while !Task.isCancelled {
             guard await waitForDue() else { continue }
             // The lease covers one attempt and is renewed at least every second: a node that dies
             // mid-lane holds its endpoint up for one timeout and five seconds at most.
-            let batches = (try? await chat.claimWebhooks(holder: holder, lanes: 1, perLane: perLane, lease: lease)) ?? []
+            let batches = await log.attempt("cannot claim webhook deliveries") {
+                try await chat.claimWebhooks(holder: holder, lanes: 1, perLane: perLane, lease: lease)
+            } ?? []
             if batches.isEmpty {
                 await wake.wait(upTo: .milliseconds(50))
                 continue
@@ -134,7 +150,9 @@ public final class WebhookService: Sendable {
         var delivered: [WebhookMessage] = []
         var recorded = ContinuousClock.now
         func record() async {
-            try? await chat.webhooksDelivered(delivered, lane: batch.lane, holder: holder, lease: lease)
+            await log.attempt("cannot record webhook deliveries; they will be sent again") {
+                try await chat.webhooksDelivered(delivered, lane: batch.lane, holder: holder, lease: lease)
+            }
             delivered.removeAll()
             recorded = .now
         }
@@ -161,13 +179,17 @@ public final class WebhookService: Sendable {
             await record()
             let retry = delivery.item.attempts + 1 < configuration.maxAttempts
             statistics.withLock { if retry { $0.retried += 1 } else { $0.failed += 1 } }
-            if !retry {
-                FileHandle.standardError.write(Data("""
-                    parley-server: webhook \(batch.endpointID) paused: delivery \(delivery.id) failed for \(configuration.retryWindow) (last: \(problem))\n
-                    """.utf8))
+            let fields: LogMetadata = ["webhook.id": .string(batch.endpointID), "delivery.id": .string(delivery.id),
+                                       "attempt": .integer(Int64(delivery.item.attempts + 1)), "reason": .string(problem)]
+            if retry {
+                log.info("webhook delivery failed; retrying later", metadata: fields)
+            } else {
+                log.warning("webhook delivery given up; endpoint paused until replayed", metadata: fields)
             }
-            try? await chat.webhookFailed(delivery, lane: batch.lane, holder: holder, error: problem,
-                                          after: retry ? configuration.backoff(attempt: delivery.item.attempts) : nil)
+            await log.attempt("cannot record a failed webhook delivery") {
+                try await chat.webhookFailed(delivery, lane: batch.lane, holder: holder, error: problem,
+                                             after: retry ? configuration.backoff(attempt: delivery.item.attempts) : nil)
+            }
             return
         }
         await record()
@@ -196,7 +218,7 @@ public final class WebhookService: Sendable {
     /// sooner (committed changes wake it sooner): true when one was due.
     private func waitForDue() async -> Bool {
         var wait = Duration.seconds(1)
-        if let next = try? await chat.nextWebhookDue() {
+        if let next = await log.attempt("cannot read when the next webhook delivery is due", { try await chat.nextWebhookDue() }) ?? nil {
             let seconds = next.timeIntervalSinceNow
             if seconds <= 0 { return true }
             wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))

@@ -474,6 +474,10 @@ public enum RealtimeCloseCode: Sendable {
     public static let authTimeout: UInt16 = 4002
     /// 4003: the first frame was not a valid `auth`, or a binary frame was sent.
     public static let protocolViolation: UInt16 = 4003
+    /// 1013 (RFC 6455's "try again later"): the server could not reach its store to check the
+    /// token or catch the device up. The session is not over: reconnect after a moment and
+    /// resume from the last position processed. Nothing is lost.
+    public static let tryAgainLater: UInt16 = 1013
 }
 
 /// Limits of the realtime protocol (docs/limits.md).

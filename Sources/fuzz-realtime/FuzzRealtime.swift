@@ -5,6 +5,7 @@ import ParleyNet
 import ParleyNetTesting
 import ParleyServer
 import ParleyWire
+import ParleySync
 
 /// libFuzzer entry for a realtime session: the real server runs in this process (SQLite in a
 /// temporary directory), one signed-in device is connected over a real socket, and each input
@@ -41,6 +42,7 @@ public func fuzzRealtime(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
 /// The in-process server and the device inputs are sent on.
 final class RealtimeFuzzHarness: @unchecked Sendable {
+    // @unchecked: every stored property is set once in `init` and immutable afterwards.
     static let shared = RealtimeFuzzHarness()
     /// Close codes docs/protocol.md lists.
     static let documentedCloseCodes: Set<UInt16> = [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1011, 1013,
@@ -51,8 +53,7 @@ final class RealtimeFuzzHarness: @unchecked Sendable {
     let loops: EventLoopGroup
     let token: String
     let conversationID: String
-    private let lock = NSLock()
-    private var current: FuzzDevice?
+    private let current = LockedValue<FuzzDevice?>(nil)
 
     private init() {
         var configuration = ServerConfiguration()
@@ -86,7 +87,7 @@ final class RealtimeFuzzHarness: @unchecked Sendable {
 
     /// The connected, authenticated device (a new one after the last was closed).
     func device() -> FuzzDevice {
-        lock.withLock {
+        current.withLock { current in
             if let current { return current }
             let made = FuzzDevice(url: server.url, appKey: server.createdApp?.publicKey ?? "", token: token, loop: loops.next())
             current = made
@@ -95,12 +96,13 @@ final class RealtimeFuzzHarness: @unchecked Sendable {
     }
 
     func forget(_ device: FuzzDevice) {
-        lock.withLock { if current === device { current = nil } }
+        current.withLock { if $0 === device { $0 = nil } }
     }
 }
 
 /// One authenticated realtime socket whose frames and close are watched.
 final class FuzzDevice: @unchecked Sendable {
+    // @unchecked: `pongs` and `closeCode` are read and written only while `condition` is locked; `socket` is immutable.
     enum Outcome { case pong, closed(UInt16), timedOut }
 
     let socket: WebSocket
@@ -147,6 +149,7 @@ final class FuzzDevice: @unchecked Sendable {
 }
 
 private final class WeakBox: @unchecked Sendable {
+    // @unchecked: `device` is set once, before the socket that reads it exists.
     weak var device: FuzzDevice?
 }
 

@@ -5,6 +5,7 @@ import FoundationNetworking
 import ParleyCrypto
 import ParleyNet
 import ParleyWire
+import ParleySync
 
 // One channel, many subscribers (issue 15): the same fan-out through Parley's own protocol (a
 // public channel whose members' devices receive each message) and through the Pusher protocol
@@ -141,7 +142,7 @@ func runChannelReceipts(_ options: Options, group: EventLoopGroup) async throws 
         _ = try await client.call("POST", "/v1/conversations/\(channel.id.rawValue)/join", body: [String: String](), as: Conversation.self)
     }
     progress("\(members) members joined the channel")
-    let events = Locked<(count: Int, lastFull: UInt64?)>((0, nil))
+    let events = LockedValue<(count: Int, lastFull: UInt64?)>((0, nil))
     let eventPrefix = Array(#"{"event":{"#.utf8)
     let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
     let socket = try await connectDevice(url: url, appKey: appKey, token: author.token ?? "", on: group.loops[0]) { text in

@@ -4,6 +4,7 @@ import ParleyNet
 import ParleyStore
 import ParleyStoreSQLite
 import ParleyWire
+import ParleySync
 
 // Benchmarks of the chat core (issue 3): durable sends over HTTP keep-alive, history page
 // latency in a conversation of a million messages, and sign-in latency. See docs/benchmarks.md.
@@ -53,6 +54,7 @@ struct SetupClient: Sendable {
 /// One keep-alive connection sending requests back to back (a new one as soon as the answer
 /// arrives), recording each answer's latency and status. All on its loop thread.
 final class LoadConnection: ConnectionHandler, @unchecked Sendable {
+    // @unchecked: every mutable property is touched only by the connection's loop thread; `finished` hands the object to the collector after the last callback.
     private let makeRequest: (Int) -> [UInt8]
     private let deadline: UInt64
     private let finished: @Sendable (LoadConnection) -> Void
@@ -121,7 +123,7 @@ func runLoad(url: String, connections: Int, duration: Double, group: EventLoopGr
     let (host, port) = try hostAndPort(url)
     guard let address = try SocketAddress.resolve(host: host, port: port).first else { throw BenchError("cannot resolve \(host)") }
     let done = Completion<Void>()
-    let results = Locked<[LoadConnection]>([])
+    let results = LockedValue<[LoadConnection]>([])
     let started = monotonicNanoseconds()
     let deadline = started + UInt64(duration * 1e9)
     for number in 0..<connections {

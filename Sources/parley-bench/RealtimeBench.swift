@@ -2,38 +2,46 @@ import Foundation
 import ParleyNet
 import ParleyRedis
 import ParleyWire
+import ParleySync
 
 // Benchmarks of the realtime WebSocket (issue 4): fan-out at several rates against Redis
 // pub/sub doing the same fan-out, and many idle authenticated sockets. See docs/benchmarks.md.
 
 /// Counters shared by every connection of a fan-out run.
-final class FanoutStats: @unchecked Sendable {
-    private let lock = NSLock()
-    private var acks = 0
-    private var deliveries = 0
-    private var latencies: [UInt64] = []
-    private var recording = false
+final class FanoutStats: Sendable {
+    private struct Counts {
+        var acks = 0
+        var deliveries = 0
+        var latencies: [UInt64] = []
+        var recording = false
+    }
+    private let counted = LockedValue(Counts())
 
-    func ack() { lock.withLock { if recording { acks += 1 } } }
+    func ack() { counted.withLock { if $0.recording { $0.acks += 1 } } }
 
     func delivered(sentAt: UInt64, now: UInt64) {
-        lock.withLock {
-            guard recording else { return }
-            deliveries += 1
-            latencies.append(now &- sentAt)
+        counted.withLock { counts in
+            guard counts.recording else { return }
+            counts.deliveries += 1
+            counts.latencies.append(now &- sentAt)
         }
     }
 
-    func start() { lock.withLock { acks = 0; deliveries = 0; latencies.removeAll(keepingCapacity: true); recording = true } }
+    func start() {
+        counted.withLock { counts in
+            counts = Counts(latencies: counts.latencies, recording: true)
+            counts.latencies.removeAll(keepingCapacity: true)
+        }
+    }
 
     func stop() -> (acks: Int, deliveries: Int, latencies: [UInt64]) {
-        lock.withLock {
-            recording = false
-            return (acks, deliveries, latencies)
+        counted.withLock { counts in
+            counts.recording = false
+            return (counts.acks, counts.deliveries, counts.latencies)
         }
     }
 
-    var counts: (acks: Int, deliveries: Int) { lock.withLock { (acks, deliveries) } }
+    var counts: (acks: Int, deliveries: Int) { counted.withLock { ($0.acks, $0.deliveries) } }
 }
 
 /// Nanoseconds on the monotonic clock (one process: senders and receivers share it).
@@ -168,7 +176,7 @@ func signInUsers(_ setup: SetupClient, prefix: String, count: Int, parallel: Int
 func connectDevice(url: String, appKey: String, token: String, from source: SocketAddress? = nil, on loop: EventLoop,
                    onClose: @escaping @Sendable () -> Void = {}, onText: @escaping @Sendable (String) -> Void) async throws -> WebSocket {
     let ready = Completion<Void>()
-    let isReady = Locked(false)
+    let isReady = LockedValue(false)
     // `ready` by its first key (sorted): `epoch` since epochs, `heartbeatSeconds` before.
     let readyPrefixes = [Array(#"{"epoch":"#.utf8), Array(#"{"heartbeatSeconds":"#.utf8)]
     let handler = WebSocketHandler(
@@ -242,6 +250,7 @@ func runFanout(_ options: Options, group: EventLoopGroup) async throws {
 
 /// A subscriber to one channel that records each message's latency.
 final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
+    // @unchecked: `parser` and `subscribed` are touched only by the connection's loop thread (its handler callbacks).
     let channel: String
     let stats: FanoutStats
     let ready = Completion<Void>()
@@ -273,6 +282,7 @@ final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
 
 /// A publisher that counts the integer replies (the server accepted the PUBLISH).
 final class RedisFanoutPublisher: ConnectionHandler, @unchecked Sendable {
+    // @unchecked: `parser` is touched only by the connection's loop thread (its handler callbacks).
     let stats: FanoutStats
     private var parser = RESPParser()
     init(stats: FanoutStats) { self.stats = stats }
@@ -338,7 +348,7 @@ func runConnections(_ options: Options, group: EventLoopGroup) async throws {
     let setup = SetupClient(base: base, appKey: appKey)
     let users = try await signInUsers(setup, prefix: "idle", count: userCount)
     let url = base.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime"
-    let closed = Locked(0)
+    let closed = LockedValue(0)
     /// Connects device `index` (its source address and token by index), 128 at a time.
     func connectAll(from sources: [SocketAddress],
                     _ body: @escaping @Sendable (_ index: Int, _ source: SocketAddress, _ token: String, _ loop: EventLoop) async throws -> WebSocket)
@@ -380,8 +390,8 @@ func runConnections(_ options: Options, group: EventLoopGroup) async throws {
     while closed.withLock({ $0 }) < count { try await Task.sleep(for: .milliseconds(20)) }
     let restarted = ContinuousClock.now
     progress("all \(count) sockets closed by the restart; reconnecting")
-    let failures = Locked(0)
-    let firstBack = Locked<ContinuousClock.Instant?>(nil)
+    let failures = LockedValue(0)
+    let firstBack = LockedValue<ContinuousClock.Instant?>(nil)
     let again = try await connectAll(from: reconnectSources.isEmpty ? sources : reconnectSources) { _, source, token, loop in
         var delay = 0.05
         while true {

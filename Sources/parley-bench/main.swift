@@ -1,6 +1,7 @@
 import Foundation
 import ParleyNet
 import ParleyRedis
+import ParleySync
 
 // parley-bench: load generator and benchmark runner. Each command prints one result line
 // (and `--json` prints it as JSON for scripts/bench.sh). See docs/benchmarks.md.
@@ -119,7 +120,7 @@ func progress(_ text: String) {
 
 /// Waits for a value set from a loop thread.
 final class Completion<Value: Sendable>: Sendable {
-    private let state = Locked<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
+    private let state = LockedValue<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
 
     func complete(_ value: Value) {
         let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
@@ -165,9 +166,9 @@ func runEcho(_ options: Options, group: EventLoopGroup) async throws {
     let size = try options.int("size", 100)
     let warmup = min(1000, count / 10)
     let payload = String(repeating: "x", count: size)
-    let latencies = Locked<[UInt64]>([])
+    let latencies = LockedValue<[UInt64]>([])
     let done = Completion<Void>()
-    let state = Locked((sent: 0, sentAt: UInt64(0)))
+    let state = LockedValue((sent: 0, sentAt: UInt64(0)))
     let handler = WebSocketHandler(onMessage: { socket, _ in
         let now = monotonicNanoseconds()
         let next: Int = state.withLock { state in
@@ -208,7 +209,7 @@ final class BroadcastState: Sendable {
     let messages: Int
     let window: Int
     let finished = Completion<Void>()
-    private let counts = Locked(Counts())
+    private let counts = LockedValue(Counts())
 
     init(clients: Int, messages: Int, window: Int) {
         self.clients = clients

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyLog
 import ParleyServer
 
 // parley-server: parse the command line, start, wait for SIGINT/SIGTERM, stop gracefully.
@@ -87,8 +88,11 @@ case .run(let configuration):
         guard received == SIGHUP else { break }
         switch server.reloadTLS() {
         case .none: say("SIGHUP: no TLS certificate to reload (start with --tls-cert-file and --tls-key-file)")
-        case .success: say("SIGHUP: reloaded the TLS certificate; new connections use it")
-        case .failure(let error): FileHandle.standardError.write(Data("parley-server: SIGHUP: kept the current certificate: \(error)\n".utf8))
+        case .success:
+            say("SIGHUP: reloaded the TLS certificate; new connections use it")
+            server.logger.info("TLS certificate reloaded")
+        case .failure(let error):
+            server.logger.error("TLS reload failed; kept the current certificate", metadata: ["error": .string("\(error)")])
         }
     }
     say("Shutting down: finishing in-flight requests (at most \(configuration.shutdownTimeout.components.seconds) s)")

@@ -195,7 +195,8 @@ def test_retention_really_removes_old_messages_from_the_database_file():
         database.close()
         server.extra += ["--retention-interval", "1"]
         server.start()
-        parley.wait_until(lambda: any("retention removed 1 messages" in line for line in server.log), what="the sweep")
+        parley.wait_until(lambda: any("parley.retention: old messages removed" in line and "messages=1" in line for line in server.log),
+                          what="the sweep")
         watcher = Device(server, ben.token, position=0)
         expired = watcher.wait_event(lambda e: e["type"] == "messages.expired")["event"]
         assert expired["throughSeq"] == old["seq"] and expired["count"] == 1

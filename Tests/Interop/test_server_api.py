@@ -62,7 +62,9 @@ def test_the_secret_is_the_only_key_and_only_here(server):
     status, answer = alice.request("GET", "/v1/me", headers={"Authorization": f"Bearer {server.app_secret}"})
     assert status == 401 and "/v1/server" in answer["error"]["message"]
     # The log names the app, never the secret.
-    parley.wait_until(lambda: any("server-api app=default GET /v1/server/users 200" in line for line in server.log), what="a log line")
+    # One line per request: the app named, never the secret.
+    parley.wait_until(lambda: any("parley.http: request" in line and "app=default" in line and "path=/v1/server/users" in line
+                                  and "status=200" in line for line in server.log), what="a log line")
     assert not any(server.app_secret in line for line in server.log)
 
 

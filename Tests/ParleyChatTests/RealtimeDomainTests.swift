@@ -4,6 +4,7 @@ import ParleyChatTesting
 import ParleyTesting
 import ParleyWire
 import Testing
+import ParleySync
 
 /// Who receives which event: the feed (catch-up) and the fanout (live) follow one rule.
 struct RealtimeDomainTests {
@@ -141,7 +142,7 @@ extension RealtimeDomainTests {
         defer { harness.tearDown() }
         let (old, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
         let probe = Probe(carol)
-        let rooms = LockedBox<ConversationID?>(nil)
+        let rooms = LockedValue<ConversationID?>(nil)
         let chat = harness.chat
         let asOf = try await fanout.attach(probe.subscriber) {
             rooms.set(try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"])).0.id)
@@ -164,7 +165,7 @@ extension RealtimeDomainTests {
         let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
         let chat = harness.chat
         let phone = Probe(carol), laptop = Probe(carol)
-        let laptopAttached = LockedBox<Task<Int64, any Error>?>(nil)
+        let laptopAttached = LockedValue<Task<Int64, any Error>?>(nil)
         _ = try await fanout.attach(phone.subscriber) {
             _ = try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "one", content: .text("1"))).0
             // The laptop starts attaching while the phone still is; both see "two".
@@ -236,7 +237,7 @@ extension RealtimeDomainTests {
         let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["carol"]))
         let probe = Probe(carol)
         let chat = harness.chat
-        let sent = LockedBox<MessageID?>(nil)
+        let sent = LockedValue<MessageID?>(nil)
         let asOf = try await fanout.attach(probe.subscriber) {
             sent.set(try await chat.send(alice, to: room.id, SendMessageRequest(clientID: "meanwhile", content: .text("while you attached"))).0.id)
         }

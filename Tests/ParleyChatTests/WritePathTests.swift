@@ -6,6 +6,7 @@ import ParleyStoreSQLite
 import ParleyTesting
 import ParleyWire
 import Testing
+import ParleySync
 
 /// The one write path (docs/decisions/0013-one-write-path.md): what a write appends is what
 /// it publishes and what its hooks see, in its own transaction.
@@ -166,7 +167,7 @@ struct RetryTests {
     }
 
     @Test func aBusyStoreIsRetriedThenAnswered503WithNothingChanged() async throws {
-        let flaky = LockedBox<FlakyStore?>(nil)
+        let flaky = LockedValue<FlakyStore?>(nil)
         let harness = try await ChatHarness.make(wrap: { store in
             let wrapped = FlakyStore(store)
             flaky.set(wrapped)

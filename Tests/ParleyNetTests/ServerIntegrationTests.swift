@@ -6,6 +6,7 @@ import ParleyTesting
 
 #if canImport(Glibc)
 import Glibc
+import ParleySync
 #endif
 
 /// The real server on an ephemeral port, driven by raw sockets and by the Swift client.
@@ -237,12 +238,12 @@ actor Gate {
 struct WebSocketIntegrationTests {
     static func router(configuration: WebSocketConfiguration = WebSocketConfiguration(),
                        serverEvents: EventQueue<SocketEvent>? = nil,
-                       broadcaster: Locked<WebSocketBroadcaster?>? = nil,
+                       broadcaster: LockedValue<WebSocketBroadcaster?>? = nil,
                        lifetimes: EventQueue<Duration>? = nil) -> Router {
         var router = Router()
         router.webSocket("/timed", configuration: configuration) { _ in
             // Measured on the loop that owns the socket, so a busy test process cannot skew it.
-            let opened = Locked<UInt64>(0)
+            let opened = LockedValue<UInt64>(0)
             return WebSocketHandler(
                 onOpen: { socket in opened.withLock { $0 = socket.loop.now } },
                 onClose: { socket, code, reason in
@@ -271,7 +272,7 @@ struct WebSocketIntegrationTests {
         }
         router.webSocket("/closer", configuration: configuration) { _ in
             // Starts the close handshake at once; the test's peer never answers it.
-            let opened = Locked<UInt64>(0)
+            let opened = LockedValue<UInt64>(0)
             return WebSocketHandler(
                 onOpen: { socket in
                     opened.withLock { $0 = socket.loop.now }
@@ -359,7 +360,7 @@ struct WebSocketIntegrationTests {
     }
 
     @Test func broadcastReachesEverySocketOnEveryLoop() async throws {
-        let holder = Locked<WebSocketBroadcaster?>(nil)
+        let holder = LockedValue<WebSocketBroadcaster?>(nil)
         let server = try TestServer(router: Self.router(broadcaster: holder))
         holder.withLock { $0 = WebSocketBroadcaster(group: server.group) }
         defer { Task { await server.stop() } }
@@ -484,7 +485,7 @@ struct WebSocketIntegrationTests {
 
 struct RequestBodyStreamTests {
     @Test func pausesAboveTheHighWatermarkAndResumesBelowTheLow() async throws {
-        let resumed = Locked(0)
+        let resumed = LockedValue(0)
         let stream = RequestBodyStream { resumed.withLock { $0 += 1 } }
         let chunk = [UInt8](repeating: 1, count: 256 << 10)
         var accepted = 0

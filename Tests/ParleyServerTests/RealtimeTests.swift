@@ -7,6 +7,7 @@ import ParleyTesting
 import ParleyChat
 import ParleyWire
 @testable import ParleyServer
+import ParleySync
 
 /// The realtime WebSocket end to end in Swift: the real server in process, Parley's own
 /// WebSocket client, frames decoded with the `ServerFrame` type the SDK will use.
@@ -104,7 +105,7 @@ extension RealtimeTests {
                                                     token: senders[0].session.token)
             let devices = Int(ProcessInfo.processInfo.environment["PARLEY_FRESH_DEVICES"] ?? "") ?? 600
             let wanted = 4
-            let stop = LockedBox(false)
+            let stop = LockedValue(false)
             // Four senders, each sending as fast as its answers come back.
             let load = Task {
                 try await withThrowingTaskGroup(of: Void.self) { group in

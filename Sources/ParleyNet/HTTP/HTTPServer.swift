@@ -1,5 +1,7 @@
+public import ParleyLog
 #if canImport(Glibc)
 import Glibc
+import ParleySync
 #endif
 
 /// Everything an ``HTTPServer`` needs to know; every field has a documented default.
@@ -19,6 +21,9 @@ public struct HTTPServerConfiguration: Sendable {
     /// HTTPS and WSS: the certificate every connection is accepted with (reloadable). Default:
     /// none (plain HTTP).
     public var tls: TLSCertificateStore? = nil
+    /// Where each request's line goes (method, path, route, status, duration, request id and
+    /// what the handler added: ``Response/logMetadata``), at info. Default: nowhere.
+    public var logger: Logger = .discarding(label: "parley.http")
 
     /// The defaults.
     public init() {}
@@ -95,7 +100,7 @@ final class ConnectionRegistry: @unchecked Sendable {
     // @unchecked: `members` and `shuttingDown` are touched only on the owning loop's thread;
     // `liveCount` is an atomic-like counter behind a lock, read from any thread.
     private var members: [ObjectIdentifier: any ShutdownParticipant] = [:]
-    private let liveCount = Locked(0)
+    private let liveCount = LockedValue(0)
     private(set) var shuttingDown = false
 
     var count: Int { liveCount.withLock { $0 } }
@@ -184,6 +189,8 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     private var dateCache: (second: Int, text: String) = (0, "")
     /// A file body being sent, and how many of its bytes are queued so far.
     private var sendingFile: (region: FileRegion, sent: Int64)?
+    /// The request being answered, for its log line and `X-Request-Id`.
+    private var current: (id: String, method: HTTPMethod, path: Substring, route: String?, started: UInt64)?
     /// Bytes read from a file per write.
     static let fileChunk = 128 * 1024
 
@@ -304,6 +311,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         timeouts.headParsed(now: loop.now, expectingBody: hasBody)
         keepAlive = head.keepAlive && !shuttingDown
         isHeadRequest = head.method == .HEAD
+        current = (RequestID.accept(head.headers["x-request-id"]), head.method, head.path, nil, loop.now)
 
         if head.headers.contains(name: "upgrade", token: "websocket"), let (route, parameters) = shared.router.matchWebSocket(head) {
             phase = .upgrading
@@ -331,6 +339,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
                               message: "\(head.method) is not allowed here; use \(allowed.map(\.rawValue).joined(separator: " or "))",
                               headers: headers).response)
         case .found(let route, let parameters):
+            current?.route = route.path
             let maxBytes = route.options.body.maxBytes
             parser.limits.maxBodySize = maxBytes
             if case .length(let length) = framing, length > maxBytes {
@@ -343,6 +352,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
                 connection.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
             }
             var request = Request(head: head, parameters: parameters, remoteAddress: connection.peer)
+            request.id = current?.id ?? ""
             switch route.options.body {
             case .collect:
                 phase = .collecting(request, route.handler, [])
@@ -471,6 +481,11 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         if closing { keepAlive = false }
         var response = response
         if let serverName = shared.configuration.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
+        if let current {
+            response.headers.replaceOrAdd(name: "X-Request-Id", value: current.id)
+            logRequest(current, response)
+            self.current = nil
+        }
         keepAlive = keepAlive && !shuttingDown
         let head = response.serializedHead(date: currentDate(), keepAlive: keepAlive)
         NetMetrics.shared.response(status: response.status.code)
@@ -488,6 +503,21 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
             connection.write(contentsOf: [head, response.body])
         }
         finishResponse()
+    }
+
+    /// The request's line: what it asked, how it was answered, how long it took to the first
+    /// byte of the answer, and what the handler added (the caller, the app).
+    private func logRequest(_ request: (id: String, method: HTTPMethod, path: Substring, route: String?, started: UInt64), _ response: Response) {
+        let logger = shared.configuration.logger
+        let level: LogLevel = response.status.code >= 500 ? .error : .info
+        guard logger.enabled(level) else { return }
+        var metadata: LogMetadata = ["request.id": .string(request.id), "method": .string(request.method.rawValue),
+                                     "path": .string(String(request.path)), "status": .integer(Int64(response.status.code)),
+                                     "ms": .double(Double(loop.now &- request.started) / 1_000_000)]
+        if let route = request.route { metadata["route"] = .string(route) }
+        if let peer = connection?.peer { metadata["peer"] = .string(peer.host) }
+        for (key, value) in response.logMetadata { metadata[key] = value }
+        logger.log(level, "request", metadata: metadata)
     }
 
     /// Queues the file body's next pieces while the connection is under its write budget;

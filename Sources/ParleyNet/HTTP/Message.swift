@@ -1,4 +1,6 @@
+public import ParleyLog
 import Foundation
+import ParleySync
 
 /// An error a handler throws to answer with a status and a JSON error body.
 ///
@@ -42,6 +44,9 @@ public struct Request: Sendable {
     public var body: RequestBody
     /// The client's address.
     public var remoteAddress: SocketAddress?
+    /// The request's id: the client's `X-Request-Id` when it sent a usable one, else one made
+    /// here; echoed in the response and logged with it.
+    public var id: String = ""
 
     /// Creates a request (tests build them directly).
     public init(head: HTTPRequestHead, parameters: [String: String] = [:], body: RequestBody = .bytes([]),
@@ -186,6 +191,9 @@ public struct Response: Sendable {
     public var body: [UInt8]
     /// A file region sent as the body instead of ``body`` (downloads).
     public var file: FileRegion?
+    /// Fields the request's log line carries besides what the server knows (the caller, the
+    /// app); never sent.
+    public var logMetadata: LogMetadata = [:]
 
     /// Creates a response.
     public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
@@ -278,4 +286,44 @@ enum HTTPDate {
         func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(days[day % 7]), \(two(d)) \(months[m - 1]) \(y) \(two(secondsOfDay / 3600)):\(two(secondsOfDay / 60 % 60)):\(two(secondsOfDay % 60)) GMT"
     }
+}
+
+/// Request ids: the client's `X-Request-Id` when it is usable (1–128 characters of letters,
+/// digits and `-._:/+=`), else `r` and a prefix random to this process with a counter. No
+/// `UUID()`: on Linux it silently returns a constant when the process is out of descriptors
+/// (PLATFORM.md §10), exactly when ids matter most.
+public enum RequestID: Sendable {
+    private static let prefix: String = {
+        var bytes = [UInt8](repeating: 0, count: 4)
+        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
+        return bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+    }()
+    private static let counter = LockedValue<UInt64>(0)
+
+    /// The id for a request that sent `offered` (nil: none).
+    public static func accept(_ offered: String?) -> String {
+        if let offered, (1...128).contains(offered.utf8.count), offered.utf8.allSatisfy(isAllowed) { return offered }
+        return make()
+    }
+
+    /// A new id: `r<8 hex>-<counter>`.
+    public static func make() -> String {
+        let next = counter.withLock { value in
+            value &+= 1
+            return value
+        }
+        return "r\(prefix)-\(String(next, radix: 16))"
+    }
+
+    private static func isAllowed(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "/"), UInt8(ascii: "+"), UInt8(ascii: "="): true
+        default: false
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }

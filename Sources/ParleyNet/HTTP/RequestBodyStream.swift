@@ -1,3 +1,4 @@
+import ParleySync
 /// A request body delivered as it arrives, with backpressure.
 ///
 /// The connection appends chunks on its loop; when more than ``highWatermark`` bytes wait
@@ -22,7 +23,7 @@ public final class RequestBodyStream: AsyncSequence, Sendable {
         var paused = false
     }
 
-    private let state = Locked(State())
+    private let state = LockedValue(State())
     private let resume: @Sendable () -> Void
 
     init(resume: @escaping @Sendable () -> Void) { self.resume = resume }

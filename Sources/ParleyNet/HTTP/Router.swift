@@ -41,6 +41,8 @@ public struct Router: Sendable {
 
     struct Route: Sendable {
         var method: HTTPMethod
+        /// The path as registered (`/v1/conversations/:conversationId`), for logs.
+        var path: String
         var pattern: [Segment]
         var options: RouteOptions
         var handler: Handler
@@ -71,7 +73,7 @@ public struct Router: Sendable {
         #if DEBUG
         precondition(!routes.contains { $0.method == method && $0.pattern == pattern }, "duplicate route \(method) \(path)")
         #endif
-        routes.append(Route(method: method, pattern: pattern, options: options, handler: handler))
+        routes.append(Route(method: method, path: path, pattern: pattern, options: options, handler: handler))
     }
 
     /// Adds a GET route (HEAD is answered by it too, without the body).

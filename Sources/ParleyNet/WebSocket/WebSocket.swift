@@ -1,3 +1,4 @@
+import ParleySync
 /// A close status code (RFC 6455 §7.4). Parley's own codes live in 4000–4999 (docs/protocol.md).
 public struct WebSocketCloseCode: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
     public var rawValue: UInt16
@@ -111,13 +112,13 @@ public final class WebSocket: Sendable {
     public let request: HTTPRequestHead
     /// The peer's address.
     public let remoteAddress: SocketAddress?
-    private let core: Locked<WebSocketProtocolHandler?>
+    private let core: LockedValue<WebSocketProtocolHandler?>
 
     init(loop: EventLoop, request: HTTPRequestHead, remoteAddress: SocketAddress?, core: WebSocketProtocolHandler) {
         self.loop = loop
         self.request = request
         self.remoteAddress = remoteAddress
-        self.core = Locked(core)
+        self.core = LockedValue(core)
     }
 
     func detach() { core.withLock { $0 = nil } }

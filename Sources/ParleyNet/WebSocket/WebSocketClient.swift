@@ -1,3 +1,4 @@
+import ParleySync
 /// Why a client connection attempt failed.
 public struct WebSocketClientError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What went wrong, for humans.
@@ -43,7 +44,7 @@ public enum WebSocketClient: Sendable {
         for field in headers { head.headers.add(name: field.name, value: field.value) }
         let request = head
 
-        let result = Locked<CheckedContinuation<WebSocket, any Error>?>(nil)
+        let result = LockedValue<CheckedContinuation<WebSocket, any Error>?>(nil)
         return try await withCheckedThrowingContinuation { continuation in
             result.withLock { $0 = continuation }
             Task {
