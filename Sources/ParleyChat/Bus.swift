@@ -148,25 +148,31 @@ extension Duration {
 package final class Wakeup: Sendable {
     package init() {}
 
-    private let waiters = LockedValue([UUID: CheckedContinuation<Void, Never>]())
+    /// Waiters by a number of their own. Never `UUID()`: on Linux it returns one constant when
+    /// the process has no file descriptor left (PLATFORM.md §10), and waiters would overwrite
+    /// each other and never wake (issue 31).
+    private let waiters = LockedValue((table: [UInt64: CheckedContinuation<Void, Never>](), next: UInt64(0)))
 
     /// Resumes every waiter now.
     package func signal() {
-        let all = waiters.withLock { table in
-            defer { table.removeAll() }
-            return Array(table.values)
+        let all = waiters.withLock { waiters in
+            defer { waiters.table.removeAll() }
+            return Array(waiters.table.values)
         }
         for waiter in all { waiter.resume() }
     }
 
     /// Waits for a signal, or `limit` at most.
     package func wait(upTo limit: Duration) async {
-        let id = UUID()
+        let id = waiters.withLock { waiters in
+            waiters.next &+= 1
+            return waiters.next
+        }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            waiters.withLock { $0[id] = continuation }
+            waiters.withLock { $0.table[id] = continuation }
             Task {
                 try? await Task.sleep(for: limit)
-                if let waiter = waiters.withLock({ $0.removeValue(forKey: id) }) { waiter.resume() }
+                if let waiter = waiters.withLock({ $0.table.removeValue(forKey: id) }) { waiter.resume() }
             }
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -173,7 +174,7 @@ public struct FileBlobStore: BlobStore {
 
     public func makeStagingFile() throws -> StagingFile {
         for _ in 0..<8 {
-            let path = root + "/staging/" + UUID().uuidString.lowercased()
+            let path = root + "/staging/" + Crypto.randomID(prefix: "", length: 32)
             let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             if descriptor >= 0 { return StagingFile(path: path, descriptor: descriptor) }
             if errno != EEXIST { throw BlobStoreError.io("open", errno) }

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyChat
+import ParleyCrypto
 import ParleyNet
 import ParleyWire
 
@@ -358,7 +359,7 @@ struct API: Sendable {
     /// and answers it as an NDJSON attachment sent from the file: an export of any size is
     /// never whole in memory. An export that fails midway answers its error, never a partial file.
     func export(name: String, _ work: (any ExportSink) async throws -> Void) async -> Response {
-        let path = NSTemporaryDirectory() + "parley-export-\(UUID().uuidString).ndjson"
+        let path = NSTemporaryDirectory() + "parley-export-\(Crypto.randomID(prefix: "", length: 24)).ndjson"
         guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]),
               let writer = FileHandle(forWritingAtPath: path) else {
             return errorResponse(ChatError.internalError)
