@@ -198,7 +198,17 @@ def test_a_user_is_online_for_every_node_while_any_node_has_them(cluster):
     on_three.wait_ready()
     on_one.close()
     # Node one's grace passes, but node three still has her: still online, and no "offline" news.
-    time.sleep(1.5)   # longer than --presence-grace 1: there is no event for "nothing was announced"
+    # Proved by a later event that must come after that grace ended: Carol connects to node one
+    # after Alice left it and disconnects; her "offline", announced when her own grace ends,
+    # comes after Alice's would have.
+    carol = Client(one).register(f"carol{uuid.uuid4().hex[:6]}")
+    assert carol.post("/v1/conversations", {"kind": "group", "title": "witness", "members": [bob.user["username"]]})[0] == 201
+    carols = Device(one, carol.token)
+    carols.wait_ready()
+    bobs.until(lambda f: f["type"] == "presence" and f["userId"] == carol.user["id"] and f["status"] == "online", timeout=10)
+    carols.close()
+    bobs.until(lambda f: f["type"] == "presence" and f["userId"] == carol.user["id"] and f["status"] == "offline", timeout=10)
+    assert not [f for f in bobs.frames if alice_is("offline")(f)], "no offline news while node three has her"
     assert queried() == "online"
     on_three.close()
     offline = bobs.until(alice_is("offline"), timeout=10)

@@ -135,7 +135,16 @@ def test_given_up_deliveries_pause_the_endpoint_and_can_be_replayed():
         status, pending = backend.call("GET", f"/v1/server/webhooks/{hook['id']}/deliveries?status=pending")
         assert len(pending["deliveries"]) == 2
         attempts_while_paused = len(receiver.attempts)
-        time.sleep(0.5)  # a paused endpoint is not hammered: nothing may arrive in this half second
+        # A paused endpoint is not hammered. Proved by a later event that must come after any
+        # attempt it would have had: a delivery to another endpoint of a message sent now, which
+        # the same workers claim after looking at every lane, the paused one too.
+        witness = Receiver()
+        try:
+            endpoint(backend, witness.url)
+            later = send(backend, cid, "wd-ann", "after the pause")
+            witness.wait_for(lambda ds: any(d["data"]["message"]["id"] == later["id"] for d in ds), what="the witness's delivery")
+        finally:
+            witness.close()
         assert len(receiver.attempts) == attempts_while_paused
         metrics = parley.Client(server).request_bytes("GET", "/metrics", authenticated=False)
         assert b"parley_webhook_endpoints_paused 1" in metrics[1]

@@ -63,7 +63,8 @@ struct ServerConfigurationTests {
         #expect(push.isOn && push.apnsTopic == "com.example.chat" && push.fcmCredentialsFile == "sa.json" && push.outboundCAFile == "ca.pem")
         #expect(push.confirmationWindow == .seconds(3) && push.apnsURL == "https://127.0.0.1:9443")
         #expect(push.concurrency == 500 && push.connections == 2)
-        guard case .run(let off) = try ServerConfiguration.parse([], environment: [:]) else { return }
+        let parsedOff = try ServerConfiguration.parse([], environment: [:])
+        guard case .run(let off) = parsedOff else { throw UnexpectedCommand(parsedOff) }
         #expect(!off.push.isOn && off.push.concurrency == 100 && off.push.connections == 4)
         for bad in [["--apns-key-file", "k.p8"], ["--apns-topic", "x", "--apns-key-id", "y"], ["--fcm-url", "https://x"],
                     ["--fcm-credentials-file", "sa.json", "--fcm-url", "http://plain"], ["--push-concurrency", "0"], ["--push-connections", "33"]] {
@@ -98,7 +99,8 @@ struct ServerConfigurationTests {
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["admin", "users"]) }  // no secret
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["admin", "frobnicate", "--secret", "sk_x"]) }
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["admin", "user", "--secret", "sk_x"]) }
-        guard case .admin(let help) = try ServerConfiguration.parse(["admin", "help"]) else { return }
+        let parsedHelp = try ServerConfiguration.parse(["admin", "help"])
+        guard case .admin(let help) = parsedHelp else { throw UnexpectedCommand(parsedHelp) }
         #expect(help.words == ["help"])
     }
 
@@ -294,4 +296,11 @@ struct OptionDeclarationTests {
         }
         #expect(throws: ServerConfiguration.UsageError(message: "unknown argument 'serve'")) { try ServerConfiguration.parse(["serve"]) }
     }
+}
+
+/// A command other than the one a test parsed for: the test fails with it (never ends as a pass).
+struct UnexpectedCommand: Error, CustomStringConvertible {
+    let command: ServerConfiguration.Command
+    init(_ command: ServerConfiguration.Command) { self.command = command }
+    var description: String { "parsed as \(command)" }
 }
