@@ -2,7 +2,7 @@ package import Foundation
 import ParleySync
 
 /// Who receives a publication on the nodes that hold their connections.
-public enum Audience: Sendable, Hashable {
+package enum Audience: Sendable, Hashable {
     /// Every connection subscribed to the conversation (its members' devices).
     case members(conversation: Int64)
     /// The conversation's members' devices except one user's (typing: not back to the typist).
@@ -14,7 +14,7 @@ public enum Audience: Sendable, Hashable {
 /// What the domain hands to the bus once a change is committed, and what every node's
 /// ``Fanout`` receives. Users and conversations are named by internal keys, which are the
 /// same on every node sharing a database.
-public enum Publication: Sendable {
+package enum Publication: Sendable {
     /// A stored event, in position order. `joins` starts delivering the conversation to a
     /// user's devices with this event; `leaves` stops it after this event.
     case event(position: Int64, conversation: Int64, audience: Audience, joins: Int64?, leaves: Int64?, frame: [UInt8])
@@ -37,30 +37,30 @@ public enum Publication: Sendable {
 }
 
 /// An event on a named channel of an app (docs/pusher.md).
-public struct ChannelEvent: Sendable, Hashable {
+package struct ChannelEvent: Sendable, Hashable {
     /// The app's internal key.
-    public var app: Int64
+    package var app: Int64
     /// The channel's name (`my-channel`, `private-…`, `presence-…`).
-    public var channel: String
+    package var channel: String
     /// The event's name.
-    public var name: String
+    package var name: String
     /// The event's data as JSON: a JSON string for events the backend triggered (Pusher's
     /// `data` is a string), whatever the client sent for client events.
-    public var dataJSON: String
+    package var dataJSON: String
     /// Its place in the event log; nil for events that are not stored (client events).
-    public var position: Int64?
+    package var position: Int64?
     /// Its number in the channel's log (1, 2, 3, … with no gaps); nil when not stored.
-    public var seq: Int64?
+    package var seq: Int64?
     /// The presence user who sent a client event.
-    public var userID: String?
+    package var userID: String?
     /// The socket that must not receive it (the sender of a client event, or the `socket_id`
     /// a trigger excluded).
-    public var excludedSocket: String?
+    package var excludedSocket: String?
     /// Milliseconds since 1970.
-    public var createdAt: Int64
+    package var createdAt: Int64
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(app: Int64, channel: String, name: String, dataJSON: String, position: Int64?, seq: Int64?, userID: String?,
+    package init(app: Int64, channel: String, name: String, dataJSON: String, position: Int64?, seq: Int64?, userID: String?,
                 excludedSocket: String?, createdAt: Int64) {
         self.app = app
         self.channel = channel
@@ -80,7 +80,7 @@ public struct ChannelEvent: Sendable, Hashable {
 /// deliver each publisher's batches to every receiver in the order they were published
 /// (docs/decisions/0008-publish-in-commit-order.md). The in-process implementation is the
 /// whole story on one node; a Redis or PostgreSQL LISTEN bus is the path to several.
-public protocol Bus: Sendable {
+package protocol Bus: Sendable {
     /// Hands `publications` to every receiver. Must not block for long: it runs on the
     /// store's writer thread.
     func publish(_ publications: [Publication])
@@ -95,8 +95,8 @@ public protocol Bus: Sendable {
 }
 
 extension Bus {
-    public func publish(_ publications: [Publication], link: EventLink?) { publish(publications) }
-    public var linksEvents: Bool { false }
+    package func publish(_ publications: [Publication], link: EventLink?) { publish(publications) }
+    package var linksEvents: Bool { false }
 }
 
 /// Where one committed write's events sit in the event log: after `previous` (the newest
@@ -104,32 +104,32 @@ extension Bus {
 /// newest). The links of consecutive writes chain (each `previous` is the last `last`), so a
 /// node that receives a write whose `previous` is past what it has delivered knows that
 /// something is missing and reads it from the database (docs/decisions/0018-positions-across-nodes.md).
-public struct EventLink: Sendable, Hashable {
+package struct EventLink: Sendable, Hashable {
     /// The newest position committed before the write.
-    public var previous: Int64
+    package var previous: Int64
     /// The write's newest position.
-    public var last: Int64
+    package var last: Int64
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(previous: Int64, last: Int64) {
+    package init(previous: Int64, last: Int64) {
         self.previous = previous
         self.last = last
     }
 }
 
 /// The one-node bus: a publish calls every receiver directly, in order.
-public final class InProcessBus: Bus {
+package final class InProcessBus: Bus {
     private let receivers = LockedValue<[@Sendable ([Publication]) -> Void]>([])
 
     /// An empty bus.
-    public init() {}
+    package init() {}
 
-    public func publish(_ publications: [Publication]) {
+    package func publish(_ publications: [Publication]) {
         guard !publications.isEmpty else { return }
         for receiver in receivers.withLock({ $0 }) { receiver(publications) }
     }
 
-    public func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void) {
+    package func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void) {
         receivers.withLock { $0.append(receiver) }
     }
 }

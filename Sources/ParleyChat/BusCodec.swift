@@ -14,18 +14,18 @@
 /// audience    = 1 conversation:i64 | 2 conversation:i64 user:i64 | 3 count:u32 user:i64*
 /// string, bytes = length:u32 then the bytes; opt-x = 0 | 1 x
 /// ```
-public enum BusCodec: Sendable {
+package enum BusCodec: Sendable {
     /// One message: who sent it, the batch and its link.
-    public struct Message: Sendable {
+    package struct Message: Sendable {
         /// The sending node's id.
-        public var node: String
+        package var node: String
         /// The batch's place in the event log (nil for typing, presence, sign-outs).
-        public var link: EventLink?
+        package var link: EventLink?
         /// The batch.
-        public var publications: [Publication]
+        package var publications: [Publication]
 
         /// Creates the value; each argument sets the property of the same name.
-        public init(node: String, link: EventLink?, publications: [Publication]) {
+        package init(node: String, link: EventLink?, publications: [Publication]) {
             self.node = node
             self.link = link
             self.publications = publications
@@ -33,9 +33,9 @@ public enum BusCodec: Sendable {
     }
 
     /// Why a message could not be decoded.
-    public struct DecodingError: Error, Sendable, Hashable, CustomStringConvertible {
+    package struct DecodingError: Error, Sendable, Hashable, CustomStringConvertible {
         /// What was wrong, and where.
-        public var description: String
+        package var description: String
     }
 
     private static let magic: [UInt8] = Array("PB1".utf8)
@@ -43,7 +43,7 @@ public enum BusCodec: Sendable {
     static let maxCount = 1 << 20
 
     /// The message's bytes.
-    public static func encode(_ message: Message) -> [UInt8] {
+    package static func encode(_ message: Message) -> [UInt8] {
         var out = magic
         out.reserveCapacity(256)
         string(message.node, &out)
@@ -101,7 +101,7 @@ public enum BusCodec: Sendable {
     /// The message in `bytes`.
     ///
     /// - Throws: ``DecodingError`` naming what is wrong; nothing is decoded from a bad message.
-    public static func decode(_ bytes: [UInt8]) throws(DecodingError) -> Message {
+    package static func decode(_ bytes: [UInt8]) throws(DecodingError) -> Message {
         var reader = Reader(bytes: bytes)
         guard try reader.take(3) == magic[...] else { throw DecodingError(description: "not a Parley bus message (no PB1 header)") }
         let node = try reader.string()

@@ -1,16 +1,16 @@
 /// A presence channel member on some node: the user and their `user_info` as JSON.
-public struct ChannelMember: Sendable, Hashable {
+package struct ChannelMember: Sendable, Hashable {
     /// The app's internal key.
-    public var app: Int64
+    package var app: Int64
     /// The presence channel.
-    public var channel: String
+    package var channel: String
     /// The user's id in the channel.
-    public var userID: String
+    package var userID: String
     /// `user_info` as JSON text; nil when the auth gave none.
-    public var infoJSON: String?
+    package var infoJSON: String?
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(app: Int64, channel: String, userID: String, infoJSON: String?) {
+    package init(app: Int64, channel: String, userID: String, infoJSON: String?) {
         self.app = app
         self.channel = channel
         self.userID = userID
@@ -19,16 +19,16 @@ public struct ChannelMember: Sendable, Hashable {
 }
 
 /// A channel's sockets and presence users over every node.
-public struct ChannelOccupancy: Sendable, Hashable {
+package struct ChannelOccupancy: Sendable, Hashable {
     /// The channel.
-    public var channel: String
+    package var channel: String
     /// Sockets subscribed, on every node.
-    public var subscriptions: Int
+    package var subscriptions: Int
     /// Distinct presence users, on every node (0 for other channels).
-    public var users: Int
+    package var users: Int
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(channel: String, subscriptions: Int, users: Int) {
+    package init(channel: String, subscriptions: Int, users: Int) {
         self.channel = channel
         self.subscriptions = subscriptions
         self.users = users
@@ -36,28 +36,28 @@ public struct ChannelOccupancy: Sendable, Hashable {
 }
 
 /// What joining a presence channel found.
-public struct ChannelJoin: Sendable {
+package struct ChannelJoin: Sendable {
     /// The channel's members on every node, the joining one included.
-    public var members: [ChannelMember]
+    package var members: [ChannelMember]
     /// No other node had the user: their arrival is news for the channel.
-    public var news: Bool
+    package var news: Bool
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(members: [ChannelMember], news: Bool) {
+    package init(members: [ChannelMember], news: Bool) {
         self.members = members
         self.news = news
     }
 }
 
 /// What this node holds, for a directory to write again after it lost it (Redis restarted).
-public struct ChannelDirectoryState: Sendable {
+package struct ChannelDirectoryState: Sendable {
     /// Sockets per channel on this node.
-    public var subscriptions: [(app: Int64, channel: String, count: Int)]
+    package var subscriptions: [(app: Int64, channel: String, count: Int)]
     /// Presence members with a socket on this node.
-    public var members: [ChannelMember]
+    package var members: [ChannelMember]
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(subscriptions: [(app: Int64, channel: String, count: Int)], members: [ChannelMember]) {
+    package init(subscriptions: [(app: Int64, channel: String, count: Int)], members: [ChannelMember]) {
         self.subscriptions = subscriptions
         self.members = members
     }
@@ -71,7 +71,7 @@ public struct ChannelDirectoryState: Sendable {
 /// Calls are answered in the order they were made (a leave and a join of one user on one node
 /// are never swapped). Every call is best effort: nil means the directory could not be
 /// reached, and the node answers as if it were alone.
-public protocol ChannelDirectory: Sendable {
+package protocol ChannelDirectory: Sendable {
     /// Starts the heartbeat. `state` gives what this node holds (written again when the
     /// directory lost it); `announce` sends member changes the directory found on its own
     /// (a dead node's users gone, this node's users back after Redis restarted): `true` added.
@@ -101,7 +101,7 @@ public protocol ChannelDirectory: Sendable {
 
 extension ChannelDirectory {
     /// A directory that cannot tell occupancy changes: they are not reported.
-    public func start(state: @escaping @Sendable () -> ChannelDirectoryState,
+    package func start(state: @escaping @Sendable () -> ChannelDirectoryState,
                       announce: @escaping @Sendable ([(member: ChannelMember, added: Bool)]) -> Void,
                       occupancy: @escaping @Sendable ([(app: Int64, channel: String, occupied: Bool)]) -> Void) {
         start(state: state, announce: announce)

@@ -1,14 +1,14 @@
 import Foundation
 import ParleyCrypto
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 extension Chat {
     /// Registers a user with a username and password and signs them in on this device.
     ///
     /// - Throws: 400 for a username, password or display name outside the rules
     ///   (``Limits``); 409 `username_taken`; 429 when `address` created too many accounts.
-    public func register(_ request: RegisterRequest, app: AppRef, address: String) async throws -> SignedIn {
+    package func register(_ request: RegisterRequest, app: AppRef, address: String) async throws -> SignedIn {
         let (username, key) = try Validate.username(request.username)
         try Validate.password(request.password, username: username)
         let displayName = try Validate.displayName(request.displayName ?? username)
@@ -31,7 +31,7 @@ extension Chat {
     /// and signs it in. Its username is generated (`guest-…`).
     ///
     /// - Throws: 400 for a bad display name; 429 when `address` created too many accounts.
-    public func signInAsGuest(_ request: GuestSignInRequest, app: AppRef, address: String) async throws -> SignedIn {
+    package func signInAsGuest(_ request: GuestSignInRequest, app: AppRef, address: String) async throws -> SignedIn {
         let displayName = try Validate.displayName(request.displayName)
         let device = try Validate.device(request.device)
         try await checkSignUpBudget(address: address)
@@ -44,7 +44,7 @@ extension Chat {
     ///
     /// - Throws: 401 `wrong_credentials` (the same for an unknown name and a wrong password);
     ///   429 `rate_limited` with a retry time after too many failures for the account or address.
-    public func signIn(_ request: SignInRequest, app: AppRef, address: String) async throws -> SignedIn {
+    package func signIn(_ request: SignInRequest, app: AppRef, address: String) async throws -> SignedIn {
         let device = try Validate.device(request.device)
         guard request.username.utf8.count <= 256, request.password.utf8.count <= Limits.passwordBytes.upperBound else {
             throw ChatError.wrongCredentials
@@ -98,7 +98,7 @@ extension Chat {
     ///
     /// - Throws: 401 `unauthenticated` for an unknown, expired or signed-out token, or a
     ///   token of another app than `app`.
-    public func authenticate(token: String, app: AppRef) async throws -> Caller {
+    package func authenticate(token: String, app: AppRef) async throws -> Caller {
         guard (16...128).contains(token.utf8.count) else { throw ChatError.unauthenticated }
         let hash = Crypto.secretHash(token)
         let now = nowMilliseconds
@@ -124,7 +124,7 @@ extension Chat {
     }
 
     /// Signs out this device's session, or every session of the user.
-    public func signOut(_ caller: Caller, everywhere: Bool) async throws {
+    package func signOut(_ caller: Caller, everywhere: Bool) async throws {
         try await run {
             try await store.write { db in
                 if everywhere {
@@ -144,7 +144,7 @@ extension Chat {
     /// - Throws: 401 `wrong_credentials` for a wrong current password (counted like a failed
     ///   sign-in, so it cannot be used to guess); 400 for a new password outside the rules;
     ///   403 for guests, who have no password; 429 after too many failures.
-    public func changePassword(_ caller: Caller, _ request: ChangePasswordRequest, address: String) async throws {
+    package func changePassword(_ caller: Caller, _ request: ChangePasswordRequest, address: String) async throws {
         let now = configuration.now()
         let (username, stored): (String, String?) = try await run {
             try await store.read { db in
@@ -189,7 +189,7 @@ extension Chat {
     }
 
     /// The caller's sessions (devices), newest first, without tokens.
-    public func listSessions(_ caller: Caller) async throws -> SessionList {
+    package func listSessions(_ caller: Caller) async throws -> SessionList {
         let now = nowMilliseconds
         return try await run {
             try await store.read { db in
@@ -206,12 +206,12 @@ extension Chat {
     }
 
     /// The caller's own account.
-    public func me(_ caller: Caller) async throws -> User {
+    package func me(_ caller: Caller) async throws -> User {
         try await run { try await store.read { db in try Chat.fetchUser(db, key: caller.userKey) } }
     }
 
     /// Changes the caller's display name and custom data (absent fields are kept).
-    public func updateProfile(_ caller: Caller, _ request: UpdateProfileRequest) async throws -> User {
+    package func updateProfile(_ caller: Caller, _ request: UpdateProfileRequest) async throws -> User {
         let (displayName, customData) = try Chat.validate(request)
         let now = nowMilliseconds
         return try await run {

@@ -1,6 +1,6 @@
 import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 // Reactions, pins and mentions: what people add to a message without writing a new one.
 // Reactions and pins are events with a position and no seq, which move neither unread counts
@@ -18,12 +18,12 @@ extension Chat {
     /// - Throws: 400 for anything but one emoji; 404 for a message not in the conversation;
     ///   409 `message_deleted`; 409 `too_many_reactions` past ``Limits/emojiPerMessage`` or
     ///   ``Limits/reactionsPerUser``.
-    public func react(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, emoji: String) async throws -> (Message, changed: Bool) {
+    package func react(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, emoji: String) async throws -> (Message, changed: Bool) {
         try await changeReaction(caller, conversation: id, message: messageID, emoji: try Validate.emoji(emoji), adding: true)
     }
 
     /// Takes the caller's reaction back (idempotent, as ``react(_:conversation:message:emoji:)``).
-    public func unreact(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, emoji: String) async throws -> (Message, changed: Bool) {
+    package func unreact(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, emoji: String) async throws -> (Message, changed: Bool) {
         try await changeReaction(caller, conversation: id, message: messageID, emoji: try Validate.emoji(emoji), adding: false)
     }
 
@@ -79,7 +79,7 @@ extension Chat {
     }
 
     /// Who reacted to a message (with `emoji`, or with anything), oldest first.
-    public func reactions(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, emoji: String?,
+    package func reactions(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, emoji: String?,
                           limit: Int?, offset: Int?) async throws -> ReactionPage {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 50)
         let offset = offset ?? 0
@@ -141,12 +141,12 @@ extension Chat {
     ///
     /// - Throws: 403 for a public channel's member; 409 `message_deleted`; 409 `conflict` past
     ///   ``Limits/pinsPerConversation``.
-    public func pin(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> (Message, changed: Bool) {
+    package func pin(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> (Message, changed: Bool) {
         try await changePin(caller, conversation: id, message: messageID, pinning: true)
     }
 
     /// Unpins a message (as ``pin(_:conversation:message:)``).
-    public func unpin(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> (Message, changed: Bool) {
+    package func unpin(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> (Message, changed: Bool) {
         try await changePin(caller, conversation: id, message: messageID, pinning: false)
     }
 
@@ -179,7 +179,7 @@ extension Chat {
 
     /// A conversation's pinned messages, most recently pinned first (all of them: there are
     /// at most ``Limits/pinsPerConversation``).
-    public func pins(_ caller: Caller, conversation id: ConversationID) async throws -> MessageList {
+    package func pins(_ caller: Caller, conversation id: ConversationID) async throws -> MessageList {
         try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .read)
@@ -197,7 +197,7 @@ extension Chat {
 
     /// Messages that mention the caller, newest first, in conversations they are still in
     /// (deleted messages are left out). `before` pages on: the last message id of a page.
-    public func mentions(_ caller: Caller, before: MessageID?, limit: Int?) async throws -> MessageList {
+    package func mentions(_ caller: Caller, before: MessageID?, limit: Int?) async throws -> MessageList {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 50)
         return try await run {
             try await store.read { db in

@@ -1,35 +1,35 @@
-public import Foundation
+package import Foundation
 import ParleyCrypto
 import ParleyStore
 import ParleyWire
 
 /// An app as the operator sees it. `secret` is present only right after it was created or
 /// rotated: the server keeps a hash, so a lost secret can only be replaced.
-public struct AppCredentials: Sendable, Hashable {
+package struct AppCredentials: Sendable, Hashable {
     /// A unique name for operators ("default", "shop").
-    public var name: String
+    package var name: String
     /// Sent by clients in `X-Parley-App-Key`.
-    public var publicKey: String
+    package var publicKey: String
     /// For the app's backend; shown once.
-    public var secret: String?
+    package var secret: String?
     /// When the app was created.
-    public var createdAt: Date
+    package var createdAt: Date
     /// The numeric id the Pusher libraries require (`app_id`); the Pusher key is the app key
     /// and the Pusher secret the app secret (docs/pusher.md).
-    public var pusherID: Int64
+    package var pusherID: Int64
 }
 
 /// An app a request was made for.
-public struct AppRef: Sendable, Hashable {
+package struct AppRef: Sendable, Hashable {
     /// The app's internal key.
-    public var id: Int64
+    package var id: Int64
 }
 
 extension Chat {
     /// Creates an app with a fresh public key and secret.
     ///
     /// - Throws: 409 `conflict` if the name is taken; 400 for a bad name.
-    public func createApp(name: String) async throws -> AppCredentials {
+    package func createApp(name: String) async throws -> AppCredentials {
         let name = name.trimmingCharacters(in: .whitespaces)
         guard (1...64).contains(name.count), name.allSatisfy({ $0.isLetter || $0.isNumber || "-_. ".contains($0) }) else {
             throw ChatError.invalid("an app name is 1–64 letters, digits, spaces, '-', '_' or '.'")
@@ -54,7 +54,7 @@ extension Chat {
     }
 
     /// Every app, oldest first, without secrets.
-    public func listApps() async throws -> [AppCredentials] {
+    package func listApps() async throws -> [AppCredentials] {
         try await run {
             try await store.read { db in
                 try db.fetchAll("SELECT name, public_key, created_at, pusher_id FROM app ORDER BY id").map { row in
@@ -68,7 +68,7 @@ extension Chat {
     /// Creates the app named "default" when the server has no app yet.
     ///
     /// - Returns: its credentials (with the secret) if it was created now; nil otherwise.
-    public func createDefaultAppIfNeeded() async throws -> AppCredentials? {
+    package func createDefaultAppIfNeeded() async throws -> AppCredentials? {
         let count: Int = try await run { try await store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM app") ?? 0 } }
         guard count == 0 else { return nil }
         return try await createApp(name: "default")
@@ -77,7 +77,7 @@ extension Chat {
     /// Checks the app key a client sent.
     ///
     /// - Throws: 401 `unknown_app`.
-    public func app(publicKey: String) async throws -> AppRef {
+    package func app(publicKey: String) async throws -> AppRef {
         if let id = apps.get(publicKey) { return AppRef(id: id) }
         guard publicKey.utf8.count <= 64 else { throw ChatError.unknownApp }
         let id: Int64? = try await run {
@@ -89,7 +89,7 @@ extension Chat {
     }
 
     /// Checks an app's secret (for its backend) in constant time.
-    public func verifySecret(_ secret: String, app: AppRef) async throws -> Bool {
+    package func verifySecret(_ secret: String, app: AppRef) async throws -> Bool {
         let stored: [UInt8]? = try await run {
             try await store.read { db in try db.fetchValue([UInt8].self, "SELECT secret_hash FROM app WHERE id = \(app.id)") }
         }

@@ -4,31 +4,31 @@ import ParleyStore
 import ParleyWire
 
 /// An app as the Pusher protocol sees it: its key, the secret it signs with and its numeric id.
-public struct ChannelApp: Sendable, Hashable {
+package struct ChannelApp: Sendable, Hashable {
     /// The app.
-    public var app: AppRef
+    package var app: AppRef
     /// The app key (Pusher's `key`).
-    public var key: String
+    package var key: String
     /// The app secret (Pusher's `secret`); nil for an app made before secrets were kept for
     /// signing, until its secret is rotated.
-    public var secret: String?
+    package var secret: String?
     /// The numeric id the Pusher libraries require (Pusher's `app_id`).
-    public var pusherID: Int64
+    package var pusherID: Int64
 }
 
 /// An event the app's backend triggers on a named channel.
-public struct ChannelTrigger: Sendable, Hashable {
+package struct ChannelTrigger: Sendable, Hashable {
     /// The channel's name.
-    public var channel: String
+    package var channel: String
     /// The event's name.
-    public var name: String
+    package var name: String
     /// The event's data, as given (Pusher's `data` is a string, usually JSON).
-    public var data: String
+    package var data: String
     /// A socket that must not receive it (Pusher's `socket_id`).
-    public var excludedSocket: String?
+    package var excludedSocket: String?
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(channel: String, name: String, data: String, excludedSocket: String?) {
+    package init(channel: String, name: String, data: String, excludedSocket: String?) {
         self.channel = channel
         self.name = name
         self.data = data
@@ -37,14 +37,14 @@ public struct ChannelTrigger: Sendable, Hashable {
 }
 
 /// A page of a channel's stored events.
-public struct ChannelHistory: Sendable, Hashable {
+package struct ChannelHistory: Sendable, Hashable {
     /// The events after the position asked for, oldest first.
-    public var events: [ChannelEvent]
+    package var events: [ChannelEvent]
     /// More events follow the last one.
-    public var hasMore: Bool
+    package var hasMore: Bool
     /// The oldest position the channel still keeps (0: none kept); a client whose position is
     /// older than the one before it missed events that are no longer kept.
-    public var oldestKept: Int64
+    package var oldestKept: Int64
 }
 
 /// Named channels: the Pusher protocol's, with their events kept in the one event log
@@ -54,13 +54,13 @@ public struct ChannelHistory: Sendable, Hashable {
 /// the newest `keep` are kept.
 extension Chat {
     /// The app with this key, for the Pusher protocol; nil if there is none.
-    public func channelApp(key: String) async throws -> ChannelApp? {
+    package func channelApp(key: String) async throws -> ChannelApp? {
         guard key.utf8.count <= 64 else { return nil }
         return try await loadChannelApp("public_key = \(key)")
     }
 
     /// The app with this numeric (Pusher) id; nil if there is none.
-    public func channelApp(pusherID: Int64) async throws -> ChannelApp? {
+    package func channelApp(pusherID: Int64) async throws -> ChannelApp? {
         try await loadChannelApp("pusher_id = \(pusherID)")
     }
 
@@ -83,7 +83,7 @@ extension Chat {
     ///
     /// - Returns: the stored events, in the order given.
     @discardableResult
-    public func trigger(_ triggers: [ChannelTrigger], app: AppRef, keep: Int) async throws -> [ChannelEvent] {
+    package func trigger(_ triggers: [ChannelTrigger], app: AppRef, keep: Int) async throws -> [ChannelEvent] {
         guard !triggers.isEmpty else { return [] }
         let now = nowMilliseconds
         let keep = max(1, keep)
@@ -124,7 +124,7 @@ extension Chat {
     }
 
     /// A channel's stored events after `position` (0: from the oldest kept), oldest first.
-    public func channelHistory(app: AppRef, channel: String, after position: Int64, limit: Int) async throws -> ChannelHistory {
+    package func channelHistory(app: AppRef, channel: String, after position: Int64, limit: Int) async throws -> ChannelHistory {
         let limit = min(max(1, limit), 1_000)
         return try await run {
             try await store.read { db in
@@ -148,12 +148,12 @@ extension Chat {
     }
 
     /// Hands an event that is not stored (a client event) to every node's channel router.
-    public func publishUnstored(_ event: ChannelEvent) {
+    package func publishUnstored(_ event: ChannelEvent) {
         bus?.publish([.channel(event)])
     }
 
     /// Closes every Pusher socket signed in as `userID` in `app`, on every node.
-    public func terminateChannelUser(app: AppRef, userID: String) {
+    package func terminateChannelUser(app: AppRef, userID: String) {
         bus?.publish([.channelUserTerminated(app: app.id, userID: userID)])
     }
 

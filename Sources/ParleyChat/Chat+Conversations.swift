@@ -1,7 +1,7 @@
 import Foundation
 import ParleyCrypto
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 /// A conversation as one caller stands in it, read inside a transaction: what the paths that
 /// act on it need, and the caller's ``Standing``, which ``require(_:)`` asks ``AccessRules`` about.
@@ -55,7 +55,7 @@ extension Chat {
     /// - Returns: the conversation and whether it was created by this call.
     /// - Throws: 400 for a direct conversation without exactly one other person or a channel
     ///   without a title; 404 `user_not_found` naming unknown usernames.
-    public func createConversation(_ caller: Caller, _ request: CreateConversationRequest) async throws -> (Conversation, created: Bool) {
+    package func createConversation(_ caller: Caller, _ request: CreateConversationRequest) async throws -> (Conversation, created: Bool) {
         let names = request.members ?? []
         let (title, customData) = try Chat.validate(request)
         switch request.kind {
@@ -97,7 +97,7 @@ extension Chat {
 
     /// The caller's conversations, newest activity first. `before` is the previous page's
     /// `nextCursor`.
-    public func listConversations(_ caller: Caller, limit: Int?, before cursor: String?) async throws -> ConversationPage {
+    package func listConversations(_ caller: Caller, limit: Int?, before cursor: String?) async throws -> ConversationPage {
         let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 30)
         let before: Int64
         if let cursor {
@@ -123,7 +123,7 @@ extension Chat {
     /// The app's public channels whose title starts with `query`, by title: those the caller
     /// may see (docs/access.md: not the ones they are banned from). `offset` and `nextOffset`
     /// count every matching channel, seen or not, so pages neither skip nor repeat one.
-    public func listChannels(_ caller: Caller, query: String, limit: Int?, offset: Int?) async throws -> ChannelPage {
+    package func listChannels(_ caller: Caller, query: String, limit: Int?, offset: Int?) async throws -> ChannelPage {
         let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 30)
         let offset = offset ?? 0
         guard (0...Limits.maxOffset).contains(offset) else { throw ChatError.invalid("offset must be 0–\(Limits.maxOffset)") }
@@ -161,7 +161,7 @@ extension Chat {
     /// One conversation as the caller sees it.
     ///
     /// - Throws: 404 `conversation_not_found` unless the caller is a member (or it is a public channel).
-    public func conversation(_ caller: Caller, id: ConversationID) async throws -> Conversation {
+    package func conversation(_ caller: Caller, id: ConversationID) async throws -> Conversation {
         try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .see)
@@ -173,7 +173,7 @@ extension Chat {
     /// Changes the title, custom data, slow mode or retention, each as docs/access.md allows
     /// (owners and admins; in a direct conversation either person may change custom data, and
     /// only the app's backend the retention).
-    public func updateConversation(_ caller: Caller, id: ConversationID, _ request: UpdateConversationRequest) async throws -> Conversation {
+    package func updateConversation(_ caller: Caller, id: ConversationID, _ request: UpdateConversationRequest) async throws -> Conversation {
         let title = try request.title.map(Validate.title)
         let customData = try request.customData.map { try Validate.customData($0) }
         if let slow = request.slowModeSeconds, !(0...3600).contains(slow) { throw ChatError.invalid("slowModeSeconds must be 0–3600") }
@@ -215,7 +215,7 @@ extension Chat {
     /// Joins a public channel (no-op if already a member).
     ///
     /// - Throws: 404 for anything but a public channel the caller is not in.
-    public func join(_ caller: Caller, id: ConversationID) async throws -> Conversation {
+    package func join(_ caller: Caller, id: ConversationID) async throws -> Conversation {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
@@ -234,7 +234,7 @@ extension Chat {
     ///
     /// - Returns: the members added (people already in are skipped).
     /// - Throws: 404 `user_not_found` naming unknown usernames (nobody is added then).
-    public func addMembers(_ caller: Caller, id: ConversationID, _ request: AddMembersRequest) async throws -> MemberList {
+    package func addMembers(_ caller: Caller, id: ConversationID, _ request: AddMembersRequest) async throws -> MemberList {
         try Validate.names(request.usernames, field: "usernames")
         let role = request.role ?? .member
         guard role != .owner else { throw ChatError.invalid("add people as member or admin; promote to owner afterwards") }
@@ -267,7 +267,7 @@ extension Chat {
     /// - Throws: 403 when the caller does not outrank the member or the conversation is
     ///   direct; 409 when the last owner would leave others behind; 404 `user_not_found` for
     ///   someone who is not a member.
-    public func removeMember(_ caller: Caller, id: ConversationID, user: UserID) async throws {
+    package func removeMember(_ caller: Caller, id: ConversationID, user: UserID) async throws {
         let now = nowMilliseconds
         try await run {
             try await write { db in
@@ -296,7 +296,7 @@ extension Chat {
     /// Changes a member's role (owners only).
     ///
     /// - Throws: 409 when that would leave no owner.
-    public func updateMember(_ caller: Caller, id: ConversationID, user: UserID, _ request: UpdateMemberRequest) async throws -> Member {
+    package func updateMember(_ caller: Caller, id: ConversationID, user: UserID, _ request: UpdateMemberRequest) async throws -> Member {
         let now = nowMilliseconds
         return try await run {
             try await write { db in
@@ -318,7 +318,7 @@ extension Chat {
     }
 
     /// Members by join order, a page at a time.
-    public func members(_ caller: Caller, id: ConversationID, limit: Int?, offset: Int?) async throws -> MemberList {
+    package func members(_ caller: Caller, id: ConversationID, limit: Int?, offset: Int?) async throws -> MemberList {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 100)
         let offset = offset ?? 0
         guard offset >= 0 else { throw ChatError.invalid("offset must not be negative") }

@@ -63,7 +63,7 @@ extension Chat {
     ///
     /// - Returns: the number of `delivery.updated` events written.
     @discardableResult
-    public func flushDeliveries() async throws -> Int {
+    package func flushDeliveries() async throws -> Int {
         let moves = deliveries.take()
         guard !moves.isEmpty else { return 0 }
         let now = nowMilliseconds

@@ -1,7 +1,7 @@
 import Foundation
 import ParleyCrypto
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 extension Chat {
     /// Registers the caller's session's device for push (`POST /v1/devices`). The same token
@@ -11,7 +11,7 @@ extension Chat {
     ///
     /// - Throws: 400 for a token of the wrong shape, or an environment given for FCM; 409
     ///   `too_many_devices` past ``Limits/pushDevicesPerUser``.
-    public func registerDevice(_ caller: Caller, _ request: RegisterDeviceRequest) async throws -> PushDevice {
+    package func registerDevice(_ caller: Caller, _ request: RegisterDeviceRequest) async throws -> PushDevice {
         let token = try Validate.pushToken(request.platform, request.token)
         if request.platform == .fcm, request.environment != nil {
             throw ChatError.invalid("environment is for APNs tokens; leave it out for fcm")
@@ -47,7 +47,7 @@ extension Chat {
     }
 
     /// The caller's devices registered for push, newest first (`GET /v1/devices`).
-    public func listDevices(_ caller: Caller) async throws -> PushDeviceList {
+    package func listDevices(_ caller: Caller) async throws -> PushDeviceList {
         try await run {
             try await store.read { db in
                 let rows = try db.fetchAll("""
@@ -62,7 +62,7 @@ extension Chat {
     /// Removes one of the caller's devices (`DELETE /v1/devices/{id}`): it gets no more pushes.
     ///
     /// - Throws: 404 `device_not_found` when the caller has no device with that id.
-    public func removeDevice(_ caller: Caller, id: String) async throws {
+    package func removeDevice(_ caller: Caller, id: String) async throws {
         try await run {
             try await store.write { db in
                 guard try db.execute("DELETE FROM push_device WHERE public_id = \(id) AND user_id = \(caller.userKey)") == 1 else {
@@ -73,7 +73,7 @@ extension Chat {
     }
 
     /// Removes every device the caller's session registered (the SDK's `unregisterForPush`).
-    public func removeSessionDevices(_ caller: Caller) async throws {
+    package func removeSessionDevices(_ caller: Caller) async throws {
         try await run {
             try await store.write { db in _ = try db.execute("DELETE FROM push_device WHERE session_id = \(caller.sessionKey)") }
         }

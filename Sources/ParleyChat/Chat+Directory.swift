@@ -1,6 +1,6 @@
 import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 extension UserSort {
     var orderBy: SQL {
@@ -20,7 +20,7 @@ extension Chat {
     /// `query` (case-insensitive); an empty query lists everyone.
     ///
     /// - Throws: 400 for a limit outside 1…100, an offset outside 0…10000 or a query over 254 characters (the longest username, an e-mail address).
-    public func searchUsers(_ caller: Caller, query: String, limit: Int?, offset: Int?, sort: UserSort) async throws -> UserPage {
+    package func searchUsers(_ caller: Caller, query: String, limit: Int?, offset: Int?, sort: UserSort) async throws -> UserPage {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 20)
         let offset = offset ?? 0
         guard (0...Limits.maxOffset).contains(offset) else { throw ChatError.invalid("offset must be 0–\(Limits.maxOffset)") }
@@ -48,7 +48,7 @@ extension Chat {
     /// One user of the caller's app.
     ///
     /// - Throws: 404 `user_not_found` (also for users of other apps).
-    public func user(_ caller: Caller, id: UserID) async throws -> User {
+    package func user(_ caller: Caller, id: UserID) async throws -> User {
         try await run {
             try await store.read { db in
                 guard let row = try db.fetchOne("SELECT \(Chat.userColumns) FROM account u WHERE u.public_id = \(id.rawValue) AND u.app_id = \(caller.appID)") else {
@@ -61,7 +61,7 @@ extension Chat {
 
     /// Looks up usernames; answers the users found (in the order asked, without repeats)
     /// and the names that match nobody.
-    public func resolveUsers(_ caller: Caller, usernames: [String]) async throws -> ResolveUsersResponse {
+    package func resolveUsers(_ caller: Caller, usernames: [String]) async throws -> ResolveUsersResponse {
         try Validate.names(usernames, field: "usernames")
         return try await run {
             try await store.read { db in try Chat.resolve(db, app: caller.appID, usernames: usernames).response }

@@ -1,23 +1,23 @@
-public import Foundation
+package import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 import ParleySync
 
 /// Where an export's NDJSON lines go: appended a page at a time, so an export of any size is
 /// never whole in memory (the server writes a temporary file and sends it as the body).
-public protocol ExportSink: Sendable {
+package protocol ExportSink: Sendable {
     /// Appends lines (each a JSON object followed by `\n`).
     func write(_ bytes: [UInt8]) throws
 }
 
 /// An ``ExportSink`` writing to a file.
-public final class FileExportSink: ExportSink {
+package final class FileExportSink: ExportSink {
     private let handle: LockedValue<FileHandle>
 
     /// Writes to `handle` (the caller closes it).
-    public init(handle: FileHandle) { self.handle = LockedValue(handle) }
+    package init(handle: FileHandle) { self.handle = LockedValue(handle) }
 
-    public func write(_ bytes: [UInt8]) throws {
+    package func write(_ bytes: [UInt8]) throws {
         try handle.withLock { try $0.write(contentsOf: Data(bytes)) }
     }
 }
@@ -33,7 +33,7 @@ extension Chat {
     static let exportPage = 500
 
     /// Everything of the caller's, as NDJSON lines into `sink`.
-    public func exportUser(_ caller: Caller, into sink: any ExportSink) async throws {
+    package func exportUser(_ caller: Caller, into sink: any ExportSink) async throws {
         let now = nowMilliseconds
         var counts = ["conversations": 0, "messages": 0, "media": 0]
         let account = try await run {
@@ -113,7 +113,7 @@ extension Chat {
     /// owner, as everywhere.
     ///
     /// - Throws: 403 for anyone but an owner or the app.
-    public func exportConversation(_ caller: Caller, conversation id: ConversationID, into sink: any ExportSink) async throws {
+    package func exportConversation(_ caller: Caller, conversation id: ConversationID, into sink: any ExportSink) async throws {
         let (access, conversation) = try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .export)

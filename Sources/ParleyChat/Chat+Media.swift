@@ -1,31 +1,31 @@
-public import Foundation
+package import Foundation
 import ParleyCrypto
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 /// An upload about to be recorded: what the server verified about the bytes it stored.
-public struct NewAttachment: Sendable {
+package struct NewAttachment: Sendable {
     /// What it was uploaded as.
-    public var kind: MediaKind
+    package var kind: MediaKind
     /// The verified media type.
-    public var mimeType: String
+    package var mimeType: String
     /// Stored size in bytes.
-    public var sizeBytes: Int64
+    package var sizeBytes: Int64
     /// The sanitised file name, if one was given.
-    public var name: String?
+    package var name: String?
     /// Displayed pixel size (photos).
-    public var width: Int?
+    package var width: Int?
     /// Displayed pixel height (photos).
-    public var height: Int?
+    package var height: Int?
     /// The blob store key of the bytes.
-    public var blob: String
+    package var blob: String
     /// A photo's thumbnail: blob key and size.
-    public var thumbnail: (blob: String, info: MediaThumbnail)?
+    package var thumbnail: (blob: String, info: MediaThumbnail)?
     /// The client's id for this upload, so a retry returns the first upload.
-    public var clientID: String?
+    package var clientID: String?
 
     /// Creates the value; each argument sets the property of the same name.
-    public init(kind: MediaKind, mimeType: String, sizeBytes: Int64, name: String? = nil, width: Int? = nil, height: Int? = nil,
+    package init(kind: MediaKind, mimeType: String, sizeBytes: Int64, name: String? = nil, width: Int? = nil, height: Int? = nil,
                 blob: String, thumbnail: (blob: String, info: MediaThumbnail)? = nil, clientID: String? = nil) {
         self.kind = kind
         self.mimeType = mimeType
@@ -40,32 +40,32 @@ public struct NewAttachment: Sendable {
 }
 
 /// A stored attachment as the download path needs it.
-public struct StoredAttachment: Sendable, Hashable {
+package struct StoredAttachment: Sendable, Hashable {
     /// What clients see.
-    public var info: MediaInfo
+    package var info: MediaInfo
     /// The blob store key of the original.
-    public var blob: String
+    package var blob: String
     /// The blob store key of the thumbnail, if any.
-    public var thumbnailBlob: String?
+    package var thumbnailBlob: String?
 }
 
 extension Chat {
     /// The media settings of a server.
-    public struct MediaPolicy: Sendable, Hashable {
+    package struct MediaPolicy: Sendable, Hashable {
         /// Bytes of uploads one account may hold (counting uploads not yet collected). Default: 1 GiB.
-        public var quotaBytes: Int64 = 1 << 30
+        package var quotaBytes: Int64 = 1 << 30
         /// How long an upload no message refers to is kept. Default: 24 hours.
-        public var orphanLifetime: TimeInterval = 86_400
+        package var orphanLifetime: TimeInterval = 86_400
 
         /// The defaults.
-        public init() {}
+        package init() {}
     }
 
     // MARK: - Uploads
 
     /// The caller's earlier upload with this client id, if any (an upload retried after a
     /// lost answer).
-    public func existingUpload(_ caller: Caller, clientID: String) async throws -> MediaInfo? {
+    package func existingUpload(_ caller: Caller, clientID: String) async throws -> MediaInfo? {
         try Validate.clientID(clientID)
         return try await run {
             try await store.read { db in
@@ -76,7 +76,7 @@ extension Chat {
     }
 
     /// Bytes of uploads the caller holds.
-    public func mediaUsage(_ caller: Caller) async throws -> Int64 {
+    package func mediaUsage(_ caller: Caller) async throws -> Int64 {
         try await run { try await store.read { db in try Chat.usage(db, owner: caller.userKey) } }
     }
 
@@ -84,7 +84,7 @@ extension Chat {
     /// returns the first upload (`created` false). The blobs it names stop being garbage.
     ///
     /// - Throws: 403 `quota_exceeded` past `policy.quotaBytes` (nothing recorded).
-    public func recordUpload(_ caller: Caller, _ upload: NewAttachment, policy: MediaPolicy) async throws -> (MediaInfo, created: Bool) {
+    package func recordUpload(_ caller: Caller, _ upload: NewAttachment, policy: MediaPolicy) async throws -> (MediaInfo, created: Bool) {
         if let clientID = upload.clientID { try Validate.clientID(clientID) }
         let now = nowMilliseconds
         let publicID = Crypto.randomID(prefix: "a_", length: 24)
@@ -122,7 +122,7 @@ extension Chat {
     /// conversation they may read (docs/access.md; not one they are banned from).
     ///
     /// - Throws: 404 `attachment_not_found` otherwise, whether or not it exists.
-    public func attachment(_ caller: Caller, id: String) async throws -> StoredAttachment {
+    package func attachment(_ caller: Caller, id: String) async throws -> StoredAttachment {
         guard Limits.attachmentID.contains(id.utf8.count) else { throw ChatError.attachmentNotFound }
         let now = nowMilliseconds
         return try await run {
@@ -139,7 +139,7 @@ extension Chat {
     }
 
     /// An attachment by id alone, for a download whose signed URL was already verified.
-    public func attachment(signedID id: String) async throws -> StoredAttachment {
+    package func attachment(signedID id: String) async throws -> StoredAttachment {
         guard Limits.attachmentID.contains(id.utf8.count) else { throw ChatError.attachmentNotFound }
         return try await run {
             try await store.read { db in
@@ -153,7 +153,7 @@ extension Chat {
 
     /// The key that signs download URLs: 32 random bytes made on first use and kept in the
     /// database, so every node of a cluster signs and verifies alike.
-    public func mediaSigningKey() async throws -> [UInt8] {
+    package func mediaSigningKey() async throws -> [UInt8] {
         try await run {
             if let key = try await store.read({ db in try db.fetchValue([UInt8].self, "SELECT value FROM setting WHERE name = 'media_signing_key'") }) {
                 return key
@@ -172,7 +172,7 @@ extension Chat {
     /// and older than `policy.orphanLifetime` — and returns blob keys no attachment uses any
     /// more (at most `limit`), for the caller to remove from the blob store and then pass to
     /// ``forgetGarbage(_:)``.
-    public func collectMedia(policy: MediaPolicy, limit: Int = 500) async throws -> [String] {
+    package func collectMedia(policy: MediaPolicy, limit: Int = 500) async throws -> [String] {
         let orphanBefore = nowMilliseconds - Int64(policy.orphanLifetime * 1000)
         let now = nowMilliseconds
         return try await run {
@@ -202,13 +202,13 @@ extension Chat {
 
     /// Marks blobs as garbage unless an attachment uses them (an upload that stored its bytes
     /// and then failed to be recorded).
-    public func markGarbage(_ blobs: [String]) async throws {
+    package func markGarbage(_ blobs: [String]) async throws {
         let now = nowMilliseconds
         try await run { try await store.write { db in try Chat.markGarbage(db, Set(blobs), now: now) } }
     }
 
     /// Forgets garbage blobs that were removed from the blob store.
-    public func forgetGarbage(_ blobs: [String]) async throws {
+    package func forgetGarbage(_ blobs: [String]) async throws {
         guard !blobs.isEmpty else { return }
         try await run { try await store.write { db in _ = try db.execute("DELETE FROM blob_garbage WHERE blob IN (\(list: blobs))") } }
     }
@@ -220,7 +220,7 @@ extension Chat {
     /// holder's lease lasts. Nodes sharing a media directory use this so one request at a time
     /// writes an upload's bytes; leases are wall-clock milliseconds, so nodes' clocks must
     /// agree to well within a lease (NTP does).
-    public func claimUpload(user: Int64, clientID: String, holder: String, lease: Duration) async throws -> Bool {
+    package func claimUpload(user: Int64, clientID: String, holder: String, lease: Duration) async throws -> Bool {
         let now = nowMilliseconds
         let expires = now + Chat.milliseconds(lease)
         return try await run {
@@ -235,7 +235,7 @@ extension Chat {
     }
 
     /// Ends `holder`'s claim (nothing when another holds it now).
-    public func releaseUpload(user: Int64, clientID: String, holder: String) async throws {
+    package func releaseUpload(user: Int64, clientID: String, holder: String) async throws {
         try await run {
             try await store.write { db in
                 _ = try db.execute("DELETE FROM upload_claim WHERE user_id = \(user) AND client_id = \(clientID) AND holder = \(holder)")
@@ -245,7 +245,7 @@ extension Chat {
 
     /// Forgets every claim: at the start of a lone node (SQLite), whose earlier run's requests
     /// are all gone.
-    public func clearUploadClaims() async throws {
+    package func clearUploadClaims() async throws {
         try await run { try await store.write { db in _ = try db.execute("DELETE FROM upload_claim") } }
     }
 

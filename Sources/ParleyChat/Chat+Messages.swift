@@ -1,23 +1,23 @@
 import Foundation
 import ParleyCrypto
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 /// Which page of history to read.
-public struct HistoryQuery: Sendable, Hashable {
+package struct HistoryQuery: Sendable, Hashable {
     /// Messages with a seq below this (older), newest of them first in the page.
-    public var before: Int64?
+    package var before: Int64?
     /// Messages with a seq above this (newer).
-    public var after: Int64?
+    package var after: Int64?
     /// A page centred on this seq (half before it, the rest from it on).
-    public var around: Int64?
+    package var around: Int64?
     /// Page size. Default: 50; 1…200.
-    public var limit: Int?
+    package var limit: Int?
     /// True for oldest-first order in the page. Default: true.
-    public var ascending: Bool
+    package var ascending: Bool
 
     /// A query; the defaults ask for the newest 50, oldest first.
-    public init(before: Int64? = nil, after: Int64? = nil, around: Int64? = nil, limit: Int? = nil, ascending: Bool = true) {
+    package init(before: Int64? = nil, after: Int64? = nil, around: Int64? = nil, limit: Int? = nil, ascending: Bool = true) {
         self.before = before
         self.after = after
         self.around = around
@@ -36,14 +36,14 @@ extension Chat {
     /// - Throws: 400 for invalid content; 403 `not_member` in a public channel not joined;
     ///   404 for a conversation the caller is not in; 409 `client_id_reused` when the client
     ///   id names a different message.
-    public func send(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (Message, created: Bool) {
+    package func send(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (Message, created: Bool) {
         let (record, created) = try await sendRecord(caller, to: id, request)
         return (try record.message(), created)
     }
 
     /// ``send(_:to:_:)`` answering with the stored record, which the server writes out
     /// without a JSON decode and encode (``MessageRecord/writeJSON(into:)``).
-    public func sendRecord(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (MessageRecord, created: Bool) {
+    package func sendRecord(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (MessageRecord, created: Bool) {
         let prepared = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
         if let root = request.threadID, root.rawValue.utf8.count > 64 { throw ChatError.invalid("threadId names no message here") }
@@ -81,7 +81,7 @@ extension Chat {
     /// and left out.
     ///
     /// - Throws: 404 `user_not_found` when no name matches anyone (nothing is sent).
-    public func sendToUsers(_ caller: Caller, _ request: SendToUsersRequest) async throws -> (SendToUsersResponse, created: Bool) {
+    package func sendToUsers(_ caller: Caller, _ request: SendToUsersRequest) async throws -> (SendToUsersResponse, created: Bool) {
         let prepared = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
         guard !request.to.isEmpty else { throw ChatError.invalid("to must name at least one username") }
         try Validate.names(request.to, field: "to")
@@ -119,7 +119,7 @@ extension Chat {
     // MARK: - Read
 
     /// A page of history. Deleted messages appear as tombstones (no content) in their place.
-    public func history(_ caller: Caller, id: ConversationID, _ query: HistoryQuery) async throws -> HistoryPage {
+    package func history(_ caller: Caller, id: ConversationID, _ query: HistoryQuery) async throws -> HistoryPage {
         let limit = try Validate.limit(query.limit, in: Limits.historyPage, default: 50)
         guard [query.before, query.after, query.around].compactMap({ $0 }).count <= 1 else {
             throw ChatError.invalid("give at most one of before, after and around")
@@ -170,7 +170,7 @@ extension Chat {
     }
 
     /// One message.
-    public func message(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> Message {
+    package func message(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> Message {
         try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .read)
@@ -183,7 +183,7 @@ extension Chat {
 
     /// The conversation's history as events after `afterSeq`, oldest first (receipt changes,
     /// which take no seq, are only in the feed). Message events carry the message as it is now.
-    public func events(_ caller: Caller, conversation id: ConversationID, afterSeq: Int64, limit: Int?) async throws -> EventRecordPage {
+    package func events(_ caller: Caller, conversation id: ConversationID, afterSeq: Int64, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
         guard afterSeq >= 0 else { throw ChatError.invalid("after must not be negative") }
         return try await run {
@@ -208,7 +208,7 @@ extension Chat {
     /// member up to and including the `member.removed` that ended it, exactly as the live
     /// socket delivers them (docs/protocol.md). An event with one recipient (its kind's
     /// audience, or a shadow message's) goes to that member alone, live and here alike.
-    public func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventRecordPage {
+    package func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
         guard position >= 0 else { throw ChatError.invalid("after must not be negative") }
         return try await run {
@@ -295,7 +295,7 @@ extension Chat {
 
     /// Full-text search over the messages of the caller's conversations (or one of them),
     /// best match first. Deleted messages are never found; edited ones by their new text.
-    public func search(_ caller: Caller, query: String, conversation id: ConversationID?, limit: Int?) async throws -> SearchResults {
+    package func search(_ caller: Caller, query: String, conversation id: ConversationID?, limit: Int?) async throws -> SearchResults {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 20)
         guard Limits.searchQuery.contains(query.unicodeScalars.count) else { throw ChatError.invalid("q must be 1–256 characters") }
         // Words are runs of letters, digits and marks — what the tokenizer indexes — so
@@ -338,7 +338,7 @@ extension Chat {
     /// Replaces a message's content (its author only).
     ///
     /// - Throws: 403 for someone else's message; 409 for a deleted one.
-    public func edit(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, _ request: EditMessageRequest) async throws -> Message {
+    package func edit(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, _ request: EditMessageRequest) async throws -> Message {
         let prepared = try PreparedMessage("edit", request.content, request.metadata, from: caller)
         let now = nowMilliseconds
         return try await run {
@@ -370,7 +370,7 @@ extension Chat {
     /// caller is an owner or admin (a moderator). Already deleted ones are left as they are.
     ///
     /// - Returns: the tombstones.
-    public func delete(_ caller: Caller, conversation id: ConversationID, messages ids: [MessageID]) async throws -> [Message] {
+    package func delete(_ caller: Caller, conversation id: ConversationID, messages ids: [MessageID]) async throws -> [Message] {
         guard (1...Limits.namesPerRequest).contains(ids.count) else { throw ChatError.invalid("ids must list 1–\(Limits.namesPerRequest) messages") }
         let now = nowMilliseconds
         return try await run {

@@ -1,7 +1,7 @@
 import Foundation
 import ParleyCrypto
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 // Moderation (docs/api.md, "Moderation"): owners and admins of groups and channels — and the
 // app's backend — are moderators. They delete any message, remove, ban and mute members, set
@@ -59,7 +59,7 @@ extension Chat {
     ///
     /// - Throws: 403 for a non-moderator, a direct conversation, or a target who outranks the
     ///   caller; 404 `user_not_found`.
-    public func ban(_ caller: Caller, conversation id: ConversationID, _ request: BanRequest) async throws -> Ban {
+    package func ban(_ caller: Caller, conversation id: ConversationID, _ request: BanRequest) async throws -> Ban {
         let reason = try request.reason.map { try Validate.note($0, field: "reason", max: 500) }
         let now = nowMilliseconds
         let until = request.until.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
@@ -93,7 +93,7 @@ extension Chat {
     }
 
     /// Lifts a ban (moderators). Lifting one that is not there changes nothing.
-    public func unban(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws {
+    package func unban(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws {
         let now = nowMilliseconds
         try await run {
             try await write { tx in
@@ -107,7 +107,7 @@ extension Chat {
     }
 
     /// The bans in force (moderators), newest first.
-    public func bans(_ caller: Caller, conversation id: ConversationID) async throws -> BanList {
+    package func bans(_ caller: Caller, conversation id: ConversationID) async throws -> BanList {
         let now = nowMilliseconds
         return try await run {
             try await store.read { db in
@@ -135,7 +135,7 @@ extension Chat {
 
     /// Mutes a member (moderators): they keep reading but may not post (403 `member_muted`)
     /// until `until` or until unmuted.
-    public func muteMember(_ caller: Caller, conversation id: ConversationID, user: UserID, _ request: MuteMemberRequest) async throws -> Member {
+    package func muteMember(_ caller: Caller, conversation id: ConversationID, user: UserID, _ request: MuteMemberRequest) async throws -> Member {
         let now = nowMilliseconds
         let until = request.until.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } ?? Chat.forever
         guard until > now else { throw ChatError.invalid("until must be in the future (leave it out to mute until unmuted)") }
@@ -143,7 +143,7 @@ extension Chat {
     }
 
     /// Ends a moderator's mute of a member.
-    public func unmuteMember(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws -> Member {
+    package func unmuteMember(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws -> Member {
         try await changeMute(caller, conversation: id, user: user, until: nil, now: nowMilliseconds)
     }
 
@@ -193,7 +193,7 @@ extension Chat {
     /// Blocks someone: from now on the caller receives nothing they write in a direct
     /// conversation (their messages there are shown only to them, never pushed); they are not
     /// told. Blocking again changes nothing.
-    public func block(_ caller: Caller, user: UserID) async throws {
+    package func block(_ caller: Caller, user: UserID) async throws {
         let now = nowMilliseconds
         try await run {
             try await write { tx in
@@ -209,7 +209,7 @@ extension Chat {
     }
 
     /// Ends a block (changes nothing when there is none).
-    public func unblock(_ caller: Caller, user: UserID) async throws {
+    package func unblock(_ caller: Caller, user: UserID) async throws {
         try await run {
             try await write { tx in
                 let target = try Chat.targetUser(tx, app: caller.appID, id: user)
@@ -219,7 +219,7 @@ extension Chat {
     }
 
     /// The people the caller blocked, most recent first.
-    public func blocks(_ caller: Caller) async throws -> BlockList {
+    package func blocks(_ caller: Caller) async throws -> BlockList {
         try await run {
             try await store.read { db in
                 BlockList(users: try db.fetchAll("""
@@ -234,7 +234,7 @@ extension Chat {
 
     /// Shadow-bans a user of the app (or lifts it): from then on their messages are shown only
     /// to themselves — never to anyone else, never pushed, never sent to webhooks. They are not told.
-    public func setShadowBan(_ server: ServerApp, username: String, banned: Bool) async throws {
+    package func setShadowBan(_ server: ServerApp, username: String, banned: Bool) async throws {
         let now = nowMilliseconds
         try await run {
             try await write { tx in
@@ -249,7 +249,7 @@ extension Chat {
     /// Reports a message to the conversation's moderators (any member, once per message).
     ///
     /// - Throws: 409 `conflict` for a second report of the same message by the same person.
-    public func report(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, _ request: ReportRequest) async throws -> Report {
+    package func report(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, _ request: ReportRequest) async throws -> Report {
         let note = try request.note.map { try Validate.note($0, field: "note", max: 1000) }
         let now = nowMilliseconds
         let publicID = Crypto.randomID(prefix: "rp_")
@@ -269,7 +269,7 @@ extension Chat {
 
     /// The conversation's reports (moderators): open ones (or `resolved`), oldest first;
     /// `after` pages on from a report id.
-    public func reports(_ caller: Caller, conversation id: ConversationID, resolved: Bool, after: String?, limit: Int?) async throws -> ReportList {
+    package func reports(_ caller: Caller, conversation id: ConversationID, resolved: Bool, after: String?, limit: Int?) async throws -> ReportList {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 50)
         return try await run {
             try await store.read { db in
@@ -289,7 +289,7 @@ extension Chat {
 
     /// Resolves a report (moderators): dismiss it, delete the message, or delete it and ban its
     /// author. Resolving a resolved report again is 409.
-    public func resolveReport(_ caller: Caller, conversation id: ConversationID, report reportID: String, _ request: ResolveReportRequest) async throws -> Report {
+    package func resolveReport(_ caller: Caller, conversation id: ConversationID, report reportID: String, _ request: ResolveReportRequest) async throws -> Report {
         let note = try request.note.map { try Validate.note($0, field: "note", max: 1000) }
         let now = nowMilliseconds
         let reportFilter: SQL = "r.public_id = \(reportID)"

@@ -1,6 +1,6 @@
 import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 extension Chat {
     /// "Until unmuted": 9999-12-31T23:59:59Z, a date every JSON library reads.
@@ -11,7 +11,7 @@ extension Chat {
     /// Muting again changes the end.
     ///
     /// - Throws: 400 for an end not in the future; 403 `not_member`; 404.
-    public func mute(_ caller: Caller, conversation id: ConversationID, _ request: MuteRequest) async throws -> Conversation {
+    package func mute(_ caller: Caller, conversation id: ConversationID, _ request: MuteRequest) async throws -> Conversation {
         let now = nowMilliseconds
         let until = request.until.map(Chat.milliseconds) ?? Chat.mutedForever
         guard until > now else { throw ChatError.invalid("until must be in the future; to unmute, DELETE the mute") }
@@ -20,7 +20,7 @@ extension Chat {
 
     /// Ends the caller's mute of a conversation (`DELETE /v1/conversations/{id}/mute`); nothing
     /// happens when it was not muted.
-    public func unmute(_ caller: Caller, conversation id: ConversationID) async throws {
+    package func unmute(_ caller: Caller, conversation id: ConversationID) async throws {
         _ = try await setNotifications(caller, id) { $0.mutedUntil = nil }
     }
 
@@ -30,7 +30,7 @@ extension Chat {
     /// silences everything but mentions while it lasts.
     ///
     /// - Throws: 403 `not_member`; 404.
-    public func setNotifications(_ caller: Caller, conversation id: ConversationID, _ request: NotificationsRequest) async throws -> Conversation {
+    package func setNotifications(_ caller: Caller, conversation id: ConversationID, _ request: NotificationsRequest) async throws -> Conversation {
         try await setNotifications(caller, id) { $0.level = request.level }
     }
 

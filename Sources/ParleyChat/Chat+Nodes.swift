@@ -7,7 +7,7 @@ import ParleyWire
 /// only carries news of it.
 extension Chat {
     /// The committed-up-to position (``EventLog``).
-    public func committedPosition() async throws -> Int64 {
+    package func committedPosition() async throws -> Int64 {
         try await run { try await store.read { db in try EventLog.committedPosition(db) } }
     }
 
@@ -16,7 +16,7 @@ extension Chat {
     ///
     /// - Returns: the publications and the position they cover up to: `upTo` when every event
     ///   of the span was read, else the last one read.
-    public func publications(after: Int64, upTo: Int64, limit: Int) async throws -> (publications: [Publication], through: Int64) {
+    package func publications(after: Int64, upTo: Int64, limit: Int) async throws -> (publications: [Publication], through: Int64) {
         guard upTo > after else { return ([], after) }
         let limit = max(1, limit)
         return try await run {
@@ -53,7 +53,7 @@ extension Chat {
 
 /// What a bus between nodes reads from the database to order what it receives and to fill
 /// gaps. ``Chat`` is one.
-public protocol BusSource: Sendable {
+package protocol BusSource: Sendable {
     /// The committed-up-to position.
     func committedPosition() async throws -> Int64
     /// The events after `after` up to `upTo` as publications, at most `limit`, and the position

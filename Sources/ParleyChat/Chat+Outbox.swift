@@ -1,19 +1,19 @@
-public import Foundation
-public import ParleyStore
+package import Foundation
+package import ParleyStore
 
 /// One piece of work in an outbox: what a feature wrote in a change's transaction, to be done
 /// after it (a push notification to send, a webhook to deliver).
-public struct OutboxItem: Sendable, Hashable {
+package struct OutboxItem: Sendable, Hashable {
     /// The row's key.
-    public var id: Int64
+    package var id: Int64
     /// Which outbox (`push`, `webhook`, …).
-    public var kind: String
+    package var kind: String
     /// What the feature wrote, as it wrote it.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
     /// Attempts made before this one.
-    public var attempts: Int
+    package var attempts: Int
     /// When the change that caused it committed.
-    public var createdAt: Date
+    package var createdAt: Date
 }
 
 /// The outboxes (docs/decisions/0018-positions-across-nodes.md, "Outboxes across nodes").
@@ -28,10 +28,10 @@ public struct OutboxItem: Sendable, Hashable {
 /// (``Chat/failOutbox(_:holder:)``). A worker that dies mid-lease leaves its rows to be
 /// claimed again when the lease ends: the work is at least once, and exactly once unless a
 /// worker dies between doing it and recording that it did.
-public enum Outbox: Sendable {
+package enum Outbox: Sendable {
     /// Adds a row to the `kind` outbox, due at `due` (default: now). Call inside a write's
     /// transaction.
-    public static func add(_ db: any Database, kind: String, payload: [UInt8], now: Int64, due: Int64? = nil) throws {
+    package static func add(_ db: any Database, kind: String, payload: [UInt8], now: Int64, due: Int64? = nil) throws {
         try db.execute("INSERT INTO outbox (kind, payload, due_at, created_at) VALUES (\(kind), \(payload), \(due ?? now), \(now))")
     }
 }
@@ -39,7 +39,7 @@ public enum Outbox: Sendable {
 extension Chat {
     /// Claims up to `limit` due rows of the `kind` outbox for `holder` until `lease` from now:
     /// rows nobody holds (or whose holder's lease ran out), oldest due first.
-    public func claimOutbox(kind: String, holder: String, limit: Int, lease: Duration) async throws -> [OutboxItem] {
+    package func claimOutbox(kind: String, holder: String, limit: Int, lease: Duration) async throws -> [OutboxItem] {
         let now = nowMilliseconds
         let until = now + Chat.milliseconds(lease)
         return try await run {
@@ -63,7 +63,7 @@ extension Chat {
     }
 
     /// Removes rows `holder` has done (rows another holder took over meanwhile stay).
-    public func finishOutbox(_ ids: [Int64], holder: String) async throws {
+    package func finishOutbox(_ ids: [Int64], holder: String) async throws {
         guard !ids.isEmpty else { return }
         try await run {
             try await store.write { db in _ = try db.execute("DELETE FROM outbox WHERE id IN (\(list: ids)) AND claimed_by = \(holder)") }
@@ -71,7 +71,7 @@ extension Chat {
     }
 
     /// Puts a row back to be tried again `after` from now, one attempt more.
-    public func retryOutbox(_ id: Int64, holder: String, after: Duration) async throws {
+    package func retryOutbox(_ id: Int64, holder: String, after: Duration) async throws {
         let due = nowMilliseconds + Chat.milliseconds(after)
         try await run {
             try await store.write { db in
@@ -84,7 +84,7 @@ extension Chat {
     }
 
     /// Keeps a row as failed: never claimed again (a feature may list and replay its failures).
-    public func failOutbox(_ id: Int64, holder: String) async throws {
+    package func failOutbox(_ id: Int64, holder: String) async throws {
         let now = nowMilliseconds
         try await run {
             try await store.write { db in
@@ -99,7 +99,7 @@ extension Chat {
     /// When the next row of the `kind` outbox that nobody holds falls due (nil when there is
     /// none), for a worker to sleep until then. One step of the `(kind, due_at)` index: held
     /// rows are skipped, and a held row whose lease ran out counts as due.
-    public func nextOutboxDue(kind: String) async throws -> Date? {
+    package func nextOutboxDue(kind: String) async throws -> Date? {
         let now = nowMilliseconds
         return try await run {
             try await store.read { db in

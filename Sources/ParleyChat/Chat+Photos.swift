@@ -1,6 +1,6 @@
 import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 // Profile and conversation photos (docs/api.md, "Photos"): a photo upload — checked, its
 // metadata removed and its thumbnail made by the media pipeline — set as a face. Every user,
@@ -11,7 +11,7 @@ extension Chat {
     /// Sets (or with nil removes) the caller's profile photo.
     ///
     /// - Throws: 404 for an upload that is not the caller's; 400 for one that is not a photo.
-    public func setProfilePhoto(_ caller: Caller, attachment id: String?) async throws -> User {
+    package func setProfilePhoto(_ caller: Caller, attachment id: String?) async throws -> User {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
@@ -28,7 +28,7 @@ extension Chat {
 
     /// Sets (or removes) a group's or channel's photo (owners and admins); members get a
     /// `conversation.updated` with `photoURL` ("" when removed).
-    public func setConversationPhoto(_ caller: Caller, conversation id: ConversationID, attachment: String?) async throws -> Conversation {
+    package func setConversationPhoto(_ caller: Caller, conversation id: ConversationID, attachment: String?) async throws -> Conversation {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
@@ -88,7 +88,7 @@ extension Chat {
     }
 
     /// The upload behind an avatar path, when it is someone's or some conversation's photo now.
-    public func avatar(_ id: String) async throws -> StoredAttachment {
+    package func avatar(_ id: String) async throws -> StoredAttachment {
         guard Limits.attachmentID.contains(id.utf8.count) else { throw ChatError.attachmentNotFound }
         let inUse = try await run {
             try await store.read { db in

@@ -1,55 +1,55 @@
 import Foundation
-public import ParleyStore
-public import ParleyWire
+package import ParleyStore
+package import ParleyWire
 
 /// One push to one device, as ``Chat/expandPush(_:holder:)`` wrote it into the provider's
 /// outbox: everything the sender needs, so sending reads nothing more.
-public struct PushNotice: Codable, Sendable, Hashable {
+package struct PushNotice: Codable, Sendable, Hashable {
     /// The device's id (`d_…`), removed when the provider says the token is dead.
-    public var deviceID: String
+    package var deviceID: String
     /// APNs or FCM.
-    public var platform: PushPlatform
+    package var platform: PushPlatform
     /// The device token.
-    public var token: String
+    package var token: String
     /// The APNs environment.
-    public var environment: PushEnvironment
+    package var environment: PushEnvironment
     /// The conversation (`thread-id`, and Parley's own key).
-    public var conversationID: String
+    package var conversationID: String
     /// The message (`apns-collapse-id`, and Parley's own key).
-    public var messageID: String
+    package var messageID: String
     /// The message's seq in its conversation.
-    public var seq: Int64
+    package var seq: Int64
     /// The message's position in the event log.
-    public var position: Int64
+    package var position: Int64
     /// Direct: the sender's display name; groups and channels: the conversation's title;
     /// empty in id-only mode.
-    public var title: String
+    package var title: String
     /// Groups and channels: the sender's display name.
-    public var subtitle: String?
+    package var subtitle: String?
     /// The text, or "📷 Photo", "📍 Location", …; nil in id-only mode.
-    public var body: String?
+    package var body: String?
     /// The member's unread messages across their conversations.
-    public var badge: Int
+    package var badge: Int
     /// When the message was sent (milliseconds since 1970).
-    public var sentAt: Int64
+    package var sentAt: Int64
 }
 
 /// The push outbox's rows: one per new message in a conversation where some other member
 /// has a device, written in the message's own transaction. Installed when push is on.
-public struct PushOutboxHook: TransactionHook {
+package struct PushOutboxHook: TransactionHook {
     /// How long a device that is connected has to confirm delivery before the member is
     /// pushed anyway.
-    public let confirmationWindow: Duration
+    package let confirmationWindow: Duration
 
     /// A hook whose rows fall due `confirmationWindow` after their message.
-    public init(confirmationWindow: Duration) {
+    package init(confirmationWindow: Duration) {
         self.confirmationWindow = confirmationWindow
     }
 
     /// The outbox kind of the per-message rows.
-    public static let kind = "push"
+    package static let kind = "push"
 
-    public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
+    package func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
         for event in events where event.record.type.rule?.push == true && event.recipient == nil {
             // Public channels push the members a message mentions and those who asked for every
             // message; Pusher channels never.
@@ -118,7 +118,7 @@ extension Chat {
     /// member is not the sender, has not muted the conversation, and has not confirmed delivery
     /// of the message (no socket took it within the window). A message deleted meanwhile
     /// pushes nothing.
-    public func expandPush(_ items: [OutboxItem], holder: String) async throws -> Int {
+    package func expandPush(_ items: [OutboxItem], holder: String) async throws -> Int {
         let now = nowMilliseconds
         let sources = items.compactMap { PushSource($0.payload) }
         return try await run {
@@ -198,13 +198,13 @@ extension Chat {
     }
 
     /// Removes a device the provider said is gone (410, `Unregistered`, `BadDeviceToken`, …).
-    public func removeDeadDevice(id: String) async throws {
+    package func removeDeadDevice(id: String) async throws {
         try await run { try await store.write { db in _ = try db.execute("DELETE FROM push_device WHERE public_id = \(id)") } }
     }
 
     /// Sets what an app's pushes say (`parley-server apps push-content`), the app named by its
     /// name or public key: `full` or `id-only`.
-    public func setPushContent(app name: String, idOnly: Bool) async throws {
+    package func setPushContent(app name: String, idOnly: Bool) async throws {
         try await run {
             try await store.write { db in
                 guard try db.execute("UPDATE app SET push_content = \(idOnly ? "id-only" : "full") WHERE name = \(name) OR public_key = \(name)") == 1 else {

@@ -1,20 +1,20 @@
 import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 /// One page of the events a reconnecting device missed, as the frames the socket sends.
-public struct ReplayPage: Sendable {
+package struct ReplayPage: Sendable {
     /// `(position, frame)` in position order.
-    public var frames: [(position: Int64, frame: [UInt8])]
+    package var frames: [(position: Int64, frame: [UInt8])]
     /// More events follow.
-    public var hasMore: Bool
+    package var hasMore: Bool
     /// The newest position in the store when the page was read: once a page has no more,
     /// the device has everything up to here.
-    public var newest: Int64
+    package var newest: Int64
 }
 
 /// How a reconnecting device catches up.
-public enum CatchUp: Sendable, Hashable {
+package enum CatchUp: Sendable, Hashable {
     /// Replay the events after the position, page by page.
     case replay
     /// Too much was missed (or the position was never issued here): reload over REST, then
@@ -24,11 +24,11 @@ public enum CatchUp: Sendable, Hashable {
 
 extension Chat {
     /// How long a typing indicator lasts unless the typist repeats it.
-    public static let typingLifetimeMilliseconds = 6_000
+    package static let typingLifetimeMilliseconds = 6_000
 
     /// The conversations whose events `caller`'s devices receive, and the position the
     /// answer holds at (the newest in the same snapshot).
-    public func memberships(_ caller: Caller) async throws -> (conversations: [Int64], asOf: Int64) {
+    package func memberships(_ caller: Caller) async throws -> (conversations: [Int64], asOf: Int64) {
         try await run {
             try await store.read { db in
                 let keys = try db.fetchAll("SELECT conversation_id FROM member WHERE user_id = \(caller.userKey)").map { try $0.get("conversation_id", as: Int64.self) }
@@ -42,7 +42,7 @@ extension Chat {
     /// another history (`epoch` differs: a restored backup, another server) or was never
     /// issued here, nor when more than `maxEvents` are waiting (reloading the conversation
     /// list and the newest history is quicker).
-    public func catchUp(_ caller: Caller, after position: Int64, epoch: String?, maxEvents: Int) async throws -> CatchUp {
+    package func catchUp(_ caller: Caller, after position: Int64, epoch: String?, maxEvents: Int) async throws -> CatchUp {
         let current = self.epoch
         return try await run {
             try await store.read { db in
@@ -64,7 +64,7 @@ extension Chat {
 
     /// The next page of events after `position` for `caller`'s devices, as socket frames
     /// (messages without a per-viewer status, exactly as the live frames).
-    public func replay(_ caller: Caller, after position: Int64, limit: Int) async throws -> ReplayPage {
+    package func replay(_ caller: Caller, after position: Int64, limit: Int) async throws -> ReplayPage {
         try await run {
             try await store.read { db in
                 let newest = try EventLog.committedPosition(db)
@@ -79,7 +79,7 @@ extension Chat {
     /// typing. Nothing is stored.
     ///
     /// - Throws: 403 `not_member` in a public channel not joined; 404.
-    public func typing(_ caller: Caller, conversation id: ConversationID, typing: Bool) async throws {
+    package func typing(_ caller: Caller, conversation id: ConversationID, typing: Bool) async throws {
         let access = try await run {
             try await store.read { db in try Chat.access(db, caller: caller, id: id, for: .keepOwnState) }
         }
@@ -90,7 +90,7 @@ extension Chat {
 
     /// The people who see `user`'s presence: everyone sharing a direct conversation, group or
     /// private channel with them (public channels are too large to tell every member).
-    public func presenceAudience(user: Int64) async throws -> [Int64] {
+    package func presenceAudience(user: Int64) async throws -> [Int64] {
         try await run {
             try await store.read { db in
                 try db.fetchAll("""
@@ -106,7 +106,7 @@ extension Chat {
     /// Records that `user`'s last device disconnected now.
     ///
     /// - Returns: the time stored, in milliseconds since 1970.
-    public func recordLastSeen(user: Int64) async throws -> Int64 {
+    package func recordLastSeen(user: Int64) async throws -> Int64 {
         let now = nowMilliseconds
         try await run {
             try await store.write { db in try db.execute("UPDATE account SET last_seen_at = \(now) WHERE id = \(user)") }
@@ -117,7 +117,7 @@ extension Chat {
     /// The presence of the people asked about who share a non-public conversation with the
     /// caller (others are left out, so presence cannot be probed for strangers).
     /// `isOnline` answers for users by internal key.
-    public func presence(_ caller: Caller, users ids: [UserID], isOnline: @Sendable ([Int64]) async -> Set<Int64>) async throws -> PresenceList {
+    package func presence(_ caller: Caller, users ids: [UserID], isOnline: @Sendable ([Int64]) async -> Set<Int64>) async throws -> PresenceList {
         guard (1...Limits.presencePerQuery).contains(ids.count) else {
             throw ChatError.invalid("userIds must list 1–\(Limits.presencePerQuery) users")
         }

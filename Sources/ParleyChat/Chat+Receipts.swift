@@ -1,13 +1,13 @@
 import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 extension Chat {
     /// Moves the caller's watermarks forward. Values behind the current ones change nothing;
     /// values past the conversation's last seq are clamped to it; reading implies delivery.
     ///
     /// - Throws: 400 for a negative value; 403 `not_member`; 404.
-    public func updateReceipt(_ caller: Caller, conversation id: ConversationID, _ update: ReceiptUpdate) async throws -> Receipt {
+    package func updateReceipt(_ caller: Caller, conversation id: ConversationID, _ update: ReceiptUpdate) async throws -> Receipt {
         guard update.deliveredSeq != nil || update.readSeq != nil else { throw ChatError.invalid("give deliveredSeq, readSeq or both") }
         guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { throw ChatError.invalid("seq values are not negative") }
         let now = nowMilliseconds
@@ -43,14 +43,14 @@ extension Chat {
     }
 
     /// Every member's watermarks, a page at a time.
-    public func receipts(_ caller: Caller, conversation id: ConversationID, limit: Int?, offset: Int?) async throws -> ReceiptList {
+    package func receipts(_ caller: Caller, conversation id: ConversationID, limit: Int?, offset: Int?) async throws -> ReceiptList {
         let members = try await members(caller, id: id, limit: limit, offset: offset)
         return ReceiptList(receipts: members.members.map(\.receipt))
     }
 
     /// Who has one of the caller's messages: its status and the members it reached and who
     /// read it (at most 1,000 of each are listed). Only the author may ask.
-    public func messageReceipts(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> MessageReceipts {
+    package func messageReceipts(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> MessageReceipts {
         try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .read)

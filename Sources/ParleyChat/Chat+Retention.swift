@@ -1,13 +1,13 @@
 import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 /// What one retention sweep removed.
-public struct RetentionSweep: Sendable, Hashable {
+package struct RetentionSweep: Sendable, Hashable {
     /// Messages removed.
-    public var messages: Int
+    package var messages: Int
     /// Conversations they were in.
-    public var conversations: Int
+    package var conversations: Int
 }
 
 // Retention (docs/api.md, "Retention"): messages older than a policy's days are deleted for
@@ -21,7 +21,7 @@ extension Chat {
 
     /// The app's policy: keep messages `days` days (0: forever) in every conversation without
     /// a policy of its own.
-    public func setRetention(_ server: ServerApp, _ policy: RetentionPolicy) async throws -> RetentionPolicy {
+    package func setRetention(_ server: ServerApp, _ policy: RetentionPolicy) async throws -> RetentionPolicy {
         guard (0...36_500).contains(policy.days) else { throw ChatError.invalid("days must be 0 (keep forever) to 36500") }
         try await run {
             try await store.write { db in
@@ -32,7 +32,7 @@ extension Chat {
     }
 
     /// The app's policy.
-    public func retention(_ server: ServerApp) async throws -> RetentionPolicy {
+    package func retention(_ server: ServerApp) async throws -> RetentionPolicy {
         try await run {
             try await store.read { db in
                 RetentionPolicy(days: Int(try db.fetchValue(Int64.self, "SELECT coalesce(retention_days, 0) FROM app WHERE id = \(server.app.id)") ?? 0))
@@ -44,7 +44,7 @@ extension Chat {
     /// Safe on several nodes at once: on PostgreSQL a conversation is swept by one node at a
     /// time (an advisory lock), and a batch that finds its rows gone removes nothing.
     @discardableResult
-    public func sweepRetention() async throws -> RetentionSweep {
+    package func sweepRetention() async throws -> RetentionSweep {
         let now = nowMilliseconds
         let policies = try await run {
             try await store.read { db -> [(key: Int64, cutoff: Int64)] in

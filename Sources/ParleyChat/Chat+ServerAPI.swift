@@ -1,22 +1,22 @@
 import Foundation
 import ParleyCrypto
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 import ParleySync
 
 /// An app as its backend authenticated with the secret: what every server API call
 /// (`/v1/server/…`, docs/server-api.md) acts as.
-public struct ServerApp: Sendable, Hashable {
+package struct ServerApp: Sendable, Hashable {
     /// The app.
-    public var app: AppRef
+    package var app: AppRef
     /// Its name (for logs: the secret is never logged).
-    public var name: String
+    package var name: String
     /// The app's system account acting with the app's authority (``Caller/actsAsApp``).
-    public var caller: Caller
+    package var caller: Caller
 }
 
 /// How long a rotated-out secret keeps working unless the operator says otherwise.
-public let defaultSecretGrace: Duration = .seconds(24 * 3600)
+package let defaultSecretGrace: Duration = .seconds(24 * 3600)
 
 extension Chat {
     /// The app whose secret this is: its current secret, or the one before it while the
@@ -24,7 +24,7 @@ extension Chat {
     /// form), so no timing reveals anything of the secret itself.
     ///
     /// - Throws: 401 `invalid_app_secret`.
-    public func authenticateApp(secret: String) async throws -> ServerApp {
+    package func authenticateApp(secret: String) async throws -> ServerApp {
         guard secret.hasPrefix("sk_"), (8...128).contains(secret.utf8.count) else { throw ChatError.invalidAppSecret }
         let hash = Crypto.secretHash(secret)
         let now = nowMilliseconds
@@ -79,7 +79,7 @@ extension Chat {
     /// `grace` (zero: at once, for a leaked secret).
     ///
     /// - Throws: 404 `app_not_found`.
-    public func rotateSecret(app: String, grace: Duration = defaultSecretGrace) async throws -> AppCredentials {
+    package func rotateSecret(app: String, grace: Duration = defaultSecretGrace) async throws -> AppCredentials {
         let secret = "sk_" + Crypto.randomToken()
         let hash = Crypto.secretHash(secret)
         let until = nowMilliseconds + Chat.milliseconds(grace)
@@ -106,7 +106,7 @@ extension Chat {
     ///
     /// - Returns: the user and whether this call created them.
     /// - Throws: 400 for a username, display name or custom data outside the rules.
-    public func upsertUser(_ server: ServerApp, _ request: UpsertUserRequest) async throws -> (ServerUser, created: Bool) {
+    package func upsertUser(_ server: ServerApp, _ request: UpsertUserRequest) async throws -> (ServerUser, created: Bool) {
         let (username, key) = try Validate.username(request.username)
         let displayName = try request.displayName.map(Validate.displayName)
         let customData = try request.customData.map { try Validate.customData($0) }
@@ -143,7 +143,7 @@ extension Chat {
     /// A user of the app by username, with their account state.
     ///
     /// - Throws: 404 `user_not_found`.
-    public func serverUser(_ server: ServerApp, username: String) async throws -> ServerUser {
+    package func serverUser(_ server: ServerApp, username: String) async throws -> ServerUser {
         try await run {
             try await store.read { db in try Chat.serverUser(db, key: try Chat.userKey(db, app: server.app.id, username: username)) }
         }
@@ -151,7 +151,7 @@ extension Chat {
 
     /// The app's users whose username or display name starts with `query` (every user for an
     /// empty query), by username, guests included.
-    public func serverUsers(_ server: ServerApp, query: String, limit: Int?, offset: Int?) async throws -> ServerUserList {
+    package func serverUsers(_ server: ServerApp, query: String, limit: Int?, offset: Int?) async throws -> ServerUserList {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 50)
         let offset = offset ?? 0
         guard (0...100_000).contains(offset) else { throw ChatError.invalid("offset must be 0–100000") }
@@ -175,7 +175,7 @@ extension Chat {
     /// Deactivates (or reactivates) a user: a deactivated account is signed out everywhere at
     /// once, loses its push devices, and cannot sign in or be given a session; its messages
     /// and memberships stay.
-    public func setDeactivated(_ server: ServerApp, username: String, _ deactivated: Bool) async throws -> ServerUser {
+    package func setDeactivated(_ server: ServerApp, username: String, _ deactivated: Bool) async throws -> ServerUser {
         let now = nowMilliseconds
         let app = server.app.id
         let (user, key): (ServerUser, Int64) = try await run {
@@ -195,7 +195,7 @@ extension Chat {
     }
 
     /// Ends every session of a user (they sign in again; the account stays active).
-    public func signOutEverywhere(_ server: ServerApp, username: String) async throws -> Int {
+    package func signOutEverywhere(_ server: ServerApp, username: String) async throws -> Int {
         let app = server.app.id
         let (count, key): (Int, Int64) = try await run {
             try await store.write { db in
@@ -212,7 +212,7 @@ extension Chat {
     /// "Deleted user", its username free again), so the messages they sent stay in the
     /// conversations' history with that name. Direct conversations keep them as a member, so
     /// the other person still has the conversation.
-    public func deleteUser(_ server: ServerApp, username: String) async throws {
+    package func deleteUser(_ server: ServerApp, username: String) async throws {
         let now = nowMilliseconds
         let app = server.app.id
         let actor = server.caller.userKey
@@ -245,7 +245,7 @@ extension Chat {
     ///
     /// - Throws: 404 `user_not_found`; 403 `user_deactivated`; 400 for an expiry outside
     ///   60 seconds … the session lifetime.
-    public func issueSession(_ server: ServerApp, username: String, _ request: IssueSessionRequest) async throws -> SignedIn {
+    package func issueSession(_ server: ServerApp, username: String, _ request: IssueSessionRequest) async throws -> SignedIn {
         let device = try Validate.device(request.device ?? "server")
         let maximum = Int(configuration.sessionLifetime)
         let seconds = request.expiresInSeconds ?? maximum
@@ -270,7 +270,7 @@ extension Chat {
     /// or an app that lets some users sign in with a Parley password.
     ///
     /// - Throws: 404 `user_not_found`; 400 for a password outside the rules.
-    public func setPassword(_ server: ServerApp, username: String, _ request: SetPasswordRequest) async throws -> ServerUser {
+    package func setPassword(_ server: ServerApp, username: String, _ request: SetPasswordRequest) async throws -> ServerUser {
         let app = server.app.id
         let (key, name): (Int64, String) = try await run {
             try await store.read { db in
@@ -296,7 +296,7 @@ extension Chat {
     /// A user of the app acting as themselves (a send "as" them): active accounts only.
     ///
     /// - Throws: 404 `user_not_found`; 403 `user_deactivated`.
-    public func actingUser(_ server: ServerApp, username: String) async throws -> Caller {
+    package func actingUser(_ server: ServerApp, username: String) async throws -> Caller {
         try await run {
             try await store.read { db in
                 let key = try Chat.userKey(db, app: server.app.id, username: username)
@@ -308,7 +308,7 @@ extension Chat {
     }
 
     /// The public id of an app's user by username.
-    public func userID(_ server: ServerApp, username: String) async throws -> UserID {
+    package func userID(_ server: ServerApp, username: String) async throws -> UserID {
         try await run {
             try await store.read { db in
                 let key = try Chat.userKey(db, app: server.app.id, username: username)
@@ -321,7 +321,7 @@ extension Chat {
 
     /// Creates a conversation for the app: as `createdBy` when named (they own it), else as
     /// the app (every member a plain member).
-    public func serverCreateConversation(_ server: ServerApp, _ request: ServerCreateConversationRequest) async throws -> (Conversation, created: Bool) {
+    package func serverCreateConversation(_ server: ServerApp, _ request: ServerCreateConversationRequest) async throws -> (Conversation, created: Bool) {
         let plain = CreateConversationRequest(kind: request.kind, members: request.members, title: request.title, customData: request.customData)
         if let creator = request.createdBy {
             return try await createConversation(try await actingUser(server, username: creator), plain)

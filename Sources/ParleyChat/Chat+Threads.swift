@@ -1,6 +1,6 @@
-public import Foundation
+package import Foundation
 import ParleyStore
-public import ParleyWire
+package import ParleyWire
 
 /// A thread's root as a reply's send found it.
 struct ThreadRoot: Sendable {
@@ -38,7 +38,7 @@ extension Chat {
 
     /// A page of a thread's replies, paged by seq like a conversation's history (`before`,
     /// `after`; oldest first). Deleted replies stay as tombstones.
-    public func threadHistory(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, before: Int64?, after: Int64?,
+    package func threadHistory(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, before: Int64?, after: Int64?,
                               limit: Int?) async throws -> HistoryPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 50)
         guard before == nil || after == nil else { throw ChatError.invalid("give at most one of before and after") }
@@ -74,7 +74,7 @@ extension Chat {
     }
 
     /// One thread as the caller sees it.
-    public func thread(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID) async throws -> ThreadInfo {
+    package func thread(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID) async throws -> ThreadInfo {
         try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .read)
@@ -86,7 +86,7 @@ extension Chat {
 
     /// The conversation's threads (messages with replies), latest reply first; `before` (a
     /// time) pages on from the last thread's `lastReplyAt`.
-    public func threads(_ caller: Caller, conversation id: ConversationID, before: Date?, limit: Int?) async throws -> ThreadList {
+    package func threads(_ caller: Caller, conversation id: ConversationID, before: Date?, limit: Int?) async throws -> ThreadList {
         let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 20)
         let cursor = before.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } ?? Int64.max
         return try await run {
@@ -107,7 +107,7 @@ extension Chat {
 
     /// Moves the caller's read watermark in a thread (never back; clamped to the thread's
     /// newest reply).
-    public func markThreadRead(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, seq: Int64) async throws -> ThreadInfo {
+    package func markThreadRead(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, seq: Int64) async throws -> ThreadInfo {
         guard seq >= 0 else { throw ChatError.invalid("seq must not be negative") }
         return try await run {
             try await write { tx in

@@ -1,7 +1,7 @@
-public import Foundation
+package import Foundation
 import ParleyCrypto
-public import ParleyStore
-public import ParleyWire
+package import ParleyStore
+package import ParleyWire
 import ParleySync
 
 /// Webhook deliveries in the outbox (docs/webhooks.md, decisions/0020-webhooks-in-order-per-endpoint.md).
@@ -12,9 +12,9 @@ import ParleySync
 /// sees an endpoint's events in the order they happened, a retry holding back what follows.
 /// A row's payload is `<type>\n<milliseconds>\n<data JSON>`; its body is written when it is
 /// sent, with the row's id as the delivery id, so every attempt sends the same bytes.
-public enum Webhooks: Sendable {
+package enum Webhooks: Sendable {
     /// The outbox kind.
-    public static let kind = "webhook"
+    package static let kind = "webhook"
 
     /// Adds a delivery of `type` with `data` to every endpoint of `app` in `format` that hears
     /// it (Parley's events, or for Pusher-format endpoints one entry of Pusher's `events`
@@ -23,7 +23,7 @@ public enum Webhooks: Sendable {
     /// - Returns: whether a delivery was written (the caller wakes the workers after commit:
     ///   ``Chat/signalWebhooks()``).
     @discardableResult
-    public static func enqueue(_ db: any Database, app: Int64, format: WebhookFormat = .parley, type: String, data: [UInt8], now: Int64) throws -> Bool {
+    package static func enqueue(_ db: any Database, app: Int64, format: WebhookFormat = .parley, type: String, data: [UInt8], now: Int64) throws -> Bool {
         let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = \(format.rawValue)")
         guard !endpoints.isEmpty else { return false }
         let payload = Self.payload(type: type, createdAt: now, data: data)
@@ -57,17 +57,17 @@ public enum Webhooks: Sendable {
 }
 
 /// One delivery, split out of its row.
-public struct WebhookMessage: Sendable, Hashable {
+package struct WebhookMessage: Sendable, Hashable {
     /// The row.
-    public var item: OutboxItem
+    package var item: OutboxItem
     /// `whd_…`: the `Parley-Webhook-Id`, the same on every attempt and never reused.
-    public var id: String
+    package var id: String
     /// The event type.
-    public var type: String
+    package var type: String
     /// When the event happened (milliseconds).
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// The event's data, as JSON.
-    public var data: [UInt8]
+    package var data: [UInt8]
 
     /// The log position the data is read from, when the row names one (`@<position>`).
     var position: Int64? {
@@ -88,7 +88,7 @@ public struct WebhookMessage: Sendable, Hashable {
     }
 
     /// The Parley-format body: `{"createdAt","data","id","type"}`.
-    public var body: [UInt8] {
+    package var body: [UInt8] {
         var writer = JSONWriter(capacity: data.count + 128)
         writer.object { json in
             json.key("createdAt"); json.date(milliseconds: createdAt)
@@ -101,54 +101,54 @@ public struct WebhookMessage: Sendable, Hashable {
 
     /// The Pusher-format body: `{"time_ms":…,"events":[<event>]}`, `time_ms` the time of
     /// sending (Pusher's libraries refuse a webhook more than five minutes old).
-    public func pusherBody(now: Int64) -> [UInt8] {
+    package func pusherBody(now: Int64) -> [UInt8] {
         Array("{\"time_ms\":\(now),\"events\":[".utf8) + data + Array("]}".utf8)
     }
 }
 
 /// An endpoint's lane as a worker claimed it: where to send, how to sign, and its rows in order.
-public struct WebhookBatch: Sendable {
+package struct WebhookBatch: Sendable {
     /// The endpoint's internal key (the lane).
-    public var lane: Int64
+    package var lane: Int64
     /// `wh_…`.
-    public var endpointID: String
+    package var endpointID: String
     /// Where to POST.
-    public var url: String
+    package var url: String
     /// The endpoint's signing secret (Parley format).
-    public var secret: String
+    package var secret: String
     /// The format.
-    public var format: WebhookFormat
+    package var format: WebhookFormat
     /// The app's public key and secret (Pusher format signs with them).
-    public var appKey: String
+    package var appKey: String
     /// The app's secret (Pusher format); nil for an app created before secrets were kept.
-    public var appSecret: String?
+    package var appSecret: String?
     /// The lane's rows, oldest first; the first is the lane's head.
-    public var deliveries: [WebhookMessage]
+    package var deliveries: [WebhookMessage]
 }
 
 /// Wakes the webhook workers when deliveries were written, once they are committed (so an
 /// idle worker neither polls the database after every write nor looks before the rows exist).
-public final class WebhookSignal: Sendable {
+package final class WebhookSignal: Sendable {
     /// What the workers wait on.
     package let wakeup = Wakeup()
 
     /// A signal nobody waits on yet.
-    public init() {}
+    package init() {}
 }
 
 /// Events appended by a write, turned into webhook deliveries in its transaction: one
 /// statement finds the endpoints of the write's conversations' apps, and rows are written
 /// only when one hears the event. Installed on every server.
-public struct WebhookHook: TransactionHook {
+package struct WebhookHook: TransactionHook {
     /// Signalled after a write that added deliveries commits.
-    public let signal: WebhookSignal
+    package let signal: WebhookSignal
 
     /// A hook that signals `signal`.
-    public init(signal: WebhookSignal = WebhookSignal()) {
+    package init(signal: WebhookSignal = WebhookSignal()) {
         self.signal = signal
     }
 
-    public func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
+    package func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
         // What the kind's rule lets webhooks hear, and only what everyone may see.
         let relevant = events.filter(\.reachesWebhooks)
         guard !relevant.isEmpty else { return }
@@ -191,7 +191,7 @@ extension Chat {
     }
 
     /// The webhook hook this domain runs, if any.
-    public var webhookHook: WebhookHook? {
+    package var webhookHook: WebhookHook? {
         hooks.lazy.compactMap { $0 as? WebhookHook }.first
     }
 
@@ -202,7 +202,7 @@ extension Chat {
     /// - Throws: 400 for a URL that is not http(s), too long, carries credentials, or names a
     ///   private address (unless allowed); no events or the wrong format's events; 409
     ///   `too_many_webhooks`.
-    public func createWebhook(_ server: ServerApp, _ request: CreateWebhookRequest) async throws -> WebhookEndpoint {
+    package func createWebhook(_ server: ServerApp, _ request: CreateWebhookRequest) async throws -> WebhookEndpoint {
         let format = request.format ?? .parley
         let url = try Validate.webhookURL(request.url, allowPrivate: configuration.webhooksAllowPrivate)
         let events = try Validate.webhookEvents(request.events, format: format)
@@ -228,7 +228,7 @@ extension Chat {
     }
 
     /// The app's endpoints, oldest first (without secrets).
-    public func listWebhooks(_ server: ServerApp) async throws -> WebhookEndpointList {
+    package func listWebhooks(_ server: ServerApp) async throws -> WebhookEndpointList {
         try await run {
             try await store.read { db in
                 let ids: [String] = try db.fetchAll("SELECT public_id FROM webhook_endpoint WHERE app_id = \(server.app.id) ORDER BY id")
@@ -239,13 +239,13 @@ extension Chat {
     }
 
     /// One endpoint.
-    public func webhook(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
+    package func webhook(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
         try await run { try await store.read { db in try Chat.webhook(db, app: server.app.id, id: id) } }
     }
 
     /// Changes an endpoint's URL, events or note, or pauses or resumes it. Resuming clears
     /// the failure record; waiting deliveries then go out in order.
-    public func updateWebhook(_ server: ServerApp, id: String, _ request: UpdateWebhookRequest) async throws -> WebhookEndpoint {
+    package func updateWebhook(_ server: ServerApp, id: String, _ request: UpdateWebhookRequest) async throws -> WebhookEndpoint {
         let url = try request.url.map { try Validate.webhookURL($0, allowPrivate: configuration.webhooksAllowPrivate) }
         let description = try request.description.map { try Validate.webhookDescription($0) }
         let now = nowMilliseconds
@@ -276,7 +276,7 @@ extension Chat {
     }
 
     /// Replaces an endpoint's signing secret (answered once).
-    public func rotateWebhookSecret(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
+    package func rotateWebhookSecret(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
         let secret = "whsec_" + Crypto.randomToken()
         return try await run {
             try await store.write { db in
@@ -290,7 +290,7 @@ extension Chat {
     }
 
     /// Removes an endpoint and every delivery waiting for it.
-    public func deleteWebhook(_ server: ServerApp, id: String) async throws {
+    package func deleteWebhook(_ server: ServerApp, id: String) async throws {
         try await run {
             try await store.write { db in
                 let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
@@ -301,7 +301,7 @@ extension Chat {
     }
 
     /// An endpoint's deliveries, oldest first: `failed` ones (given up on) or `pending` ones.
-    public func webhookDeliveries(_ server: ServerApp, id: String, failed: Bool, after: String?, limit: Int?) async throws -> WebhookDeliveryList {
+    package func webhookDeliveries(_ server: ServerApp, id: String, failed: Bool, after: String?, limit: Int?) async throws -> WebhookDeliveryList {
         let limit = try Validate.limit(limit, in: 1...500, default: 100)
         if let after, !after.hasPrefix("whd_") || after.utf8.count > 64 { throw ChatError.invalid("after must be a delivery id (whd_…)") }
         return try await run {
@@ -332,7 +332,7 @@ extension Chat {
 
     /// Puts failed deliveries back in line (one, or every one of the endpoint), due now with
     /// their attempts reset; they go out in their original order among the waiting ones.
-    public func replayWebhookDeliveries(_ server: ServerApp, id: String, delivery: String?) async throws -> ReplayResult {
+    package func replayWebhookDeliveries(_ server: ServerApp, id: String, delivery: String?) async throws -> ReplayResult {
         let now = nowMilliseconds
         if let delivery, !delivery.hasPrefix("whd_") || delivery.utf8.count > 64 { throw ChatError.deliveryNotFound }
         let row = delivery
@@ -356,7 +356,7 @@ extension Chat {
     /// its rows in order, for `holder` until `lease` from now. An endpoint is worked on by one
     /// worker at a time (on PostgreSQL its claim takes a transaction-scoped advisory lock on
     /// the lane, so two nodes never take one lane at once); paused endpoints are skipped.
-    public func claimWebhooks(holder: String, lanes: Int, perLane: Int, lease: Duration) async throws -> [WebhookBatch] {
+    package func claimWebhooks(holder: String, lanes: Int, perLane: Int, lease: Duration) async throws -> [WebhookBatch] {
         let now = nowMilliseconds
         let until = now + Chat.milliseconds(lease)
         return try await run {
@@ -400,7 +400,7 @@ extension Chat {
 
     /// When the next endpoint's head delivery falls due (nil: nothing waits), for a worker to
     /// sleep until then. Held heads, paused endpoints and rows behind a head do not count.
-    public func nextWebhookDue() async throws -> Date? {
+    package func nextWebhookDue() async throws -> Date? {
         let now = nowMilliseconds
         return try await run {
             try await store.read { db in
@@ -412,7 +412,7 @@ extension Chat {
     /// Deliveries the receiver took (2xx), in one write: removed, the endpoint marked healthy,
     /// and the rest of the lane's claim renewed for `lease` (a worker that dies mid-lane holds it
     /// up only that long; what it delivered and had not recorded is delivered again).
-    public func webhooksDelivered(_ deliveries: [WebhookMessage], lane: Int64, holder: String, lease: Duration = .seconds(15)) async throws {
+    package func webhooksDelivered(_ deliveries: [WebhookMessage], lane: Int64, holder: String, lease: Duration = .seconds(15)) async throws {
         guard !deliveries.isEmpty else { return }
         let until = nowMilliseconds + Chat.milliseconds(lease)
         try await run {
@@ -430,7 +430,7 @@ extension Chat {
 
     /// A delivery that failed: tried again `after` from now, or (`after` nil: out of attempts)
     /// kept as failed and its endpoint paused; the rest of the lane's claim is let go.
-    public func webhookFailed(_ delivery: WebhookMessage, lane: Int64, holder: String, error: String, after: Duration?) async throws {
+    package func webhookFailed(_ delivery: WebhookMessage, lane: Int64, holder: String, error: String, after: Duration?) async throws {
         let now = nowMilliseconds
         let reason = String(error.prefix(300))
         try await run {
@@ -459,7 +459,7 @@ extension Chat {
     }
 
     /// Endpoints paused and deliveries failed, across apps (for `/metrics`).
-    public func webhookHealth() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
+    package func webhookHealth() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
         try await run {
             try await store.read { db in
                 (try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE paused_at IS NOT NULL") ?? 0,
@@ -587,14 +587,14 @@ extension Validate {
 
 /// A Pusher-protocol happening for Pusher-format endpoints: its `name` (`channel_occupied`,
 /// `member_added`, …) and the entry of Pusher's `events` list, as JSON.
-public struct PusherWebhookEvent: Sendable, Hashable {
+package struct PusherWebhookEvent: Sendable, Hashable {
     /// The event's name.
-    public var name: String
+    package var name: String
     /// `{"name":…,"channel":…,…}`.
-    public var json: [UInt8]
+    package var json: [UInt8]
 
     /// An event with its fields (strings), written in Pusher's shape.
-    public init(name: String, channel: String, fields: [(String, String)] = []) {
+    package init(name: String, channel: String, fields: [(String, String)] = []) {
         self.name = name
         var writer = JSONWriter(capacity: 128)
         writer.object { object in
@@ -613,7 +613,7 @@ extension Chat {
     /// Writes Pusher-format deliveries for an app's Pusher happenings (channels occupied and
     /// vacated, presence members, client events). Apps without a Pusher-format endpoint cost
     /// a cached lookup (refreshed every 2 s: a new endpoint hears events within that).
-    public func pusherWebhooks(app: Int64, _ events: [PusherWebhookEvent]) async {
+    package func pusherWebhooks(app: Int64, _ events: [PusherWebhookEvent]) async {
         guard !events.isEmpty else { return }
         let now = nowMilliseconds
         let known = pusherEndpoints.withLock { $0[app] }

@@ -1,8 +1,8 @@
-public import Foundation
-public import ParleyCrypto
-public import ParleyLog
-public import ParleyStore
-public import ParleyWire
+package import Foundation
+package import ParleyCrypto
+package import ParleyLog
+package import ParleyStore
+package import ParleyWire
 import ParleySync
 
 /// The chat domain: apps, accounts, the directory, conversations, messages and receipts.
@@ -12,42 +12,42 @@ import ParleySync
 /// Every method that changes something runs in one `store.write` transaction and appends
 /// the conversation's events in that same transaction, so a change and its event are stored
 /// together or not at all (DESIGN.md guarantees 1–3).
-public final class Chat: Sendable {
+package final class Chat: Sendable {
     /// Domain settings.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// Argon2id cost for passwords. Default: libsodium's interactive limits (2 passes, 64 MiB).
-        public var passwordCost: Crypto.PasswordCost = .interactive
+        package var passwordCost: Crypto.PasswordCost = .interactive
         /// How long a session token is valid. Default: 30 days.
-        public var sessionLifetime: TimeInterval = 30 * 86_400
+        package var sessionLifetime: TimeInterval = 30 * 86_400
         /// Failed sign-ins allowed per account per window. Default: 10 per 15 minutes.
-        public var failedSignInsPerAccount = 10
+        package var failedSignInsPerAccount = 10
         /// Failed sign-ins allowed per client address per window. Default: 50 per 15 minutes.
-        public var failedSignInsPerAddress = 50
+        package var failedSignInsPerAddress = 50
         /// The window for failed sign-ins. Default: 15 minutes.
-        public var failedSignInWindow: TimeInterval = 900
+        package var failedSignInWindow: TimeInterval = 900
         /// Accounts (registered or guest) one address may create per hour. Default: 60.
-        public var signUpsPerAddressPerHour = 60
+        package var signUpsPerAddressPerHour = 60
         /// Password hashes computed at once (each takes `passwordCost.memoryBytes`). Default: 2.
-        public var concurrentPasswordHashes = 2
+        package var concurrentPasswordHashes = 2
         /// How often authors in public channels hear how far their messages got (one
         /// `delivery.updated` per author per channel at most this often). Default: 1 s.
-        public var deliveryUpdateInterval: Duration = .seconds(1)
+        package var deliveryUpdateInterval: Duration = .seconds(1)
         /// The time. Tests pass a clock they control.
-        public var now: @Sendable () -> Date = { Date() }
+        package var now: @Sendable () -> Date = { Date() }
         /// Where the sign-in and sign-up budgets are counted when several nodes share them
         /// (Redis); nil: on this node. Default: nil.
-        public var sharedCounters: (any SharedCounters)? = nil
+        package var sharedCounters: (any SharedCounters)? = nil
         /// Whether webhook URLs may name loopback, link-local and private addresses
         /// (`--webhooks-allow-private`: tests, and backends on the same private network).
         /// Default: false.
-        public var webhooksAllowPrivate = false
+        package var webhooksAllowPrivate = false
         /// Webhook endpoints an app may have. Default: 20.
-        public var webhooksPerApp = 20
+        package var webhooksPerApp = 20
         /// Where the domain logs what an operator needs: storage failures it retried or gave
         /// up on. Default: nowhere.
-        public var logger: Logger = .discarding(label: "parley.chat")
+        package var logger: Logger = .discarding(label: "parley.chat")
         /// The defaults.
-        public init() {}
+        package init() {}
     }
 
     let store: any Store
@@ -56,7 +56,7 @@ public final class Chat: Sendable {
     /// kept outside this type.
     package var sharedCounters: (any SharedCounters)? { configuration.sharedCounters }
     /// Where committed changes are published (nil: nobody listens, e.g. the `apps` command).
-    public let bus: (any Bus)?
+    package let bus: (any Bus)?
     /// Features that add rows to every write that appends events, in its transaction.
     let hooks: [any TransactionHook]
     let failedSignInsByAccount: RateLimiter
@@ -83,7 +83,7 @@ public final class Chat: Sendable {
     ///
     /// - Parameter hooks: features that write rows in the same transaction as each write's
     ///   events (push and webhook outboxes); see ``TransactionHook``.
-    public init(store: any Store, configuration: Configuration = Configuration(), bus: (any Bus)? = nil,
+    package init(store: any Store, configuration: Configuration = Configuration(), bus: (any Bus)? = nil,
                 hooks: [any TransactionHook] = []) {
         self.store = store
         self.configuration = configuration
@@ -116,7 +116,7 @@ public final class Chat: Sendable {
     /// - Returns: the migrations this call applied, in order.
     /// - Throws: ``StoreError/unknownMigrations(_:)`` for a database written by a newer version.
     @discardableResult
-    public func migrate() async throws -> [String] {
+    package func migrate() async throws -> [String] {
         let dialect = try await store.read { db in db.dialect }
         let applied = try await Schema.migrator(for: dialect).migrate(store)
         let epoch = try await store.read { db in
@@ -131,7 +131,7 @@ public final class Chat: Sendable {
     /// resumes with the old epoch is told to resync instead of resuming into a different history.
     ///
     /// - Returns: the new epoch.
-    public func renewEpoch() async throws -> String {
+    package func renewEpoch() async throws -> String {
         let epoch = Crypto.randomID(prefix: "e_", length: 16)
         try await run {
             try await store.write { db in
@@ -146,7 +146,7 @@ public final class Chat: Sendable {
     /// mean what they meant, a new one after a restore from backup. `ready` and `resync`
     /// carry it; a device that resumes with another epoch is told to resync
     /// (docs/protocol.md, "Epochs"). Empty before ``migrate()``.
-    public var epoch: String { loadedEpoch.withLock { $0 } ?? "" }
+    package var epoch: String { loadedEpoch.withLock { $0 } ?? "" }
 
     // MARK: - Shared helpers
 
@@ -265,20 +265,20 @@ final class DecoyHash: Sendable {
 }
 
 /// The signed-in user a request acts for.
-public struct Caller: Sendable, Hashable {
+package struct Caller: Sendable, Hashable {
     /// The app the session belongs to.
-    public var appID: Int64
+    package var appID: Int64
     /// The user's internal key.
-    public var userKey: Int64
+    package var userKey: Int64
     /// The user's public id.
-    public var userID: UserID
+    package var userID: UserID
     /// The session's internal key (signing out "this device" deletes it); 0 for the app's
     /// backend.
-    public var sessionKey: Int64
+    package var sessionKey: Int64
     /// The app's backend acting through the server API (`/v1/server/…`) as the app's system
     /// account: it may manage and read any conversation of its app, and edit or delete any
     /// message, without being a member.
-    public var actsAsApp: Bool = false
+    package var actsAsApp: Bool = false
 }
 
 /// A thread-safe counter.

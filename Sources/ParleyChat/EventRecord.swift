@@ -1,4 +1,4 @@
-public import ParleyWire
+package import ParleyWire
 import ParleyStore
 
 /// What an event keeps in its `payload` column beside the columns for its message, the user
@@ -112,25 +112,25 @@ package struct EventPayload: Sendable, Hashable {
 /// ``WireCoding/encoder()`` writes the ``ConversationEvent`` it stands for. The feed, the
 /// WebSocket's replay and its live frames all write events from records, so a device that
 /// caught up and one that stayed connected see the same bytes for the same event.
-public struct EventRecord: Sendable, Hashable, JSONWritable {
+package struct EventRecord: Sendable, Hashable, JSONWritable {
     /// Server-wide, strictly increasing.
-    public var position: Int64
+    package var position: Int64
     /// The conversation's public id.
-    public var conversationID: String
+    package var conversationID: String
     /// Per conversation, gap-free; nil for annotations.
-    public var seq: Int64?
+    package var seq: Int64?
     /// What happened.
-    public var type: EventKind
+    package var type: EventKind
     /// Who caused it (public id).
-    public var actorID: String?
+    package var actorID: String?
     /// Milliseconds since 1970.
-    public var createdAt: Int64
+    package var createdAt: Int64
     /// The message of a message, reaction or pin event, as it is now.
-    public var message: MessageRecord?
+    package var message: MessageRecord?
     /// The user the event is about (public id).
-    public var userID: String?
+    package var userID: String?
     /// The member's role after a membership event.
-    public var role: MemberRole?
+    package var role: MemberRole?
     /// The rest of what the kind carries.
     package var payload = EventPayload()
 
@@ -152,7 +152,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     /// The typed event, its body by its kind's shape.
     ///
     /// - Throws: a decoding error if stored JSON is damaged, or the fields its shape needs are missing.
-    public func event() throws -> ConversationEvent {
+    package func event() throws -> ConversationEvent {
         let user = userID.map(UserID.init(rawValue:))
         func required<T>(_ value: T?, _ field: String) throws -> T {
             guard let value else { throw StoreError.decoding("a \(type.rawValue) event at \(position) has no \(field)") }
@@ -197,7 +197,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
     }
 
     /// Keys in sorted order, as the encoder writes them.
-    public func writeJSON(into writer: inout JSONWriter) {
+    package func writeJSON(into writer: inout JSONWriter) {
         writer.object { json in
             if let actorID { json.key("actorId"); json.string(actorID) }
             json.key("conversationId"); json.string(conversationID)
@@ -229,7 +229,7 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
 
     /// The realtime frame that carries this event: `{"event":{…},"type":"event"}`
     /// (docs/protocol.md).
-    public var frame: [UInt8] {
+    package var frame: [UInt8] {
         var writer = JSONWriter(capacity: 512)
         writer.object { json in
             json.key("event"); writeJSON(into: &json)
@@ -249,18 +249,18 @@ public struct EventRecord: Sendable, Hashable, JSONWritable {
 }
 
 /// A page of events as records: see ``EventRecord``. Encodes as ``EventPage``.
-public struct EventRecordPage: Sendable, Hashable, JSONWritable {
+package struct EventRecordPage: Sendable, Hashable, JSONWritable {
     /// The events, oldest first.
-    public var records: [EventRecord]
+    package var records: [EventRecord]
     /// More events follow the last one.
-    public var hasMore: Bool
+    package var hasMore: Bool
 
     /// The typed page.
-    public func page() throws -> EventPage {
+    package func page() throws -> EventPage {
         EventPage(events: try records.map { try $0.event() }, hasMore: hasMore)
     }
 
-    public func writeJSON(into writer: inout JSONWriter) {
+    package func writeJSON(into writer: inout JSONWriter) {
         writer.object { json in
             json.key("events")
             json.array { array in

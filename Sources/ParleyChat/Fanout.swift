@@ -16,11 +16,11 @@ import ParleyWire
 ///
 /// `Frame` is what the server sends (an encoded WebSocket frame), made once per publication
 /// however many devices receive it.
-public final class Fanout<Frame: Sendable>: @unchecked Sendable {
+package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     // @unchecked: every mutable property is touched only on `queue`.
 
     /// What a device receives.
-    public enum Delivery: Sendable {
+    package enum Delivery: Sendable {
         /// A stored event.
         case event(position: Int64, frame: Frame)
         /// Typing or presence.
@@ -30,10 +30,10 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     }
 
     /// One connected device.
-    public final class Subscriber: @unchecked Sendable {
+    package final class Subscriber: @unchecked Sendable {
         // @unchecked: `attached`, `attachedFrom` and `conversations` are touched only on the fanout's queue; the rest is immutable.
         /// Whose device.
-        public let caller: Caller
+        package let caller: Caller
         let receive: @Sendable (Delivery) -> Void
         // On the fanout's queue only:
         var attached = false
@@ -44,7 +44,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
         /// A device of `caller`; `receive` is called on the fanout's queue, in order, and must
         /// only hand the delivery over (to the connection's loop).
-        public init(caller: Caller, receive: @escaping @Sendable (Delivery) -> Void) {
+        package init(caller: Caller, receive: @escaping @Sendable (Delivery) -> Void) {
             self.caller = caller
             self.receive = receive
         }
@@ -86,7 +86,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// With a `directory`, whether a user is online is decided across nodes: this node tells
     /// it when a user comes and goes here, announces only what is news everywhere, and asks
     /// it about users connected elsewhere.
-    public init(chat: Chat, bus: any Bus, presenceGrace: Duration, maxRecentWhileAttaching: Int = 65_536,
+    package init(chat: Chat, bus: any Bus, presenceGrace: Duration, maxRecentWhileAttaching: Int = 65_536,
                 directory: (any PresenceDirectory)? = nil, makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
         self.maxRecentWhileAttaching = max(2, maxRecentWhileAttaching)
         self.directory = directory
@@ -113,7 +113,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// - Throws: the store's error, or ``ChatError/storeUnavailable`` when more events arrived
     ///   while attaching than the device may hold.
     @discardableResult
-    public func attach(_ subscriber: Subscriber) async throws -> Int64 {
+    package func attach(_ subscriber: Subscriber) async throws -> Int64 {
         try await attach(subscriber, beforeSubscribing: nil)
     }
 
@@ -180,7 +180,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// Detaches a device (its connection closed). The user goes offline once no device has
     /// been attached for the grace period.
-    public func detach(_ subscriber: Subscriber) {
+    package func detach(_ subscriber: Subscriber) {
         queue.async { [self] in
             let id = ObjectIdentifier(subscriber)
             stopAttaching(subscriber)
@@ -206,7 +206,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// Which of `users` are online (connected, or within the grace period): on this node, and
     /// with a directory on any node.
-    public func online(_ users: [Int64]) async -> Set<Int64> {
+    package func online(_ users: [Int64]) async -> Set<Int64> {
         let here = await onQueue { Set(users.filter { self.presence[$0]?.online == true }) }
         guard let directory else { return here }
         let elsewhere = users.filter { !here.contains($0) }
@@ -215,12 +215,12 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
     }
 
     /// Devices attached on this node.
-    public var deviceCount: Int {
+    package var deviceCount: Int {
         get async { await onQueue { self.byUser.values.reduce(0) { $0 + $1.count } } }
     }
 
     /// Publications routed since start.
-    public var routedCount: Int {
+    package var routedCount: Int {
         get async { await onQueue { self.routed } }
     }
 
@@ -347,7 +347,7 @@ public final class Fanout<Frame: Sendable>: @unchecked Sendable {
 /// Where nodes share who is online (with several nodes, Redis: ``Fanout``'s `directory`).
 /// Every call is best effort: a directory that cannot be reached answers as if this node were
 /// alone (announce; nobody online elsewhere).
-public protocol PresenceDirectory: Sendable {
+package protocol PresenceDirectory: Sendable {
     /// The user is online on this node now. Returns true when no other node had them online,
     /// so the change is news for their contacts.
     func cameOnline(_ user: Int64) async -> Bool

@@ -1,64 +1,64 @@
 import Foundation
-public import ParleyWire
+package import ParleyWire
 
 /// A message as stored: its content and metadata still the JSON text the server wrote when
 /// it validated them. History pages are written from records straight into the response
 /// (``writeJSON(into:)``), skipping a decode and an encode per message; ``message()`` gives
 /// the typed ``Message`` where one is needed.
-public struct MessageRecord: Sendable, Hashable, JSONWritable {
+package struct MessageRecord: Sendable, Hashable, JSONWritable {
     /// The message's public id (`m_…`).
-    public var id: String
+    package var id: String
     /// The conversation's public id (`c_…`).
-    public var conversationID: String
+    package var conversationID: String
     /// The seq of the event that created it.
-    public var seq: Int64
+    package var seq: Int64
     /// The author's public id.
-    public var senderID: String
+    package var senderID: String
     /// The author's username.
-    public var senderUsername: String
+    package var senderUsername: String
     /// The author's display name, as it is now.
-    public var senderDisplayName: String
+    package var senderDisplayName: String
     /// The id the sending client chose.
-    public var clientID: String
+    package var clientID: String
     /// Milliseconds since 1970.
-    public var sentAt: Int64
+    package var sentAt: Int64
     /// Milliseconds since 1970 of the last edit.
-    public var editedAt: Int64?
+    package var editedAt: Int64?
     /// Milliseconds since 1970 of the deletion (a tombstone).
-    public var deletedAt: Int64?
+    package var deletedAt: Int64?
     /// Canonical JSON (sorted keys) of a ``MessageContent``; nil for a tombstone.
-    public var contentJSON: String?
+    package var contentJSON: String?
     /// Canonical JSON of the metadata dictionary.
-    public var metadataJSON: String?
+    package var metadataJSON: String?
     /// The public id of the message this one answers.
-    public var replyTo: String?
+    package var replyTo: String?
     /// Sent, delivered or read, for the caller's own messages only.
-    public var status: DeliveryStatus?
+    package var status: DeliveryStatus?
     /// Canonical JSON of the reaction counts (a list of ``ReactionCount``); nil for none.
-    public var reactionsJSON: String? = nil
+    package var reactionsJSON: String? = nil
     /// The caller's own reactions (REST answers).
-    public var myReactions: [String]? = nil
+    package var myReactions: [String]? = nil
     /// Canonical JSON of the mentions (a list of ``Mention``); nil for none.
-    public var mentionsJSON: String? = nil
+    package var mentionsJSON: String? = nil
     /// Milliseconds since 1970 of the pin.
-    public var pinnedAt: Int64? = nil
+    package var pinnedAt: Int64? = nil
     /// Who pinned it (public id).
-    public var pinnedBy: String? = nil
+    package var pinnedBy: String? = nil
     /// A reply's thread root (public id).
-    public var threadRoot: String? = nil
+    package var threadRoot: String? = nil
     /// A reply shown in the conversation too.
-    public var alsoInConversation: Bool = false
+    package var alsoInConversation: Bool = false
     /// A root's replies.
-    public var replyCount: Int = 0
+    package var replyCount: Int = 0
     /// Milliseconds since 1970 of a root's latest reply.
-    public var lastReplyAt: Int64? = nil
+    package var lastReplyAt: Int64? = nil
     /// The sender's profile photo path.
-    public var senderPhotoURL: String? = nil
+    package var senderPhotoURL: String? = nil
 
     /// The typed message.
     ///
     /// - Throws: a decoding error if the stored JSON is damaged.
-    public func message() throws -> Message {
+    package func message() throws -> Message {
         let decoder = JSONDecoder()
         var message = Message(
             id: MessageID(rawValue: id), conversationID: ConversationID(rawValue: conversationID), seq: seq,
@@ -81,7 +81,7 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
 
     /// Writes the message's JSON exactly as ``WireCoding/encoder()`` writes a ``Message``
     /// (same keys, sorted; same date format).
-    public func writeJSON(into writer: inout JSONWriter) {
+    package func writeJSON(into writer: inout JSONWriter) {
         writer.object { json in
             if threadRoot != nil && alsoInConversation { json.key("alsoInConversation"); json.bool(true) }
             json.key("clientId"); json.string(clientID)
@@ -118,21 +118,21 @@ public struct MessageRecord: Sendable, Hashable, JSONWritable {
 }
 
 /// A page of history as records: see ``MessageRecord``.
-public struct HistoryPage: Sendable, Hashable, JSONWritable {
+package struct HistoryPage: Sendable, Hashable, JSONWritable {
     /// The messages, in the order asked for.
-    public var records: [MessageRecord]
+    package var records: [MessageRecord]
     /// More messages exist before the oldest in this page.
-    public var hasOlder: Bool
+    package var hasOlder: Bool
     /// More messages exist after the newest in this page.
-    public var hasNewer: Bool
+    package var hasNewer: Bool
 
     /// The typed page.
-    public func page() throws -> MessagePage {
+    package func page() throws -> MessagePage {
         MessagePage(messages: try records.map { try $0.message() }, hasOlder: hasOlder, hasNewer: hasNewer)
     }
 
     /// Writes the page's JSON, as ``WireCoding/encoder()`` would write the ``MessagePage``.
-    public func writeJSON(into writer: inout JSONWriter) {
+    package func writeJSON(into writer: inout JSONWriter) {
         writer.object { json in
             json.key("hasNewer"); json.bool(hasNewer)
             json.key("hasOlder"); json.bool(hasOlder)

@@ -94,7 +94,7 @@ final class RateLimiter: Sendable {
 /// Counters in fixed windows that every node shares (with several nodes, in Redis). Each call
 /// is best effort: nil or false means the counters could not be reached, and the caller counts
 /// on its own node instead.
-public protocol SharedCounters: Sendable {
+package protocol SharedCounters: Sendable {
     /// Adds one to `key`'s window, starting a window of `window` seconds if none is open.
     /// Returns false when the counters cannot be reached.
     func add(_ key: String, window: Int) async -> Bool

@@ -1,6 +1,6 @@
 import Foundation
 import ParleyCrypto
-public import ParleyStore
+package import ParleyStore
 
 /// The database schema, as named forward-only migrations. Never edit a shipped migration:
 /// add a new one. Constraints live in the schema ("trust SQLite more than yourself"), so a
@@ -14,13 +14,13 @@ public import ParleyStore
 /// about counts or order. Message ids (`m_…`) start with their creation time (like ULIDs,
 /// which `sentAt` shows anyway), so their unique index grows at its right edge and a group
 /// commit of many sends touches a few index pages rather than one page per message.
-public enum Schema: Sendable {
+package enum Schema: Sendable {
     /// The migrations of `dialect`'s schema, in order. Each engine has its own list (types,
     /// full-text search and partial indexes differ); they describe the same tables and
     /// constraints, and the domain's SQL reads both.
     ///
     /// - Throws: ``StoreError/cannotOpen(_:)`` for a dialect with no schema in this build.
-    public static func migrator(for dialect: SQLDialect) throws -> Migrator {
+    package static func migrator(for dialect: SQLDialect) throws -> Migrator {
         switch dialect {
         case .sqlite: sqlite
         case .postgres: postgres
@@ -28,7 +28,7 @@ public enum Schema: Sendable {
     }
 
     /// SQLite's migrations.
-    public static var sqlite: Migrator {
+    package static var sqlite: Migrator {
         var migrator = Migrator()
         migrator.register("0001 apps, users, sessions") { db in
             try db.execute("""
@@ -300,7 +300,7 @@ public enum Schema: Sendable {
     /// event's position is an identity too: positions are handed out in commit order because
     /// every write first takes the event log's lock (docs/decisions/0018-positions-across-nodes.md).
     /// Full-text search is a `tsvector` table with a GIN index (``FullTextSearch``).
-    public static var postgres: Migrator {
+    package static var postgres: Migrator {
         var migrator = Migrator()
         migrator.register("0001 the schema of SQLite's 0001-0008") { db in
             try db.execute("""

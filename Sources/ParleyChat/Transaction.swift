@@ -1,29 +1,29 @@
-public import ParleyStore
-public import ParleyWire
+package import ParleyStore
+package import ParleyWire
 
 /// An event as one write appended it, handed to every ``TransactionHook`` inside that write's
 /// transaction and, once committed, published to the devices (docs/decisions/0013-one-write-path.md).
-public struct AppendedEvent: Sendable {
+package struct AppendedEvent: Sendable {
     /// The event as clients see it (message events carry the message as the write left it).
-    public var record: EventRecord
+    package var record: EventRecord
     /// The conversation's internal key.
-    public var conversationKey: Int64
+    package var conversationKey: Int64
     /// The conversation's kind.
-    public var conversationKind: ConversationKind
+    package var conversationKind: ConversationKind
     /// The user a membership or receipt event is about (internal key).
-    public var userKey: Int64?
+    package var userKey: Int64?
     /// The one user who receives it, when its kind's audience is one person
     /// (``EventAudience/subject``) or it is about a shadow message (its author shadow-banned,
     /// or blocked by the other person of a direct chat: only the author sees it); nil when
     /// every member does. Stored with the event (`event.recipient_id`), so the live
     /// publication, the replay and feed, webhooks and push read the same fact.
-    public var recipient: Int64?
+    package var recipient: Int64?
     /// A named channel's event (its log is a conversation of kind `pusher`, which has no
     /// members): published to the channel's subscribers instead of to members.
-    public var channelEvent: ChannelEvent? = nil
+    package var channelEvent: ChannelEvent? = nil
     /// The event's JSON (``EventRecord/writeJSON(into:)``), written once by the write path
     /// before the hooks run: the realtime frame and a webhook's data are both these bytes.
-    public internal(set) var json: [UInt8]? = nil
+    package internal(set) var json: [UInt8]? = nil
 
     /// Creates the value; each argument sets the property of the same name.
     package init(record: EventRecord, conversationKey: Int64, conversationKind: ConversationKind, userKey: Int64?, recipient: Int64? = nil) {
@@ -35,7 +35,7 @@ public struct AppendedEvent: Sendable {
     }
 
     /// The event's JSON, from ``json`` when the write path wrote it.
-    public var eventJSON: [UInt8] {
+    package var eventJSON: [UInt8] {
         if let json { return json }
         var writer = JSONWriter(capacity: 512)
         record.writeJSON(into: &writer)
@@ -59,7 +59,7 @@ public struct AppendedEvent: Sendable {
 /// Something a feature writes in the same transaction as the events that cause it: the push
 /// and webhook outboxes write one row per event here, so a row exists if and only if its
 /// event was committed (DESIGN.md guarantee 8).
-public protocol TransactionHook: Sendable {
+package protocol TransactionHook: Sendable {
     /// Called inside the write's transaction, after its body, with every event it appended in
     /// position order (never called for a write that appended none). Throwing rolls the whole
     /// write back: the change, its events and every other hook's rows.

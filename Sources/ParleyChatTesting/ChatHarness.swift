@@ -1,38 +1,38 @@
-public import Foundation
-public import ParleyChat
+package import Foundation
+package import ParleyChat
 import ParleyCrypto
-public import ParleyStore
+package import ParleyStore
 import ParleyStoreSQLite
 import ParleyStorePostgres
-public import ParleyWire
+package import ParleyWire
 import ParleySync
 
 /// A clock tests move by hand.
-public final class ManualClock: Sendable {
+package final class ManualClock: Sendable {
     private let current: LockedValue<Date>
 
     /// Starts at `start`.
-    public init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = LockedValue(start) }
+    package init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = LockedValue(start) }
 
     /// The time now.
-    public var now: Date { current.withLock { $0 } }
+    package var now: Date { current.withLock { $0 } }
 
     /// Moves time forward.
-    public func advance(by seconds: TimeInterval) { current.withLock { $0 += seconds } }
+    package func advance(by seconds: TimeInterval) { current.withLock { $0 += seconds } }
 }
 
 /// Which engine the domain tests run on: SQLite, unless `PARLEY_TEST_POSTGRES` names a
 /// PostgreSQL server in libpq's `key=value` form (`host=127.0.0.1 port=55432 user=postgres`),
 /// where every harness gets a fresh database of its own. `make test` runs the domain tests
 /// once on each (scripts/test.sh).
-public enum TestEngine: Sendable {
+package enum TestEngine: Sendable {
     /// An embedded SQLite file.
     case sqlite
     /// A PostgreSQL server; `conninfo` without a `dbname`.
     case postgres(conninfo: String)
 
     /// The engine the environment selects.
-    public static var current: TestEngine {
+    package static var current: TestEngine {
         if let conninfo = ProcessInfo.processInfo.environment["PARLEY_TEST_POSTGRES"], !conninfo.isEmpty {
             return .postgres(conninfo: conninfo)
         }
@@ -40,7 +40,7 @@ public enum TestEngine: Sendable {
     }
 
     /// True when tests run on PostgreSQL.
-    public static var isPostgres: Bool {
+    package static var isPostgres: Bool {
         if case .postgres = current { return true }
         return false
     }
@@ -48,7 +48,7 @@ public enum TestEngine: Sendable {
     /// A fresh, empty PostgreSQL database as a `postgres://` URL (for a server's
     /// `--database-url`) and a closure that drops it; nil when the tests run on SQLite.
     /// Reads `PARLEY_TEST_POSTGRES_URL` (the server's maintenance database URL).
-    public static func freshPostgresURL() throws -> (url: String, drop: @Sendable () -> Void)? {
+    package static func freshPostgresURL() throws -> (url: String, drop: @Sendable () -> Void)? {
         guard isPostgres, let base = ProcessInfo.processInfo.environment["PARLEY_TEST_POSTGRES_URL"],
               var components = URLComponents(string: base) else { return nil }
         let (name, drop) = try createDatabase(maintenance: base)
@@ -57,7 +57,7 @@ public enum TestEngine: Sendable {
     }
 
     /// A fresh, empty PostgreSQL database; its conninfo and a closure that drops it.
-    public static func freshPostgresDatabase(_ conninfo: String) throws -> (conninfo: String, drop: @Sendable () -> Void) {
+    package static func freshPostgresDatabase(_ conninfo: String) throws -> (conninfo: String, drop: @Sendable () -> Void) {
         let (name, drop) = try createDatabase(maintenance: conninfo + " dbname=postgres")
         return ("\(conninfo) dbname=\(name)", drop)
     }
@@ -73,25 +73,25 @@ public enum TestEngine: Sendable {
 /// The real domain over a real store (see ``TestEngine``: a SQLite file in a fresh temporary
 /// directory, or a fresh PostgreSQL database), with cheap password hashing and a manual
 /// clock: what Chat's logic tests run against (no sockets).
-public final class ChatHarness: Sendable {
+package final class ChatHarness: Sendable {
     /// The domain under test.
-    public let chat: Chat
+    package let chat: Chat
     /// The real store underneath (close it to simulate a storage failure). Typed as the
     /// protocol: tests go through `read`/`write` as the domain does, whatever the engine.
-    public let store: any Store
+    package let store: any Store
     /// The time the domain sees; advance it by hand.
-    public let clock: ManualClock
+    package let clock: ManualClock
     /// The app every helper registers users in.
-    public let app: AppRef
+    package let app: AppRef
     /// A temporary directory (holding the database file on SQLite).
-    public let directory: String
+    package let directory: String
 
     /// Creates the directory, store, schema and one app.
     ///
     /// - Parameters:
     ///   - hooks: transaction hooks the domain runs in every write that appends events.
     ///   - wrap: puts a store around the real one (a test's faulty engine); the domain sees it.
-    public static func make(bus: (any Bus)? = nil, hooks: [any TransactionHook] = [],
+    package static func make(bus: (any Bus)? = nil, hooks: [any TransactionHook] = [],
                             configure: (inout Chat.Configuration) -> Void = { _ in },
                             wrap: ((any Store) -> any Store)? = nil) async throws -> ChatHarness {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-chat-\(UUID().uuidString)").path
@@ -138,7 +138,7 @@ public final class ChatHarness: Sendable {
 
     /// On PostgreSQL, a second node on the same database: its own store (connections) and
     /// domain, the same clock. Nil on SQLite, which has one node. The caller closes the store.
-    public func anotherNode() throws -> (chat: Chat, store: any Store)? {
+    package func anotherNode() throws -> (chat: Chat, store: any Store)? {
         guard let conninfo else { return nil }
         let store = try PostgresStore(url: conninfo)
         var configuration = Chat.Configuration()
@@ -149,7 +149,7 @@ public final class ChatHarness: Sendable {
     }
 
     /// Registers `username` and returns the signed-in caller and their token.
-    public func register(_ username: String, address: String = "127.0.0.1") async throws -> (caller: Caller, token: String) {
+    package func register(_ username: String, address: String = "127.0.0.1") async throws -> (caller: Caller, token: String) {
         let signedIn = try await chat.register(RegisterRequest(username: username, password: "correct horse battery"), app: app, address: address)
         let token = signedIn.session.token ?? ""
         return (try await chat.authenticate(token: token, app: app), token)
@@ -157,7 +157,7 @@ public final class ChatHarness: Sendable {
 
     /// Records an upload as the server would after storing its bytes (no blob store here: the
     /// domain only keeps the record), and returns its id. Distinct `seed`s give distinct blobs.
-    public func upload(_ caller: Caller, kind: MediaKind, mimeType: String? = nil, name: String? = nil, width: Int? = nil,
+    package func upload(_ caller: Caller, kind: MediaKind, mimeType: String? = nil, name: String? = nil, width: Int? = nil,
                        height: Int? = nil, sizeBytes: Int64 = 1_000, seed: String = UUID().uuidString,
                        policy: Chat.MediaPolicy = Chat.MediaPolicy()) async throws -> MediaInfo {
         let blob = SHA256.hash(Array(seed.utf8)).hexString
@@ -171,7 +171,7 @@ public final class ChatHarness: Sendable {
     }
 
     /// Closes the store and removes the directory.
-    public func tearDown() {
+    package func tearDown() {
         store.close()
         drop?()
         try? FileManager.default.removeItem(atPath: directory)

@@ -10,7 +10,7 @@ import CParleySodium
 /// for chunk in chunks { hasher.update(chunk) }
 /// let hex = hasher.finalize().hexString
 /// ```
-public struct SHA256: Sendable {
+package struct SHA256: Sendable {
     /// Owns the OpenSSL context; a hasher is used by one task at a time.
     private final class Context: @unchecked Sendable {
         // @unchecked: the OpenSSL context is used by one task at a time (a hasher is not shared while hashing), and freed once in deinit.
@@ -25,21 +25,21 @@ public struct SHA256: Sendable {
     private let context = Context()
 
     /// A hasher with nothing fed yet.
-    public init() {}
+    package init() {}
 
     /// Feeds bytes.
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         EVP_DigestUpdate(context.pointer, base, bytes.count)
     }
 
     /// Feeds bytes.
-    public mutating func update(_ bytes: [UInt8]) {
+    package mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// The 32-byte digest. The hasher must not be fed afterwards.
-    public mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context.pointer, &out, &length)
@@ -47,7 +47,7 @@ public struct SHA256: Sendable {
     }
 
     /// The digest of one buffer.
-    public static func hash(_ bytes: [UInt8]) -> [UInt8] {
+    package static func hash(_ bytes: [UInt8]) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(bytes)
         return hasher.finalize()
@@ -56,7 +56,7 @@ public struct SHA256: Sendable {
 
 extension Crypto {
     /// HMAC-SHA-256 of `message` under `key` (RFC 2104), from libsodium.
-    public static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+    package static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
         precondition(isReady, "libsodium failed to initialise")
         var state = crypto_auth_hmacsha256_state()
         var out = [UInt8](repeating: 0, count: 32)
@@ -67,12 +67,12 @@ extension Crypto {
     }
 
     /// URL-safe base64 without padding (RFC 4648 §5).
-    public static func base64URLEncoded(_ bytes: [UInt8]) -> String { base64URL(bytes) }
+    package static func base64URLEncoded(_ bytes: [UInt8]) -> String { base64URL(bytes) }
 }
 
 extension Array where Element == UInt8 {
     /// Lower-case hexadecimal, two digits a byte.
-    public var hexString: String {
+    package var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(count * 2)
@@ -87,7 +87,7 @@ extension Array where Element == UInt8 {
 extension Crypto {
     /// MD5 of `bytes`, from libcrypto. Only for protocols that name it as a checksum (Pusher's
     /// `body_md5`); never for anything that must resist forgery.
-    public static func md5(_ bytes: [UInt8]) -> [UInt8] {
+    package static func md5(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 16)
         var length: UInt32 = 0
         bytes.withUnsafeBytes { buffer in

@@ -4,11 +4,11 @@ import Foundation
 /// A private key for signing tokens (JWTs) with libcrypto: an EC P-256 key for ES256 (an APNs
 /// `.p8` key) or an RSA key for RS256 (a Google service account's `private_key`), read from
 /// PEM (PKCS #8, as both are issued).
-public final class SigningKey: @unchecked Sendable {
+package final class SigningKey: @unchecked Sendable {
     // @unchecked: the key is only read after it is loaded; EVP_PKEY signing is thread-safe.
 
     /// The JWT algorithm the key signs with.
-    public enum Algorithm: String, Sendable {
+    package enum Algorithm: String, Sendable {
         /// ECDSA on P-256 with SHA-256, the signature as 64 bytes r ‖ s (RFC 7518 §3.4).
         case es256 = "ES256"
         /// RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518 §3.3).
@@ -16,14 +16,14 @@ public final class SigningKey: @unchecked Sendable {
     }
 
     /// ES256 or RS256, from the key's type.
-    public let algorithm: Algorithm
+    package let algorithm: Algorithm
     private let key: OpaquePointer
 
     /// Reads a PEM private key.
     ///
     /// - Throws: ``SigningError`` when the text is not a PEM private key, or the key is
     ///   neither P-256 nor RSA of at least 2048 bits.
-    public init(pem: String) throws(SigningError) {
+    package init(pem: String) throws(SigningError) {
         // A memory BIO reads the caller's buffer in place (it copies nothing), so the key is
         // read while the bytes are sure to be there: inside withUnsafeBytes, never after it.
         let bytes = Array(pem.utf8)
@@ -62,7 +62,7 @@ public final class SigningKey: @unchecked Sendable {
     deinit { EVP_PKEY_free(key) }
 
     /// Signs `message` (SHA-256, then the key's algorithm).
-    public func sign(_ message: [UInt8]) throws(SigningError) -> [UInt8] {
+    package func sign(_ message: [UInt8]) throws(SigningError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw .failed("out of memory") }
         defer { EVP_MD_CTX_free(context) }
         guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else { throw .failed(Self.lastError()) }
@@ -76,7 +76,7 @@ public final class SigningKey: @unchecked Sendable {
 
     /// A JWT (RFC 7519) of `header` and `claims`, each a JSON object's text, signed: the
     /// header's `alg` is this key's.
-    public func jwt(headerFields: String, claims: String) throws(SigningError) -> String {
+    package func jwt(headerFields: String, claims: String) throws(SigningError) -> String {
         let header = "{\"alg\":\"\(algorithm.rawValue)\",\"typ\":\"JWT\"" + (headerFields.isEmpty ? "" : "," + headerFields) + "}"
         let input = Crypto.base64URL(Array(header.utf8)) + "." + Crypto.base64URL(Array(claims.utf8))
         return input + "." + Crypto.base64URL(try sign(Array(input.utf8)))
@@ -111,7 +111,7 @@ public final class SigningKey: @unchecked Sendable {
 }
 
 /// What went wrong with a signing key.
-public enum SigningError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum SigningError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The text is not a PEM private key.
     case unreadable(String)
     /// A key of a kind this does not sign with.
@@ -119,7 +119,7 @@ public enum SigningError: Error, Sendable, Hashable, CustomStringConvertible {
     /// libcrypto refused to sign.
     case failed(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unreadable(let why), .unsupported(let why), .failed(let why): why
         }

@@ -6,26 +6,26 @@ import Glibc
 
 /// The SHA-256 of a stored file's bytes, in lower-case hex: its name in a ``BlobStore``.
 /// The same bytes are stored once however often they are uploaded.
-public struct BlobKey: Sendable, Hashable, CustomStringConvertible {
+package struct BlobKey: Sendable, Hashable, CustomStringConvertible {
     /// 64 hex digits.
-    public let hex: String
+    package let hex: String
 
     /// A key from 64 lower-case hex digits; `nil` for anything else (so a key can never be a
     /// path like `../x`).
-    public init?(hex: String) {
+    package init?(hex: String) {
         guard hex.utf8.count == 64, hex.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
         self.hex = hex
     }
 
-    public var description: String { hex }
+    package var description: String { hex }
 }
 
 /// An open stored file, closed when the last reference goes.
-public final class BlobFile: Sendable {
+package final class BlobFile: Sendable {
     /// The open descriptor (read-only).
-    public let descriptor: Int32
+    package let descriptor: Int32
     /// Its size in bytes.
-    public let size: Int64
+    package let size: Int64
 
     init(descriptor: Int32, size: Int64) {
         self.descriptor = descriptor
@@ -41,7 +41,7 @@ public final class BlobFile: Sendable {
 ///
 /// Callers serialise `put` and `delete` of the same key (the server does both behind one
 /// gate), so a blob being collected is never re-used halfway.
-public protocol BlobStore: Sendable {
+package protocol BlobStore: Sendable {
     /// A new empty file to stream an upload into, on the same file system as the blobs (so
     /// ``put(_:from:)`` is a rename). The caller removes it if it does not `put` it.
     func makeStagingFile() throws -> StagingFile
@@ -55,12 +55,12 @@ public protocol BlobStore: Sendable {
 }
 
 /// A file being written: its path and open descriptor.
-public final class StagingFile: @unchecked Sendable {
+package final class StagingFile: @unchecked Sendable {
     // @unchecked: used by one upload at a time.
     /// Where it is.
-    public let path: String
+    package let path: String
     /// The descriptor it is written through (write-only, 0600).
-    public private(set) var descriptor: Int32
+    package private(set) var descriptor: Int32
 
     init(path: String, descriptor: Int32) {
         self.path = path
@@ -70,7 +70,7 @@ public final class StagingFile: @unchecked Sendable {
     /// Appends bytes.
     ///
     /// - Throws: ``BlobStoreError/io(_:_:)`` (the disk is full, …).
-    public func write(_ bytes: UnsafeRawBufferPointer) throws(BlobStoreError) {
+    package func write(_ bytes: UnsafeRawBufferPointer) throws(BlobStoreError) {
         var offset = 0
         while offset < bytes.count {
             let written = Glibc.write(descriptor, bytes.baseAddress.map { $0 + offset }, bytes.count - offset)
@@ -83,7 +83,7 @@ public final class StagingFile: @unchecked Sendable {
     }
 
     /// Appends bytes.
-    public func write(_ bytes: [UInt8]) throws(BlobStoreError) {
+    package func write(_ bytes: [UInt8]) throws(BlobStoreError) {
         let failure: BlobStoreError? = bytes.withUnsafeBytes { buffer in
             do throws(BlobStoreError) {
                 try write(buffer)
@@ -97,7 +97,7 @@ public final class StagingFile: @unchecked Sendable {
 
     /// Flushes the bytes to disk (through a fresh descriptor when this one was closed, e.g.
     /// after another library wrote the file by path).
-    public func sync() throws(BlobStoreError) {
+    package func sync() throws(BlobStoreError) {
         if descriptor >= 0 {
             guard fsync(descriptor) == 0 else { throw .io("fsync", errno) }
             return
@@ -111,7 +111,7 @@ public final class StagingFile: @unchecked Sendable {
     /// A second name for the same bytes (a hard link beside this one, no copy), to store them
     /// again if the stored copy is removed before the upload is recorded. The caller
     /// discards it.
-    public func secondName() throws(BlobStoreError) -> StagingFile {
+    package func secondName() throws(BlobStoreError) -> StagingFile {
         let other = path + ".second"
         unlink(other)
         guard link(path, other) == 0 else { throw .io("link", errno) }
@@ -119,10 +119,10 @@ public final class StagingFile: @unchecked Sendable {
     }
 
     /// Closes the write descriptor (before another library writes the file by path).
-    public func closeForWriting() { closeDescriptor() }
+    package func closeForWriting() { closeDescriptor() }
 
     /// Closes and deletes the file (an upload that was refused or failed).
-    public func discard() {
+    package func discard() {
         closeDescriptor()
         unlink(path)
     }
@@ -136,17 +136,17 @@ public final class StagingFile: @unchecked Sendable {
 }
 
 /// A storage failure.
-public enum BlobStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum BlobStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A system call failed with `errno`.
     case io(String, Int32)
 
     /// The disk is full (or the quota of the file system reached).
-    public var isNoSpace: Bool {
+    package var isNoSpace: Bool {
         if case .io(_, let code) = self { return code == ENOSPC || code == EDQUOT }
         return false
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .io(let call, let code): "\(call) failed: \(String(cString: strerror(code)))"
         }
@@ -156,13 +156,13 @@ public enum BlobStoreError: Error, Sendable, Hashable, CustomStringConvertible {
 /// Content-addressed files under a directory: `blobs/ab/cd/abcd…` (two levels of 256
 /// directories keep each small), staged in `staging/` on the same file system and renamed
 /// into place after `fsync`, so a stored file is always complete.
-public struct FileBlobStore: BlobStore {
+package struct FileBlobStore: BlobStore {
     /// The root (`<data-dir>/media`).
-    public let root: String
+    package let root: String
 
     /// A store rooted at `root`, creating its directories; files left in `staging/` by a
     /// crash are removed.
-    public init(root: String) throws {
+    package init(root: String) throws {
         self.root = root
         let manager = FileManager.default
         try manager.createDirectory(atPath: root + "/blobs", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -172,7 +172,7 @@ public struct FileBlobStore: BlobStore {
         }
     }
 
-    public func makeStagingFile() throws -> StagingFile {
+    package func makeStagingFile() throws -> StagingFile {
         for _ in 0..<8 {
             let path = root + "/staging/" + Crypto.randomID(prefix: "", length: 32)
             let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -182,7 +182,7 @@ public struct FileBlobStore: BlobStore {
         throw BlobStoreError.io("open", EEXIST)
     }
 
-    public func put(_ key: BlobKey, from staging: StagingFile) throws {
+    package func put(_ key: BlobKey, from staging: StagingFile) throws {
         try staging.sync()
         staging.closeDescriptor()
         let directory = directory(of: key)
@@ -203,7 +203,7 @@ public struct FileBlobStore: BlobStore {
         try syncDirectory(directory)
     }
 
-    public func open(_ key: BlobKey) throws -> BlobFile? {
+    package func open(_ key: BlobKey) throws -> BlobFile? {
         let descriptor = Glibc.open(path(of: key), O_RDONLY | O_CLOEXEC)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
@@ -218,12 +218,12 @@ public struct FileBlobStore: BlobStore {
         return BlobFile(descriptor: descriptor, size: Int64(status.st_size))
     }
 
-    public func delete(_ key: BlobKey) throws {
+    package func delete(_ key: BlobKey) throws {
         guard unlink(path(of: key)) == 0 || errno == ENOENT else { throw BlobStoreError.io("unlink", errno) }
     }
 
     /// Where `key` is stored.
-    public func path(of key: BlobKey) -> String {
+    package func path(of key: BlobKey) -> String {
         directory(of: key) + "/" + key.hex
     }
 

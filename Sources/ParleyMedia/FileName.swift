@@ -1,11 +1,11 @@
 /// Makes a client-supplied file name safe to store and to send back in a
 /// `Content-Disposition` header.
-public enum FileName: Sendable {
+package enum FileName: Sendable {
     /// The longest stored name, in UTF-8 bytes (what file systems allow).
-    public static let maxBytes = 255
+    package static let maxBytes = 255
 
     /// Why a name was refused.
-    public enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
+    package enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
         /// Empty after removing directories, or only dots.
         case empty
         /// Longer than ``FileName/maxBytes`` UTF-8 bytes.
@@ -13,7 +13,7 @@ public enum FileName: Sendable {
         /// Holds a control character (NUL, newline, …).
         case controlCharacter
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .empty: "name must be a file name, not empty, '.' or '..'"
             case .tooLong: "name must be at most \(FileName.maxBytes) UTF-8 bytes"
@@ -27,7 +27,7 @@ public enum FileName: Sendable {
     ///
     /// - Throws: ``Problem`` when nothing usable is left, the name is too long, or it holds a
     ///   control character (those are refused rather than silently changed).
-    public static func sanitize(_ name: String) throws(Problem) -> String {
+    package static func sanitize(_ name: String) throws(Problem) -> String {
         // Bidirectional overrides are refused too: they make `cod.exe` look like `exe.doc`.
         if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || (0x202A...0x202E).contains($0.value)
                                                  || (0x2066...0x2069).contains($0.value) }) {
@@ -45,7 +45,7 @@ public enum FileName: Sendable {
     /// A `Content-Disposition` value (RFC 6266): an ASCII fallback `filename` with anything
     /// outside printable ASCII, quotes and backslashes replaced by `_`, and the exact name as
     /// UTF-8 in `filename*` (RFC 8187) when the two differ.
-    public static func contentDisposition(_ disposition: String, name: String?) -> String {
+    package static func contentDisposition(_ disposition: String, name: String?) -> String {
         guard let name else { return disposition }
         let fallback = String(decoding: name.utf8.map { byte -> UInt8 in
             (0x20...0x7E).contains(byte) && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") ? byte : UInt8(ascii: "_")

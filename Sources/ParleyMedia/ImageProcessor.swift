@@ -8,30 +8,30 @@ import Foundation
 /// read before any pixel is decoded, and one larger than ``Limits-swift.struct/maxPixels``
 /// or ``Limits-swift.struct/maxSide`` is refused, so a "decompression bomb" (a small file
 /// that claims 100,000 × 100,000 pixels) costs nothing.
-public struct ImageProcessor: Sendable {
+package struct ImageProcessor: Sendable {
     /// Bounds on what is decoded.
-    public struct Limits: Sendable, Hashable {
+    package struct Limits: Sendable, Hashable {
         /// Largest accepted width × height. Default: 64 megapixels.
-        public var maxPixels = 64_000_000
+        package var maxPixels = 64_000_000
         /// Largest accepted width or height. Default: 20,000 px.
-        public var maxSide = 20_000
+        package var maxSide = 20_000
         /// The thumbnail fits a square of this side. Default: 512 px.
-        public var thumbnailSide = 512
+        package var thumbnailSide = 512
         /// JPEG quality of thumbnails. Default: 80.
-        public var thumbnailQuality = 80
+        package var thumbnailQuality = 80
 
         /// The defaults.
-        public init() {}
+        package init() {}
     }
 
     /// Why an image was refused.
-    public enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
+    package enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
         /// libvips could not read it (corrupt, truncated, or not what it claims).
         case unreadable(String)
         /// Larger than the limits.
         case tooLarge(width: Int, height: Int, maxPixels: Int, maxSide: Int)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .unreadable(let detail): "the image could not be read (\(detail))"
             case .tooLarge(let width, let height, let maxPixels, let maxSide):
@@ -41,18 +41,18 @@ public struct ImageProcessor: Sendable {
     }
 
     /// An image's size as displayed.
-    public struct Info: Sendable, Hashable {
+    package struct Info: Sendable, Hashable {
         /// Width after EXIF orientation.
-        public var width: Int
+        package var width: Int
         /// Height after EXIF orientation.
-        public var height: Int
+        package var height: Int
     }
 
     /// The limits in force.
-    public var limits: Limits
+    package var limits: Limits
 
     /// A processor; the first one initialises libvips.
-    public init(limits: Limits = Limits()) {
+    package init(limits: Limits = Limits()) {
         self.limits = limits
         _ = Self.initialised
     }
@@ -71,7 +71,7 @@ public struct ImageProcessor: Sendable {
     /// The displayed size of the image at `path`, reading only its header.
     ///
     /// - Throws: ``Problem/unreadable(_:)`` or ``Problem/tooLarge(width:height:maxPixels:maxSide:)``.
-    public func info(path: String) throws(Problem) -> Info {
+    package func info(path: String) throws(Problem) -> Info {
         guard Self.initialised else { throw .unreadable("libvips did not start") }
         guard let image = parley_vips_open(path) else { throw .unreadable(Self.lastError()) }
         defer { parley_vips_unref(image) }
@@ -87,7 +87,7 @@ public struct ImageProcessor: Sendable {
     /// Writes a JPEG thumbnail of the image at `path` to `output`: upright (EXIF orientation
     /// applied), fitting ``Limits-swift.struct/thumbnailSide``, transparency on white, no
     /// metadata. Call ``info(path:)`` first: it enforces the size limits.
-    public func thumbnail(path: String, output: String) throws(Problem) -> Info {
+    package func thumbnail(path: String, output: String) throws(Problem) -> Info {
         guard Self.initialised else { throw .unreadable("libvips did not start") }
         var thumbnail: UnsafeMutablePointer<VipsImage>?
         guard parley_vips_thumbnail(path, &thumbnail, Int32(limits.thumbnailSide)) == 0, var image = thumbnail else {

@@ -1,23 +1,23 @@
 import Foundation
-public import ParleyCrypto
-public import ParleyWire
+package import ParleyCrypto
+package import ParleyWire
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// File-level steps of an upload: hashing and metadata removal over memory-mapped files, so
 /// even a large file is never copied whole into the heap.
-public enum MediaFiles: Sendable {
+package enum MediaFiles: Sendable {
     /// A file's SHA-256 and size.
-    public struct Hashed: Sendable, Hashable {
+    package struct Hashed: Sendable, Hashable {
         /// The SHA-256, lowercase hex.
-        public var hex: String
+        package var hex: String
         /// The size in bytes.
-        public var size: Int64
+        package var size: Int64
     }
 
     /// The SHA-256 (hex) and size of the file at `path`.
-    public static func sha256(path: String) throws -> Hashed {
+    package static func sha256(path: String) throws -> Hashed {
         try withMapped(path) { buffer in
             var hasher = SHA256()
             hasher.update(buffer)
@@ -27,7 +27,7 @@ public enum MediaFiles: Sendable {
 
     /// A hasher fed with the file at `path`, and the file's first `prefixLength` bytes: where
     /// a resumed upload's hashing and type check carry on from.
-    public static func resumeHashing(path: String, prefixLength: Int) throws -> (SHA256, [UInt8]) {
+    package static func resumeHashing(path: String, prefixLength: Int) throws -> (SHA256, [UInt8]) {
         try withMapped(path) { buffer in
             var hasher = SHA256()
             hasher.update(buffer)
@@ -39,7 +39,7 @@ public enum MediaFiles: Sendable {
     /// length inside the file) without writing anything.
     ///
     /// - Throws: ``MetadataStripper/Problem`` for a structure that does not add up.
-    public static func checkStructure(_ format: MediaFormat, path: String) throws {
+    package static func checkStructure(_ format: MediaFormat, path: String) throws {
         try withMapped(path) { buffer in _ = try MetadataStripper.plan(format, buffer) }
     }
 
@@ -48,7 +48,7 @@ public enum MediaFiles: Sendable {
     /// - Returns: the new file's SHA-256 (hex) and size, or `nil` when nothing needed
     ///   removing (the input is kept as it is and `output` is left empty).
     /// - Throws: ``MetadataStripper/Problem`` for a structure that does not add up.
-    public static func stripMetadata(_ format: MediaFormat, input: String, output: StagingFile) throws -> Hashed? {
+    package static func stripMetadata(_ format: MediaFormat, input: String, output: StagingFile) throws -> Hashed? {
         try withMapped(input) { buffer in
             let (pieces, _) = try MetadataStripper.plan(format, buffer)
             if pieces == [.copy(0..<buffer.count)] { return nil }

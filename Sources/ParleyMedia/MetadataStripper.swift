@@ -1,4 +1,4 @@
-public import ParleyWire
+package import ParleyWire
 
 /// Removes metadata that can hold a location (EXIF with GPS, XMP, IPTC, comments) from an
 /// image without re-encoding it, by copying the parts of the file that are kept.
@@ -13,21 +13,21 @@ public import ParleyWire
 ///
 /// Every length is checked against the data; a file whose structure does not add up is
 /// refused (``Problem``), never copied through.
-public enum MetadataStripper: Sendable {
+package enum MetadataStripper: Sendable {
     /// A piece of the output: a range of the input, or new bytes.
-    public enum Piece: Sendable, Hashable {
+    package enum Piece: Sendable, Hashable {
         case copy(Range<Int>)
         case insert([UInt8])
     }
 
     /// Why an image was refused.
-    public enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
+    package enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
         /// The structure ends before a declared length (a truncated upload).
         case truncated(String)
         /// A marker or chunk that cannot be there.
         case malformed(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .truncated(let what): "the image is truncated (\(what))"
             case .malformed(let what): "the image is malformed (\(what))"
@@ -36,7 +36,7 @@ public enum MetadataStripper: Sendable {
     }
 
     /// What to write instead of `data`, and the EXIF orientation found (1 when none).
-    public static func plan(_ format: MediaFormat, _ data: UnsafeRawBufferPointer) throws(Problem) -> (pieces: [Piece], orientation: Int) {
+    package static func plan(_ format: MediaFormat, _ data: UnsafeRawBufferPointer) throws(Problem) -> (pieces: [Piece], orientation: Int) {
         let bytes = Bytes(data)
         switch format {
         case .jpeg: return try jpeg(bytes)
@@ -48,7 +48,7 @@ public enum MetadataStripper: Sendable {
     }
 
     /// The output of `pieces` over `data`, as one array (tests and the fuzzer).
-    public static func apply(_ pieces: [Piece], to data: UnsafeRawBufferPointer) -> [UInt8] {
+    package static func apply(_ pieces: [Piece], to data: UnsafeRawBufferPointer) -> [UInt8] {
         var out: [UInt8] = []
         for piece in pieces {
             switch piece {

@@ -1,7 +1,7 @@
-public import Foundation
+package import Foundation
 import ParleyCrypto
 import Synchronization
-public import ParleyWire
+package import ParleyWire
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,26 +19,26 @@ import Glibc
 /// per-account totals and expiry without touching the disk; one upload's state is always read
 /// from its files, because with several nodes on one media directory another node may have
 /// continued or removed it.
-public final class PartialUploadStore: Sendable {
+package final class PartialUploadStore: Sendable {
     /// What an upload declared when it began.
-    public struct Record: Codable, Sendable, Hashable {
+    package struct Record: Codable, Sendable, Hashable {
         /// The account (user key).
-        public var user: Int64
+        package var user: Int64
         /// The client's id for the upload (`clientId`).
-        public var clientID: String
+        package var clientID: String
         /// The declared kind.
-        public var kind: MediaKind
+        package var kind: MediaKind
         /// The declared media type.
-        public var mimeType: String
+        package var mimeType: String
         /// The file name, sanitised.
-        public var name: String?
+        package var name: String?
         /// The whole file's size (the first request's `Content-Length`).
-        public var totalBytes: Int64
+        package var totalBytes: Int64
         /// When it began.
-        public var createdAt: Date
+        package var createdAt: Date
 
         /// Creates the value.
-        public init(user: Int64, clientID: String, kind: MediaKind, mimeType: String, name: String?, totalBytes: Int64, createdAt: Date) {
+        package init(user: Int64, clientID: String, kind: MediaKind, mimeType: String, name: String?, totalBytes: Int64, createdAt: Date) {
             self.user = user
             self.clientID = clientID
             self.kind = kind
@@ -51,22 +51,22 @@ public final class PartialUploadStore: Sendable {
 
     /// An unfinished upload: what it declared, how many bytes are kept, and when the last
     /// arrived.
-    public struct Entry: Sendable, Hashable {
+    package struct Entry: Sendable, Hashable {
         /// What it declared.
-        public var record: Record
+        package var record: Record
         /// Bytes kept so far.
-        public var receivedBytes: Int64
+        package var receivedBytes: Int64
         /// When bytes last arrived (what expiry counts from).
-        public var updatedAt: Date
+        package var updatedAt: Date
     }
 
     /// The directory.
-    public let root: String
+    package let root: String
     private let index = Mutex([String: Entry]())
 
     /// Opens (creating) the directory and reads what it holds; a record without its bytes,
     /// or bytes without a readable record, is removed.
-    public init(root: String) throws {
+    package init(root: String) throws {
         self.root = root
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         refresh()
@@ -75,7 +75,7 @@ public final class PartialUploadStore: Sendable {
     /// Reads the directory again: with several nodes on one media directory, uploads other
     /// nodes began or removed (the collector calls this before expiring). A record without
     /// its bytes, or bytes without a readable record, is removed.
-    public func refresh() {
+    package func refresh() {
         var found: [String: Entry] = [:]
         let names = Set((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
         for name in names {
@@ -134,7 +134,7 @@ public final class PartialUploadStore: Sendable {
 
     /// The unfinished upload `clientID` of `user`, if one is kept: read from the files, so an
     /// upload another node began, continued or removed is seen as it is now.
-    public func entry(user: Int64, clientID: String) -> Entry? {
+    package func entry(user: Int64, clientID: String) -> Entry? {
         let key = Self.key(user: user, clientID: clientID)
         let entry = load(key)
         index.withLock { $0[key] = entry }
@@ -143,7 +143,7 @@ public final class PartialUploadStore: Sendable {
 
     /// Every unfinished upload of `user` this node knows of: those it began, and those in the
     /// directory when it last read it (``refresh()``).
-    public func entries(user: Int64) -> [Entry] {
+    package func entries(user: Int64) -> [Entry] {
         index.withLock { $0.values.filter { $0.record.user == user } }
     }
 
@@ -152,7 +152,7 @@ public final class PartialUploadStore: Sendable {
     /// upload that completes never needed it; one that breaks off is synced by
     /// ``suspend(_:user:clientID:)``): a crash in the middle of receiving may lose the record,
     /// and then the bytes, and the client starts over.
-    public func begin(_ record: Record) throws -> StagingFile {
+    package func begin(_ record: Record) throws -> StagingFile {
         let key = Self.key(user: record.user, clientID: record.clientID)
         remove(user: record.user, clientID: record.clientID)
         let encoder = JSONEncoder()
@@ -172,7 +172,7 @@ public final class PartialUploadStore: Sendable {
     }
 
     /// Opens the kept bytes of an unfinished upload to append the rest.
-    public func resume(user: Int64, clientID: String) throws -> (Entry, StagingFile)? {
+    package func resume(user: Int64, clientID: String) throws -> (Entry, StagingFile)? {
         let key = Self.key(user: user, clientID: clientID)
         guard var entry = entry(user: user, clientID: clientID) else { return nil }
         let part = try StagingFile.create(root + "/" + key + ".part", flags: O_APPEND, mustExist: true)
@@ -184,7 +184,7 @@ public final class PartialUploadStore: Sendable {
 
     /// Records how far an upload got when its connection ended: syncs the bytes, the record
     /// and the directory, so a crash after this keeps them.
-    public func suspend(_ part: StagingFile, user: Int64, clientID: String) {
+    package func suspend(_ part: StagingFile, user: Int64, clientID: String) {
         let key = Self.key(user: user, clientID: clientID)
         try? part.sync()
         part.closeForWriting()
@@ -207,7 +207,7 @@ public final class PartialUploadStore: Sendable {
     /// Forgets an upload (finished, refused or abandoned) and removes its files; `true` when
     /// one was kept.
     @discardableResult
-    public func remove(user: Int64, clientID: String) -> Bool {
+    package func remove(user: Int64, clientID: String) -> Bool {
         let key = Self.key(user: user, clientID: clientID)
         let existed = index.withLock { $0.removeValue(forKey: key) != nil }
         unlink(root + "/" + key + ".part")
@@ -217,7 +217,7 @@ public final class PartialUploadStore: Sendable {
 
     /// Unfinished uploads no byte has reached since `cutoff` (to expire; the caller skips any
     /// being written and removes the rest).
-    public func stale(before cutoff: Date) -> [Entry] {
+    package func stale(before cutoff: Date) -> [Entry] {
         index.withLock { $0.values.filter { $0.updatedAt < cutoff } }
     }
 

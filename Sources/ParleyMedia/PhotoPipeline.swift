@@ -1,4 +1,4 @@
-public import ParleyWire
+package import ParleyWire
 
 /// The steps every uploaded photo takes, in one place so the server and the fuzzer run the
 /// same code in the same order:
@@ -13,26 +13,26 @@ public import ParleyWire
 /// 3. The stored file's header is read and held to ``ImageProcessor/Limits-swift.struct``
 ///    before any pixel is decoded.
 /// 4. The thumbnail is made from the stored file.
-public struct PhotoPipeline: Sendable {
+package struct PhotoPipeline: Sendable {
     /// What a photo came to.
-    public struct Result: Sendable, Hashable {
+    package struct Result: Sendable, Hashable {
         /// The photo's displayed size.
-        public var size: ImageProcessor.Info
+        package var size: ImageProcessor.Info
         /// The thumbnail's size.
-        public var thumbnail: ImageProcessor.Info
+        package var thumbnail: ImageProcessor.Info
         /// The SHA-256 (hex) and size of the file written without metadata, or `nil` when
         /// the input is stored as it came (nothing to remove, or metadata kept).
-        public var stripped: MediaFiles.Hashed?
+        package var stripped: MediaFiles.Hashed?
     }
 
     /// Why a photo was refused.
-    public enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
+    package enum Problem: Error, Sendable, Hashable, CustomStringConvertible {
         /// The structure does not add up (truncated, or a length that leaves the file).
         case structure(MetadataStripper.Problem)
         /// libvips refused it, or it is larger than the limits.
         case image(ImageProcessor.Problem)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .structure(let problem): problem.description
             case .image(let problem): problem.description
@@ -41,12 +41,12 @@ public struct PhotoPipeline: Sendable {
     }
 
     /// Reads headers and makes thumbnails.
-    public var images: ImageProcessor
+    package var images: ImageProcessor
     /// Keep EXIF, XMP and the like (`--keep-photo-metadata`); the structure is still checked.
-    public var keepMetadata: Bool
+    package var keepMetadata: Bool
 
     /// A pipeline over `images`.
-    public init(images: ImageProcessor, keepMetadata: Bool = false) {
+    package init(images: ImageProcessor, keepMetadata: Bool = false) {
         self.images = images
         self.keepMetadata = keepMetadata
     }
@@ -56,7 +56,7 @@ public struct PhotoPipeline: Sendable {
     ///
     /// - Throws: ``Problem`` for a photo that is refused; `BlobStoreError` when a file cannot
     ///   be read or written.
-    public func process(_ format: MediaFormat, input: String, stripped: StagingFile, thumbnail: String) throws -> Result {
+    package func process(_ format: MediaFormat, input: String, stripped: StagingFile, thumbnail: String) throws -> Result {
         var hashed: MediaFiles.Hashed?
         do {
             if keepMetadata {

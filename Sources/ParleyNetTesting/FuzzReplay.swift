@@ -8,7 +8,7 @@ import Glibc
 /// - Parameters:
 ///   - name: the executable's name, for the usage line.
 ///   - target: the `LLVMFuzzerTestOneInput` function.
-public func replayFuzzInputs(name: String, arguments: [String], target: (UnsafePointer<UInt8>, Int) -> CInt) {
+package func replayFuzzInputs(name: String, arguments: [String], target: (UnsafePointer<UInt8>, Int) -> CInt) {
     guard !arguments.isEmpty else {
         print("usage: \(name) FILE... (replays inputs; scripts/fuzz.sh builds the fuzzing version)")
         return

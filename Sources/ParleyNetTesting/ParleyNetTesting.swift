@@ -2,8 +2,8 @@
 // recording handlers and an HTTP server on an ephemeral port. The event queue and timeouts,
 // which need no sockets, are in ParleyTesting.
 import Foundation
-public import ParleyNet
-public import ParleyTesting
+package import ParleyNet
+package import ParleyTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -11,14 +11,14 @@ import Glibc
 
 /// A blocking TCP client for tests: it writes raw bytes and reads with a timeout, so a test
 /// waits for what the server does (a response, a close) and fails instead of hanging.
-public final class RawClient: @unchecked Sendable {
+package final class RawClient: @unchecked Sendable {
     // @unchecked: one test drives one client; the descriptor is only used from that test.
     let fd: Int32
 
     /// Connects to 127.0.0.1:`port`; reads give up after `receiveTimeout` seconds. A
     /// `receiveBuffer` (bytes) is set before connecting, so the window the server sees is
     /// small from the start (a reader that stops reading is then felt at once).
-    public init(port: UInt16, receiveTimeout: Double = 5, receiveBuffer: Int32? = nil) throws {
+    package init(port: UInt16, receiveTimeout: Double = 5, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
@@ -35,16 +35,16 @@ public final class RawClient: @unchecked Sendable {
 
     deinit { close(fd) }
 
-    public func send(_ text: String) { send(Array(text.utf8)) }
+    package func send(_ text: String) { send(Array(text.utf8)) }
 
     /// Sends a WebSocket upgrade for `path` with RFC 6455's sample key; the accept value is
     /// `s3pPLMBiTxaQ9kYGzzhZRbK+xOo=`. Reading the answer is up to the test.
-    public func sendUpgrade(path: String, version: Int = 13) {
+    package func sendUpgrade(path: String, version: Int = 13) {
         send("GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
              + "Sec-WebSocket-Version: \(version)\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
     }
 
-    public func send(_ bytes: [UInt8]) {
+    package func send(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -54,12 +54,12 @@ public final class RawClient: @unchecked Sendable {
     }
 
     /// Closes the sending side (the server reads EOF); reading still works.
-    public func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+    package func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
     /// Sends `bytes` without blocking until they are all sent or the peer has accepted nothing
     /// for `quiet` seconds (it stopped reading: TCP flow control). Returns the bytes sent.
     /// The send buffer is first cut to 64 KiB so the kernel absorbs little on our side.
-    public func sendUntilStalled(_ bytes: [UInt8], quiet: Double = 1) -> Int {
+    package func sendUntilStalled(_ bytes: [UInt8], quiet: Double = 1) -> Int {
         var size: Int32 = 64 * 1024
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         var sent = 0
@@ -79,7 +79,7 @@ public final class RawClient: @unchecked Sendable {
     }
 
     /// Reads until `predicate` holds for everything read so far, the peer closes, or the timeout.
-    public func read(until predicate: ([UInt8]) -> Bool) -> [UInt8] {
+    package func read(until predicate: ([UInt8]) -> Bool) -> [UInt8] {
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while !predicate(received) {
@@ -91,7 +91,7 @@ public final class RawClient: @unchecked Sendable {
     }
 
     /// Reads until the peer closes (or the timeout); true if it closed.
-    public func readToEnd() -> (bytes: [UInt8], closed: Bool) {
+    package func readToEnd() -> (bytes: [UInt8], closed: Bool) {
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -103,7 +103,7 @@ public final class RawClient: @unchecked Sendable {
     }
 
     /// Reads `count` complete HTTP responses (Content-Length framed).
-    public func readResponses(_ count: Int) -> [(status: Int, headers: [String: String], body: String)] {
+    package func readResponses(_ count: Int) -> [(status: Int, headers: [String: String], body: String)] {
         var parsed: [(Int, [String: String], String)] = []
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
@@ -119,7 +119,7 @@ public final class RawClient: @unchecked Sendable {
         return parsed
     }
 
-    public static func parseResponse(_ buffer: inout [UInt8]) -> (Int, [String: String], String)? {
+    package static func parseResponse(_ buffer: inout [UInt8]) -> (Int, [String: String], String)? {
         let text = buffer
         guard let end = text.indices.first(where: { $0 + 3 < text.count && text[$0...($0 + 3)].elementsEqual([13, 10, 13, 10]) })
         else { return nil }
@@ -139,13 +139,13 @@ public final class RawClient: @unchecked Sendable {
 }
 
 /// Events a test WebSocket saw.
-public enum SocketEvent: Sendable, Equatable {
+package enum SocketEvent: Sendable, Equatable {
     case open
     case message(WebSocketMessage)
     case close(WebSocketCloseCode, String)
 }
 
-public func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {
+package func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {
     let events = EventQueue<SocketEvent>()
     let handler = WebSocketHandler(
         onOpen: { _ in events.push(.open) },
@@ -155,7 +155,7 @@ public func recordingHandler() -> (WebSocketHandler, EventQueue<SocketEvent>) {
 }
 
 /// The next event that is not `.open`, within the timeout.
-public func nextEvent(_ events: EventQueue<SocketEvent>) async throws -> SocketEvent {
+package func nextEvent(_ events: EventQueue<SocketEvent>) async throws -> SocketEvent {
     while true {
         let event = try await events.next()
         if event != .open { return event }
@@ -163,12 +163,12 @@ public func nextEvent(_ events: EventQueue<SocketEvent>) async throws -> SocketE
 }
 
 /// A server with `router` on an ephemeral port and its own loops, stopped by `stop()`.
-public final class TestServer: Sendable {
-    public let group: EventLoopGroup
-    public let server: HTTPServer
-    public var port: UInt16 { server.localAddress.port }
+package final class TestServer: Sendable {
+    package let group: EventLoopGroup
+    package let server: HTTPServer
+    package var port: UInt16 { server.localAddress.port }
 
-    public init(router: Router, loops: Int = 2, configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws {
+    package init(router: Router, loops: Int = 2, configure: (inout HTTPServerConfiguration) -> Void = { _ in }) throws {
         ProcessSetup.prepare()
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
@@ -177,7 +177,7 @@ public final class TestServer: Sendable {
         server = try HTTPServer(configuration: configuration, router: router, group: group)
     }
 
-    public func stop() async {
+    package func stop() async {
         await server.shutdown(timeout: .seconds(2))
         group.shutdown()
     }
@@ -186,7 +186,7 @@ public final class TestServer: Sendable {
 /// Feeds `bytes` to `consume` through one `ByteBuffer`, `step` bytes at a time (one piece at
 /// least, even for no bytes), as a socket would deliver them. `consume` takes what it can from
 /// the buffer each time; its error ends the feed. Parsers are tested and fuzzed this way.
-public func feed<E: Error>(_ bytes: [UInt8], step: Int,
+package func feed<E: Error>(_ bytes: [UInt8], step: Int,
                            into consume: (inout ByteBuffer) throws(E) -> Void) throws(E) {
     let step = max(1, step)
     var buffer = ByteBuffer()

@@ -13,21 +13,21 @@ import Foundation
 /// var settings = Settings()
 /// let words = try parser.parse(["--port", "9000"], environment: ProcessInfo.processInfo.environment, into: &settings)
 /// ```
-public struct Option<Settings> {
+package struct Option<Settings> {
     /// `--port`.
-    public let flag: String
+    package let flag: String
     /// What the help shows for the value (`<n>`); nil for a switch that takes none.
-    public let valueName: String?
+    package let valueName: String?
     /// The environment variable read when the flag is not given, if any.
-    public let environment: String?
+    package let environment: String?
     /// One line for `--help`, stating the default.
-    public let help: String
+    package let help: String
     let apply: (inout Settings, String, String) throws -> Void
 
     /// An option with its own conversion: `apply(&settings, value, source)` throws
     /// ``OptionError`` (or any error, reported with `source`) for a bad value. `source` names
     /// where the value came from ("--port" or "environment value for --port").
-    public init(_ flag: String, value valueName: String?, environment: String?, help: String,
+    package init(_ flag: String, value valueName: String?, environment: String?, help: String,
                 apply: @escaping (inout Settings, _ value: String, _ source: String) throws -> Void) {
         self.flag = flag
         self.valueName = valueName
@@ -38,17 +38,17 @@ public struct Option<Settings> {
 }
 
 /// A command-line mistake, saying what to change.
-public struct OptionError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct OptionError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What was wrong.
-    public var message: String
+    package var message: String
     /// Creates the error.
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 extension Option {
     /// A whole number in `range`.
-    public static func integer<Value: FixedWidthInteger>(_ flag: String, _ environment: String?, in range: ClosedRange<Value>,
+    package static func integer<Value: FixedWidthInteger>(_ flag: String, _ environment: String?, in range: ClosedRange<Value>,
                                                          _ keyPath: WritableKeyPath<Settings, Value>, value: String = "<n>",
                                                          help: String) -> Option {
         Option(flag, value: value, environment: environment, help: help) { settings, text, source in
@@ -57,7 +57,7 @@ extension Option {
     }
 
     /// A whole number in `range` for a setting that is nil unless given.
-    public static func integer<Value: FixedWidthInteger>(_ flag: String, _ environment: String?, in range: ClosedRange<Value>,
+    package static func integer<Value: FixedWidthInteger>(_ flag: String, _ environment: String?, in range: ClosedRange<Value>,
                                                          _ keyPath: WritableKeyPath<Settings, Value?>, value: String = "<n>",
                                                          help: String) -> Option {
         Option(flag, value: value, environment: environment, help: help) { settings, text, source in
@@ -66,7 +66,7 @@ extension Option {
     }
 
     /// A whole number of seconds in `range`, as a `Duration`.
-    public static func seconds(_ flag: String, _ environment: String?, in range: ClosedRange<Int>,
+    package static func seconds(_ flag: String, _ environment: String?, in range: ClosedRange<Int>,
                                _ keyPath: WritableKeyPath<Settings, Duration>, help: String) -> Option {
         Option(flag, value: "<s>", environment: environment, help: help) { settings, text, source in
             settings[keyPath: keyPath] = .seconds(try Self.number(text, in: range, source: source))
@@ -74,7 +74,7 @@ extension Option {
     }
 
     /// Text; `nonEmpty` refuses "".
-    public static func text(_ flag: String, _ environment: String?, _ keyPath: WritableKeyPath<Settings, String>,
+    package static func text(_ flag: String, _ environment: String?, _ keyPath: WritableKeyPath<Settings, String>,
                             value: String, nonEmpty: Bool = true, help: String) -> Option {
         Option(flag, value: value, environment: environment, help: help) { settings, text, source in
             guard !nonEmpty || !text.isEmpty else { throw OptionError("\(source) must not be empty") }
@@ -83,7 +83,7 @@ extension Option {
     }
 
     /// Optional text.
-    public static func text(_ flag: String, _ environment: String?, _ keyPath: WritableKeyPath<Settings, String?>,
+    package static func text(_ flag: String, _ environment: String?, _ keyPath: WritableKeyPath<Settings, String?>,
                             value: String, help: String) -> Option {
         Option(flag, value: value, environment: environment, help: help) { settings, text, source in
             guard !text.isEmpty else { throw OptionError("\(source) must not be empty") }
@@ -92,7 +92,7 @@ extension Option {
     }
 
     /// A switch: the flag alone turns it on; the environment variable takes 1/true/yes or 0/false/no.
-    public static func toggle(_ flag: String, _ environment: String?, _ keyPath: WritableKeyPath<Settings, Bool>, help: String) -> Option {
+    package static func toggle(_ flag: String, _ environment: String?, _ keyPath: WritableKeyPath<Settings, Bool>, help: String) -> Option {
         Option(flag, value: nil, environment: environment, help: help) { settings, text, source in
             switch text.lowercased() {
             case "1", "true", "yes": settings[keyPath: keyPath] = true
@@ -103,7 +103,7 @@ extension Option {
     }
 
     /// One of a closed set of names (any case).
-    public static func choice<Value: RawRepresentable & CaseIterable>(_ flag: String, _ environment: String?,
+    package static func choice<Value: RawRepresentable & CaseIterable>(_ flag: String, _ environment: String?,
                                                                       _ keyPath: WritableKeyPath<Settings, Value>,
                                                                       help: String) -> Option where Value.RawValue == String {
         let names = Value.allCases.map(\.rawValue)
@@ -118,7 +118,7 @@ extension Option {
     /// `text` as a whole number in `range`, for options with their own conversion.
     ///
     /// - Throws: ``OptionError`` naming `source`, the range and the value.
-    public static func number<Value: FixedWidthInteger>(_ text: String, in range: ClosedRange<Value>, source: String) throws -> Value {
+    package static func number<Value: FixedWidthInteger>(_ text: String, in range: ClosedRange<Value>, source: String) throws -> Value {
         guard let number = Value(text), range.contains(number) else {
             throw OptionError("\(source) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
         }
@@ -127,15 +127,15 @@ extension Option {
 }
 
 /// Parses a command line against declared ``Option``s and writes their help.
-public struct OptionParser<Settings> {
+package struct OptionParser<Settings> {
     /// The options, in help order.
-    public let options: [Option<Settings>]
+    package let options: [Option<Settings>]
     private let byFlag: [String: Int]
 
     /// A parser for `options`. Flags and environment variables must be unique: a duplicate is
     /// a programming error and stops the process at once, in every build (the declarations
     /// are the interface outside tools rely on).
-    public init(_ options: [Option<Settings>]) {
+    package init(_ options: [Option<Settings>]) {
         self.options = options
         var byFlag: [String: Int] = [:]
         var environments = Set<String>()
@@ -149,7 +149,7 @@ public struct OptionParser<Settings> {
     }
 
     /// The option declared for `flag`.
-    public func option(_ flag: String) -> Option<Settings>? { byFlag[flag].map { options[$0] } }
+    package func option(_ flag: String) -> Option<Settings>? { byFlag[flag].map { options[$0] } }
 
     /// Applies the environment, then the arguments (which win), to `settings`.
     ///
@@ -159,7 +159,7 @@ public struct OptionParser<Settings> {
     ///     and it is returned as `stoppedAt`.
     /// - Returns: the words that are not options, in order, and the stop flag met, if any.
     /// - Throws: ``OptionError`` naming the unknown option or bad value and where it came from.
-    public func parse(_ arguments: [String], environment: [String: String], into settings: inout Settings,
+    package func parse(_ arguments: [String], environment: [String: String], into settings: inout Settings,
                       stopAt: Set<String> = []) throws(OptionError) -> (words: [String], stoppedAt: String?) {
         var given: [(Option<Settings>, String, String)] = []
         for option in options {
@@ -208,7 +208,7 @@ public struct OptionParser<Settings> {
     }
 
     /// One line per option: the flag and value, the help, and the environment variable.
-    public func helpLines(flagWidth: Int = 30) -> String {
+    package func helpLines(flagWidth: Int = 30) -> String {
         options.map { option in
             let flag = option.flag + (option.valueName.map { " " + $0 } ?? "")
             let environment = option.environment.map { "  [\($0)]" } ?? ""

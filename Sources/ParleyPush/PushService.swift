@@ -1,49 +1,49 @@
 import Foundation
-public import ParleyChat
+package import ParleyChat
 import ParleyCrypto
-public import ParleyLog
+package import ParleyLog
 import ParleyOutbound
 import ParleyWire
 import ParleySync
 
 /// Push settings (`--apns-*`, `--fcm-*`, `--outbound-ca-file`, `--push-*`): docs/push.md.
-public struct PushConfiguration: Sendable, Equatable {
+package struct PushConfiguration: Sendable, Equatable {
     /// The `.p8` key, its id and the team id; with ``apnsTopic``, APNs is on.
-    public var apnsKeyFile: String?
+    package var apnsKeyFile: String?
     /// The key's id (10 characters, from the developer account).
-    public var apnsKeyID: String?
+    package var apnsKeyID: String?
     /// The team id (10 characters).
-    public var apnsTeamID: String?
+    package var apnsTeamID: String?
     /// The app's bundle id (`apns-topic`).
-    public var apnsTopic: String?
+    package var apnsTopic: String?
     /// Replaces both APNs hosts (tests, gateways): `https://host:port`.
-    public var apnsURL: String?
+    package var apnsURL: String?
     /// A Google service account JSON file; FCM is on with it.
-    public var fcmCredentialsFile: String?
+    package var fcmCredentialsFile: String?
     /// Replaces FCM's send endpoint (tests, gateways).
-    public var fcmURL: String?
+    package var fcmURL: String?
     /// An extra CA to trust for outbound TLS, besides the system's.
-    public var outboundCAFile: String?
+    package var outboundCAFile: String?
     /// How long a connected device has to confirm delivery before its member is pushed anyway.
-    public var confirmationWindow: Duration = .seconds(1)
+    package var confirmationWindow: Duration = .seconds(1)
     /// Notices in flight at once per provider, multiplexed as HTTP/2 streams on at most
     /// ``connections`` connections.
-    public var concurrency = 100
+    package var concurrency = 100
     /// Connections per provider host (each carries up to 100 streams, or what the provider allows).
-    public var connections = 4
+    package var connections = 4
     /// Attempts before a notice is given up (429, 5xx, no answer), with backoff and jitter.
-    public var maxAttempts = 6
+    package var maxAttempts = 6
     /// A request with no answer after this is abandoned (and retried).
-    public var requestTimeout: Duration = .seconds(10)
+    package var requestTimeout: Duration = .seconds(10)
 
     /// The defaults: push off.
-    public init() {}
+    package init() {}
 
     /// Whether any provider is set.
-    public var isOn: Bool { apnsKeyFile != nil || fcmCredentialsFile != nil }
+    package var isOn: Bool { apnsKeyFile != nil || fcmCredentialsFile != nil }
 
     /// The problem with a half-given APNs or FCM setting, as a message that says what to add.
-    public var problem: String? {
+    package var problem: String? {
         let apns = [apnsKeyFile, apnsKeyID, apnsTeamID, apnsTopic]
         if apns.contains(where: { $0 != nil }) && apns.contains(where: { $0 == nil }) {
             return "APNs needs --apns-key-file, --apns-key-id, --apns-team-id and --apns-topic together"
@@ -58,18 +58,18 @@ public struct PushConfiguration: Sendable, Equatable {
 }
 
 /// Counts per provider for `/metrics`.
-public struct PushStatistics: Sendable {
+package struct PushStatistics: Sendable {
     /// Notices the provider accepted.
-    public var sent = 0
+    package var sent = 0
     /// Attempts that will be tried again (429, 5xx, no answer).
-    public var retried = 0
+    package var retried = 0
     /// Notices given up on (refused for good, or out of attempts).
-    public var failed = 0
+    package var failed = 0
     /// Devices removed because the provider said their token is dead.
-    public var devicesRemoved = 0
+    package var devicesRemoved = 0
 
     /// Zero counts.
-    public init() {}
+    package init() {}
 }
 
 /// Sends the push outbox: turns each new message's row into one row per device to push
@@ -80,7 +80,7 @@ public struct PushStatistics: Sendable {
 /// (decision 0018), so a row is sent by one node, and a node that dies mid-send leaves its
 /// rows to be claimed again when their lease ends. A slow or dead provider only fills its own
 /// outbox: sending messages never waits for it.
-public final class PushService: Sendable {
+package final class PushService: Sendable {
     private let chat: Chat
     private let configuration: PushConfiguration
     private let providers: [any PushProvider]
@@ -97,7 +97,7 @@ public final class PushService: Sendable {
     /// - Parameter logger: where retries, give-ups, removed devices and the workers' own
     ///   failures are logged (never a key or a device token).
     /// - Throws: a message naming the file or option to fix.
-    public init(chat: Chat, configuration: PushConfiguration, logger: Logger = .discarding()) throws {
+    package init(chat: Chat, configuration: PushConfiguration, logger: Logger = .discarding()) throws {
         if let problem = configuration.problem { throw OutboundError(description: problem) }
         self.chat = chat
         log = logger.labelled("parley.push")
@@ -119,13 +119,13 @@ public final class PushService: Sendable {
     }
 
     /// The providers this node pushes through (`apns`, `fcm`).
-    public var providerNames: [String] { providers.map(\.name) }
+    package var providerNames: [String] { providers.map(\.name) }
 
     /// Counts per provider so far.
-    public var currentStatistics: [String: PushStatistics] { statistics.withLock { $0 } }
+    package var currentStatistics: [String: PushStatistics] { statistics.withLock { $0 } }
 
     /// Starts expanding and sending.
-    public func start() {
+    package func start() {
         var started = [Task { await self.expandLoop() }]
         for (provider, http) in zip(providers, multiplexers) {
             started.append(Task { await self.sendLoop(provider, over: http) })
@@ -134,7 +134,7 @@ public final class PushService: Sendable {
     }
 
     /// Stops (rows being sent are left to their lease).
-    public func stop() {
+    package func stop() {
         for task in tasks.withLock({ $0 }) { task.cancel() }
         wake.signal()
         for http in multiplexers { http.stop() }

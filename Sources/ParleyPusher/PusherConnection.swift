@@ -5,27 +5,27 @@ import ParleyWire
 import ParleySync
 
 /// Settings of the Pusher endpoints (docs/pusher.md); every field has a documented default.
-public struct PusherConfiguration: Sendable, Hashable {
+package struct PusherConfiguration: Sendable, Hashable {
     /// Seconds of silence after which the server sends `pusher:ping` (and the
     /// `activity_timeout` it announces). Default: 120 s.
-    public var activityTimeout: Duration = .seconds(120)
+    package var activityTimeout: Duration = .seconds(120)
     /// How long a client has to answer that ping before it is closed with 4201. Default: 30 s.
-    public var pongTimeout: Duration = .seconds(30)
+    package var pongTimeout: Duration = .seconds(30)
     /// Events kept per channel for clients that were away (older ones are deleted). Default: 100.
-    public var historyPerChannel = 100
+    package var historyPerChannel = 100
     /// Client events per second one socket may send (Pusher's limit). Default: 10.
-    public var clientEventsPerSecond = 10
+    package var clientEventsPerSecond = 10
     /// Channels one socket may be subscribed to at once. Default: 100.
-    public var maxChannelsPerConnection = 100
+    package var maxChannelsPerConnection = 100
     /// Outbound bytes queued for a socket that is not reading before it is closed with 4200
     /// (reconnect). Default: 1 MiB.
-    public var maxQueuedBytes = 1 << 20
+    package var maxQueuedBytes = 1 << 20
     /// HTTP API requests per second one app may make (twice that in a burst); beyond, 429
     /// with `Retry-After`. Default: 1,000.
-    public var apiRequestsPerSecond = 1_000
+    package var apiRequestsPerSecond = 1_000
 
     /// The defaults.
-    public init() {}
+    package init() {}
 }
 
 /// What every Pusher socket shares.

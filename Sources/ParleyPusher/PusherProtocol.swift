@@ -3,48 +3,48 @@ import ParleyChat
 package import ParleyWire
 
 /// The Pusher Channels protocol's names, limits and codes (docs/pusher.md), in one place.
-public enum PusherProtocol: Sendable {
+package enum PusherProtocol: Sendable {
     /// The protocol versions accepted (`?protocol=`); the current one is 7, the Python client sends 6.
-    public static let versions = 5...7
+    package static let versions = 5...7
     /// Longest channel name (Pusher's limit).
-    public static let channelNameMax = 164
+    package static let channelNameMax = 164
     /// Longest event name.
-    public static let eventNameMax = 200
+    package static let eventNameMax = 200
     /// Largest event data, in bytes (Pusher's 10 KB).
-    public static let dataBytesMax = 10_240
+    package static let dataBytesMax = 10_240
     /// Most channels one trigger may name.
-    public static let channelsPerTrigger = 100
+    package static let channelsPerTrigger = 100
     /// Most events in one `batch_events`.
-    public static let eventsPerBatch = 10
+    package static let eventsPerBatch = 10
     /// Most members of a presence channel (Pusher's limit).
-    public static let presenceMembersMax = 100
+    package static let presenceMembersMax = 100
     /// Largest WebSocket message from a client (an event with 10 KB of data and its envelope).
-    public static let frameBytesMax = 32_768
+    package static let frameBytesMax = 32_768
     /// How far `auth_timestamp` may be from the server's clock, in seconds.
-    public static let timestampWindow: Int64 = 600
+    package static let timestampWindow: Int64 = 600
 
     /// Pusher's error and close codes.
-    public enum Code: Sendable {
+    package enum Code: Sendable {
         /// The app key names no app.
-        public static let unknownApp = 4001
+        package static let unknownApp = 4001
         /// The protocol version is missing or not supported.
-        public static let noProtocol = 4008
+        package static let noProtocol = 4008
         /// The protocol version is not supported.
-        public static let unsupportedProtocol = 4007
+        package static let unsupportedProtocol = 4007
         /// A subscription or sign-in whose signature does not check out.
-        public static let unauthorized = 4009
+        package static let unauthorized = 4009
         /// Over a limit (presence members, connections).
-        public static let overQuota = 4100
+        package static let overQuota = 4100
         /// Closed: generic, reconnect at once.
-        public static let reconnect = 4200
+        package static let reconnect = 4200
         /// Closed: the client did not answer a ping in time.
-        public static let pongTimeout = 4201
+        package static let pongTimeout = 4201
         /// A client event was refused (rate, size, channel kind, not subscribed).
-        public static let clientEventRejected = 4301
+        package static let clientEventRejected = 4301
     }
 
     /// What kind of channel a name is, by its prefix.
-    public enum ChannelKind: Sendable, Hashable {
+    package enum ChannelKind: Sendable, Hashable {
         /// Anyone may subscribe.
         case `public`
         /// `private-…` (and `private-encrypted-…`): a signature from the app's backend.
@@ -54,7 +54,7 @@ public enum PusherProtocol: Sendable {
     }
 
     /// The kind of a channel, by its name.
-    public static func kind(of channel: String) -> ChannelKind {
+    package static func kind(of channel: String) -> ChannelKind {
         if channel.hasPrefix("presence-") { return .presence }
         if channel.hasPrefix("private-") { return .private }
         return .public
@@ -63,7 +63,7 @@ public enum PusherProtocol: Sendable {
     /// Checks a channel name: 1–164 of `A-Z a-z 0-9 _ - = @ , . ;`.
     ///
     /// - Returns: nil when it is valid, else what is wrong.
-    public static func channelNameProblem(_ name: String) -> String? {
+    package static func channelNameProblem(_ name: String) -> String? {
         let bytes = name.utf8
         guard (1...channelNameMax).contains(bytes.count) else { return "a channel name is 1–\(channelNameMax) characters" }
         guard bytes.allSatisfy(isChannelCharacter) else {
@@ -81,11 +81,11 @@ public enum PusherProtocol: Sendable {
 
     /// The channel a server reaches one signed-in user on (`pusher:signin`): every socket
     /// signed in as the user is subscribed to it, and only the app's backend triggers on it.
-    public static func userChannel(_ userID: String) -> String { "#server-to-user-\(userID)" }
+    package static func userChannel(_ userID: String) -> String { "#server-to-user-\(userID)" }
 
     /// Checks a channel name the app's backend may trigger on: a client's channel, or a user's
     /// server-to-user channel.
-    public static func triggerChannelProblem(_ name: String) -> String? {
+    package static func triggerChannelProblem(_ name: String) -> String? {
         let prefix = "#server-to-user-"
         guard name.hasPrefix(prefix) else { return channelNameProblem(name) }
         let user = name.dropFirst(prefix.count)
@@ -96,7 +96,7 @@ public enum PusherProtocol: Sendable {
     }
 
     /// Checks an event name: 1–200 bytes, no control characters.
-    public static func eventNameProblem(_ name: String) -> String? {
+    package static func eventNameProblem(_ name: String) -> String? {
         guard (1...eventNameMax).contains(name.utf8.count) else { return "an event name is 1–\(eventNameMax) bytes" }
         guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             return "an event name has no control characters"

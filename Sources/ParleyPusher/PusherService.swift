@@ -1,5 +1,5 @@
-public import ParleyChat
-public import ParleyNet
+package import ParleyChat
+package import ParleyNet
 import Foundation
 import ParleyWire
 import ParleySync
@@ -15,14 +15,14 @@ import ParleySync
 /// let pusher = PusherService(chat: chat, bus: bus, configuration: PusherConfiguration())
 /// pusher.addRoutes(to: &router)
 /// ```
-public final class PusherService: Sendable {
+package final class PusherService: Sendable {
     let context: PusherContext
     /// HTTP API requests per app, over every node.
     private let requestRate: SharedRate
 
     /// Routes the bus's channel events to this node's Pusher sockets; with a `directory`
     /// (several nodes) presence members and occupancy count every node.
-    public init(chat: Chat, bus: any Bus, configuration: PusherConfiguration, directory: (any ChannelDirectory)? = nil) {
+    package init(chat: Chat, bus: any Bus, configuration: PusherConfiguration, directory: (any ChannelDirectory)? = nil) {
         // Pusher-format webhook events are written in the order they happen, one write at a time.
         let (events, sink) = AsyncStream.makeStream(of: (Int64, [PusherWebhookEvent]).self)
         Task {
@@ -35,12 +35,12 @@ public final class PusherService: Sendable {
     }
 
     /// Open Pusher sockets, and channel events routed to them, on this node.
-    public var counts: (connections: Int, routed: Int) {
+    package var counts: (connections: Int, routed: Int) {
         get async { await context.hub.counts }
     }
 
     /// Adds the WebSocket endpoint and the HTTP API.
-    public func addRoutes(to router: inout Router, webSocket: WebSocketConfiguration) {
+    package func addRoutes(to router: inout Router, webSocket: WebSocketConfiguration) {
         addWebSocket(to: &router, webSocket: webSocket)
         addEvents(to: &router)
         addQueries(to: &router)

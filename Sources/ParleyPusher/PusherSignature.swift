@@ -11,14 +11,14 @@ import ParleyNet
 ///   `body_md5` (hex MD5 of a non-empty body) and `auth_signature` over
 ///   `<METHOD>\n<path>\n<every other query parameter, keys lower-cased, sorted, key=value joined by &>`,
 ///   with the values as they are, not escaped.
-public enum PusherSignature: Sendable {
+package enum PusherSignature: Sendable {
     /// The hex HMAC-SHA256 of `message` under `secret`.
-    public static func sign(_ message: String, secret: String) -> String {
+    package static func sign(_ message: String, secret: String) -> String {
         Crypto.hmacSHA256(key: Array(secret.utf8), message: Array(message.utf8)).hexString
     }
 
     /// Whether `auth` (`key:signature`) signs `message` for this app.
-    public static func verifyAuth(_ auth: String, message: String, key: String, secret: String) -> Bool {
+    package static func verifyAuth(_ auth: String, message: String, key: String, secret: String) -> Bool {
         let parts = auth.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return false }
         let expected = Array(sign(message, secret: secret).utf8)
@@ -30,7 +30,7 @@ public enum PusherSignature: Sendable {
     }
 
     /// Why an HTTP API request's signature is refused.
-    public enum Refusal: Error, Sendable, Hashable, CustomStringConvertible {
+    package enum Refusal: Error, Sendable, Hashable, CustomStringConvertible {
         /// A required parameter is missing.
         case missing(String)
         /// `auth_key` is not this app's key.
@@ -46,7 +46,7 @@ public enum PusherSignature: Sendable {
         /// The query string is not a valid form.
         case badQuery(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .missing(let name): "the request has no '\(name)' parameter: sign it as Pusher's HTTP API requires (docs/pusher.md)"
             case .wrongKey: "auth_key is not this app's key"
@@ -65,7 +65,7 @@ public enum PusherSignature: Sendable {
     ///   - query: the raw query string (without `?`), nil for none.
     ///   - now: seconds since 1970.
     /// - Throws: ``Refusal`` naming what is wrong.
-    public static func verifyRequest(method: String, path: String, query: Substring?, body: [UInt8], key: String, secret: String,
+    package static func verifyRequest(method: String, path: String, query: Substring?, body: [UInt8], key: String, secret: String,
                                      now: Int64) throws(Refusal) {
         let parameters: [String: String]
         do {
@@ -92,7 +92,7 @@ public enum PusherSignature: Sendable {
     }
 
     /// `<METHOD>\n<path>\n<sorted query without auth_signature>`.
-    public static func stringToSign(method: String, path: String, parameters: [String: String]) -> String {
+    package static func stringToSign(method: String, path: String, parameters: [String: String]) -> String {
         let query = parameters.filter { $0.key != "auth_signature" }
             .map { (key: $0.key.lowercased(), value: $0.value) }
             .sorted { $0.key < $1.key }

@@ -1,5 +1,5 @@
 /// One value of RESP2, the Redis protocol (redis.io/docs/reference/protocol-spec).
-public enum RESPValue: Sendable, Hashable {
+package enum RESPValue: Sendable, Hashable {
     /// `+OK`
     case simple(String)
     /// `-ERR …`
@@ -12,13 +12,13 @@ public enum RESPValue: Sendable, Hashable {
     case array([RESPValue]?)
 
     /// The bytes of a bulk string, or nil.
-    public var bytes: [UInt8]? {
+    package var bytes: [UInt8]? {
         if case .bulk(let bytes) = self { return bytes }
         return nil
     }
 
     /// A bulk or simple string as text, or nil.
-    public var text: String? {
+    package var text: String? {
         switch self {
         case .simple(let text): text
         case .bulk(let bytes?): String(decoding: bytes, as: UTF8.self)
@@ -28,15 +28,15 @@ public enum RESPValue: Sendable, Hashable {
 }
 
 /// Why a reply could not be parsed: the connection is out of step and must be closed.
-public struct RESPError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct RESPError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What was wrong.
-    public var description: String
+    package var description: String
 }
 
 /// Commands as RESP arrays of bulk strings (what every Redis command is on the wire).
-public enum RESPCommand: Sendable {
+package enum RESPCommand: Sendable {
     /// `*n $len arg …` for `arguments`.
-    public static func encode(_ arguments: [[UInt8]]) -> [UInt8] {
+    package static func encode(_ arguments: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(16 + arguments.reduce(0) { $0 + $1.count + 16 })
         out += Array("*\(arguments.count)\r\n".utf8)
@@ -49,7 +49,7 @@ public enum RESPCommand: Sendable {
     }
 
     /// A command of text arguments.
-    public static func encode(_ arguments: String...) -> [UInt8] {
+    package static func encode(_ arguments: String...) -> [UInt8] {
         encode(arguments.map { Array($0.utf8) })
     }
 }
@@ -59,21 +59,21 @@ public enum RESPCommand: Sendable {
 /// Strict, with limits: a line (a type byte, digits, CRLF) at most 64 bytes, a bulk string at
 /// most `maxBulk` bytes, an array at most `maxElements` elements and `maxDepth` deep, numbers
 /// without signs or digits they should not have. Anything else is a ``RESPError``.
-public struct RESPParser: Sendable {
+package struct RESPParser: Sendable {
     private var buffer: [UInt8] = []
     private var start = 0
     /// The largest bulk string accepted. Default: 64 MiB.
-    public var maxBulk = 64 << 20
+    package var maxBulk = 64 << 20
     /// The most elements one array may have. Default: 1,048,576.
-    public var maxElements = 1 << 20
+    package var maxElements = 1 << 20
     /// The deepest nesting of arrays. Default: 8.
-    public var maxDepth = 8
+    package var maxDepth = 8
 
     /// An empty parser.
-    public init() {}
+    package init() {}
 
     /// Adds bytes read from the connection.
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
+    package mutating func append(_ bytes: some Sequence<UInt8>) {
         if start > 0, start == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             start = 0
@@ -87,7 +87,7 @@ public struct RESPParser: Sendable {
     /// The next whole value, or nil until more bytes arrive.
     ///
     /// - Throws: ``RESPError`` for bytes that are not RESP2 within the limits.
-    public mutating func next() throws(RESPError) -> RESPValue? {
+    package mutating func next() throws(RESPError) -> RESPValue? {
         var cursor = start
         guard let value = try parse(&cursor, depth: 0) else { return nil }
         start = cursor

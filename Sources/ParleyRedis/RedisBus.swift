@@ -1,5 +1,5 @@
 import Foundation
-public import ParleyChat
+package import ParleyChat
 import ParleyCrypto
 import ParleySync
 
@@ -18,52 +18,52 @@ import ParleySync
 ///
 /// A node's own writes are delivered locally at once (not through Redis), so its devices do
 /// not wait for Redis and keep working when Redis is down.
-public final class RedisBus: Bus, @unchecked Sendable {
+package final class RedisBus: Bus, @unchecked Sendable {
     // @unchecked: the ordering state lives on `queue`; the rest is behind locks.
 
     /// Timers and limits.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// How long a gap may stay open before it is read from the database. Default: 200 ms.
-        public var gapTimeout: Duration = .milliseconds(200)
+        package var gapTimeout: Duration = .milliseconds(200)
         /// How often an idle node compares its head with the database's. Default: 1 s.
-        public var pollInterval: Duration = .seconds(1)
+        package var pollInterval: Duration = .seconds(1)
         /// How long to wait for Redis to accept a connection or answer. Default: 2 s.
-        public var timeout: Duration = .seconds(2)
+        package var timeout: Duration = .seconds(2)
         /// Most events read from the database per repair. Default: 1,000.
-        public var repairBatch = 1_000
+        package var repairBatch = 1_000
         /// Most messages waiting to be published; older ones are dropped (and repaired by the
         /// receivers). Default: 100,000.
-        public var maxOutgoing = 100_000
+        package var maxOutgoing = 100_000
         /// The defaults.
-        public init() {}
+        package init() {}
     }
 
     /// What the bus has done, for `/metrics`.
-    public struct Statistics: Sendable {
+    package struct Statistics: Sendable {
         /// Messages published to Redis.
-        public var published = 0
+        package var published = 0
         /// Messages that could not be published (Redis down); the other nodes repair them.
-        public var droppedPublishes = 0
+        package var droppedPublishes = 0
         /// Messages received from other nodes.
-        public var received = 0
+        package var received = 0
         /// Messages that could not be decoded.
-        public var undecodable = 0
+        package var undecodable = 0
         /// Gaps filled from the database.
-        public var repairs = 0
+        package var repairs = 0
         /// Events delivered from the database rather than from Redis.
-        public var repairedEvents = 0
+        package var repairedEvents = 0
         /// Writes received twice (already delivered) and dropped.
-        public var duplicates = 0
+        package var duplicates = 0
         /// True while the subscription is up.
-        public var subscribed = false
+        package var subscribed = false
         /// The newest position delivered on this node.
-        public var head: Int64 = 0
+        package var head: Int64 = 0
     }
 
     /// This node's id in messages (its own are not delivered twice).
-    public let node: String
+    package let node: String
     /// Where Redis is.
-    public let url: RedisURL
+    package let url: RedisURL
     private let configuration: Configuration
     private let statistics = LockedValue(Statistics())
     private let receivers = LockedValue<[@Sendable ([Publication]) -> Void]>([])
@@ -89,7 +89,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
     /// Checks that Redis answers at `url`; nothing is published or received until ``start(source:channel:)``.
     ///
     /// - Throws: ``RedisError`` when Redis cannot be reached or refuses the password.
-    public init(url: RedisURL, configuration: Configuration = Configuration()) throws(RedisError) {
+    package init(url: RedisURL, configuration: Configuration = Configuration()) throws(RedisError) {
         self.url = url
         self.configuration = configuration
         node = Crypto.randomID(prefix: "n_", length: 16)
@@ -98,17 +98,17 @@ public final class RedisBus: Bus, @unchecked Sendable {
         probe.close()
     }
 
-    public var linksEvents: Bool { true }
+    package var linksEvents: Bool { true }
 
-    public func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void) {
+    package func subscribe(_ receiver: @escaping @Sendable ([Publication]) -> Void) {
         receivers.withLock { $0.append(receiver) }
     }
 
-    public func publish(_ publications: [Publication]) {
+    package func publish(_ publications: [Publication]) {
         publish(publications, link: nil)
     }
 
-    public func publish(_ publications: [Publication], link: EventLink?) {
+    package func publish(_ publications: [Publication], link: EventLink?) {
         guard !publications.isEmpty else { return }
         queue.async { self.accept(link, publications) }
         let message = BusCodec.encode(BusCodec.Message(node: node, link: link, publications: publications))
@@ -128,7 +128,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
     /// database's committed position.
     ///
     /// - Throws: the store's error when the committed position cannot be read.
-    public func start(source: any BusSource, channel: String) async throws {
+    package func start(source: any BusSource, channel: String) async throws {
         let start = try await source.committedPosition()
         self.channel = Array(channel.utf8)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -149,7 +149,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
     }
 
     /// Stops the threads and the poll. Publications after this are delivered locally only.
-    public func stop() {
+    package func stop() {
         stopped.withLock { $0 = true }
         outgoing.withLock { outgoing.broadcast() }
         queue.sync {
@@ -160,7 +160,7 @@ public final class RedisBus: Bus, @unchecked Sendable {
     }
 
     /// A snapshot of the counters.
-    public var currentStatistics: Statistics { statistics.withLock { $0 } }
+    package var currentStatistics: Statistics { statistics.withLock { $0 } }
 
     // MARK: - Ordering (on `queue`)
 

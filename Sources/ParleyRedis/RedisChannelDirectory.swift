@@ -1,5 +1,5 @@
 import Foundation
-public import ParleyChat
+package import ParleyChat
 
 /// The Pusher channels of every node, in Redis (docs/pusher.md, "Several nodes").
 ///
@@ -21,7 +21,7 @@ public import ParleyChat
 /// those no other node has are announced gone. A node whose heartbeat finds itself missing
 /// from the set (Redis restarted empty, or it was taken for dead) writes its channels again
 /// and announces the members that are news.
-public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable {
+package final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable {
     // @unchecked: every mutable property is touched only on `queue`.
 
     private let node: String
@@ -50,18 +50,18 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
     static let lifetime = 15
 
     /// A directory for node `node` under `prefix` (the server uses `parley:<epoch>:pusher`).
-    public init(url: RedisURL, node: String, prefix: String, timeout: Duration = .seconds(2)) {
+    package init(url: RedisURL, node: String, prefix: String, timeout: Duration = .seconds(2)) {
         self.node = node
         self.prefix = prefix
         client = RedisClient(url: url, label: "parley.redis-channels", timeout: timeout)
     }
 
-    public func start(state: @escaping @Sendable () -> ChannelDirectoryState,
+    package func start(state: @escaping @Sendable () -> ChannelDirectoryState,
                       announce: @escaping @Sendable ([(member: ChannelMember, added: Bool)]) -> Void) {
         start(state: state, announce: announce, occupancy: { _ in })
     }
 
-    public func start(state: @escaping @Sendable () -> ChannelDirectoryState,
+    package func start(state: @escaping @Sendable () -> ChannelDirectoryState,
                       announce: @escaping @Sendable ([(member: ChannelMember, added: Bool)]) -> Void,
                       occupancy: @escaping @Sendable ([(app: Int64, channel: String, occupied: Bool)]) -> Void) {
         queue.async { [self] in
@@ -76,7 +76,7 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
         }
     }
 
-    public func stop() {
+    package func stop() {
         queue.sync {
             timer?.cancel()
             timer = nil
@@ -87,11 +87,11 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
         }
     }
 
-    public func join(_ member: ChannelMember, completion: @escaping @Sendable (ChannelJoin?) -> Void) {
+    package func join(_ member: ChannelMember, completion: @escaping @Sendable (ChannelJoin?) -> Void) {
         queue.async { [self] in completion(joinNow(member)) }
     }
 
-    public func leave(app: Int64, channel: String, userID: String, completion: @escaping @Sendable (Bool?) -> Void) {
+    package func leave(app: Int64, channel: String, userID: String, completion: @escaping @Sendable (Bool?) -> Void) {
         queue.async { [self] in
             let members = membersKey(app, channel)
             guard let replies = try? command([["HDEL", members, node + "\n" + userID], ["HGETALL", members], ["SMEMBERS", key("nodes")]]),
@@ -102,7 +102,7 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
         }
     }
 
-    public func members(app: Int64, channel: String, completion: @escaping @Sendable ([ChannelMember]?) -> Void) {
+    package func members(app: Int64, channel: String, completion: @escaping @Sendable ([ChannelMember]?) -> Void) {
         queue.async { [self] in
             let replies = try? command([["HGETALL", membersKey(app, channel)], ["SMEMBERS", key("nodes")]])
             guard let replies, replies.count == 2 else { return completion(nil) }
@@ -110,7 +110,7 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
         }
     }
 
-    public func subscriptions(app: Int64, channel: String, change: Int) {
+    package func subscriptions(app: Int64, channel: String, change: Int) {
         queue.async { [self] in
             guard let total = count(app: app, channel: channel, change: change, mine: true) else { return }
             if change > 0 && total == change { occupancyChanged?([(app, channel, true)]) }
@@ -126,7 +126,7 @@ public final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable 
         return Int(total)
     }
 
-    public func occupancy(app: Int64, prefix channelPrefix: String, completion: @escaping @Sendable ([ChannelOccupancy]?) -> Void) {
+    package func occupancy(app: Int64, prefix channelPrefix: String, completion: @escaping @Sendable ([ChannelOccupancy]?) -> Void) {
         queue.async { [self] in
             guard let nodes = liveNodes(),
                   let replies = try? command(nodes.map { ["HGETALL", key("subs", $0)] }) else { return completion(nil) }

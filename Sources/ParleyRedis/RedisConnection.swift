@@ -4,20 +4,20 @@ import Glibc
 #endif
 
 /// Where Redis is: `redis://[[user]:password@]host[:port][/db]`.
-public struct RedisURL: Sendable, Hashable, CustomStringConvertible {
+package struct RedisURL: Sendable, Hashable, CustomStringConvertible {
     /// The host name or address.
-    public var host: String
+    package var host: String
     /// The port. Default: 6379.
-    public var port: UInt16
+    package var port: UInt16
     /// The ACL user, if any.
-    public var user: String?
+    package var user: String?
     /// The password, if any.
-    public var password: String?
+    package var password: String?
 
     /// Parses `text`.
     ///
     /// - Throws: ``RedisError/badURL(_:)`` saying what is wrong.
-    public init(_ text: String) throws(RedisError) {
+    package init(_ text: String) throws(RedisError) {
         guard let components = URLComponents(string: text), components.scheme == "redis" else {
             throw .badURL("must be redis://host:port (rediss:// and unix sockets are not supported): \(text.prefix(60))")
         }
@@ -30,11 +30,11 @@ public struct RedisURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The URL without its password.
-    public var description: String { "redis://\(user.map { "\($0)@" } ?? (password != nil ? "…@" : ""))\(host):\(port)" }
+    package var description: String { "redis://\(user.map { "\($0)@" } ?? (password != nil ? "…@" : ""))\(host):\(port)" }
 }
 
 /// A Redis failure.
-public enum RedisError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum RedisError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The URL is not one this client speaks.
     case badURL(String)
     /// Redis could not be reached, or the connection broke.
@@ -46,7 +46,7 @@ public enum RedisError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The reply was not RESP.
     case protocolError(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .badURL(let message): "--redis-url \(message)"
         case .connection(let message): "Redis connection: \(message)"

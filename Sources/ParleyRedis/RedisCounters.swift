@@ -1,4 +1,4 @@
-public import ParleyChat
+import ParleyChat
 import ParleySync
 
 /// The shared budgets in Redis (sign-in and sign-up attempts, realtime commands per user,
@@ -9,18 +9,18 @@ import ParleySync
 /// its lifetime by the first (`EXPIRE … NX`); Redis removes it when the window ends. When Redis
 /// cannot be reached, ``RateLimiter`` counts on the node instead (best effort, never a refusal
 /// because Redis is down).
-public final class RedisCounters: SharedCounters, @unchecked Sendable {
+package final class RedisCounters: SharedCounters, @unchecked Sendable {
     private let client: RedisClient
     private let namespace = LockedValue("parley")
 
     /// Counters at `url`; their keys are under ``setNamespace(_:)``'s name once it is called.
-    public init(url: RedisURL, timeout: Duration = .seconds(2)) {
+    package init(url: RedisURL, timeout: Duration = .seconds(2)) {
         client = RedisClient(url: url, label: "parley.redis-counters", timeout: timeout)
     }
 
     /// Puts the keys under `namespace` (the server uses the database's epoch, which every node
     /// of one database shares and no other database has).
-    public func setNamespace(_ namespace: String) {
+    package func setNamespace(_ namespace: String) {
         self.namespace.withLock { $0 = namespace }
     }
 
@@ -29,7 +29,7 @@ public final class RedisCounters: SharedCounters, @unchecked Sendable {
 
     private func key(_ name: String) -> String { namespace.withLock { $0 } + ":rate:" + name }
 
-    public func add(_ key: String, window: Int) async -> Bool {
+    package func add(_ key: String, window: Int) async -> Bool {
         let full = self.key(key)
         let client = client
         return await client.run {
@@ -37,7 +37,7 @@ public final class RedisCounters: SharedCounters, @unchecked Sendable {
         }
     }
 
-    public func current(_ key: String) async -> (count: Int, secondsLeft: Int)? {
+    package func current(_ key: String) async -> (count: Int, secondsLeft: Int)? {
         let full = self.key(key)
         let client = client
         let replies = await client.run { try? client.send([["GET", full], ["TTL", full]]) }
@@ -47,7 +47,7 @@ public final class RedisCounters: SharedCounters, @unchecked Sendable {
         return (count, ttl > 0 ? Int(ttl) : 0)
     }
 
-    public func add(_ counts: [(key: String, count: Int)], window: Int) async -> [Int]? {
+    package func add(_ counts: [(key: String, count: Int)], window: Int) async -> [Int]? {
         guard !counts.isEmpty else { return [] }
         let commands = counts.flatMap { entry -> [[String]] in
             let full = key(entry.key)
@@ -63,7 +63,7 @@ public final class RedisCounters: SharedCounters, @unchecked Sendable {
         return totals
     }
 
-    public func remove(_ key: String) async {
+    package func remove(_ key: String) async {
         let full = self.key(key)
         let client = client
         await client.run { _ = try? client.send([["DEL", full]]) }

@@ -1,5 +1,5 @@
 import Foundation
-public import ParleyChat
+import ParleyChat
 
 /// Who is online, across nodes, in Redis (docs/operations.md, "Several nodes").
 ///
@@ -12,7 +12,7 @@ public import ParleyChat
 /// Calls are best effort, like all presence: when Redis cannot be reached, this node answers
 /// as if it were alone. After Redis restarts empty, the next heartbeat puts this node's users
 /// back.
-public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
+package final class RedisPresence: PresenceDirectory, @unchecked Sendable {
     // @unchecked: every mutable property is touched only on `queue`.
 
     private let node: String
@@ -28,7 +28,7 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
 
     /// A directory for node `node` under `prefix` (every node of one database uses the same:
     /// the server names it after the database's epoch). Starts its heartbeat at once.
-    public init(url: RedisURL, node: String, prefix: String, timeout: Duration = .seconds(2)) {
+    package init(url: RedisURL, node: String, prefix: String, timeout: Duration = .seconds(2)) {
         self.node = node
         self.prefix = prefix
         client = RedisClient(url: url, label: "parley.redis-presence", timeout: timeout)
@@ -40,7 +40,7 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
     }
 
     /// Stops the heartbeat and removes this node's keys (its users go offline for the others).
-    public func stop() {
+    package func stop() {
         queue.sync {
             timer?.cancel()
             timer = nil
@@ -49,7 +49,7 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
         }
     }
 
-    public func cameOnline(_ user: Int64) async -> Bool {
+    package func cameOnline(_ user: Int64) async -> Bool {
         await onQueue {
             self.local.insert(user)
             let others = self.othersHaving(user)
@@ -58,7 +58,7 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
         }
     }
 
-    public func wentOffline(_ user: Int64) async -> Bool {
+    package func wentOffline(_ user: Int64) async -> Bool {
         await onQueue {
             self.local.remove(user)
             _ = try? self.command([["SREM", self.key("online", self.node), String(user)].map(self.bytes)])
@@ -66,7 +66,7 @@ public final class RedisPresence: PresenceDirectory, @unchecked Sendable {
         }
     }
 
-    public func onlineElsewhere(_ users: [Int64]) async -> Set<Int64> {
+    package func onlineElsewhere(_ users: [Int64]) async -> Set<Int64> {
         guard !users.isEmpty else { return [] }
         return await onQueue {
             let others = self.otherNodes()

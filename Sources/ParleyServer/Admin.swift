@@ -7,18 +7,18 @@ import ParleyWire
 /// `parley-server admin …` (docs/admin.md): what an operator does by hand, through the running
 /// server's server API with the app secret, so every change takes effect at once on every
 /// node (a deactivated user's sockets close, a replayed delivery goes out).
-public struct AdminCommand: Equatable, Sendable {
+package struct AdminCommand: Equatable, Sendable {
     /// The verb and its arguments (`users alice`, `replay wh_… whd_…`).
-    public var words: [String]
+    package var words: [String]
     /// The server's base URL. `--url`, `PARLEY_URL`. Default: http://127.0.0.1:8080.
-    public var url = "http://127.0.0.1:8080"
+    package var url = "http://127.0.0.1:8080"
     /// The app secret. `--secret`, `PARLEY_APP_SECRET`.
-    public var secret: String?
+    package var secret: String?
     /// Print the server's JSON instead of tables. `--json`.
-    public var json = false
+    package var json = false
 
     /// The `admin help` text.
-    public static let helpText = """
+    package static let helpText = """
         USAGE: parley-server admin <command> [--url <url>] [--secret <sk_…>] [--json]
 
         Talks to a running server's server API (/v1/server) with the app's secret, so a change
@@ -44,7 +44,7 @@ public struct AdminCommand: Equatable, Sendable {
     /// Parses `admin`'s arguments (after the word `admin`).
     ///
     /// - Throws: ``ServerConfiguration/UsageError``.
-    public static func parse(_ arguments: [String], environment: [String: String]) throws(ServerConfiguration.UsageError) -> AdminCommand {
+    package static func parse(_ arguments: [String], environment: [String: String]) throws(ServerConfiguration.UsageError) -> AdminCommand {
         var command = AdminCommand(words: [])
         if let url = environment["PARLEY_URL"] { command.url = url }
         command.secret = environment["PARLEY_APP_SECRET"]
@@ -83,19 +83,19 @@ public struct AdminCommand: Equatable, Sendable {
 }
 
 /// What went wrong talking to the server.
-public struct AdminError: Error, CustomStringConvertible, Sendable {
+package struct AdminError: Error, CustomStringConvertible, Sendable {
     /// 1: the server refused; 3: it cannot be reached.
-    public var exitCode: Int32
+    package var exitCode: Int32
     /// The message for the operator.
-    public var description: String
+    package var description: String
 }
 
 /// Runs admin commands against the server API.
-public enum Admin: Sendable {
+package enum Admin: Sendable {
     /// Runs `command`; the text to print.
     ///
     /// - Throws: ``AdminError``.
-    public static func run(_ command: AdminCommand, password: @Sendable () -> String? = { nil }) async throws -> String {
+    package static func run(_ command: AdminCommand, password: @Sendable () -> String? = { nil }) async throws -> String {
         let client = AdminClient(base: command.url.hasSuffix("/") ? String(command.url.dropLast()) : command.url, secret: command.secret ?? "")
         let words = command.words
         func segment(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text }

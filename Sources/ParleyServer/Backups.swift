@@ -30,7 +30,7 @@ extension ParleyServer {
     /// runs (docs/operations.md, "Backups").
     ///
     /// - Returns: what was written, and what to do for the media files.
-    public static func runBackup(to file: String, configuration: ServerConfiguration) async throws -> String {
+    package static func runBackup(to file: String, configuration: ServerConfiguration) async throws -> String {
         try refuseOnPostgres(configuration, "backup")
         let database = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
         guard FileManager.default.fileExists(atPath: database) else {
@@ -57,7 +57,7 @@ extension ParleyServer {
     /// `parley-server restore <file>`: puts a backup in place of the data directory's database
     /// (the server stopped), keeps the replaced one beside it, and starts a new epoch so devices
     /// resync instead of resuming into a different history.
-    public static func runRestore(from file: String, configuration: ServerConfiguration) async throws -> String {
+    package static func runRestore(from file: String, configuration: ServerConfiguration) async throws -> String {
         try refuseOnPostgres(configuration, "restore")
         let database = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
         // Check that the file is a Parley database this build can open, before touching anything.

@@ -3,7 +3,7 @@ import Dispatch
 /// Runs async work to completion from synchronous code — an executable's top level, a
 /// libFuzzer callback — on a detached task while the calling thread waits. Never call it
 /// from a task or an event loop: the calling thread blocks until the work is done.
-public func runBlocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
+package func runBlocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
     let done = DispatchSemaphore(value: 0)
     let result = BlockingResult<T>()
     Task.detached {

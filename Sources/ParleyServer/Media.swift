@@ -3,44 +3,44 @@ import ParleyChat
 import ParleyCrypto
 import ParleyMedia
 import ParleyNet
-public import ParleyWire
+package import ParleyWire
 import ParleySync
 
 /// Media limits and timers (docs/media.md). Each has a `parley-server` option.
-public struct MediaConfiguration: Sendable, Equatable {
+package struct MediaConfiguration: Sendable, Equatable {
     /// Largest photo upload. `--max-photo-bytes`. Default: 25 MiB.
-    public var maxPhotoBytes: Int64 = 25 << 20
+    package var maxPhotoBytes: Int64 = 25 << 20
     /// Largest video upload. `--max-video-bytes`. Default: 512 MiB.
-    public var maxVideoBytes: Int64 = 512 << 20
+    package var maxVideoBytes: Int64 = 512 << 20
     /// Largest audio upload. `--max-audio-bytes`. Default: 64 MiB.
-    public var maxAudioBytes: Int64 = 64 << 20
+    package var maxAudioBytes: Int64 = 64 << 20
     /// Largest file upload. `--max-file-bytes`. Default: 100 MiB.
-    public var maxFileBytes: Int64 = 100 << 20
+    package var maxFileBytes: Int64 = 100 << 20
     /// Bytes of uploads one account may hold. `--media-quota-bytes`. Default: 1 GiB.
-    public var quotaBytes: Int64 = 1 << 30
+    package var quotaBytes: Int64 = 1 << 30
     /// Largest photo in pixels (width × height). `--max-image-pixels`. Default: 64,000,000.
-    public var maxImagePixels = 64_000_000
+    package var maxImagePixels = 64_000_000
     /// Side of the square a photo's thumbnail fits. `--thumbnail-size`. Default: 512.
-    public var thumbnailSide = 512
+    package var thumbnailSide = 512
     /// Keep photos' EXIF/XMP/IPTC metadata, location included. `--keep-photo-metadata`.
     /// Default: off (removed).
-    public var keepPhotoMetadata = false
+    package var keepPhotoMetadata = false
     /// Seconds a signed download URL works. `--media-url-lifetime`. Default: 600.
-    public var urlLifetimeSeconds = 600
+    package var urlLifetimeSeconds = 600
     /// Seconds an upload no message refers to is kept. `--media-orphan-lifetime`. Default: 86,400.
-    public var orphanLifetimeSeconds = 86_400
+    package var orphanLifetimeSeconds = 86_400
     /// Seconds between collections of unreferenced uploads. `--media-gc-interval`. Default: 300.
-    public var collectionIntervalSeconds = 300
+    package var collectionIntervalSeconds = 300
     /// Uploads one account may have in progress at once. Default: 4.
-    public var concurrentUploadsPerUser = 4
+    package var concurrentUploadsPerUser = 4
     /// Unfinished (resumable) uploads one account may keep. Default: 16.
-    public var unfinishedUploadsPerUser = 16
+    package var unfinishedUploadsPerUser = 16
 
     /// The defaults.
-    public init() {}
+    package init() {}
 
     /// The limit for a kind.
-    public func maxBytes(_ kind: MediaKind) -> Int64 {
+    package func maxBytes(_ kind: MediaKind) -> Int64 {
         switch kind {
         case .photo: maxPhotoBytes
         case .video: maxVideoBytes

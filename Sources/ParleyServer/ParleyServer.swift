@@ -1,8 +1,8 @@
 import Foundation
-public import ParleyChat
-public import ParleyNet
+package import ParleyChat
+package import ParleyNet
 import ParleyCrypto
-public import ParleyLog
+package import ParleyLog
 import ParleyMedia
 import ParleyPusher
 import ParleyPush
@@ -20,17 +20,17 @@ import ParleySync
 /// print(server.url)
 /// await server.shutdown()
 /// ```
-public final class ParleyServer: Sendable {
+package final class ParleyServer: Sendable {
     /// The configuration it runs with.
-    public let configuration: ServerConfiguration
+    package let configuration: ServerConfiguration
     /// The base URL, with the real port.
-    public let url: String
+    package let url: String
     /// The bound address.
-    public var localAddress: SocketAddress { http.localAddress }
+    package var localAddress: SocketAddress { http.localAddress }
     /// The app created by this start (first start only), with its secret; nil otherwise.
-    public let createdApp: AppCredentials?
+    package let createdApp: AppCredentials?
     /// Every app's name and public key.
-    public let apps: [AppCredentials]
+    package let apps: [AppCredentials]
     private let group: EventLoopGroup
     private let http: HTTPServer
     private let store: any GroupCommitStore
@@ -52,7 +52,7 @@ public final class ParleyServer: Sendable {
     /// The certificate HTTPS and WSS connections are accepted with (reloaded on SIGHUP).
     private let tls: TLSCertificateStore?
     /// The server's log (`--log-level`, `--log-format`).
-    public let logger: Logger
+    package let logger: Logger
 
     private init(configuration: ServerConfiguration, group: EventLoopGroup, http: HTTPServer, store: any GroupCommitStore,
                  createdApp: AppCredentials?, apps: [AppCredentials], collector: Task<Void, Never>, sweeper: Task<Void, Never>,
@@ -86,7 +86,7 @@ public final class ParleyServer: Sendable {
     ///   configuration's level and format (tests pass a ``RecordingLogHandler``).
     /// - Throws: ``StartError`` saying what to change (a busy port, an unwritable directory,
     ///   a database written by a newer version).
-    public static func start(_ configuration: ServerConfiguration, logHandler: (any LogHandler)? = nil) async throws -> ParleyServer {
+    package static func start(_ configuration: ServerConfiguration, logHandler: (any LogHandler)? = nil) async throws -> ParleyServer {
         ProcessSetup.prepare()
         let logger = Logger(label: "parley", handler: logHandler ?? StreamLogHandler(minimumLevel: configuration.logLevel,
                                                                                        format: configuration.logFormat))
@@ -367,7 +367,7 @@ public final class ParleyServer: Sendable {
     /// Runs `parley-server apps …` against the data directory.
     ///
     /// - Returns: the text to print.
-    public static func runApps(_ command: AppsCommand, configuration: ServerConfiguration) async throws -> String {
+    package static func runApps(_ command: AppsCommand, configuration: ServerConfiguration) async throws -> String {
         let (store, chat) = try await openChat(configuration)
         defer { store.close() }
         switch command {
@@ -388,7 +388,7 @@ public final class ParleyServer: Sendable {
     }
 
     /// How an app's credentials are shown when its secret is new.
-    public static func describe(_ app: AppCredentials, verb: String) -> String {
+    package static func describe(_ app: AppCredentials, verb: String) -> String {
         """
         \(verb) app '\(app.name)'
           app key:    \(app.publicKey)   (clients send it as X-Parley-App-Key)
@@ -399,12 +399,12 @@ public final class ParleyServer: Sendable {
 
     /// Lines printed at start: the app just created (with its secret), or every app's key.
     /// What the start banner says of push: the providers, or that it is off and how to turn it on.
-    public var pushBanner: String {
+    package var pushBanner: String {
         guard let push else { return "Push: off (give --apns-key-file … or --fcm-credentials-file; docs/push.md)" }
         return "Push: " + push.providerNames.joined(separator: ", ")
     }
 
-    public var appsBanner: [String] {
+    package var appsBanner: [String] {
         var lines: [String] = []
         if let createdApp { lines.append(Self.describe(createdApp, verb: "First start: created")) }
         for app in apps where app.publicKey != createdApp?.publicKey {
@@ -414,7 +414,7 @@ public final class ParleyServer: Sendable {
     }
 
     /// Open connections (HTTP and WebSocket).
-    public var connectionCount: Int { http.connectionCount }
+    package var connectionCount: Int { http.connectionCount }
 
     /// Graceful stop: see ``HTTPServer/shutdown(timeout:)``; then the loops stop and the
     /// store finishes its queued writes and closes.
@@ -422,12 +422,12 @@ public final class ParleyServer: Sendable {
     /// them for ever.
     /// Loads the TLS certificate and key files again (SIGHUP): connections accepted from now on
     /// use them. Nil when the server does not serve TLS; a failure keeps the current certificate.
-    public func reloadTLS() -> Result<Void, TLSError>? {
+    package func reloadTLS() -> Result<Void, TLSError>? {
         guard let tls else { return nil }
         return Result { () throws(TLSError) in try tls.reload() }
     }
 
-    public func shutdown() async {
+    package func shutdown() async {
         guard shutDown.withLock({ done in defer { done = true }; return !done }) else { return }
         logger.info("stopping", metadata: ["open.connections": .integer(Int64(connectionCount))])
         collector.cancel()
@@ -445,8 +445,8 @@ public final class ParleyServer: Sendable {
 }
 
 /// A start-up failure with a message that says what to do.
-public struct StartError: Error, CustomStringConvertible {
+package struct StartError: Error, CustomStringConvertible {
     /// What went wrong and how to fix it.
-    public var message: String
-    public var description: String { message }
+    package var message: String
+    package var description: String { message }
 }

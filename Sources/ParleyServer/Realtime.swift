@@ -6,31 +6,31 @@ import ParleySync
 import ParleyWire
 
 /// Settings of the realtime endpoint; every field has a documented default (docs/protocol.md).
-public struct RealtimeConfiguration: Sendable, Hashable {
+package struct RealtimeConfiguration: Sendable, Hashable {
     /// How long a new socket has to send `auth`. Default: 10 s.
-    public var authTimeout: Duration = .seconds(10)
+    package var authTimeout: Duration = .seconds(10)
     /// The most events replayed to a reconnecting device; beyond, it is told to resync.
     /// Default: 10,000.
-    public var maxReplayEvents = 10_000
+    package var maxReplayEvents = 10_000
     /// Commands per second one connection may send, sustained. Default: 50.
-    public var commandsPerSecond = 50.0
+    package var commandsPerSecond = 50.0
     /// Commands one connection may send in a burst. Default: 100.
-    public var commandBurst = 100.0
+    package var commandBurst = 100.0
     /// Commands per second one user may send over all their devices. Default: 100.
-    public var userCommandsPerSecond = 100.0
+    package var userCommandsPerSecond = 100.0
     /// Commands one user may send in a burst. Default: 200.
-    public var userCommandBurst = 200.0
+    package var userCommandBurst = 200.0
     /// Commands of one connection accepted and not yet answered. Default: 64.
-    public var maxCommandsInFlight = 64
+    package var maxCommandsInFlight = 64
     /// Outbound bytes queued for a device before it is closed with 4000 (resume). Default: 4 MiB.
-    public var maxQueuedBytes = 4 << 20
+    package var maxQueuedBytes = 4 << 20
     /// Events held for a device while it replays, before it is closed with 4000. Default: 20,000.
-    public var maxHeldEvents = 20_000
+    package var maxHeldEvents = 20_000
     /// How long a user stays online after their last device disconnects. Default: 10 s.
-    public var presenceGrace: Duration = .seconds(10)
+    package var presenceGrace: Duration = .seconds(10)
 
     /// The defaults.
-    public init() {}
+    package init() {}
 }
 
 /// What every realtime session shares.

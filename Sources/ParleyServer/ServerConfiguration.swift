@@ -1,99 +1,99 @@
 import Foundation
-public import ParleyLog
+package import ParleyLog
 import ParleyOptions
-public import ParleyPusher
-public import ParleyPush
-public import ParleyWebhooks
+package import ParleyPusher
+package import ParleyPush
+package import ParleyWebhooks
 import ParleyRedis
-public import ParleyStoreSQLite
+package import ParleyStoreSQLite
 
 /// `parley-server`'s settings, from command-line options and `PARLEY_*` environment variables
 /// (options win). Parsing is a pure function so it is tested without a process.
-public struct ServerConfiguration: Sendable, Equatable {
+package struct ServerConfiguration: Sendable, Equatable {
     /// Address to listen on. `--host`, `PARLEY_HOST`. Default: 127.0.0.1.
-    public var host = "127.0.0.1"
+    package var host = "127.0.0.1"
     /// Port; 0 picks a free one. `--port`, `PARLEY_PORT`. Default: 8080.
-    public var port: UInt16 = 8080
+    package var port: UInt16 = 8080
     /// Where data lives. `--data-dir`, `PARLEY_DATA_DIR`. Default: ./data.
-    public var dataDirectory = "./data"
+    package var dataDirectory = "./data"
     /// Event loops (threads). `--threads`, `PARLEY_THREADS`. Default: one per core.
-    public var threads: Int? = nil
+    package var threads: Int? = nil
     /// Largest request body by default. `--max-body-bytes`, `PARLEY_MAX_BODY_BYTES`. Default: 1 MiB.
-    public var maxBodyBytes = 1 << 20
+    package var maxBodyBytes = 1 << 20
     /// Largest WebSocket message. `--max-message-bytes`, `PARLEY_MAX_MESSAGE_BYTES`. Default: 1 MiB.
-    public var maxMessageBytes = 1 << 20
+    package var maxMessageBytes = 1 << 20
     /// How long to wait for in-flight work on SIGINT/SIGTERM. `--shutdown-timeout`. Default: 10 s.
-    public var shutdownTimeout: Duration = .seconds(10)
+    package var shutdownTimeout: Duration = .seconds(10)
     /// The interval between WebSocket pings (whole seconds). `--ping-interval`, `PARLEY_PING_INTERVAL`. Default: 30 s.
-    public var pingInterval: Duration = .seconds(30)
+    package var pingInterval: Duration = .seconds(30)
     /// Serve the conformance and benchmark endpoints (`/echo`, `/echo/ws`, `/echo/broadcast`).
     /// `--enable-echo`, `PARLEY_ENABLE_ECHO=1`. Default: off.
-    public var enableEcho = false
+    package var enableEcho = false
     /// SQLite's `synchronous` setting: `full` (survives power loss) or `normal` (survives
     /// kill -9; may lose the last commits on power loss). `--sqlite-synchronous`. Default: full.
-    public var sqliteSynchronous: SQLiteStore.Synchronous = .full
+    package var sqliteSynchronous: SQLiteStore.Synchronous = .full
     /// PostgreSQL instead of the embedded SQLite file: `postgres://user:password@host:port/db`
     /// (libpq's URL; `?sslmode=…` and the other libpq parameters pass through).
     /// `--database-url`, `PARLEY_DATABASE_URL`. Default: none (SQLite in the data directory).
-    public var databaseURL: String? = nil
+    package var databaseURL: String? = nil
     /// The bus between nodes that share one PostgreSQL database: `redis://[:password@]host:port`.
     /// `--redis-url`, `PARLEY_REDIS_URL`. Default: none (one node).
-    public var redisURL: String? = nil
+    package var redisURL: String? = nil
     /// HTTPS and WSS: the certificate chain (PEM, leaf first). `--tls-cert-file`,
     /// `PARLEY_TLS_CERT_FILE`; with `--tls-key-file`. Reloaded on SIGHUP. Default: none (HTTP).
-    public var tlsCertificateFile: String? = nil
+    package var tlsCertificateFile: String? = nil
     /// The certificate's private key (PEM). `--tls-key-file`, `PARLEY_TLS_KEY_FILE`.
-    public var tlsKeyFile: String? = nil
+    package var tlsKeyFile: String? = nil
     /// Argon2id passes for password hashes. `--argon2-passes`. Default: 2.
-    public var argon2Passes = 2
+    package var argon2Passes = 2
     /// Argon2id memory in MiB for password hashes. `--argon2-memory-mib`. Default: 64.
-    public var argon2MemoryMiB = 64
+    package var argon2MemoryMiB = 64
     /// Accounts one address may create per hour. `--signups-per-hour`. Default: 60.
-    public var signUpsPerHour = 60
+    package var signUpsPerHour = 60
     /// The realtime WebSocket's limits and timers (docs/protocol.md). `--presence-grace`,
     /// `--max-replay-events`, `--commands-per-second`, `--auth-timeout`, `--max-queued-bytes`.
-    public var realtime = RealtimeConfiguration()
+    package var realtime = RealtimeConfiguration()
     /// Upload limits, quotas, thumbnails, signed URLs and collection (docs/media.md).
     /// `--max-photo-bytes`, `--max-video-bytes`, `--max-audio-bytes`, `--max-file-bytes`,
     /// `--media-quota-bytes`, `--max-image-pixels`, `--thumbnail-size`, `--keep-photo-metadata`,
     /// `--media-url-lifetime`, `--media-orphan-lifetime`, `--media-gc-interval`.
-    public var media = MediaConfiguration()
+    package var media = MediaConfiguration()
     /// How often an author in a public channel hears how far their messages got
     /// (`delivery.updated`). `--delivery-update-interval`. Default: 1 s.
-    public var deliveryUpdateInterval: Duration = .seconds(1)
+    package var deliveryUpdateInterval: Duration = .seconds(1)
     /// The Pusher protocol's timers and limits (docs/pusher.md). `--pusher-activity-timeout`,
     /// `--pusher-pong-timeout`, `--pusher-history`, `--pusher-client-events-per-second`,
     /// `--pusher-api-requests-per-second`.
-    public var pusher = PusherConfiguration()
+    package var pusher = PusherConfiguration()
     /// Push to APNs and FCM (docs/push.md): off unless a provider's options are given.
     /// `--apns-key-file`, `--apns-key-id`, `--apns-team-id`, `--apns-topic`, `--apns-url`,
     /// `--fcm-credentials-file`, `--fcm-url`, `--outbound-ca-file`, `--push-window`.
-    public var push = PushConfiguration()
+    package var push = PushConfiguration()
     /// Webhook deliveries (docs/webhooks.md). `--webhooks-allow-private`,
     /// `--webhook-retry-window`, `--webhook-first-retry`, `--webhook-concurrency`,
     /// `--webhook-timeout`; `--outbound-ca-file` too.
-    public var webhooks = WebhookConfiguration()
+    package var webhooks = WebhookConfiguration()
     /// Server API requests (`/v1/server/…`) per second per app, twice that in a burst, across
     /// nodes. `--server-api-requests-per-second`. Default: 100.
-    public var serverAPIRequestsPerSecond = 100
+    package var serverAPIRequestsPerSecond = 100
     /// Seconds between retention sweeps (removal of messages older than their policy);
     /// 0: never on this node. `--retention-interval`. Default: 3600.
-    public var retentionIntervalSeconds = 3600
+    package var retentionIntervalSeconds = 3600
     /// How long a rotated-out app secret keeps working (`apps rotate-secret`).
     /// `--secret-grace`. Default: 24 hours.
-    public var secretGrace: Duration = .seconds(24 * 3600)
+    package var secretGrace: Duration = .seconds(24 * 3600)
     /// The least level logged: `error`, `warn`, `info` or `debug`. `--log-level`,
     /// `PARLEY_LOG_LEVEL`. Default: info (one line per request and per socket).
-    public var logLevel: LogLevel = .info
+    package var logLevel: LogLevel = .info
     /// How log lines are written: `text` for a terminal, `json` (one object per line) for a
     /// collector. `--log-format`, `PARLEY_LOG_FORMAT`. Default: text.
-    public var logFormat: LogFormat = .text
+    package var logFormat: LogFormat = .text
 
     /// The defaults.
-    public init() {}
+    package init() {}
 
     /// What the command line asked for.
-    public enum Command: Equatable, Sendable {
+    package enum Command: Equatable, Sendable {
         /// Start the server.
         case run(ServerConfiguration)
         /// `parley-server apps …`: manage apps in the data directory.
@@ -109,10 +109,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     /// A command-line mistake, with text that says how to fix it.
-    public struct UsageError: Error, Equatable, CustomStringConvertible {
+    package struct UsageError: Error, Equatable, CustomStringConvertible {
         /// What was wrong with the command line.
-        public var message: String
-        public var description: String { "\(message)\nRun 'parley-server --help' for the options." }
+        package var message: String
+        package var description: String { "\(message)\nRun 'parley-server --help' for the options." }
     }
 
     /// Every option, declared once: flag, environment variable, value, help and what it sets.
@@ -264,7 +264,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     /// The `--help` text.
-    public static var helpText: String {
+    package static var helpText: String {
         """
         parley-server \(ParleyVersion.current): the Parley chat server.
 
@@ -303,7 +303,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Parses arguments (without the program name) over environment defaults.
     ///
     /// - Throws: ``UsageError`` naming the bad option or value.
-    public static func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError) -> Command {
+    package static func parse(_ arguments: [String], environment: [String: String] = [:]) throws(UsageError) -> Command {
         if arguments.first == "admin" { return .admin(try AdminCommand.parse(Array(arguments.dropFirst()), environment: environment)) }
         var configuration = ServerConfiguration()
         let subcommand = ["apps", "backup", "restore"].contains(arguments.first ?? "") ? arguments.first : nil
@@ -349,7 +349,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 }
 
 /// What `parley-server apps` does.
-public enum AppsCommand: Equatable, Sendable {
+package enum AppsCommand: Equatable, Sendable {
     /// Lists every app's name and public key.
     case list
     /// Creates an app and prints its key and secret.
@@ -361,7 +361,7 @@ public enum AppsCommand: Equatable, Sendable {
 }
 
 /// The version reported by `--version`, `/healthz` and `/metrics`.
-public enum ParleyVersion: Sendable {
+package enum ParleyVersion: Sendable {
     /// Semantic version of this build.
-    public static let current = "0.1.0"
+    package static let current = "0.1.0"
 }

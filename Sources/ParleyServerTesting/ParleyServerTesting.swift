@@ -6,15 +6,15 @@ import FoundationNetworking
 import ParleyChat
 import ParleyChatTesting
 import ParleyLog
-public import ParleyNet
-public import ParleyServer
-public import ParleyTesting
-public import ParleyWire
+package import ParleyNet
+package import ParleyServer
+package import ParleyTesting
+package import ParleyWire
 
 /// Runs `body` against a fresh server (port 0, cheap password hashing, a temporary data
 /// directory) and shuts it down afterwards, also when `body` throws: a failing test never
 /// leaves a server and its threads behind for the next one.
-public func withTestServer<T: Sendable>(_ configure: (inout ServerConfiguration) -> Void = { _ in },
+package func withTestServer<T: Sendable>(_ configure: (inout ServerConfiguration) -> Void = { _ in },
                                         _ body: (ParleyServer) async throws -> T) async throws -> T {
     var configuration = ServerConfiguration()
     configuration.port = 0
@@ -42,7 +42,7 @@ public func withTestServer<T: Sendable>(_ configure: (inout ServerConfiguration)
 
 extension ParleyServer {
     /// POSTs `body` as JSON with the created app's key (and `token`), decoding the answer.
-    public func post<T: Decodable>(_ path: String, _ body: some Encodable, token: String? = nil, as type: T.Type = T.self) async throws -> T {
+    package func post<T: Decodable>(_ path: String, _ body: some Encodable, token: String? = nil, as type: T.Type = T.self) async throws -> T {
         guard let url = URL(string: self.url + path) else { throw URLError(.badURL) }
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
@@ -55,28 +55,28 @@ extension ParleyServer {
     }
 
     /// Registers `username` and returns the signed-in account.
-    public func register(_ username: String, password: String = "correct horse battery") async throws -> SignedIn {
+    package func register(_ username: String, password: String = "correct horse battery") async throws -> SignedIn {
         try await post("/v1/users", RegisterRequest(username: username, password: password))
     }
 }
 
 /// One signed-in device on the realtime socket, over ParleyNet's WebSocket client, decoding
 /// frames with the `ServerFrame` type the SDK uses. Every wait has a timeout.
-public final class RealtimeDevice: @unchecked Sendable {
+package final class RealtimeDevice: @unchecked Sendable {
     // @unchecked: one test drives one device from one task; the queues are thread-safe.
-    public let server: ParleyServer
-    public let appKey: String
-    public let token: String
+    package let server: ParleyServer
+    package let appKey: String
+    package let token: String
     /// This connection's frames (a new queue per connection: what an old one left unread
     /// was never processed, as with a real client).
-    public private(set) var frames = EventQueue<ServerFrame>()
+    package private(set) var frames = EventQueue<ServerFrame>()
     /// Close codes, in order.
-    public let closes = EventQueue<UInt16>()
-    public private(set) var socket: WebSocket?
+    package let closes = EventQueue<UInt16>()
+    package private(set) var socket: WebSocket?
     /// Frames read while waiting for another; `until` looks here first.
     private var backlog: [ServerFrame] = []
     /// Every event received, in order.
-    public private(set) var events: [ConversationEvent] = []
+    package private(set) var events: [ConversationEvent] = []
     private var nextID = 0
 
     /// The client side's own loop, shared by every test device.
@@ -86,7 +86,7 @@ public final class RealtimeDevice: @unchecked Sendable {
 
     /// A device of the account `signedIn` on `server` (not connected yet), sending `appKey`
     /// (default: the app the server created).
-    public init(server: ParleyServer, _ signedIn: SignedIn, appKey: String? = nil) {
+    package init(server: ParleyServer, _ signedIn: SignedIn, appKey: String? = nil) {
         self.server = server
         self.appKey = appKey ?? server.createdApp?.publicKey ?? ""
         token = signedIn.session.token ?? ""
@@ -95,7 +95,7 @@ public final class RealtimeDevice: @unchecked Sendable {
     /// Connects and authenticates, resuming after `position` of `epoch`; returns the first
     /// frame `done` accepts (default: `ready` or an error).
     @discardableResult
-    public func connect(after position: Int64? = nil, epoch: String? = nil,
+    package func connect(after position: Int64? = nil, epoch: String? = nil,
                         until done: (ServerFrame) -> Bool = { $0.type == .ready || $0.type == .error }) async throws -> ServerFrame {
         frames = EventQueue<ServerFrame>()
         backlog = []
@@ -115,13 +115,13 @@ public final class RealtimeDevice: @unchecked Sendable {
     }
 
     /// Sends a frame as JSON text.
-    public func send(_ frame: ClientFrame) {
+    package func send(_ frame: ClientFrame) {
         guard let data = try? JSONEncoder().encode(frame) else { return }
         socket?.send(text: String(decoding: data, as: UTF8.self))
     }
 
     /// Sends the command `make` builds with a fresh id and waits for its answer.
-    public func command(_ make: (String) -> ClientFrame) async throws -> ServerFrame {
+    package func command(_ make: (String) -> ClientFrame) async throws -> ServerFrame {
         nextID += 1
         let id = "c\(nextID)"
         send(make(id))
@@ -129,7 +129,7 @@ public final class RealtimeDevice: @unchecked Sendable {
     }
 
     /// The next frame (from the backlog first) that `predicate` accepts; others are kept.
-    public func until(_ predicate: (ServerFrame) -> Bool) async throws -> ServerFrame {
+    package func until(_ predicate: (ServerFrame) -> Bool) async throws -> ServerFrame {
         if let index = backlog.firstIndex(where: predicate) { return backlog.remove(at: index) }
         while true {
             let frame = try await frames.next(timeout: 10)
@@ -140,14 +140,14 @@ public final class RealtimeDevice: @unchecked Sendable {
     }
 
     /// The next event `predicate` accepts.
-    public func event(_ predicate: (ConversationEvent) -> Bool) async throws -> ConversationEvent {
+    package func event(_ predicate: (ConversationEvent) -> Bool) async throws -> ConversationEvent {
         let frame = try await until { $0.event.map(predicate) ?? false }
         guard let event = frame.event else { throw ChatError.internalError }  // unreachable: the predicate saw an event
         return event
     }
 
     /// Closes the socket and waits for the close.
-    public func disconnect() async throws {
+    package func disconnect() async throws {
         socket?.close()
         _ = try await closes.next(timeout: 10)
     }
@@ -155,7 +155,7 @@ public final class RealtimeDevice: @unchecked Sendable {
 
 extension ServerFrame {
     /// `ready`'s and `resync`'s position.
-    public var position: Int64? {
+    package var position: Int64? {
         switch self {
         case .ready(let ready): ready.position
         case .resync(let resync): resync.position
@@ -164,7 +164,7 @@ extension ServerFrame {
     }
 
     /// `ready`'s and `resync`'s epoch.
-    public var epoch: String? {
+    package var epoch: String? {
         switch self {
         case .ready(let ready): ready.epoch
         case .resync(let resync): resync.epoch
@@ -173,7 +173,7 @@ extension ServerFrame {
     }
 
     /// `resync`'s reason.
-    public var reason: String? {
+    package var reason: String? {
         if case .resync(let resync) = self { return resync.reason }
         return nil
     }

@@ -1,5 +1,5 @@
 /// One value a database stores or returns.
-public enum DatabaseValue: Sendable, Hashable {
+package enum DatabaseValue: Sendable, Hashable {
     /// SQL NULL.
     case null
     /// A 64-bit integer.
@@ -13,7 +13,7 @@ public enum DatabaseValue: Sendable, Hashable {
 }
 
 /// A type that converts to and from a ``DatabaseValue``.
-public protocol DatabaseValueConvertible: Sendable {
+package protocol DatabaseValueConvertible: Sendable {
     /// The value to bind.
     var databaseValue: DatabaseValue { get }
     /// Converts a fetched value; `nil` when it has another type.
@@ -21,24 +21,24 @@ public protocol DatabaseValueConvertible: Sendable {
 }
 
 extension Int64: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { .integer(self) }
-    public init?(databaseValue: DatabaseValue) {
+    package var databaseValue: DatabaseValue { .integer(self) }
+    package init?(databaseValue: DatabaseValue) {
         guard case .integer(let value) = databaseValue else { return nil }
         self = value
     }
 }
 
 extension Int: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { .integer(Int64(self)) }
-    public init?(databaseValue: DatabaseValue) {
+    package var databaseValue: DatabaseValue { .integer(Int64(self)) }
+    package init?(databaseValue: DatabaseValue) {
         guard case .integer(let value) = databaseValue else { return nil }
         self = Int(value)
     }
 }
 
 extension Double: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { .real(self) }
-    public init?(databaseValue: DatabaseValue) {
+    package var databaseValue: DatabaseValue { .real(self) }
+    package init?(databaseValue: DatabaseValue) {
         switch databaseValue {
         case .real(let value): self = value
         case .integer(let value): self = Double(value)
@@ -48,24 +48,24 @@ extension Double: DatabaseValueConvertible {
 }
 
 extension Bool: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { .integer(self ? 1 : 0) }
-    public init?(databaseValue: DatabaseValue) {
+    package var databaseValue: DatabaseValue { .integer(self ? 1 : 0) }
+    package init?(databaseValue: DatabaseValue) {
         guard case .integer(let value) = databaseValue else { return nil }
         self = value != 0
     }
 }
 
 extension String: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { .text(self) }
-    public init?(databaseValue: DatabaseValue) {
+    package var databaseValue: DatabaseValue { .text(self) }
+    package init?(databaseValue: DatabaseValue) {
         guard case .text(let value) = databaseValue else { return nil }
         self = value
     }
 }
 
 extension [UInt8]: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { .blob(self) }
-    public init?(databaseValue: DatabaseValue) {
+    package var databaseValue: DatabaseValue { .blob(self) }
+    package init?(databaseValue: DatabaseValue) {
         switch databaseValue {
         case .blob(let value): self = value
         case .text(let value): self = Array(value.utf8)
@@ -75,8 +75,8 @@ extension [UInt8]: DatabaseValueConvertible {
 }
 
 extension Optional: DatabaseValueConvertible where Wrapped: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { self?.databaseValue ?? .null }
-    public init?(databaseValue: DatabaseValue) {
+    package var databaseValue: DatabaseValue { self?.databaseValue ?? .null }
+    package init?(databaseValue: DatabaseValue) {
         if case .null = databaseValue {
             self = .none
         } else if let value = Wrapped(databaseValue: databaseValue) {
@@ -88,6 +88,6 @@ extension Optional: DatabaseValueConvertible where Wrapped: DatabaseValueConvert
 }
 
 extension DatabaseValue: DatabaseValueConvertible {
-    public var databaseValue: DatabaseValue { self }
-    public init?(databaseValue: DatabaseValue) { self = databaseValue }
+    package var databaseValue: DatabaseValue { self }
+    package init?(databaseValue: DatabaseValue) { self = databaseValue }
 }

@@ -12,23 +12,23 @@ import Foundation
 /// Applied names are recorded in `parley_migration`. A database that records a name this
 /// build does not know was written by a newer version; `migrate` refuses it rather than
 /// guess (``StoreError/unknownMigrations(_:)``).
-public struct Migrator: Sendable {
+package struct Migrator: Sendable {
     /// One migration.
-    public struct Migration: Sendable {
+    package struct Migration: Sendable {
         /// A unique name, recorded once applied ("0003 full-text search").
-        public var name: String
+        package var name: String
         /// The schema change; runs inside its own transaction.
-        public var apply: @Sendable (any Database) throws -> Void
+        package var apply: @Sendable (any Database) throws -> Void
     }
 
     /// The registered migrations, in order.
-    public private(set) var migrations: [Migration] = []
+    package private(set) var migrations: [Migration] = []
 
     /// No migrations yet.
-    public init() {}
+    package init() {}
 
     /// Adds a migration. Names must be unique; never rename or edit one that has shipped.
-    public mutating func register(_ name: String, _ apply: @escaping @Sendable (any Database) throws -> Void) {
+    package mutating func register(_ name: String, _ apply: @escaping @Sendable (any Database) throws -> Void) {
         precondition(!migrations.contains { $0.name == name }, "duplicate migration \(name)")
         migrations.append(Migration(name: name, apply: apply))
     }
@@ -37,7 +37,7 @@ public struct Migrator: Sendable {
     ///
     /// - Returns: the names applied by this call.
     @discardableResult
-    public func migrate(_ store: any Store) async throws -> [String] {
+    package func migrate(_ store: any Store) async throws -> [String] {
         let known = migrations.map(\.name)
         let applied: [String] = try await store.write { db in
             try db.execute("CREATE TABLE IF NOT EXISTS parley_migration (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)")

@@ -7,9 +7,9 @@
 /// An engine renders each bound value as its own placeholder (`?` for SQLite, `$n` for
 /// PostgreSQL), so no value can change the statement. Text that must be spliced (a column
 /// name chosen from a fixed list) goes through ``SQL/Interpolation/appendInterpolation(literal:)``.
-public struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, CustomStringConvertible {
+package struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, CustomStringConvertible {
     /// A piece of the statement.
-    public enum Part: Sendable, Hashable {
+    package enum Part: Sendable, Hashable {
         /// Statement text, written as is.
         case text(String)
         /// A value bound to a placeholder.
@@ -17,29 +17,29 @@ public struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, CustomS
     }
 
     /// The pieces, in order.
-    public private(set) var parts: [Part]
+    package private(set) var parts: [Part]
 
     /// A statement with no parameters.
-    public init(stringLiteral text: String) { parts = [.text(text)] }
+    package init(stringLiteral text: String) { parts = [.text(text)] }
 
     /// A statement built by interpolation.
-    public init(stringInterpolation: Interpolation) { parts = stringInterpolation.parts }
+    package init(stringInterpolation: Interpolation) { parts = stringInterpolation.parts }
 
     /// Builds interpolated statements.
-    public struct Interpolation: StringInterpolationProtocol, Sendable {
+    package struct Interpolation: StringInterpolationProtocol, Sendable {
         var parts: [Part] = []
-        public init(literalCapacity: Int, interpolationCount: Int) { parts.reserveCapacity(interpolationCount * 2 + 1) }
-        public mutating func appendLiteral(_ text: String) { parts.append(.text(text)) }
+        package init(literalCapacity: Int, interpolationCount: Int) { parts.reserveCapacity(interpolationCount * 2 + 1) }
+        package mutating func appendLiteral(_ text: String) { parts.append(.text(text)) }
         /// Binds a value as a parameter.
-        public mutating func appendInterpolation(_ value: some DatabaseValueConvertible) {
+        package mutating func appendInterpolation(_ value: some DatabaseValueConvertible) {
             parts.append(.bind(value.databaseValue))
         }
         /// Binds an optional value (`nil` binds NULL).
-        public mutating func appendInterpolation<T: DatabaseValueConvertible>(_ value: T?) {
+        package mutating func appendInterpolation<T: DatabaseValueConvertible>(_ value: T?) {
             parts.append(.bind(value?.databaseValue ?? .null))
         }
         /// Binds each value of a non-empty list, comma-separated: `IN (\(list: ids))`.
-        public mutating func appendInterpolation(list values: [some DatabaseValueConvertible]) {
+        package mutating func appendInterpolation(list values: [some DatabaseValueConvertible]) {
             precondition(!values.isEmpty, "an SQL list needs at least one value")
             for (index, value) in values.enumerated() {
                 if index > 0 { parts.append(.text(", ")) }
@@ -47,22 +47,22 @@ public struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, CustomS
             }
         }
         /// Splices another statement, keeping its bindings bound.
-        public mutating func appendInterpolation(_ sql: SQL) { parts += sql.parts }
+        package mutating func appendInterpolation(_ sql: SQL) { parts += sql.parts }
         /// Splices trusted text (a column name from a fixed list). Never pass user input.
-        public mutating func appendInterpolation(literal text: StaticString) {
+        package mutating func appendInterpolation(literal text: StaticString) {
             parts.append(.text(text.description))
         }
     }
 
     /// Appends another statement.
-    public static func + (lhs: SQL, rhs: SQL) -> SQL {
+    package static func + (lhs: SQL, rhs: SQL) -> SQL {
         var joined = lhs
         joined.parts += rhs.parts
         return joined
     }
 
     /// The text with `placeholder(n)` (1-based) for each binding, and the bindings in order.
-    public func rendered(placeholder: (Int) -> String) -> (text: String, bindings: [DatabaseValue]) {
+    package func rendered(placeholder: (Int) -> String) -> (text: String, bindings: [DatabaseValue]) {
         var text = ""
         var bindings: [DatabaseValue] = []
         for part in parts {
@@ -77,5 +77,5 @@ public struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, CustomS
     }
 
     /// The statement with `?` placeholders; bound values are not shown (they may be private).
-    public var description: String { rendered { _ in "?" }.text }
+    package var description: String { rendered { _ in "?" }.text }
 }

@@ -5,7 +5,7 @@
 /// transaction: it commits when the closure returns and rolls back when it throws. Engines
 /// may commit several callers' writes together (group commit); each caller still sees its
 /// own closure as atomic, and `write` returns only after the commit is durable.
-public protocol Store: Sendable {
+package protocol Store: Sendable {
     /// Runs `body` in a read-only transaction that sees a consistent snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T
 
@@ -34,17 +34,17 @@ public protocol Store: Sendable {
 
 extension Store {
     /// Engines whose files need nothing (PostgreSQL: its vacuum) do nothing.
-    public func reclaim() async {}
+    package func reclaim() async {}
 
     /// A write with no after-commit work: every engine's `write(_:)` is this.
     @discardableResult
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
         try await write(body, afterCommit: { _ in })
     }
 }
 
 /// The SQL dialects an engine speaks, for the few statements that differ (full-text search).
-public enum SQLDialect: Sendable, Hashable {
+package enum SQLDialect: Sendable, Hashable {
     /// SQLite (`?` placeholders, FTS5).
     case sqlite
     /// PostgreSQL (`$n` placeholders, tsvector), for the engine a later issue adds.
@@ -52,7 +52,7 @@ public enum SQLDialect: Sendable, Hashable {
 }
 
 /// A connection inside a transaction. Only valid within the closure that received it.
-public protocol Database {
+package protocol Database {
     /// Which SQL the engine speaks.
     var dialect: SQLDialect { get }
 
@@ -68,10 +68,10 @@ public protocol Database {
 
 extension Database {
     /// The first row, or `nil`.
-    public func fetchOne(_ sql: SQL) throws -> Row? { try fetchAll(sql).first }
+    package func fetchOne(_ sql: SQL) throws -> Row? { try fetchAll(sql).first }
 
     /// The first column of the first row as `T`, or `nil` when there is no row.
-    public func fetchValue<T: DatabaseValueConvertible>(_ type: T.Type = T.self, _ sql: SQL) throws -> T? {
+    package func fetchValue<T: DatabaseValueConvertible>(_ type: T.Type = T.self, _ sql: SQL) throws -> T? {
         guard let row = try fetchOne(sql) else { return nil }
         return try row.get(at: 0, as: T.self)
     }
@@ -79,14 +79,14 @@ extension Database {
 
 /// The names of a result's columns, shared by every row of one result (and cached with the
 /// prepared statement), so reading a column by name is one dictionary lookup.
-public final class ColumnNames: Sendable, Hashable {
+package final class ColumnNames: Sendable, Hashable {
     /// The names, in the order the query selected them.
-    public let names: [String]
+    package let names: [String]
     /// Index by name; a name selected twice maps to nil (ambiguous: alias one of them).
     private let indexes: [String: Int?]
 
     /// The columns of one statement.
-    public init(_ names: [String]) {
+    package init(_ names: [String]) {
         self.names = names
         var indexes: [String: Int?] = [:]
         for (index, name) in names.enumerated() {
@@ -99,7 +99,7 @@ public final class ColumnNames: Sendable, Hashable {
     ///
     /// - Throws: ``StoreError/decoding(_:)`` when no column or more than one has that name.
     @inlinable
-    public func index(of name: String) throws -> Int {
+    package func index(of name: String) throws -> Int {
         guard let found = lookup(name) else { throw StoreError.decoding("no column named \(name)") }
         guard let index = found else { throw StoreError.decoding("two columns are named \(name): alias one with AS") }
         return index
@@ -108,21 +108,21 @@ public final class ColumnNames: Sendable, Hashable {
     @usableFromInline
     func lookup(_ name: String) -> Int?? { indexes[name] }
 
-    public static func == (lhs: ColumnNames, rhs: ColumnNames) -> Bool { lhs === rhs || lhs.names == rhs.names }
-    public func hash(into hasher: inout Hasher) { hasher.combine(names) }
+    package static func == (lhs: ColumnNames, rhs: ColumnNames) -> Bool { lhs === rhs || lhs.names == rhs.names }
+    package func hash(into hasher: inout Hasher) { hasher.combine(names) }
 }
 
 /// One result row. Code reads columns by name (``get(_:as:)-(String,_)``): a column added to a
 /// query can never shift what another read means. Reading by position is left for the one
 /// place where it is the point, ``Database/fetchValue(_:_:)`` (the first column).
-public struct Row: Sendable, Hashable {
+package struct Row: Sendable, Hashable {
     /// The column values.
-    public var values: [DatabaseValue]
+    package var values: [DatabaseValue]
     /// The columns' names.
-    public let columns: ColumnNames
+    package let columns: ColumnNames
 
     /// A row of values under `columns`.
-    public init(_ values: [DatabaseValue], columns: ColumnNames) {
+    package init(_ values: [DatabaseValue], columns: ColumnNames) {
         self.values = values
         self.columns = columns
     }
@@ -136,7 +136,7 @@ public struct Row: Sendable, Hashable {
     /// - Throws: ``StoreError/decoding(_:)`` when there is no such column, the name is
     ///   ambiguous, or the value has another type.
     @inlinable
-    public func get<T: DatabaseValueConvertible>(_ name: String, as type: T.Type = T.self) throws -> T {
+    package func get<T: DatabaseValueConvertible>(_ name: String, as type: T.Type = T.self) throws -> T {
         let index = try columns.index(of: name)
         guard let value = T(databaseValue: values[index]) else {
             throw StoreError.decoding("column \(name) is not a \(T.self)")
@@ -149,7 +149,7 @@ public struct Row: Sendable, Hashable {
     ///
     /// - Throws: ``StoreError/decoding(_:)`` when the column is missing or has another type.
     @inlinable
-    public func get<T: DatabaseValueConvertible>(at index: Int, as type: T.Type = T.self) throws -> T {
+    package func get<T: DatabaseValueConvertible>(at index: Int, as type: T.Type = T.self) throws -> T {
         guard index < values.count, let value = T(databaseValue: values[index]) else {
             throw StoreError.decoding("column \(index) is not a \(T.self)")
         }
@@ -158,7 +158,7 @@ public struct Row: Sendable, Hashable {
 }
 
 /// A storage failure. The message names the statement's shape, never bound values.
-public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The engine could not open or create the database.
     case cannotOpen(String)
     /// A statement failed; `constraint` is set when a constraint (unique, check, …) refused it.
@@ -174,7 +174,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// connection to the server was lost before anything was committed.
     case retryable(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .cannotOpen(let message): "cannot open the database: \(message)"
         case .statement(let message, _): "database error: \(message)"
@@ -189,13 +189,13 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// True when running the same transaction again may succeed: nothing was committed, and
     /// the cause was contention or a passing outage, not the transaction itself. The domain
     /// retries these a few times before answering 503 (`ChatError.storeUnavailable`).
-    public var isRetryable: Bool {
+    package var isRetryable: Bool {
         if case .retryable = self { return true }
         return false
     }
 
     /// True when a unique, check or foreign-key constraint refused the statement.
-    public var isConstraintViolation: Bool {
+    package var isConstraintViolation: Bool {
         if case .statement(_, let constraint) = self { return constraint }
         return false
     }
@@ -203,7 +203,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
 
 /// An engine that commits many callers' writes together and counts how well that goes
 /// (`/metrics`: `parley_store_writes_total`, `parley_store_commits_total`).
-public protocol GroupCommitStore: Store {
+package protocol GroupCommitStore: Store {
     /// Writes committed so far and the transactions they took (their ratio is the batching).
     var commitStatistics: (writes: Int, transactions: Int) { get }
 }

@@ -1,5 +1,5 @@
 import Foundation
-public import ParleyStore
+package import ParleyStore
 import ParleySync
 import ParleyLog
 
@@ -24,25 +24,25 @@ import ParleyLog
 /// A lost connection (the server restarted, the network dropped) fails the batch with
 /// ``StoreError/retryable(_:)`` and the next batch connects again; the domain retries and
 /// then answers 503, so nothing is acknowledged that was not committed.
-public final class PostgresStore: GroupCommitStore {
+package final class PostgresStore: GroupCommitStore {
     /// Engine settings.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// Reader connections. Default: 4.
-        public var readers = 4
+        package var readers = 4
         /// Most writes committed in one transaction. Default: 512.
-        public var maxBatch = 512
+        package var maxBatch = 512
         /// Whether every write takes the event log's lock first. Only a test turns it off, to
         /// show the trap the lock closes (a reader passing a lower position that commits later).
         package var takesLogLock = true
         /// The defaults.
-        public init() {}
+        package init() {}
     }
 
     /// The advisory lock every write transaction takes first (the bytes of "Parley").
     static let logLock: Int64 = 0x5061_726C_6579
 
     /// Where the store connects, with any password removed (for messages and logs).
-    public let redactedURL: String
+    package let redactedURL: String
     private let writer: WorkerThread<WriteJob>
     private let readers: WorkerThread<ReadJob<PostgresConnection>>
     private let batchSizes = BatchStatistics()
@@ -60,7 +60,7 @@ public final class PostgresStore: GroupCommitStore {
     /// or libpq's `key=value` form) and starts the engine's threads.
     ///
     /// - Throws: ``StoreError/cannotOpen(_:)`` when the server cannot be reached or refuses.
-    public init(url: String, configuration: Configuration = Configuration()) throws {
+    package init(url: String, configuration: Configuration = Configuration()) throws {
         redactedURL = Self.redact(url)
         self.url = url
         // A server that does not answer must not hold a writer forever (libpq reads this
@@ -85,7 +85,7 @@ public final class PostgresStore: GroupCommitStore {
         }
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+    package func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             let job = ReadJob<PostgresConnection> { connection in
                 do {
@@ -111,12 +111,12 @@ public final class PostgresStore: GroupCommitStore {
     /// Hooks run on the writer thread right after COMMIT, in the order the jobs ran: with the
     /// log's lock, that is the order of their positions on every node.
     @discardableResult
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
                                    afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
         try await writer.write(body, afterCommit: afterCommit)
     }
 
-    public func close() {
+    package func close() {
         writer.stop()
         readers.stop()
         claim.withLock { claim in
@@ -140,7 +140,7 @@ public final class PostgresStore: GroupCommitStore {
     /// - Returns: false when another process holds a claim that conflicts: an exclusive one,
     ///   or any claim when this one is exclusive.
     /// - Throws: ``StoreError`` when the server cannot be reached.
-    public func claimNode(shared: Bool) throws -> Bool {
+    package func claimNode(shared: Bool) throws -> Bool {
         let held = try claim.withLock { try takeClaim(&$0, shared: shared) }
         if held { watchClaim(shared: shared) }
         return held
@@ -148,7 +148,7 @@ public final class PostgresStore: GroupCommitStore {
 
     /// Called when the claim was lost (PostgreSQL restarted) and another process took the
     /// database meanwhile, so this node could not claim it again.
-    public var onClaimLost: (@Sendable (String) -> Void)? {
+    package var onClaimLost: (@Sendable (String) -> Void)? {
         get { claim.withLock { $0.lost } }
         set { claim.withLock { $0.lost = newValue } }
     }
@@ -190,7 +190,7 @@ public final class PostgresStore: GroupCommitStore {
     }
 
     /// Writes committed so far and the transactions they took (their ratio is the batching).
-    public var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
+    package var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
 
     /// `url` without its password.
     static func redact(_ url: String) -> String {
@@ -279,11 +279,11 @@ public final class PostgresStore: GroupCommitStore {
 }
 
 /// One-off statements outside any store (creating and dropping databases for tests and tools).
-public enum PostgresAdmin: Sendable {
+package enum PostgresAdmin: Sendable {
     /// Connects to `conninfo`, runs `text` outside a transaction, and disconnects.
     ///
     /// - Throws: ``StoreError`` when the server cannot be reached or the statement fails.
-    public static func run(_ conninfo: String, _ text: String) throws {
+    package static func run(_ conninfo: String, _ text: String) throws {
         let connection = try PostgresConnection(conninfo: conninfo)
         try connection.run(text)
     }

@@ -4,13 +4,13 @@ import ParleyStore
 
 /// Online copies of a SQLite database (docs/operations.md, "Backups"): a consistent snapshot
 /// taken while the server runs, and putting one back while it is stopped.
-public enum SQLiteBackup: Sendable {
+package enum SQLiteBackup: Sendable {
     /// What a backup or a restore did.
-    public struct Summary: Sendable {
+    package struct Summary: Sendable {
         /// Pages copied.
-        public var pages: Int
+        package var pages: Int
         /// Bytes written.
-        public var bytes: Int64
+        package var bytes: Int64
     }
 
     /// Copies the database at `source` to `destination` with SQLite's online backup API, in one
@@ -20,7 +20,7 @@ public enum SQLiteBackup: Sendable {
     /// crash never leaves a half copy under the final name.
     ///
     /// - Throws: ``StoreError`` saying what failed; `destination` is then untouched.
-    public static func backup(from source: String, to destination: String) throws -> Summary {
+    package static func backup(from source: String, to destination: String) throws -> Summary {
         guard FileManager.default.fileExists(atPath: source) else { throw StoreError.cannotOpen("\(source) does not exist") }
         let partial = destination + ".partial"
         try? FileManager.default.removeItem(atPath: partial)
@@ -64,7 +64,7 @@ public enum SQLiteBackup: Sendable {
     /// takes the database's name. The server must be stopped (the caller checks).
     ///
     /// - Throws: ``StoreError`` when the backup is not a healthy SQLite file; nothing is changed.
-    public static func restore(_ backup: String, to database: String, keepingCurrentAs keptAs: String) throws -> Summary {
+    package static func restore(_ backup: String, to database: String, keepingCurrentAs keptAs: String) throws -> Summary {
         // The copy made beside the database is integrity-checked (``backup(from:to:)``) before
         // anything is moved: a damaged backup fails there and changes nothing.
         let incoming = database + ".restoring"
@@ -85,7 +85,7 @@ public enum SQLiteBackup: Sendable {
     /// The migrations a database file records (read-only: the file is not changed).
     ///
     /// - Throws: ``StoreError`` when it is not SQLite or has no migration table.
-    public static func appliedMigrations(in path: String) throws -> [String] {
+    package static func appliedMigrations(in path: String) throws -> [String] {
         guard FileManager.default.fileExists(atPath: path) else { throw StoreError.cannotOpen("\(path) does not exist") }
         let connection = try SQLiteConnection(path: path, readOnly: true)
         return try connection.fetchAll("SELECT name FROM parley_migration ORDER BY name").map { try $0.get("name") }

@@ -1,6 +1,6 @@
 import CParleySQLite
 import Foundation
-public import ParleyStore
+package import ParleyStore
 
 /// The embedded engine: one SQLite file in WAL mode, one writer thread that commits many
 /// callers' writes in one transaction (group commit), and a pool of reader threads.
@@ -16,9 +16,9 @@ public import ParleyStore
 /// and the rest of its batch still commits. A caller is resumed only after the batch's
 /// COMMIT returned, so an acknowledged write is on disk (with `synchronous=FULL`) or in the
 /// operating system (with `NORMAL`): see docs/storage.md.
-public final class SQLiteStore: GroupCommitStore {
+package final class SQLiteStore: GroupCommitStore {
     /// How hard SQLite works to survive power loss (PRAGMA synchronous). See docs/storage.md.
-    public enum Synchronous: String, Sendable, CaseIterable {
+    package enum Synchronous: String, Sendable, CaseIterable {
         /// fsync the WAL on every commit: a committed write survives power loss.
         case full
         /// fsync only at checkpoints: survives kill -9, may lose the last commits on power loss.
@@ -26,22 +26,22 @@ public final class SQLiteStore: GroupCommitStore {
     }
 
     /// Engine settings.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// Default: ``Synchronous/full``.
-        public var synchronous: Synchronous = .full
+        package var synchronous: Synchronous = .full
         /// Reader threads (and connections). Default: 4.
-        public var readers = 4
+        package var readers = 4
         /// Most writes committed in one transaction. Default: 512.
-        public var maxBatch = 512
+        package var maxBatch = 512
         /// The defaults.
-        public init() {}
+        package init() {}
     }
 
     /// Process-wide SQLite settings, applied once before the first connection opens.
     private static let configured: Bool = parley_sqlite3_disable_memory_statistics() == SQLITE_OK
 
     /// The database file.
-    public let path: String
+    package let path: String
     private let writer: WorkerThread<WriteJob>
     private let readers: WorkerThread<ReadJob<SQLiteConnection>>
     private let batchSizes = BatchStatistics()
@@ -52,7 +52,7 @@ public final class SQLiteStore: GroupCommitStore {
     /// Opens (creating if needed) the database at `path` and starts the engine's threads.
     ///
     /// - Throws: ``StoreError/cannotOpen(_:)`` when the file cannot be opened or is not SQLite.
-    public init(path: String, configuration: Configuration = Configuration()) throws {
+    package init(path: String, configuration: Configuration = Configuration()) throws {
         _ = Self.configured
         self.path = path
         let writeConnection = try SQLiteConnection(path: path, readOnly: false)
@@ -85,7 +85,7 @@ public final class SQLiteStore: GroupCommitStore {
         }
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
+    package func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             let job = ReadJob<SQLiteConnection> { connection in
                 do {
@@ -103,12 +103,12 @@ public final class SQLiteStore: GroupCommitStore {
     /// Hooks run on the writer thread right after COMMIT, in the order the jobs ran, which is
     /// the order their rows were written.
     @discardableResult
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
                                    afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
         try await writer.write(body, afterCommit: afterCommit)
     }
 
-    public func close() {
+    package func close() {
         writer.stop()
         readers.stop()
     }
@@ -116,7 +116,7 @@ public final class SQLiteStore: GroupCommitStore {
     /// A truncating checkpoint on a connection of its own (the writer's run inside
     /// transactions, where SQLite refuses one): the database file gets the log's pages and the
     /// log is emptied, so pages a delete zeroed are no longer beside their old contents.
-    public func reclaim() async {
+    package func reclaim() async {
         let path = path
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Thread.detachNewThread {
@@ -129,7 +129,7 @@ public final class SQLiteStore: GroupCommitStore {
     }
 
     /// Writes committed so far and the transactions they took (their ratio is the batching).
-    public var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
+    package var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
 
     // MARK: - Group commit
 

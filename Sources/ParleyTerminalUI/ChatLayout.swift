@@ -1,31 +1,31 @@
 /// The chat screen as data: what `parley chat` draws, computed apart from drawing so that it
 /// is tested line by line. Everything here is pure: same input, same lines.
-public struct ChatLayout: Sendable {
+package struct ChatLayout: Sendable {
     /// One message as the screen shows it.
-    public struct Bubble: Sendable, Hashable {
+    package struct Bubble: Sendable, Hashable {
         /// The number commands use (`/edit 3 …`, `/react 2 👍`), shown under every message.
-        public var number: Int
+        package var number: Int
         /// Written by the user at this terminal (drawn on the right).
-        public var mine: Bool
+        package var mine: Bool
         /// The sender's display name.
-        public var sender: String
+        package var sender: String
         /// `HH:mm`.
-        public var time: String
+        package var time: String
         /// The text (or a description of a location, photo, …).
-        public var text: String
+        package var text: String
         /// Edited since sent.
-        public var edited: Bool
+        package var edited: Bool
         /// Deleted (a tombstone).
-        public var deleted: Bool
+        package var deleted: Bool
         /// For one's own messages: the mark after the time.
-        public var status: Status?
+        package var status: Status?
         /// The reactions line (`👍 2  🎉 1`), nil for none.
-        public var reactions: String?
+        package var reactions: String?
         /// Pinned in the conversation.
-        public var pinned: Bool
+        package var pinned: Bool
 
         /// Creates a bubble; each argument sets the property of the same name.
-        public init(number: Int, mine: Bool, sender: String, time: String, text: String, edited: Bool = false, deleted: Bool = false,
+        package init(number: Int, mine: Bool, sender: String, time: String, text: String, edited: Bool = false, deleted: Bool = false,
                     status: Status? = nil, reactions: String? = nil, pinned: Bool = false) {
             self.reactions = reactions
             self.pinned = pinned
@@ -41,7 +41,7 @@ public struct ChatLayout: Sendable {
     }
 
     /// Where one's own message is.
-    public enum Status: String, Sendable, Hashable {
+    package enum Status: String, Sendable, Hashable {
         case sending = "…"
         case sent = "✓"
         case delivered = "✓✓"
@@ -50,17 +50,17 @@ public struct ChatLayout: Sendable {
     }
 
     /// Columns and rows of the terminal.
-    public var width: Int
-    public var height: Int
+    package var width: Int
+    package var height: Int
 
     /// A layout for a terminal of `width` × `height` (at least 20 × 6).
-    public init(width: Int, height: Int) {
+    package init(width: Int, height: Int) {
         self.width = max(20, width)
         self.height = max(6, height)
     }
 
     /// The lines of all bubbles, oldest first, each at most `width` columns.
-    public func lines(for bubbles: [Bubble]) -> [String] {
+    package func lines(for bubbles: [Bubble]) -> [String] {
         let bubbleWidth = max(10, width * 7 / 10)
         var lines: [String] = []
         var previousSender: String?
@@ -86,7 +86,7 @@ public struct ChatLayout: Sendable {
 
     /// The whole screen: a title line, the messages scrolled `scroll` lines up from the
     /// newest, the typing line, a rule, and the input line. Exactly `height` lines.
-    public func screen(title: String, bubbles: [Bubble], scroll: Int, typing: String?, input: String, notice: String? = nil) -> [String] {
+    package func screen(title: String, bubbles: [Bubble], scroll: Int, typing: String?, input: String, notice: String? = nil) -> [String] {
         let messageRows = height - 4
         let all = lines(for: bubbles)
         let maxScroll = max(0, all.count - messageRows)
@@ -103,10 +103,10 @@ public struct ChatLayout: Sendable {
     }
 
     /// How many lines scrolling up may go before the top (then the client loads earlier history).
-    public func maxScroll(for bubbles: [Bubble]) -> Int { max(0, lines(for: bubbles).count - (height - 4)) }
+    package func maxScroll(for bubbles: [Bubble]) -> Int { max(0, lines(for: bubbles).count - (height - 4)) }
 
     /// Splits `text` into lines of at most `width` characters, at spaces where possible.
-    public static func wrap(_ text: String, width: Int) -> [String] {
+    package static func wrap(_ text: String, width: Int) -> [String] {
         var lines: [String] = []
         for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
             var line = ""

@@ -6,21 +6,21 @@ import Darwin
 #endif
 
 /// A key the chat screen understands.
-public enum Key: Sendable, Hashable {
+package enum Key: Sendable, Hashable {
     case character(Character)
     case enter, backspace, pageUp, pageDown, up, down, interrupt, endOfInput
 }
 
 /// Decodes keys from terminal input bytes (UTF-8 text, control keys, the VT escape sequences
 /// for page and arrow keys). Pure, so it is tested with bytes.
-public struct KeyDecoder: Sendable {
+package struct KeyDecoder: Sendable {
     private var pending: [UInt8] = []
 
     /// An empty decoder.
-    public init() {}
+    package init() {}
 
     /// The keys completed by `bytes`; an unfinished sequence waits for more.
-    public mutating func feed(_ bytes: [UInt8]) -> [Key] {
+    package mutating func feed(_ bytes: [UInt8]) -> [Key] {
         pending += bytes
         var keys: [Key] = []
         while !pending.isEmpty {
@@ -57,23 +57,23 @@ public struct KeyDecoder: Sendable {
 }
 
 /// The controlling terminal: raw mode, size, reading keys, drawing whole screens.
-public final class Terminal: @unchecked Sendable {
+package final class Terminal: @unchecked Sendable {
     // @unchecked: `original` and `raw` are set by `enterRawMode()` and read by `restore()`, which the one process that owns the terminal calls from its main task; the value is shared only so a signal handler's task can restore the terminal.
     private var original = termios()
     private var raw = false
 
     /// The terminal on standard input and output.
-    public init() {}
+    package init() {}
 
     /// Columns and rows (80 × 24 when unknown).
-    public var size: (width: Int, height: Int) {
+    package var size: (width: Int, height: Int) {
         var window = winsize()
         guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &window) == 0, window.ws_col > 0, window.ws_row > 0 else { return (80, 24) }
         return (Int(window.ws_col), Int(window.ws_row))
     }
 
     /// Keys without echo or line buffering, on the alternate screen.
-    public func enterRawMode() {
+    package func enterRawMode() {
         guard tcgetattr(STDIN_FILENO, &original) == 0 else { return }
         var settings = original
         settings.c_lflag &= ~tcflag_t(ECHO | ICANON | ISIG | IEXTEN)
@@ -84,14 +84,14 @@ public final class Terminal: @unchecked Sendable {
     }
 
     /// Restores the terminal as it was.
-    public func leaveRawMode() {
+    package func leaveRawMode() {
         write("\u{1B}[?25h\u{1B}[?1049l")
         if raw { tcsetattr(STDIN_FILENO, TCSAFLUSH, &original) }
         raw = false
     }
 
     /// Keys as they are typed, read on a thread of their own; ends at end of input.
-    public func keys() -> AsyncStream<Key> {
+    package func keys() -> AsyncStream<Key> {
         AsyncStream { continuation in
             let thread = Thread {
                 var decoder = KeyDecoder()
@@ -107,7 +107,7 @@ public final class Terminal: @unchecked Sendable {
     }
 
     /// Draws `lines` as the whole screen.
-    public func draw(_ lines: [String]) {
+    package func draw(_ lines: [String]) {
         var out = "\u{1B}[H"
         for (index, line) in lines.enumerated() {
             out += "\u{1B}[\(index + 1);1H\u{1B}[2K" + line

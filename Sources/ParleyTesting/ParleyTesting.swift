@@ -4,7 +4,7 @@ import Foundation
 import ParleySync
 
 /// Waits for `operation`, failing after `seconds` instead of hanging the suite.
-public func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+package func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await operation() }
         group.addTask {
@@ -17,17 +17,17 @@ public func withTimeout<T: Sendable>(_ seconds: Double = 5, _ operation: @escapi
     }
 }
 
-public struct TimedOut: Error, CustomStringConvertible {
+package struct TimedOut: Error, CustomStringConvertible {
     /// How long was waited.
-    public var seconds: Double
+    package var seconds: Double
     /// A timeout after `seconds`.
-    public init(seconds: Double) { self.seconds = seconds }
-    public var description: String { "timed out after \(seconds) s" }
+    package init(seconds: Double) { self.seconds = seconds }
+    package var description: String { "timed out after \(seconds) s" }
 }
 
 /// A queue a callback pushes into and a test awaits, with a timeout: the test waits for the
 /// event itself, never for a fixed time.
-public final class EventQueue<Element: Sendable>: Sendable {
+package final class EventQueue<Element: Sendable>: Sendable {
     private struct State {
         var items: [Element] = []
         var waiter: (id: Int, continuation: CheckedContinuation<Element, any Error>)?
@@ -37,10 +37,10 @@ public final class EventQueue<Element: Sendable>: Sendable {
     private func withState<T>(_ body: (inout State) -> T) -> T { state.withLock { body(&$0) } }
 
     /// An empty queue.
-    public init() {}
+    package init() {}
 
     /// Adds an element, waking a waiting `next`.
-    public func push(_ item: Element) {
+    package func push(_ item: Element) {
         let waiter = withState { state -> CheckedContinuation<Element, any Error>? in
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -53,7 +53,7 @@ public final class EventQueue<Element: Sendable>: Sendable {
     }
 
     /// The next element; throws ``TimedOut`` after `seconds`.
-    public func next(timeout seconds: Double = 5) async throws -> Element {
+    package func next(timeout seconds: Double = 5) async throws -> Element {
         try await withTimeout(seconds) { try await self.take() }
     }
 
@@ -85,21 +85,21 @@ public final class EventQueue<Element: Sendable>: Sendable {
 
 /// The cases of the sent/delivered/read rule (`Tests/Fixtures/delivery-status.json`), which
 /// the server's rule, the SDK's tracker and the web client's `status.js` are each tested against.
-public struct DeliveryStatusCase: Decodable, Sendable {
+package struct DeliveryStatusCase: Decodable, Sendable {
     /// The other members' watermarks.
-    public struct Marks: Decodable, Sendable {
-        public var delivered: Int64
-        public var read: Int64
+    package struct Marks: Decodable, Sendable {
+        package var delivered: Int64
+        package var read: Int64
     }
     /// The message's seq.
-    public var seq: Int64
+    package var seq: Int64
     /// Every other member's watermarks.
-    public var others: [Marks]
+    package var others: [Marks]
     /// What its author sees: "sent", "delivered" or "read".
-    public var status: String
+    package var status: String
 
     /// The cases, read from the fixture beside the tests.
-    public static func load(file: String = #filePath) throws -> [DeliveryStatusCase] {
+    package static func load(file: String = #filePath) throws -> [DeliveryStatusCase] {
         struct Fixture: Decodable { var cases: [DeliveryStatusCase] }
         var folder = URL(fileURLWithPath: file).deletingLastPathComponent()
         while folder.path != "/", !FileManager.default.fileExists(atPath: folder.appendingPathComponent("Tests/Fixtures").path) {

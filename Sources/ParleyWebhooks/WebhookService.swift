@@ -1,35 +1,35 @@
 import Foundation
-public import ParleyChat
+package import ParleyChat
 import ParleyCrypto
-public import ParleyLog
+package import ParleyLog
 import ParleyOutbound
 import ParleyWire
 import ParleySync
 
 /// Webhook settings (`--webhook-*`, `--webhooks-allow-private`, `--outbound-ca-file`):
 /// docs/webhooks.md.
-public struct WebhookConfiguration: Sendable, Equatable {
+package struct WebhookConfiguration: Sendable, Equatable {
     /// Whether receivers on loopback, private and link-local addresses may be reached.
-    public var allowPrivate = false
+    package var allowPrivate = false
     /// How long a delivery is retried before it is kept as failed (and its endpoint paused).
-    public var retryWindow: Duration = .seconds(24 * 3600)
+    package var retryWindow: Duration = .seconds(24 * 3600)
     /// The first retry's delay; each next one doubles, up to an hour.
-    public var firstRetry: Duration = .seconds(5)
+    package var firstRetry: Duration = .seconds(5)
     /// Endpoints delivered to at once by this node (each one delivery at a time, in order).
-    public var concurrency = 8
+    package var concurrency = 8
     /// A receiver that has not answered after this has failed the attempt.
-    public var timeout: Duration = .seconds(10)
+    package var timeout: Duration = .seconds(10)
     /// An extra CA to trust for https receivers, besides the system's.
-    public var outboundCAFile: String?
+    package var outboundCAFile: String?
     /// The `User-Agent` deliveries carry.
-    public var userAgent = "Parley-Webhooks"
+    package var userAgent = "Parley-Webhooks"
 
     /// The defaults.
-    public init() {}
+    package init() {}
 
     /// Attempts before a delivery is given up: as many as the backoff schedule fits into the
     /// retry window, plus the first.
-    public var maxAttempts: Int {
+    package var maxAttempts: Int {
         let window = retryWindow.inSeconds
         var delay = max(0.001, firstRetry.inSeconds)
         var total = 0.0
@@ -44,22 +44,22 @@ public struct WebhookConfiguration: Sendable, Equatable {
 
     /// The delay before attempt `attempt + 1`: `firstRetry` doubled `attempt` times, at most an
     /// hour, between 0.8 and 1.2 times that.
-    public func backoff(attempt: Int) -> Duration {
+    package func backoff(attempt: Int) -> Duration {
         let base = min(3600, firstRetry.inSeconds * pow(2, Double(min(attempt, 40))))
         return .milliseconds(Int(base * Double.random(in: 0.8...1.2) * 1000))
     }
 }
 
 /// Counts for `/metrics`.
-public struct WebhookStatistics: Sendable {
+package struct WebhookStatistics: Sendable {
     /// Deliveries a receiver took (2xx).
-    public var delivered = 0
+    package var delivered = 0
     /// Attempts that failed and will be tried again.
-    public var retried = 0
+    package var retried = 0
     /// Deliveries given up on (their endpoint paused).
-    public var failed = 0
+    package var failed = 0
     /// Zero counts.
-    public init() {}
+    package init() {}
 }
 
 /// Delivers the webhook outbox: each of ``WebhookConfiguration/concurrency`` senders claims
@@ -67,7 +67,7 @@ public struct WebhookStatistics: Sendable {
 /// own, stopping at the first failure (which is retried with backoff while the rest wait).
 /// Every node runs one; lanes are claimed (decision 0020), so an endpoint is delivered to by
 /// one sender at a time across nodes. A slow or dead receiver holds up only its own lane.
-public final class WebhookService: Sendable {
+package final class WebhookService: Sendable {
     private let chat: Chat
     private let configuration: WebhookConfiguration
     private let trust: TrustStore
@@ -84,7 +84,7 @@ public final class WebhookService: Sendable {
     ///   - signal: the one the chat's ``WebhookHook`` signals after a write that added
     ///     deliveries commits (other nodes' deliveries are found within a second).
     ///   - logger: where retries, give-ups and the workers' own failures are logged.
-    public init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal, logger: Logger = .discarding()) throws {
+    package init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal, logger: Logger = .discarding()) throws {
         self.chat = chat
         log = logger.labelled("parley.webhooks")
         self.configuration = configuration
@@ -97,16 +97,16 @@ public final class WebhookService: Sendable {
     }
 
     /// Counts so far.
-    public var currentStatistics: WebhookStatistics { statistics.withLock { $0 } }
+    package var currentStatistics: WebhookStatistics { statistics.withLock { $0 } }
 
     /// Starts delivering.
-    public func start() {
+    package func start() {
         let started = (0..<max(1, configuration.concurrency)).map { index in Task { await self.sendLoop(index: index) } }
         tasks.withLock { $0 = started }
     }
 
     /// Stops (deliveries being sent are left to their lease).
-    public func stop() {
+    package func stop() {
         for task in tasks.withLock({ $0 }) { task.cancel() }
         wake.signal()
     }
@@ -230,21 +230,21 @@ public final class WebhookService: Sendable {
 }
 
 /// A webhook setting that cannot work (an unreadable CA file).
-public struct WebhookSetupError: Error, Sendable, CustomStringConvertible {
+package struct WebhookSetupError: Error, Sendable, CustomStringConvertible {
     /// What to fix.
-    public var description: String
+    package var description: String
 }
 
 /// `Parley-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`, and its
 /// check as a receiver does it (docs/webhooks.md, "Verifying a delivery").
-public enum WebhookSignature: Sendable {
+package enum WebhookSignature: Sendable {
     /// The header's value.
-    public static func header(secret: String, timestamp: Int64, body: [UInt8]) -> String {
+    package static func header(secret: String, timestamp: Int64, body: [UInt8]) -> String {
         "t=\(timestamp),v1=" + Crypto.hmacSHA256(key: Array(secret.utf8), message: Array("\(timestamp).".utf8) + body).hexString
     }
 
     /// Whether `header` signs `body` with `secret` within `tolerance` seconds of `now`.
-    public static func verify(header: String, body: [UInt8], secret: String, now: Int64, tolerance: Int64 = 300) -> Bool {
+    package static func verify(header: String, body: [UInt8], secret: String, now: Int64, tolerance: Int64 = 300) -> Bool {
         var timestamp: Int64?
         var signatures: [String] = []
         for part in header.split(separator: ",") {
