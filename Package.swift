@@ -55,7 +55,9 @@ let package = Package(
         .target(name: "ParleyWebhooks", dependencies: ["ParleyOutbound", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleyLog", "ParleySync"]),
         // Command-line options declared once (flag, environment variable, help, parsing).
         .target(name: "ParleyOptions"),
-        .target(name: "ParleyServer", dependencies: ["ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
+        // Uploads and downloads over HTTP: streaming, verifying, storing, serving and collecting media.
+        .target(name: "ParleyMediaService", dependencies: ["ParleyChat", "ParleyMedia", "ParleyNet", "ParleyWire", "ParleyCrypto", "ParleySync", "ParleyLog"]),
+        .target(name: "ParleyServer", dependencies: ["ParleyMediaService", "ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
                                                      "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleySync"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
@@ -108,7 +110,7 @@ let package = Package(
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleySync", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleySync", "ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleySync", "ParleyMedia", "ParleyCrypto", "ParleyWire"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleySync", "ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush", "ParleyWebhooks", "ParleyLog"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleySync", "ParleyServer", "ParleyServerTesting", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleyMediaService"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleySync", "ParleyRedis", "ParleyChat", "ParleyChatTesting", "ParleyStore", "ParleyWire"]),
         .testTarget(name: "ParleyWebhooksTests", dependencies: ["ParleySync", "ParleyWebhooks", "ParleyChat", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyPusherTests", dependencies: ["ParleySync", "ParleyPusher", "ParleyChat", "ParleyCrypto", "ParleyNet"]),

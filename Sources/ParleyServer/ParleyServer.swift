@@ -12,6 +12,7 @@ import ParleyStoreSQLite
 import ParleyStorePostgres
 import ParleyRedis
 import ParleySync
+import ParleyMediaService
 
 /// A running Parley server: its store, its domain, its loops, its HTTP listener and routes.
 ///

@@ -8,6 +8,7 @@ import ParleyRedis
 import ParleyStore
 import ParleyStoreSQLite
 import ParleySync
+import ParleyMediaService
 
 /// The server's HTTP and WebSocket routes.
 enum Routes {

@@ -6,6 +6,7 @@ package import ParleyPush
 package import ParleyWebhooks
 import ParleyRedis
 package import ParleyStoreSQLite
+package import ParleyMediaService
 
 /// `parley-server`'s settings, from command-line options and `PARLEY_*` environment variables
 /// (options win). Parsing is a pure function so it is tested without a process.

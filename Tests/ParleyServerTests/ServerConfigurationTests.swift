@@ -7,6 +7,7 @@ import ParleyPush
 import ParleyWebhooks
 import ParleyStoreSQLite
 @testable import ParleyStorePostgres
+import ParleyMediaService
 
 struct ServerConfigurationTests {
     @Test func defaults() throws {

@@ -1,10 +1,10 @@
 import Foundation
-import ParleyChat
+package import ParleyChat
 import ParleyCrypto
-import ParleyMedia
-import ParleyNet
+package import ParleyMedia
+package import ParleyNet
 package import ParleyWire
-import ParleySync
+package import ParleySync
 
 /// Media limits and timers (docs/media.md). Each has a `parley-server` option.
 package struct MediaConfiguration: Sendable, Equatable {
@@ -50,35 +50,35 @@ package struct MediaConfiguration: Sendable, Equatable {
     }
 
     /// The largest of the per-kind limits: what the upload route reads at most.
-    var largestUpload: Int64 { MediaKind.allCases.map(maxBytes).max() ?? maxFileBytes }
+    package var largestUpload: Int64 { MediaKind.allCases.map(maxBytes).max() ?? maxFileBytes }
 }
 
 /// What `/metrics` reports about media.
-struct MediaMetrics: Sendable {
+package struct MediaMetrics: Sendable {
     /// Uploads stored (retries that found the first upload are not counted).
-    var stored = 0
+    package var stored = 0
     /// Uploads refused (type, size, quota, image problems, broken bodies).
-    var refused = 0
+    package var refused = 0
     /// Bytes received in upload bodies, stored or not.
-    var bytesReceived: Int64 = 0
+    package var bytesReceived: Int64 = 0
     /// Downloads answered with bytes (200 and 206).
-    var downloads = 0
+    package var downloads = 0
     /// Files removed by the collector.
-    var blobsRemoved = 0
+    package var blobsRemoved = 0
 }
 
 /// Uploads and downloads: streams bodies to the blob store, verifies and processes them,
 /// records them in ``Chat``, serves them to members, and collects what no message uses.
-final class MediaService: Sendable {
-    let chat: Chat
-    let blobs: any BlobStore
-    let images: ImageProcessor
-    let configuration: MediaConfiguration
+package final class MediaService: Sendable {
+    package let chat: Chat
+    package let blobs: any BlobStore
+    package let images: ImageProcessor
+    package let configuration: MediaConfiguration
     /// Serialises blob puts and the collector's deletes, so a blob being collected is never
     /// re-used halfway (see ``collect()``).
-    let gate = AsyncGate()
+    package let gate = AsyncGate()
     /// Uploads that stopped before their last byte, to be completed (`Content-Range`).
-    let partials: PartialUploadStore
+    package let partials: PartialUploadStore
     /// Unfinished uploads a request holds now (receiving, asking, abandoning or expiring):
     /// one at a time each; see ``claim(_:interrupt:takeOver:)``.
     private let claims = LockedValue([PartialKey: Holder]())
@@ -96,13 +96,13 @@ final class MediaService: Sendable {
     private let requestCounter = LockedValue(0)
     /// How long a claim in the database lasts without renewal (renewed every third of it while
     /// the request runs): a node that dies holding an upload blocks it for at most this long.
-    static let claimLease: Duration = .seconds(10)
+    package static let claimLease: Duration = .seconds(10)
     private let lanes: [DispatchQueue]
     private let laneCounter = LockedValue(0)
     private let uploadsInProgress = LockedValue([Int64: Int]())
     private let signingKey = LockedValue<[UInt8]?>(nil)
     /// Counters for `/metrics`.
-    let metrics = LockedValue(MediaMetrics())
+    package let metrics = LockedValue(MediaMetrics())
 
     /// A kept upload opened to append the rest, with its hashing and type check caught up.
     /// The staging files one upload made, removed together when it ends (stored ones were
@@ -135,7 +135,7 @@ final class MediaService: Sendable {
         var clientID: String
     }
 
-    init(chat: Chat, blobs: any BlobStore, partials: PartialUploadStore, configuration: MediaConfiguration) {
+    package init(chat: Chat, blobs: any BlobStore, partials: PartialUploadStore, configuration: MediaConfiguration) {
         self.chat = chat
         self.blobs = blobs
         self.partials = partials
@@ -158,7 +158,7 @@ final class MediaService: Sendable {
         }
     }
 
-    var policy: Chat.MediaPolicy {
+    package var policy: Chat.MediaPolicy {
         var policy = Chat.MediaPolicy()
         policy.quotaBytes = configuration.quotaBytes
         policy.orphanLifetime = TimeInterval(configuration.orphanLifetimeSeconds)
@@ -166,7 +166,7 @@ final class MediaService: Sendable {
     }
 
     /// Runs blocking file or image work off the event loops.
-    func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    package func offLoop<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         let lane = lanes[laneCounter.withLock { value in value &+= 1; return value } % lanes.count]
         return try await withCheckedThrowingContinuation { continuation in
             lane.async { continuation.resume(with: Result { try work() }) }
@@ -176,7 +176,7 @@ final class MediaService: Sendable {
     // MARK: - Upload
 
     /// What the query and headers of an upload ask for.
-    struct UploadRequest: Sendable {
+    package struct UploadRequest: Sendable {
         var kind: MediaKind
         var mimeType: String
         var declared: MediaFormat?
@@ -193,7 +193,7 @@ final class MediaService: Sendable {
     }
 
     /// Checks everything that can be checked before the body is read.
-    func uploadRequest(_ request: Request) throws -> UploadRequest {
+    package func uploadRequest(_ request: Request) throws -> UploadRequest {
         let query = request.queryItems
         guard let kindName = query["kind"], let kind = MediaKind(rawValue: kindName) else {
             throw ChatError.invalid("kind must be photo, video, audio or file")
@@ -234,20 +234,20 @@ final class MediaService: Sendable {
                              clientID: clientID, maxBytes: maxBytes, length: length, resume: resume)
     }
 
-    static func accepted(_ kind: MediaKind, given: String) -> String {
+    package static func accepted(_ kind: MediaKind, given: String) -> String {
         let formats = MediaFormat.allCases.filter { $0.kind == kind }.map(\.mimeType).joined(separator: ", ")
         let hint = MediaFormat.named(given) == .heic ? " (HEIC/AVIF is not accepted: convert to JPEG, e.g. UIImage.jpegData)" : ""
         return "a \(kind.rawValue) must be one of \(formats), not \(given)\(hint); send other files with kind=file"
     }
 
-    static func tooLarge(_ kind: MediaKind, limit: Int64) -> ChatError {
+    package static func tooLarge(_ kind: MediaKind, limit: Int64) -> ChatError {
         ChatError.fileTooLarge(kind: kind.rawValue, limit: limit)
     }
 
     /// Handles `POST /v1/media`: the body is streamed to a staging file (never held whole in
     /// memory), verified against its declared type by its first bytes, processed (photos:
     /// size, metadata removal, thumbnail), stored under its hash and recorded.
-    func upload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
+    package func upload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
         do {
             let result = try await storeUpload(caller, request)
             if result.created { metrics.withLock { $0.stored += 1 } }
@@ -542,7 +542,7 @@ final class MediaService: Sendable {
     }
 
     /// Where the caller's upload `clientID` stands (`GET /v1/uploads/{clientId}`).
-    func uploadStatus(_ caller: Caller, clientID: String) async throws -> UploadStatus {
+    package func uploadStatus(_ caller: Caller, clientID: String) async throws -> UploadStatus {
         // A connection still receiving it is interrupted, so the answer is what is kept.
         let key = PartialKey(user: caller.userKey, clientID: clientID)
         _ = try await claim(key, takeOver: true)
@@ -557,7 +557,7 @@ final class MediaService: Sendable {
     }
 
     /// Abandons an unfinished upload (`DELETE /v1/uploads/{clientId}`); its bytes are removed.
-    func abandonUpload(_ caller: Caller, clientID: String) async throws {
+    package func abandonUpload(_ caller: Caller, clientID: String) async throws {
         let key = PartialKey(user: caller.userKey, clientID: clientID)
         _ = try await claim(key, takeOver: true)
         defer { unclaim(key) }
@@ -671,14 +671,14 @@ final class MediaService: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    static func imageError(_ problem: PhotoPipeline.Problem) -> ChatError {
+    package static func imageError(_ problem: PhotoPipeline.Problem) -> ChatError {
         switch problem {
         case .image(.tooLarge): ChatError.imageTooLarge(problem.description)
         default: ChatError.invalidImage(problem.description)
         }
     }
 
-    static func storageError(_ error: any Error) -> any Error {
+    package static func storageError(_ error: any Error) -> any Error {
         if let error = error as? BlobStoreError, error.isNoSpace {
             return ChatError.storageFull
         }
@@ -707,8 +707,8 @@ final class MediaService: Sendable {
     /// photo or a conversation's photo now — no token (an `<img src>` or MessageKit's avatar
     /// view sends none); anything else is 404. The id is unguessable, and the bytes of one id
     /// never change, so caches keep it.
-    func avatar(_ request: Request) async throws -> Response {
-        let attachment = try await chat.avatar(try request.parameter("id"))
+    package func avatar(_ request: Request, id: String) async throws -> Response {
+        let attachment = try await chat.avatar(id)
         guard let thumbnail = attachment.thumbnailBlob else { throw ChatError.thumbnailNotFound }
         let etag = "\"\(thumbnail)\""
         var headers = HTTPHeaders()
@@ -728,8 +728,8 @@ final class MediaService: Sendable {
 
     /// Handles `GET /v1/media/{id}` and `/thumbnail`: a bearer token of someone allowed to
     /// see it, or a valid signed URL; `If-None-Match` (304) and one `Range` (206/416).
-    func download(_ request: Request, variant: MediaVariant, api: API) async throws -> Response {
-        let id = try request.parameter("id")
+    package func download(_ request: Request, id: String, variant: MediaVariant,
+                  caller: @Sendable (Request) async throws -> Caller) async throws -> Response {
         let query = request.queryItems
         let attachment: StoredAttachment
         let signed = query["signature"] != nil || query["expires"] != nil
@@ -737,7 +737,7 @@ final class MediaService: Sendable {
             try await verifySignature(id: id, variant: variant, expires: query["expires"], signature: query["signature"])
             attachment = try await chat.attachment(signedID: id)
         } else {
-            attachment = try await chat.attachment(try await api.caller(request), id: id)
+            attachment = try await chat.attachment(try await caller(request), id: id)
         }
         let blob: String, mimeType: String
         switch variant {
@@ -792,7 +792,7 @@ final class MediaService: Sendable {
 
     /// The type a download is served as. Files declared as something a browser would run
     /// (HTML, SVG, XML, JavaScript) are served as bytes.
-    static func servedType(_ info: MediaInfo) -> String {
+    package static func servedType(_ info: MediaInfo) -> String {
         guard info.kind == .file else { return info.mimeType }
         let active = ["html", "xml", "svg", "javascript", "ecmascript", "xhtml"]
         return active.contains(where: { info.mimeType.contains($0) }) ? "application/octet-stream" : info.mimeType
@@ -801,7 +801,7 @@ final class MediaService: Sendable {
     // MARK: - Signed URLs
 
     /// A short-lived URL for an attachment the caller may download.
-    func signedURL(_ caller: Caller, id: String, variant: MediaVariant) async throws -> SignedMediaURL {
+    package func signedURL(_ caller: Caller, id: String, variant: MediaVariant) async throws -> SignedMediaURL {
         let attachment = try await chat.attachment(caller, id: id)
         if variant == .thumbnail, attachment.thumbnailBlob == nil {
             throw ChatError.thumbnailNotFound
@@ -838,7 +838,7 @@ final class MediaService: Sendable {
 
     /// Forgets uploads no message uses and removes blobs no attachment uses, until nothing is
     /// left to do. Runs behind the gate: an upload cannot store a blob this pass is removing.
-    @discardableResult
+    @discardableResult package
     func collect() async throws -> Int {
         let cutoff = Date().addingTimeInterval(-TimeInterval(configuration.orphanLifetimeSeconds))
         var removed = 0
@@ -868,10 +868,10 @@ final class MediaService: Sendable {
 
 /// An asynchronous mutual exclusion: `run` bodies execute one at a time, in arrival order,
 /// even across suspension points (an actor would interleave them).
-final class AsyncGate: Sendable {
+package final class AsyncGate: Sendable {
     private let state = LockedValue((busy: false, waiters: [CheckedContinuation<Void, Never>]()))
 
-    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+    package func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         await acquire()
         defer { release() }
         return try await body()
@@ -900,39 +900,5 @@ final class AsyncGate: Sendable {
             return state.waiters.removeFirst()
         }
         next?.resume()
-    }
-}
-
-/// The media routes (docs/openapi.yaml, docs/media.md).
-enum MediaRoutes {
-    static func add(to router: inout Router, media: MediaService, chat: Chat) {
-        let api = API(chat: chat)
-        let uploadLimit = Int(clamping: media.configuration.largestUpload)
-        api.userCreatedOrFound(&router, .POST, "/v1/media", options: RouteOptions(body: .stream(maxBytes: uploadLimit))) { request, caller in
-            try await media.upload(caller, request)
-        }
-        api.user(&router, .GET, "/v1/uploads/:clientId") { request, caller in
-            try await media.uploadStatus(caller, clientID: try request.parameter("clientId"))
-        }
-        api.userEmpty(&router, .DELETE, "/v1/uploads/:clientId") { request, caller in
-            try await media.abandonUpload(caller, clientID: try request.parameter("clientId"))
-        }
-        router.get("/v1/media/:id") { request in
-            do { return try await media.download(request, variant: .original, api: api) } catch { return api.errorResponse(error) }
-        }
-        router.get("/v1/avatars/:id") { request in
-            do { return try await media.avatar(request) } catch { return api.errorResponse(error) }
-        }
-        router.get("/v1/media/:id/thumbnail") { request in
-            do { return try await media.download(request, variant: .thumbnail, api: api) } catch { return api.errorResponse(error) }
-        }
-        api.user(&router, .GET, "/v1/media/:id/info") { request, caller in
-            try await chat.attachment(caller, id: try request.parameter("id")).info
-        }
-        api.user(&router, .GET, "/v1/media/:id/url") { request, caller in
-            let variantName = request.queryItems["variant"] ?? "original"
-            guard let variant = MediaVariant(rawValue: variantName) else { throw ChatError.invalid("variant must be original or thumbnail") }
-            return try await media.signedURL(caller, id: try request.parameter("id"), variant: variant)
-        }
     }
 }
