@@ -260,7 +260,7 @@ extension Chat {
                 return (SignedIn(user: user, session: session), announced)
             }
         }
-        if announced { signalWebhooks() }
+        if announced { webhooks.signal() }
         return signedIn
     }
 

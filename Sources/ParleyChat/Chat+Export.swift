@@ -28,12 +28,20 @@ package final class FileExportSink: ExportSink {
 // message in seq order. The last line is `{"type":"end",…}` with the counts, so a reader knows
 // the file is whole.
 
+/// Exports: a user's data and a conversation, as streamed NDJSON (docs/api.md, "Export").
+package struct Exports: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
-    /// Rows per page read while exporting.
-    static let exportPage = 500
+    /// Exports: a user's data and a conversation, as streamed NDJSON (docs/api.md, "Export").
+    package var exports: Exports { Exports(core: self) }
+}
+
+extension Exports {
 
     /// Everything of the caller's, as NDJSON lines into `sink`.
-    package func exportUser(_ caller: Caller, into sink: any ExportSink) async throws {
+    package func user(_ caller: Caller, into sink: any ExportSink) async throws {
         let now = nowMilliseconds
         var counts = ["conversations": 0, "messages": 0, "media": 0]
         let account = try await run {
@@ -108,12 +116,13 @@ extension Chat {
         try sink.write(try Chat.end(counts))
     }
 
+
     /// A conversation, its members and every message, as NDJSON lines into `sink`: for its
     /// owners, or the app (``Caller/actsAsApp``). Others' shadow messages are left out for an
     /// owner, as everywhere.
     ///
     /// - Throws: 403 for anyone but an owner or the app.
-    package func exportConversation(_ caller: Caller, conversation id: ConversationID, into sink: any ExportSink) async throws {
+    package func conversation(_ caller: Caller, conversation id: ConversationID, into sink: any ExportSink) async throws {
         let (access, conversation) = try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .export)
@@ -159,6 +168,12 @@ extension Chat {
         }
         try sink.write(try Chat.end(counts))
     }
+}
+
+extension Chat {
+    /// Rows per page read while exporting.
+    static let exportPage = 500
+
 
     /// One line: `object`'s JSON with `fields` merged in, sorted keys.
     static func line(_ fields: [String: JSONValue], object: some Encodable) throws -> [UInt8] {
@@ -169,6 +184,7 @@ extension Chat {
         return Array(try JSONValue.object(merged).encoded().utf8) + [UInt8(ascii: "\n")]
     }
 
+
     /// A message line, written from the stored record without a decode.
     static func line(type: String, record: MessageRecord) -> [UInt8] {
         var writer = JSONWriter(capacity: 512)
@@ -178,6 +194,7 @@ extension Chat {
         }
         return writer.bytes + [UInt8(ascii: "\n")]
     }
+
 
     static func end(_ counts: [String: Int]) throws -> [UInt8] {
         Array(try JSONValue.object(["type": .string("end"), "counts": .object(counts.mapValues { .number(Double($0)) })]).encoded().utf8)

@@ -8,48 +8,7 @@ package import ParleyWire
 // slow mode and work through reports; each of those is an event with its actor. Shadow bans
 // (the app's) and blocks (a user's) make a message one only its author sees.
 
-extension Chat {
-    /// "Until lifted" for bans and moderators' mutes, in milliseconds (9999-12-31T23:59:59Z).
-    static let forever: Int64 = 253_402_300_799_000
-
-    // MARK: - On the send path
-
-    /// Refuses a post by a muted member, or one inside slow mode (moderators are exempt).
-    static func checkPosting(_ access: Access, now: Int64) throws {
-        guard !access.isModerator else { return }
-        if let until = access.postingMutedUntil, until > now {
-            throw ChatError.memberMuted(until: until >= forever ? nil : WireCoding.formatMilliseconds(until))
-        }
-        if access.slowModeSeconds > 0, let last = access.lastPostedAt {
-            let wait = last + access.slowModeSeconds * 1000 - now
-            if wait > 0 {
-                throw ChatError.rateLimited(retryAfter: Int((wait + 999) / 1000),
-                                            "slow mode: one message per \(access.slowModeSeconds) s here")
-            }
-        }
-    }
-
-    /// Whether a new message of the caller's is a shadow one: their account is shadow-banned,
-    /// or the other person of a direct conversation blocked them.
-    static func isShadow(_ db: any Database, access: Access) throws -> Bool {
-        if access.shadowBanned { return true }
-        guard access.kind == .direct else { return false }
-        return try db.fetchOne("""
-            SELECT 1 FROM member mb JOIN block b ON b.blocker_id = mb.user_id AND b.blocked_id = \(access.userKey)
-            WHERE mb.conversation_id = \(access.key) AND mb.user_id != \(access.userKey)
-            """) != nil
-    }
-
-    /// Refuses joining or adding someone banned (a ban past its end is removed).
-    static func refuseBanned(_ db: any Database, conversation: Int64, user: Int64, now: Int64) throws {
-        guard let row = try db.fetchOne("SELECT until FROM ban WHERE conversation_id = \(conversation) AND user_id = \(user)") else { return }
-        if let until = try row.get("until", as: Int64?.self), until <= now {
-            try db.execute("DELETE FROM ban WHERE conversation_id = \(conversation) AND user_id = \(user)")
-            return
-        }
-        let until = try row.get("until", as: Int64?.self)
-        throw ChatError.userBanned(until: until.map(WireCoding.formatMilliseconds))
-    }
+extension Moderation {
 
     // MARK: - Bans
 
@@ -92,6 +51,7 @@ extension Chat {
         }
     }
 
+
     /// Lifts a ban (moderators). Lifting one that is not there changes nothing.
     package func unban(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws {
         let now = nowMilliseconds
@@ -106,6 +66,7 @@ extension Chat {
         }
     }
 
+
     /// The bans in force (moderators), newest first.
     package func bans(_ caller: Caller, conversation id: ConversationID) async throws -> BanList {
         let now = nowMilliseconds
@@ -117,19 +78,6 @@ extension Chat {
         }
     }
 
-    static func bans(_ db: any Database, conversation: Int64, user: Int64?, now: Int64) throws -> [Ban] {
-        let filter: SQL = user.map { "AND b.user_id = \($0)" } ?? ""
-        return try db.fetchAll("""
-            SELECT u.public_id, u.username, u.display_name, a.public_id AS actor, b.reason, b.until, b.created_at
-            FROM ban b JOIN account u ON u.id = b.user_id LEFT JOIN account a ON a.id = b.actor_id
-            WHERE b.conversation_id = \(conversation) \(filter) AND (b.until IS NULL OR b.until > \(now))
-            ORDER BY b.created_at DESC LIMIT 1000
-            """).map { row in
-            Ban(user: Sender(id: UserID(rawValue: try row.get("public_id")), username: try row.get("username"), displayName: try row.get("display_name")),
-                bannedBy: try row.get("actor", as: String?.self).map(UserID.init(rawValue:)), reason: try row.get("reason"),
-                until: try row.get("until", as: Int64?.self).map(date), createdAt: date(try row.get("created_at")))
-        }
-    }
 
     // MARK: - Moderators' mutes
 
@@ -142,10 +90,12 @@ extension Chat {
         return try await changeMute(caller, conversation: id, user: user, until: until, now: now)
     }
 
+
     /// Ends a moderator's mute of a member.
     package func unmuteMember(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws -> Member {
         try await changeMute(caller, conversation: id, user: user, until: nil, now: nowMilliseconds)
     }
+
 
     private func changeMute(_ caller: Caller, conversation id: ConversationID, user: UserID, until: Int64?, now: Int64) async throws -> Member {
         try await run {
@@ -174,19 +124,6 @@ extension Chat {
         }
     }
 
-    /// Owners act on anyone; admins on plain members only (``AccessRules/outranks(_:_:)``).
-    static func requireOutranks(_ access: Access, _ target: MemberRole) throws {
-        guard AccessRules.outranks(access.standing, target) else {
-            throw ChatError.forbidden("only owners, or admins acting on plain members, may do this")
-        }
-    }
-
-    static func targetUser(_ db: any Database, app: Int64, id: UserID) throws -> Int64 {
-        guard id.rawValue.utf8.count <= 64, let key = try db.fetchValue(Int64.self, """
-            SELECT id FROM account WHERE app_id = \(app) AND public_id = \(id.rawValue) AND is_system = 0
-            """) else { throw ChatError.userNotFound }
-        return key
-    }
 
     // MARK: - Blocks
 
@@ -208,6 +145,7 @@ extension Chat {
         }
     }
 
+
     /// Ends a block (changes nothing when there is none).
     package func unblock(_ caller: Caller, user: UserID) async throws {
         try await run {
@@ -217,6 +155,7 @@ extension Chat {
             }
         }
     }
+
 
     /// The people the caller blocked, most recent first.
     package func blocks(_ caller: Caller) async throws -> BlockList {
@@ -229,6 +168,7 @@ extension Chat {
             }
         }
     }
+
 
     // MARK: - Shadow bans (the app's backend)
 
@@ -243,6 +183,7 @@ extension Chat {
             }
         }
     }
+
 
     // MARK: - Reports
 
@@ -267,6 +208,7 @@ extension Chat {
         }
     }
 
+
     /// The conversation's reports (moderators): open ones (or `resolved`), oldest first;
     /// `after` pages on from a report id.
     package func reports(_ caller: Caller, conversation id: ConversationID, resolved: Bool, after: String?, limit: Int?) async throws -> ReportList {
@@ -287,6 +229,7 @@ extension Chat {
         }
     }
 
+
     /// Resolves a report (moderators): dismiss it, delete the message, or delete it and ban its
     /// author. Resolving a resolved report again is 409.
     package func resolveReport(_ caller: Caller, conversation id: ConversationID, report reportID: String, _ request: ResolveReportRequest) async throws -> Report {
@@ -305,7 +248,7 @@ extension Chat {
             }
         }
         // The actions are the moderators' own, with their events and authority checks.
-        if request.resolution != .dismissed { _ = try await delete(caller, conversation: id, messages: [target]) }
+        if request.resolution != .dismissed { _ = try await core.delete(caller, conversation: id, messages: [target]) }
         if request.resolution == .authorBanned, author != caller.userID {
             _ = try await ban(caller, conversation: id, BanRequest(userID: author, reason: note ?? "reported"))
         }
@@ -323,6 +266,85 @@ extension Chat {
             }
         }
     }
+}
+
+extension Chat {
+    /// "Until lifted" for bans and moderators' mutes, in milliseconds (9999-12-31T23:59:59Z).
+    static let forever: Int64 = 253_402_300_799_000
+
+
+    // MARK: - On the send path
+
+    /// Refuses a post by a muted member, or one inside slow mode (moderators are exempt).
+    static func checkPosting(_ access: Access, now: Int64) throws {
+        guard !access.isModerator else { return }
+        if let until = access.postingMutedUntil, until > now {
+            throw ChatError.memberMuted(until: until >= forever ? nil : WireCoding.formatMilliseconds(until))
+        }
+        if access.slowModeSeconds > 0, let last = access.lastPostedAt {
+            let wait = last + access.slowModeSeconds * 1000 - now
+            if wait > 0 {
+                throw ChatError.rateLimited(retryAfter: Int((wait + 999) / 1000),
+                                            "slow mode: one message per \(access.slowModeSeconds) s here")
+            }
+        }
+    }
+
+
+    /// Whether a new message of the caller's is a shadow one: their account is shadow-banned,
+    /// or the other person of a direct conversation blocked them.
+    static func isShadow(_ db: any Database, access: Access) throws -> Bool {
+        if access.shadowBanned { return true }
+        guard access.kind == .direct else { return false }
+        return try db.fetchOne("""
+            SELECT 1 FROM member mb JOIN block b ON b.blocker_id = mb.user_id AND b.blocked_id = \(access.userKey)
+            WHERE mb.conversation_id = \(access.key) AND mb.user_id != \(access.userKey)
+            """) != nil
+    }
+
+
+    /// Refuses joining or adding someone banned (a ban past its end is removed).
+    static func refuseBanned(_ db: any Database, conversation: Int64, user: Int64, now: Int64) throws {
+        guard let row = try db.fetchOne("SELECT until FROM ban WHERE conversation_id = \(conversation) AND user_id = \(user)") else { return }
+        if let until = try row.get("until", as: Int64?.self), until <= now {
+            try db.execute("DELETE FROM ban WHERE conversation_id = \(conversation) AND user_id = \(user)")
+            return
+        }
+        let until = try row.get("until", as: Int64?.self)
+        throw ChatError.userBanned(until: until.map(WireCoding.formatMilliseconds))
+    }
+
+
+    static func bans(_ db: any Database, conversation: Int64, user: Int64?, now: Int64) throws -> [Ban] {
+        let filter: SQL = user.map { "AND b.user_id = \($0)" } ?? ""
+        return try db.fetchAll("""
+            SELECT u.public_id, u.username, u.display_name, a.public_id AS actor, b.reason, b.until, b.created_at
+            FROM ban b JOIN account u ON u.id = b.user_id LEFT JOIN account a ON a.id = b.actor_id
+            WHERE b.conversation_id = \(conversation) \(filter) AND (b.until IS NULL OR b.until > \(now))
+            ORDER BY b.created_at DESC LIMIT 1000
+            """).map { row in
+            Ban(user: Sender(id: UserID(rawValue: try row.get("public_id")), username: try row.get("username"), displayName: try row.get("display_name")),
+                bannedBy: try row.get("actor", as: String?.self).map(UserID.init(rawValue:)), reason: try row.get("reason"),
+                until: try row.get("until", as: Int64?.self).map(date), createdAt: date(try row.get("created_at")))
+        }
+    }
+
+
+    /// Owners act on anyone; admins on plain members only (``AccessRules/outranks(_:_:)``).
+    static func requireOutranks(_ access: Access, _ target: MemberRole) throws {
+        guard AccessRules.outranks(access.standing, target) else {
+            throw ChatError.forbidden("only owners, or admins acting on plain members, may do this")
+        }
+    }
+
+
+    static func targetUser(_ db: any Database, app: Int64, id: UserID) throws -> Int64 {
+        guard id.rawValue.utf8.count <= 64, let key = try db.fetchValue(Int64.self, """
+            SELECT id FROM account WHERE app_id = \(app) AND public_id = \(id.rawValue) AND is_system = 0
+            """) else { throw ChatError.userNotFound }
+        return key
+    }
+
 
     static func reports(_ db: any Database, access: Access, filter: SQL, viewer: Caller, limit: Int) throws -> [Report] {
         let rows = try db.fetchAll("""

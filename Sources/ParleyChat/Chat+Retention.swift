@@ -15,13 +15,21 @@ package struct RetentionSweep: Sendable, Hashable {
 // attachments' references (a file no other message uses is then collected), and its events —
 // and one `messages.expired` event says what went, so devices drop them too.
 
+/// Retention: an app's and a conversation's policy, and the sweep that removes what is older (docs/api.md, "Retention").
+package struct Retention: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
-    /// Messages removed per transaction.
-    static let retentionBatch = 500
+    /// Retention: an app's and a conversation's policy, and the sweep that removes what is older (docs/api.md, "Retention").
+    package var retention: Retention { Retention(core: self) }
+}
+
+extension Retention {
 
     /// The app's policy: keep messages `days` days (0: forever) in every conversation without
     /// a policy of its own.
-    package func setRetention(_ server: ServerApp, _ policy: RetentionPolicy) async throws -> RetentionPolicy {
+    package func setPolicy(_ server: ServerApp, _ policy: RetentionPolicy) async throws -> RetentionPolicy {
         guard (0...36_500).contains(policy.days) else { throw ChatError.invalid("days must be 0 (keep forever) to 36500") }
         try await run {
             try await store.write { db in
@@ -31,8 +39,9 @@ extension Chat {
         return policy
     }
 
+
     /// The app's policy.
-    package func retention(_ server: ServerApp) async throws -> RetentionPolicy {
+    package func policy(_ server: ServerApp) async throws -> RetentionPolicy {
         try await run {
             try await store.read { db in
                 RetentionPolicy(days: Int(try db.fetchValue(Int64.self, "SELECT coalesce(retention_days, 0) FROM app WHERE id = \(server.app.id)") ?? 0))
@@ -40,11 +49,12 @@ extension Chat {
         }
     }
 
+
     /// Removes every message older than its conversation's policy, a batch per transaction.
     /// Safe on several nodes at once: on PostgreSQL a conversation is swept by one node at a
     /// time (an advisory lock), and a batch that finds its rows gone removes nothing.
     @discardableResult
-    package func sweepRetention() async throws -> RetentionSweep {
+    package func sweep() async throws -> RetentionSweep {
         let now = nowMilliseconds
         let policies = try await run {
             try await store.read { db -> [(key: Int64, cutoff: Int64)] in
@@ -72,6 +82,28 @@ extension Chat {
         if sweep.messages > 0 { try await compactAfterRetention() }
         return sweep
     }
+
+
+    /// After a sweep removed something, SQLite's free pages and the full-text index still hold
+    /// the removed words: merge the index and checkpoint, so the file holds only what is kept
+    /// (secure_delete zeroes what a delete frees). PostgreSQL's dead rows go with its vacuum.
+    func compactAfterRetention() async throws {
+        let sqlite = try await run {
+            try await store.write { db -> Bool in
+                guard db.dialect == .sqlite else { return false }
+                try db.execute("INSERT INTO message_fts (message_fts) VALUES ('optimize')")
+                return true
+            }
+        }
+        guard sqlite else { return }
+        await store.reclaim()
+    }
+}
+
+extension Chat {
+    /// Messages removed per transaction.
+    static let retentionBatch = 500
+
 
     /// One batch of a conversation's messages created before `cutoff`: gone, with one event.
     static func expire(_ tx: Transaction, conversation: Int64, before cutoff: Int64, now: Int64) throws -> Int {
@@ -106,20 +138,5 @@ extension Chat {
         payload.throughSeq = through
         try tx.append(conversation: conversation, kind: .messagesExpired, actor: nil, payload: payload, now: now, activity: false)
         return keys.count
-    }
-
-    /// After a sweep removed something, SQLite's free pages and the full-text index still hold
-    /// the removed words: merge the index and checkpoint, so the file holds only what is kept
-    /// (secure_delete zeroes what a delete frees). PostgreSQL's dead rows go with its vacuum.
-    func compactAfterRetention() async throws {
-        let sqlite = try await run {
-            try await store.write { db -> Bool in
-                guard db.dialect == .sqlite else { return false }
-                try db.execute("INSERT INTO message_fts (message_fts) VALUES ('optimize')")
-                return true
-            }
-        }
-        guard sqlite else { return }
-        await store.reclaim()
     }
 }

@@ -136,7 +136,7 @@ extension Chat {
                 return (user, true, announced)
             }
         }
-        if announced { signalWebhooks() }
+        if announced { webhooks.signal() }
         return (user, created)
     }
 

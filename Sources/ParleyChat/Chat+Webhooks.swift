@@ -21,7 +21,7 @@ package enum Webhooks: Sendable {
     /// list). Call inside the change's transaction.
     ///
     /// - Returns: whether a delivery was written (the caller wakes the workers after commit:
-    ///   ``Chat/signalWebhooks()``).
+    ///   ``Chat/signal()``).
     @discardableResult
     package static func enqueue(_ db: any Database, app: Int64, format: WebhookFormat = .parley, type: String, data: [UInt8], now: Int64) throws -> Bool {
         let endpoints = try db.fetchAll("SELECT id, events FROM webhook_endpoint WHERE app_id = \(app) AND format = \(format.rawValue)")
@@ -183,17 +183,29 @@ package struct WebhookHook: TransactionHook {
     }
 }
 
+/// Webhooks: an app's endpoints, their deliveries in order per endpoint, retries, pauses and replays (docs/webhooks.md).
+package struct AppWebhooks: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
+    /// Webhooks: an app's endpoints, their deliveries in order per endpoint, retries, pauses and replays (docs/webhooks.md).
+    package var webhooks: AppWebhooks { AppWebhooks(core: self) }
+}
+
+extension AppWebhooks {
     /// Wakes this node's webhook workers: deliveries were just committed outside the event
     /// write path (a new user, Pusher happenings).
-    func signalWebhooks() {
+    func signal() {
         webhookHook?.signal.wakeup.signal()
     }
 
+
     /// The webhook hook this domain runs, if any.
     package var webhookHook: WebhookHook? {
-        hooks.lazy.compactMap { $0 as? WebhookHook }.first
+        core.hooks.lazy.compactMap { $0 as? WebhookHook }.first
     }
+
 
     // MARK: - Endpoints
 
@@ -202,7 +214,7 @@ extension Chat {
     /// - Throws: 400 for a URL that is not http(s), too long, carries credentials, or names a
     ///   private address (unless allowed); no events or the wrong format's events; 409
     ///   `too_many_webhooks`.
-    package func createWebhook(_ server: ServerApp, _ request: CreateWebhookRequest) async throws -> WebhookEndpoint {
+    package func create(_ server: ServerApp, _ request: CreateWebhookRequest) async throws -> WebhookEndpoint {
         let format = request.format ?? .parley
         let url = try Validate.webhookURL(request.url, allowPrivate: configuration.webhooksAllowPrivate)
         let events = try Validate.webhookEvents(request.events, format: format)
@@ -227,8 +239,9 @@ extension Chat {
         }
     }
 
+
     /// The app's endpoints, oldest first (without secrets).
-    package func listWebhooks(_ server: ServerApp) async throws -> WebhookEndpointList {
+    package func list(_ server: ServerApp) async throws -> WebhookEndpointList {
         try await run {
             try await store.read { db in
                 let ids: [String] = try db.fetchAll("SELECT public_id FROM webhook_endpoint WHERE app_id = \(server.app.id) ORDER BY id")
@@ -238,14 +251,16 @@ extension Chat {
         }
     }
 
+
     /// One endpoint.
-    package func webhook(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
+    package func endpoint(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
         try await run { try await store.read { db in try Chat.webhook(db, app: server.app.id, id: id) } }
     }
 
+
     /// Changes an endpoint's URL, events or note, or pauses or resumes it. Resuming clears
     /// the failure record; waiting deliveries then go out in order.
-    package func updateWebhook(_ server: ServerApp, id: String, _ request: UpdateWebhookRequest) async throws -> WebhookEndpoint {
+    package func update(_ server: ServerApp, id: String, _ request: UpdateWebhookRequest) async throws -> WebhookEndpoint {
         let url = try request.url.map { try Validate.webhookURL($0, allowPrivate: configuration.webhooksAllowPrivate) }
         let description = try request.description.map { try Validate.webhookDescription($0) }
         let now = nowMilliseconds
@@ -275,8 +290,9 @@ extension Chat {
         }
     }
 
+
     /// Replaces an endpoint's signing secret (answered once).
-    package func rotateWebhookSecret(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
+    package func rotateSecret(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
         let secret = "whsec_" + Crypto.randomToken()
         return try await run {
             try await store.write { db in
@@ -289,8 +305,9 @@ extension Chat {
         }
     }
 
+
     /// Removes an endpoint and every delivery waiting for it.
-    package func deleteWebhook(_ server: ServerApp, id: String) async throws {
+    package func delete(_ server: ServerApp, id: String) async throws {
         try await run {
             try await store.write { db in
                 let lane = try Chat.webhookLane(db, app: server.app.id, id: id)
@@ -300,8 +317,9 @@ extension Chat {
         }
     }
 
+
     /// An endpoint's deliveries, oldest first: `failed` ones (given up on) or `pending` ones.
-    package func webhookDeliveries(_ server: ServerApp, id: String, failed: Bool, after: String?, limit: Int?) async throws -> WebhookDeliveryList {
+    package func deliveries(_ server: ServerApp, id: String, failed: Bool, after: String?, limit: Int?) async throws -> WebhookDeliveryList {
         let limit = try Validate.limit(limit, in: 1...500, default: 100)
         if let after, !after.hasPrefix("whd_") || after.utf8.count > 64 { throw ChatError.invalid("after must be a delivery id (whd_…)") }
         return try await run {
@@ -330,9 +348,10 @@ extension Chat {
         }
     }
 
+
     /// Puts failed deliveries back in line (one, or every one of the endpoint), due now with
     /// their attempts reset; they go out in their original order among the waiting ones.
-    package func replayWebhookDeliveries(_ server: ServerApp, id: String, delivery: String?) async throws -> ReplayResult {
+    package func replay(_ server: ServerApp, id: String, delivery: String?) async throws -> ReplayResult {
         let now = nowMilliseconds
         if let delivery, !delivery.hasPrefix("whd_") || delivery.utf8.count > 64 { throw ChatError.deliveryNotFound }
         let row = delivery
@@ -350,13 +369,14 @@ extension Chat {
         }
     }
 
+
     // MARK: - Delivering
 
     /// Claims up to `lanes` endpoints whose head delivery is due, each with up to `perLane` of
     /// its rows in order, for `holder` until `lease` from now. An endpoint is worked on by one
     /// worker at a time (on PostgreSQL its claim takes a transaction-scoped advisory lock on
     /// the lane, so two nodes never take one lane at once); paused endpoints are skipped.
-    package func claimWebhooks(holder: String, lanes: Int, perLane: Int, lease: Duration) async throws -> [WebhookBatch] {
+    package func claim(holder: String, lanes: Int, perLane: Int, lease: Duration) async throws -> [WebhookBatch] {
         let now = nowMilliseconds
         let until = now + Chat.milliseconds(lease)
         return try await run {
@@ -398,9 +418,10 @@ extension Chat {
         }
     }
 
+
     /// When the next endpoint's head delivery falls due (nil: nothing waits), for a worker to
     /// sleep until then. Held heads, paused endpoints and rows behind a head do not count.
-    package func nextWebhookDue() async throws -> Date? {
+    package func nextDue() async throws -> Date? {
         let now = nowMilliseconds
         return try await run {
             try await store.read { db in
@@ -409,10 +430,11 @@ extension Chat {
         }
     }
 
+
     /// Deliveries the receiver took (2xx), in one write: removed, the endpoint marked healthy,
     /// and the rest of the lane's claim renewed for `lease` (a worker that dies mid-lane holds it
     /// up only that long; what it delivered and had not recorded is delivered again).
-    package func webhooksDelivered(_ deliveries: [WebhookMessage], lane: Int64, holder: String, lease: Duration = .seconds(15)) async throws {
+    package func delivered(_ deliveries: [WebhookMessage], lane: Int64, holder: String, lease: Duration = .seconds(15)) async throws {
         guard !deliveries.isEmpty else { return }
         let until = nowMilliseconds + Chat.milliseconds(lease)
         try await run {
@@ -428,9 +450,10 @@ extension Chat {
         }
     }
 
+
     /// A delivery that failed: tried again `after` from now, or (`after` nil: out of attempts)
     /// kept as failed and its endpoint paused; the rest of the lane's claim is let go.
-    package func webhookFailed(_ delivery: WebhookMessage, lane: Int64, holder: String, error: String, after: Duration?) async throws {
+    package func failed(_ delivery: WebhookMessage, lane: Int64, holder: String, error: String, after: Duration?) async throws {
         let now = nowMilliseconds
         let reason = String(error.prefix(300))
         try await run {
@@ -458,8 +481,9 @@ extension Chat {
         }
     }
 
+
     /// Endpoints paused and deliveries failed, across apps (for `/metrics`).
-    package func webhookHealth() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
+    package func health() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
         try await run {
             try await store.read { db in
                 (try db.fetchValue(Int.self, "SELECT count(*) FROM webhook_endpoint WHERE paused_at IS NOT NULL") ?? 0,
@@ -469,6 +493,9 @@ extension Chat {
             }
         }
     }
+}
+
+extension Chat {
 
     // MARK: - Inside a transaction
 
@@ -477,6 +504,7 @@ extension Chat {
         try db.fetchAll("SELECT w.id AS lane " + laneHeads(now: now) + " AND h.due_at <= \(now) ORDER BY h.due_at, h.id LIMIT \(limit)")
             .map { try $0.get("lane") }
     }
+
 
     /// `FROM … WHERE …` of every unpaused endpoint (`w`) with its head (`h`) unheld: one index
     /// step per endpoint (`outbox_lane`), however long its backlog.
@@ -487,6 +515,7 @@ extension Chat {
         WHERE w.paused_at IS NULL AND (h.claimed_until IS NULL OR h.claimed_until < \(now))
         """
     }
+
 
     /// Deliveries whose data names an event of the log (`@<position>`) with the event's JSON
     /// read back, as the feed shows it now (a message edited or deleted since shows so). An
@@ -505,10 +534,12 @@ extension Chat {
         }
     }
 
+
     static func outboxItem(_ row: Row) throws -> OutboxItem {
         OutboxItem(id: try row.get("id"), kind: try row.get("kind"), payload: try row.get("payload"),
                    attempts: Int(try row.get("attempts", as: Int64.self)), createdAt: Chat.date(try row.get("created_at")))
     }
+
 
     static func webhookLane(_ db: any Database, app: Int64, id: String) throws -> Int64 {
         guard id.utf8.count <= 64,
@@ -517,6 +548,7 @@ extension Chat {
         }
         return lane
     }
+
 
     static func webhook(_ db: any Database, app: Int64, id: String) throws -> WebhookEndpoint {
         guard id.utf8.count <= 64, let row = try db.fetchOne("""
@@ -609,14 +641,14 @@ package struct PusherWebhookEvent: Sendable, Hashable {
     }
 }
 
-extension Chat {
+extension AppWebhooks {
     /// Writes Pusher-format deliveries for an app's Pusher happenings (channels occupied and
     /// vacated, presence members, client events). Apps without a Pusher-format endpoint cost
     /// a cached lookup (refreshed every 2 s: a new endpoint hears events within that).
-    package func pusherWebhooks(app: Int64, _ events: [PusherWebhookEvent]) async {
+    package func pusherFormat(app: Int64, _ events: [PusherWebhookEvent]) async {
         guard !events.isEmpty else { return }
         let now = nowMilliseconds
-        let known = pusherEndpoints.withLock { $0[app] }
+        let known = core.pusherEndpoints.withLock { $0[app] }
         if let known, known.checkedAt > now - 2000, !known.exists { return }
         let exists: Bool? = try? await run {
             try await store.write { db in
@@ -626,7 +658,7 @@ extension Chat {
                 return true
             }
         }
-        if let exists { pusherEndpoints.withLock { $0[app] = (exists, now) } }
-        if exists == true { signalWebhooks() }
+        if let exists { core.pusherEndpoints.withLock { $0[app] = (exists, now) } }
+        if exists == true { signal() }
     }
 }

@@ -26,7 +26,7 @@ package final class PusherService: Sendable {
         // Pusher-format webhook events are written in the order they happen, one write at a time.
         let (events, sink) = AsyncStream.makeStream(of: (Int64, [PusherWebhookEvent]).self)
         Task {
-            for await (app, batch) in events { await chat.pusherWebhooks(app: app, batch) }
+            for await (app, batch) in events { await chat.webhooks.pusherFormat(app: app, batch) }
         }
         let hub = PusherHub(bus: bus, directory: directory) { app, batch in sink.yield((app, batch)) }
         context = PusherContext(chat: chat, hub: hub, configuration: configuration)

@@ -170,38 +170,38 @@ enum ChatRoutes {
         api.user(&router, .GET, "/v1/conversations/:conversationId/pins") { request, caller in try await chat.pins(caller, conversation: try request.conversationID()) }
         // Moderation (docs/api.md, "Moderation")
         api.user(&router, .POST, "/v1/conversations/:conversationId/bans", status: .created) { request, caller in
-            return try await chat.ban(caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))
+            return try await chat.moderation.ban(caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))
         }
-        api.user(&router, .GET, "/v1/conversations/:conversationId/bans") { request, caller in try await chat.bans(caller, conversation: try request.conversationID()) }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/bans") { request, caller in try await chat.moderation.bans(caller, conversation: try request.conversationID()) }
         api.userEmpty(&router, .DELETE, "/v1/conversations/:conversationId/bans/:userId") { request, caller in
-            try await chat.unban(caller, conversation: try request.conversationID(),
+            try await chat.moderation.unban(caller, conversation: try request.conversationID(),
                                  user: try request.userID())
         }
         api.user(&router, .PUT, "/v1/conversations/:conversationId/members/:userId/mute") { request, caller in
-            return try await chat.muteMember(caller, conversation: try request.conversationID(), user: try request.userID(),
+            return try await chat.moderation.muteMember(caller, conversation: try request.conversationID(), user: try request.userID(),
                                              try await request.decode(MuteMemberRequest.self))
         }
         api.user(&router, .DELETE, "/v1/conversations/:conversationId/members/:userId/mute") { request, caller in
-            try await chat.unmuteMember(caller, conversation: try request.conversationID(),
+            try await chat.moderation.unmuteMember(caller, conversation: try request.conversationID(),
                                         user: try request.userID())
         }
         api.user(&router, .POST, "/v1/conversations/:conversationId/messages/:messageId/reports", status: .created) { request, caller in
-            return try await chat.report(caller, conversation: try request.conversationID(), message: try request.messageID(),
+            return try await chat.moderation.report(caller, conversation: try request.conversationID(), message: try request.messageID(),
                                          try await request.decode(ReportRequest.self))
         }
         api.user(&router, .GET, "/v1/conversations/:conversationId/reports") { request, caller in
             let state = request.queryItems["state"] ?? "open"
             guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
-            return try await chat.reports(caller, conversation: try request.conversationID(), resolved: state == "resolved",
+            return try await chat.moderation.reports(caller, conversation: try request.conversationID(), resolved: state == "resolved",
                                           after: request.queryItems["after"], limit: try api.integer(request, "limit"))
         }
         api.user(&router, .POST, "/v1/conversations/:conversationId/reports/:reportId/resolve") { request, caller in
-            return try await chat.resolveReport(caller, conversation: try request.conversationID(), report: try request.parameter("reportId"),
+            return try await chat.moderation.resolveReport(caller, conversation: try request.conversationID(), report: try request.parameter("reportId"),
                                                 try await request.decode(ResolveReportRequest.self))
         }
-        api.user(&router, .GET, "/v1/me/blocks") { request, caller in try await chat.blocks(caller) }
-        api.userEmpty(&router, .PUT, "/v1/me/blocks/:userId") { request, caller in try await chat.block(caller, user: try request.userID()) }
-        api.userEmpty(&router, .DELETE, "/v1/me/blocks/:userId") { request, caller in try await chat.unblock(caller, user: try request.userID()) }
+        api.user(&router, .GET, "/v1/me/blocks") { request, caller in try await chat.moderation.blocks(caller) }
+        api.userEmpty(&router, .PUT, "/v1/me/blocks/:userId") { request, caller in try await chat.moderation.block(caller, user: try request.userID()) }
+        api.userEmpty(&router, .DELETE, "/v1/me/blocks/:userId") { request, caller in try await chat.moderation.unblock(caller, user: try request.userID()) }
 
         // Photos (docs/api.md, "Photos")
         api.user(&router, .PUT, "/v1/me/photo") { request, caller in
@@ -218,10 +218,10 @@ enum ChatRoutes {
 
         // Export (docs/api.md, "Export")
         api.userExport(&router, "/v1/me/export", name: "parley-export.ndjson") { request, caller, sink in
-            try await chat.exportUser(caller, into: sink)
+            try await chat.exports.user(caller, into: sink)
         }
         api.userExport(&router, "/v1/conversations/:conversationId/export", name: "parley-conversation.ndjson") { request, caller, sink in
-            try await chat.exportConversation(caller, conversation: try request.conversationID(), into: sink)
+            try await chat.exports.conversation(caller, conversation: try request.conversationID(), into: sink)
         }
 
         // Threads (docs/api.md, "Threads")

@@ -161,7 +161,7 @@ package final class ParleyServer: Sendable {
         do {
             var settings = configuration.webhooks
             settings.userAgent = "Parley-Webhooks/\(ParleyVersion.current)"
-            let signal = chat.webhookHook?.signal ?? WebhookSignal()
+            let signal = chat.webhooks.webhookHook?.signal ?? WebhookSignal()
             webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal, logger: logger)
         } catch {
             store.close()
@@ -264,7 +264,7 @@ package final class ParleyServer: Sendable {
                     try? await Task.sleep(for: .seconds(retentionInterval))
                     if Task.isCancelled { break }
                     do {
-                        let sweep = try await chat.sweepRetention()
+                        let sweep = try await chat.retention.sweep()
                         if sweep.messages > 0 {
                             retentionLog.info("old messages removed", metadata: ["messages": .integer(Int64(sweep.messages)),
                                                                                  "conversations": .integer(Int64(sweep.conversations))])

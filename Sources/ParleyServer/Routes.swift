@@ -32,7 +32,7 @@ enum Routes {
             let pusherCounts = await pusher?.counts
             var hooks: WebhookMetrics?
             if let webhooks, let chat {
-                hooks = WebhookMetrics(statistics: webhooks.currentStatistics, health: try? await chat.webhookHealth())
+                hooks = WebhookMetrics(statistics: webhooks.currentStatistics, health: try? await chat.webhooks.health())
             }
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),

@@ -37,48 +37,48 @@ enum ServerRoutes {
             await server.handle(request) { app in await api.respondEmpty { try await chat.deleteUser(app, username: try username(request)) } }
         }
         router.get("/v1/server/retention") { request in
-            await server.handle(request) { app in await api.respond { try await chat.retention(app) } }
+            await server.handle(request) { app in await api.respond { try await chat.retention.policy(app) } }
         }
         router.put("/v1/server/retention") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.setRetention(app, try await request.decode(RetentionPolicy.self)) }
+                await api.respond { try await chat.retention.setPolicy(app, try await request.decode(RetentionPolicy.self)) }
             }
         }
         router.get("/v1/server/users/:username/export") { request in
             await server.handle(request) { app in
                 await api.export(name: "parley-export.ndjson") { sink in
-                    try await chat.exportUser(try await chat.actingUser(app, username: try username(request)), into: sink)
+                    try await chat.exports.user(try await chat.actingUser(app, username: try username(request)), into: sink)
                 }
             }
         }
         router.get("/v1/server/conversations/:conversationId/export") { request in
             await server.handle(request) { app in
                 await api.export(name: "parley-conversation.ndjson") { sink in
-                    try await chat.exportConversation(app.caller, conversation: try request.conversationID(), into: sink)
+                    try await chat.exports.conversation(app.caller, conversation: try request.conversationID(), into: sink)
                 }
             }
         }
         router.put("/v1/server/users/:username/shadow-ban") { request in
             await server.handle(request) { app in
-                await api.respondEmpty { try await chat.setShadowBan(app, username: try username(request), banned: true) }
+                await api.respondEmpty { try await chat.moderation.setShadowBan(app, username: try username(request), banned: true) }
             }
         }
         router.delete("/v1/server/users/:username/shadow-ban") { request in
             await server.handle(request) { app in
-                await api.respondEmpty { try await chat.setShadowBan(app, username: try username(request), banned: false) }
+                await api.respondEmpty { try await chat.moderation.setShadowBan(app, username: try username(request), banned: false) }
             }
         }
         router.post("/v1/server/conversations/:conversationId/bans") { request in
             await server.handle(request) { app in
                 await api.respond(status: .created) {
-                    try await chat.ban(app.caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))
+                    try await chat.moderation.ban(app.caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))
                 }
             }
         }
         router.delete("/v1/server/conversations/:conversationId/bans/:userId") { request in
             await server.handle(request) { app in
                 await api.respondEmpty {
-                    try await chat.unban(app.caller, conversation: try request.conversationID(), user: try request.userID())
+                    try await chat.moderation.unban(app.caller, conversation: try request.conversationID(), user: try request.userID())
                 }
             }
         }
@@ -87,7 +87,7 @@ enum ServerRoutes {
                 await api.respond {
                     let state = request.queryItems["state"] ?? "open"
                     guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
-                    return try await chat.reports(app.caller, conversation: try request.conversationID(), resolved: state == "resolved",
+                    return try await chat.moderation.reports(app.caller, conversation: try request.conversationID(), resolved: state == "resolved",
                                                   after: request.queryItems["after"], limit: try api.integer(request, "limit"))
                 }
             }
@@ -95,7 +95,7 @@ enum ServerRoutes {
         router.post("/v1/server/conversations/:conversationId/reports/:reportId/resolve") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.resolveReport(app.caller, conversation: try request.conversationID(), report: try request.parameter("reportId"),
+                    try await chat.moderation.resolveReport(app.caller, conversation: try request.conversationID(), report: try request.parameter("reportId"),
                                                  try await request.decode(ResolveReportRequest.self))
                 }
             }
@@ -233,45 +233,45 @@ enum ServerRoutes {
         // Webhooks
         router.post("/v1/server/webhooks") { request in
             await server.handle(request) { app in
-                await api.respond(status: .created) { try await chat.createWebhook(app, try await request.decode(CreateWebhookRequest.self)) }
+                await api.respond(status: .created) { try await chat.webhooks.create(app, try await request.decode(CreateWebhookRequest.self)) }
             }
         }
         router.get("/v1/server/webhooks") { request in
-            await server.handle(request) { app in await api.respond { try await chat.listWebhooks(app) } }
+            await server.handle(request) { app in await api.respond { try await chat.webhooks.list(app) } }
         }
         router.get("/v1/server/webhooks/:webhookId") { request in
-            await server.handle(request) { app in await api.respond { try await chat.webhook(app, id: try webhookID(request)) } }
+            await server.handle(request) { app in await api.respond { try await chat.webhooks.endpoint(app, id: try webhookID(request)) } }
         }
         router.patch("/v1/server/webhooks/:webhookId") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.updateWebhook(app, id: try webhookID(request), try await request.decode(UpdateWebhookRequest.self)) }
+                await api.respond { try await chat.webhooks.update(app, id: try webhookID(request), try await request.decode(UpdateWebhookRequest.self)) }
             }
         }
         router.delete("/v1/server/webhooks/:webhookId") { request in
-            await server.handle(request) { app in await api.respondEmpty { try await chat.deleteWebhook(app, id: try webhookID(request)) } }
+            await server.handle(request) { app in await api.respondEmpty { try await chat.webhooks.delete(app, id: try webhookID(request)) } }
         }
         router.post("/v1/server/webhooks/:webhookId/rotate-secret") { request in
-            await server.handle(request) { app in await api.respond { try await chat.rotateWebhookSecret(app, id: try webhookID(request)) } }
+            await server.handle(request) { app in await api.respond { try await chat.webhooks.rotateSecret(app, id: try webhookID(request)) } }
         }
         router.get("/v1/server/webhooks/:webhookId/deliveries") { request in
             await server.handle(request) { app in
                 await api.respond {
                     let status = request.queryItems["status"] ?? "failed"
                     guard status == "failed" || status == "pending" else { throw ChatError.invalid("status must be failed or pending") }
-                    return try await chat.webhookDeliveries(app, id: try webhookID(request), failed: status == "failed",
+                    return try await chat.webhooks.deliveries(app, id: try webhookID(request), failed: status == "failed",
                                                             after: request.queryItems["after"], limit: try api.integer(request, "limit"))
                 }
             }
         }
         router.post("/v1/server/webhooks/:webhookId/replay") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.replayWebhookDeliveries(app, id: try webhookID(request), delivery: nil) }
+                await api.respond { try await chat.webhooks.replay(app, id: try webhookID(request), delivery: nil) }
             }
         }
         router.post("/v1/server/webhooks/:webhookId/deliveries/:deliveryId/replay") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.replayWebhookDeliveries(app, id: try webhookID(request), delivery: try request.parameter("deliveryId"))
+                    try await chat.webhooks.replay(app, id: try webhookID(request), delivery: try request.parameter("deliveryId"))
                 }
             }
         }

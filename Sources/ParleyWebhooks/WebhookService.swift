@@ -131,7 +131,7 @@ package final class WebhookService: Sendable {
             // The lease covers one attempt and is renewed at least every second: a node that dies
             // mid-lane holds its endpoint up for one timeout and five seconds at most.
             let batches = await log.attempt("cannot claim webhook deliveries") {
-                try await chat.claimWebhooks(holder: holder, lanes: 1, perLane: perLane, lease: lease)
+                try await chat.webhooks.claim(holder: holder, lanes: 1, perLane: perLane, lease: lease)
             } ?? []
             if batches.isEmpty {
                 await wake.wait(upTo: .milliseconds(50))
@@ -151,7 +151,7 @@ package final class WebhookService: Sendable {
         var recorded = ContinuousClock.now
         func record() async {
             await log.attempt("cannot record webhook deliveries; they will be sent again") {
-                try await chat.webhooksDelivered(delivered, lane: batch.lane, holder: holder, lease: lease)
+                try await chat.webhooks.delivered(delivered, lane: batch.lane, holder: holder, lease: lease)
             }
             delivered.removeAll()
             recorded = .now
@@ -187,7 +187,7 @@ package final class WebhookService: Sendable {
                 log.warning("webhook delivery given up; endpoint paused until replayed", metadata: fields)
             }
             await log.attempt("cannot record a failed webhook delivery") {
-                try await chat.webhookFailed(delivery, lane: batch.lane, holder: holder, error: problem,
+                try await chat.webhooks.failed(delivery, lane: batch.lane, holder: holder, error: problem,
                                              after: retry ? configuration.backoff(attempt: delivery.item.attempts) : nil)
             }
             return
@@ -218,7 +218,7 @@ package final class WebhookService: Sendable {
     /// sooner (committed changes wake it sooner): true when one was due.
     private func waitForDue() async -> Bool {
         var wait = Duration.seconds(1)
-        if let next = await log.attempt("cannot read when the next webhook delivery is due", { try await chat.nextWebhookDue() }) ?? nil {
+        if let next = await log.attempt("cannot read when the next webhook delivery is due", { try await chat.webhooks.nextDue() }) ?? nil {
             let seconds = next.timeIntervalSinceNow
             if seconds <= 0 { return true }
             wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))

@@ -94,7 +94,7 @@ struct AccessRulesTests {
         let channel = try await chat.createConversation(owner, CreateConversationRequest(kind: .public, title: "Town square")).0.id
         _ = try await chat.createConversation(owner, CreateConversationRequest(kind: .public, title: "Town hall"))
         _ = try await chat.join(bob, id: channel)
-        _ = try await chat.ban(owner, conversation: channel, BanRequest(userID: bob.userID, until: harness.clock.now.addingTimeInterval(600)))
+        _ = try await chat.moderation.ban(owner, conversation: channel, BanRequest(userID: bob.userID, until: harness.clock.now.addingTimeInterval(600)))
         let photo = try await harness.upload(owner, kind: .photo)
         _ = try await chat.send(owner, to: channel, SendMessageRequest(clientID: "p1", content: .photo(Attachment(attachmentID: photo.id,
                                                                                                                   caption: "after the ban"))))
@@ -126,7 +126,7 @@ struct AccessRulesTests {
         let before = try await harness.upload(owner, kind: .photo)
         _ = try await chat.send(owner, to: channel, SendMessageRequest(clientID: "b", content: .photo(Attachment(attachmentID: before.id))))
         #expect(try await chat.attachment(bob, id: before.id).info.id == before.id)
-        _ = try await chat.ban(owner, conversation: channel, BanRequest(userID: bob.userID, until: harness.clock.now.addingTimeInterval(600)))
+        _ = try await chat.moderation.ban(owner, conversation: channel, BanRequest(userID: bob.userID, until: harness.clock.now.addingTimeInterval(600)))
         let after = try await harness.upload(owner, kind: .photo)
         _ = try await chat.send(owner, to: channel, SendMessageRequest(clientID: "a", content: .photo(Attachment(attachmentID: after.id))))
         for id in [before.id, after.id] {
@@ -149,7 +149,7 @@ struct AccessRulesTests {
         let ana = try await harness.register("ana").caller
         let bob = try await harness.register("bob").caller
         let direct = try await chat.createConversation(bob, CreateConversationRequest(kind: .direct, members: ["ana"])).0.id
-        try await chat.block(ana, user: bob.userID)
+        try await chat.moderation.block(ana, user: bob.userID)
         let photo = try await harness.upload(bob, kind: .photo)
         _ = try await chat.send(bob, to: direct, SendMessageRequest(clientID: "s", content: .photo(Attachment(attachmentID: photo.id))))
         #expect(await code { _ = try await chat.attachment(ana, id: photo.id) } == "attachment_not_found")

@@ -53,10 +53,10 @@ struct EventGoldenTests {
         _ = try await chat.addMembers(ana, id: room, AddMembersRequest(usernames: ["carol"]))
         _ = try await chat.updateMember(ana, id: room, user: carol.userID, UpdateMemberRequest(role: .admin))
         _ = try await chat.updateMember(ana, id: room, user: carol.userID, UpdateMemberRequest(role: .member))
-        _ = try await chat.muteMember(ana, conversation: room, user: carol.userID, MuteMemberRequest(until: harness.clock.now.addingTimeInterval(60)))
-        _ = try await chat.unmuteMember(ana, conversation: room, user: carol.userID)
-        _ = try await chat.ban(ana, conversation: room, BanRequest(userID: carol.userID, until: harness.clock.now.addingTimeInterval(60), reason: "spam"))
-        try await chat.unban(ana, conversation: room, user: carol.userID)
+        _ = try await chat.moderation.muteMember(ana, conversation: room, user: carol.userID, MuteMemberRequest(until: harness.clock.now.addingTimeInterval(60)))
+        _ = try await chat.moderation.unmuteMember(ana, conversation: room, user: carol.userID)
+        _ = try await chat.moderation.ban(ana, conversation: room, BanRequest(userID: carol.userID, until: harness.clock.now.addingTimeInterval(60), reason: "spam"))
+        try await chat.moderation.unban(ana, conversation: room, user: carol.userID)
         let reply = try await chat.send(bob, to: room, SendMessageRequest(clientID: "g2", content: .text("in a thread"), threadID: first.id)).0
         _ = try await chat.delete(bob, conversation: room, messages: [reply.id])
         _ = try await chat.setNotifications(bob, conversation: room, NotificationsRequest(level: .mentions))
@@ -80,9 +80,9 @@ struct EventGoldenTests {
         }
         try await read()
         _ = try await chat.updateConversation(ana, id: room, UpdateConversationRequest(retentionDays: -1))
-        _ = try await chat.setRetention(server, RetentionPolicy(days: 1))
+        _ = try await chat.retention.setPolicy(server, RetentionPolicy(days: 1))
         harness.clock.advance(by: 2 * 86_400)
-        _ = try await chat.sweepRetention()
+        _ = try await chat.retention.sweep()
         try await read()
         return seen.values.sorted { $0.position < $1.position }
     }

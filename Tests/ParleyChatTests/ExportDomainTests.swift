@@ -42,7 +42,7 @@ struct ExportDomainTests {
         _ = try await chat.send(bob, to: room, SendMessageRequest(clientID: "b", content: .text("not hers")))
         let photo = try await harness.upload(alice, kind: .photo)
         let sink = Lines()
-        try await chat.exportUser(alice, into: sink)
+        try await chat.exports.user(alice, into: sink)
         let lines = sink.objects
         #expect(type(lines.first ?? [:]) == "account" && lines.first?["username"] == .string("alice"))
         #expect(lines.filter { type($0) == "conversation" }.count == 1)
@@ -54,8 +54,8 @@ struct ExportDomainTests {
         #expect(sink.writes > 3, "written a page at a time")
 
         let whole = Lines()
-        await #expect(throws: ChatError.self) { try await chat.exportConversation(bob, conversation: room, into: whole) }
-        try await chat.exportConversation(alice, conversation: room, into: whole)
+        await #expect(throws: ChatError.self) { try await chat.exports.conversation(bob, conversation: room, into: whole) }
+        try await chat.exports.conversation(alice, conversation: room, into: whole)
         let conversationLines = whole.objects
         #expect(conversationLines.filter { type($0) == "member" }.count == 2)
         #expect(conversationLines.filter { type($0) == "message" }.count == total + 1)

@@ -18,7 +18,7 @@ struct RetentionDomainTests {
         let room = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "kept 1 day")).0.id
         let keeper = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "forever")).0.id
         _ = try await chat.updateConversation(alice, id: keeper, UpdateConversationRequest(retentionDays: 0))
-        #expect(try await chat.setRetention(server, RetentionPolicy(days: 1)).days == 1)
+        #expect(try await chat.retention.setPolicy(server, RetentionPolicy(days: 1)).days == 1)
         #expect(try await chat.conversation(bob, id: room).retentionDays == 1)
         #expect(try await chat.conversation(bob, id: keeper).retentionDays == nil)
 
@@ -35,7 +35,7 @@ struct RetentionDomainTests {
         let fresh = try await chat.send(bob, to: room, SendMessageRequest(clientID: "f", content: .text("xylophone fresh"))).0
         let before = try await chat.feed(bob, afterPosition: 0, limit: 200).records.last?.position ?? 0
 
-        let sweep = try await chat.sweepRetention()
+        let sweep = try await chat.retention.sweep()
         #expect(sweep.messages == old.count + 1 && sweep.conversations == 1)
         let page = try await chat.history(bob, id: room, HistoryQuery()).page()
         #expect(page.messages.map(\.id) == [fresh.id] && !page.hasOlder)
@@ -52,6 +52,6 @@ struct RetentionDomainTests {
         #expect(expired.map(\.count) == [Chat.retentionBatch, 4] && expired.last?.throughSeq == withPhoto.seq)
         #expect(expired.allSatisfy { $0.seq != nil })
         // A second sweep finds nothing.
-        #expect(try await chat.sweepRetention().messages == 0)
+        #expect(try await chat.retention.sweep().messages == 0)
     }
 }

@@ -29,27 +29,27 @@ struct WebhookDomainTests {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let hook = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [WebhookEventType(.messageCreated)]))
+        let hook = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [WebhookEventType(.messageCreated)]))
         let conversation = try await group(chat, server, ["ann", "ben"])
         var sent: [String] = []
         for index in 0..<5 { sent.append(try await send(chat, server, conversation, from: "ann", "m\(index)").id.rawValue) }
-        let batches = try await chat.claimWebhooks(holder: "a", lanes: 4, perLane: 3, lease: .seconds(60))
+        let batches = try await chat.webhooks.claim(holder: "a", lanes: 4, perLane: 3, lease: .seconds(60))
         #expect(batches.count == 1 && batches[0].endpointID == hook.id)
         #expect(batches[0].deliveries.count == 3)
-        #expect(try await chat.claimWebhooks(holder: "b", lanes: 4, perLane: 3, lease: .seconds(60)).isEmpty, "one worker per lane")
+        #expect(try await chat.webhooks.claim(holder: "b", lanes: 4, perLane: 3, lease: .seconds(60)).isEmpty, "one worker per lane")
         // The head fails: it is retried later, and nothing behind it goes out meanwhile.
         let head = batches[0].deliveries[0]
-        try await chat.webhookFailed(head, lane: batches[0].lane, holder: "a", error: "HTTP 500", after: .seconds(5))
-        #expect(try await chat.claimWebhooks(holder: "b", lanes: 4, perLane: 10, lease: .seconds(60)).isEmpty)
-        #expect(try await chat.nextWebhookDue() == harness.clock.now.addingTimeInterval(5))
-        var state = try await chat.webhook(server, id: hook.id)
+        try await chat.webhooks.failed(head, lane: batches[0].lane, holder: "a", error: "HTTP 500", after: .seconds(5))
+        #expect(try await chat.webhooks.claim(holder: "b", lanes: 4, perLane: 10, lease: .seconds(60)).isEmpty)
+        #expect(try await chat.webhooks.nextDue() == harness.clock.now.addingTimeInterval(5))
+        var state = try await chat.webhooks.endpoint(server, id: hook.id)
         #expect(state.failingSince != nil && state.lastError == "HTTP 500" && state.pending == 5)
         harness.clock.advance(by: 5)
-        let again = try await chat.claimWebhooks(holder: "b", lanes: 4, perLane: 10, lease: .seconds(60))
+        let again = try await chat.webhooks.claim(holder: "b", lanes: 4, perLane: 10, lease: .seconds(60))
         #expect(again.first?.deliveries.first?.id == head.id, "the same delivery, the same id")
         #expect(again.first?.deliveries.first?.item.attempts == 1 && again.first?.deliveries.count == 5)
-        try await chat.webhooksDelivered(again[0].deliveries, lane: again[0].lane, holder: "b")
-        state = try await chat.webhook(server, id: hook.id)
+        try await chat.webhooks.delivered(again[0].deliveries, lane: again[0].lane, holder: "b")
+        state = try await chat.webhooks.endpoint(server, id: hook.id)
         #expect(state.pending == 0 && state.failingSince == nil)
         let order = again[0].deliveries.compactMap { delivery -> String? in
             guard case .object(let event)? = try? JSONValue.decode(String(decoding: delivery.data, as: UTF8.self)),
@@ -63,21 +63,21 @@ struct WebhookDomainTests {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let hook = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [WebhookEventType(.messageCreated), .userCreated]))
+        let hook = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [WebhookEventType(.messageCreated), .userCreated]))
         let conversation = try await group(chat, server, ["cat", "dan"])
         _ = try await send(chat, server, conversation, from: "cat", "one")
-        let batch = try #require(try await chat.claimWebhooks(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).first)
+        let batch = try #require(try await chat.webhooks.claim(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).first)
         #expect(batch.deliveries.map(\.type) == ["user.created", "user.created", "message.created"])
-        try await chat.webhookFailed(batch.deliveries[0], lane: batch.lane, holder: "a", error: "timeout", after: nil)
-        let paused = try await chat.webhook(server, id: hook.id)
+        try await chat.webhooks.failed(batch.deliveries[0], lane: batch.lane, holder: "a", error: "timeout", after: nil)
+        let paused = try await chat.webhooks.endpoint(server, id: hook.id)
         #expect(paused.pausedAt != nil && paused.failed == 1 && paused.pending == 2)
-        #expect(try await chat.claimWebhooks(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).isEmpty, "a paused endpoint is not tried")
-        #expect(try await chat.nextWebhookDue() == nil)
-        let failed = try await chat.webhookDeliveries(server, id: hook.id, failed: true, after: nil, limit: nil)
+        #expect(try await chat.webhooks.claim(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).isEmpty, "a paused endpoint is not tried")
+        #expect(try await chat.webhooks.nextDue() == nil)
+        let failed = try await chat.webhooks.deliveries(server, id: hook.id, failed: true, after: nil, limit: nil)
         #expect(failed.deliveries.map(\.id) == [batch.deliveries[0].id])
-        #expect(try await chat.replayWebhookDeliveries(server, id: hook.id, delivery: failed.deliveries[0].id).replayed == 1)
-        _ = try await chat.updateWebhook(server, id: hook.id, UpdateWebhookRequest(paused: false))
-        let resumed = try #require(try await chat.claimWebhooks(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).first)
+        #expect(try await chat.webhooks.replay(server, id: hook.id, delivery: failed.deliveries[0].id).replayed == 1)
+        _ = try await chat.webhooks.update(server, id: hook.id, UpdateWebhookRequest(paused: false))
+        let resumed = try #require(try await chat.webhooks.claim(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).first)
         #expect(resumed.deliveries.map(\.id) == batch.deliveries.map(\.id), "the replayed one first, then the rest, in order")
         #expect(resumed.deliveries[0].item.attempts == 0)
     }
@@ -87,14 +87,14 @@ struct WebhookDomainTests {
         defer { harness.tearDown() }
         let chat = harness.chat
         let other = try await chat.authenticateApp(secret: try await chat.createApp(name: "other").secret ?? "")
-        let mine = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/a", events: [WebhookEventType(.messageEdited)]))
-        _ = try await chat.createWebhook(other, CreateWebhookRequest(url: "http://127.0.0.1:9/b", events: [WebhookEventType(.messageCreated), .userCreated]))
+        let mine = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/a", events: [WebhookEventType(.messageEdited)]))
+        _ = try await chat.webhooks.create(other, CreateWebhookRequest(url: "http://127.0.0.1:9/b", events: [WebhookEventType(.messageCreated), .userCreated]))
         let conversation = try await group(chat, server, ["eve", "fay"])
         _ = try await send(chat, server, conversation, from: "eve", "hello")
         let rows = try await harness.store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM outbox WHERE kind = 'webhook'") }
         #expect(rows == 0, "no endpoint of this app hears message.created; the other app's hears nothing of this one")
-        await #expect(throws: ChatError.webhookNotFound) { try await chat.webhook(other, id: mine.id) }
-        await #expect(throws: ChatError.webhookNotFound) { try await chat.replayWebhookDeliveries(other, id: mine.id, delivery: nil) }
+        await #expect(throws: ChatError.webhookNotFound) { try await chat.webhooks.endpoint(other, id: mine.id) }
+        await #expect(throws: ChatError.webhookNotFound) { try await chat.webhooks.replay(other, id: mine.id, delivery: nil) }
     }
 
     @Test(.enabled(if: TestEngine.isPostgres, "two nodes need PostgreSQL (SQLite has one)"))
@@ -104,7 +104,7 @@ struct WebhookDomainTests {
         let other = try #require(try harness.anotherNode())
         defer { other.store.close() }
         let chat = harness.chat
-        for index in 0..<6 { _ = try await chat.createWebhook(server, CreateWebhookRequest(url: "http://127.0.0.1:9/\(index)", events: [.userCreated])) }
+        for index in 0..<6 { _ = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/\(index)", events: [.userCreated])) }
         for index in 0..<20 { _ = try await chat.upsertUser(server, UpsertUserRequest(username: "user\(index)")) }
         let nodes = [("a", chat), ("b", other.chat)]
         let delivered = try await withThrowingTaskGroup(of: [(Int64, String)].self) { group in
@@ -114,12 +114,12 @@ struct WebhookDomainTests {
                         var mine: [(Int64, String)] = []
                         var idle = 0
                         while idle < 3 {
-                            let batches = try await node.claimWebhooks(holder: "\(name)/\(worker)", lanes: 1, perLane: 4, lease: .seconds(60))
+                            let batches = try await node.webhooks.claim(holder: "\(name)/\(worker)", lanes: 1, perLane: 4, lease: .seconds(60))
                             if batches.isEmpty { idle += 1; try await Task.sleep(for: .milliseconds(5)); continue }
                             idle = 0
                             for batch in batches {
                                 mine += batch.deliveries.map { (batch.lane, $0.id) }
-                                try await node.webhooksDelivered(batch.deliveries, lane: batch.lane, holder: "\(name)/\(worker)")
+                                try await node.webhooks.delivered(batch.deliveries, lane: batch.lane, holder: "\(name)/\(worker)")
                             }
                         }
                         return mine
