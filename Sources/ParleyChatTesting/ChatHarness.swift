@@ -167,7 +167,7 @@ package final class ChatHarness: Sendable {
         let upload = NewAttachment(kind: kind, mimeType: mimeType ?? defaultType ?? "application/octet-stream", sizeBytes: sizeBytes,
                                    name: name, width: width ?? (kind == .photo ? 800 : nil), height: height ?? (kind == .photo ? 600 : nil),
                                    blob: blob, thumbnail: thumbnail)
-        return try await chat.recordUpload(caller, upload, policy: policy).0
+        return try await chat.attachments.record(caller, upload, policy: policy).0
     }
 
     /// Closes the store and removes the directory.

@@ -289,7 +289,7 @@ package final class MediaService: Sendable {
     /// length) is claimed for the request's duration, and its kept bytes' fate is decided once.
     private func storeUpload(_ caller: Caller, _ request: Request) async throws -> (MediaInfo, created: Bool) {
         var upload = try uploadRequest(request)
-        if let clientID = upload.clientID, let existing = try await chat.existingUpload(caller, clientID: clientID) {
+        if let clientID = upload.clientID, let existing = try await chat.attachments.existingUpload(caller, clientID: clientID) {
             return (existing, false)
         }
         let staged = StagedFiles()
@@ -321,7 +321,7 @@ package final class MediaService: Sendable {
         }
         defer { releaseUploadSlot(caller.userKey) }
         // The request this one took over from may have finished it.
-        if let existing = try await chat.existingUpload(caller, clientID: clientID) { return (existing, false) }
+        if let existing = try await chat.attachments.existingUpload(caller, clientID: clientID) { return (existing, false) }
         let file: StagingFile
         var kept: Resumed?
         if let resume = upload.resume {
@@ -482,7 +482,7 @@ package final class MediaService: Sendable {
                 }
                 return result
             } catch {
-                try? await self.chat.markGarbage(stored.map(\.0.hex))
+                try? await self.chat.attachments.markGarbage(stored.map(\.0.hex))
                 throw error
             }
         }
@@ -494,7 +494,7 @@ package final class MediaService: Sendable {
         let deadline = ContinuousClock.now + .seconds(5)
         while true {
             do {
-                return try await chat.recordUpload(caller, record, policy: policy)
+                return try await chat.attachments.record(caller, record, policy: policy)
             } catch let error as ChatError where error == ChatError.fileBeingCollected && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
             }
@@ -508,7 +508,7 @@ package final class MediaService: Sendable {
         guard others.count < configuration.unfinishedUploadsPerUser else {
             throw ChatError.tooManyUnfinishedUploads(limit: configuration.unfinishedUploadsPerUser)
         }
-        let used = try await chat.mediaUsage(caller)
+        let used = try await chat.attachments.usage(caller)
         let pending = others.reduce(Int64(0)) { $0 + $1.record.totalBytes }
         guard used + pending + total <= configuration.quotaBytes else {
             throw ChatError.quotaExceeded(usedBytes: used + pending, quotaBytes: configuration.quotaBytes)
@@ -547,7 +547,7 @@ package final class MediaService: Sendable {
         let key = PartialKey(user: caller.userKey, clientID: clientID)
         _ = try await claim(key, takeOver: true)
         defer { unclaim(key) }
-        if let info = try await chat.existingUpload(caller, clientID: clientID) {
+        if let info = try await chat.attachments.existingUpload(caller, clientID: clientID) {
             return UploadStatus(clientId: clientID, state: .complete, receivedBytes: info.sizeBytes, totalBytes: info.sizeBytes, attachment: info)
         }
         guard let entry = partials.entry(user: caller.userKey, clientID: clientID) else { throw ChatError.uploadNotFound }
@@ -584,7 +584,7 @@ package final class MediaService: Sendable {
         let deadline = ContinuousClock.now + Self.claimLease + .seconds(2)
         var asked = false
         do {
-            while try await !chat.claimUpload(user: key.user, clientID: key.clientID, holder: holder, lease: Self.claimLease) {
+            while try await !chat.attachments.claimUpload(user: key.user, clientID: key.clientID, holder: holder, lease: Self.claimLease) {
                 guard takeOver, ContinuousClock.now < deadline else {
                     if takeOver { throw ChatError.uploadBusy }
                     unclaimHere(key)
@@ -608,7 +608,7 @@ package final class MediaService: Sendable {
                 guard !Task.isCancelled else { return }
                 // Lost (the lease ran out while the database was away, and another took it):
                 // stop writing. Unreachable: keep going; the next renewal tries again.
-                if (try? await chat.claimUpload(user: key.user, clientID: key.clientID, holder: holder, lease: lease)) == false {
+                if (try? await chat.attachments.claimUpload(user: key.user, clientID: key.clientID, holder: holder, lease: lease)) == false {
                     self?.claims.withLock { $0[key]?.interrupt }?()
                     return
                 }
@@ -661,7 +661,7 @@ package final class MediaService: Sendable {
         holder.renewal?.cancel()
         let chat = chat
         Task {
-            try? await chat.releaseUpload(user: key.user, clientID: key.clientID, holder: name)
+            try? await chat.attachments.releaseUpload(user: key.user, clientID: key.clientID, holder: name)
             unclaimHere(key)
         }
     }
@@ -708,7 +708,7 @@ package final class MediaService: Sendable {
     /// view sends none); anything else is 404. The id is unguessable, and the bytes of one id
     /// never change, so caches keep it.
     package func avatar(_ request: Request, id: String) async throws -> Response {
-        let attachment = try await chat.avatar(id)
+        let attachment = try await chat.attachments.avatar(id)
         guard let thumbnail = attachment.thumbnailBlob else { throw ChatError.thumbnailNotFound }
         let etag = "\"\(thumbnail)\""
         var headers = HTTPHeaders()
@@ -735,9 +735,9 @@ package final class MediaService: Sendable {
         let signed = query["signature"] != nil || query["expires"] != nil
         if signed {
             try await verifySignature(id: id, variant: variant, expires: query["expires"], signature: query["signature"])
-            attachment = try await chat.attachment(signedID: id)
+            attachment = try await chat.attachments.attachment(signedID: id)
         } else {
-            attachment = try await chat.attachment(try await caller(request), id: id)
+            attachment = try await chat.attachments.attachment(try await caller(request), id: id)
         }
         let blob: String, mimeType: String
         switch variant {
@@ -802,7 +802,7 @@ package final class MediaService: Sendable {
 
     /// A short-lived URL for an attachment the caller may download.
     package func signedURL(_ caller: Caller, id: String, variant: MediaVariant) async throws -> SignedMediaURL {
-        let attachment = try await chat.attachment(caller, id: id)
+        let attachment = try await chat.attachments.attachment(caller, id: id)
         if variant == .thumbnail, attachment.thumbnailBlob == nil {
             throw ChatError.thumbnailNotFound
         }
@@ -818,7 +818,7 @@ package final class MediaService: Sendable {
         if let cached = signingKey.withLock({ $0 }) {
             key = cached
         } else {
-            key = try await chat.mediaSigningKey()
+            key = try await chat.attachments.signingKey()
             signingKey.withLock { $0 = key }
         }
         let message = Array("parley-media-v1\n\(id)\n\(variant.rawValue)\n\(expires)".utf8)
@@ -852,11 +852,11 @@ package final class MediaService: Sendable {
         }
         while true {
             let count: Int = try await gate.run {
-                let garbage = try await self.chat.collectMedia(policy: self.policy)
+                let garbage = try await self.chat.attachments.collect(policy: self.policy)
                 guard !garbage.isEmpty else { return 0 }
                 let blobs = self.blobs
                 try await self.offLoop { for hex in garbage { if let key = BlobKey(hex: hex) { try blobs.delete(key) } } }
-                try await self.chat.forgetGarbage(garbage)
+                try await self.chat.attachments.forgetGarbage(garbage)
                 self.metrics.withLock { $0.blobsRemoved += garbage.count }
                 return garbage.count
             }

@@ -149,7 +149,7 @@ package final class PushService: Sendable {
             let rows = await log.attempt("cannot claim messages to push") {
                 try await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 100, lease: .seconds(60))
             } ?? []
-            let made = rows.isEmpty ? 0 : await log.attempt("cannot expand messages into pushes") { try await chat.expandPush(rows, holder: holder) } ?? 0
+            let made = rows.isEmpty ? 0 : await log.attempt("cannot expand messages into pushes") { try await chat.notifications.expand(rows, holder: holder) } ?? 0
             if made > 0 { wake.signal() }
             if rows.isEmpty { await wake.wait(upTo: .milliseconds(50)) }
         }
@@ -271,7 +271,7 @@ package final class PushService: Sendable {
         case .sent:
             count(provider) { $0.sent += 1 }
         case .removeDevice:
-            await log.attempt("cannot remove a dead device") { try await chat.removeDeadDevice(id: notice.deviceID) }
+            await log.attempt("cannot remove a dead device") { try await chat.notifications.removeDeadDevice(id: notice.deviceID) }
             log.info("device removed: the provider said its token is dead", metadata: ["provider": .string(provider), "device.id": .string(notice.deviceID)])
             count(provider) { $0.devicesRemoved += 1 }
         case .retry(let why) where row.attempts + 1 < configuration.maxAttempts:

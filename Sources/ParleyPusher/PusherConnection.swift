@@ -222,7 +222,7 @@ final class PusherConnection: @unchecked Sendable {
             let limit = context.configuration.historyPerChannel
             Task { [self] in
                 do {
-                    let history = try await chat.channelHistory(app: appRef, channel: channel, after: resumeFrom, limit: limit)
+                    let history = try await chat.channels.history(app: appRef, channel: channel, after: resumeFrom, limit: limit)
                     onLoop { connection in connection.replay(channel, history: history, requested: resumeFrom) }
                 } catch {
                     onLoop { connection in
@@ -290,7 +290,7 @@ final class PusherConnection: @unchecked Sendable {
         guard bucket.take(now: .now) == nil else {
             return reject("at most \(context.configuration.clientEventsPerSecond) client events per second")
         }
-        context.chat.publishUnstored(ChannelEvent(app: app.app.id, channel: channel, name: frame.event, dataJSON: dataJSON, position: nil,
+        context.chat.channels.publishUnstored(ChannelEvent(app: app.app.id, channel: channel, name: frame.event, dataJSON: dataJSON, position: nil,
                                                   seq: nil, userID: presenceUser[channel], excludedSocket: socketID,
                                                   createdAt: Int64(Date().timeIntervalSince1970 * 1000)))
         context.hub.clientEvent(app: app.app.id, channel: channel, event: frame.event, dataJSON: dataJSON, socketID: socketID,

@@ -63,7 +63,7 @@ package final class PusherService: Sendable {
                 refusal = (PusherProtocol.Code.noProtocol, "no protocol version: connect with ?protocol=7")
             } else if let version, !PusherProtocol.versions.contains(version) {
                 refusal = (PusherProtocol.Code.unsupportedProtocol, "protocol \(version) is not supported: use 5, 6 or 7")
-            } else if let app = try? await context.chat.channelApp(key: key) {
+            } else if let app = try? await context.chat.channels.app(key: key) {
                 found = app
                 refusal = nil
             } else {
@@ -121,7 +121,7 @@ package final class PusherService: Sendable {
                 let triggers = try channels.map { try validated(trigger, channel: $0) }
                 // Everything is checked before anything is stored: a bad `info` changes nothing.
                 _ = try Self.attributes(trigger.info, allowed: Self.infoAttributes)
-                try await context.chat.trigger(triggers, app: app.app, keep: context.configuration.historyPerChannel)
+                try await context.chat.channels.trigger(triggers, app: app.app, keep: context.configuration.historyPerChannel)
                 guard let info = trigger.info else { return .object([:]) }
                 return .object(["channels": .object(try await channelInfo(app: app.app.id, channels: channels, info: info))])
             }
@@ -138,7 +138,7 @@ package final class PusherService: Sendable {
                     _ = try Self.attributes(event.info, allowed: Self.infoAttributes)
                     return try validated(event, channel: channel)
                 }
-                try await context.chat.trigger(triggers, app: app.app, keep: context.configuration.historyPerChannel)
+                try await context.chat.channels.trigger(triggers, app: app.app, keep: context.configuration.historyPerChannel)
                 guard batch.contains(where: { $0.info != nil }) else { return .object([:]) }
                 var answers: [JSONValue] = []
                 for event in batch {
@@ -223,7 +223,7 @@ package final class PusherService: Sendable {
                     guard let value = Int(text), (1...1_000).contains(value) else { throw ChatError.invalid("limit must be 1–1000") }
                     return value
                 } ?? 100
-                let history = try await context.chat.channelHistory(app: app.app, channel: name, after: after, limit: limit)
+                let history = try await context.chat.channels.history(app: app.app, channel: name, after: after, limit: limit)
                 return .object([
                     "events": .array(history.events.map { event in
                         .object(["channel": .string(event.channel), "event": .string(event.name),
@@ -242,7 +242,7 @@ package final class PusherService: Sendable {
                 let user = request.parameters["userId"]?.removingPercentEncoding ?? ""
                 guard (1...128).contains(user.utf8.count) else { throw ChatError.invalid("a user id is 1–128 bytes") }
                 // Through the bus: the user's sockets may be on any node.
-                context.chat.terminateChannelUser(app: app.app, userID: user)
+                context.chat.channels.terminate(app: app.app, userID: user)
                 return .object([:])
             }
         }
@@ -295,11 +295,11 @@ package final class PusherService: Sendable {
         let found: ChannelApp?
         if let id = request.parameters["appId"] {
             guard let pusherID = Int64(id) else { throw ChatError.appNotFound }
-            found = try await context.chat.channelApp(pusherID: pusherID)
+            found = try await context.chat.channels.app(pusherID: pusherID)
         } else {
             // The `pusher` Python library's terminate_connections path has no app id: the signed key names the app.
             guard let key = request.queryItems["auth_key"] else { throw ChatError.appNotFound }
-            found = try await context.chat.channelApp(key: key)
+            found = try await context.chat.channels.app(key: key)
         }
         guard let app = found else { throw ChatError.appNotFound }
         guard let secret = app.secret else {

@@ -44,12 +44,12 @@ enum ChatRoutes {
 
         // Devices for push (docs/push.md)
         api.user(&router, .POST, "/v1/devices", status: .created) { request, caller in
-            return try await chat.registerDevice(caller, try await request.decode(RegisterDeviceRequest.self))
+            return try await chat.notifications.register(caller, try await request.decode(RegisterDeviceRequest.self))
         }
-        api.user(&router, .GET, "/v1/devices") { request, caller in try await chat.listDevices(caller) }
-        api.userEmpty(&router, .DELETE, "/v1/devices/current") { request, caller in try await chat.removeSessionDevices(caller) }
+        api.user(&router, .GET, "/v1/devices") { request, caller in try await chat.notifications.devices(caller) }
+        api.userEmpty(&router, .DELETE, "/v1/devices/current") { request, caller in try await chat.notifications.removeSessionDevices(caller) }
         api.userEmpty(&router, .DELETE, "/v1/devices/:deviceId") { request, caller in
-            try await chat.removeDevice(caller, id: try request.parameter("deviceId"))
+            try await chat.notifications.removeDevice(caller, id: try request.parameter("deviceId"))
         }
 
         // Directory
@@ -104,11 +104,11 @@ enum ChatRoutes {
         }
 
         api.user(&router, .PUT, "/v1/conversations/:conversationId/mute") { request, caller in
-            return try await chat.mute(caller, conversation: try request.conversationID(), try await request.decode(MuteRequest.self))
+            return try await chat.notifications.mute(caller, conversation: try request.conversationID(), try await request.decode(MuteRequest.self))
         }
-        api.userEmpty(&router, .DELETE, "/v1/conversations/:conversationId/mute") { request, caller in try await chat.unmute(caller, conversation: try request.conversationID()) }
+        api.userEmpty(&router, .DELETE, "/v1/conversations/:conversationId/mute") { request, caller in try await chat.notifications.unmute(caller, conversation: try request.conversationID()) }
         api.user(&router, .PUT, "/v1/conversations/:conversationId/notifications") { request, caller in
-            return try await chat.setNotifications(caller, conversation: try request.conversationID(),
+            return try await chat.notifications.setLevel(caller, conversation: try request.conversationID(),
                                                    try await request.decode(NotificationsRequest.self))
         }
 
@@ -149,25 +149,25 @@ enum ChatRoutes {
         // Reactions, pins and mentions (docs/api.md)
         api.userCreatedOrFound(&router, .POST, "/v1/conversations/:conversationId/messages/:messageId/reactions") { request, caller in
             let emoji = try await request.decode(ReactionRequest.self).emoji
-            let (message, changed) = try await chat.react(caller, conversation: try request.conversationID(), message: try request.messageID(), emoji: emoji)
+            let (message, changed) = try await chat.annotations.react(caller, conversation: try request.conversationID(), message: try request.messageID(), emoji: emoji)
             return (message, changed)
         }
         api.user(&router, .DELETE, "/v1/conversations/:conversationId/messages/:messageId/reactions/:emoji") { request, caller in
-            return try await chat.unreact(caller, conversation: try request.conversationID(), message: try request.messageID(),
+            return try await chat.annotations.unreact(caller, conversation: try request.conversationID(), message: try request.messageID(),
                                           emoji: try request.parameter("emoji")).0
         }
         api.user(&router, .GET, "/v1/conversations/:conversationId/messages/:messageId/reactions") { request, caller in
-            return try await chat.reactions(caller, conversation: try request.conversationID(), message: try request.messageID(),
+            return try await chat.annotations.reactions(caller, conversation: try request.conversationID(), message: try request.messageID(),
                                             emoji: request.queryItems["emoji"], limit: try api.integer(request, "limit"),
                                             offset: try api.integer(request, "offset"))
         }
         api.user(&router, .PUT, "/v1/conversations/:conversationId/messages/:messageId/pin") { request, caller in
-            try await chat.pin(caller, conversation: try request.conversationID(), message: try request.messageID()).0
+            try await chat.annotations.pin(caller, conversation: try request.conversationID(), message: try request.messageID()).0
         }
         api.user(&router, .DELETE, "/v1/conversations/:conversationId/messages/:messageId/pin") { request, caller in
-            try await chat.unpin(caller, conversation: try request.conversationID(), message: try request.messageID()).0
+            try await chat.annotations.unpin(caller, conversation: try request.conversationID(), message: try request.messageID()).0
         }
-        api.user(&router, .GET, "/v1/conversations/:conversationId/pins") { request, caller in try await chat.pins(caller, conversation: try request.conversationID()) }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/pins") { request, caller in try await chat.annotations.pins(caller, conversation: try request.conversationID()) }
         // Moderation (docs/api.md, "Moderation")
         api.user(&router, .POST, "/v1/conversations/:conversationId/bans", status: .created) { request, caller in
             return try await chat.moderation.ban(caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))
@@ -205,15 +205,15 @@ enum ChatRoutes {
 
         // Photos (docs/api.md, "Photos")
         api.user(&router, .PUT, "/v1/me/photo") { request, caller in
-            return try await chat.setProfilePhoto(caller, attachment: try await request.decode(PhotoRequest.self).attachmentID)
+            return try await chat.attachments.setProfilePhoto(caller, attachment: try await request.decode(PhotoRequest.self).attachmentID)
         }
-        api.user(&router, .DELETE, "/v1/me/photo") { request, caller in try await chat.setProfilePhoto(caller, attachment: nil) }
+        api.user(&router, .DELETE, "/v1/me/photo") { request, caller in try await chat.attachments.setProfilePhoto(caller, attachment: nil) }
         api.user(&router, .PUT, "/v1/conversations/:conversationId/photo") { request, caller in
-            return try await chat.setConversationPhoto(caller, conversation: try request.conversationID(),
+            return try await chat.attachments.setConversationPhoto(caller, conversation: try request.conversationID(),
                                                        attachment: try await request.decode(PhotoRequest.self).attachmentID)
         }
         api.user(&router, .DELETE, "/v1/conversations/:conversationId/photo") { request, caller in
-            try await chat.setConversationPhoto(caller, conversation: try request.conversationID(), attachment: nil)
+            try await chat.attachments.setConversationPhoto(caller, conversation: try request.conversationID(), attachment: nil)
         }
 
         // Export (docs/api.md, "Export")
@@ -230,22 +230,22 @@ enum ChatRoutes {
                 guard let date = WireCoding.parseDate(text) else { throw ChatError.invalid("before must be a time like 2026-12-02T12:00:00.000Z") }
                 return date
             }
-            return try await chat.threads(caller, conversation: try request.conversationID(), before: before, limit: try api.integer(request, "limit"))
+            return try await chat.threads.list(caller, conversation: try request.conversationID(), before: before, limit: try api.integer(request, "limit"))
         }
         api.user(&router, .GET, "/v1/conversations/:conversationId/threads/:messageId") { request, caller in
-            try await chat.thread(caller, conversation: try request.conversationID(), root: try request.messageID())
+            try await chat.threads.thread(caller, conversation: try request.conversationID(), root: try request.messageID())
         }
         api.user(&router, .GET, "/v1/conversations/:conversationId/threads/:messageId/messages") { request, caller in
-            return try await chat.threadHistory(caller, conversation: try request.conversationID(), root: try request.messageID(),
+            return try await chat.threads.replies(caller, conversation: try request.conversationID(), root: try request.messageID(),
                                                 before: try api.integer(request, "before"), after: try api.integer(request, "after"),
                                                 limit: try api.integer(request, "limit"))
         }
         api.user(&router, .POST, "/v1/conversations/:conversationId/threads/:messageId/read") { request, caller in
-            return try await chat.markThreadRead(caller, conversation: try request.conversationID(), root: try request.messageID(),
+            return try await chat.threads.markRead(caller, conversation: try request.conversationID(), root: try request.messageID(),
                                                  seq: try await request.decode(ThreadReadRequest.self).seq)
         }
         api.user(&router, .GET, "/v1/mentions") { request, caller in
-            return try await chat.mentions(caller, before: request.queryItems["before"].map(MessageID.init(rawValue:)),
+            return try await chat.annotations.mentions(caller, before: request.queryItems["before"].map(MessageID.init(rawValue:)),
                                            limit: try api.integer(request, "limit"))
         }
         api.user(&router, .GET, "/v1/conversations/:conversationId/events") { request, caller in

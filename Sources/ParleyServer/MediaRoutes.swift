@@ -36,7 +36,7 @@ enum MediaRoutes {
             }
         }
         api.user(&router, .GET, "/v1/media/:id/info") { request, caller in
-            try await chat.attachment(caller, id: try request.parameter("id")).info
+            try await chat.attachments.attachment(caller, id: try request.parameter("id")).info
         }
         api.user(&router, .GET, "/v1/media/:id/url") { request, caller in
             let variantName = request.queryItems["variant"] ?? "original"

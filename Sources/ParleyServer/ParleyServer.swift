@@ -136,7 +136,7 @@ package final class ParleyServer: Sendable {
         if lock != nil {
             // A lone node: every claim on an unfinished upload is its earlier run's, long gone.
             do {
-                try await chat.clearUploadClaims()
+                try await chat.attachments.clearUploadClaims()
             } catch {
                 logger.warning("could not clear old upload claims", metadata: ["error": .string("\(error)")])
             }
@@ -380,9 +380,9 @@ package final class ParleyServer: Sendable {
         case .create(let name):
             return describe(try await chat.createApp(name: name), verb: "Created")
         case .rotateSecret(let app):
-            return describe(try await chat.rotateSecret(app: app, grace: configuration.secretGrace), verb: "New secret for")
+            return describe(try await chat.backend.rotateSecret(app: app, grace: configuration.secretGrace), verb: "New secret for")
         case .pushContent(let app, let idOnly):
-            try await chat.setPushContent(app: app, idOnly: idOnly)
+            try await chat.notifications.setPushContent(app: app, idOnly: idOnly)
             return idOnly ? "Pushes of app '\(app)' now carry only the message's ids (the app's extension fetches the text)."
                           : "Pushes of app '\(app)' now carry the message's text."
         }

@@ -348,8 +348,8 @@ final class RealtimeSession: @unchecked Sendable {
         case .delete(_, let conversation, let ids):
             return try encode(DeletedMessages(messages: try await chat.delete(caller, conversation: conversation, messages: ids)))
         case .react(_, let conversation, let messageID, let emoji, let adding):
-            let (message, _) = adding ? try await chat.react(caller, conversation: conversation, message: messageID, emoji: emoji)
-                                      : try await chat.unreact(caller, conversation: conversation, message: messageID, emoji: emoji)
+            let (message, _) = adding ? try await chat.annotations.react(caller, conversation: conversation, message: messageID, emoji: emoji)
+                                      : try await chat.annotations.unreact(caller, conversation: conversation, message: messageID, emoji: emoji)
             return try encode(message)
         case .markDelivered(_, let conversation, let seq):
             return try encode(try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(deliveredSeq: seq)))

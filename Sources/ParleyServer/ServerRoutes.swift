@@ -19,22 +19,22 @@ enum ServerRoutes {
         // Users
         router.post("/v1/server/users") { request in
             await server.handle(request) { app in
-                await api.respondCreatedOrFound { try await chat.upsertUser(app, try await request.decode(UpsertUserRequest.self)) }
+                await api.respondCreatedOrFound { try await chat.backend.upsertUser(app, try await request.decode(UpsertUserRequest.self)) }
             }
         }
         router.get("/v1/server/users") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    try await chat.serverUsers(app, query: request.queryItems["query"] ?? "", limit: try api.integer(request, "limit"),
+                    try await chat.backend.users(app, query: request.queryItems["query"] ?? "", limit: try api.integer(request, "limit"),
                                                offset: try api.integer(request, "offset"))
                 }
             }
         }
         router.get("/v1/server/users/:username") { request in
-            await server.handle(request) { app in await api.respond { try await chat.serverUser(app, username: try username(request)) } }
+            await server.handle(request) { app in await api.respond { try await chat.backend.user(app, username: try username(request)) } }
         }
         router.delete("/v1/server/users/:username") { request in
-            await server.handle(request) { app in await api.respondEmpty { try await chat.deleteUser(app, username: try username(request)) } }
+            await server.handle(request) { app in await api.respondEmpty { try await chat.backend.deleteUser(app, username: try username(request)) } }
         }
         router.get("/v1/server/retention") { request in
             await server.handle(request) { app in await api.respond { try await chat.retention.policy(app) } }
@@ -47,7 +47,7 @@ enum ServerRoutes {
         router.get("/v1/server/users/:username/export") { request in
             await server.handle(request) { app in
                 await api.export(name: "parley-export.ndjson") { sink in
-                    try await chat.exports.user(try await chat.actingUser(app, username: try username(request)), into: sink)
+                    try await chat.exports.user(try await chat.backend.actingUser(app, username: try username(request)), into: sink)
                 }
             }
         }
@@ -102,12 +102,12 @@ enum ServerRoutes {
         }
         router.post("/v1/server/users/:username/deactivate") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.setDeactivated(app, username: try username(request), true) }
+                await api.respond { try await chat.backend.setDeactivated(app, username: try username(request), true) }
             }
         }
         router.post("/v1/server/users/:username/reactivate") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.setDeactivated(app, username: try username(request), false) }
+                await api.respond { try await chat.backend.setDeactivated(app, username: try username(request), false) }
             }
         }
         router.post("/v1/server/users/:username/sessions") { request in
@@ -115,24 +115,24 @@ enum ServerRoutes {
                 await api.respond(status: .created) {
                     let empty = (request.headers["content-length"] ?? "0") == "0" && request.headers["transfer-encoding"] == nil
                     let body = empty ? IssueSessionRequest() : try await request.decode(IssueSessionRequest.self)
-                    return try await chat.issueSession(app, username: try username(request), body)
+                    return try await chat.backend.issueSession(app, username: try username(request), body)
                 }
             }
         }
         router.delete("/v1/server/users/:username/sessions") { request in
             await server.handle(request) { app in
-                await api.respondEmpty { _ = try await chat.signOutEverywhere(app, username: try username(request)) }
+                await api.respondEmpty { _ = try await chat.backend.signOutEverywhere(app, username: try username(request)) }
             }
         }
         router.post("/v1/server/users/:username/password") { request in
             await server.handle(request) { app in
-                await api.respond { try await chat.setPassword(app, username: try username(request), try await request.decode(SetPasswordRequest.self)) }
+                await api.respond { try await chat.backend.setPassword(app, username: try username(request), try await request.decode(SetPasswordRequest.self)) }
             }
         }
         router.get("/v1/server/users/:username/conversations") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    let user = try await chat.actingUser(app, username: try username(request))
+                    let user = try await chat.backend.actingUser(app, username: try username(request))
                     return try await chat.listConversations(user, limit: try api.integer(request, "limit"), before: request.queryItems["before"])
                 }
             }
@@ -142,7 +142,7 @@ enum ServerRoutes {
         router.post("/v1/server/conversations") { request in
             await server.handle(request) { app in
                 await api.respondCreatedOrFound {
-                    try await chat.serverCreateConversation(app, try await request.decode(ServerCreateConversationRequest.self))
+                    try await chat.backend.createConversation(app, try await request.decode(ServerCreateConversationRequest.self))
                 }
             }
         }
@@ -174,7 +174,7 @@ enum ServerRoutes {
         router.patch("/v1/server/conversations/:conversationId/members/:username") { request in
             await server.handle(request) { app in
                 await api.respond {
-                    let user = try await chat.userID(app, username: try username(request))
+                    let user = try await chat.backend.userID(app, username: try username(request))
                     return try await chat.updateMember(app.caller, id: try request.conversationID(), user: user,
                                                        try await request.decode(UpdateMemberRequest.self))
                 }
@@ -183,7 +183,7 @@ enum ServerRoutes {
         router.delete("/v1/server/conversations/:conversationId/members/:username") { request in
             await server.handle(request) { app in
                 await api.respondEmpty {
-                    let user = try await chat.userID(app, username: try username(request))
+                    let user = try await chat.backend.userID(app, username: try username(request))
                     try await chat.removeMember(app.caller, id: try request.conversationID(), user: user)
                 }
             }
@@ -207,7 +207,7 @@ enum ServerRoutes {
                 await api.respondCreatedOrFound {
                     let body = try await request.decode(ServerSendMessageRequest.self)
                     var sender = app.caller
-                    if let from = body.from { sender = try await chat.actingUser(app, username: from) }
+                    if let from = body.from { sender = try await chat.backend.actingUser(app, username: from) }
                     return try await chat.sendRecord(sender, to: try request.conversationID(), body.message)
                 }
             }
@@ -314,6 +314,6 @@ struct ServerAPI: Sendable {
         if secret.hasPrefix("pt_") {
             throw ChatError(.invalidAppSecret, "this is a user's session token: the server API takes the app secret (sk_…); user endpoints take session tokens")
         }
-        return try await chat.authenticateApp(secret: secret)
+        return try await chat.backend.authenticateApp(secret: secret)
     }
 }

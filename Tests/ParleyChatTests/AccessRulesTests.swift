@@ -80,7 +80,7 @@ struct AccessRulesTests {
         #expect(try await chat.feed(ana, afterPosition: 0, limit: 200).records.count == before, "a refusal appends no event")
         // Custom data stays theirs; the app's backend, which owns the policy, may set one.
         _ = try await chat.updateConversation(ana, id: direct.id, UpdateConversationRequest(customData: .object(["pinned": .bool(true)])))
-        let server = try await chat.authenticateApp(secret: try #require(try await chat.rotateSecret(app: "test", grace: .zero).secret))
+        let server = try await chat.backend.authenticateApp(secret: try #require(try await chat.backend.rotateSecret(app: "test", grace: .zero).secret))
         #expect(try await chat.updateConversation(server.caller, id: direct.id, UpdateConversationRequest(retentionDays: 7)).retentionDays == 7)
     }
 
@@ -125,13 +125,13 @@ struct AccessRulesTests {
         _ = try await chat.join(bob, id: channel)
         let before = try await harness.upload(owner, kind: .photo)
         _ = try await chat.send(owner, to: channel, SendMessageRequest(clientID: "b", content: .photo(Attachment(attachmentID: before.id))))
-        #expect(try await chat.attachment(bob, id: before.id).info.id == before.id)
+        #expect(try await chat.attachments.attachment(bob, id: before.id).info.id == before.id)
         _ = try await chat.moderation.ban(owner, conversation: channel, BanRequest(userID: bob.userID, until: harness.clock.now.addingTimeInterval(600)))
         let after = try await harness.upload(owner, kind: .photo)
         _ = try await chat.send(owner, to: channel, SendMessageRequest(clientID: "a", content: .photo(Attachment(attachmentID: after.id))))
         for id in [before.id, after.id] {
-            #expect(await code { _ = try await chat.attachment(bob, id: id) } == "attachment_not_found", "banned: \(id)")
-            #expect(try await chat.attachment(carol, id: id).info.id == id, "an outsider reads a public channel's files")
+            #expect(await code { _ = try await chat.attachments.attachment(bob, id: id) } == "attachment_not_found", "banned: \(id)")
+            #expect(try await chat.attachments.attachment(carol, id: id).info.id == id, "an outsider reads a public channel's files")
         }
         // Nor can he forward one he can no longer read.
         let group = try await chat.createConversation(bob, CreateConversationRequest(kind: .group, members: ["carol"], title: "g")).0.id
@@ -139,7 +139,7 @@ struct AccessRulesTests {
             _ = try await chat.send(bob, to: group, SendMessageRequest(clientID: "f", content: .photo(Attachment(attachmentID: after.id))))
         } == "attachment_not_found")
         harness.clock.advance(by: 601)
-        #expect(try await chat.attachment(bob, id: after.id).info.id == after.id, "the ban ended")
+        #expect(try await chat.attachments.attachment(bob, id: after.id).info.id == after.id, "the ban ended")
     }
 
     @Test func aShadowMessagesAttachmentIsItsAuthorsAlone() async throws {
@@ -152,7 +152,7 @@ struct AccessRulesTests {
         try await chat.moderation.block(ana, user: bob.userID)
         let photo = try await harness.upload(bob, kind: .photo)
         _ = try await chat.send(bob, to: direct, SendMessageRequest(clientID: "s", content: .photo(Attachment(attachmentID: photo.id))))
-        #expect(await code { _ = try await chat.attachment(ana, id: photo.id) } == "attachment_not_found")
-        #expect(try await chat.attachment(bob, id: photo.id).info.id == photo.id)
+        #expect(await code { _ = try await chat.attachments.attachment(ana, id: photo.id) } == "attachment_not_found")
+        #expect(try await chat.attachments.attachment(bob, id: photo.id).info.id == photo.id)
     }
 }

@@ -39,11 +39,11 @@ struct AnnotationDomainTests {
         let before = try await chat.conversation(bob, id: room)
         let position = try await chat.feed(bob, afterPosition: 0, limit: 200).records.last?.position ?? 0
 
-        #expect(try await chat.react(bob, conversation: room, message: message.id, emoji: "👍").changed)
-        #expect(try await chat.react(bob, conversation: room, message: message.id, emoji: "👍\u{FE0F}").changed == false,
+        #expect(try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "👍").changed)
+        #expect(try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "👍\u{FE0F}").changed == false,
                 "the same emoji with a variation selector is the same reaction, and a repeat changes nothing")
-        _ = try await chat.react(carol, conversation: room, message: message.id, emoji: "👍")
-        let (mine, _) = try await chat.react(bob, conversation: room, message: message.id, emoji: "👨‍👩‍👧")
+        _ = try await chat.annotations.react(carol, conversation: room, message: message.id, emoji: "👍")
+        let (mine, _) = try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "👨‍👩‍👧")
         #expect(mine.reactions == [ReactionCount(emoji: "👍", count: 2), ReactionCount(emoji: "👨‍👩‍👧", count: 1)])
         #expect(mine.myReactions == ["👍", "👨‍👩‍👧"])
 
@@ -60,12 +60,12 @@ struct AnnotationDomainTests {
         #expect(events.map(\.emoji) == ["👍", "👍", "👨‍👩‍👧"] && events.map(\.userID) == [bob.userID, carol.userID, bob.userID])
         #expect(events.allSatisfy { $0.seq == nil } && events.last?.message?.reactions?.count == 2)
 
-        let (taken, changed) = try await chat.unreact(carol, conversation: room, message: message.id, emoji: "👍")
+        let (taken, changed) = try await chat.annotations.unreact(carol, conversation: room, message: message.id, emoji: "👍")
         #expect(changed && taken.reactions == [ReactionCount(emoji: "👍", count: 1), ReactionCount(emoji: "👨‍👩‍👧", count: 1)])
-        #expect(try await chat.unreact(carol, conversation: room, message: message.id, emoji: "👍").changed == false)
-        let who = try await chat.reactions(alice, conversation: room, message: message.id, emoji: nil, limit: 1, offset: nil)
+        #expect(try await chat.annotations.unreact(carol, conversation: room, message: message.id, emoji: "👍").changed == false)
+        let who = try await chat.annotations.reactions(alice, conversation: room, message: message.id, emoji: nil, limit: 1, offset: nil)
         #expect(who.reactions.map(\.user.username) == ["bob"] && who.hasMore)
-        let next = try await chat.reactions(alice, conversation: room, message: message.id, emoji: nil, limit: 1, offset: 1)
+        let next = try await chat.annotations.reactions(alice, conversation: room, message: message.id, emoji: nil, limit: 1, offset: 1)
         #expect(next.reactions.map(\.emoji) == ["👨‍👩‍👧"] && !next.hasMore)
     }
 
@@ -77,27 +77,27 @@ struct AnnotationDomainTests {
         let (alice, bob) = (people[0], people[1])
         let message = try await send(chat, alice, room, "hi")
         for bad in ["", "a", "1", "👍👍", "👍 ", "<b>", String(repeating: "\u{1F3FB}", count: 20), "\u{200D}"] {
-            let refused = await code { _ = try await chat.react(bob, conversation: room, message: message.id, emoji: bad) }
+            let refused = await code { _ = try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: bad) }
             #expect(refused == "invalid_request", "\(bad.unicodeScalars.map { String($0.value, radix: 16) })")
         }
-        _ = try await chat.react(bob, conversation: room, message: message.id, emoji: "1️⃣")
-        _ = try await chat.react(bob, conversation: room, message: message.id, emoji: "🇫🇷")
+        _ = try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "1️⃣")
+        _ = try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "🇫🇷")
         let (outsider, _) = try await harness.register("mallory")
         await #expect(throws: ChatError.conversationNotFound) {
-            _ = try await chat.react(outsider, conversation: room, message: message.id, emoji: "👍")
+            _ = try await chat.annotations.react(outsider, conversation: room, message: message.id, emoji: "👍")
         }
         for index in 0..<18 {
-            _ = try await chat.react(bob, conversation: room, message: message.id, emoji: String(Character(Unicode.Scalar(0x1F600 + index) ?? "😀")))
+            _ = try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: String(Character(Unicode.Scalar(0x1F600 + index) ?? "😀")))
         }
-        #expect(await code { _ = try await chat.react(bob, conversation: room, message: message.id, emoji: "🦊") } == "too_many_reactions")
+        #expect(await code { _ = try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "🦊") } == "too_many_reactions")
         #expect(try await chat.message(bob, conversation: room, message: message.id).myReactions?.count == 20)
         _ = try await chat.delete(alice, conversation: room, messages: [message.id])
         await #expect(throws: ChatError.messageDeleted) {
-            _ = try await chat.react(alice, conversation: room, message: message.id, emoji: "👍")
+            _ = try await chat.annotations.react(alice, conversation: room, message: message.id, emoji: "👍")
         }
         let tombstone = try await chat.message(bob, conversation: room, message: message.id)
         #expect(tombstone.reactions == nil && tombstone.myReactions == nil, "a tombstone keeps no reactions")
-        #expect(try await chat.reactions(alice, conversation: room, message: message.id, emoji: nil, limit: nil, offset: nil).reactions.isEmpty)
+        #expect(try await chat.annotations.reactions(alice, conversation: room, message: message.id, emoji: nil, limit: nil, offset: nil).reactions.isEmpty)
     }
 
     @Test func pinsSurviveEditsGoWithDeletionAndFollowTheChannelsRoles() async throws {
@@ -109,25 +109,25 @@ struct AnnotationDomainTests {
         let text = try await send(chat, alice, room, "the address")
         let place = try await chat.send(alice, to: room, SendMessageRequest(
             clientID: "loc", content: .location(Location(latitude: 52.5, longitude: 13.4, name: "Berlin", caption: "meet here")))).0
-        let (pinned, changed) = try await chat.pin(bob, conversation: room, message: place.id)
+        let (pinned, changed) = try await chat.annotations.pin(bob, conversation: room, message: place.id)
         #expect(changed && pinned.pinnedBy == bob.userID && pinned.pinnedAt != nil)
         harness.clock.advance(by: 1)
-        _ = try await chat.pin(alice, conversation: room, message: text.id)
-        #expect(try await chat.pin(alice, conversation: room, message: text.id).changed == false)
+        _ = try await chat.annotations.pin(alice, conversation: room, message: text.id)
+        #expect(try await chat.annotations.pin(alice, conversation: room, message: text.id).changed == false)
         _ = try await chat.edit(alice, conversation: room, message: text.id, EditMessageRequest(content: .text("the new address")))
-        let pins = try await chat.pins(bob, conversation: room).messages
+        let pins = try await chat.annotations.pins(bob, conversation: room).messages
         #expect(pins.map(\.id) == [text.id, place.id], "most recently pinned first, kept across an edit")
         #expect(pins.last?.content == .location(Location(latitude: 52.5, longitude: 13.4, name: "Berlin", caption: "meet here")))
         _ = try await chat.delete(alice, conversation: room, messages: [text.id])
-        #expect(try await chat.pins(bob, conversation: room).messages.map(\.id) == [place.id])
-        _ = try await chat.unpin(alice, conversation: room, message: place.id)
-        #expect(try await chat.pins(bob, conversation: room).messages.isEmpty)
+        #expect(try await chat.annotations.pins(bob, conversation: room).messages.map(\.id) == [place.id])
+        _ = try await chat.annotations.unpin(alice, conversation: room, message: place.id)
+        #expect(try await chat.annotations.pins(bob, conversation: room).messages.isEmpty)
 
         let channel = try await chat.createConversation(alice, CreateConversationRequest(kind: .public, title: "news")).0
         _ = try await chat.join(bob, id: channel.id)
         let post = try await send(chat, alice, channel.id, "read me")
-        #expect(await code { _ = try await chat.pin(bob, conversation: channel.id, message: post.id) } == "forbidden")
-        #expect(try await chat.pin(alice, conversation: channel.id, message: post.id).changed)
+        #expect(await code { _ = try await chat.annotations.pin(bob, conversation: channel.id, message: post.id) } == "forbidden")
+        #expect(try await chat.annotations.pin(alice, conversation: channel.id, message: post.id).changed)
     }
 
     @Test func mentionsAreResolvedToMembersAtSendTimeAndQueriedAsMine() async throws {
@@ -141,16 +141,16 @@ struct AnnotationDomainTests {
         #expect(Chat.mentionedNames("@b1\u{FE0F}\u{20E3} and @a\u{0301}") == [], "a name ends where a character ends (found by fuzz-wire)")
         let message = try await send(chat, alice, room, "hi @bob, @Carol. mail x@y.com or @dave- and @alice")
         #expect(message.mentions?.map(\.username) == ["bob", "carol", "alice"])
-        #expect(try await chat.mentions(bob, before: nil, limit: nil).messages.map(\.id) == [message.id])
-        #expect(try await chat.mentions(alice, before: nil, limit: nil).messages.isEmpty, "mentioning yourself notifies nobody")
+        #expect(try await chat.annotations.mentions(bob, before: nil, limit: nil).messages.map(\.id) == [message.id])
+        #expect(try await chat.annotations.mentions(alice, before: nil, limit: nil).messages.isEmpty, "mentioning yourself notifies nobody")
         let second = try await send(chat, alice, room, "@bob again")
-        let page = try await chat.mentions(bob, before: nil, limit: 1)
+        let page = try await chat.annotations.mentions(bob, before: nil, limit: 1)
         #expect(page.messages.map(\.id) == [second.id] && page.hasMore)
-        #expect(try await chat.mentions(bob, before: second.id, limit: 1).messages.map(\.id) == [message.id])
+        #expect(try await chat.annotations.mentions(bob, before: second.id, limit: 1).messages.map(\.id) == [message.id])
         // An edit re-resolves them.
         let edited = try await chat.edit(alice, conversation: room, message: message.id, EditMessageRequest(content: .text("never mind, @carol")))
         #expect(edited.mentions?.map(\.userID) == [carol.userID])
-        #expect(try await chat.mentions(bob, before: nil, limit: nil).messages.map(\.id) == [second.id])
+        #expect(try await chat.annotations.mentions(bob, before: nil, limit: nil).messages.map(\.id) == [second.id])
         let plain = try await send(chat, alice, room, "no names here")
         #expect(plain.mentions == nil)
     }
@@ -169,7 +169,7 @@ struct ProfileEventTests {
         let two = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "g")).0.id
         let position = try await chat.feed(bob, afterPosition: 0, limit: 200).records.last?.position ?? 0
         let photo = try await harness.upload(alice, kind: .photo)
-        let user = try await chat.setProfilePhoto(alice, attachment: photo.id)
+        let user = try await chat.attachments.setProfilePhoto(alice, attachment: photo.id)
         #expect(user.photoURL == "/v1/avatars/\(photo.id)")
         _ = try await chat.updateProfile(alice, UpdateProfileRequest(displayName: "Alice L."))
         let events = try await chat.feed(bob, afterPosition: position, limit: 100).page().events
@@ -192,14 +192,14 @@ struct PinLimitTests {
         for index in 0...Limits.pinsPerConversation {
             let message = try await chat.send(alice, to: room, SendMessageRequest(clientID: "p\(index)", content: .text("\(index)"))).0
             if index < Limits.pinsPerConversation {
-                _ = try await chat.pin(alice, conversation: room, message: message.id)
+                _ = try await chat.annotations.pin(alice, conversation: room, message: message.id)
             } else {
                 await #expect(throws: ChatError.conflict("a conversation holds at most \(Limits.pinsPerConversation) pins; unpin one first")) {
-                    _ = try await chat.pin(alice, conversation: room, message: message.id)
+                    _ = try await chat.annotations.pin(alice, conversation: room, message: message.id)
                 }
                 #expect(try await chat.message(alice, conversation: room, message: message.id).pinnedAt == nil)
             }
         }
-        #expect(try await chat.pins(alice, conversation: room).messages.count == Limits.pinsPerConversation)
+        #expect(try await chat.annotations.pins(alice, conversation: room).messages.count == Limits.pinsPerConversation)
     }
 }

@@ -27,7 +27,7 @@ struct ChannelTests {
         defer { harness.tearDown() }
         let chat = harness.chat
         for round in 1...7 {
-            try await chat.trigger([ChannelTrigger(channel: "room", name: "m", data: "\(round)", excludedSocket: nil),
+            try await chat.channels.trigger([ChannelTrigger(channel: "room", name: "m", data: "\(round)", excludedSocket: nil),
                                     ChannelTrigger(channel: "other", name: "m", data: "o\(round)", excludedSocket: round == 7 ? "1.2" : nil)],
                                    app: harness.app, keep: 3)
         }
@@ -37,15 +37,15 @@ struct ChannelTests {
         #expect(published.filter { $0.channel == "room" }.map(\.seq) == (1...7).map { Int64?(Int64($0)) })
         #expect(published.first?.dataJSON == #""1""#)  // Pusher's data is a string: stored as its JSON
 
-        let room = try await chat.channelHistory(app: harness.app, channel: "room", after: 0, limit: 100)
+        let room = try await chat.channels.history(app: harness.app, channel: "room", after: 0, limit: 100)
         #expect(room.events.map(\.dataJSON) == [#""5""#, #""6""#, #""7""#])
         #expect(room.events.map(\.seq) == [5, 6, 7])
         #expect(room.oldestKept == room.events.first?.position)
-        let other = try await chat.channelHistory(app: harness.app, channel: "other", after: 0, limit: 100)
+        let other = try await chat.channels.history(app: harness.app, channel: "other", after: 0, limit: 100)
         #expect(other.events.last?.excludedSocket == "1.2")
-        let after = try await chat.channelHistory(app: harness.app, channel: "room", after: room.events[0].position ?? 0, limit: 1)
+        let after = try await chat.channels.history(app: harness.app, channel: "room", after: room.events[0].position ?? 0, limit: 1)
         #expect(after.events.map(\.dataJSON) == [#""6""#] && after.hasMore)
-        let none = try await chat.channelHistory(app: harness.app, channel: "never-used", after: 0, limit: 10)
+        let none = try await chat.channels.history(app: harness.app, channel: "never-used", after: 0, limit: 10)
         #expect(none.events.isEmpty && none.oldestKept == 0)
 
         // A channel's log is invisible to the native API: its id names no conversation anyone can open.
@@ -58,7 +58,7 @@ struct ChannelTests {
         }
         // Another app's channel of the same name is another log.
         let otherApp = try await chat.app(publicKey: try await chat.createApp(name: "other").publicKey)
-        let empty = try await chat.channelHistory(app: otherApp, channel: "room", after: 0, limit: 10)
+        let empty = try await chat.channels.history(app: otherApp, channel: "room", after: 0, limit: 10)
         #expect(empty.events.isEmpty)
     }
 
@@ -66,13 +66,13 @@ struct ChannelTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let created = try await harness.chat.createApp(name: "shop")
-        let found = try #require(try await harness.chat.channelApp(key: created.publicKey))
+        let found = try #require(try await harness.chat.channels.app(key: created.publicKey))
         #expect(found.secret == created.secret && (100_000_000...999_999_999).contains(found.pusherID))
-        #expect(try await harness.chat.channelApp(pusherID: found.pusherID)?.key == created.publicKey)
-        let rotated = try await harness.chat.rotateSecret(app: "shop")
+        #expect(try await harness.chat.channels.app(pusherID: found.pusherID)?.key == created.publicKey)
+        let rotated = try await harness.chat.backend.rotateSecret(app: "shop")
         #expect(rotated.pusherID == found.pusherID)
-        #expect(try await harness.chat.channelApp(pusherID: found.pusherID)?.secret == rotated.secret)
-        #expect(try await harness.chat.channelApp(key: "pk_nobody") == nil)
+        #expect(try await harness.chat.channels.app(pusherID: found.pusherID)?.secret == rotated.secret)
+        #expect(try await harness.chat.channels.app(key: "pk_nobody") == nil)
     }
 
     /// A database written before migration 0008 (apps with a hashed secret only, conversations,
@@ -118,7 +118,7 @@ struct ChannelTests {
         // No foreign key broken, the file intact, and every row where it was.
         #expect(checks == [0, 1, 1, 2, 3, 1])
         // The old app got a Pusher id; having only a hash, it has no secret to sign with yet.
-        let app = try #require(try await chat.channelApp(key: "pk_old"))
+        let app = try #require(try await chat.channels.app(key: "pk_old"))
         #expect(app.secret == nil && app.pusherID > 0)
         // The rebuilt table still enforces what it did: a conversation needs a creator unless it is a channel log.
         await #expect(throws: (any Error).self) {

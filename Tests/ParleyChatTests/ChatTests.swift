@@ -291,7 +291,7 @@ struct AppTests {
         let shop = try await harness.chat.app(publicKey: created.publicKey)
         let first = try #require(created.secret)
         #expect(try await harness.chat.verifySecret(first, app: shop))
-        let rotated = try #require(try await harness.chat.rotateSecret(app: "shop").secret)
+        let rotated = try #require(try await harness.chat.backend.rotateSecret(app: "shop").secret)
         #expect(rotated != first)
         #expect(try await harness.chat.verifySecret(rotated, app: shop))
         #expect(try await !harness.chat.verifySecret(first, app: shop))

@@ -21,18 +21,18 @@ struct DeviceTests {
         defer { harness.tearDown() }
         let chat = harness.chat
         let (alice, _) = try await harness.register("alice")
-        let phone = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken.uppercased()))
+        let phone = try await chat.notifications.register(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken.uppercased()))
         #expect(phone.id.hasPrefix("d_") && phone.token == apnsToken && phone.environment == .production, "hex is stored lowercased")
-        let again = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken, environment: .sandbox))
+        let again = try await chat.notifications.register(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken, environment: .sandbox))
         #expect(again.id == phone.id && again.environment == .sandbox, "the same token again is the same device, updated")
-        let android = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .fcm, token: fcmToken))
-        #expect(try await chat.listDevices(alice).devices.map(\.id).sorted() == [phone.id, android.id].sorted())
+        let android = try await chat.notifications.register(alice, RegisterDeviceRequest(platform: .fcm, token: fcmToken))
+        #expect(try await chat.notifications.devices(alice).devices.map(\.id).sorted() == [phone.id, android.id].sorted())
         // The session's new APNs token replaces its old one (the token rotated).
-        let rotated = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: String(repeating: "cd", count: 32)))
-        #expect(Set(try await chat.listDevices(alice).devices.map(\.id)) == [rotated.id, android.id])
-        try await chat.removeDevice(alice, id: android.id)
-        await #expect(throws: ChatError.deviceNotFound) { try await chat.removeDevice(alice, id: android.id) }
-        #expect(try await chat.listDevices(alice).devices.map(\.id) == [rotated.id])
+        let rotated = try await chat.notifications.register(alice, RegisterDeviceRequest(platform: .apns, token: String(repeating: "cd", count: 32)))
+        #expect(Set(try await chat.notifications.devices(alice).devices.map(\.id)) == [rotated.id, android.id])
+        try await chat.notifications.removeDevice(alice, id: android.id)
+        await #expect(throws: ChatError.deviceNotFound) { try await chat.notifications.removeDevice(alice, id: android.id) }
+        #expect(try await chat.notifications.devices(alice).devices.map(\.id) == [rotated.id])
     }
 
     @Test func aTokenMovesToTheAccountThatRegisteredItLast() async throws {
@@ -41,12 +41,12 @@ struct DeviceTests {
         let chat = harness.chat
         let (alice, _) = try await harness.register("alice")
         let (bob, _) = try await harness.register("bob")
-        let first = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken))
-        let moved = try await chat.registerDevice(bob, RegisterDeviceRequest(platform: .apns, token: apnsToken))
+        let first = try await chat.notifications.register(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken))
+        let moved = try await chat.notifications.register(bob, RegisterDeviceRequest(platform: .apns, token: apnsToken))
         #expect(moved.id == first.id)
-        #expect(try await chat.listDevices(alice).devices.isEmpty, "alice's pushes no longer reach the phone bob signed in on")
-        #expect(try await chat.listDevices(bob).devices.map(\.id) == [first.id])
-        await #expect(throws: ChatError.deviceNotFound) { try await chat.removeDevice(alice, id: first.id) }
+        #expect(try await chat.notifications.devices(alice).devices.isEmpty, "alice's pushes no longer reach the phone bob signed in on")
+        #expect(try await chat.notifications.devices(bob).devices.map(\.id) == [first.id])
+        await #expect(throws: ChatError.deviceNotFound) { try await chat.notifications.removeDevice(alice, id: first.id) }
     }
 
     @Test func signingOutOrChangingThePasswordRemovesTheSessionsDevices() async throws {
@@ -56,17 +56,17 @@ struct DeviceTests {
         let (alice, _) = try await harness.register("alice")
         let tablet = try await secondSession(harness, "alice")
         let third = try await secondSession(harness, "alice")
-        _ = try await chat.registerDevice(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken))
-        let tabletDevice = try await chat.registerDevice(tablet, RegisterDeviceRequest(platform: .fcm, token: fcmToken))
-        _ = try await chat.registerDevice(third, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "3"))
+        _ = try await chat.notifications.register(alice, RegisterDeviceRequest(platform: .apns, token: apnsToken))
+        let tabletDevice = try await chat.notifications.register(tablet, RegisterDeviceRequest(platform: .fcm, token: fcmToken))
+        _ = try await chat.notifications.register(third, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "3"))
         try await chat.signOut(third, everywhere: false)
-        #expect(try await chat.listDevices(alice).devices.count == 2)
+        #expect(try await chat.notifications.devices(alice).devices.count == 2)
         try await chat.changePassword(alice, ChangePasswordRequest(currentPassword: "correct horse battery", newPassword: "battery staple horse"),
                                       address: "127.0.0.1")
-        #expect(try await chat.listDevices(alice).devices.map(\.token) == [apnsToken], "the tablet's session ended, and its device with it")
+        #expect(try await chat.notifications.devices(alice).devices.map(\.token) == [apnsToken], "the tablet's session ended, and its device with it")
         _ = tabletDevice
-        try await chat.removeSessionDevices(alice)
-        #expect(try await chat.listDevices(alice).devices.isEmpty)
+        try await chat.notifications.removeSessionDevices(alice)
+        #expect(try await chat.notifications.devices(alice).devices.isEmpty)
     }
 
     @Test func badTokensAndTooManyDevicesAreRefusedWithNothingStored() async throws {
@@ -84,21 +84,21 @@ struct DeviceTests {
             RegisterDeviceRequest(platform: .fcm, token: fcmToken, environment: .sandbox),
         ]
         for request in bad {
-            await #expect(throws: ChatError.self) { _ = try await chat.registerDevice(alice, request) }
+            await #expect(throws: ChatError.self) { _ = try await chat.notifications.register(alice, request) }
         }
-        #expect(try await chat.listDevices(alice).devices.isEmpty)
+        #expect(try await chat.notifications.devices(alice).devices.isEmpty)
         // Sessions are capped too (the oldest signed out, its devices with it), so the limit is
         // met by sessions with a device on each platform: 25 × 2, then one more is refused.
         for index in 0..<(Limits.pushDevicesPerUser / 2) {
             let session = try await secondSession(harness, "alice")
-            _ = try await chat.registerDevice(session, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "-\(index)"))
-            _ = try await chat.registerDevice(session, RegisterDeviceRequest(platform: .apns, token: String(format: "%064x", index)))
+            _ = try await chat.notifications.register(session, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "-\(index)"))
+            _ = try await chat.notifications.register(session, RegisterDeviceRequest(platform: .apns, token: String(format: "%064x", index)))
         }
         let oneTooMany = try await secondSession(harness, "alice")
         await #expect(throws: ChatError.tooManyDevices(limit: Limits.pushDevicesPerUser)) {
-            _ = try await chat.registerDevice(oneTooMany, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "-last"))
+            _ = try await chat.notifications.register(oneTooMany, RegisterDeviceRequest(platform: .fcm, token: fcmToken + "-last"))
         }
-        #expect(try await chat.listDevices(alice).devices.count == Limits.pushDevicesPerUser)
+        #expect(try await chat.notifications.devices(alice).devices.count == Limits.pushDevicesPerUser)
     }
 }
 
@@ -113,15 +113,15 @@ struct MuteTests {
         let (carol, _) = try await harness.register("carol")
         let (room, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "room"))
         let hour = harness.clock.now.addingTimeInterval(3600)
-        let muted = try await chat.mute(alice, conversation: room.id, MuteRequest(until: hour))
+        let muted = try await chat.notifications.mute(alice, conversation: room.id, MuteRequest(until: hour))
         #expect(muted.mutedUntil.map { abs($0.timeIntervalSince(hour)) < 0.001 } == true)
         #expect(try await chat.conversation(bob, id: room.id).mutedUntil == nil, "a mute is one member's")
-        let forever = try await chat.mute(alice, conversation: room.id, MuteRequest())
+        let forever = try await chat.notifications.mute(alice, conversation: room.id, MuteRequest())
         #expect(forever.mutedUntil == Date(timeIntervalSince1970: 253_402_300_799))
-        try await chat.unmute(alice, conversation: room.id)
+        try await chat.notifications.unmute(alice, conversation: room.id)
         #expect(try await chat.conversation(alice, id: room.id).mutedUntil == nil)
-        await #expect(throws: ChatError.self) { _ = try await chat.mute(alice, conversation: room.id, MuteRequest(until: harness.clock.now)) }
-        await #expect(throws: ChatError.conversationNotFound) { _ = try await chat.mute(carol, conversation: room.id, MuteRequest()) }
+        await #expect(throws: ChatError.self) { _ = try await chat.notifications.mute(alice, conversation: room.id, MuteRequest(until: harness.clock.now)) }
+        await #expect(throws: ChatError.conversationNotFound) { _ = try await chat.notifications.mute(carol, conversation: room.id, MuteRequest()) }
     }
 
     @Test func aMuteReachesOnlyTheMembersOwnDevicesAndNeverMakesAnythingUnread() async throws {
@@ -134,10 +134,10 @@ struct MuteTests {
         let start = try await chat.feed(alice, afterPosition: 0, limit: 200).records.last?.position ?? 0
         let before = try await chat.conversation(alice, id: room.id)
         let hour = harness.clock.now.addingTimeInterval(3600)
-        _ = try await chat.mute(alice, conversation: room.id, MuteRequest(until: hour))
-        _ = try await chat.mute(alice, conversation: room.id, MuteRequest(until: hour))
-        try await chat.unmute(alice, conversation: room.id)
-        try await chat.unmute(alice, conversation: room.id)
+        _ = try await chat.notifications.mute(alice, conversation: room.id, MuteRequest(until: hour))
+        _ = try await chat.notifications.mute(alice, conversation: room.id, MuteRequest(until: hour))
+        try await chat.notifications.unmute(alice, conversation: room.id)
+        try await chat.notifications.unmute(alice, conversation: room.id)
 
         let mine = try await chat.feed(alice, afterPosition: start, limit: 200).page().events
         #expect(mine.map(\.type) == [.notificationsUpdated, .notificationsUpdated], "a repeat changes nothing and says nothing")
@@ -159,17 +159,17 @@ struct MuteTests {
         #expect(room.notifications == .all && channel.notifications == .mentions, "the defaults: all, and mentions in public channels")
         let start = try await chat.feed(alice, afterPosition: 0, limit: 200).records.last?.position ?? 0
 
-        let chosen = try await chat.setNotifications(bob, conversation: room.id, NotificationsRequest(level: .mentions))
+        let chosen = try await chat.notifications.setLevel(bob, conversation: room.id, NotificationsRequest(level: .mentions))
         #expect(chosen.notifications == .mentions)
-        _ = try await chat.setNotifications(bob, conversation: room.id, NotificationsRequest(level: .mentions))
+        _ = try await chat.notifications.setLevel(bob, conversation: room.id, NotificationsRequest(level: .mentions))
         #expect(try await chat.conversation(alice, id: room.id).notifications == .all, "a level is one member's")
-        let back = try await chat.setNotifications(bob, conversation: room.id, NotificationsRequest(level: nil))
+        let back = try await chat.notifications.setLevel(bob, conversation: room.id, NotificationsRequest(level: nil))
         #expect(back.notifications == .all)
         let events = try await chat.feed(bob, afterPosition: start, limit: 200).page().events
         #expect(events.map(\.notifications) == [.mentions, .all], "one event per change, none for a repeat")
         #expect(try await chat.feed(alice, afterPosition: start, limit: 200).records.isEmpty)
         await #expect(throws: ChatError.self) {
-            _ = try await chat.setNotifications(bob, conversation: channel.id, NotificationsRequest(level: .all))
+            _ = try await chat.notifications.setLevel(bob, conversation: channel.id, NotificationsRequest(level: .all))
         }
         #expect(try await chat.conversation(bob, id: channel.id).notifications == nil, "not a member: nothing to choose")
     }

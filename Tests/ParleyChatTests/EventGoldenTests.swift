@@ -39,14 +39,14 @@ struct EventGoldenTests {
         let ana = try await harness.register("ana").caller
         let bob = try await harness.register("bob").caller
         let carol = try await harness.register("carol").caller
-        let server = try await chat.authenticateApp(secret: try #require(try await chat.rotateSecret(app: "test", grace: .zero).secret))
+        let server = try await chat.backend.authenticateApp(secret: try #require(try await chat.backend.rotateSecret(app: "test", grace: .zero).secret))
         let room = try await chat.createConversation(ana, CreateConversationRequest(kind: .group, members: ["bob"], title: "Golden")).0.id
         let first = try await chat.send(ana, to: room, SendMessageRequest(clientID: "g1", content: .text("hello @bob"))).0
         _ = try await chat.edit(ana, conversation: room, message: first.id, EditMessageRequest(content: .text("hello again @bob")))
-        _ = try await chat.react(bob, conversation: room, message: first.id, emoji: "👍")
-        _ = try await chat.unreact(bob, conversation: room, message: first.id, emoji: "👍")
-        _ = try await chat.pin(bob, conversation: room, message: first.id)
-        _ = try await chat.unpin(bob, conversation: room, message: first.id)
+        _ = try await chat.annotations.react(bob, conversation: room, message: first.id, emoji: "👍")
+        _ = try await chat.annotations.unreact(bob, conversation: room, message: first.id, emoji: "👍")
+        _ = try await chat.annotations.pin(bob, conversation: room, message: first.id)
+        _ = try await chat.annotations.unpin(bob, conversation: room, message: first.id)
         _ = try await chat.updateReceipt(bob, conversation: room, ReceiptUpdate(deliveredSeq: first.seq, readSeq: first.seq))
         _ = try await chat.updateConversation(ana, id: room, UpdateConversationRequest(title: "Golden hour", customData: .object(["n": .number(1)]),
                                                                                      slowModeSeconds: 5, retentionDays: 30))
@@ -59,7 +59,7 @@ struct EventGoldenTests {
         try await chat.moderation.unban(ana, conversation: room, user: carol.userID)
         let reply = try await chat.send(bob, to: room, SendMessageRequest(clientID: "g2", content: .text("in a thread"), threadID: first.id)).0
         _ = try await chat.delete(bob, conversation: room, messages: [reply.id])
-        _ = try await chat.setNotifications(bob, conversation: room, NotificationsRequest(level: .mentions))
+        _ = try await chat.notifications.setLevel(bob, conversation: room, NotificationsRequest(level: .mentions))
         _ = try await chat.updateProfile(ana, UpdateProfileRequest(displayName: "Ana G."))
         // A public channel's delivery counts reach the author.
         let channel = try await chat.createConversation(ana, CreateConversationRequest(kind: .public, title: "Golden channel")).0.id

@@ -108,7 +108,7 @@ struct ModerationDomainTests {
         let bob = try await harness.register("bob").caller
         let mallory = try await harness.register("mallory").caller
         let room = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob", "mallory"], title: "g")).0.id
-        let server = try await chat.authenticateApp(secret: try #require(try await chat.rotateSecret(app: "test", grace: .zero).secret))
+        let server = try await chat.backend.authenticateApp(secret: try #require(try await chat.backend.rotateSecret(app: "test", grace: .zero).secret))
         let position = try await chat.feed(bob, afterPosition: 0, limit: 200).records.last?.position ?? 0
         try await chat.moderation.setShadowBan(server, username: "mallory", banned: true)
         let hidden = try await text(chat, mallory, room, "buy cheap stuff @bob")
@@ -119,7 +119,7 @@ struct ModerationDomainTests {
         #expect(try await chat.feed(mallory, afterPosition: position, limit: 100).records.map(\.message?.id) == [hidden.id.rawValue])
         #expect(await code { _ = try await chat.message(bob, conversation: room, message: hidden.id) } == "message_not_found")
         #expect(try await chat.conversation(bob, id: room).unreadCount == 0)
-        #expect(try await chat.mentions(bob, before: nil, limit: nil).messages.isEmpty)
+        #expect(try await chat.annotations.mentions(bob, before: nil, limit: nil).messages.isEmpty)
         try await chat.moderation.setShadowBan(server, username: "mallory", banned: false)
         let seen = try await text(chat, mallory, room, "sorry")
         #expect(try await chat.history(bob, id: room, HistoryQuery()).page().messages.last?.id == seen.id)

@@ -14,7 +14,7 @@ struct RetentionDomainTests {
         let chat = harness.chat
         let alice = try await harness.register("alice").caller
         let bob = try await harness.register("bob").caller
-        let server = try await chat.authenticateApp(secret: try #require(try await chat.rotateSecret(app: "test", grace: .zero).secret))
+        let server = try await chat.backend.authenticateApp(secret: try #require(try await chat.backend.rotateSecret(app: "test", grace: .zero).secret))
         let room = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "kept 1 day")).0.id
         let keeper = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "forever")).0.id
         _ = try await chat.updateConversation(alice, id: keeper, UpdateConversationRequest(retentionDays: 0))
@@ -28,8 +28,8 @@ struct RetentionDomainTests {
             old.append(try await chat.send(alice, to: room, SendMessageRequest(clientID: "o\(index)", content: .text("xylophone \(index) @bob"))).0)
         }
         let withPhoto = try await chat.send(alice, to: room, SendMessageRequest(clientID: "p", content: .photo(Attachment(attachmentID: photo.id)))).0
-        _ = try await chat.react(bob, conversation: room, message: old[0].id, emoji: "👍")
-        _ = try await chat.pin(bob, conversation: room, message: old[1].id)
+        _ = try await chat.annotations.react(bob, conversation: room, message: old[0].id, emoji: "👍")
+        _ = try await chat.annotations.pin(bob, conversation: room, message: old[1].id)
         _ = try await chat.send(alice, to: keeper, SendMessageRequest(clientID: "k", content: .text("xylophone kept")))
         harness.clock.advance(by: 2 * 86_400)
         let fresh = try await chat.send(bob, to: room, SendMessageRequest(clientID: "f", content: .text("xylophone fresh"))).0
@@ -42,8 +42,8 @@ struct RetentionDomainTests {
         #expect(try await chat.history(bob, id: keeper, HistoryQuery()).page().messages.count == 1, "kept forever")
         #expect(try await chat.search(bob, query: "xylophone", conversation: nil, limit: nil).messages.map(\.id).sorted { $0.rawValue < $1.rawValue }
                 .contains(old[0].id) == false)
-        #expect(try await chat.mentions(bob, before: nil, limit: nil).messages.isEmpty)
-        #expect(try await chat.pins(bob, conversation: room).messages.isEmpty)
+        #expect(try await chat.annotations.mentions(bob, before: nil, limit: nil).messages.isEmpty)
+        #expect(try await chat.annotations.pins(bob, conversation: room).messages.isEmpty)
         #expect(await (try? chat.message(bob, conversation: room, message: withPhoto.id)) == nil)
         let refs = try await harness.store.read { db in try db.fetchValue(Int64.self, "SELECT refs FROM attachment WHERE public_id = \(photo.id)") }
         #expect(refs == 0, "the photo's file is now unused and collectable")

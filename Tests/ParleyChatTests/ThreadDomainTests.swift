@@ -48,21 +48,21 @@ struct ThreadDomainTests {
         #expect(after.unreadCount == 1, "only the reply also sent to the conversation counts there")
         #expect(after.lastMessage?.id == shared.id)
         // The thread pages like a conversation.
-        let replies = try await chat.threadHistory(dave, conversation: room, root: root.id, before: nil, after: nil, limit: 2).page()
+        let replies = try await chat.threads.replies(dave, conversation: room, root: root.id, before: nil, after: nil, limit: 2).page()
         #expect(replies.messages.map(\.id) == [second.id, shared.id] && replies.hasOlder && !replies.hasNewer)
-        let older = try await chat.threadHistory(dave, conversation: room, root: root.id, before: second.seq, after: nil, limit: 2).page()
+        let older = try await chat.threads.replies(dave, conversation: room, root: root.id, before: second.seq, after: nil, limit: 2).page()
         #expect(older.messages.map(\.id) == [first.id])
 
         // Per-thread read state.
-        var info = try await chat.thread(alice, conversation: room, root: root.id)
+        var info = try await chat.threads.thread(alice, conversation: room, root: root.id)
         #expect(info.unreadCount == 3 && info.participating && info.root.replyCount == 3)
-        #expect(try await chat.thread(dave, conversation: room, root: root.id).participating == false)
-        #expect(try await chat.thread(carol, conversation: room, root: root.id).unreadCount == 0, "replying reads the thread up to the reply")
-        info = try await chat.markThreadRead(alice, conversation: room, root: root.id, seq: second.seq)
+        #expect(try await chat.threads.thread(dave, conversation: room, root: root.id).participating == false)
+        #expect(try await chat.threads.thread(carol, conversation: room, root: root.id).unreadCount == 0, "replying reads the thread up to the reply")
+        info = try await chat.threads.markRead(alice, conversation: room, root: root.id, seq: second.seq)
         #expect(info.unreadCount == 1 && info.readSeq == second.seq)
-        info = try await chat.markThreadRead(alice, conversation: room, root: root.id, seq: 1)
+        info = try await chat.threads.markRead(alice, conversation: room, root: root.id, seq: 1)
         #expect(info.readSeq == second.seq, "a thread's read mark never moves back")
-        let list = try await chat.threads(dave, conversation: room, before: nil, limit: nil)
+        let list = try await chat.threads.list(dave, conversation: room, before: nil, limit: nil)
         #expect(list.threads.map(\.root.id) == [root.id] && !list.hasMore)
 
         // Every member's devices get the replies, with the root's count after each.

@@ -12,16 +12,16 @@ struct WebhookDomainTests {
     private func backend() async throws -> (ChatHarness, ServerApp) {
         let harness = try await ChatHarness.make(hooks: [WebhookHook()], configure: { $0.webhooksAllowPrivate = true })
         let credentials = try await harness.chat.createApp(name: "backend")
-        return (harness, try await harness.chat.authenticateApp(secret: credentials.secret ?? ""))
+        return (harness, try await harness.chat.backend.authenticateApp(secret: credentials.secret ?? ""))
     }
 
     private func group(_ chat: Chat, _ server: ServerApp, _ names: [String]) async throws -> ConversationID {
-        for name in names { _ = try await chat.upsertUser(server, UpsertUserRequest(username: name)) }
-        return try await chat.serverCreateConversation(server, ServerCreateConversationRequest(kind: .group, title: "t", members: names)).0.id
+        for name in names { _ = try await chat.backend.upsertUser(server, UpsertUserRequest(username: name)) }
+        return try await chat.backend.createConversation(server, ServerCreateConversationRequest(kind: .group, title: "t", members: names)).0.id
     }
 
     private func send(_ chat: Chat, _ server: ServerApp, _ conversation: ConversationID, from: String, _ text: String) async throws -> Message {
-        let sender = try await chat.actingUser(server, username: from)
+        let sender = try await chat.backend.actingUser(server, username: from)
         return try await chat.send(sender, to: conversation, SendMessageRequest(clientID: UUID().uuidString, content: .text(text))).0
     }
 
@@ -86,7 +86,7 @@ struct WebhookDomainTests {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let other = try await chat.authenticateApp(secret: try await chat.createApp(name: "other").secret ?? "")
+        let other = try await chat.backend.authenticateApp(secret: try await chat.createApp(name: "other").secret ?? "")
         let mine = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/a", events: [WebhookEventType(.messageEdited)]))
         _ = try await chat.webhooks.create(other, CreateWebhookRequest(url: "http://127.0.0.1:9/b", events: [WebhookEventType(.messageCreated), .userCreated]))
         let conversation = try await group(chat, server, ["eve", "fay"])
@@ -105,7 +105,7 @@ struct WebhookDomainTests {
         defer { other.store.close() }
         let chat = harness.chat
         for index in 0..<6 { _ = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/\(index)", events: [.userCreated])) }
-        for index in 0..<20 { _ = try await chat.upsertUser(server, UpsertUserRequest(username: "user\(index)")) }
+        for index in 0..<20 { _ = try await chat.backend.upsertUser(server, UpsertUserRequest(username: "user\(index)")) }
         let nodes = [("a", chat), ("b", other.chat)]
         let delivered = try await withThrowingTaskGroup(of: [(Int64, String)].self) { group in
             for (name, node) in nodes {
@@ -137,30 +137,30 @@ struct WebhookDomainTests {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let (created, isNew) = try await chat.upsertUser(server, UpsertUserRequest(username: "gus", displayName: "Gus"))
+        let (created, isNew) = try await chat.backend.upsertUser(server, UpsertUserRequest(username: "gus", displayName: "Gus"))
         #expect(isNew && created.user.displayName == "Gus")
-        let (updated, again) = try await chat.upsertUser(server, UpsertUserRequest(username: "GUS", customData: .object(["a": .number(1)])))
+        let (updated, again) = try await chat.backend.upsertUser(server, UpsertUserRequest(username: "GUS", customData: .object(["a": .number(1)])))
         #expect(!again && updated.user.id == created.user.id && updated.user.displayName == "Gus")
-        let session = try await chat.issueSession(server, username: "gus", IssueSessionRequest(expiresInSeconds: 600))
+        let session = try await chat.backend.issueSession(server, username: "gus", IssueSessionRequest(expiresInSeconds: 600))
         let caller = try await chat.authenticate(token: session.session.token ?? "", app: server.app)
         #expect(caller.userID == created.user.id)
-        await #expect(throws: ChatError.invalidAppSecret) { try await chat.authenticateApp(secret: "sk_wrong_wrong_wrong") }
-        _ = try await chat.setDeactivated(server, username: "gus", true)
+        await #expect(throws: ChatError.invalidAppSecret) { try await chat.backend.authenticateApp(secret: "sk_wrong_wrong_wrong") }
+        _ = try await chat.backend.setDeactivated(server, username: "gus", true)
         await #expect(throws: ChatError.unauthenticated) { try await chat.authenticate(token: session.session.token ?? "", app: server.app) }
-        await #expect(throws: ChatError.userDeactivated) { try await chat.issueSession(server, username: "gus", IssueSessionRequest()) }
-        _ = try await chat.setDeactivated(server, username: "gus", false)
+        await #expect(throws: ChatError.userDeactivated) { try await chat.backend.issueSession(server, username: "gus", IssueSessionRequest()) }
+        _ = try await chat.backend.setDeactivated(server, username: "gus", false)
         let conversation = try await group(chat, server, ["hal"])
         let notice = try await chat.send(server.caller, to: conversation, SendMessageRequest(clientID: "n1", content: .system("welcome"))).0
         #expect(notice.content == .system("welcome") && notice.sender.username == "$system")
-        let hal = try await chat.actingUser(server, username: "hal")
+        let hal = try await chat.backend.actingUser(server, username: "hal")
         await #expect {
             try await chat.send(hal, to: conversation, SendMessageRequest(clientID: "n2", content: .system("fake")))
         } throws: { ($0 as? ChatError)?.code == "forbidden" }
         // Rotation: the old secret works for the grace period only.
         let old = try await chat.createApp(name: "rotating")
-        _ = try await chat.rotateSecret(app: "rotating", grace: .seconds(60))
-        _ = try await chat.authenticateApp(secret: old.secret ?? "")
+        _ = try await chat.backend.rotateSecret(app: "rotating", grace: .seconds(60))
+        _ = try await chat.backend.authenticateApp(secret: old.secret ?? "")
         harness.clock.advance(by: 61)
-        await #expect(throws: ChatError.invalidAppSecret) { try await chat.authenticateApp(secret: old.secret ?? "") }
+        await #expect(throws: ChatError.invalidAppSecret) { try await chat.backend.authenticateApp(secret: old.secret ?? "") }
     }
 }

@@ -134,7 +134,6 @@ package final class InProcessBus: Bus {
     }
 }
 
-
 extension Duration {
     /// The same span for Dispatch's timers, to the microsecond.
     package var dispatchInterval: DispatchTimeInterval {

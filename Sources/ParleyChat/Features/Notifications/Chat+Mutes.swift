@@ -2,10 +2,7 @@ import Foundation
 import ParleyStore
 package import ParleyWire
 
-extension Chat {
-    /// "Until unmuted": 9999-12-31T23:59:59Z, a date every JSON library reads.
-    static let mutedForever: Int64 = 253_402_300_799_000
-
+extension Notifications {
     /// Mutes a conversation for the caller (`PUT /v1/conversations/{id}/mute`): nothing in it is
     /// pushed to their devices until `until` (or until unmuted), except a mention of them.
     /// Muting again changes the end.
@@ -15,13 +12,13 @@ extension Chat {
         let now = nowMilliseconds
         let until = request.until.map(Chat.milliseconds) ?? Chat.mutedForever
         guard until > now else { throw ChatError.invalid("until must be in the future; to unmute, DELETE the mute") }
-        return try await setNotifications(caller, id) { $0.mutedUntil = min(until, Chat.mutedForever) }
+        return try await setLevel(caller, id) { $0.mutedUntil = min(until, Chat.mutedForever) }
     }
 
     /// Ends the caller's mute of a conversation (`DELETE /v1/conversations/{id}/mute`); nothing
     /// happens when it was not muted.
     package func unmute(_ caller: Caller, conversation id: ConversationID) async throws {
-        _ = try await setNotifications(caller, id) { $0.mutedUntil = nil }
+        _ = try await setLevel(caller, id) { $0.mutedUntil = nil }
     }
 
     /// Sets what pushes the caller in a conversation (`PUT /v1/conversations/{id}/notifications`):
@@ -30,23 +27,17 @@ extension Chat {
     /// silences everything but mentions while it lasts.
     ///
     /// - Throws: 403 `not_member`; 404.
-    package func setNotifications(_ caller: Caller, conversation id: ConversationID, _ request: NotificationsRequest) async throws -> Conversation {
-        try await setNotifications(caller, id) { $0.level = request.level }
-    }
-
-    /// A member's push settings in one conversation: the mute's end (nil: not muted, or it ran
-    /// out) and their level (nil: the conversation's default).
-    struct NotificationSettings: Equatable {
-        var mutedUntil: Int64?
-        var level: NotificationLevel?
+    package func setLevel(_ caller: Caller, conversation id: ConversationID, _ request: NotificationsRequest) async throws -> Conversation {
+        try await setLevel(caller, id) { $0.level = request.level }
     }
 
     /// Changes the caller's mute and level (`change` edits the settings as stored) and tells their own
     /// devices (`notifications.updated`, no seq, only to them), so a phone and a browser signed
     /// in as one person show the same at once. A change that changes nothing a device shows
     /// says nothing.
-    private func setNotifications(_ caller: Caller, _ id: ConversationID,
-                                  _ change: @escaping @Sendable (inout NotificationSettings) -> Void) async throws -> Conversation {
+    private func setLevel(_ caller: Caller, _ id: ConversationID,
+
+                                  _ change: @escaping @Sendable (inout Chat.NotificationSettings) -> Void) async throws -> Conversation {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
@@ -54,7 +45,7 @@ extension Chat {
                 guard let row = try tx.fetchOne("""
                     SELECT muted_until, push_level FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                     """) else { throw ChatError.notMember }
-                let was = NotificationSettings(mutedUntil: try row.get("muted_until", as: Int64?.self).flatMap { $0 > now ? $0 : nil },
+                let was = Chat.NotificationSettings(mutedUntil: try row.get("muted_until", as: Int64?.self).flatMap { $0 > now ? $0 : nil },
                                                level: try row.get("push_level", as: String?.self).flatMap(NotificationLevel.init(rawValue:)))
                 var settings = was
                 change(&settings)
@@ -71,5 +62,17 @@ extension Chat {
                 return try Chat.view(tx, key: access.key, caller: caller)
             }
         }
+    }
+}
+
+extension Chat {
+    /// "Until unmuted": 9999-12-31T23:59:59Z, a date every JSON library reads.
+    static let mutedForever: Int64 = 253_402_300_799_000
+
+    /// A member's push settings in one conversation: the mute's end (nil: not muted, or it ran
+    /// out) and their level (nil: the conversation's default).
+    struct NotificationSettings: Equatable {
+        var mutedUntil: Int64?
+        var level: NotificationLevel?
     }
 }

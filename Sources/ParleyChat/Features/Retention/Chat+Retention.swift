@@ -26,7 +26,6 @@ extension Chat {
 }
 
 extension Retention {
-
     /// The app's policy: keep messages `days` days (0: forever) in every conversation without
     /// a policy of its own.
     package func setPolicy(_ server: ServerApp, _ policy: RetentionPolicy) async throws -> RetentionPolicy {
@@ -39,7 +38,6 @@ extension Retention {
         return policy
     }
 
-
     /// The app's policy.
     package func policy(_ server: ServerApp) async throws -> RetentionPolicy {
         try await run {
@@ -48,7 +46,6 @@ extension Retention {
             }
         }
     }
-
 
     /// Removes every message older than its conversation's policy, a batch per transaction.
     /// Safe on several nodes at once: on PostgreSQL a conversation is swept by one node at a
@@ -83,7 +80,6 @@ extension Retention {
         return sweep
     }
 
-
     /// After a sweep removed something, SQLite's free pages and the full-text index still hold
     /// the removed words: merge the index and checkpoint, so the file holds only what is kept
     /// (secure_delete zeroes what a delete frees). PostgreSQL's dead rows go with its vacuum.
@@ -103,7 +99,6 @@ extension Retention {
 extension Chat {
     /// Messages removed per transaction.
     static let retentionBatch = 500
-
 
     /// One batch of a conversation's messages created before `cutoff`: gone, with one event.
     static func expire(_ tx: Transaction, conversation: Int64, before cutoff: Int64, now: Int64) throws -> Int {

@@ -51,7 +51,6 @@ extension Moderation {
         }
     }
 
-
     /// Lifts a ban (moderators). Lifting one that is not there changes nothing.
     package func unban(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws {
         let now = nowMilliseconds
@@ -66,7 +65,6 @@ extension Moderation {
         }
     }
 
-
     /// The bans in force (moderators), newest first.
     package func bans(_ caller: Caller, conversation id: ConversationID) async throws -> BanList {
         let now = nowMilliseconds
@@ -77,7 +75,6 @@ extension Moderation {
             }
         }
     }
-
 
     // MARK: - Moderators' mutes
 
@@ -90,12 +87,10 @@ extension Moderation {
         return try await changeMute(caller, conversation: id, user: user, until: until, now: now)
     }
 
-
     /// Ends a moderator's mute of a member.
     package func unmuteMember(_ caller: Caller, conversation id: ConversationID, user: UserID) async throws -> Member {
         try await changeMute(caller, conversation: id, user: user, until: nil, now: nowMilliseconds)
     }
-
 
     private func changeMute(_ caller: Caller, conversation id: ConversationID, user: UserID, until: Int64?, now: Int64) async throws -> Member {
         try await run {
@@ -124,7 +119,6 @@ extension Moderation {
         }
     }
 
-
     // MARK: - Blocks
 
     /// Blocks someone: from now on the caller receives nothing they write in a direct
@@ -145,7 +139,6 @@ extension Moderation {
         }
     }
 
-
     /// Ends a block (changes nothing when there is none).
     package func unblock(_ caller: Caller, user: UserID) async throws {
         try await run {
@@ -155,7 +148,6 @@ extension Moderation {
             }
         }
     }
-
 
     /// The people the caller blocked, most recent first.
     package func blocks(_ caller: Caller) async throws -> BlockList {
@@ -168,7 +160,6 @@ extension Moderation {
             }
         }
     }
-
 
     // MARK: - Shadow bans (the app's backend)
 
@@ -183,7 +174,6 @@ extension Moderation {
             }
         }
     }
-
 
     // MARK: - Reports
 
@@ -208,7 +198,6 @@ extension Moderation {
         }
     }
 
-
     /// The conversation's reports (moderators): open ones (or `resolved`), oldest first;
     /// `after` pages on from a report id.
     package func reports(_ caller: Caller, conversation id: ConversationID, resolved: Bool, after: String?, limit: Int?) async throws -> ReportList {
@@ -228,7 +217,6 @@ extension Moderation {
             }
         }
     }
-
 
     /// Resolves a report (moderators): dismiss it, delete the message, or delete it and ban its
     /// author. Resolving a resolved report again is 409.
@@ -272,7 +260,6 @@ extension Chat {
     /// "Until lifted" for bans and moderators' mutes, in milliseconds (9999-12-31T23:59:59Z).
     static let forever: Int64 = 253_402_300_799_000
 
-
     // MARK: - On the send path
 
     /// Refuses a post by a muted member, or one inside slow mode (moderators are exempt).
@@ -290,7 +277,6 @@ extension Chat {
         }
     }
 
-
     /// Whether a new message of the caller's is a shadow one: their account is shadow-banned,
     /// or the other person of a direct conversation blocked them.
     static func isShadow(_ db: any Database, access: Access) throws -> Bool {
@@ -302,7 +288,6 @@ extension Chat {
             """) != nil
     }
 
-
     /// Refuses joining or adding someone banned (a ban past its end is removed).
     static func refuseBanned(_ db: any Database, conversation: Int64, user: Int64, now: Int64) throws {
         guard let row = try db.fetchOne("SELECT until FROM ban WHERE conversation_id = \(conversation) AND user_id = \(user)") else { return }
@@ -313,7 +298,6 @@ extension Chat {
         let until = try row.get("until", as: Int64?.self)
         throw ChatError.userBanned(until: until.map(WireCoding.formatMilliseconds))
     }
-
 
     static func bans(_ db: any Database, conversation: Int64, user: Int64?, now: Int64) throws -> [Ban] {
         let filter: SQL = user.map { "AND b.user_id = \($0)" } ?? ""
@@ -329,7 +313,6 @@ extension Chat {
         }
     }
 
-
     /// Owners act on anyone; admins on plain members only (``AccessRules/outranks(_:_:)``).
     static func requireOutranks(_ access: Access, _ target: MemberRole) throws {
         guard AccessRules.outranks(access.standing, target) else {
@@ -337,14 +320,12 @@ extension Chat {
         }
     }
 
-
     static func targetUser(_ db: any Database, app: Int64, id: UserID) throws -> Int64 {
         guard id.rawValue.utf8.count <= 64, let key = try db.fetchValue(Int64.self, """
             SELECT id FROM account WHERE app_id = \(app) AND public_id = \(id.rawValue) AND is_system = 0
             """) else { throw ChatError.userNotFound }
         return key
     }
-
 
     static func reports(_ db: any Database, access: Access, filter: SQL, viewer: Caller, limit: Int) throws -> [Report] {
         let rows = try db.fetchAll("""

@@ -200,12 +200,10 @@ extension AppWebhooks {
         webhookHook?.signal.wakeup.signal()
     }
 
-
     /// The webhook hook this domain runs, if any.
     package var webhookHook: WebhookHook? {
         core.hooks.lazy.compactMap { $0 as? WebhookHook }.first
     }
-
 
     // MARK: - Endpoints
 
@@ -239,7 +237,6 @@ extension AppWebhooks {
         }
     }
 
-
     /// The app's endpoints, oldest first (without secrets).
     package func list(_ server: ServerApp) async throws -> WebhookEndpointList {
         try await run {
@@ -251,12 +248,10 @@ extension AppWebhooks {
         }
     }
 
-
     /// One endpoint.
     package func endpoint(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
         try await run { try await store.read { db in try Chat.webhook(db, app: server.app.id, id: id) } }
     }
-
 
     /// Changes an endpoint's URL, events or note, or pauses or resumes it. Resuming clears
     /// the failure record; waiting deliveries then go out in order.
@@ -290,7 +285,6 @@ extension AppWebhooks {
         }
     }
 
-
     /// Replaces an endpoint's signing secret (answered once).
     package func rotateSecret(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
         let secret = "whsec_" + Crypto.randomToken()
@@ -305,7 +299,6 @@ extension AppWebhooks {
         }
     }
 
-
     /// Removes an endpoint and every delivery waiting for it.
     package func delete(_ server: ServerApp, id: String) async throws {
         try await run {
@@ -316,7 +309,6 @@ extension AppWebhooks {
             }
         }
     }
-
 
     /// An endpoint's deliveries, oldest first: `failed` ones (given up on) or `pending` ones.
     package func deliveries(_ server: ServerApp, id: String, failed: Bool, after: String?, limit: Int?) async throws -> WebhookDeliveryList {
@@ -348,7 +340,6 @@ extension AppWebhooks {
         }
     }
 
-
     /// Puts failed deliveries back in line (one, or every one of the endpoint), due now with
     /// their attempts reset; they go out in their original order among the waiting ones.
     package func replay(_ server: ServerApp, id: String, delivery: String?) async throws -> ReplayResult {
@@ -368,7 +359,6 @@ extension AppWebhooks {
             }
         }
     }
-
 
     // MARK: - Delivering
 
@@ -418,7 +408,6 @@ extension AppWebhooks {
         }
     }
 
-
     /// When the next endpoint's head delivery falls due (nil: nothing waits), for a worker to
     /// sleep until then. Held heads, paused endpoints and rows behind a head do not count.
     package func nextDue() async throws -> Date? {
@@ -429,7 +418,6 @@ extension AppWebhooks {
             }
         }
     }
-
 
     /// Deliveries the receiver took (2xx), in one write: removed, the endpoint marked healthy,
     /// and the rest of the lane's claim renewed for `lease` (a worker that dies mid-lane holds it
@@ -449,7 +437,6 @@ extension AppWebhooks {
             }
         }
     }
-
 
     /// A delivery that failed: tried again `after` from now, or (`after` nil: out of attempts)
     /// kept as failed and its endpoint paused; the rest of the lane's claim is let go.
@@ -481,7 +468,6 @@ extension AppWebhooks {
         }
     }
 
-
     /// Endpoints paused and deliveries failed, across apps (for `/metrics`).
     package func health() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
         try await run {
@@ -505,7 +491,6 @@ extension Chat {
             .map { try $0.get("lane") }
     }
 
-
     /// `FROM … WHERE …` of every unpaused endpoint (`w`) with its head (`h`) unheld: one index
     /// step per endpoint (`outbox_lane`), however long its backlog.
     static func laneHeads(now: Int64) -> SQL {
@@ -515,7 +500,6 @@ extension Chat {
         WHERE w.paused_at IS NULL AND (h.claimed_until IS NULL OR h.claimed_until < \(now))
         """
     }
-
 
     /// Deliveries whose data names an event of the log (`@<position>`) with the event's JSON
     /// read back, as the feed shows it now (a message edited or deleted since shows so). An
@@ -534,12 +518,10 @@ extension Chat {
         }
     }
 
-
     static func outboxItem(_ row: Row) throws -> OutboxItem {
         OutboxItem(id: try row.get("id"), kind: try row.get("kind"), payload: try row.get("payload"),
                    attempts: Int(try row.get("attempts", as: Int64.self)), createdAt: Chat.date(try row.get("created_at")))
     }
-
 
     static func webhookLane(_ db: any Database, app: Int64, id: String) throws -> Int64 {
         guard id.utf8.count <= 64,
@@ -548,7 +530,6 @@ extension Chat {
         }
         return lane
     }
-
 
     static func webhook(_ db: any Database, app: Int64, id: String) throws -> WebhookEndpoint {
         guard id.utf8.count <= 64, let row = try db.fetchOne("""

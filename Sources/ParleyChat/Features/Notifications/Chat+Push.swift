@@ -112,13 +112,23 @@ struct PushSource {
     }
 }
 
+/// What reaches a member's phone: devices registered for push, the push outbox's notices, and each member's mute and level (docs/push.md).
+package struct Notifications: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
+    /// What reaches a member's phone: devices registered for push, the push outbox's notices, and each member's mute and level (docs/push.md).
+    package var notifications: Notifications { Notifications(core: self) }
+}
+
+extension Notifications {
     /// Expands messages' push rows into one row per device in the providers' outboxes
     /// (`push-apns`, `push-fcm`), and removes them, in one transaction; returns how many. A device is pushed when its
     /// member is not the sender, has not muted the conversation, and has not confirmed delivery
     /// of the message (no socket took it within the window). A message deleted meanwhile
     /// pushes nothing.
-    package func expandPush(_ items: [OutboxItem], holder: String) async throws -> Int {
+    package func expand(_ items: [OutboxItem], holder: String) async throws -> Int {
         let now = nowMilliseconds
         let sources = items.compactMap { PushSource($0.payload) }
         return try await run {
@@ -132,6 +142,25 @@ extension Chat {
         }
     }
 
+    /// Removes a device the provider said is gone (410, `Unregistered`, `BadDeviceToken`, …).
+    package func removeDeadDevice(id: String) async throws {
+        try await run { try await store.write { db in _ = try db.execute("DELETE FROM push_device WHERE public_id = \(id)") } }
+    }
+
+    /// Sets what an app's pushes say (`parley-server apps push-content`), the app named by its
+    /// name or public key: `full` or `id-only`.
+    package func setPushContent(app name: String, idOnly: Bool) async throws {
+        try await run {
+            try await store.write { db in
+                guard try db.execute("UPDATE app SET push_content = \(idOnly ? "id-only" : "full") WHERE name = \(name) OR public_key = \(name)") == 1 else {
+                    throw ChatError.appNotFound
+                }
+            }
+        }
+    }
+}
+
+extension Chat {
     /// One message's devices to push, written to the providers' outboxes.
     static func expand(_ db: any Database, _ source: PushSource, now: Int64, badges: inout [Int64: Int]) throws -> Int {
         guard let row = try db.fetchOne("""
@@ -195,23 +224,6 @@ extension Chat {
             count += 1
         }
         return count
-    }
-
-    /// Removes a device the provider said is gone (410, `Unregistered`, `BadDeviceToken`, …).
-    package func removeDeadDevice(id: String) async throws {
-        try await run { try await store.write { db in _ = try db.execute("DELETE FROM push_device WHERE public_id = \(id)") } }
-    }
-
-    /// Sets what an app's pushes say (`parley-server apps push-content`), the app named by its
-    /// name or public key: `full` or `id-only`.
-    package func setPushContent(app name: String, idOnly: Bool) async throws {
-        try await run {
-            try await store.write { db in
-                guard try db.execute("UPDATE app SET push_content = \(idOnly ? "id-only" : "full") WHERE name = \(name) OR public_key = \(name)") == 1 else {
-                    throw ChatError.appNotFound
-                }
-            }
-        }
     }
 
     /// What a push says of a message: its text (cut at 180 characters), or its kind.

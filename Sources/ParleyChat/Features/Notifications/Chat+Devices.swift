@@ -3,7 +3,7 @@ import ParleyCrypto
 import ParleyStore
 package import ParleyWire
 
-extension Chat {
+extension Notifications {
     /// Registers the caller's session's device for push (`POST /v1/devices`). The same token
     /// registered again is updated, and moves to the caller if another account had it (the
     /// phone changed hands, or another user signed in on it); a session's new token for a
@@ -11,7 +11,7 @@ extension Chat {
     ///
     /// - Throws: 400 for a token of the wrong shape, or an environment given for FCM; 409
     ///   `too_many_devices` past ``Limits/pushDevicesPerUser``.
-    package func registerDevice(_ caller: Caller, _ request: RegisterDeviceRequest) async throws -> PushDevice {
+    package func register(_ caller: Caller, _ request: RegisterDeviceRequest) async throws -> PushDevice {
         let token = try Validate.pushToken(request.platform, request.token)
         if request.platform == .fcm, request.environment != nil {
             throw ChatError.invalid("environment is for APNs tokens; leave it out for fcm")
@@ -47,7 +47,7 @@ extension Chat {
     }
 
     /// The caller's devices registered for push, newest first (`GET /v1/devices`).
-    package func listDevices(_ caller: Caller) async throws -> PushDeviceList {
+    package func devices(_ caller: Caller) async throws -> PushDeviceList {
         try await run {
             try await store.read { db in
                 let rows = try db.fetchAll("""
@@ -78,6 +78,9 @@ extension Chat {
             try await store.write { db in _ = try db.execute("DELETE FROM push_device WHERE session_id = \(caller.sessionKey)") }
         }
     }
+}
+
+extension Chat {
 
     static let deviceColumns: SQL = "d.public_id, d.platform, d.token, d.environment, s.public_id AS session_public_id, d.updated_at"
 

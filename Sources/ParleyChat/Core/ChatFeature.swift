@@ -1,4 +1,4 @@
-package import ParleyStore
+import ParleyStore
 
 /// A feature over the chat core (docs/decisions/0025-chat-core-and-feature-services.md):
 /// moderation, retention, exports, webhooks and the app's backend, push, threads and

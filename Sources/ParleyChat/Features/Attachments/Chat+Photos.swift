@@ -7,7 +7,7 @@ package import ParleyWire
 // sender and conversation then carries `photoURL`, a path (`/v1/avatars/a_…`) that serves the
 // thumbnail without a token, as MessageKit's avatar view and `<img src>` need.
 
-extension Chat {
+extension Attachments {
     /// Sets (or with nil removes) the caller's profile photo.
     ///
     /// - Throws: 404 for an upload that is not the caller's; 400 for one that is not a photo.
@@ -45,6 +45,21 @@ extension Chat {
         }
     }
 
+    /// The upload behind an avatar path, when it is someone's or some conversation's photo now.
+    package func avatar(_ id: String) async throws -> StoredAttachment {
+        guard Limits.attachmentID.contains(id.utf8.count) else { throw ChatError.attachmentNotFound }
+        let inUse = try await run {
+            try await store.read { db in
+                try db.fetchOne("SELECT 1 FROM account WHERE photo_public = \(id)") != nil
+                    || db.fetchOne("SELECT 1 FROM conversation WHERE photo_public = \(id)") != nil
+            }
+        }
+        guard inUse else { throw ChatError.attachmentNotFound }
+        return try await attachment(signedID: id)
+    }
+}
+
+extension Chat {
     /// Tells every conversation the user is in (`user.updated`, no seq) their face and name as
     /// they are now: open chats redraw without asking. At most ``Limits/profileAnnouncements``
     /// conversations, most recently active first (older ones show it at their next read).
@@ -85,18 +100,5 @@ extension Chat {
                 UPDATE attachment SET refs = refs - 1, released_at = CASE WHEN refs = 1 THEN \(now) ELSE released_at END WHERE id = \(old)
                 """)
         }
-    }
-
-    /// The upload behind an avatar path, when it is someone's or some conversation's photo now.
-    package func avatar(_ id: String) async throws -> StoredAttachment {
-        guard Limits.attachmentID.contains(id.utf8.count) else { throw ChatError.attachmentNotFound }
-        let inUse = try await run {
-            try await store.read { db in
-                try db.fetchOne("SELECT 1 FROM account WHERE photo_public = \(id)") != nil
-                    || db.fetchOne("SELECT 1 FROM conversation WHERE photo_public = \(id)") != nil
-            }
-        }
-        guard inUse else { throw ChatError.attachmentNotFound }
-        return try await attachment(signedID: id)
     }
 }

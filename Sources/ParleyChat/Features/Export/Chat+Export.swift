@@ -39,7 +39,6 @@ extension Chat {
 }
 
 extension Exports {
-
     /// Everything of the caller's, as NDJSON lines into `sink`.
     package func user(_ caller: Caller, into sink: any ExportSink) async throws {
         let now = nowMilliseconds
@@ -116,7 +115,6 @@ extension Exports {
         try sink.write(try Chat.end(counts))
     }
 
-
     /// A conversation, its members and every message, as NDJSON lines into `sink`: for its
     /// owners, or the app (``Caller/actsAsApp``). Others' shadow messages are left out for an
     /// owner, as everywhere.
@@ -174,7 +172,6 @@ extension Chat {
     /// Rows per page read while exporting.
     static let exportPage = 500
 
-
     /// One line: `object`'s JSON with `fields` merged in, sorted keys.
     static func line(_ fields: [String: JSONValue], object: some Encodable) throws -> [UInt8] {
         guard case .object(var merged) = try JSONValue.decode(String(decoding: try WireCoding.encoder().encode(object), as: UTF8.self)) else {
@@ -183,7 +180,6 @@ extension Chat {
         for (key, value) in fields { merged[key] = value }
         return Array(try JSONValue.object(merged).encoded().utf8) + [UInt8(ascii: "\n")]
     }
-
 
     /// A message line, written from the stored record without a decode.
     static func line(type: String, record: MessageRecord) -> [UInt8] {
@@ -194,7 +190,6 @@ extension Chat {
         }
         return writer.bytes + [UInt8(ascii: "\n")]
     }
-
 
     static func end(_ counts: [String: Int]) throws -> [UInt8] {
         Array(try JSONValue.object(["type": .string("end"), "counts": .object(counts.mapValues { .number(Double($0)) })]).encoded().utf8)

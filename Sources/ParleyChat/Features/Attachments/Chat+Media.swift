@@ -49,18 +49,17 @@ package struct StoredAttachment: Sendable, Hashable {
     package var thumbnailBlob: String?
 }
 
+/// Attachments: uploads as the domain records them, who may download them, their references and collection, and profile and conversation photos (docs/media.md).
+package struct Attachments: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
-    /// The media settings of a server.
-    package struct MediaPolicy: Sendable, Hashable {
-        /// Bytes of uploads one account may hold (counting uploads not yet collected). Default: 1 GiB.
-        package var quotaBytes: Int64 = 1 << 30
-        /// How long an upload no message refers to is kept. Default: 24 hours.
-        package var orphanLifetime: TimeInterval = 86_400
+    /// Attachments: uploads as the domain records them, who may download them, their references and collection, and profile and conversation photos (docs/media.md).
+    package var attachments: Attachments { Attachments(core: self) }
+}
 
-        /// The defaults.
-        package init() {}
-    }
-
+extension Attachments {
     // MARK: - Uploads
 
     /// The caller's earlier upload with this client id, if any (an upload retried after a
@@ -76,7 +75,7 @@ extension Chat {
     }
 
     /// Bytes of uploads the caller holds.
-    package func mediaUsage(_ caller: Caller) async throws -> Int64 {
+    package func usage(_ caller: Caller) async throws -> Int64 {
         try await run { try await store.read { db in try Chat.usage(db, owner: caller.userKey) } }
     }
 
@@ -84,7 +83,7 @@ extension Chat {
     /// returns the first upload (`created` false). The blobs it names stop being garbage.
     ///
     /// - Throws: 403 `quota_exceeded` past `policy.quotaBytes` (nothing recorded).
-    package func recordUpload(_ caller: Caller, _ upload: NewAttachment, policy: MediaPolicy) async throws -> (MediaInfo, created: Bool) {
+    package func record(_ caller: Caller, _ upload: NewAttachment, policy: Chat.MediaPolicy) async throws -> (MediaInfo, created: Bool) {
         if let clientID = upload.clientID { try Validate.clientID(clientID) }
         let now = nowMilliseconds
         let publicID = Crypto.randomID(prefix: "a_", length: 24)
@@ -153,7 +152,7 @@ extension Chat {
 
     /// The key that signs download URLs: 32 random bytes made on first use and kept in the
     /// database, so every node of a cluster signs and verifies alike.
-    package func mediaSigningKey() async throws -> [UInt8] {
+    package func signingKey() async throws -> [UInt8] {
         try await run {
             if let key = try await store.read({ db in try db.fetchValue([UInt8].self, "SELECT value FROM setting WHERE name = 'media_signing_key'") }) {
                 return key
@@ -172,7 +171,7 @@ extension Chat {
     /// and older than `policy.orphanLifetime` — and returns blob keys no attachment uses any
     /// more (at most `limit`), for the caller to remove from the blob store and then pass to
     /// ``forgetGarbage(_:)``.
-    package func collectMedia(policy: MediaPolicy, limit: Int = 500) async throws -> [String] {
+    package func collect(policy: Chat.MediaPolicy, limit: Int = 500) async throws -> [String] {
         let orphanBefore = nowMilliseconds - Int64(policy.orphanLifetime * 1000)
         let now = nowMilliseconds
         return try await run {
@@ -247,6 +246,19 @@ extension Chat {
     /// are all gone.
     package func clearUploadClaims() async throws {
         try await run { try await store.write { db in _ = try db.execute("DELETE FROM upload_claim") } }
+    }
+}
+
+extension Chat {
+    /// The media settings of a server.
+    package struct MediaPolicy: Sendable, Hashable {
+        /// Bytes of uploads one account may hold (counting uploads not yet collected). Default: 1 GiB.
+        package var quotaBytes: Int64 = 1 << 30
+        /// How long an upload no message refers to is kept. Default: 24 hours.
+        package var orphanLifetime: TimeInterval = 86_400
+
+        /// The defaults.
+        package init() {}
     }
 
     // MARK: - Inside a transaction

@@ -7,7 +7,17 @@ package import ParleyWire
 // nor the conversation's place in the list; what a history page shows of them is kept on the
 // message row, so a page costs no join (docs/decisions/0021-annotations-without-seq.md).
 
+/// Annotations: reactions, pins and mentions, which mark messages without being part of the history (decision 0021).
+package struct Annotations: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
+    /// Annotations: reactions, pins and mentions, which mark messages without being part of the history (decision 0021).
+    package var annotations: Annotations { Annotations(core: self) }
+}
+
+extension Annotations {
     // MARK: - Reactions
 
     /// Adds the caller's reaction to a message (idempotent: a second identical call changes
@@ -104,36 +114,6 @@ extension Chat {
         }
     }
 
-    /// Fills each record's ``MessageRecord/myReactions`` for `viewer`: one query for the
-    /// records that have reactions at all, none when no record has any.
-    static func fillMyReactions(_ db: any Database, _ records: inout [MessageRecord], keys: [Int64], viewer: Int64) throws {
-        let reacted = zip(records.indices, keys).filter { records[$0.0].reactionsJSON != nil }
-        guard !reacted.isEmpty else { return }
-        let rows = try db.fetchAll("""
-            SELECT message_id, emoji FROM reaction WHERE user_id = \(viewer) AND message_id IN (\(list: reacted.map(\.1)))
-            ORDER BY message_id, created_at
-            """)
-        var mine: [Int64: [String]] = [:]
-        for row in rows { mine[try row.get("message_id"), default: []].append(try row.get("emoji")) }
-        for (index, key) in reacted { records[index].myReactions = mine[key] ?? [] }
-    }
-
-    static func reactionCounts(_ json: String?) throws -> [ReactionCount] {
-        guard let json else { return [] }
-        return try JSONDecoder().decode([ReactionCount].self, from: Data(json.utf8))
-    }
-
-    static func reactionsJSON(_ counts: [ReactionCount]) throws -> String? {
-        counts.isEmpty ? nil : try canonicalJSON(counts)
-    }
-
-    /// JSON as the server stores it: sorted keys, slashes unescaped.
-    static func canonicalJSON(_ value: some Encodable) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
-    }
-
     // MARK: - Pins
 
     /// Pins a message (any member of a direct chat, group or private channel; owners and
@@ -221,6 +201,38 @@ extension Chat {
                 return MessageList(messages: try records.map { try $0.message() }, hasMore: rows.count > limit)
             }
         }
+    }
+}
+
+extension Chat {
+    /// Fills each record's ``MessageRecord/myReactions`` for `viewer`: one query for the
+    /// records that have reactions at all, none when no record has any.
+    static func fillMyReactions(_ db: any Database, _ records: inout [MessageRecord], keys: [Int64], viewer: Int64) throws {
+        let reacted = zip(records.indices, keys).filter { records[$0.0].reactionsJSON != nil }
+        guard !reacted.isEmpty else { return }
+        let rows = try db.fetchAll("""
+            SELECT message_id, emoji FROM reaction WHERE user_id = \(viewer) AND message_id IN (\(list: reacted.map(\.1)))
+            ORDER BY message_id, created_at
+            """)
+        var mine: [Int64: [String]] = [:]
+        for row in rows { mine[try row.get("message_id"), default: []].append(try row.get("emoji")) }
+        for (index, key) in reacted { records[index].myReactions = mine[key] ?? [] }
+    }
+
+    static func reactionCounts(_ json: String?) throws -> [ReactionCount] {
+        guard let json else { return [] }
+        return try JSONDecoder().decode([ReactionCount].self, from: Data(json.utf8))
+    }
+
+    static func reactionsJSON(_ counts: [ReactionCount]) throws -> String? {
+        counts.isEmpty ? nil : try canonicalJSON(counts)
+    }
+
+    /// JSON as the server stores it: sorted keys, slashes unescaped.
+    static func canonicalJSON(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
     /// The `@username`s of `text` that name members of the conversation, in order of first

@@ -14,31 +14,21 @@ struct ThreadRoot: Sendable {
 // devices get them) that the conversation's history leaves out unless sent "also to the
 // conversation"; they never count in the conversation's unread count, only in the thread's.
 
+/// Threads: replies under a message, paged on their own, with a read mark and unread count per thread (docs/api.md, "Threads").
+package struct Threads: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
-    /// The root a reply goes under: a message of this conversation, not deleted, not itself a reply.
-    static func threadRoot(_ db: any Database, access: Access, id: MessageID, alsoInConversation: Bool) throws -> ThreadRoot {
-        let (row, key) = try messageRow(db, access: access, id: id)
-        guard try row.get("m_deleted_at", as: Int64?.self) == nil else { throw ChatError.messageDeleted }
-        if let root = try row.get("m_thread_root", as: String?.self) {
-            throw ChatError.invalid("a reply has no thread of its own; reply in its thread (threadId \(root))")
-        }
-        return ThreadRoot(key: key, publicID: id.rawValue, alsoInConversation: alsoInConversation)
-    }
+    /// Threads: replies under a message, paged on their own, with a read mark and unread count per thread (docs/api.md, "Threads").
+    package var threads: Threads { Threads(core: self) }
+}
 
-    /// The `thread` object of a reply's event: `{"lastReplyAt","replyCount","rootId"}`.
-    static func threadPayloadValue(root: String, replies: Int64, lastReplyAt: Int64?) throws -> String {
-        var writer = JSONWriter(capacity: 96)
-        writer.object { json in
-            if let lastReplyAt { json.key("lastReplyAt"); json.date(milliseconds: lastReplyAt) }
-            json.key("replyCount"); json.integer(replies)
-            json.key("rootId"); json.string(root)
-        }
-        return String(decoding: writer.bytes, as: UTF8.self)
-    }
-
+extension Threads {
     /// A page of a thread's replies, paged by seq like a conversation's history (`before`,
     /// `after`; oldest first). Deleted replies stay as tombstones.
-    package func threadHistory(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, before: Int64?, after: Int64?,
+    package func replies(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, before: Int64?, after: Int64?,
+
                               limit: Int?) async throws -> HistoryPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 50)
         guard before == nil || after == nil else { throw ChatError.invalid("give at most one of before and after") }
@@ -86,7 +76,7 @@ extension Chat {
 
     /// The conversation's threads (messages with replies), latest reply first; `before` (a
     /// time) pages on from the last thread's `lastReplyAt`.
-    package func threads(_ caller: Caller, conversation id: ConversationID, before: Date?, limit: Int?) async throws -> ThreadList {
+    package func list(_ caller: Caller, conversation id: ConversationID, before: Date?, limit: Int?) async throws -> ThreadList {
         let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 20)
         let cursor = before.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } ?? Int64.max
         return try await run {
@@ -107,7 +97,7 @@ extension Chat {
 
     /// Moves the caller's read watermark in a thread (never back; clamped to the thread's
     /// newest reply).
-    package func markThreadRead(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, seq: Int64) async throws -> ThreadInfo {
+    package func markRead(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, seq: Int64) async throws -> ThreadInfo {
         guard seq >= 0 else { throw ChatError.invalid("seq must not be negative") }
         return try await run {
             try await write { tx in
@@ -123,6 +113,29 @@ extension Chat {
                 return try Chat.threadInfo(tx, row: row, root: key, access: access, caller: caller)
             }
         }
+    }
+}
+
+extension Chat {
+    /// The root a reply goes under: a message of this conversation, not deleted, not itself a reply.
+    static func threadRoot(_ db: any Database, access: Access, id: MessageID, alsoInConversation: Bool) throws -> ThreadRoot {
+        let (row, key) = try messageRow(db, access: access, id: id)
+        guard try row.get("m_deleted_at", as: Int64?.self) == nil else { throw ChatError.messageDeleted }
+        if let root = try row.get("m_thread_root", as: String?.self) {
+            throw ChatError.invalid("a reply has no thread of its own; reply in its thread (threadId \(root))")
+        }
+        return ThreadRoot(key: key, publicID: id.rawValue, alsoInConversation: alsoInConversation)
+    }
+
+    /// The `thread` object of a reply's event: `{"lastReplyAt","replyCount","rootId"}`.
+    static func threadPayloadValue(root: String, replies: Int64, lastReplyAt: Int64?) throws -> String {
+        var writer = JSONWriter(capacity: 96)
+        writer.object { json in
+            if let lastReplyAt { json.key("lastReplyAt"); json.date(milliseconds: lastReplyAt) }
+            json.key("replyCount"); json.integer(replies)
+            json.key("rootId"); json.string(root)
+        }
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 
     static func threadInfo(_ db: any Database, row: Row, root: Int64, access: Access, caller: Caller) throws -> ThreadInfo {

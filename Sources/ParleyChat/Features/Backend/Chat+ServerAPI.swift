@@ -18,7 +18,17 @@ package struct ServerApp: Sendable, Hashable {
 /// How long a rotated-out secret keeps working unless the operator says otherwise.
 package let defaultSecretGrace: Duration = .seconds(24 * 3600)
 
+/// The app's backend (the server API, docs/server-api.md): its users, their sessions and passwords, conversations made as the app.
+package struct AppBackend: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
+    /// The app's backend (the server API, docs/server-api.md): its users, their sessions and passwords, conversations made as the app.
+    package var backend: AppBackend { AppBackend(core: self) }
+}
+
+extension AppBackend {
     /// The app whose secret this is: its current secret, or the one before it while the
     /// rotation's grace period lasts. The secret is compared as its SHA-256 hash (the stored
     /// form), so no timing reveals anything of the secret itself.
@@ -52,7 +62,7 @@ extension Chat {
 
     /// The app's system account as a caller with the app's authority, created on first use.
     func systemCaller(app: Int64) async throws -> Caller {
-        if let cached = systemCallers.withLock({ $0[app] }) { return cached }
+        if let cached = core.systemCallers.withLock({ $0[app] }) { return cached }
         let now = nowMilliseconds
         let caller: Caller = try await run {
             try await store.write { db in
@@ -71,7 +81,7 @@ extension Chat {
                 return Caller(appID: app, userKey: key, userID: UserID(rawValue: id), sessionKey: 0, actsAsApp: true)
             }
         }
-        systemCallers.withLock { $0[app] = caller }
+        core.systemCallers.withLock { $0[app] = caller }
         return caller
     }
 
@@ -136,14 +146,14 @@ extension Chat {
                 return (user, true, announced)
             }
         }
-        if announced { webhooks.signal() }
+        if announced { core.webhooks.signal() }
         return (user, created)
     }
 
     /// A user of the app by username, with their account state.
     ///
     /// - Throws: 404 `user_not_found`.
-    package func serverUser(_ server: ServerApp, username: String) async throws -> ServerUser {
+    package func user(_ server: ServerApp, username: String) async throws -> ServerUser {
         try await run {
             try await store.read { db in try Chat.serverUser(db, key: try Chat.userKey(db, app: server.app.id, username: username)) }
         }
@@ -151,7 +161,7 @@ extension Chat {
 
     /// The app's users whose username or display name starts with `query` (every user for an
     /// empty query), by username, guests included.
-    package func serverUsers(_ server: ServerApp, query: String, limit: Int?, offset: Int?) async throws -> ServerUserList {
+    package func users(_ server: ServerApp, query: String, limit: Int?, offset: Int?) async throws -> ServerUserList {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 50)
         let offset = offset ?? 0
         guard (0...100_000).contains(offset) else { throw ChatError.invalid("offset must be 0–100000") }
@@ -281,7 +291,7 @@ extension Chat {
         try Validate.password(request.password, username: name)
         let password = request.password
         let cost = configuration.passwordCost
-        let hash = try await onPasswordLane { try Crypto.hashPassword(password, cost: cost) }
+        let hash = try await core.onPasswordLane { try Crypto.hashPassword(password, cost: cost) }
         let user: ServerUser = try await run {
             try await store.write { db in
                 try db.execute("UPDATE account SET password_hash = \(hash), is_guest = 0 WHERE id = \(key)")
@@ -321,10 +331,10 @@ extension Chat {
 
     /// Creates a conversation for the app: as `createdBy` when named (they own it), else as
     /// the app (every member a plain member).
-    package func serverCreateConversation(_ server: ServerApp, _ request: ServerCreateConversationRequest) async throws -> (Conversation, created: Bool) {
+    package func createConversation(_ server: ServerApp, _ request: ServerCreateConversationRequest) async throws -> (Conversation, created: Bool) {
         let plain = CreateConversationRequest(kind: request.kind, members: request.members, title: request.title, customData: request.customData)
         if let creator = request.createdBy {
-            return try await createConversation(try await actingUser(server, username: creator), plain)
+            return try await core.createConversation(try await actingUser(server, username: creator), plain)
         }
         guard request.kind != .direct else {
             throw ChatError.invalid("a direct conversation is between two people: name one in createdBy and the other in members")
@@ -350,6 +360,15 @@ extension Chat {
         }
     }
 
+    /// Forgets a user's sessions on this node and tells the others (their sockets close).
+    func endSessions(user key: Int64) {
+        core.sessions.remove(user: key)
+        bus?.publish([.signedOut(user: key, only: nil, except: nil)])
+    }
+}
+
+extension Chat {
+
     // MARK: - Inside a transaction
 
     /// An active (not deleted) non-system user's key by username.
@@ -368,11 +387,5 @@ extension Chat {
             """) else { throw ChatError.userNotFound }
         return ServerUser(user: try user(row), deactivatedAt: try row.get("deactivated_at", as: Int64?.self).map(date),
                           sessionCount: Int(try row.get("session_count", as: Int64.self)))
-    }
-
-    /// Forgets a user's sessions on this node and tells the others (their sockets close).
-    func endSessions(user key: Int64) {
-        sessions.remove(user: key)
-        bus?.publish([.signedOut(user: key, only: nil, except: nil)])
     }
 }

@@ -52,15 +52,25 @@ package struct ChannelHistory: Sendable, Hashable {
 /// of kind `pusher` named by the channel; each triggered event is one of its events with a seq
 /// and a position, published through the bus after commit like every other change, and only
 /// the newest `keep` are kept.
+/// Named channels: the Pusher protocol's, with their events in the one event log (decision 0016).
+package struct NamedChannels: ChatFeature {
+    package let core: Chat
+}
+
 extension Chat {
+    /// Named channels: the Pusher protocol's, with their events in the one event log (decision 0016).
+    package var channels: NamedChannels { NamedChannels(core: self) }
+}
+
+extension NamedChannels {
     /// The app with this key, for the Pusher protocol; nil if there is none.
-    package func channelApp(key: String) async throws -> ChannelApp? {
+    package func app(key: String) async throws -> ChannelApp? {
         guard key.utf8.count <= 64 else { return nil }
         return try await loadChannelApp("public_key = \(key)")
     }
 
     /// The app with this numeric (Pusher) id; nil if there is none.
-    package func channelApp(pusherID: Int64) async throws -> ChannelApp? {
+    package func app(pusherID: Int64) async throws -> ChannelApp? {
         try await loadChannelApp("pusher_id = \(pusherID)")
     }
 
@@ -124,7 +134,7 @@ extension Chat {
     }
 
     /// A channel's stored events after `position` (0: from the oldest kept), oldest first.
-    package func channelHistory(app: AppRef, channel: String, after position: Int64, limit: Int) async throws -> ChannelHistory {
+    package func history(app: AppRef, channel: String, after position: Int64, limit: Int) async throws -> ChannelHistory {
         let limit = min(max(1, limit), 1_000)
         return try await run {
             try await store.read { db in
@@ -153,10 +163,12 @@ extension Chat {
     }
 
     /// Closes every Pusher socket signed in as `userID` in `app`, on every node.
-    package func terminateChannelUser(app: AppRef, userID: String) {
+    package func terminate(app: AppRef, userID: String) {
         bus?.publish([.channelUserTerminated(app: app.id, userID: userID)])
     }
+}
 
+extension Chat {
     /// The channel's log, created on first use.
     static func channelLog(_ tx: Transaction, app: Int64, name: String, now: Int64) throws -> (key: Int64, publicID: String) {
         if let row = try tx.fetchOne("SELECT id, public_id FROM conversation WHERE app_id = \(app) AND kind = 'pusher' AND title = \(name)") {
