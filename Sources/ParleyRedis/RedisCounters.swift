@@ -9,7 +9,7 @@ import ParleySync
 /// its lifetime by the first (`EXPIRE … NX`); Redis removes it when the window ends. When Redis
 /// cannot be reached, ``RateLimiter`` counts on the node instead (best effort, never a refusal
 /// because Redis is down).
-package final class RedisCounters: SharedCounters, @unchecked Sendable {
+package final class RedisCounters: SharedCounters, Sendable {
     private let client: RedisClient
     private let namespace = LockedValue("parley")
 

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+import media
 import parley
 from fakepush import FakePush
 from parley import Client, Server, wait_until
@@ -51,6 +52,15 @@ def test_a_whole_session_leaves_a_log_of_json_lines_without_a_secret(fake):
         status, _ = ana.request("POST", f"/v1/conversations/{conversation['id']}/messages",
                                 {"clientId": "c1", "content": {"type": "text", "text": body}}, headers={"X-Request-Id": "trace-me-1"})
         assert status == 201 and ana.last_headers["X-Request-Id"] == "trace-me-1"
+        file_name = "holiday-" + uuid.uuid4().hex + ".pdf"
+        status, upload = ana.upload(media.pdf(), "file", "application/pdf", name=file_name)
+        assert status == 201, upload
+        secrets["a file's name"] = file_name
+        assert ana.send(conversation["id"], content={"type": "file", "attachmentId": upload["id"]})[0] == 201
+        status, link = bob.get(f"/v1/media/{upload['id']}/url")
+        assert status == 200
+        secrets["a signed link's signature"] = link["url"].rsplit("signature=", 1)[1]
+        assert Client(server).request_bytes("GET", link["url"], authenticated=False)[0] == 200
         fake.wait_for(lambda pushes: any(p[1] == device_token for p in pushes))
         with open(fake.key_file, "rb") as key:
             pem = key.read().decode()
