@@ -1,5 +1,6 @@
 import Foundation
 import ParleyChat
+import ParleyLog
 import ParleyNet
 import ParleyPusher
 import ParleyPush
@@ -23,8 +24,10 @@ enum Routes {
         let healthSuffix = Array(#","version":"\#(ParleyVersion.current)"}"#.utf8)
         router.get("/healthz") { _ in
             let uptime = Int((ContinuousClock.now - startedAt).components.seconds)
-            return Response(status: .ok, headers: HTTPHeaders([("Content-Type", "application/json")]),
-                            body: healthPrefix + Array(String(uptime).utf8) + healthSuffix)
+            var response = Response(status: .ok, headers: HTTPHeaders([("Content-Type", "application/json")]),
+                                    body: healthPrefix + Array(String(uptime).utf8) + healthSuffix)
+            response.logLevel = .debug
+            return response
         }
         router.get("/metrics") { _ in
             var realtime: (devices: Int, routed: Int)?
@@ -38,6 +41,7 @@ enum Routes {
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
                                                         push: push, webhooks: hooks))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
+            response.logLevel = .debug
             return response
         }
         if configuration.enableEcho { addEcho(to: &router, configuration: configuration, group: group) }

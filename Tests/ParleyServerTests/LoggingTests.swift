@@ -83,6 +83,14 @@ struct LoggingTests {
             let made = try #require((refused as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Request-Id"))
             #expect(made.hasPrefix("r") && made != "bad id with spaces")
             #expect(handler.records.contains { $0.metadata["request.id"] == .string(made) && $0.metadata["status"] == 401 })
+            // Health checks and metrics scrapes are debug lines: at the default level they are not written.
+            for path in ["/healthz", "/metrics"] {
+                var probe = URLRequest(url: try #require(URL(string: server.url + path)))
+                probe.setValue("probe-\(path.dropFirst())", forHTTPHeaderField: "X-Request-Id")
+                _ = try await URLSession.shared.data(for: probe)
+                let probed = try #require(handler.records.first { $0.metadata["request.id"] == .string("probe-\(path.dropFirst())") })
+                #expect(probed.level == .debug && probed.metadata["status"] == 200)
+            }
             // Start, and the migrations a fresh database took.
             #expect(handler.records.contains { $0.message == "listening" })
             let schema = try Schema.migrator(for: TestEngine.isPostgres ? .postgres : .sqlite)

@@ -509,7 +509,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     /// byte of the answer, and what the handler added (the caller, the app).
     private func logRequest(_ request: (id: String, method: HTTPMethod, path: Substring, route: String?, started: UInt64), _ response: Response) {
         let logger = shared.configuration.logger
-        let level: LogLevel = response.status.code >= 500 ? .error : .info
+        let level: LogLevel = response.status.code >= 500 ? .error : response.logLevel
         guard logger.enabled(level) else { return }
         var metadata: LogMetadata = ["request.id": .string(request.id), "method": .string(request.method.rawValue),
                                      "path": .string(String(request.path)), "status": .integer(Int64(response.status.code)),

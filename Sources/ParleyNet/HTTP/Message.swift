@@ -194,6 +194,10 @@ public struct Response: Sendable {
     /// Fields the request's log line carries besides what the server knows (the caller, the
     /// app); never sent.
     public var logMetadata: LogMetadata = [:]
+    /// The level of the request's log line when it succeeds (a 5xx is always `error`): `info`
+    /// unless the handler lowers it, as the health check and metrics do (probes and scrapes
+    /// arrive every few seconds and say nothing an operator needs to read).
+    public var logLevel: LogLevel = .info
 
     /// Creates a response.
     public init(status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
