@@ -97,6 +97,13 @@ public protocol LogHandler: Sendable {
     var minimumLevel: LogLevel { get }
     /// Writes one record.
     func write(_ record: LogRecord)
+    /// Writes what it holds back before returning (at stop, so the last lines are not lost).
+    func flush()
+}
+
+extension LogHandler {
+    /// Nothing is held back.
+    public func flush() {}
 }
 
 /// A logger: a label, metadata every record of it carries, and the handler records go to.

@@ -442,6 +442,7 @@ package final class ParleyServer: Sendable {
         redisBus?.stop()
         store.close()
         logger.info("stopped")
+        logger.handler.flush()
     }
 }
 

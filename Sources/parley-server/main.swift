@@ -74,7 +74,9 @@ case .run(let configuration):
     let server: ParleyServer
     switch runBlocking({ try await ParleyServer.start(configuration) }) {
     case .success(let started): server = started
-    case .failure(let error): fail("\(error)", code: 69)  // EX_UNAVAILABLE
+    case .failure(let error):
+        Logger.process.handler.flush()  // what the failed start logged, before the process ends
+        fail("\(error)", code: 69)  // EX_UNAVAILABLE
     }
     say("Parley \(ParleyVersion.current) listening on \(server.url) (data in \(configuration.dataDirectory))")
     for line in server.appsBanner { say(line) }

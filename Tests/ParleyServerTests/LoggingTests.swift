@@ -33,6 +33,40 @@ struct LoggingTests {
         #expect((object["ms"] as? Double).map { abs($0 - 1.25) < 0.001 } == true)
     }
 
+    @Test func aStuckDescriptorDropsAndCountsLinesInsteadOfBlockingTheCaller() async throws {
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer { close(ends[0]) }
+        let handler = StreamLogHandler(minimumLevel: .info, format: .text, descriptor: ends[1])
+        let logger = Logger(label: "parley.test", handler: handler)
+        // Nobody reads the pipe: once it and the buffer are full, callers go on and lines are dropped.
+        let started = ContinuousClock.now
+        for index in 0..<40_000 { logger.info("request", metadata: ["index": .integer(Int64(index)), "path": "/v1/conversations/c_abcdefghijklmnop"]) }
+        #expect(ContinuousClock.now - started < .seconds(10), "40,000 lines into a stuck pipe must not wait on it")
+        // A reader drains it; the next flush says how many were dropped.
+        let readEnd = ends[0]
+        let reader = Task.detached { () -> String in
+            var text: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                if count <= 0 { break }
+                text += chunk[..<count]
+            }
+            return String(decoding: text, as: UTF8.self)
+        }
+        handler.flush()
+        logger.warning("after")
+        handler.flush()
+        close(ends[1])
+        let text = await reader.value
+        let lines = text.split(separator: "\n")
+        let count = lines.filter { $0.contains("log lines dropped") }.compactMap { Int($0.split(separator: "=").last ?? "") }.reduce(0, +)
+        let written = lines.filter { $0.contains(" request ") }.count
+        #expect(count > 0 && written + count == 40_000, "every line is written or counted as dropped")
+        #expect(lines.last?.hasSuffix("parley.test: after") == true, "lines stay in order")
+    }
+
     @Test func recordsBelowTheLevelAreNeverMade() {
         let handler = RecordingLogHandler(minimumLevel: .warning)
         let logger = Logger(label: "t", handler: handler)

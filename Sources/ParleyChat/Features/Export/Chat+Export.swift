@@ -52,65 +52,33 @@ extension Exports {
             }
         }
         try sink.write(try Chat.line(["type": .string("account"), "exportedAt": .string(WireCoding.formatMilliseconds(now))], object: account))
-        // Conversations, a page at a time by key.
-        var after: Int64 = 0
-        while true {
-            let cursor = after
-            let page = try await run {
-                try await store.read { db -> [(Int64, Conversation)] in
-                    try db.fetchAll("""
-                        SELECT conversation_id FROM member WHERE user_id = \(caller.userKey) AND conversation_id > \(cursor)
-                        ORDER BY conversation_id LIMIT \(Chat.exportPage)
-                        """).map { row in
-                        let key: Int64 = try row.get("conversation_id")
-                        return (key, try Chat.view(db, key: key, caller: caller))
-                    }
-                }
+        // Conversations, messages they wrote (oldest first, tombstones included: they say what
+        // was deleted), and their uploads (the list; the files are downloaded with GET /v1/media/{id}).
+        counts["conversations"] = try await stream(into: sink) { db, after in
+            try db.fetchAll("""
+                SELECT conversation_id FROM member WHERE user_id = \(caller.userKey) AND conversation_id > \(after)
+                ORDER BY conversation_id LIMIT \(Chat.exportPage)
+                """).map { row in
+                let key: Int64 = try row.get("conversation_id")
+                return (key, try Chat.line(["type": .string("conversation")], object: try Chat.view(db, key: key, caller: caller)))
             }
-            for (_, conversation) in page { try sink.write(try Chat.line(["type": .string("conversation")], object: conversation)) }
-            counts["conversations", default: 0] += page.count
-            guard let last = page.last?.0, page.count == Chat.exportPage else { break }
-            after = last
         }
-        // Messages they wrote, oldest first (tombstones included: they say what was deleted).
-        after = 0
-        while true {
-            let cursor = after
-            let page = try await run {
-                try await store.read { db -> [(Int64, MessageRecord)] in
-                    try db.fetchAll("""
-                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.author_id = \(caller.userKey) AND m.id > \(cursor)
-                        ORDER BY m.id LIMIT \(Chat.exportPage)
-                        """).map { (try $0.get("m_key"), try Chat.record($0, caller: caller.userKey)) }
-                }
-            }
-            var bytes: [UInt8] = []
-            for (_, record) in page { bytes += Chat.line(type: "message", record: record) }
-            try sink.write(bytes)
-            counts["messages", default: 0] += page.count
-            guard let last = page.last?.0, page.count == Chat.exportPage else { break }
-            after = last
+        counts["messages"] = try await stream(into: sink) { db, after in
+            try db.fetchAll("""
+                SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.author_id = \(caller.userKey) AND m.id > \(after)
+                ORDER BY m.id LIMIT \(Chat.exportPage)
+                """).map { (try $0.get("m_key"), Chat.line(type: "message", record: try Chat.record($0, caller: caller.userKey))) }
         }
-        // Their uploads (the list; the files are downloaded with GET /v1/media/{id}).
-        after = 0
-        while true {
-            let cursor = after
-            let page = try await run {
-                try await store.read { db -> [(Int64, MediaListing)] in
-                    try db.fetchAll("""
-                        SELECT id, public_id, kind, mime_type, name, size_bytes, width, height, created_at FROM attachment
-                        WHERE owner_id = \(caller.userKey) AND id > \(cursor) ORDER BY id LIMIT \(Chat.exportPage)
-                        """).map { row in
-                        (try row.get("id"), MediaListing(id: try row.get("public_id"), kind: try row.get("kind"), mimeType: try row.get("mime_type"),
-                                                         name: try row.get("name"), sizeBytes: try row.get("size_bytes"), width: try row.get("width"),
-                                                         height: try row.get("height"), createdAt: WireCoding.formatMilliseconds(try row.get("created_at"))))
-                    }
-                }
+        counts["media"] = try await stream(into: sink) { db, after in
+            try db.fetchAll("""
+                SELECT id, public_id, kind, mime_type, name, size_bytes, width, height, created_at FROM attachment
+                WHERE owner_id = \(caller.userKey) AND id > \(after) ORDER BY id LIMIT \(Chat.exportPage)
+                """).map { row in
+                let media = MediaListing(id: try row.get("public_id"), kind: try row.get("kind"), mimeType: try row.get("mime_type"),
+                                         name: try row.get("name"), sizeBytes: try row.get("size_bytes"), width: try row.get("width"),
+                                         height: try row.get("height"), createdAt: WireCoding.formatMilliseconds(try row.get("created_at")))
+                return (try row.get("id"), try Chat.line(["type": .string("media")], object: media))
             }
-            for (_, media) in page { try sink.write(try Chat.line(["type": .string("media")], object: media)) }
-            counts["media", default: 0] += page.count
-            guard let last = page.last?.0, page.count == Chat.exportPage else { break }
-            after = last
         }
         try sink.write(try Chat.end(counts))
     }
@@ -130,41 +98,44 @@ extension Exports {
         var counts = ["members": 0, "messages": 0]
         try sink.write(try Chat.line(["type": .string("conversation"), "exportedAt": .string(WireCoding.formatMilliseconds(nowMilliseconds))],
                                      object: conversation))
-        var offset = 0
-        while true {
-            let skip = offset
-            let page = try await run {
-                try await store.read { db -> [Member] in
-                    try db.fetchAll("""
-                        SELECT user_id FROM member WHERE conversation_id = \(access.key) ORDER BY user_id LIMIT \(Chat.exportPage) OFFSET \(skip)
-                        """).map { try Chat.member(db, conversation: access.key, user: try $0.get("user_id")) }
-                }
+        counts["members"] = try await stream(into: sink) { db, after in
+            try db.fetchAll("""
+                SELECT user_id FROM member WHERE conversation_id = \(access.key) AND user_id > \(after) ORDER BY user_id LIMIT \(Chat.exportPage)
+                """).map { row in
+                let user: Int64 = try row.get("user_id")
+                return (user, try Chat.line(["type": .string("member")], object: try Chat.member(db, conversation: access.key, user: user)))
             }
-            for member in page { try sink.write(try Chat.line(["type": .string("member")], object: member)) }
-            counts["members", default: 0] += page.count
-            guard page.count == Chat.exportPage else { break }
-            offset += page.count
         }
         let visible: SQL = access.asApp ? "1 = 1" : Chat.visible(to: caller.userKey)
-        var after: Int64 = 0
-        while true {
-            let cursor = after
-            let page = try await run {
-                try await store.read { db -> [MessageRecord] in
-                    try db.fetchAll("""
-                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.conversation_id = \(access.key) AND m.seq > \(cursor) AND \(visible)
-                        ORDER BY m.seq LIMIT \(Chat.exportPage)
-                        """).map { try Chat.record($0, caller: caller.userKey) }
-                }
+        counts["messages"] = try await stream(into: sink) { db, after in
+            try db.fetchAll("""
+                SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.conversation_id = \(access.key) AND m.seq > \(after) AND \(visible)
+                ORDER BY m.seq LIMIT \(Chat.exportPage)
+                """).map { row in
+                let record = try Chat.record(row, caller: caller.userKey)
+                return (record.seq, Chat.line(type: "message", record: record))
             }
-            var bytes: [UInt8] = []
-            for record in page { bytes += Chat.line(type: "message", record: record) }
-            try sink.write(bytes)
-            counts["messages", default: 0] += page.count
-            guard let last = page.last?.seq, page.count == Chat.exportPage else { break }
-            after = last
         }
         try sink.write(try Chat.end(counts))
+    }
+}
+
+extension Exports {
+    /// Streams rows a page at a time into `sink`: `page(db, after)` reads at most
+    /// ``Chat/exportPage`` rows whose key is above `after`, in key order, and gives each row's
+    /// key and line. Stops at a short page; returns how many rows were written.
+    private func stream(into sink: any ExportSink,
+                        page: @escaping @Sendable (any Database, Int64) throws -> [(key: Int64, line: [UInt8])]) async throws -> Int {
+        var after: Int64 = 0
+        var written = 0
+        while true {
+            let cursor = after
+            let rows = try await run { try await store.read { db in try page(db, cursor) } }
+            try sink.write(rows.flatMap(\.line))
+            written += rows.count
+            guard let last = rows.last?.key, rows.count == Chat.exportPage else { return written }
+            after = last
+        }
     }
 }
 
