@@ -130,41 +130,11 @@ extension Chat {
         return try await run {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .read)
-                // Replies in a thread only are the thread's (``threadHistory``), not the conversation's.
-                func page(_ filter: SQL, descending: Bool, count: Int) throws -> [Row] {
-                    try db.fetchAll("""
-                        SELECT \(Chat.messageColumns) \(Chat.messageJoins)
-                        WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(Chat.visible(to: caller.userKey)) AND \(filter)
-                        ORDER BY m.seq \(descending ? "DESC" as SQL : "ASC") LIMIT \(count)
-                        """)
-                }
-                var rows: [Row]
-                if let after = query.after {
-                    rows = try page("m.seq > \(after)", descending: false, count: limit)
-                } else if let around = query.around {
-                    let older = try page("m.seq < \(around)", descending: true, count: limit / 2)
-                    let newer = try page("m.seq >= \(around)", descending: false, count: limit - older.count)
-                    rows = older.reversed() + newer
-                } else {
-                    rows = try page("m.seq < \(query.before ?? Int64.max)", descending: true, count: limit).reversed()
-                }
-                let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-                var messages = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
-                try Chat.fillMyReactions(db, &messages, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
-                let hasOlder = try messages.first.map {
-                    try db.fetchOne("""
-                        SELECT 1 FROM message m WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(Chat.visible(to: caller.userKey))
-                        AND m.seq < \($0.seq) LIMIT 1
-                        """) != nil
-                } ?? false
-                let hasNewer = try messages.last.map {
-                    try db.fetchOne("""
-                        SELECT 1 FROM message m WHERE m.conversation_id = \(access.key) AND m.in_conversation = 1 AND \(Chat.visible(to: caller.userKey))
-                        AND m.seq > \($0.seq) LIMIT 1
-                        """) != nil
-                } ?? false
-                if !query.ascending { messages.reverse() }
-                return HistoryPage(records: messages, hasOlder: hasOlder, hasNewer: hasNewer)
+                // Replies in a thread only are the thread's (``Threads/replies``), not the conversation's.
+                let page = try Chat.historyPage(db, scope: "m.conversation_id = \(access.key) AND m.in_conversation = 1", access: access,
+                                                caller: caller, before: query.before, after: query.after, around: query.around, limit: limit)
+                if query.ascending { return page }
+                return HistoryPage(records: page.records.reversed(), hasOlder: page.hasOlder, hasNewer: page.hasNewer)
             }
         }
     }
@@ -561,5 +531,40 @@ extension Chat {
         guard let row = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(key)"),
               let message = try messages(db, [row], access: access, caller: caller).first else { throw ChatError.messageNotFound }
         return message
+    }
+}
+
+extension Chat {
+    /// A page of the messages in `scope` (a conversation's, a thread's) the caller may see, in
+    /// seq order: after `after`, around `around` (half before it, the rest from it), or before
+    /// `before` (the newest when nil); with the caller's reactions and whether there are older
+    /// and newer ones.
+    static func historyPage(_ db: any Database, scope: SQL, access: Access, caller: Caller, before: Int64?, after: Int64?, around: Int64?,
+                            limit: Int) throws -> HistoryPage {
+        let visible = Chat.visible(to: caller.userKey)
+        func page(_ filter: SQL, descending: Bool, count: Int) throws -> [Row] {
+            try db.fetchAll("""
+                SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE \(scope) AND \(visible) AND \(filter)
+                ORDER BY m.seq \(descending ? "DESC" as SQL : "ASC") LIMIT \(count)
+                """)
+        }
+        func exists(_ filter: SQL) throws -> Bool {
+            try db.fetchOne("SELECT 1 FROM message m WHERE \(scope) AND \(visible) AND \(filter) LIMIT 1") != nil
+        }
+        let rows: [Row]
+        if let after {
+            rows = try page("m.seq > \(after)", descending: false, count: limit)
+        } else if let around {
+            let older = try page("m.seq < \(around)", descending: true, count: limit / 2)
+            rows = older.reversed() + (try page("m.seq >= \(around)", descending: false, count: limit - older.count))
+        } else {
+            rows = try page("m.seq < \(before ?? Int64.max)", descending: true, count: limit).reversed()
+        }
+        let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+        var records = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
+        try Chat.fillMyReactions(db, &records, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
+        let hasOlder = try records.first.map { try exists("m.seq < \($0.seq)") } ?? false
+        let hasNewer = try records.last.map { try exists("m.seq > \($0.seq)") } ?? false
+        return HistoryPage(records: records, hasOlder: hasOlder, hasNewer: hasNewer)
     }
 }

@@ -36,29 +36,8 @@ extension Threads {
             try await store.read { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .read)
                 let (_, root) = try Chat.messageRow(db, access: access, id: rootID)
-                let rows: [Row]
-                if let after {
-                    rows = try db.fetchAll("""
-                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey)) AND m.seq > \(after)
-                        ORDER BY m.seq LIMIT \(limit)
-                        """)
-                } else {
-                    rows = try db.fetchAll("""
-                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey))
-                        AND m.seq < \(before ?? Int64.max)
-                        ORDER BY m.seq DESC LIMIT \(limit)
-                        """).reversed()
-                }
-                let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-                var records = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
-                try Chat.fillMyReactions(db, &records, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
-                let hasOlder = try records.first.map {
-                    try db.fetchOne("SELECT 1 FROM message m WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey)) AND m.seq < \($0.seq) LIMIT 1") != nil
-                } ?? false
-                let hasNewer = try records.last.map {
-                    try db.fetchOne("SELECT 1 FROM message m WHERE m.thread_id = \(root) AND \(Chat.visible(to: caller.userKey)) AND m.seq > \($0.seq) LIMIT 1") != nil
-                } ?? false
-                return HistoryPage(records: records, hasOlder: hasOlder, hasNewer: hasNewer)
+                return try Chat.historyPage(db, scope: "m.thread_id = \(root)", access: access, caller: caller, before: before, after: after,
+                                            around: nil, limit: limit)
             }
         }
     }
