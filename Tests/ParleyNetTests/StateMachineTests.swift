@@ -146,6 +146,31 @@ struct RouterTests {
         #expect(allowed == [.POST])
     }
 
+    @Test func theFirstRouteRegisteredWinsWhateverItsLength() {
+        var router = Router()
+        router.get("/a/:id") { _ in Response.text("param") }
+        router.get("/a/*") { _ in Response.text("rest") }
+        router.get("/a/fixed") { _ in Response.text("literal") }
+        router.get("/b/*") { _ in Response.text("rest") }
+        router.get("/b/c/d") { _ in Response.text("literal") }
+        let expected = [("/a/fixed", "/a/:id"), ("/a/x/y", "/a/*"), ("/a", "/a/*"), ("/b/c/d", "/b/*"), ("/b", "/b/*")]
+        for (path, route) in expected {
+            guard case .found(let found, _) = router.match(head(.GET, path)) else {
+                Issue.record("\(path) found nothing")
+                continue
+            }
+            #expect(found.path == route, "\(path)")
+        }
+        // Methods are collected across lengths too.
+        router.post("/c/:id") { _ in Response.text("post") }
+        router.put("/c/*") { _ in Response.text("put") }
+        guard case .methodNotAllowed(let allowed) = router.match(head(.DELETE, "/c/1")) else {
+            Issue.record("expected 405")
+            return
+        }
+        #expect(allowed == [.POST, .PUT])
+    }
+
     @Test func unknownPathsAndBadEscapesAre404() {
         guard case .notFound = router().match(head(.GET, "/v2/nothing")) else {
             Issue.record("expected 404")

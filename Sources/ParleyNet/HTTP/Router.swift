@@ -62,6 +62,11 @@ public struct Router: Sendable {
 
     private(set) var routes: [Route] = []
     private(set) var webSocketRoutes: [WebSocketRoute] = []
+    /// Indices into ``routes`` by their number of segments, in registration order: a request
+    /// is tried against the routes of its own length and those ending in `*`, not all of them.
+    private var routesByLength: [Int: [Int]] = [:]
+    /// Indices of the routes ending in `*`, in registration order.
+    private var restRoutes: [Int] = []
 
     /// An empty router.
     public init() {}
@@ -73,6 +78,11 @@ public struct Router: Sendable {
         #if DEBUG
         precondition(!routes.contains { $0.method == method && $0.pattern == pattern }, "duplicate route \(method) \(path)")
         #endif
+        if pattern.last == .rest {
+            restRoutes.append(routes.count)
+        } else {
+            routesByLength[pattern.count, default: []].append(routes.count)
+        }
         routes.append(Route(method: method, path: path, pattern: pattern, options: options, handler: handler))
     }
 
@@ -113,8 +123,22 @@ public struct Router: Sendable {
     func match(_ head: HTTPRequestHead) -> Match {
         let segments = Self.split(head.path)
         var allowed: [HTTPMethod] = []
-        for route in routes {
-            guard let parameters = Self.match(route.pattern, segments) else { continue }
+        // The routes of this length and those ending in `*`, merged back into registration
+        // order (the first route that matches wins); literals are compared before anything
+        // is decoded or allocated.
+        let sameLength = routesByLength[segments.count] ?? []
+        var (nextSame, nextRest) = (0, 0)
+        while nextSame < sameLength.count || nextRest < restRoutes.count {
+            let index: Int
+            if nextRest == restRoutes.count || (nextSame < sameLength.count && sameLength[nextSame] < restRoutes[nextRest]) {
+                index = sameLength[nextSame]
+                nextSame += 1
+            } else {
+                index = restRoutes[nextRest]
+                nextRest += 1
+            }
+            let route = routes[index]
+            guard Self.literalsFit(route.pattern, segments), let parameters = Self.match(route.pattern, segments) else { continue }
             if route.method == head.method || (head.method == .HEAD && route.method == .GET) {
                 return .found(route, parameters)
             }
@@ -142,6 +166,18 @@ public struct Router: Sendable {
 
     private static func split(_ path: Substring) -> [String] {
         path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+    }
+
+    /// Whether `segments` has `pattern`'s literals in their places (parameters unchecked).
+    private static func literalsFit(_ pattern: [Segment], _ segments: [String]) -> Bool {
+        for (index, segment) in pattern.enumerated() {
+            switch segment {
+            case .rest: return true
+            case .literal(let literal): if index >= segments.count || segments[index] != literal { return false }
+            case .parameter: if index >= segments.count { return false }
+            }
+        }
+        return pattern.count == segments.count
     }
 
     private static func match(_ pattern: [Segment], _ segments: [String]) -> [String: String]? {
