@@ -32,6 +32,11 @@ public final class StreamLogHandler: LogHandler, @unchecked Sendable {
 
     /// The most bytes waiting to be written before new lines are dropped: 1 MiB.
     public static let bufferLimit = 1 << 20
+    /// How long an `info` or `debug` line waits at most before it is written: 0.1 s. Lines
+    /// are written sooner when 32 KiB wait or a warning or error comes; so under load the
+    /// writer wakes once per many lines, not once per line.
+    public static let interval: Double = 0.1
+    private static let batch = 32 << 10
 
     private struct Pending {
         var bytes: [UInt8] = []
@@ -45,9 +50,9 @@ public final class StreamLogHandler: LogHandler, @unchecked Sendable {
         self.descriptor = descriptor
         let thread = Thread { [weak self, wake] in
             while true {
-                let woken = wake.wait(timeout: .now() + 1) == .success
+                _ = wake.wait(timeout: .now() + StreamLogHandler.interval)
                 guard let handler = self else { return }
-                if woken { handler.flush() }
+                handler.flush()
             }
         }
         thread.name = "parley-log"
@@ -57,16 +62,17 @@ public final class StreamLogHandler: LogHandler, @unchecked Sendable {
     public func write(_ record: LogRecord) {
         guard record.level >= minimumLevel else { return }
         let line = LogLine.bytes(record, format: format)
-        let first = pending.withLock { pending -> Bool in
+        let urgent = record.level >= .warning
+        let wakeWriter = pending.withLock { pending -> Bool in
             guard pending.bytes.count + line.count <= Self.bufferLimit else {
                 pending.dropped += 1
                 return false
             }
-            let first = pending.bytes.isEmpty
+            let crossed = pending.bytes.count < Self.batch && pending.bytes.count + line.count >= Self.batch
             pending.bytes += line
-            return first
+            return crossed || urgent
         }
-        if first { wake.signal() }
+        if wakeWriter { wake.signal() }
     }
 
     /// Writes every line waiting, then returns.

@@ -146,8 +146,8 @@ public struct Logger: Sendable {
     /// Writes a record when `level` is enabled; `message` and `metadata` are evaluated only then.
     public func log(_ level: LogLevel, _ message: @autoclosure () -> String, metadata: @autoclosure () -> LogMetadata = [:]) {
         guard enabled(level) else { return }
-        var fields = self.metadata
-        for (key, value) in metadata() { fields[key] = value }
+        var fields = metadata()
+        for (key, value) in self.metadata where fields[key] == nil { fields[key] = value }
         handler.write(LogRecord(time: Date(), level: level, label: label, message: message(), metadata: fields))
     }
 
