@@ -189,12 +189,15 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     private var dateCache: (second: Int, text: String) = (0, "")
     /// A file body being sent, and how many of its bytes are queued so far.
     private var sendingFile: (region: FileRegion, sent: Int64)?
+    /// Where request lines go (the configuration's, held here so a request does not copy it).
+    private let logger: Logger
     /// The request being answered, for its log line and `X-Request-Id`.
     private var current: (id: String, method: HTTPMethod, path: Substring, route: String?, started: UInt64)?
     /// Bytes read from a file per write.
     static let fileChunk = 128 * 1024
 
     init(shared: HTTPServerShared, registry: ConnectionRegistry, loop: EventLoop) {
+        logger = shared.configuration.logger
         self.shared = shared
         self.registry = registry
         self.loop = loop
@@ -508,7 +511,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
     /// The request's line: what it asked, how it was answered, how long it took to the first
     /// byte of the answer, and what the handler added (the caller, the app).
     private func logRequest(_ request: (id: String, method: HTTPMethod, path: Substring, route: String?, started: UInt64), _ response: Response) {
-        let logger = shared.configuration.logger
+        let logger = logger
         let level: LogLevel = response.status.code >= 500 ? .error : response.logLevel
         guard logger.enabled(level) else { return }
         var metadata: LogMetadata = ["request.id": .string(request.id), "method": .string(request.method.rawValue),

@@ -1,6 +1,7 @@
 public import ParleyLog
 import Foundation
 import ParleySync
+import Synchronization
 
 /// An error a handler throws to answer with a status and a JSON error body.
 ///
@@ -297,12 +298,17 @@ enum HTTPDate {
 /// `UUID()`: on Linux it silently returns a constant when the process is out of descriptors
 /// (PLATFORM.md §10), exactly when ids matter most.
 public enum RequestID: Sendable {
-    private static let prefix: String = {
-        var bytes = [UInt8](repeating: 0, count: 4)
-        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
-        return bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+    /// `r`, 8 hex digits random to this process, and `-`.
+    private static let prefix: [UInt8] = {
+        var bytes = Array("r".utf8)
+        for _ in 0..<4 {
+            let byte = UInt8.random(in: 0...255)
+            bytes += [hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
+        }
+        return bytes + Array("-".utf8)
     }()
-    private static let counter = LockedValue<UInt64>(0)
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+    private static let counter = Atomic<UInt64>(0)
 
     /// The id for a request that sent `offered` (nil: none).
     public static func accept(_ offered: String?) -> String {
@@ -310,13 +316,16 @@ public enum RequestID: Sendable {
         return make()
     }
 
-    /// A new id: `r<8 hex>-<counter>`.
+    /// A new id: `r<8 hex>-<counter in hex>`. Made for every request that brings none, so it
+    /// is built from bytes with an atomic counter: no lock, no formatter.
     public static func make() -> String {
-        let next = counter.withLock { value in
-            value &+= 1
-            return value
-        }
-        return "r\(prefix)-\(String(next, radix: 16))"
+        var next = counter.wrappingAdd(1, ordering: .relaxed).newValue
+        var digits: [UInt8] = []
+        repeat {
+            digits.append(hexDigits[Int(next & 0xF)])
+            next >>= 4
+        } while next > 0
+        return String(decoding: prefix + digits.reversed(), as: UTF8.self)
     }
 
     private static func isAllowed(_ byte: UInt8) -> Bool {
@@ -326,8 +335,4 @@ public enum RequestID: Sendable {
         default: false
         }
     }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }
