@@ -4,6 +4,7 @@ import ParleyChat
 import ParleyChatTesting
 import ParleyStore
 import ParleyLog
+import ParleyNet
 @testable import ParleyServer
 import ParleyServerTesting
 import ParleyWire
@@ -65,6 +66,14 @@ struct LoggingTests {
         let written = lines.filter { $0.contains(" request ") }.count
         #expect(count > 0 && written + count == 40_000, "every line is written or counted as dropped")
         #expect(lines.last?.hasSuffix("parley.test: after") == true, "lines stay in order")
+    }
+
+    @Test func requestIdsAreDistinctAndOfOneShape() {
+        let made = (0..<5_000).map { _ in RequestID.make() }
+        #expect(Set(made).count == made.count)
+        #expect(made.allSatisfy { $0.wholeMatch(of: /r[0-9a-f]{6}-[0-9a-f]{1,16}/) != nil }, "\(made.prefix(3))")
+        #expect(RequestID.accept("trace-42") == "trace-42")
+        for refused in ["", "two words", String(repeating: "a", count: 129), "é"] { #expect(RequestID.accept(refused).hasPrefix("r")) }
     }
 
     @Test func recordsBelowTheLevelAreNeverMade() {

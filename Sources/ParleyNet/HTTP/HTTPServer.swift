@@ -136,10 +136,13 @@ final class ConnectionRegistry: @unchecked Sendable {
 final class HTTPServerShared: Sendable {
     let configuration: HTTPServerConfiguration
     let router: Router
+    /// The configuration's server name, read per response without copying the configuration.
+    let serverName: String?
 
     init(configuration: HTTPServerConfiguration, router: Router) {
         self.configuration = configuration
         self.router = router
+        serverName = configuration.serverName
     }
 }
 
@@ -483,7 +486,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         guard let connection else { return }
         if closing { keepAlive = false }
         var response = response
-        if let serverName = shared.configuration.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
+        if let serverName = shared.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
         if let current {
             response.headers.replaceOrAdd(name: "X-Request-Id", value: current.id)
             logRequest(current, response)
