@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+public import Glibc
 #endif
 
 /// A value guarded by a lock: the one lock type of the package (docs/decisions/0024), as NIO
@@ -11,8 +11,12 @@ import Glibc
 public final class LockedValue<Value>: @unchecked Sendable {
     // @unchecked: `value` is only read or written between pthread_mutex_lock and _unlock, and
     // the mutex itself is allocated once and never moves.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    //
+    // @usableFromInline and @inlinable: every module locks through this type, and a generic
+    // method another module cannot see is called unspecialized, looking up metadata and
+    // boxing the closure on each call (the event loop's inbox takes this lock per task).
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     /// Wraps `value`.
     public init(_ value: Value) {
@@ -28,7 +32,7 @@ public final class LockedValue<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
-    @inline(__always)
+    @inlinable
     public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
@@ -38,8 +42,10 @@ public final class LockedValue<Value>: @unchecked Sendable {
 
 extension LockedValue where Value: Sendable {
     /// The value now.
+    @inlinable
     public func get() -> Value { withLock { $0 } }
 
     /// Replaces the value.
+    @inlinable
     public func set(_ new: Value) { withLock { $0 = new } }
 }
