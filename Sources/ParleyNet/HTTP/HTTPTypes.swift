@@ -34,7 +34,7 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
 
     /// Replaces every field named `name` with one field.
     public mutating func replaceOrAdd(name: String, value: String) {
-        remove(name: name)
+        if fields.contains(where: { $0.name.caseInsensitiveEquals(name) }) { remove(name: name) }
         fields.append((name, value))
     }
 

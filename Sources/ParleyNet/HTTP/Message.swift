@@ -256,17 +256,32 @@ public struct Response: Sendable {
 extension Response {
     /// The bytes of the status line and header section; `Content-Length` and `Date` added.
     func serializedHead(date: String, keepAlive: Bool) -> [UInt8] {
-        var text = "HTTP/1.1 \(status.code) \(status.reason)\r\n"
+        // Bytes appended to one buffer sized once: every response pays for this, and string
+        // interpolation grew and copied the head several times over.
+        var head: [UInt8] = []
+        head.reserveCapacity(160 + headers.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 })
+        head += "HTTP/1.1 ".utf8
+        head += String(status.code).utf8
+        head.append(0x20)
+        head += status.reason.utf8
+        head += "\r\n".utf8
         for field in headers where !field.name.caseInsensitiveEquals("content-length") {
-            text += "\(field.name): \(field.value)\r\n"
+            head += field.name.utf8
+            head += ": ".utf8
+            head += field.value.utf8
+            head += "\r\n".utf8
         }
         if status.code >= 200, status.code != 204, status.code != 304 {
-            text += "Content-Length: \(file?.length ?? Int64(body.count))\r\n"
+            head += "Content-Length: ".utf8
+            head += String(file?.length ?? Int64(body.count)).utf8
+            head += "\r\n".utf8
         }
-        text += "Date: \(date)\r\n"
-        if !keepAlive { text += "Connection: close\r\n" }
-        text += "\r\n"
-        return Array(text.utf8)
+        head += "Date: ".utf8
+        head += date.utf8
+        head += "\r\n".utf8
+        if !keepAlive { head += "Connection: close\r\n".utf8 }
+        head += "\r\n".utf8
+        return head
     }
 }
 

@@ -160,16 +160,16 @@ public struct Router: Sendable {
         split(path[...]).map { segment in
             if segment == "*" { return .rest }
             if segment.hasPrefix(":") { return .parameter(String(segment.dropFirst())) }
-            return .literal(segment)
+            return .literal(String(segment))
         }
     }
 
-    private static func split(_ path: Substring) -> [String] {
-        path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+    private static func split(_ path: Substring) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
     }
 
     /// Whether `segments` has `pattern`'s literals in their places (parameters unchecked).
-    private static func literalsFit(_ pattern: [Segment], _ segments: [String]) -> Bool {
+    private static func literalsFit(_ pattern: [Segment], _ segments: [Substring]) -> Bool {
         for (index, segment) in pattern.enumerated() {
             switch segment {
             case .rest: return true
@@ -180,7 +180,7 @@ public struct Router: Sendable {
         return pattern.count == segments.count
     }
 
-    private static func match(_ pattern: [Segment], _ segments: [String]) -> [String: String]? {
+    private static func match(_ pattern: [Segment], _ segments: [Substring]) -> [String: String]? {
         var parameters: [String: String] = [:]
         for (index, segment) in pattern.enumerated() {
             switch segment {
@@ -198,7 +198,7 @@ public struct Router: Sendable {
     }
 }
 
-extension String {
+extension StringProtocol {
     /// Percent-decodes; `nil` for a malformed escape or invalid UTF-8.
     func removingPercentEncodingStrict() -> String? {
         var bytes: [UInt8] = []
