@@ -208,15 +208,15 @@ public enum LogLine: Sendable {
 
     /// `value` in decimal, zero-padded to `width` digits.
     private static func digits(_ value: Int, _ width: Int, into line: inout [UInt8]) {
-        var buffer: [UInt8] = Array(repeating: UInt8(ascii: "0"), count: width)
+        let start = line.count
+        for _ in 0..<width { line.append(UInt8(ascii: "0")) }
         var rest = value
-        var index = width - 1
-        while index >= 0 && rest > 0 {
-            buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+        var index = start + width - 1
+        while index >= start && rest > 0 {
+            line[index] = UInt8(ascii: "0") + UInt8(rest % 10)
             rest /= 10
             index -= 1
         }
-        line += buffer
     }
 
     /// `value` with `decimals` places, rounded half to even (as `%.Nf` does); `null` for a

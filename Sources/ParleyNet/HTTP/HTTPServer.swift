@@ -517,9 +517,12 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         let logger = logger
         let level: LogLevel = response.status.code >= 500 ? .error : response.logLevel
         guard logger.enabled(level) else { return }
-        var metadata: LogMetadata = ["request.id": .string(request.id), "method": .string(request.method.rawValue),
-                                     "path": .string(String(request.path)), "status": .integer(Int64(response.status.code)),
-                                     "ms": .double(Double(loop.now &- request.started) / 1_000_000)]
+        var metadata = LogMetadata(minimumCapacity: 10 + response.logMetadata.count)
+        metadata["request.id"] = .string(request.id)
+        metadata["method"] = .string(request.method.rawValue)
+        metadata["path"] = .string(String(request.path))
+        metadata["status"] = .integer(Int64(response.status.code))
+        metadata["ms"] = .double(Double(loop.now &- request.started) / 1_000_000)
         if let route = request.route { metadata["route"] = .string(route) }
         if let peer = connection?.peer { metadata["peer"] = .string(peer.host) }
         for (key, value) in response.logMetadata { metadata[key] = value }
