@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Alternating A/B between two release builds, so a change is measured against what it
-# replaced in the same session. AB_BENCH=sends (default: durable sends) or AB_BENCH=fanout
-# (1,000 devices in conversations of 10 at FANOUT_RATES, default 2000,3000,4000 messages/s):
+# replaced in the same session. AB_BENCH=sends (default: durable sends), AB_BENCH=fanout
+# (1,000 devices in conversations of 10 at FANOUT_RATES, default 2000,3000,4000 messages/s) or
+# AB_BENCH=http (wrk -t2 -c50 on AB_PATH, default /healthz, with the app key: requests/s and
+# the server's CPU microseconds per request, from /proc; AB_PATH=/v1/me measures a request
+# that is refused and logged):
 #   git worktree add /tmp/base <commit> && (cd /tmp/base && swift build -c release)
 #   swift build -c release && scripts/bench-ab.sh /tmp/base .
 # Each run starts a fresh server and data directory and drives it with `parley-bench sends`
 # (100 senders, BENCH_SECONDS, default 10); ROUNDS (default 3) rounds, the order swapped every
 # round so drift on a shared machine falls on both sides. Prints one line per run:
 # sends: label sends/s p50_ms p99_ms sends_per_commit errors;
-# fanout: label offered/s deliveries/s expected p50_ms p99_ms (one line per rate).
+# fanout: label offered/s deliveries/s expected p50_ms p99_ms (one line per rate);
+# http: label path requests/s cpu_us_per_request.
 # Both trees' servers are driven by NEW_TREE's parley-bench, so only the server differs.
 set -uo pipefail
 if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
@@ -19,7 +23,9 @@ old=$(cd "$1" && pwd) new=$(cd "$2" && pwd)
 seconds=${BENCH_SECONDS:-10}
 bench=${AB_BENCH:-sends}
 rates=${FANOUT_RATES:-2000,3000,4000}
-case "$bench" in sends|fanout) ;; *) echo "AB_BENCH is sends or fanout, not '$bench'" >&2; exit 2 ;; esac
+path=${AB_PATH:-/healthz}
+case "$bench" in sends|fanout|http) ;; *) echo "AB_BENCH is sends, fanout or http, not '$bench'" >&2; exit 2 ;; esac
+if [[ "$bench" == http ]] && ! command -v wrk >/dev/null; then echo "AB_BENCH=http needs wrk (make bench installs it)" >&2; exit 1; fi
 rounds=${ROUNDS:-3}
 for tree in "$old" "$new"; do
     for binary in parley-server parley-bench; do
@@ -36,6 +42,21 @@ run() {  # tree label
     for _ in $(seq 1 200); do grep -q "^Health:" "$data.log" 2>/dev/null && break; sleep 0.05; done
     port=$(grep -o "http://[^ ]*" "$data.log" | head -1 | sed 's/.*://')
     key=$(grep "app key:" "$data.log" | awk '{print $3}')
+    if [[ "$bench" == http ]]; then
+        local ticks_before ticks_after out
+        ticks_before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+        out=$(wrk -t2 -c50 -d"${seconds}s" -H "X-Parley-App-Key: $key" "http://127.0.0.1:$port$path" 2>&1)
+        ticks_after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+        kill "$pid"; wait "$pid" 2>/dev/null
+        python3 -c "
+import sys
+label, path, before, after, hz, out = sys.argv[1:7]
+requests = int(next(l.split()[0] for l in out.splitlines() if 'requests in' in l))
+rate = next(l.split()[1] for l in out.splitlines() if l.startswith('Requests/sec'))
+print(label, path, rate, '%.2f' % ((int(after) - int(before)) / int(hz) * 1e6 / requests))" \
+            "$label" "$path" "$ticks_before" "$ticks_after" "$(getconf CLK_TCK)" "$out"
+        return
+    fi
     if [[ "$bench" == fanout ]]; then
         result=$("$new/.build/release/parley-bench" fanout --url "http://127.0.0.1:$port" --app-key "$key" --users 1000 --group-size 10 \
                  --rates "$rates" --duration "$seconds" --json 2>/dev/null)
