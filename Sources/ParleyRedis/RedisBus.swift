@@ -136,11 +136,8 @@ package final class RedisBus: Bus, @unchecked Sendable {
                 self.source = source
                 self.head = start
                 self.statistics.withLock { $0.head = start }
-                let timer = DispatchSource.makeTimerSource(queue: self.queue)
-                timer.schedule(deadline: .now() + self.configuration.pollInterval.dispatchInterval, repeating: self.configuration.pollInterval.dispatchInterval)
-                timer.setEventHandler { [weak self] in self?.poll() }
-                timer.resume()
-                self.poller = timer
+                let interval = self.configuration.pollInterval
+                self.poller = self.queue.repeating(every: interval, after: interval) { [weak self] in self?.poll() }
                 continuation.resume()
             }
         }

@@ -68,11 +68,7 @@ package final class RedisChannelDirectory: ChannelDirectory, @unchecked Sendable
             self.state = state
             self.announce = announce
             self.occupancyChanged = occupancy
-            let timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.schedule(deadline: .now(), repeating: Self.heartbeat.dispatchInterval)
-            timer.setEventHandler { [weak self] in self?.beat() }
-            self.timer = timer
-            timer.resume()
+            timer = queue.repeating(every: Self.heartbeat) { [weak self] in self?.beat() }
         }
     }
 

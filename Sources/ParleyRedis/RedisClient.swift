@@ -1,4 +1,5 @@
 import Foundation
+import ParleyChat
 import ParleyLog
 
 /// One command connection to Redis on a serial queue of its own: what the presence directory
@@ -69,5 +70,17 @@ final class RedisClient: @unchecked Sendable {
     func close() {
         connection?.close()
         connection = nil
+    }
+}
+
+extension DispatchQueue {
+    /// A timer on this queue calling `tick` every `period`, the first time after `delay`
+    /// (a node's heartbeat, the bus's poll); cancel it to stop.
+    func repeating(every period: Duration, after delay: Duration = .zero, _ tick: @escaping @Sendable () -> Void) -> any DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: self)
+        timer.schedule(deadline: .now() + delay.dispatchInterval, repeating: period.dispatchInterval)
+        timer.setEventHandler(handler: tick)
+        timer.resume()
+        return timer
     }
 }

@@ -32,11 +32,7 @@ package final class RedisPresence: PresenceDirectory, @unchecked Sendable {
         self.node = node
         self.prefix = prefix
         client = RedisClient(url: url, label: "parley.redis-presence", timeout: timeout)
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now(), repeating: Self.heartbeat.dispatchInterval)
-        timer.setEventHandler { [weak self] in self?.beat() }
-        self.timer = timer
-        timer.resume()
+        timer = queue.repeating(every: Self.heartbeat) { [weak self] in self?.beat() }
     }
 
     /// Stops the heartbeat and removes this node's keys (its users go offline for the others).

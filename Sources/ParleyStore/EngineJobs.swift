@@ -69,6 +69,19 @@ package final class ReadJob<Connection>: @unchecked Sendable {
     package init(_ run: @escaping (Connection) -> Void) { self.run = run }
 }
 
+extension WorkerThread {
+    /// Runs `body` on one of the reader threads with its connection and waits for its value;
+    /// a stopped engine answers ``StoreError/closed``. `body` opens and ends its own
+    /// transaction, which differs by engine.
+    package func read<Connection, T: Sendable>(_ body: @escaping (Connection) throws -> T) async throws -> T
+    where Job == ReadJob<Connection> {
+        try await withCheckedThrowingContinuation { continuation in
+            let job = ReadJob<Connection> { connection in continuation.resume(with: Result { try body(connection) }) }
+            if !enqueue(job) { continuation.resume(throwing: StoreError.closed) }
+        }
+    }
+}
+
 /// Counts writes and transactions, for `/metrics` and the benchmark.
 package final class BatchStatistics: Sendable {
     private let counts = LockedValue((writes: 0, transactions: 0))

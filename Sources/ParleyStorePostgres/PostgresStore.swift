@@ -86,25 +86,18 @@ package final class PostgresStore: GroupCommitStore {
     }
 
     package func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let job = ReadJob<PostgresConnection> { connection in
-                do {
-                    // One snapshot for the whole closure, as SQLite's read transaction gives.
-                    try Self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", on: connection)
-                    let value: T
-                    do {
-                        value = try body(connection)
-                    } catch {
-                        try? connection.run("ROLLBACK")
-                        throw error
-                    }
-                    try connection.run("COMMIT")
-                    continuation.resume(returning: value)
-                } catch {
-                    continuation.resume(throwing: error)
-                }
+        try await readers.read { (connection: PostgresConnection) in
+            // One snapshot for the whole closure, as SQLite's read transaction gives.
+            try Self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", on: connection)
+            let value: T
+            do {
+                value = try body(connection)
+            } catch {
+                try? connection.run("ROLLBACK")
+                throw error
             }
-            if !readers.enqueue(job) { continuation.resume(throwing: StoreError.closed) }
+            try connection.run("COMMIT")
+            return value
         }
     }
 

@@ -86,17 +86,10 @@ package final class SQLiteStore: GroupCommitStore {
     }
 
     package func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let job = ReadJob<SQLiteConnection> { connection in
-                do {
-                    try connection.execute("BEGIN")
-                    defer { _ = try? connection.execute("COMMIT") }
-                    continuation.resume(returning: try body(connection))
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-            if !readers.enqueue(job) { continuation.resume(throwing: StoreError.closed) }
+        try await readers.read { (connection: SQLiteConnection) in
+            try connection.execute("BEGIN")
+            defer { _ = try? connection.execute("COMMIT") }
+            return try body(connection)
         }
     }
 
