@@ -74,6 +74,37 @@ func sentAt(in text: String, after marker: [UInt8]) -> UInt64? {
     }
 }
 
+/// The event's `seq` and `conversationId` (keys are sorted: the event's own come before its message's).
+let seqMarker = Array(#""seq":"#.utf8)
+let conversationMarker = Array(#""conversationId":""#.utf8)
+
+/// Whether `text` holds `needle` (a byte scan, for the same reason as ``sentAt(in:after:)``).
+func contains(_ text: String, _ needle: [UInt8]) -> Bool {
+    var text = text
+    return text.withUTF8 { bytes in
+        guard let first = needle.first, bytes.count >= needle.count else { return false }
+        for start in 0...(bytes.count - needle.count) where bytes[start] == first {
+            if needle.indices.allSatisfy({ bytes[start + $0] == needle[$0] }) { return true }
+        }
+        return false
+    }
+}
+
+/// The string value that follows `marker` up to the next quote.
+func quoted(in text: String, after marker: [UInt8]) -> String? {
+    var text = text
+    return text.withUTF8 { bytes -> String? in
+        guard let first = marker.first, bytes.count >= marker.count else { return nil }
+        for start in 0...(bytes.count - marker.count) where bytes[start] == first {
+            guard marker.indices.allSatisfy({ bytes[start + $0] == marker[$0] }) else { continue }
+            var end = start + marker.count
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
+            return String(decoding: bytes[(start + marker.count)..<end], as: UTF8.self)
+        }
+        return nil
+    }
+}
+
 /// Whether `text` starts with `prefix`.
 func hasPrefix(_ text: String, _ prefix: [UInt8]) -> Bool {
     var text = text
@@ -85,6 +116,12 @@ struct FanoutPlan {
     var groupSize: Int
     var rates: [Int]
     var duration: Double
+    /// Each message's text is padded to this many bytes (0: just the send time).
+    var bodyBytes = 0
+    /// Every receiver marks each message delivered and read, as an app showing it would.
+    var receipts = false
+    /// The server's processes (or redis-server's), whose CPU time is counted per message.
+    var serverPIDs: [Int32] = []
 
     init(_ options: Options) throws {
         users = try options.int("users", 1000)
@@ -95,6 +132,12 @@ struct FanoutPlan {
         }
         duration = Double(try options.int("duration", 5))
         guard users % groupSize == 0 else { throw BenchError("--users must be a multiple of --group-size") }
+        if options.string("body-bytes") != nil { bodyBytes = try options.int("body-bytes", 0) }
+        receipts = options.string("receipts") == "1"
+        serverPIDs = try (options.string("server-pid") ?? "").split(separator: ",").map {
+            guard let pid = Int32($0), ServerProcess.cpuTicks(pid) != nil else { throw BenchError("--server-pid \($0) is not a running process") }
+            return pid
+        }
     }
 
     /// A plan of `users` senders whose every message reaches `groupSize` devices.
@@ -106,6 +149,38 @@ struct FanoutPlan {
     }
 
     func group(of user: Int) -> Int { user / groupSize }
+
+    /// A message's text: its send time first (`b<nanoseconds>`), the sender, then padding.
+    func text(sender: Int) -> String {
+        let head = "b\(monotonicNanoseconds()) u\(sender) "
+        return head.utf8.count >= bodyBytes ? head : head + String(repeating: "x", count: bodyBytes - head.utf8.count)
+    }
+}
+
+/// What a benchmark reads of the server's processes: CPU time and memory, from /proc.
+enum ServerProcess {
+    /// User plus system CPU time in clock ticks, or nil when the process is gone.
+    static func cpuTicks(_ pid: Int32) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return user + system
+    }
+
+    /// Resident and private (not shared with other processes: no library pages) memory, MiB.
+    static func memory(_ pid: Int32) -> (resident: Double, private: Double)? {
+        guard let rollup = try? String(contentsOfFile: "/proc/\(pid)/smaps_rollup", encoding: .utf8) else { return nil }
+        var fields: [String: Double] = [:]
+        for line in rollup.split(separator: "\n") {
+            let parts = line.split(whereSeparator: { $0 == " " || $0 == ":" })
+            if parts.count >= 2, let kib = Double(parts[1]) { fields[String(parts[0])] = kib / 1024 }
+        }
+        guard let rss = fields["Rss"] else { return nil }
+        return (rss, (fields["Private_Clean"] ?? 0) + (fields["Private_Dirty"] ?? 0))
+    }
+
+    static let ticksPerSecond = Double(sysconf(CInt(_SC_CLK_TCK)))
 }
 
 /// Sends `rate` messages per second spread over every user for `duration`, then waits for the
@@ -119,6 +194,7 @@ func driveRates(_ plan: FanoutPlan, stats: FanoutStats, options: Options, benchm
         let end = started + UInt64(plan.duration * 1e9)
         var sent = 0
         var user = 0
+        let cpuBefore = plan.serverPIDs.compactMap(ServerProcess.cpuTicks).reduce(0, +)
         while true {
             let now = monotonicNanoseconds()
             if now >= end { break }
@@ -141,12 +217,19 @@ func driveRates(_ plan: FanoutPlan, stats: FanoutStats, options: Options, benchm
         }
         let (acks, deliveries, latencies) = stats.stop()
         let sorted = latencies.sorted()
+        // The server's CPU for everything the window's messages caused (their deliveries and
+        // receipts included: the count stops once deliveries have settled), per message sent.
+        let cpuMilliseconds = Double(plan.serverPIDs.compactMap(ServerProcess.cpuTicks).reduce(0, +) - cpuBefore)
+            / ServerProcess.ticksPerSecond * 1000
+        let memory = plan.serverPIDs.compactMap(ServerProcess.memory).reduce((0.0, 0.0)) { ($0.0 + $1.resident, $0.1 + $1.private) }
         report(options, ["benchmark": benchmark, "offered_per_s": "\(rate)", "sent": "\(sent)",
                          "accepted_per_s": String(format: "%.0f", Double(acks) / plan.duration),
                          "deliveries_per_s": String(format: "%.0f", Double(deliveries) / plan.duration),
                          "expected_deliveries": "\(sent * plan.groupSize)", "deliveries": "\(deliveries)",
                          "p50_ms": String(format: "%.2f", percentile(sorted, 0.50) / 1000),
-                         "p99_ms": String(format: "%.2f", percentile(sorted, 0.99) / 1000)])
+                         "p99_ms": String(format: "%.2f", percentile(sorted, 0.99) / 1000),
+                         "server_cpu_ms_per_message": plan.serverPIDs.isEmpty ? "0" : String(format: "%.3f", cpuMilliseconds / Double(max(sent, 1))),
+                         "server_rss_mib": String(format: "%.1f", memory.0), "server_private_mib": String(format: "%.1f", memory.1)])
     }
 }
 
@@ -223,25 +306,36 @@ func runFanout(_ options: Options, group: EventLoopGroup) async throws {
     let marker = Array(#""text":"b"#.utf8)
     let eventPrefix = Array(#"{"event":{"#.utf8)
     let ackPrefix = Array(#"{"id":"#.utf8)
+    let receiptAckPrefix = Array(#"{"id":"r"#.utf8)
     // With several nodes, devices are dealt over them: a group's members sit on different
     // nodes, so most deliveries cross from the sender's node to another through the bus.
     let socketURLs = urls.map { $0.replacingOccurrences(of: "http://", with: "ws://") + "/v1/realtime" }
     var sockets: [WebSocket] = []
+    let byUser = LockedValue([Int: WebSocket]())
     for (index, client) in clients.enumerated() {
+        let me = Array(" u\(index) ".utf8)
         let socket = try await connectDevice(url: socketURLs[index % socketURLs.count], appKey: appKey, token: client.token ?? "", on: group.loops[index % group.loops.count]) { text in
             if hasPrefix(text, eventPrefix) {
-                if let sent = sentAt(in: text, after: marker) { stats.delivered(sentAt: sent, now: monotonicNanoseconds()) }
-            } else if hasPrefix(text, ackPrefix) {
+                guard let sent = sentAt(in: text, after: marker) else { return }
+                stats.delivered(sentAt: sent, now: monotonicNanoseconds())
+                // An app showing the message marks it delivered, then read (not its own).
+                if plan.receipts, !contains(text, me), let seq = sentAt(in: text, after: seqMarker),
+                   let conversation = quoted(in: text, after: conversationMarker), let socket = byUser.withLock({ $0[index] }) {
+                    socket.send(text: #"{"type":"receipt.delivered","id":"rd\#(seq)","conversationId":"\#(conversation)","seq":\#(seq)}"#)
+                    socket.send(text: #"{"type":"receipt.read","id":"rr\#(seq)","conversationId":"\#(conversation)","seq":\#(seq)}"#)
+                }
+            } else if hasPrefix(text, ackPrefix), !hasPrefix(text, receiptAckPrefix) {
                 stats.ack()  // {"id":…,"result":…,"type":"ack"}; errors start with {"error"
             }
         }
+        byUser.withLock { $0[index] = socket }
         sockets.append(socket)
     }
     progress("\(sockets.count) devices connected; offering \(plan.rates.map(String.init).joined(separator: ", ")) messages/s")
     let targets = sockets
     let rooms = conversations
     try await driveRates(plan, stats: stats, options: options, benchmark: "fanout-parley") { user, sequence in
-        let frame = #"{"type":"message.send","id":"\#(sequence)","conversationId":"\#(rooms[plan.group(of: user)])","message":{"clientId":"f\#(sequence)-\#(UInt32.random(in: 0...UInt32.max))","content":{"type":"text","text":"b\#(monotonicNanoseconds())"}}}"#
+        let frame = #"{"type":"message.send","id":"\#(sequence)","conversationId":"\#(rooms[plan.group(of: user)])","message":{"clientId":"f\#(sequence)-\#(UInt32.random(in: 0...UInt32.max))","content":{"type":"text","text":"\#(plan.text(sender: user))"}}}"#
         targets[user].send(text: frame)
     }
 }
@@ -254,12 +348,15 @@ final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
     let channel: String
     let stats: FanoutStats
     let ready = Completion<Void>()
+    /// Called with each message payload that is not a receipt (a message someone sent).
+    let onMessage: @Sendable (String) -> Void
     private var parser = RESPParser()
     private var subscribed = false
 
-    init(channel: String, stats: FanoutStats) {
+    init(channel: String, stats: FanoutStats, onMessage: @escaping @Sendable (String) -> Void = { _ in }) {
         self.channel = channel
         self.stats = stats
+        self.onMessage = onMessage
     }
 
     func connectionActive(_ connection: Connection) {
@@ -270,8 +367,10 @@ final class RedisFanoutSubscriber: ConnectionHandler, @unchecked Sendable {
         parser.append(bytes)
         while let value = try? parser.next() {
             guard case .array(let items?) = value, let kind = items.first?.text else { continue }
-            if kind == "message", let payload = items.last?.text, let sent = UInt64(payload.dropFirst()) {
+            if kind == "message", let payload = items.last?.text, payload.hasPrefix("b"),
+               let sent = UInt64(payload.dropFirst().prefix(while: \.isNumber)) {
                 stats.delivered(sentAt: sent, now: monotonicNanoseconds())
+                onMessage(payload)
             } else if kind == "subscribe", !subscribed {
                 subscribed = true
                 ready.complete(())
@@ -304,18 +403,32 @@ func runFanoutRedis(_ options: Options, plan: FanoutPlan, redis: String, group: 
     var publishers: [Connection] = []
     for user in 0..<plan.users {
         let loop = group.loops[user % group.loops.count]
-        let subscriber = RedisFanoutSubscriber(channel: "g\(plan.group(of: user))", stats: stats)
+        let publisher = RedisFanoutPublisher(stats: stats)
+        let publishing = try await Connection.connect(to: address, on: loop) { publisher }
+        publishers.append(publishing)
+        let channel = "g\(plan.group(of: user))"
+        let me = " u\(user) "
+        // With receipts, a receiver publishes a delivered and a read mark for each message of
+        // another's, to the room, as Parley's members' devices send theirs.
+        let subscriber = RedisFanoutSubscriber(channel: channel, stats: stats) { payload in
+            guard plan.receipts, !payload.contains(me) else { return }
+            var command: [UInt8] = []
+            for mark in ["d", "r"] {
+                let receipt = mark + payload.prefix(24)
+                command += Array("*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(receipt.utf8.count)\r\n\(receipt)\r\n".utf8)
+            }
+            let bytes = command
+            publishing.executeOnLoop { $0.write(bytes) }
+        }
         _ = try await Connection.connect(to: address, on: loop) { subscriber }
         subscribers.append(subscriber)
-        let publisher = RedisFanoutPublisher(stats: stats)
-        publishers.append(try await Connection.connect(to: address, on: loop) { publisher })
     }
     for subscriber in subscribers { await subscriber.ready.wait() }
     progress("\(plan.users) Redis subscribers and publishers ready")
     let targets = publishers
     try await driveRates(plan, stats: stats, options: options, benchmark: "fanout-redis") { user, _ in
         let channel = "g\(plan.group(of: user))"
-        let payload = "b\(monotonicNanoseconds())"
+        let payload = plan.text(sender: user)
         let command = Array("*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(payload.utf8.count)\r\n\(payload)\r\n".utf8)
         targets[user].executeOnLoop { $0.write(command) }
     }

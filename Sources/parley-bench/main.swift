@@ -38,7 +38,9 @@ let usage = """
                   WebSocket: accepted messages/s, deliveries/s, send-to-receive p50/p99 per rate.
                     --url http://HOST:PORT  --app-key KEY | --redis HOST:PORT (the same through pub/sub)
                     --users N (1000)  --group-size N (10)  --rates R,R,… (1000,2000,4000,8000)
-                    --duration S (5)
+                    --duration S (5)  --body-bytes N (each text padded to N bytes)
+                    --receipts 1 (every receiver marks each message delivered and read)
+                    --server-pid PID[,PID…] (report the server's CPU ms per message and its memory)
       connections Many idle authenticated realtime sockets from several source addresses; with
                   --restart-wait, the time to reconnect them all after the server restarts.
                     --url http://HOST:PORT  --app-key KEY  --connections N (20000)  --users N (1000)
