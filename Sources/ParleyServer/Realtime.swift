@@ -188,7 +188,7 @@ final class RealtimeSession: @unchecked Sendable {
     // MARK: - Authentication and catching up
 
     private func authenticate(token: String, position: Int64?, epoch: String?) {
-        chain = Task { [self] in
+        chain = Task(executorPreference: socket.loop.taskExecutor) { [self] in
             let caller: Caller
             do {
                 caller = try await chat.authenticate(token: token, app: app)
@@ -201,10 +201,10 @@ final class RealtimeSession: @unchecked Sendable {
                 self?.deliver(delivery)
             }
             let registered: Bool = await withCheckedContinuation { continuation in
-                socket.loop.execute { [self] in
-                    guard machine.attached() else { return continuation.resume(returning: false) }
-                    self.subscriber = subscriber
-                    context.logger.info("socket authenticated", metadata: ["app.id": .integer(app.id), "user.id": .string(caller.userID.rawValue),
+                onLoop { session in
+                    guard session.machine.attached() else { return continuation.resume(returning: false) }
+                    session.subscriber = subscriber
+                    session.context.logger.info("socket authenticated", metadata: ["app.id": .integer(session.app.id), "user.id": .string(caller.userID.rawValue),
                                                                            "resume": position.map { .integer($0) } ?? "fresh"])
                     continuation.resume(returning: true)
                 }
@@ -216,7 +216,7 @@ final class RealtimeSession: @unchecked Sendable {
                 // registered it: detach again now that the attach is done (a second detach is
                 // harmless), or the fanout would keep a dead device and its user online.
                 let open: Bool = await withCheckedContinuation { continuation in
-                    socket.loop.execute { [self] in continuation.resume(returning: machine.phase != .closed) }
+                    onLoop { continuation.resume(returning: $0.machine.phase != .closed) }
                 }
                 guard open else {
                     context.fanout.detach(subscriber)
@@ -307,7 +307,9 @@ final class RealtimeSession: @unchecked Sendable {
         let id = frame.id
         let now = ContinuousClock.now
         let previous = chain
-        chain = Task { [self] in
+        // On the socket's loop, not the global pool: the command is decoded, run and answered
+        // where its bytes are, and only the store's writer is between (decision 0026).
+        chain = Task(executorPreference: socket.loop.taskExecutor) { [self] in
             await previous?.value
             let answer: [UInt8]?
             if let caller = caller.get() {
@@ -393,8 +395,14 @@ final class RealtimeSession: @unchecked Sendable {
 
     // MARK: - Helpers
 
+    /// Runs `body` on the socket's loop: at once when already there (a command's task runs on
+    /// the loop), else at the loop's next turn.
     private func onLoop(_ body: @escaping @Sendable (RealtimeSession) -> Void) {
-        socket.loop.execute { [self] in body(self) }
+        if socket.loop.inEventLoop {
+            body(self)
+        } else {
+            socket.loop.execute { [self] in body(self) }
+        }
     }
 }
 

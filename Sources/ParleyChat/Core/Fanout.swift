@@ -1,10 +1,13 @@
 import Foundation
+import ParleySync
 import ParleyWire
 
 /// One node's router from the ``Bus`` to the connected devices: who is subscribed to which
-/// conversation, who is online. All of its state lives on one serial queue, and publications
-/// are routed there in the order the bus delivers them, so every device receives its events
-/// in position order.
+/// conversation, who is online. Its state is guarded by one lock, and publications are routed
+/// on the thread the bus delivers them on (the store's writer, right after COMMIT, or the
+/// Redis bus's ordering queue), in the order it delivers them, so every device receives its
+/// events in position order with no queue between the commit and the devices' loops
+/// (decision 0026).
 ///
 /// Subscriptions follow the event log itself: a `member.added` subscribes the newcomer's
 /// devices before it is delivered, a `member.removed` unsubscribes the leaver's after. A
@@ -17,7 +20,7 @@ import ParleyWire
 /// `Frame` is what the server sends (an encoded WebSocket frame), made once per publication
 /// however many devices receive it.
 package final class Fanout<Frame: Sendable>: @unchecked Sendable {
-    // @unchecked: every mutable property is touched only on `queue`.
+    // @unchecked: every mutable property is touched only while `lock` is held.
 
     /// What a device receives.
     package enum Delivery: Sendable {
@@ -31,19 +34,19 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// One connected device.
     package final class Subscriber: @unchecked Sendable {
-        // @unchecked: `attached`, `attachedFrom` and `conversations` are touched only on the fanout's queue; the rest is immutable.
+        // @unchecked: `attached`, `attachedFrom` and `conversations` are touched only under the fanout's lock; the rest is immutable.
         /// Whose device.
         package let caller: Caller
         let receive: @Sendable (Delivery) -> Void
-        // On the fanout's queue only:
+        // Under the fanout's lock only:
         var attached = false
         /// While attaching: the number of events routed before it registered; what came
         /// after is in the fanout's ``Fanout/recent`` and is replayed when it subscribes.
         var attachedFrom = 0
         var conversations: Set<Int64> = []
 
-        /// A device of `caller`; `receive` is called on the fanout's queue, in order, and must
-        /// only hand the delivery over (to the connection's loop).
+        /// A device of `caller`; `receive` is called under the fanout's lock, in order, and must
+        /// only hand the delivery over (to the connection's loop): never call the fanout.
         package init(caller: Caller, receive: @escaping @Sendable (Delivery) -> Void) {
             self.caller = caller
             self.receive = receive
@@ -61,7 +64,9 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     private let directory: (any PresenceDirectory)?
     private let makeFrame: @Sendable ([UInt8]) -> Frame
     private let presenceGrace: Duration
-    private let queue = DispatchQueue(label: "parley.fanout")
+    private let lock = LockedValue(())
+    /// Runs the presence grace timers (their work takes the lock).
+    private let timers = DispatchQueue(label: "parley.fanout.timers")
     private var byUser: [Int64: [ObjectIdentifier: Subscriber]] = [:]
     private var byConversation: [Int64: [ObjectIdentifier: Subscriber]] = [:]
     private var presence: [Int64: PresenceEntry] = [:]
@@ -96,7 +101,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
         self.presenceGrace = presenceGrace
         bus.subscribe { [weak self] publications in
             guard let self else { return }
-            queue.async { self.route(publications) }
+            lock.withLock { _ in self.route(publications) }
         }
     }
 
@@ -120,7 +125,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// ``attach(_:)`` with a hook between reading the memberships and subscribing, where tests
     /// make the membership changes that must not be lost.
     func attach(_ subscriber: Subscriber, beforeSubscribing: (@Sendable () async throws -> Void)?) async throws -> Int64 {
-        await onQueue {
+        underLock {
             self.byUser[subscriber.caller.userKey, default: [:]][ObjectIdentifier(subscriber)] = subscriber
             self.attaching[ObjectIdentifier(subscriber)] = subscriber
             subscriber.attachedFrom = self.routedEvents
@@ -138,7 +143,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
             detach(subscriber)
             throw error
         }
-        let outcome: (cameOnline: Bool, overflowed: Bool) = await onQueue {
+        let outcome: (cameOnline: Bool, overflowed: Bool) = underLock {
             let overflowed = subscriber.attachedFrom < self.recentBase
             let pending = overflowed ? [] : self.recent[(subscriber.attachedFrom - self.recentBase)...]
             self.stopAttaching(subscriber)
@@ -181,7 +186,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// Detaches a device (its connection closed). The user goes offline once no device has
     /// been attached for the grace period.
     package func detach(_ subscriber: Subscriber) {
-        queue.async { [self] in
+        lock.withLock { _ in
             let id = ObjectIdentifier(subscriber)
             stopAttaching(subscriber)
             guard byUser[subscriber.caller.userKey]?.removeValue(forKey: id) != nil else { return }
@@ -196,10 +201,13 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
             let generation = entry.generation
             let caller = subscriber.caller
             let user = caller.userKey
-            queue.asyncAfter(deadline: .now() + presenceGrace.dispatchInterval) { [self] in
-                guard let entry = presence[user], entry.devices == 0, entry.generation == generation else { return }
-                presence.removeValue(forKey: user)
-                announce(caller, online: false)
+            timers.asyncAfter(deadline: .now() + presenceGrace.dispatchInterval) { [self] in
+                let gone = lock.withLock { _ -> Bool in
+                    guard let entry = presence[user], entry.devices == 0, entry.generation == generation else { return false }
+                    presence.removeValue(forKey: user)
+                    return true
+                }
+                if gone { announce(caller, online: false) }
             }
         }
     }
@@ -207,7 +215,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// Which of `users` are online (connected, or within the grace period): on this node, and
     /// with a directory on any node.
     package func online(_ users: [Int64]) async -> Set<Int64> {
-        let here = await onQueue { Set(users.filter { self.presence[$0]?.online == true }) }
+        let here = underLock { Set(users.filter { self.presence[$0]?.online == true }) }
         guard let directory else { return here }
         let elsewhere = users.filter { !here.contains($0) }
         guard !elsewhere.isEmpty else { return here }
@@ -216,12 +224,12 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// Devices attached on this node.
     package var deviceCount: Int {
-        get async { await onQueue { self.byUser.values.reduce(0) { $0 + $1.count } } }
+        get async { underLock { self.byUser.values.reduce(0) { $0 + $1.count } } }
     }
 
     /// Publications routed since start.
     package var routedCount: Int {
-        get async { await onQueue { self.routed } }
+        get async { underLock { self.routed } }
     }
 
     // MARK: - Routing
@@ -337,10 +345,8 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
         }
     }
 
-    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: body()) }
-        }
+    private func underLock<T>(_ body: () -> T) -> T {
+        lock.withLock { _ in body() }
     }
 }
 
