@@ -171,9 +171,25 @@ package final class ChatHarness: Sendable {
     }
 
     /// Closes the store and removes the directory.
+    /// Waits until `condition` holds, checking every millisecond; fails the test with `what`
+    /// after `timeout`. For states with no event to wait on (a call parked inside the server).
+    package func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw HarnessTimeout(what: what) }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
     package func tearDown() {
         store.close()
         drop?()
         try? FileManager.default.removeItem(atPath: directory)
     }
+}
+
+/// A condition a test waited for did not come in time.
+package struct HarnessTimeout: Error, CustomStringConvertible {
+    package let what: String
+    package var description: String { "timed out waiting: \(what)" }
 }

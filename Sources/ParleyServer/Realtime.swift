@@ -113,6 +113,8 @@ final class RealtimeSession: @unchecked Sendable {
     private var authTimer: ScheduledTimer?
     private var subscriber: Fanout<EncodedWebSocketFrame>.Subscriber?
     private var chain: Task<Void, Never>?
+    /// The authentication and catch-up, which receipts wait for (they do not wait for the chain).
+    private var authentication: Task<Void, Never>?
     /// Decodes this socket's frames (loop thread only; one per session, not one per frame).
     private let decoder = JSONDecoder()
     private let openedAt = ContinuousClock.now
@@ -188,6 +190,7 @@ final class RealtimeSession: @unchecked Sendable {
     // MARK: - Authentication and catching up
 
     private func authenticate(token: String, position: Int64?, epoch: String?) {
+        defer { authentication = chain }
         chain = Task(executorPreference: socket.loop.taskExecutor) { [self] in
             let caller: Caller
             do {
@@ -302,14 +305,20 @@ final class RealtimeSession: @unchecked Sendable {
     // MARK: - Commands
 
     /// Runs a command after the ones before it (a device's sends are stored in its order),
-    /// and hands its answer back to the machine.
+    /// and hands its answer back to the machine. Receipts do not wait for the commands before
+    /// them, only for authentication: a watermark only moves up, so their order does not
+    /// matter, and a delivered and a read mark sent together then join one write (decision 0026).
     private func command(_ frame: ClientFrame) {
         let id = frame.id
         let now = ContinuousClock.now
-        let previous = chain
+        let isReceipt = switch frame {
+        case .markDelivered, .markRead: true
+        default: false
+        }
+        let previous = isReceipt ? authentication : chain
         // On the socket's loop, not the global pool: the command is decoded, run and answered
         // where its bytes are, and only the store's writer is between (decision 0026).
-        chain = Task(executorPreference: socket.loop.taskExecutor) { [self] in
+        let task = Task(executorPreference: socket.loop.taskExecutor) { [self] in
             await previous?.value
             let answer: [UInt8]?
             if let caller = caller.get() {
@@ -328,6 +337,7 @@ final class RealtimeSession: @unchecked Sendable {
             }
             onLoop { $0.perform($0.machine.commandAnswered(answer)) }
         }
+        if !isReceipt { chain = task }
     }
 
     /// Runs one command; the REST endpoint's answer, encoded. Every case has its fields:

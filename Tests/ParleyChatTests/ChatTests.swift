@@ -3,6 +3,7 @@ import Foundation
 import ParleyChatTesting
 import ParleyStore
 import ParleyStoreSQLite
+import ParleySync
 import ParleyWire
 import Testing
 
@@ -97,6 +98,53 @@ struct ChatTests {
         #expect(try await harness.chat.conversation(bob, id: room.id).unreadCount == 2)
         let receipt = try await harness.chat.updateReceipt(bob, conversation: room.id, ReceiptUpdate(deliveredSeq: 1))
         #expect(receipt.deliveredSeq == seq - 2 && receipt.readSeq == seq - 2, "watermarks never move back")
+    }
+
+    /// Decision 0026: receipts of one member that wait for the writer together are one write,
+    /// one `receipt.updated` with the highest marks, and every call gets its answer.
+    @Test func receiptsWaitingTogetherAreOneWriteWithTheHighestMarks() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        for index in 0..<10 { _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "m\(index)", content: .text("hi"))) }
+        let before = try await harness.chat.feed(bob, afterPosition: 0, limit: 200).records.count
+        // Hold the writer, so that every receipt below waits for it together.
+        let holding = DispatchSemaphore(value: 0)
+        let writing = LockedValue(false)
+        let held = Task { try await harness.store.write { _ in writing.withLock { $0 = true }; holding.wait() } }
+        var released = false
+        defer { if !released { holding.signal() } }  // a failed wait must not leave the writer held
+        try await harness.eventually("the writer holds the first write") { writing.withLock { $0 } }
+        let chat = harness.chat
+        // Written one by one, each would move the watermarks and leave an event of its own.
+        let answers = Task {
+            try await withThrowingTaskGroup(of: (Int, Receipt).self) { group in
+                for index in 1...10 {
+                    group.addTask {
+                        let update = index % 2 == 0 ? ReceiptUpdate(readSeq: Int64(index)) : ReceiptUpdate(deliveredSeq: Int64(index))
+                        return (index, try await chat.updateReceipt(bob, conversation: room.id, update))
+                    }
+                }
+                return try await group.reduce(into: [Int: Receipt]()) { $0[$1.0] = $1.1 }
+            }
+        }
+        try await harness.eventually("all ten receipts wait for the writer") { chat.receipts.waitingCalls(in: room.id) == 10 }
+        holding.signal()
+        released = true
+        try await held.value
+        let receipts = try await answers.value
+        #expect(receipts.count == 10)
+        for (index, receipt) in receipts {
+            // Each answer is the write that held the call's marks: at least as high as them.
+            #expect((index % 2 == 0 ? receipt.readSeq : receipt.deliveredSeq) >= Int64(index), "call \(index) got \(receipt)")
+        }
+        let events = try await harness.chat.feed(bob, afterPosition: 0, limit: 200).records.dropFirst(before)
+        let updates = events.filter { $0.type == .receiptUpdated }
+        #expect(updates.count == 1, "receipts that waited together were written together, not \(updates.count) times")
+        let last = try #require(updates.last)
+        #expect(last.payload.readSeq == 10 && last.payload.deliveredSeq == 10, "the highest marks won")
     }
 
     @Test func aStorageFailureIsAnInternalErrorThatChangesNothing() async throws {

@@ -67,6 +67,8 @@ package final class Chat: Sendable {
     let sessions = SessionCache()
     let apps = AppCache()
     let deliveries = DeliveryCoalescer()
+    /// Receipts waiting for the writer, joined per member and conversation (decision 0026).
+    let receipts = ReceiptCoalescer()
     /// Each app's system account as a caller (the server API's), once looked up.
     let systemCallers = LockedValue([Int64: Caller]())
     /// Whether each app has a Pusher-format webhook endpoint, and when that was read.
