@@ -139,9 +139,12 @@ final class RealtimeSession: @unchecked Sendable {
     }
 
     func received(_ message: WebSocketMessage) {
-        guard case .text(let text) = message else { return perform(machine.receivedBinary()) }
+        guard case .text(var text) = message else { return perform(machine.receivedBinary()) }
         do {
-            let frame = try decoder.decode(ClientFrame.self, from: Data(text.utf8))
+            // The hot commands without Foundation; anything else, or anything the fast reader
+            // is unsure of, as before (decision 0026, part 2).
+            let fast = text.withUTF8 { ClientFrame.fastDecoding($0) }
+            let frame = try fast ?? decoder.decode(ClientFrame.self, from: Data(text.utf8))
             perform(machine.received(frame, now: .now))
         } catch {
             let (id, problem) = Self.decodingProblem(error)

@@ -5,14 +5,20 @@ import ParleyWire
 
 /// libFuzzer entry for the API's request bodies: the first byte picks a request type, the rest
 /// is decoded as JSON the way the server decodes it. Promises checked: decoding and validation
-/// never trap; a body that passes validation round-trips through encode/decode unchanged; and
-/// its content stays within the limits once encoded.
+/// never trap; the realtime fast reader never reads a frame otherwise than JSONDecoder; a body
+/// that passes validation round-trips through encode/decode unchanged; and its content stays
+/// within the limits once encoded.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzWire(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size > 0 else { return 0 }
     let selector = data[0]
     let body = Data(UnsafeBufferPointer(start: data + 1, count: size - 1))
     let decoder = WireCoding.decoder()
+    // Whatever the selector: when the realtime fast reader reads a frame (decision 0026),
+    // JSONDecoder reads the same one.
+    if let frame = body.withUnsafeBytes({ ClientFrame.fastDecoding($0.bindMemory(to: UInt8.self)) }) {
+        precondition((try? JSONDecoder().decode(ClientFrame.self, from: body)) == frame, "the fast reader read a frame JSONDecoder reads otherwise")
+    }
     switch selector % 9 {
     case 5:
         // Emoji: never traps; what passes is one grapheme of at most 64 bytes, and stored as is

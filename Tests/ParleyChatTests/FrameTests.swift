@@ -45,6 +45,62 @@ struct FrameTests {
         #expect(String(decoding: try encoder.encode(frames[6]), as: UTF8.self) == #"{"conversationId":"c_1","type":"typing.start"}"#)
     }
 
+    /// Decision 0026, part 2: the fast reader reads the hot commands as JSONDecoder does, and
+    /// leaves everything it is unsure of to JSONDecoder.
+    @Test func theFastReaderReadsHotCommandsExactlyAsJSONDecoderDoes() throws {
+        func fast(_ json: String) -> ClientFrame? {
+            var json = json
+            return json.withUTF8 { ClientFrame.fastDecoding($0) }
+        }
+        // What real clients send: read fast, and equal to JSONDecoder's reading.
+        let hot = [
+            #"{"type":"message.send","id":"7","conversationId":"c_1","message":{"clientId":"a1","content":{"type":"text","text":"hi"}}}"#,
+            #"{"conversationId":"c_1","id":"7","message":{"clientId":"a1","content":{"text":"héllo 👋","type":"text"}},"type":"message.send"}"#,
+            #"{"type":"message.send","id":"7","conversationId":"c_1","message":{"clientId":"a1","content":{"type":"markdown","markdown":"*hi*"}}}"#,
+            #" { "type" : "receipt.delivered" , "id" : "d" , "conversationId" : "c_1" , "seq" : 41 } "#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":0}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":-3}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":9223372036854775807}"#,
+            #"{"type":"typing.start","conversationId":"c_1"}"#,
+            #"{"type":"typing.stop","id":"t","conversationId":"c_1"}"#,
+            #"{"type":"ping"}"#,
+            #"{"type":"ping","id":"p"}"#,
+            #"{"type":"message.send","id":"","conversationId":"","message":{"clientId":"","content":{"type":"text","text":""}}}"#,
+        ]
+        for json in hot {
+            let frame = try #require(fast(json), "read fast: \(json)")
+            #expect(try decodeClient(json) == frame, "\(json)")
+        }
+        // Anything unsure goes to JSONDecoder (nil), which accepts or refuses it as it always has.
+        let unsure = [
+            #"{"type":"message.send","id":"7","conversationId":"c_1","message":{"clientId":"a1","content":{"type":"text","text":"say \"hi\""}}}"#,
+            #"{"type":"message.send","id":"7","conversationId":"c_1","message":{"clientId":"a1","content":{"type":"text","text":"hi"},"metadata":{"k":"v"}}}"#,
+            #"{"type":"message.send","id":"7","conversationId":"c_1","message":{"clientId":"a1","content":{"type":"location","latitude":1,"longitude":2}}}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":1.0}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":1e2}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":01}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":-0}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":9223372036854775808}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":"1"}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1"}"#,
+            #"{"type":"receipt.read","id":"r","id":"s","conversationId":"c_1","seq":1}"#,
+            #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":1,"extra":true}"#,
+            #"{"type":"ping","id":null}"#,
+            #"{"type":"ping"} x"#,
+            #"{"type":"ping""#,
+            #"{"type":"message.edit","id":"8","conversationId":"c_1","messageId":"m","content":{"type":"text","text":"x"}}"#,
+            "{\"type\":\"ping\",\"id\":\"a\u{01}b\"}",
+            "",
+        ]
+        for json in unsure {
+            #expect(fast(json) == nil, "left to JSONDecoder: \(json)")
+        }
+        // Bytes that are not UTF-8 inside a string: left to JSONDecoder too.
+        var invalid = Array(#"{"type":"ping","id":"x"}"#.utf8)
+        invalid[21] = 0xFF
+        #expect(invalid.withUnsafeBufferPointer { ClientFrame.fastDecoding($0) } == nil)
+    }
+
     @Test func aFrameThatIsNotACommandSaysWhyAndKeepsItsID() throws {
         let unknown = try #require(failure(#"{"type":"message.sned","id":"4"}"#))
         #expect(unknown.id == "4" && unknown.error.code == "unknown_command" && unknown.error.message.contains("message.send"))

@@ -63,7 +63,14 @@ extension Chat {
                     var payload = EventPayload()
                     payload.deliveredSeq = new.delivered
                     payload.readSeq = new.read
-                    try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey, payload: payload, now: now)
+                    // Built here, not read back after the write (decision 0026).
+                    try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey,
+                                  payload: payload, now: now) { position in
+                        let record = EventRecord(position: position, conversationID: access.id.rawValue, seq: nil, type: .receiptUpdated,
+                                                 actorID: caller.userID.rawValue, createdAt: now, userID: caller.userID.rawValue, payload: payload)
+                        return AppendedEvent(record: record, conversationKey: access.key, conversationKind: access.kind, userKey: caller.userKey,
+                                             recipient: access.kind == .public ? caller.userKey : nil)
+                    }
                 }
                 let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
                 // In a public channel the author learns it through delivery.updated (Chat+Deliveries).
