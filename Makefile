@@ -46,6 +46,7 @@ bench: ## Run the benchmarks against nginx, Redis, the sqlite3 CLI and vipsthumb
 	@scripts/bench-media.sh
 	@scripts/bench-channels.sh
 	@scripts/bench-deliveries.sh
+	@scripts/bench-peer.sh
 
 clean: ## Remove build products and tool caches
 	rm -rf .build .build-fuzz .build-tsan .venv .tools reports

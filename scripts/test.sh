@@ -9,6 +9,8 @@
 #   5. Autobahn|Testsuite sections 1-10
 #   6. a short libFuzzer run per parser (FUZZ_SECONDS, default 30)
 #   7. every Swift snippet in README.md and docs/sdk.md, compiled against the Parley product
+#   8. server CPU per message, as a ratio against redis-server in the same run, within 25 % of
+#      the committed baseline (scripts/bench-check.sh)
 # Steps 1b and 3b run the domain, server and interop tests again on PostgreSQL, which
 # scripts/services.sh starts (with Redis) on 127.0.0.1 in a temporary directory; step 3c runs
 # the REST flows and the realtime protocol again over TLS.
@@ -80,6 +82,7 @@ step "schemathesis (docs/openapi.yaml)" .venv/bin/python scripts/schemathesis.py
 step "Autobahn|Testsuite" scripts/autobahn.sh
 step "libFuzzer (${FUZZ_SECONDS:-30} s each)" scripts/fuzz.sh
 step "doc snippets compile (README.md, docs/sdk.md)" python3 scripts/snippets.py
+step "server CPU per message against redis-server (scripts/bench-check.sh)" scripts/bench-check.sh
 
 echo
 echo "== Summary"

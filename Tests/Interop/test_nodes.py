@@ -625,20 +625,54 @@ def test_redis_killed_mid_load_and_started_again_loses_nothing(cluster):
     assert repairs > 0
 
 
+def authenticate_once(node, token):
+    """One realtime sign-in: ("ready", None) or ("closed", close code, the error codes the
+    server sent before closing)."""
+    try:
+        device = Device(node, token)
+    except (OSError, ConnectionClosed, TimeoutError) as failure:
+        return ("refused", str(failure), ())
+    try:
+        device.until(lambda f: f["type"] == "ready", timeout=10)
+        return ("ready", None, ())
+    except ConnectionClosed as closed:
+        errors = tuple(f["error"]["code"] for f in device.frames if f["type"] == "error")
+        return ("closed", closed.rcvd.code if closed.rcvd else None, errors)
+    finally:
+        device.close()
+
+
 def test_postgres_stopped_for_seconds_refuses_sends_retryably_and_recovers(cluster):
     load = Load(cluster)
     load.start()
     load.wait_for_acks(150)
+    # Devices that were never signed out, signing in on every node through the outage (issue 30,
+    # item 4): a blip of the database must never look like "your session is over".
+    tokens = [Client(node).sign_in(load.names[index], device=f"blip{index}").token for index, node in enumerate(cluster.nodes)]
     cluster.services.stop_postgres()
     stopped = time.monotonic()
-    wait_until(lambda: load.unavailable > 0 or time.monotonic() - stopped > 3, what="sends to be refused")
-    while time.monotonic() - stopped < 3:
-        time.sleep(0.1)   # the outage lasts a few seconds; nothing to wait on but the clock
+    during = []
+    while time.monotonic() - stopped < 3:   # the outage lasts a few seconds: sign in through it
+        for node, token in zip(cluster.nodes, tokens):
+            during.append(authenticate_once(node, token))
     cluster.services.start_postgres()
     after = len(load.acked)
     load.wait_for_acks(after + 150, timeout=60)   # the nodes recovered by themselves
     load.finish()
     assert load.unavailable > 0, "sends during the outage were answered 503 (retryable)"
+    signed_out = [answer for answer in during if answer[1] == 4001 or "unauthenticated" in answer[2]]
+    assert not signed_out, f"a database blip signed a device out: {signed_out}"
+    assert not [answer for answer in during if "internal_error" in answer[2]], "a sign-in during the outage was answered internal_error"
+    assert ("closed", 1013, ("store_unavailable",)) in during, \
+        f"sign-ins during the outage were told to try again (1013, store_unavailable): {sorted(set(during))[:8]}"
+    # Every device that tried comes back signed in, without a new password.
+    for node, token in zip(cluster.nodes, tokens):
+        wait_until(lambda node=node, token=token: authenticate_once(node, token)[0] == "ready", timeout=30,
+                   what="a device that signed in during the outage to be ready after it")
+    # No connected device was ever answered internal_error.
+    internal = [frame for entry in load.listeners for device in entry["devices"] for frame in device.frames
+                if frame["type"] == "error" and frame["error"]["code"] == "internal_error"]
+    assert not internal, f"devices were answered internal_error during the outage: {internal[:3]}"
     load.verify(cluster.nodes[0])
 
 
