@@ -27,14 +27,17 @@ final class DataDirectoryLock: Sendable {
 
 extension ParleyServer {
     /// `parley-server backup <file>`: a consistent copy of the database, taken while the server
-    /// runs (docs/operations.md, "Backups").
+    /// runs (docs/operations.md, "Backups"). An existing `file` is replaced only when `overwrite`.
     ///
     /// - Returns: what was written, and what to do for the media files.
-    package static func runBackup(to file: String, configuration: ServerConfiguration) async throws -> String {
+    package static func runBackup(to file: String, overwrite: Bool = false, configuration: ServerConfiguration) async throws -> String {
         try refuseOnPostgres(configuration, "backup")
         let database = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
         guard FileManager.default.fileExists(atPath: database) else {
             throw StartError(message: "no database at \(database): pass the server's --data-dir")
+        }
+        guard overwrite || !FileManager.default.fileExists(atPath: file) else {
+            throw StartError(message: "\(file) already exists: give another name (a date in it, say), or --overwrite to replace it; nothing was written")
         }
         let started = ContinuousClock.now
         let summary: SQLiteBackup.Summary

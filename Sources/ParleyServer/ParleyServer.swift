@@ -369,6 +369,12 @@ package final class ParleyServer: Sendable {
     ///
     /// - Returns: the text to print.
     package static func runApps(_ command: AppsCommand, configuration: ServerConfiguration) async throws -> String {
+        // Only `create` may make a database: the others would leave an empty one behind a typo.
+        let creates = if case .create = command { true } else { false }
+        let database = (configuration.dataDirectory as NSString).appendingPathComponent("parley.sqlite")
+        if configuration.databaseURL == nil, !creates, !FileManager.default.fileExists(atPath: database) {
+            throw StartError(message: "no database at \(database): pass the server's --data-dir (or --database-url); nothing was created")
+        }
         let (store, chat) = try await openChat(configuration)
         defer { store.close() }
         switch command {

@@ -99,8 +99,9 @@ package struct ServerConfiguration: Sendable, Equatable {
         case run(ServerConfiguration)
         /// `parley-server apps …`: manage apps in the data directory.
         case apps(AppsCommand, ServerConfiguration)
-        /// `parley-server backup <file>`: a consistent online copy of the database.
-        case backup(file: String, ServerConfiguration)
+        /// `parley-server backup <file> [--overwrite]`: a consistent online copy of the database;
+        /// an existing file is replaced only with `--overwrite`.
+        case backup(file: String, overwrite: Bool, ServerConfiguration)
         /// `parley-server restore <file>`: put a backup back (the server stopped).
         case restore(file: String, ServerConfiguration)
         /// `parley-server admin …`: an operator's command through the server API.
@@ -273,7 +274,7 @@ package struct ServerConfiguration: Sendable, Equatable {
                parley-server apps list|create <name>|rotate-secret <name-or-key> [--secret-grace <s>]
                                   |push-content <name-or-key> full|id-only   [--data-dir <path> | --database-url <url>]
                parley-server admin <command> [--url <url>] [--secret <sk_…>] [--json]   (docs/admin.md; 'admin help' lists them)
-               parley-server backup <file> [--data-dir <path>]     (while the server runs)
+               parley-server backup <file> [--overwrite] [--data-dir <path>]   (while the server runs)
                parley-server restore <file> [--data-dir <path>]    (with the server stopped)
 
         OPTIONS (each also read from the environment variable shown; an option given wins):
@@ -286,7 +287,8 @@ package struct ServerConfiguration: Sendable, Equatable {
         'apps rotate-secret' replaces a secret (the old one works for --secret-grace more), 'apps push-content' sets whether pushes carry the
         text (full) or only the message's ids (id-only: the app's extension fetches it). A running server sees new apps at once.
 
-        BACKUPS: 'backup' writes a consistent copy of the database while the server runs;
+        BACKUPS: 'backup' writes a consistent copy of the database while the server runs
+        (never over an existing file unless --overwrite is given);
         'restore' puts one back with the server stopped (the replaced database is kept beside
         it) and starts a new epoch, so devices resync. Media files are copied separately:
         see docs/operations.md. On PostgreSQL (--database-url) use pg_dump or point-in-time
@@ -309,9 +311,13 @@ package struct ServerConfiguration: Sendable, Equatable {
         var configuration = ServerConfiguration()
         let subcommand = ["apps", "backup", "restore"].contains(arguments.first ?? "") ? arguments.first : nil
         let isApps = subcommand == "apps"
+        var rest = Array(arguments.dropFirst(subcommand == nil ? 0 : 1))
+        // `backup`'s own flag, not a server option.
+        let overwrite = subcommand == "backup" && rest.contains("--overwrite")
+        if subcommand == "backup" { rest.removeAll { $0 == "--overwrite" } }
         let parsed: (words: [String], stoppedAt: String?)
         do {
-            parsed = try parser.parse(Array(arguments.dropFirst(subcommand == nil ? 0 : 1)), environment: environment, into: &configuration,
+            parsed = try parser.parse(rest, environment: environment, into: &configuration,
                                       stopAt: ["-h", "--help", "--version"])
         } catch {
             throw UsageError(message: error.message)
@@ -326,7 +332,7 @@ package struct ServerConfiguration: Sendable, Equatable {
             guard parsed.words.count == 1, let file = parsed.words.first else {
                 throw UsageError(message: "use 'parley-server \(subcommand) <file> [--data-dir <path>]'")
             }
-            return subcommand == "backup" ? .backup(file: file, configuration) : .restore(file: file, configuration)
+            return subcommand == "backup" ? .backup(file: file, overwrite: overwrite, configuration) : .restore(file: file, configuration)
         }
         guard isApps else {
             if let word = parsed.words.first { throw UsageError(message: "unknown argument '\(word)'") }

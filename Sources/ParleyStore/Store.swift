@@ -182,7 +182,7 @@ package enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unknownMigrations(let names):
             "the database was written by a newer Parley (unknown migrations: \(names.joined(separator: ", "))); upgrade parley-server"
         case .closed: "the store is closed"
-        case .retryable(let message): "database busy, try again: \(message)"
+        case .retryable(let message): "\(message) (it may pass: try again)"
         }
     }
 

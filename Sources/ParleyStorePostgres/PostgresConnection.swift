@@ -27,18 +27,19 @@ final class PostgresConnection: Database {
     private var preparedCount = 0
     private static let maxPrepared = 512
 
-    /// Connects to `conninfo` (a `postgres://` URL or `key=value` pairs).
-    ///
-    /// - Throws: ``StoreError/cannotOpen(_:)`` when the server cannot be reached or refuses.
     /// Whether this connection was ever made (so a new one is a reconnect, and says so).
     private var everConnected = false
 
+    /// Connects to `conninfo` (a `postgres://` URL or `key=value` pairs).
+    ///
+    /// - Throws: ``StoreError/cannotOpen(_:)`` when the server cannot be reached or refuses,
+    ///   with libpq's reason.
     init(conninfo: String) throws {
         self.conninfo = conninfo
         do {
             try connect()
-        } catch let error as StoreError {
-            throw StoreError.cannotOpen(error.description)
+        } catch StoreError.retryable(let message) {
+            throw StoreError.cannotOpen(message)
         }
     }
 

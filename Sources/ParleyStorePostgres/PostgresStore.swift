@@ -72,7 +72,12 @@ package final class PostgresStore: GroupCommitStore {
             writeConnection = try PostgresConnection(conninfo: url)
             for _ in 0..<max(1, configuration.readers) { readConnections.append(try PostgresConnection(conninfo: url)) }
         } catch let error as StoreError {
-            throw StoreError.cannotOpen("\(redactedURL): \(error)")
+            // Its cause alone: not "busy", and not "cannot open" twice.
+            let cause = switch error {
+            case .retryable(let message), .cannotOpen(let message): message
+            default: error.description
+            }
+            throw StoreError.cannotOpen("\(redactedURL): \(cause)")
         }
         let statistics = batchSizes
         let begin = configuration.takesLogLock ? "BEGIN; SELECT pg_advisory_xact_lock(\(Self.logLock))" : "BEGIN"

@@ -58,8 +58,8 @@ case .admin(let admin):
     case .failure(let error): fail("\(error)", code: 1)
     }
     exit(0)
-case .backup(let file, let configuration):
-    switch runBlocking({ try await ParleyServer.runBackup(to: file, configuration: configuration) }) {
+case .backup(let file, let overwrite, let configuration):
+    switch runBlocking({ try await ParleyServer.runBackup(to: file, overwrite: overwrite, configuration: configuration) }) {
     case .success(let text): say(text)
     case .failure(let error): fail("\(error)", code: 74)  // EX_IOERR
     }

@@ -145,3 +145,42 @@ def test_on_postgres_backup_and_restore_point_to_pg_dump():
             assert not os.path.exists("/tmp/never-written.sqlite")
     finally:
         server.stop()
+
+
+@sqlite_only
+def test_a_backup_never_overwrites_a_file_unless_told_to():
+    server = Server()
+    try:
+        Client(server).register(f"ana{uuid.uuid4().hex[:6]}")
+        target = os.path.join(tempfile.mkdtemp(), "kept.sqlite")
+        with open(target, "wb") as file:
+            file.write(b"yesterday's backup")
+        refused = run("backup", target, "--data-dir", server.data)
+        assert refused.returncode != 0 and "already exists" in refused.stderr and "--overwrite" in refused.stderr, refused.stderr
+        with open(target, "rb") as file:
+            assert file.read() == b"yesterday's backup", "nothing was written"
+        replaced = run("backup", target, "--overwrite", "--data-dir", server.data)
+        assert replaced.returncode == 0, replaced.stderr
+        assert sqlite3.connect(target).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        server.stop()
+
+
+def test_apps_list_in_an_empty_directory_creates_nothing_and_says_what_to_pass():
+    parent = tempfile.mkdtemp()
+    missing = os.path.join(parent, "data")
+    result = subprocess.run([BINARY, "apps", "list", "--data-dir", missing], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "--data-dir" in result.stderr and "nothing was created" in result.stderr, result.stderr
+    assert not os.path.exists(missing)
+    # In the working directory too (the default --data-dir is ./data).
+    result = subprocess.run([os.path.abspath(BINARY), "apps", "list"], capture_output=True, text=True, timeout=30, cwd=parent,
+                            env={k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")})
+    assert result.returncode != 0 and os.listdir(parent) == [], os.listdir(parent)
+
+
+def test_a_refused_database_connection_is_not_called_busy():
+    # A port nothing listens on: PostgreSQL refuses the connection.
+    result = subprocess.run([BINARY, "--port", "0", "--database-url", "postgres://parley@127.0.0.1:9/parley"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "busy" not in result.stderr and "PostgreSQL" in result.stderr, result.stderr
