@@ -99,6 +99,7 @@ package final class ParleyServer: Sendable {
         } catch {
             throw StartError(message: "cannot create the data directory \(configuration.dataDirectory): \(error.localizedDescription); choose another with --data-dir")
         }
+        warnIfOthersCanRead(configuration, logger: logger)
         // The lock guards the SQLite file; on PostgreSQL nodes may share one media directory.
         let lock = configuration.databaseURL == nil ? try DataDirectoryLock(directory: configuration.dataDirectory) : nil
         let redisBus = try makeRedisBus(configuration)
@@ -362,6 +363,24 @@ package final class ParleyServer: Sendable {
         } catch {
             store.close()
             throw StartError(message: "cannot prepare the database \(path): \(error)")
+        }
+    }
+
+    /// Warns when other users of the machine can read the data directory or the database: they
+    /// hold every message and the apps' secrets. A directory made by this build is 0700 and its
+    /// files 0600 (the binary's umask); one made before, or by hand, is named with the fix.
+    static func warnIfOthersCanRead(_ configuration: ServerConfiguration, logger: Logger) {
+        let directory = configuration.dataDirectory
+        var paths = [(directory, "700")]
+        if configuration.databaseURL == nil {
+            let database = (directory as NSString).appendingPathComponent("parley.sqlite")
+            paths += [database, database + "-wal", database + "-shm"].map { ($0, "600") }
+        }
+        for (path, wanted) in paths {
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & 0o077 != 0 else { continue }
+            logger.warning("other users of this machine can read \(path), which holds messages and secrets: chmod \(wanted) \(path)",
+                           metadata: ["mode": .string(String(info.st_mode & 0o777, radix: 8))])
         }
     }
 

@@ -15,6 +15,10 @@ sigaddset(&stopSignals, SIGTERM)
 sigaddset(&stopSignals, SIGHUP)
 pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 
+// Everything this process creates — the data directory, the database and its WAL, backups,
+// media — is for this user alone: it holds every message and the apps' secrets (0700/0600).
+umask(0o077)
+
 /// Prints a line and flushes at once, so scripts and tests reading stdout see it now.
 func say(_ line: String) {
     print(line)

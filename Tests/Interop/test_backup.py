@@ -184,3 +184,45 @@ def test_a_refused_database_connection_is_not_called_busy():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "busy" not in result.stderr and "PostgreSQL" in result.stderr, result.stderr
+
+
+@sqlite_only
+def test_the_data_directory_and_every_file_in_it_are_for_the_servers_user_alone():
+    import stat as stats
+    parent = tempfile.mkdtemp()
+    data = os.path.join(parent, "data")    # made by the server
+    server = Server(data=data)
+    try:
+        alice = Client(server).register(f"ana{uuid.uuid4().hex[:6]}")
+        bob = Client(server).register(f"bo{uuid.uuid4().hex[:6]}")
+        status, room = alice.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+        assert status == 201, room
+        alice.send(room["id"], "a secret between us")
+        backup = os.path.join(parent, "nightly.sqlite")
+        assert run("backup", backup, "--data-dir", data).returncode == 0
+
+        def mode(path):
+            return stats.S_IMODE(os.stat(path).st_mode)
+        assert mode(data) == 0o700
+        for name in ("parley.sqlite", "parley.sqlite-wal", "parley.sqlite-shm"):
+            assert mode(os.path.join(data, name)) == 0o600, name
+        assert mode(backup) == 0o600, "a backup holds everything the database does"
+        for root, directories, files in os.walk(data):
+            for name in directories:
+                assert mode(os.path.join(root, name)) & 0o077 == 0, os.path.join(root, name)
+            for name in files:
+                assert mode(os.path.join(root, name)) & 0o077 == 0, os.path.join(root, name)
+        assert not [line for line in server.log if "other users of this machine can read" in line]
+    finally:
+        server.stop()
+    # A directory from before (or made by hand) that others can read: the operator is told how to fix it.
+    os.chmod(data, 0o755)
+    os.chmod(os.path.join(data, "parley.sqlite"), 0o644)
+    server = Server(data=data)
+    try:
+        wait_until(lambda: sum("other users of this machine can read" in line for line in server.log) >= 2, what="the warnings")
+        warnings = [line for line in server.log if "other users of this machine can read" in line]
+        assert any(f"chmod 700 {data}" in line for line in warnings), warnings
+        assert any(f"chmod 600 {os.path.join(data, 'parley.sqlite')}" in line for line in warnings), warnings
+    finally:
+        server.stop()
