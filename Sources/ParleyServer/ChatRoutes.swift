@@ -396,13 +396,16 @@ struct API: Sendable {
     func errorResponse(_ error: any Error) -> Response {
         switch error {
         case let error as ChatError:
+            ErrorCounts.shared.count(error, via: .rest)
             var response = Response.error(status: HTTPStatus(code: error.status), code: error.code, message: error.message)
             if let seconds = error.retryAfterSeconds { response.headers.add(name: "Retry-After", value: String(seconds)) }
             return response
         case let error as HTTPError:
             return error.response
         default:
-            return Response.error(status: .internalServerError, code: ChatError.internalError.code, message: ChatError.internalError.message)
+            // A failure outside the domain's retry loop (Chat.run maps its own): a full disk
+            // still says so; anything else says nothing of its cause.
+            return errorResponse(ChatError.answering(error))
         }
     }
 }

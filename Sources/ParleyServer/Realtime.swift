@@ -199,6 +199,7 @@ final class RealtimeSession: @unchecked Sendable {
             do {
                 caller = try await chat.authenticate(token: token, app: app)
             } catch {
+                ErrorCounts.shared.count((error as? ChatError)?.isTemporary == true ? ChatError.storeUnavailable : ChatError.unauthenticated, via: .realtime)
                 onLoop { $0.perform($0.machine.authenticationFailed(error)) }
                 return
             }
@@ -326,13 +327,17 @@ final class RealtimeSession: @unchecked Sendable {
             let answer: [UInt8]?
             if let caller = caller.get() {
                 if let wait = context.userRate.take(String(caller.userKey), now: now) {
-                    answer = RealtimeFrames.error(id: id, ChatError.rateLimited(retryAfter: wait))
+                    let error = ChatError.rateLimited(retryAfter: wait)
+                    ErrorCounts.shared.count(error, via: .realtime)
+                    answer = RealtimeFrames.error(id: id, error)
                 } else {
                     do {
                         let result = try await execute(frame, caller: caller)
                         answer = id.map { RealtimeFrames.ack(id: $0, result: result) }
                     } catch {
-                        answer = RealtimeFrames.error(id: id, error as? ChatError ?? ChatError.internalError)
+                        let error = ChatError.answering(error)
+                        ErrorCounts.shared.count(error, via: .realtime)
+                        answer = RealtimeFrames.error(id: id, error)
                     }
                 }
             } else {

@@ -20,12 +20,16 @@ enum Routes {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
-        let healthPrefix = Array(#"{"status":"ok","uptimeSeconds":"#.utf8)
+        // `storage` is whether the last write committed: "ok", "full" (the disk: writes are
+        // answered 507 storage_full) or "failing"; it clears when a write commits again.
+        let healthPrefix = Array(#"{"status":"ok","storage":""#.utf8)
+        let healthUptime = Array(#"","uptimeSeconds":"#.utf8)
         let healthSuffix = Array(#","version":"\#(ParleyVersion.current)"}"#.utf8)
         router.get("/healthz") { _ in
             let uptime = Int((ContinuousClock.now - startedAt).components.seconds)
+            let storage = chat?.storage.current?.rawValue ?? "ok"
             var response = Response(status: .ok, headers: HTTPHeaders([("Content-Type", "application/json")]),
-                                    body: healthPrefix + Array(String(uptime).utf8) + healthSuffix)
+                                    body: healthPrefix + Array(storage.utf8) + healthUptime + Array(String(uptime).utf8) + healthSuffix)
             response.logLevel = .debug
             return response
         }
@@ -39,7 +43,7 @@ enum Routes {
             }
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
-                                                        push: push, webhooks: hooks))
+                                                        push: push, webhooks: hooks, storage: chat.map { $0.storage.current }))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             response.logLevel = .debug
             return response
@@ -50,6 +54,7 @@ enum Routes {
 
     struct Health: Codable, Sendable {
         var status: String
+        var storage: String
         var version: String
         var uptimeSeconds: Int
     }
@@ -104,7 +109,7 @@ enum Metrics {
     static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                        realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
                        pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil,
-                       push: PushService? = nil, webhooks: WebhookMetrics? = nil) -> String {
+                       push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -116,6 +121,15 @@ enum Metrics {
                [("", String(format: "%.3f", seconds(ContinuousClock.now - startedAt)))])
         metric("parley_connections_open", "gauge", "Open TCP connections (HTTP and WebSocket).", [("", "\(net.openConnections)")])
         metric("parley_connections_total", "counter", "TCP connections opened since start.", [("", "\(net.connectionsTotal)")])
+        metric("parley_errors_total", "counter", "Error answers by code, over REST and in realtime error frames.",
+               ErrorCounts.shared.snapshot.map { ("{code=\"\($0.code)\",via=\"\($0.via.rawValue)\"}", "\($0.count)") })
+        if let storage {
+            metric("parley_storage_writable", "gauge", "1 while writes commit; 0 since a write failed for the store's sake (a full disk, a failure) until one commits.",
+                   [("", storage == nil ? "1" : "0")])
+            if let storage {
+                metric("parley_storage_problem", "gauge", "What the last failed write met, while it lasts.", [("{problem=\"\(storage.rawValue)\"}", "1")])
+            }
+        }
         metric("parley_http_responses_total", "counter", "HTTP responses by status class.",
                net.responsesByClass.enumerated().map { ("{class=\"\($0.offset + 1)xx\"}", "\($0.element)") })
         metric("parley_network_bytes_total", "counter", "Bytes read from and written to sockets.",

@@ -173,6 +173,9 @@ package enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// busy or locked, a serialization or deadlock failure (PostgreSQL 40001, 40P01), or the
     /// connection to the server was lost before anything was committed.
     case retryable(String)
+    /// The disk (or the database's quota) is full: nothing was written, and a retry succeeds
+    /// only once space is freed (SQLite's SQLITE_FULL or ENOSPC, PostgreSQL's 53100).
+    case full(String)
 
     package var description: String {
         switch self {
@@ -183,6 +186,7 @@ package enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
             "the database was written by a newer Parley (unknown migrations: \(names.joined(separator: ", "))); upgrade parley-server"
         case .closed: "the store is closed"
         case .retryable(let message): "\(message) (it may pass: try again)"
+        case .full(let message): "the disk is full: \(message)"
         }
     }
 

@@ -256,6 +256,7 @@ final class PostgresConnection: Database {
         switch state {
         case "40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300": .retryable(detail)
         case _ where state.hasPrefix("08"): .retryable(detail)
+        case "53100": .full(detail)
         case _ where state.hasPrefix("23"): .statement(message: detail, constraint: true)
         default: .statement(message: detail, constraint: false)
         }

@@ -1,4 +1,5 @@
 import CParleySQLite
+import Glibc
 import ParleyStore
 
 /// One SQLite connection, used by one thread at a time (opened with `SQLITE_OPEN_NOMUTEX`).
@@ -156,6 +157,9 @@ final class SQLiteConnection: Database {
         // The busy timeout ran out, or a shared-cache lock: another connection holds the
         // database for now, and the same transaction may well succeed in a moment.
         case SQLITE_BUSY, SQLITE_LOCKED: .retryable(detail)
+        case SQLITE_FULL: .full(detail)
+        // A write or sync the kernel refused for want of space (ENOSPC, EDQUOT).
+        case SQLITE_IOERR where [ENOSPC, EDQUOT].contains(sqlite3_system_errno(handle)): .full(detail)
         case SQLITE_CONSTRAINT: .statement(message: detail, constraint: true)
         default: .statement(message: detail, constraint: false)
         }

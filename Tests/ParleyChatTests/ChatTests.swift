@@ -147,6 +147,40 @@ struct ChatTests {
         #expect(last.payload.readSeq == 10 && last.payload.deliveredSeq == 10, "the highest marks won")
     }
 
+    /// Issue 31, item 3: a full disk is answered `storage_full` (not a 500), stores nothing of
+    /// what it refused, loses nothing acknowledged, shows in `storage`, and passes when space
+    /// comes back. SQLite's own SQLITE_FULL, from a page limit on the writer's connection.
+    @Test(.enabled(if: !TestEngine.isPostgres, "SQLite's page limit; PostgreSQL's 53100 is mapped by SQLSTATE"))
+    func aFullDiskIsAnsweredStorageFullAndLosesNothing() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: []))
+        let pages = try await harness.store.write { db in try db.fetchValue(Int64.self, "PRAGMA page_count") ?? 0 }
+        _ = try await harness.store.write { db in try db.fetchValue(Int64.self, SQL(stringLiteral: "PRAGMA max_page_count = \(pages + 2)")) }
+        let text = String(repeating: "x", count: 3_000)
+        var acknowledged: [String] = []
+        var refused: String?
+        for index in 0..<200 {
+            do {
+                _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "m\(index)", content: .text(text)))
+                acknowledged.append("m\(index)")
+            } catch let error as ChatError {
+                #expect(error == ChatError.storageFull, "a full disk says so: \(error)")
+                refused = "m\(index)"
+                break
+            }
+        }
+        let refusedID = try #require(refused, "the page limit was reached")
+        #expect(harness.chat.storage.current == .full)
+        // Space again: the refused send goes through on its retry, and nothing is missing or doubled.
+        _ = try await harness.store.write { db in try db.fetchValue(Int64.self, "PRAGMA max_page_count = 1073741823") }
+        _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: refusedID, content: .text(text)))
+        #expect(harness.chat.storage.current == nil, "a write committed: the problem passed")
+        let stored = try await harness.chat.history(alice, id: room.id, HistoryQuery(limit: 200)).page().messages.map(\.clientID)
+        #expect(stored == acknowledged + [refusedID])
+    }
+
     @Test func aStorageFailureIsAnInternalErrorThatChangesNothing() async throws {
         let harness = try await ChatHarness.make()
         let (alice, _) = try await harness.register("alice")

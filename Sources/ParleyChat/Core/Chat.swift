@@ -69,6 +69,8 @@ package final class Chat: Sendable {
     let deliveries = DeliveryCoalescer()
     /// Receipts waiting for the writer, joined per member and conversation (decision 0026).
     let receipts = ReceiptCoalescer()
+    /// Whether writes commit, as the last one found (`/healthz`'s `storage`).
+    package let storage = StorageHealth()
     /// Each app's system account as a caller (the server API's), once looked up.
     let systemCallers = LockedValue([Int64: Caller]())
     /// Whether each app has a Pusher-format webhook endpoint, and when that was read.
@@ -196,7 +198,8 @@ package final class Chat: Sendable {
             for hook in hooks { try hook.didAppend(events, in: transaction) }
             return Committed(value: value, publications: events.map(\.publication), link: transaction.link,
                              afterCommit: transaction.committedCallbacks)
-        }, afterCommit: { committed in
+        }, afterCommit: { [storage] committed in
+            storage.committed()
             for callback in committed.afterCommit { callback() }
             guard !committed.publications.isEmpty else { return }
             bus?.publish(committed.publications, link: committed.link)
@@ -216,9 +219,15 @@ package final class Chat: Sendable {
                 return try await work()
             } catch let error as ChatError {
                 throw error
+            } catch StoreError.full(let detail) {
+                // Nothing was written; a retry helps only once space is freed (docs/operations.md).
+                storage.failed(.full)
+                configuration.logger.failed("the disk is full; answered 507 storage_full and stored nothing", StoreError.full(detail), level: .error)
+                throw ChatError.storageFull
             } catch let error as StoreError where error.isRetryable {
                 attempt += 1
                 guard attempt < Self.storeAttempts else {
+                    storage.failed(.failing)
                     configuration.logger.warning("storage unavailable; answered 503", metadata: ["error": .string(error.description),
                                                                                                "attempts": .integer(Int64(attempt))])
                     throw ChatError.storeUnavailable
@@ -228,7 +237,8 @@ package final class Chat: Sendable {
             } catch {
                 // Statements never carry bound values into their errors (StoreError), so the
                 // cause can be logged whole: nothing of a message, token or password is in it.
-                configuration.logger.error("storage failed; answered 500 and changed nothing", metadata: ["error": .string("\(error)")])
+                storage.failed(.failing)
+                configuration.logger.failed("storage failed; answered 500 and changed nothing", error, level: .error)
                 throw ChatError.internalError
             }
         }
