@@ -12,4 +12,5 @@ static inline uint64_t parley_ssl_ctx_ignore_unexpected_eof(SSL_CTX *ctx) { retu
 static inline long parley_ssl_set_server_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
 static inline int parley_ssl_filetype_pem(void) { return SSL_FILETYPE_PEM; }
 static inline int parley_ssl_verify_peer(void) { return SSL_VERIFY_PEER; }
+static inline uint64_t parley_ssl_ctx_prefer_server_ciphers(SSL_CTX *ctx) { return SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE); }
 static inline long parley_ssl_ctx_set_session_cache_server(SSL_CTX *ctx) { return SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER); }

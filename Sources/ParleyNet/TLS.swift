@@ -42,6 +42,11 @@ public final class TLSContext: @unchecked Sendable {
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw .openSSL("cannot make a TLS context") }
         let made = TLSContext(context: context, isServer: true)
         configure(context)
+        // Mozilla's "intermediate" TLS 1.2 suites, narrowed to ECDHE: forward secrecy and AEAD
+        // only (no static-RSA key exchange, no CBC), in the server's order. TLS 1.3's suites
+        // are all AEAD with forward secrecy; OpenSSL's default list stands.
+        guard SSL_CTX_set_cipher_list(context, TLSContext.tls12Ciphers) == 1 else { throw .openSSL("cannot set the TLS 1.2 cipher suites") }
+        _ = parley_ssl_ctx_prefer_server_ciphers(context)
         _ = parley_ssl_ctx_set_session_cache_server(context)
         // No TLS 1.3 session tickets: the server would write them in the middle of its first
         // read after the handshake, and clients reconnect rarely enough to do without resumption.
@@ -60,6 +65,12 @@ public final class TLSContext: @unchecked Sendable {
         }
         return made
     }
+
+    /// The TLS 1.2 cipher suites a server offers, strongest first (docs/operations.md, "TLS").
+    public static let tls12Ciphers = [
+        "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+    ].joined(separator: ":")
 
     /// A client context that verifies servers against the system's trusted roots (OpenSSL's
     /// default paths, which `SSL_CERT_FILE` and `SSL_CERT_DIR` override) and, if given, the

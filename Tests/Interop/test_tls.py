@@ -185,3 +185,48 @@ def test_the_parley_cli_speaks_https_and_wss(tls_server, authority):
     finally:
         listener.kill()
         listener.wait()
+
+
+def handshake(server, *options):
+    """openssl s_client against the server: (handshake made, the cipher it settled on)."""
+    result = subprocess.run(["openssl", "s_client", "-connect", f"{server.host}:{server.port}", "-servername", "localhost", *options],
+                            input="", capture_output=True, text=True, timeout=30)
+    # "New, TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384"; "(NONE)" when no suite was agreed.
+    cipher = next((line.split("Cipher is", 1)[1].strip() for line in result.stdout.splitlines() if "Cipher is" in line), "")
+    made = result.returncode == 0 and cipher not in ("", "0000", "(NONE)")
+    return made, cipher
+
+
+def test_tls_offers_forward_secret_aead_suites_only_in_the_servers_order_and_https_says_hsts(authority):
+    # An RSA certificate: the one kind with which a server could offer static-RSA key exchange.
+    cert, key = authority.issue("rsa-server", key_type="rsa")
+    server = Server("--tls-cert-file", cert, "--tls-key-file", key, ssl_context=ssl.create_default_context(cafile=authority.cert))
+    try:
+        # Static RSA key exchange (no forward secrecy) and CBC suites (LUCKY13): refused.
+        for refused in ("AES128-GCM-SHA256", "AES256-SHA256", "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384", "DHE-RSA-AES128-GCM-SHA256"):
+            made, cipher = handshake(server, "-tls1_2", "-cipher", refused)
+            assert not made, f"TLS 1.2 with {refused} was accepted ({cipher})"
+        # ECDHE with AEAD: accepted, and the server's order wins over the client's.
+        made, cipher = handshake(server, "-tls1_2", "-cipher", "ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256")
+        assert made and cipher == "ECDHE-RSA-AES128-GCM-SHA256", cipher
+        made, cipher = handshake(server, "-tls1_3")
+        assert made and cipher.startswith("TLS_"), cipher
+        # Nothing older than 1.2.
+        assert not handshake(server, "-tls1_1")[0]
+        # HSTS on every HTTPS response.
+        result = subprocess.run(["curl", "-sS", "-D", "-", "-o", "/dev/null", "--cacert", authority.cert, server.url + "/healthz"],
+                                capture_output=True, text=True, timeout=30)
+        assert "strict-transport-security: max-age=63072000" in result.stdout.lower(), result.stdout
+    finally:
+        server.stop()
+
+
+def test_plain_http_has_no_hsts():
+    server = Server()
+    try:
+        if server.url.startswith("https://"):
+            pytest.skip("the TLS pass serves HTTPS everywhere")
+        result = subprocess.run(["curl", "-sS", "-D", "-", "-o", "/dev/null", server.url + "/healthz"], capture_output=True, text=True, timeout=30)
+        assert "strict-transport-security" not in result.stdout.lower()
+    finally:
+        server.stop()

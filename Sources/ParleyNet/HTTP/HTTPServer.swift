@@ -138,11 +138,14 @@ final class HTTPServerShared: Sendable {
     let router: Router
     /// The configuration's server name, read per response without copying the configuration.
     let serverName: String?
+    /// Served over TLS: responses carry `Strict-Transport-Security`.
+    let isHTTPS: Bool
 
     init(configuration: HTTPServerConfiguration, router: Router) {
         self.configuration = configuration
         self.router = router
         serverName = configuration.serverName
+        isHTTPS = configuration.tls != nil
     }
 }
 
@@ -487,6 +490,8 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         if closing { keepAlive = false }
         var response = response
         if let serverName = shared.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
+        // Over HTTPS, browsers are told to use nothing else for two years (Mozilla's advice).
+        if shared.isHTTPS { response.headers.replaceOrAdd(name: "Strict-Transport-Security", value: "max-age=63072000") }
         if let current {
             response.headers.replaceOrAdd(name: "X-Request-Id", value: current.id)
             logRequest(current, response)
