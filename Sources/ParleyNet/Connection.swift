@@ -97,8 +97,12 @@ public final class Connection: @unchecked Sendable {
     private var readPaused = false
     private var registered = false
     private var lingerTimer: ScheduledTimer?
+    /// Gives the connection's place back to its server's limits (``ConnectionLimits``), once closed.
+    private let onClose: (@Sendable () -> Void)?
 
-    init(fd: CInt, loop: EventLoop, handler: any ConnectionHandler, budget: WriteBudget, tls: TLSSession? = nil) {
+    init(fd: CInt, loop: EventLoop, handler: any ConnectionHandler, budget: WriteBudget, tls: TLSSession? = nil,
+         onClose: (@Sendable () -> Void)? = nil) {
+        self.onClose = onClose
         self.fd = fd
         self.tls = tls
         self.loop = loop
@@ -472,6 +476,7 @@ public final class Connection: @unchecked Sendable {
         }
         if error == nil { tls?.shutdown() }
         Glibc.close(fd)
+        onClose?()
         queue.removeAll()
         queueHead = 0
         queuedBytes = 0

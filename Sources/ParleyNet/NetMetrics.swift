@@ -22,6 +22,19 @@ public final class NetMetrics: Sendable {
     private let webSocketBytesIn = Atomic<Int>(0)
     private let webSocketBytesOut = Atomic<Int>(0)
     private let slowPeersClosed = Atomic<Int>(0)
+    private let refusedTotal = Atomic<Int>(0)
+    private let refusedByAddress = Atomic<Int>(0)
+
+    func connectionRefused(_ refusal: ConnectionGate.Refusal) {
+        switch refusal {
+        case .total: refusedTotal.add(1, ordering: .relaxed)
+        case .address: refusedByAddress.add(1, ordering: .relaxed)
+        }
+    }
+    /// Connections closed as soon as accepted, over the limit in all and over one address's.
+    public var connectionsRefused: (total: Int, address: Int) {
+        (refusedTotal.load(ordering: .relaxed), refusedByAddress.load(ordering: .relaxed))
+    }
 
     func connectionOpened() {
         openConnections.add(1, ordering: .relaxed)

@@ -11,6 +11,8 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 
     let storage: Storage
 
+    init(storage: Storage) { self.storage = storage }
+
     /// The port number.
     public var port: UInt16 {
         switch storage {

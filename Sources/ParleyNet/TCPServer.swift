@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CParleyLinux
+import ParleyLog
 import ParleySync
 
 /// A listening TCP socket whose accepted connections are spread round-robin over a group's loops.
@@ -24,10 +25,12 @@ public final class TCPServer: Sendable {
     ///   - backlog: the kernel's accept queue length. Default: 4096.
     ///   - budget: each connection's outbound budget.
     ///   - tls: when set, every accepted connection speaks TLS with the store's current certificate.
+    ///   - limits: how many connections may be open, in all and from one address; one past
+    ///     them is closed as soon as it is accepted.
     ///   - childInitializer: makes each connection's handler.
     /// - Throws: ``ResolveError`` or ``IOError`` (for example `bind: Address already in use`).
     public init(group: EventLoopGroup, host: String, port: UInt16, backlog: Int32 = 4096,
-                budget: WriteBudget = WriteBudget(), tls: TLSCertificateStore? = nil,
+                budget: WriteBudget = WriteBudget(), tls: TLSCertificateStore? = nil, limits: ConnectionLimits = ConnectionLimits(),
                 childInitializer: @escaping ChildInitializer) throws {
         guard let address = try SocketAddress.resolve(host: host, port: port).first else {
             throw ResolveError(host: host, reason: "no addresses")
@@ -47,7 +50,7 @@ public final class TCPServer: Sendable {
             throw error
         }
         localAddress = SocketAddress.local(of: fd) ?? address
-        acceptor = Acceptor(fd: fd, group: group, budget: budget, tls: tls, childInitializer: childInitializer)
+        acceptor = Acceptor(fd: fd, group: group, budget: budget, tls: tls, gate: ConnectionGate(limits), childInitializer: childInitializer)
         let acceptor = self.acceptor
         let loop = group.loops[0]
         let started = LockedValue<Result<Void, IOError>?>(nil)
@@ -87,16 +90,20 @@ private final class Acceptor: Selectable, @unchecked Sendable {
     let group: EventLoopGroup
     let budget: WriteBudget
     let tls: TLSCertificateStore?
+    let gate: ConnectionGate
     let childInitializer: TCPServer.ChildInitializer
     var loop: EventLoop { group.loops[0] }
     private var open = false
     private var paused = false
+    private let logger = Logger.process.labelled("parley.net")
 
-    init(fd: CInt, group: EventLoopGroup, budget: WriteBudget, tls: TLSCertificateStore?, childInitializer: @escaping TCPServer.ChildInitializer) {
+    init(fd: CInt, group: EventLoopGroup, budget: WriteBudget, tls: TLSCertificateStore?, gate: ConnectionGate,
+         childInitializer: @escaping TCPServer.ChildInitializer) {
         self.fd = fd
         self.group = group
         self.budget = budget
         self.tls = tls
+        self.gate = gate
         self.childInitializer = childInitializer
     }
 
@@ -124,6 +131,8 @@ private final class Acceptor: Selectable, @unchecked Sendable {
                     continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: stop accepting for a moment rather than spin.
+                    logger.failed("cannot accept connections: out of descriptors or memory; pausing 100 ms (raise LimitNOFILE, or lower --max-connections)", error,
+                                  level: .error)
                     pauseAccepting()
                     return
                 default:
@@ -131,6 +140,11 @@ private final class Acceptor: Selectable, @unchecked Sendable {
                 }
             }
             guard case .processed(let child) = result else { return }
+            // Over a limit: closed at once, before TLS or a handler costs anything.
+            guard case .success(let release) = gate.admit(SocketAddress.peer(of: child)) else {
+                Glibc.close(child)
+                continue
+            }
             let target = group.next()
             let budget = self.budget
             let initializer = childInitializer
@@ -141,9 +155,10 @@ private final class Acceptor: Selectable, @unchecked Sendable {
                     session = try context.map { context throws(TLSError) in try TLSSession(context: context, fd: child, serverName: nil) }
                 } catch {
                     Glibc.close(child)
+                    release()
                     return
                 }
-                let connection = Connection(fd: child, loop: target, handler: initializer(target), budget: budget, tls: session)
+                let connection = Connection(fd: child, loop: target, handler: initializer(target), budget: budget, tls: session, onClose: release.callAsFunction)
                 do throws(IOError) {
                     try connection.activate()
                 } catch {

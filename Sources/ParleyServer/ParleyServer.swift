@@ -202,6 +202,12 @@ package final class ParleyServer: Sendable {
         httpConfiguration.host = configuration.host
         httpConfiguration.port = configuration.port
         httpConfiguration.limits.maxBodySize = configuration.maxBodyBytes
+        httpConfiguration.timeouts.minimumRate = configuration.minBodyRate
+        httpConfiguration.connections.total = configuration.maxConnections
+        if let perAddress = configuration.maxConnectionsPerAddress {
+            httpConfiguration.connections.perAddress = perAddress
+            httpConfiguration.connections.perAddressCoversPrivate = true
+        }
         httpConfiguration.logger = logger.labelled("parley.http")
         let startedAt = ContinuousClock.now
         // With several nodes, who is online is decided across them (in Redis, under the database's epoch).

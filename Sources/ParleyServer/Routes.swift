@@ -121,6 +121,9 @@ enum Metrics {
                [("", String(format: "%.3f", seconds(ContinuousClock.now - startedAt)))])
         metric("parley_connections_open", "gauge", "Open TCP connections (HTTP and WebSocket).", [("", "\(net.openConnections)")])
         metric("parley_connections_total", "counter", "TCP connections opened since start.", [("", "\(net.connectionsTotal)")])
+        let refused = NetMetrics.shared.connectionsRefused
+        metric("parley_connections_refused_total", "counter", "Connections closed as soon as accepted, over --max-connections (total) or one address's limit (address).",
+               [("{limit=\"total\"}", "\(refused.total)"), ("{limit=\"address\"}", "\(refused.address)")])
         metric("parley_errors_total", "counter", "Error answers by code, over REST and in realtime error frames.",
                ErrorCounts.shared.snapshot.map { ("{code=\"\($0.code)\",via=\"\($0.via.rawValue)\"}", "\($0.count)") })
         if let storage {

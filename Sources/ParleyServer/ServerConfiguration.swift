@@ -21,6 +21,16 @@ package struct ServerConfiguration: Sendable, Equatable {
     package var threads: Int? = nil
     /// Largest request body by default. `--max-body-bytes`, `PARLEY_MAX_BODY_BYTES`. Default: 1 MiB.
     package var maxBodyBytes = 1 << 20
+    /// Most open connections. `--max-connections`, `PARLEY_MAX_CONNECTIONS`. Default: the
+    /// descriptor limit less 256.
+    package var maxConnections: Int? = nil
+    /// Most open connections from one address (IPv6: one /64). `--max-connections-per-address`,
+    /// `PARLEY_MAX_CONNECTIONS_PER_ADDRESS`. Default: 1000 for public addresses, none for
+    /// loopback and private ones (a proxy in front); given, it covers every address; 0: none.
+    package var maxConnectionsPerAddress: Int? = nil
+    /// Slowest average a request body (or a file response) may arrive at after 10 s, in bytes
+    /// per second. `--min-body-rate`, `PARLEY_MIN_BODY_RATE`. Default: 500; 0: no floor.
+    package var minBodyRate = 500
     /// Largest WebSocket message. `--max-message-bytes`, `PARLEY_MAX_MESSAGE_BYTES`. Default: 1 MiB.
     package var maxMessageBytes = 1 << 20
     /// How long to wait for in-flight work on SIGINT/SIGTERM. `--shutdown-timeout`. Default: 10 s.
@@ -136,6 +146,12 @@ package struct ServerConfiguration: Sendable, Equatable {
             O.integer("--threads", "PARLEY_THREADS", in: 1...256, \.threads, help: "Event-loop threads (default: one per core)."),
             O.integer("--max-body-bytes", "PARLEY_MAX_BODY_BYTES", in: 0...(1 << 40), \.maxBodyBytes,
                      help: "Largest request body accepted (default 1048576)."),
+            O.integer("--max-connections", "PARLEY_MAX_CONNECTIONS", in: 1...(1 << 24), \.maxConnections,
+                     help: "Most open connections; more are closed at once (default: the descriptor limit less 256)."),
+            O.integer("--max-connections-per-address", "PARLEY_MAX_CONNECTIONS_PER_ADDRESS", in: 0...(1 << 24), \.maxConnectionsPerAddress,
+                     help: "Most open connections from one address, IPv6 /64 (default 1000, public addresses only; given, every address; 0: none)."),
+            O.integer("--min-body-rate", "PARLEY_MIN_BODY_RATE", in: 0...(1 << 30), \.minBodyRate,
+                     help: "Slowest bytes/s a request body or file response may average after 10 s (default 500; 0: no floor)."),
             O.integer("--max-message-bytes", "PARLEY_MAX_MESSAGE_BYTES", in: 125...(1 << 30), \.maxMessageBytes,
                      help: "Largest WebSocket message accepted (default 1048576)."),
             O.seconds("--ping-interval", "PARLEY_PING_INTERVAL", in: 1...3600, \.pingInterval,

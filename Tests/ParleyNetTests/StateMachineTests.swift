@@ -5,12 +5,47 @@ import Testing
 private let second: UInt64 = 1_000_000_000
 
 struct HTTPTimeoutsTests {
-    private func machine(at now: UInt64 = 0) -> HTTPTimeouts {
+    /// `rate` 0: the silence limits alone (the tests below that are about them).
+    private func machine(at now: UInt64 = 0, rate: Int = 0) -> HTTPTimeouts {
         var configuration = HTTPTimeouts.Configuration()
         configuration.head = .seconds(10)
         configuration.body = .seconds(30)
         configuration.idle = .seconds(60)
+        configuration.minimumRate = rate
+        configuration.rateGrace = .seconds(10)
         return HTTPTimeouts(configuration, now: now)
+    }
+
+    @Test func aBodyThatTricklesBelowTheFloorGets408AfterTheGraceThoughNeverSilentFor30s() {
+        var timeouts = machine(rate: 500)
+        timeouts.headParsed(now: 0, expectingBody: true)
+        for instant in stride(from: 5, through: 15, by: 5) {   // a byte every 5 s: the silence limit never fires
+            timeouts.bytesArrived(now: UInt64(instant) * second, count: 1)
+        }
+        // 3 bytes buy 6 ms past the 10 s grace.
+        #expect(timeouts.check(now: 10 * second) == .wait(until: 10 * second + 6_000_000))
+        #expect(timeouts.check(now: 15 * second) == .requestTimeout)
+    }
+
+    @Test func aBodyAboveTheFloorRunsAsLongAsItKeepsUp() {
+        var timeouts = machine(rate: 500)
+        timeouts.headParsed(now: 0, expectingBody: true)
+        for instant in 1...600 {   // 10 minutes at 1,000 bytes/s: a slow phone's upload
+            timeouts.bytesArrived(now: UInt64(instant) * second, count: 1_000)
+            #expect(timeouts.check(now: UInt64(instant) * second) != .requestTimeout)
+        }
+        // It stops: the silence limit, 30 s after the last byte, comes first.
+        #expect(timeouts.check(now: 630 * second) == .requestTimeout)
+        #expect(timeouts.check(now: 629 * second) == .wait(until: 630 * second))
+    }
+
+    @Test func aFileResponseReadBelowTheFloorIsClosed() {
+        var timeouts = machine(rate: 500)
+        timeouts.headParsed(now: 0, expectingBody: false)
+        timeouts.sendProgressed(now: 0, sent: 0)
+        timeouts.sendProgressed(now: 9 * second, sent: 1_000)   // 2 s of credit past the grace
+        #expect(timeouts.check(now: 11 * second) == .wait(until: 12 * second))
+        #expect(timeouts.check(now: 12 * second) == .closeIdle)
     }
 
     @Test func idleConnectionClosesQuietlyAfterTheIdleTimeout() {

@@ -14,6 +14,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var limits = HTTPParserLimits()
     /// Read timeouts.
     public var timeouts = HTTPTimeouts.Configuration()
+    /// How many connections may be open, in all and from one address.
+    public var connections = ConnectionLimits()
     /// Outbound budget per connection.
     public var writeBudget = WriteBudget()
     /// The `Server` response header, or `nil` for none. Default: `parley`.
@@ -55,7 +57,7 @@ public final class HTTPServer: Sendable {
         self.registries = registries
         let shared = HTTPServerShared(configuration: configuration, router: router)
         listener = try TCPServer(group: group, host: configuration.host, port: configuration.port,
-                                 budget: configuration.writeBudget, tls: configuration.tls) { loop in
+                                 budget: configuration.writeBudget, tls: configuration.tls, limits: configuration.connections) { loop in
             HTTPServerHandler(shared: shared, registry: registries[loop.index], loop: loop)
         }
     }
@@ -225,7 +227,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
 
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         buffer.write(bytes)
-        timeouts.bytesArrived(now: loop.now)
+        timeouts.bytesArrived(now: loop.now, count: bytes.count)
         armTimer()
         process()
         switch phase {
@@ -563,7 +565,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
             connection.write(chunk)
             sent += Int64(count)
         }
-        timeouts.sendProgressed(now: loop.now)
+        timeouts.sendProgressed(now: loop.now, sent: sent)
         armTimer()
         guard sent == region.length else {
             sendingFile = (region, sent)
