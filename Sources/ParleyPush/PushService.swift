@@ -144,8 +144,12 @@ package final class PushService: Sendable {
 
     private func expandLoop() async {
         let holder = node + "/expand"
+        let worker = chat.workers.register("push/expand")
+        defer { worker.stopped() }
         while !Task.isCancelled {
+            worker.idle()
             guard await waitForDueRows(PushOutboxHook.kind) else { continue }
+            worker.busy()
             let rows = await log.attempt("cannot claim messages to push") {
                 try await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 100, lease: .seconds(60))
             } ?? []
@@ -186,11 +190,15 @@ package final class PushService: Sendable {
         let window = max(1, configuration.concurrency)
         let done = LockedValue([Int64]())
         let finisher = Task { await self.finishLoop(done, holder: holder) }
+        let worker = chat.workers.register("push/\(provider.name)")
+        defer { worker.stopped() }
         await withTaskGroup(of: Step.self) { group in
             var inFlight = 0
             var looking = false
             var claimedNothing = false
             while !Task.isCancelled {
+                // Idle while only waiting for rows; busy while notices are in flight.
+                if inFlight == 0 { worker.idle() } else { worker.busy() }
                 if inFlight < window && !looking {
                     looking = true
                     let pause = claimedNothing

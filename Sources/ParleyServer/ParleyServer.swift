@@ -265,19 +265,36 @@ package final class ParleyServer: Sendable {
             }
             let retentionInterval = configuration.retentionIntervalSeconds
             let retentionLog = logger.labelled("parley.retention")
+            let workerLog = logger.labelled("parley.workers")
             let sweeper = Task {
-                // Several nodes may all sweep: each conversation is swept by one at a time.
-                while retentionInterval > 0 && !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(retentionInterval))
-                    if Task.isCancelled { break }
-                    do {
-                        let sweep = try await chat.retention.sweep()
-                        if sweep.messages > 0 {
-                            retentionLog.info("old messages removed", metadata: ["messages": .integer(Int64(sweep.messages)),
-                                                                                 "conversations": .integer(Int64(sweep.conversations))])
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        // Several nodes may all sweep: each conversation is swept by one at a time.
+                        while retentionInterval > 0 && !Task.isCancelled {
+                            try? await Task.sleep(for: .seconds(retentionInterval))
+                            if Task.isCancelled { break }
+                            do {
+                                let sweep = try await chat.retention.sweep()
+                                if sweep.messages > 0 {
+                                    retentionLog.info("old messages removed", metadata: ["messages": .integer(Int64(sweep.messages)),
+                                                                                         "conversations": .integer(Int64(sweep.conversations))])
+                                }
+                            } catch {
+                                retentionLog.warning("retention sweep failed; retrying next interval", metadata: ["error": .string("\(error)")])
+                            }
                         }
-                    } catch {
-                        retentionLog.warning("retention sweep failed; retrying next interval", metadata: ["error": .string("\(error)")])
+                    }
+                    group.addTask {
+                        // The watchdog: an idle worker goes round every second or two; one quiet
+                        // for 30 s is stuck, and what it serves waits (issue 31, item 1).
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: .seconds(10))
+                            for stalled in chat.workers.stalled(after: Self.workerStall) {
+                                workerLog.failed("a background worker has stopped going round; what it sends waits (restart the node if this lasts)",
+                                                 WorkerStalled(name: stalled.name, seconds: Int(stalled.quiet.components.seconds)), level: .error,
+                                                 metadata: ["worker": .string(stalled.name)])
+                            }
+                        }
                     }
                 }
             }
@@ -457,6 +474,16 @@ package final class ParleyServer: Sendable {
     package func reloadTLS() -> Result<Void, TLSError>? {
         guard let tls else { return nil }
         return Result { () throws(TLSError) in try tls.reload() }
+    }
+
+    /// How long an idle worker may be quiet before the log calls it stuck.
+    static let workerStall = Duration.seconds(30)
+
+    /// What a stuck worker is logged with.
+    struct WorkerStalled: Error, CustomStringConvertible {
+        var name: String
+        var seconds: Int
+        var description: String { "\(name) quiet for \(seconds) s" }
     }
 
     package func shutdown() async {

@@ -43,7 +43,8 @@ enum Routes {
             }
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
-                                                        push: push, webhooks: hooks, storage: chat.map { $0.storage.current }))
+                                                        push: push, webhooks: hooks, storage: chat.map { $0.storage.current },
+                                                        workers: chat?.workers.all))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             response.logLevel = .debug
             return response
@@ -109,7 +110,8 @@ enum Metrics {
     static func render(group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                        realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
                        pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil,
-                       push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil) -> String {
+                       push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil,
+                       workers: [Workers.Worker]? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -126,6 +128,15 @@ enum Metrics {
                [("{limit=\"total\"}", "\(refused.total)"), ("{limit=\"address\"}", "\(refused.address)")])
         metric("parley_errors_total", "counter", "Error answers by code, over REST and in realtime error frames.",
                ErrorCounts.shared.snapshot.map { ("{code=\"\($0.code)\",via=\"\($0.via.rawValue)\"}", "\($0.count)") })
+        if let workers {
+            let statuses = workers.map { ($0.name, $0.status) }
+            metric("parley_worker_state", "gauge", "Each background worker's state (idle, busy, stopped): 1 for the one it is in.",
+                   statuses.flatMap { name, status in
+                       Workers.State.allCases.map { ("{worker=\"\(name)\",state=\"\($0.rawValue)\"}", status.state == $0 ? "1" : "0") }
+                   })
+            metric("parley_worker_quiet_seconds", "gauge", "Seconds since each worker last went round; an idle one past 30 is stuck.",
+                   statuses.map { ("{worker=\"\($0.0)\"}", String(format: "%.3f", seconds($0.1.quiet))) })
+        }
         if let storage {
             metric("parley_storage_writable", "gauge", "1 while writes commit; 0 since a write failed for the store's sake (a full disk, a failure) until one commits.",
                    [("", storage == nil ? "1" : "0")])

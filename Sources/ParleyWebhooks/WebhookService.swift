@@ -113,6 +113,8 @@ package final class WebhookService: Sendable {
 
     private func sendLoop(index: Int) async {
         let holder = "\(node)/\(index)"
+        let worker = chat.workers.register("webhooks/\(index)")
+        defer { worker.stopped() }
         let queue = DispatchQueue(label: "parley.webhooks.\(index)")
         // A connection of its own: when one cannot be made (no file descriptors left), the
         // worker says so and tries again every second rather than stopping for good.
@@ -127,6 +129,7 @@ package final class WebhookService: Sendable {
         let perLane = 100
         let lease = configuration.timeout + .seconds(5)
         while !Task.isCancelled {
+            worker.idle()
             guard await waitForDue() else { continue }
             // The lease covers one attempt and is renewed at least every second: a node that dies
             // mid-lane holds its endpoint up for one timeout and five seconds at most.
@@ -137,6 +140,7 @@ package final class WebhookService: Sendable {
                 await wake.wait(upTo: .milliseconds(50))
                 continue
             }
+            worker.busy()
             for batch in batches { await deliver(batch, holder: holder, http: http, queue: queue) }
         }
     }

@@ -72,8 +72,9 @@ class Server:
     # An ssl.SSLContext that trusts the server's certificate, for servers started with TLS.
     ssl_context = None
 
-    def __init__(self, *extra, data=None, ssl_context=None):
+    def __init__(self, *extra, data=None, ssl_context=None, preexec_fn=None):
         self.ssl_context = ssl_context
+        self.preexec_fn = preexec_fn   # run in the child before exec (e.g. a lower descriptor limit)
         self.data = data or tempfile.mkdtemp(prefix="parley-api-")
         self.extra = list(extra)
         if ON_TLS and "--tls-cert-file" not in self.extra:
@@ -87,7 +88,7 @@ class Server:
         database = self.database_flags()
         self.process = subprocess.Popen(
             [BINARY, "--port", "0", "--threads", "2", "--data-dir", self.data, *TEST_FLAGS, *database, *self.extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=self.preexec_fn)
         line = self.process.stdout.readline()
         if "listening on http://" not in line and "listening on https://" not in line:
             self.process.kill()

@@ -71,6 +71,8 @@ package final class Chat: Sendable {
     let receipts = ReceiptCoalescer()
     /// Whether writes commit, as the last one found (`/healthz`'s `storage`).
     package let storage = StorageHealth()
+    /// The node's background workers and their beats (`/metrics`, the log's stall warnings).
+    package let workers = Workers()
     /// Each app's system account as a caller (the server API's), once looked up.
     let systemCallers = LockedValue([Int64: Caller]())
     /// Whether each app has a Pusher-format webhook endpoint, and when that was read.
