@@ -86,3 +86,29 @@ def test_workers_deliver_at_once_through_and_after_a_full_descriptor_table():
             raw.close()
         receiver.close()
         server.stop()
+
+
+def test_nothing_the_server_runs_calls_uuid():
+    """Foundation's UUID() on Linux returns one constant when no descriptor is left
+    (/dev/urandom cannot be opened): the cause of the stuck workers. The server's modules make
+    ids with libsodium's random bytes (Crypto.randomToken) instead; the SDK, the benchmarks and
+    the test helpers, which never run in the server, may use UUID()."""
+    import os
+    import re
+    from parley import ROOT
+    allowed = {"Parley", "parley", "parley-bench", "ParleyServerTesting", "ParleyChatTesting", "ParleyNetTesting", "ParleyTesting"}
+    offenders = []
+    sources = os.path.join(ROOT, "Sources")
+    for module in sorted(os.listdir(sources)):
+        if module in allowed or module.startswith("fuzz-"):
+            continue
+        for root, _, files in os.walk(os.path.join(sources, module)):
+            for name in files:
+                if not name.endswith(".swift"):
+                    continue
+                path = os.path.join(root, name)
+                for number, line in enumerate(open(path, encoding="utf-8"), 1):
+                    code = line.split("//", 1)[0]
+                    if re.search(r"\bUUID\(\)", code):
+                        offenders.append(f"{os.path.relpath(path, ROOT)}:{number}")
+    assert not offenders, f"UUID() in code the server runs: {offenders}"
