@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Parley needs, only if any is missing. Quiet when nothing to do.
 #   scripts/install-deps.sh           what building and running the server need
-#   scripts/install-deps.sh --test    also what `make test` uses (Python venv, tmux, Chromium,
+#   scripts/install-deps.sh --test    also what `make test` uses (Python venv, tmux, Chromium, promtool,
 #                                     PostgreSQL and Redis servers started by scripts/services.sh)
 #   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis, vipsthumbnail)
 set -euo pipefail
@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev libpq-dev libcurl4-openssl-dev sqlite3 curl)
 case "${1:-}" in
     "") ;;
-    --test) packages+=(python3-venv tmux chromium chromium-driver fonts-noto-color-emoji postgresql redis-server) ;;
+    --test) packages+=(python3-venv tmux chromium chromium-driver fonts-noto-color-emoji postgresql redis-server prometheus) ;;
     --bench) packages+=(python3-venv wrk nginx-light postgresql redis-server libvips-tools) ;;
     *) echo "usage: scripts/install-deps.sh [--test | --bench]" >&2; exit 2 ;;
 esac

@@ -1,3 +1,4 @@
+public import ParleySync
 import Synchronization
 
 /// Process-wide counters of the networking layer, read by `/metrics`.
@@ -22,6 +23,8 @@ public final class NetMetrics: Sendable {
     private let webSocketBytesIn = Atomic<Int>(0)
     private let webSocketBytesOut = Atomic<Int>(0)
     private let slowPeersClosed = Atomic<Int>(0)
+    /// How long HTTP requests took, from the head's first byte to the response queued.
+    public let requestLatency = LatencyHistogram()
     private let refusedTotal = Atomic<Int>(0)
     private let refusedByAddress = Atomic<Int>(0)
 

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyChat
+import ParleyCrypto
 import ParleyLog
 import ParleyNet
 import ParleyPusher
@@ -33,10 +34,18 @@ enum Routes {
             response.logLevel = .debug
             return response
         }
-        router.get("/metrics") { _ in
+        let metricsToken = configuration.metricsToken.map { Array("Bearer \($0)".utf8) }
+        router.get("/metrics") { request in
+            // With --metrics-token, only a scraper that has it reads the figures.
+            if let metricsToken, !Crypto.constantTimeEqual(Array((request.headers["authorization"] ?? "").utf8), metricsToken) {
+                var refused = Response.error(status: .unauthorized, code: "unauthenticated", message: "/metrics needs Authorization: Bearer <the --metrics-token>")
+                refused.headers.add(name: "WWW-Authenticate", value: "Bearer")
+                return refused
+            }
             var realtime: (devices: Int, routed: Int)?
             if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
             let pusherCounts = await pusher?.counts
+            let outbox = try? await chat?.outboxDepths()
             var hooks: WebhookMetrics?
             if let webhooks, let chat {
                 hooks = WebhookMetrics(statistics: webhooks.currentStatistics, health: try? await chat.webhooks.health())
@@ -44,7 +53,7 @@ enum Routes {
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
                                                         push: push, webhooks: hooks, storage: chat.map { $0.storage.current },
-                                                        workers: chat?.workers.all))
+                                                        workers: chat?.workers.all, outbox: outbox, dataDirectory: configuration.dataDirectory))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             response.logLevel = .debug
             return response
@@ -111,12 +120,36 @@ enum Metrics {
                        realtime: (devices: Int, routed: Int)? = nil, media: MediaMetrics? = nil,
                        pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil,
                        push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil,
-                       workers: [Workers.Worker]? = nil) -> String {
+                       workers: [Workers.Worker]? = nil, outbox: [(kind: String, waiting: Int, overdueSeconds: Double)]? = nil,
+                       dataDirectory: String? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
             for sample in samples { out += "\(name)\(sample.labels) \(sample.value)\n" }
+        }
+        func histogram(_ name: String, _ help: String, _ histogram: LatencyHistogram) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+            for sample in histogram.samples() { out += "\(name)\(sample.suffix)\(sample.labels) \(sample.value)\n" }
+        }
+        let process = ProcessFigures.current(startedAt: startedAt)
+        metric("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.", [("", String(format: "%.3f", process.cpuSeconds))])
+        metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [("", "\(process.residentBytes)")])
+        metric("process_open_fds", "gauge", "Open file descriptors.", [("", "\(process.openDescriptors)")])
+        metric("process_max_fds", "gauge", "The most open file descriptors allowed (the soft limit).", [("", "\(process.maxDescriptors)")])
+        metric("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, in seconds.",
+               [("", String(format: "%.3f", process.startTime))])
+        if let dataDirectory, let free = ProcessFigures.freeBytes(at: dataDirectory) {
+            metric("parley_data_dir_free_bytes", "gauge", "Bytes free to this user on the data directory's file system.", [("", "\(free)")])
+        }
+        histogram("parley_http_request_duration_seconds", "HTTP requests, from the head's first byte to the response queued.",
+                  NetMetrics.shared.requestLatency)
+        histogram("parley_store_commit_seconds", "The store's COMMITs (a group of writes each, with its fsync).", StoreMetrics.commitLatency)
+        if let outbox {
+            metric("parley_outbox_waiting", "gauge", "Rows waiting in the outbox by kind (push expansions, push-<provider>, webhooks; all nodes).",
+                   outbox.map { ("{kind=\"\($0.kind)\"}", "\($0.waiting)") })
+            metric("parley_outbox_overdue_seconds", "gauge", "How long the oldest due row of each kind has waited past its due time.",
+                   outbox.map { ("{kind=\"\($0.kind)\"}", String(format: "%.3f", $0.overdueSeconds)) })
         }
         metric("parley_build_info", "gauge", "Version of this server.", [("{version=\"\(ParleyVersion.current)\"}", "1")])
         metric("parley_uptime_seconds", "gauge", "Seconds since start.",
@@ -224,5 +257,37 @@ enum Metrics {
     static func seconds(_ duration: Duration) -> Double {
         let (whole, attoseconds) = duration.components
         return Double(whole) + Double(attoseconds) / 1e18
+    }
+}
+
+/// The process's own figures, as Prometheus's client libraries name them (`process_*`).
+struct ProcessFigures {
+    var cpuSeconds: Double
+    var residentBytes: Int
+    var openDescriptors: Int
+    var maxDescriptors: Int
+    var startTime: Double
+
+    static func current(startedAt: ContinuousClock.Instant) -> ProcessFigures {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        // /proc/self/statm: size, resident, … in pages.
+        let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
+        let residentPages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        let descriptors = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? 1) - 1  // less the listing's own
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        let uptime = Metrics.seconds(ContinuousClock.now - startedAt)
+        return ProcessFigures(cpuSeconds: cpu, residentBytes: residentPages * Int(sysconf(Int32(_SC_PAGESIZE))), openDescriptors: max(0, descriptors),
+                              maxDescriptors: limit.rlim_cur > UInt64(Int.max) ? Int.max : Int(limit.rlim_cur),
+                              startTime: Date().timeIntervalSince1970 - uptime)
+    }
+
+    /// Bytes free to an unprivileged user on the file system holding `path`.
+    static func freeBytes(at path: String) -> UInt64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return UInt64(info.f_bavail) * UInt64(info.f_frsize)
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import ParleySync
+package import ParleySync
 
 // The jobs both engines queue on their worker threads (``WorkerThread``): one shape of group
 // commit, whatever the connection underneath.
@@ -79,6 +79,21 @@ extension WorkerThread {
             let job = ReadJob<Connection> { connection in continuation.resume(with: Result { try body(connection) }) }
             if !enqueue(job) { continuation.resume(throwing: StoreError.closed) }
         }
+    }
+}
+
+/// How long each engine's COMMIT takes (with its fsync), every store of the process together
+/// (`/metrics`: `parley_store_commit_seconds`).
+package enum StoreMetrics {
+    /// COMMIT durations.
+    package static let commitLatency = LatencyHistogram()
+
+    /// Runs `commit` and counts how long it took, whether or not it succeeded.
+    @inlinable
+    package static func timedCommit<T>(_ commit: () throws -> T) rethrows -> T {
+        let started = ContinuousClock.now
+        defer { commitLatency.observe(ContinuousClock.now - started) }
+        return try commit()
     }
 }
 

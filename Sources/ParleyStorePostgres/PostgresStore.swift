@@ -267,7 +267,7 @@ package final class PostgresStore: GroupCommitStore {
     /// retry, and every write the clients retry is idempotent by its client id.
     private static func finish(_ jobs: [WriteJob], on connection: PostgresConnection) {
         do {
-            try connection.run("COMMIT")
+            try StoreMetrics.timedCommit { try connection.run("COMMIT") }
             for job in jobs { job.succeed() }
         } catch {
             rollBack(connection)

@@ -176,7 +176,7 @@ package final class SQLiteStore: GroupCommitStore {
     /// COMMITs; the jobs learn their outcome only after it returns.
     private static func finish(_ jobs: [WriteJob], on connection: SQLiteConnection) {
         do {
-            try connection.execute("COMMIT")
+            _ = try StoreMetrics.timedCommit { try connection.execute("COMMIT") }
             for job in jobs { job.succeed() }
         } catch {
             try? connection.run("ROLLBACK")

@@ -112,6 +112,22 @@ extension Chat {
         }
     }
 
+    /// Each outbox kind's rows waiting (not failed for good), and how overdue its oldest due
+    /// one is, in seconds (0 when none is due yet): `/metrics`' outbox depths (issue 31, item 7).
+    package func outboxDepths() async throws -> [(kind: String, waiting: Int, overdueSeconds: Double)] {
+        let now = nowMilliseconds
+        return try await run {
+            try await store.read { db in
+                try db.fetchAll("""
+                    SELECT kind, count(*) AS waiting, min(due_at) AS oldest FROM outbox WHERE failed_at IS NULL GROUP BY kind ORDER BY kind
+                    """).map { row in
+                    let oldest = try row.get("oldest", as: Int64?.self) ?? now
+                    return (try row.get("kind", as: String.self), Int(try row.get("waiting", as: Int64.self)), Double(max(0, now - oldest)) / 1000)
+                }
+            }
+        }
+    }
+
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }

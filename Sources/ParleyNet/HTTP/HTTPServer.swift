@@ -496,6 +496,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         if shared.isHTTPS { response.headers.replaceOrAdd(name: "Strict-Transport-Security", value: "max-age=63072000") }
         if let current {
             response.headers.replaceOrAdd(name: "X-Request-Id", value: current.id)
+            NetMetrics.shared.requestLatency.observe(nanoseconds: loop.now &- current.started)
             logRequest(current, response)
             self.current = nil
         }
