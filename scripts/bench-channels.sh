@@ -31,7 +31,7 @@ log="$work/server.log"
 pid=$!
 for _ in $(seq 1 400); do grep -q "^Health:" "$log" && break; sleep 0.05; done
 key=$(grep -m1 "app key:" "$log" | awk '{print $3}')
-secret=$(grep -m1 "app secret:" "$log" | awk '{print $3}')
+secret=$(cat "$work/data/first-app-secret")   # not printed to a log: the first start writes it here
 app_id=$(grep -m1 "pusher app id:" "$log" | awk '{print $4}')
 
 for protocol in native pusher; do

@@ -64,7 +64,7 @@ start() {  # label, extra flags…: starts a server; sets pid, url, key, secret
     for _ in $(seq 1 200); do grep -q "^Health:" "$data.log" 2>/dev/null && break; sleep 0.05; done
     url=$(grep -o "http://[^ ]*" "$data.log" | head -1)
     key=$(grep "app key:" "$data.log" | awk '{print $3}')
-    secret=$(grep "app secret:" "$data.log" | awk '{print $3}')
+    secret=$(cat "$data/first-app-secret")   # not printed to a log: the first start writes it here
 }
 server_api() {  # method, path, body
     curl -s -X "$1" "$url$2" -H "Authorization: Bearer $secret" -H 'Content-Type: application/json' ${3:+-d "$3"}

@@ -453,13 +453,33 @@ package final class ParleyServer: Sendable {
         return "Push: " + push.providerNames.joined(separator: ", ")
     }
 
-    package var appsBanner: [String] {
+    /// The first start's app: its secret printed only when `toTerminal` (a person reads it);
+    /// else written to `<data-dir>/first-app-secret` (0600, never over an existing file) and
+    /// only the file named, so that a journal or container log never keeps it.
+    package func appsBanner(toTerminal: Bool) -> [String] {
         var lines: [String] = []
-        if let createdApp { lines.append(Self.describe(createdApp, verb: "First start: created")) }
+        if var createdApp {
+            if !toTerminal, let secret = createdApp.secret {
+                let path = (configuration.dataDirectory as NSString).appendingPathComponent("first-app-secret")
+                createdApp.secret = Self.writeSecretFile(secret, to: path)
+                    ? "written to \(path) (not printed: this output may be kept in a log; read it once, then delete the file)"
+                    : "(cannot write \(path); rotate it with 'parley-server apps rotate-secret \(createdApp.name)' on a terminal)"
+            }
+            lines.append(Self.describe(createdApp, verb: "First start: created"))
+        }
         for app in apps where app.publicKey != createdApp?.publicKey {
             lines.append("App '\(app.name)' key: \(app.publicKey)   pusher app id: \(app.pusherID)")
         }
         return lines
+    }
+
+    /// Writes `secret` to a new file only this user can read; false when it cannot.
+    static func writeSecretFile(_ secret: String, to path: String) -> Bool {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let bytes = Array((secret + "\n").utf8)
+        return bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) } == bytes.count
     }
 
     /// Open connections (HTTP and WebSocket).

@@ -83,7 +83,8 @@ case .run(let configuration):
         fail("\(error)", code: 69)  // EX_UNAVAILABLE
     }
     say("Parley \(ParleyVersion.current) listening on \(server.url) (data in \(configuration.dataDirectory))")
-    for line in server.appsBanner { say(line) }
+    // The first app's secret goes to the screen only when a person is there to read it.
+    for line in server.appsBanner(toTerminal: isatty(STDOUT_FILENO) == 1) { say(line) }
     say(server.pushBanner)
     say("Web client: \(server.url)/app/")
     say("Health: \(server.url)/healthz   Metrics: \(server.url)/metrics   Stop: Ctrl-C")

@@ -106,7 +106,13 @@ class Server:
             if "app key:" in line:
                 self.app_key = line.split("app key:")[1].split()[0]
             elif "app secret:" in line:
-                self.app_secret = line.split("app secret:")[1].split()[0]
+                said = line.split("app secret:")[1].strip()
+                if said.startswith("written to "):
+                    # Not a terminal: the first start writes the secret to a file instead of its output.
+                    with open(said[len("written to "):].split()[0]) as file:
+                        self.app_secret = file.read().strip()
+                else:
+                    self.app_secret = said.split()[0]
             elif line.startswith("App 'default' key:"):
                 self.app_key = line.split("key:")[1].split()[0]
         # What the server writes to stderr (server API log lines, warnings), read as it comes

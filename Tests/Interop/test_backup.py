@@ -226,3 +226,41 @@ def test_the_data_directory_and_every_file_in_it_are_for_the_servers_user_alone(
         assert any(f"chmod 600 {os.path.join(data, 'parley.sqlite')}" in line for line in warnings), warnings
     finally:
         server.stop()
+
+
+def test_the_first_apps_secret_never_reaches_a_log_only_a_terminal_or_a_private_file():
+    import pty
+    import stat as stats
+    # Output to a pipe (a journal, a container log): the secret is in a 0600 file, not the output.
+    server = Server()
+    try:
+        printed = "\n".join(server.banner)
+        path = os.path.join(server.data, "first-app-secret")
+        assert f"app secret: written to {path}" in printed
+        with open(path) as file:
+            secret = file.read().strip()
+        assert secret.startswith("sk_") and secret not in printed
+        assert stats.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert server.app_secret == secret
+    finally:
+        server.stop()
+    # On a terminal, a person reads it there, and no file is left behind.
+    data = tempfile.mkdtemp(prefix="parley-tty-")
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([BINARY, "--port", "0", "--data-dir", data, "--argon2-passes", "1", "--argon2-memory-mib", "1"],
+                               stdout=terminal, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    os.close(terminal)
+    output = b""
+    try:
+        while b"Health:" not in output:
+            chunk = os.read(controller, 4096)
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        os.close(controller)
+    text = output.decode(errors="replace")
+    assert "app secret: sk_" in text, text
+    assert not os.path.exists(os.path.join(data, "first-app-secret"))
