@@ -374,6 +374,12 @@ package final class ParleyServer: Sendable {
         chatConfiguration.webhooksAllowPrivate = configuration.webhooks.allowPrivate
         chatConfiguration.logger = logger.labelled("parley.chat")
         do {
+            chatConfiguration.sealer = try secretsKey(configuration, logger: logger)
+        } catch {
+            store.close()
+            throw error
+        }
+        do {
             // Push rows are written in each message's own transaction when push is on; webhook
             // deliveries whenever an endpoint hears the event.
             var hooks: [any TransactionHook] = [WebhookHook()]
@@ -382,11 +388,44 @@ package final class ParleyServer: Sendable {
             for name in try await chat.migrate() {
                 logger.info("migration applied", metadata: ["migration": .string(name)])
             }
+            let sealed = try await chat.sealSecrets()
+            if sealed > 0 { logger.info("secrets stored before sealing are sealed now", metadata: ["secrets": .integer(Int64(sealed))]) }
             return (store, chat)
         } catch {
             store.close()
             throw StartError(message: "cannot prepare the database \(path): \(error)")
         }
+    }
+
+    /// The key that seals secrets in the database, from `--secrets-key-file` (default
+    /// `<data-dir>/secrets.key`), made on the first start: 32 random bytes as base64, 0600,
+    /// written whole before it appears (a temporary file linked into place), so nodes that
+    /// start together on one shared directory all read the one that won.
+    static func secretsKey(_ configuration: ServerConfiguration, logger: Logger) throws -> SecretSealer {
+        let path = configuration.secretsKeyFile ?? (configuration.dataDirectory as NSString).appendingPathComponent("secrets.key")
+        if !FileManager.default.fileExists(atPath: path) {
+            let temporary = path + ".new-" + Crypto.randomToken(bytes: 6)
+            guard writeSecretFile(Data(SecretSealer.newKey()).base64EncodedString(), to: temporary) else {
+                throw StartError(message: "cannot write the secrets key \(path): check that its directory exists and is writable, or give --secrets-key-file")
+            }
+            defer { unlink(temporary) }
+            if link(temporary, path) == 0 {
+                logger.info("made the secrets key file: back it up apart from the database, and give every node the same",
+                            metadata: ["path": .string(path)])
+            } else if errno != EEXIST {
+                throw StartError(message: "cannot write the secrets key \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+              let key = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
+              let sealer = SecretSealer(key: [UInt8](key)) else {
+            throw StartError(message: "\(path) is not a Parley secrets key (32 random bytes, base64): restore it from your backup, or give --secrets-key-file")
+        }
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
+            logger.warning("other users of this machine can read \(path), the key to the stored secrets: chmod 600 \(path)")
+        }
+        return sealer
     }
 
     /// Warns when other users of the machine can read the data directory or the database: they

@@ -34,6 +34,9 @@ package struct ServerConfiguration: Sendable, Equatable {
     /// When set, `/metrics` answers only `Authorization: Bearer <token>`. `--metrics-token`,
     /// `PARLEY_METRICS_TOKEN`. Default: none (open, as a scrape target usually is on a private network).
     package var metricsToken: String? = nil
+    /// The key that seals the secrets the server must read back. `--secrets-key-file`,
+    /// `PARLEY_SECRETS_KEY_FILE`. Default: `<data-dir>/secrets.key`, made at the first start.
+    package var secretsKeyFile: String? = nil
     /// Largest WebSocket message. `--max-message-bytes`, `PARLEY_MAX_MESSAGE_BYTES`. Default: 1 MiB.
     package var maxMessageBytes = 1 << 20
     /// How long to wait for in-flight work on SIGINT/SIGTERM. `--shutdown-timeout`. Default: 10 s.
@@ -155,6 +158,8 @@ package struct ServerConfiguration: Sendable, Equatable {
                      help: "Most open connections from one address, IPv6 /64 (default 1000, public addresses only; given, every address; 0: none)."),
             O.integer("--min-body-rate", "PARLEY_MIN_BODY_RATE", in: 0...(1 << 30), \.minBodyRate,
                      help: "Slowest bytes/s a request body or file response may average after 10 s (default 500; 0: no floor)."),
+            O.text("--secrets-key-file", "PARLEY_SECRETS_KEY_FILE", \.secretsKeyFile, value: "<path>",
+                   help: "Key that seals app and webhook secrets in the database (default <data-dir>/secrets.key, made if missing; every node needs the same)."),
             O.text("--metrics-token", "PARLEY_METRICS_TOKEN", \.metricsToken, value: "<token>",
                    help: "Serve /metrics only with Authorization: Bearer <token> (default: open)."),
             O.integer("--max-message-bytes", "PARLEY_MAX_MESSAGE_BYTES", in: 125...(1 << 30), \.maxMessageBytes,

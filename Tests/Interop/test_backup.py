@@ -264,3 +264,37 @@ def test_the_first_apps_secret_never_reaches_a_log_only_a_terminal_or_a_private_
     text = output.decode(errors="replace")
     assert "app secret: sk_" in text, text
     assert not os.path.exists(os.path.join(data, "first-app-secret"))
+
+
+@sqlite_only
+def test_secrets_are_sealed_so_a_copied_database_gives_none_away_and_another_key_is_refused():
+    from test_server_api import Backend
+    server = Server("--webhooks-allow-private")
+    try:
+        backend = Backend(server)
+        status, hook = backend.call("POST", "/v1/server/webhooks", {"url": "http://127.0.0.1:9/hooks", "events": ["message.created"]})
+        assert status == 201, hook
+        backup = os.path.join(tempfile.mkdtemp(), "copy.sqlite")
+        assert run("backup", backup, "--data-dir", server.data).returncode == 0
+        for database in (os.path.join(server.data, "parley.sqlite"), backup):
+            connection = sqlite3.connect(database)
+            (app_secret,) = connection.execute("SELECT secret FROM app").fetchone()
+            (hook_secret,) = connection.execute("SELECT secret FROM webhook_endpoint").fetchone()
+            assert app_secret.startswith("sealed:v1:") and server.app_secret not in app_secret
+            assert hook_secret.startswith("sealed:v1:") and hook["secret"] not in hook_secret
+            with open(database, "rb") as file:
+                raw = file.read()
+            assert server.app_secret.encode() not in raw and hook["secret"].encode() not in raw
+        key = os.path.join(server.data, "secrets.key")
+        import stat as stats
+        assert stats.S_IMODE(os.stat(key).st_mode) == 0o600
+    finally:
+        server.stop()
+    # The same database with another key: refused, saying which key it needs.
+    other = os.path.join(tempfile.mkdtemp(), "other.key")
+    refused = subprocess.run([BINARY, "--port", "0", "--data-dir", server.data, "--secrets-key-file", other],
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and "sealed with another key" in refused.stderr and "--secrets-key-file" in refused.stderr, refused.stderr
+    # With its own key it starts again.
+    server.start()
+    server.stop()

@@ -54,6 +54,11 @@ def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
         backend = Client(server, app_key="")
         backend.app_key = None
         assert backend.get("/v1/server/users", headers={"Authorization": f"Bearer {state['appSecret']}"})[0] == 200
+        if not parley.ON_POSTGRES:
+            # The secret the earlier build stored as given is sealed now (issue 31, item 4).
+            import sqlite3
+            (stored,) = sqlite3.connect(os.path.join(server.data, "parley.sqlite")).execute("SELECT secret FROM app").fetchone()
+            assert stored.startswith("sealed:v1:") and state["appSecret"] not in stored
         # New writes land after the old ones, in the same log.
         group = state["ids"]["group"]
         events = clients["bob"].get("/v1/events?after=0&limit=200")[1]["events"]

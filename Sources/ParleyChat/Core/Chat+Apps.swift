@@ -37,6 +37,7 @@ extension Chat {
         let key = Crypto.randomID(prefix: "pk_", length: 24)
         let secret = "sk_" + Crypto.randomToken()
         let hash = Crypto.secretHash(secret)
+        let sealed = seal(secret)
         let now = nowMilliseconds
         return try await run {
             try await store.write { db in
@@ -46,7 +47,7 @@ extension Chat {
                 let pusherID = try Schema.freshPusherID(db)
                 try db.execute("""
                     INSERT INTO app (name, public_key, secret_hash, secret, pusher_id, created_at)
-                    VALUES (\(name), \(key), \(hash), \(secret), \(pusherID), \(now))
+                    VALUES (\(name), \(key), \(hash), \(sealed), \(pusherID), \(now))
                     """)
                 return AppCredentials(name: name, publicKey: key, secret: secret, createdAt: Chat.date(now), pusherID: pusherID)
             }

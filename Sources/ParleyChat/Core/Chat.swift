@@ -41,6 +41,9 @@ package final class Chat: Sendable {
         /// (`--webhooks-allow-private`: tests, and backends on the same private network).
         /// Default: false.
         package var webhooksAllowPrivate = false
+        /// Seals the secrets the server must read back (apps', webhook endpoints') with a key
+        /// kept outside the database (docs/operations.md, "Sealed secrets"). Nil: stored as given.
+        package var sealer: SecretSealer? = nil
         /// Webhook endpoints an app may have. Default: 20.
         package var webhooksPerApp = 20
         /// Where the domain logs what an operator needs: storage failures it retried or gave

@@ -25,6 +25,9 @@ extension ChatFeature {
 
     /// The core's one write path (``Chat/write(_:)``).
     func write<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T { try await core.write(body) }
+
+    /// A secret as it is stored (``Chat/seal(_:)``).
+    func seal(_ secret: String) -> String { core.seal(secret) }
 }
 
 /// Moderation: bans, moderators' mutes, blocks, shadow bans and reports (docs/api.md, "Moderation").

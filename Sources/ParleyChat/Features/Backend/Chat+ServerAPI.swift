@@ -92,12 +92,13 @@ extension AppBackend {
     package func rotateSecret(app: String, grace: Duration = defaultSecretGrace) async throws -> AppCredentials {
         let secret = "sk_" + Crypto.randomToken()
         let hash = Crypto.secretHash(secret)
+        let sealed = seal(secret)
         let until = nowMilliseconds + Chat.milliseconds(grace)
         return try await run {
             try await store.write { db in
                 guard let row = try db.fetchOne("""
                     UPDATE app SET previous_secret_hash = secret_hash, previous_secret = secret, previous_secret_until = \(until),
-                                   secret_hash = \(hash), secret = \(secret)
+                                   secret_hash = \(hash), secret = \(sealed)
                     WHERE name = \(app) OR public_key = \(app)
                     RETURNING name, public_key, created_at, pusher_id
                     """) else {

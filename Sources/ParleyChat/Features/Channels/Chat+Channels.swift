@@ -77,10 +77,11 @@ extension NamedChannels {
     /// Read on every request, never cached: a secret rotated by `apps rotate-secret` (another
     /// process) stops working at once. It is one indexed read beside the request's own work.
     private func loadChannelApp(_ condition: SQL) async throws -> ChannelApp? {
-        try await run {
+        let sealer = configuration.sealer
+        return try await run {
             try await store.read { db in
                 try db.fetchOne("SELECT id, public_key, secret, pusher_id FROM app WHERE \(condition)").map { row in
-                    ChannelApp(app: AppRef(id: try row.get("id")), key: try row.get("public_key"), secret: try row.get("secret"),
+                    ChannelApp(app: AppRef(id: try row.get("id")), key: try row.get("public_key"), secret: try row.get("secret", as: String?.self).map { try Chat.unseal($0, with: sealer) },
                                pusherID: try row.get("pusher_id"))
                 }
             }

@@ -219,6 +219,7 @@ extension AppWebhooks {
         let description = try request.description.map { try Validate.webhookDescription($0) }
         let publicID = Crypto.randomID(prefix: "wh_", length: 16)
         let secret = "whsec_" + Crypto.randomToken()
+        let sealed = seal(secret)
         let now = nowMilliseconds
         let app = server.app.id
         let limit = configuration.webhooksPerApp
@@ -228,7 +229,7 @@ extension AppWebhooks {
                 guard count < limit else { throw ChatError.tooManyWebhooks(limit: limit) }
                 try db.execute("""
                     INSERT INTO webhook_endpoint (public_id, app_id, url, events, format, secret, description, created_at, updated_at)
-                    VALUES (\(publicID), \(app), \(url), \(events), \(format.rawValue), \(secret), \(description), \(now), \(now))
+                    VALUES (\(publicID), \(app), \(url), \(events), \(format.rawValue), \(sealed), \(description), \(now), \(now))
                     """)
                 var endpoint = try Chat.webhook(db, app: app, id: publicID)
                 endpoint.secret = secret
@@ -288,10 +289,11 @@ extension AppWebhooks {
     /// Replaces an endpoint's signing secret (answered once).
     package func rotateSecret(_ server: ServerApp, id: String) async throws -> WebhookEndpoint {
         let secret = "whsec_" + Crypto.randomToken()
+        let sealed = seal(secret)
         return try await run {
             try await store.write { db in
                 _ = try Chat.webhook(db, app: server.app.id, id: id)
-                try db.execute("UPDATE webhook_endpoint SET secret = \(secret) WHERE public_id = \(id)")
+                try db.execute("UPDATE webhook_endpoint SET secret = \(sealed) WHERE public_id = \(id)")
                 var endpoint = try Chat.webhook(db, app: server.app.id, id: id)
                 endpoint.secret = secret
                 return endpoint
@@ -367,6 +369,7 @@ extension AppWebhooks {
     /// worker at a time (on PostgreSQL its claim takes a transaction-scoped advisory lock on
     /// the lane, so two nodes never take one lane at once); paused endpoints are skipped.
     package func claim(holder: String, lanes: Int, perLane: Int, lease: Duration) async throws -> [WebhookBatch] {
+        let sealer = configuration.sealer
         let now = nowMilliseconds
         let until = now + Chat.milliseconds(lease)
         return try await run {
@@ -395,9 +398,9 @@ extension AppWebhooks {
                     let messages = try Chat.withEventData(db, try due.map { WebhookMessage(try Chat.outboxItem($0), ref: try $0.get("ref", as: String?.self)) })
                     try db.execute("UPDATE outbox SET claimed_by = \(holder), claimed_until = \(until) WHERE id IN (\(list: items.map(\.id)))")
                     batches.append(WebhookBatch(lane: head, endpointID: try endpoint.get("public_id"), url: try endpoint.get("url"),
-                                                secret: try endpoint.get("secret"),
+                                                secret: try Chat.unseal(try endpoint.get("secret"), with: sealer),
                                                 format: WebhookFormat(rawValue: try endpoint.get("format")) ?? .parley,
-                                                appKey: try endpoint.get("public_key"), appSecret: try endpoint.get("app_secret", as: String?.self),
+                                                appKey: try endpoint.get("public_key"), appSecret: try endpoint.get("app_secret", as: String?.self).map { try Chat.unseal($0, with: sealer) },
                                                 deliveries: messages.compactMap { $0 }))
                     // A row that cannot be read is not held back behind: drop it.
                     let unreadable = zip(items, messages).filter { $0.1 == nil }.map(\.0.id)
