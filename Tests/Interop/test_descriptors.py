@@ -112,3 +112,55 @@ def test_nothing_the_server_runs_calls_uuid():
                     if re.search(r"\bUUID\(\)", code):
                         offenders.append(f"{os.path.relpath(path, ROOT)}:{number}")
     assert not offenders, f"UUID() in code the server runs: {offenders}"
+
+
+@pytest.mark.skipif(ON_TLS, reason="plain sockets fill the table; the TLS pass runs other files")
+def test_push_workers_deliver_at_once_through_and_after_a_full_descriptor_table():
+    from fakepush import FakePush
+    from parley import Client
+    from tlscerts import Authority
+    fake = FakePush(Authority())
+    server = Server(*fake.server_flags(), "--max-connections", "100000", "--max-connections-per-address", "0",
+                    preexec_fn=low_descriptor_limit)
+    flood = []
+    try:
+        ana = Client(server).register(f"ana{uuid.uuid4().hex[:6]}")
+        bob = Client(server).register(f"bob{uuid.uuid4().hex[:6]}")
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        assert bob.post("/v1/devices", {"platform": "apns", "token": token})[0] == 201   # bob is offline: pushed
+        status, room = ana.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+        assert status in (200, 201), room
+
+        def send_and_time(text):
+            started = time.monotonic()
+            status, message = ana.send(room["id"], text)
+            assert status == 201, message
+            fake.wait_for(lambda pushes: any(p[1] == token and p[3].get("parley", {}).get("messageId") == message["id"] for p in pushes),
+                          timeout=30)
+            return time.monotonic() - started
+
+        assert send_and_time("before") < 3
+        for _ in range(LIMIT + 64):
+            try:
+                flood.append(socket.create_connection((server.host, server.port), timeout=2))
+            except OSError:
+                break
+        wait_until(lambda: any("out of descriptors" in line for line in server.log), timeout=20, what="the log to name the exhaustion")
+        status, during = ana.send(room["id"], "during")   # on ana's keep-alive connection
+        assert status == 201, during
+        time.sleep(2)   # held full for a while: the failure is in what stays broken afterwards
+        for raw in flood:
+            raw.close()
+        flood.clear()
+        fake.wait_for(lambda pushes: any(p[1] == token and p[3].get("parley", {}).get("messageId") == during["id"] for p in pushes),
+                      timeout=30)
+        for n in range(5):
+            assert send_and_time(f"after {n}") < 3, "a push waited after the descriptors came back"
+        states = metric_lines(server, "parley_worker_state{")
+        assert any('worker="push/apns",state="idle"} 1' in line or 'worker="push/apns",state="busy"} 1' in line for line in states), states
+        assert not [line for line in states if 'state="stopped"} 1' in line], states
+    finally:
+        for raw in flood:
+            raw.close()
+        server.stop()
+        fake.stop()
