@@ -3,7 +3,7 @@
 # peer workload, shorter), as a ratio against redis-server doing the same work in the same run,
 # must not grow by more than 25 % over the committed baseline (scripts/bench-check.baseline).
 # A ratio, not a time: this shared machine cannot hold an absolute figure, but both servers
-# slow down alike. Each side runs BENCH_CHECK_ROUNDS times (default 2), interleaved, and its
+# slow down alike. Each side runs BENCH_CHECK_ROUNDS times (default 3), interleaved, and its
 # lowest figure counts, so one noisy round cannot fail the check.
 #
 #   scripts/bench-check.sh            compare against the baseline (exit 1 past 1.25×)
@@ -21,7 +21,7 @@ build=${BENCH_CHECK_BUILD:-debug}
 server=".build/$build/parley-server"
 bench=".build/$build/parley-bench"
 baseline=scripts/bench-check.baseline
-rounds=${BENCH_CHECK_ROUNDS:-2}
+rounds=${BENCH_CHECK_ROUNDS:-3}
 seconds=${BENCH_CHECK_SECONDS:-8}
 [[ -x "$server" && -x "$bench" ]] || { echo "bench-check.sh needs $server and $bench: run make build" >&2; exit 1; }
 command -v redis-server >/dev/null || { echo "bench-check.sh needs redis-server (scripts/install-deps.sh --test)" >&2; exit 1; }
