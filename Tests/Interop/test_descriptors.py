@@ -20,6 +20,16 @@ def low_descriptor_limit():
     resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
 
 
+def fill_descriptor_table(server, flood):
+    """Idle connections into `flood` until the server cannot take another, and its log says so."""
+    for _ in range(LIMIT + 64):
+        try:
+            flood.append(socket.create_connection((server.host, server.port), timeout=2))
+        except OSError:
+            break
+    wait_until(lambda: any("out of descriptors" in line for line in server.log), timeout=20, what="the log to name the exhaustion")
+
+
 def metric_lines(server, prefix):
     from parley import Client
     status, body, _ = Client(server).request_bytes("GET", "/metrics", authenticated=False)
@@ -54,13 +64,7 @@ def test_workers_deliver_at_once_through_and_after_a_full_descriptor_table():
             return time.monotonic() - started
 
         assert send_and_time("before") < 3
-        # Fill the table: idle connections until the server cannot take another.
-        for _ in range(LIMIT + 64):
-            try:
-                flood.append(socket.create_connection((server.host, server.port), timeout=2))
-            except OSError:
-                break
-        wait_until(lambda: any("out of descriptors" in line for line in server.log), timeout=20, what="the log to name the exhaustion")
+        fill_descriptor_table(server, flood)
         # While it is full, on the connection the backend already had: stored, and delivered once
         # there are descriptors again.
         status, during = backend.call("POST", f"/v1/server/conversations/{room['id']}/messages",
@@ -140,12 +144,7 @@ def test_push_workers_deliver_at_once_through_and_after_a_full_descriptor_table(
             return time.monotonic() - started
 
         assert send_and_time("before") < 3
-        for _ in range(LIMIT + 64):
-            try:
-                flood.append(socket.create_connection((server.host, server.port), timeout=2))
-            except OSError:
-                break
-        wait_until(lambda: any("out of descriptors" in line for line in server.log), timeout=20, what="the log to name the exhaustion")
+        fill_descriptor_table(server, flood)
         status, during = ana.send(room["id"], "during")   # on ana's keep-alive connection
         assert status == 201, during
         time.sleep(2)   # held full for a while: the failure is in what stays broken afterwards
