@@ -30,36 +30,10 @@ work=$(mktemp -d /tmp/parley-bench-check.XXXXXX)
 pid=""
 cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+threads=2
 workload=(--users 200 --group-size 10 --rates 50 --duration "$seconds" --body-bytes 100 --json)
-
-run_parley() {  # label, extra fanout flags…
-    local label=$1 port log key
-    shift
-    port=$(free_port)
-    log="$work/$label.log"
-    rm -rf "$work/data"
-    "$server" --port "$port" --threads 2 --data-dir "$work/data" --signups-per-hour 1000000 \
-        --argon2-passes 1 --argon2-memory-mib 1 --log-level warn >"$log" 2>&1 &
-    pid=$!
-    for _ in $(seq 1 400); do grep -q "^Health:" "$log" && break; sleep 0.05; done
-    key=$(grep -m1 "app key:" "$log" | grep -oE "pk_[A-Za-z0-9_-]+") || { echo "parley-server did not start:" >&2; cat "$log" >&2; exit 1; }
-    "$bench" fanout --url "http://127.0.0.1:$port" --app-key "$key" "${workload[@]}" --server-pid "$pid" "$@" 2>>"$work/bench.err" \
-        | sed "s/^{/{\"label\":\"$label\",/" >>"$work/results.jsonl"
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-}
-
-run_redis() {  # label, extra fanout flags…
-    local label=$1 port
-    shift
-    port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
-    pid=$!
-    for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
-    "$bench" fanout --redis "127.0.0.1:$port" "${workload[@]}" --server-pid "$pid" "$@" 2>>"$work/bench.err" \
-        | sed "s/^{/{\"label\":\"$label\",/" >>"$work/results.jsonl"
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-}
+# shellcheck source=scripts/peer-servers.sh
+. scripts/peer-servers.sh
 
 for round in $(seq 1 "$rounds"); do
     echo "round $round of $rounds: Parley and redis-server, 200 users in rooms of 10, 50 msgs/s for ${seconds}s, without and with receipts…" >&2

@@ -30,35 +30,10 @@ work=$(mktemp -d /tmp/parley-bench-peer.XXXXXX)
 pid=""
 cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-run_parley() {  # label, extra fanout flags…
-    local label=$1 port log
-    shift
-    port=$(free_port)
-    log="$work/$label.log"
-    "$server" --port "$port" --threads "$cores" --data-dir "$work/$label" --signups-per-hour 1000000 \
-        --argon2-passes 1 --argon2-memory-mib 1 --log-level warn >"$log" 2>&1 &
-    pid=$!
-    for _ in $(seq 1 400); do grep -q "^Health:" "$log" && break; sleep 0.05; done
-    local key
-    key=$(grep -m1 "app key:" "$log" | grep -oE "pk_[A-Za-z0-9_-]+")
-    "$bench" fanout --url "http://127.0.0.1:$port" --app-key "$key" --users 200 --group-size 10 --rates "$rates" \
-        --duration "$seconds" --body-bytes 100 --server-pid "$pid" "$@" --json | sed "s/^{/{\"label\":\"$label\",/" >>"$work/results.jsonl"
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-}
-
-run_redis() {  # label, extra fanout flags…
-    local label=$1 port
-    shift
-    port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
-    pid=$!
-    for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
-    "$bench" fanout --redis "127.0.0.1:$port" --users 200 --group-size 10 --rates "$rates" --duration "$seconds" \
-        --body-bytes 100 --server-pid "$pid" "$@" --json | sed "s/^{/{\"label\":\"$label\",/" >>"$work/results.jsonl"
-    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
-}
+threads="$cores"
+workload=(--users 200 --group-size 10 --rates "$rates" --duration "$seconds" --body-bytes 100 --json)
+# shellcheck source=scripts/peer-servers.sh
+. scripts/peer-servers.sh
 
 echo "Parley: 200 users in 20 rooms of 10, $rates msgs/s, ${seconds}s each…" >&2
 run_parley parley
