@@ -38,6 +38,9 @@ enum ChatRoutes {
             return try await chat.updateProfile(caller, try await request.decode(UpdateProfileRequest.self))
         }
 
+        api.userEmpty(&router, .DELETE, "/v1/me") { request, caller in
+            try await chat.deleteAccount(caller, try await request.decode(DeleteAccountRequest.self), address: api.address(request))
+        }
         api.userEmpty(&router, .POST, "/v1/me/password") { request, caller in
             try await chat.changePassword(caller, try await request.decode(ChangePasswordRequest.self), address: api.address(request))
         }
@@ -312,6 +315,16 @@ struct API: Sendable {
         guard let text = request.queryItems[name] else { return nil }
         guard let value = Int64(text) else { throw ChatError.invalid("\(name) must be a whole number") }
         return value
+    }
+
+    /// A `true`/`false` query parameter, nil when absent.
+    func boolean(_ request: Request, _ name: String) throws -> Bool? {
+        switch request.queryItems[name] {
+        case nil: nil
+        case "true": true
+        case "false": false
+        default: throw ChatError.invalid("\(name) must be true or false")
+        }
     }
 
     func integer(_ request: Request, _ name: String) throws -> Int? {

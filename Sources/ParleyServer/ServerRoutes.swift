@@ -34,7 +34,9 @@ enum ServerRoutes {
             await server.handle(request) { app in await api.respond { try await chat.backend.user(app, username: try username(request)) } }
         }
         router.delete("/v1/server/users/:username") { request in
-            await server.handle(request) { app in await api.respondEmpty { try await chat.backend.deleteUser(app, username: try username(request)) } }
+            await server.handle(request) { app in await api.respondEmpty {
+                    try await chat.backend.deleteUser(app, username: try username(request), erase: try api.boolean(request, "erase") ?? false)
+                } }
         }
         router.get("/v1/server/retention") { request in
             await server.handle(request) { app in await api.respond { try await chat.retention.policy(app) } }

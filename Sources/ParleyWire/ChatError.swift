@@ -182,6 +182,12 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     /// 401: the app secret sent to a user endpoint, which takes a user's session token.
     public static let secretOnUserEndpoint = ChatError(.unauthenticated,
         "this is the app secret: it is for /v1/server/… only; user endpoints take a session token (POST /v1/server/users/{username}/sessions issues one)")
+    /// 403: deleting an account without a password needs a session made in the last few minutes.
+    public static let recentSignInRequired = ChatError(.recentSignInRequired,
+        "deleting this account needs a recent sign-in: get a new session (the app's backend issues one) and try again within 10 minutes")
+    /// 422: a content filter refused the message (the app's blocklist or its before-send hook);
+    /// `reason` is shown to the sender.
+    public static func contentRejected(_ reason: String) -> ChatError { ChatError(.contentRejected, reason) }
     /// 403: the account is deactivated: it cannot sign in or be given a session.
     public static let userDeactivated = ChatError(.userDeactivated, "this account is deactivated; the app's backend can reactivate it")
     /// 404: no webhook endpoint with that id in this app.
@@ -247,6 +253,8 @@ extension ChatError {
         case userBanned = "user_banned"
         case memberMuted = "member_muted"
         case reportNotFound = "report_not_found"
+        case recentSignInRequired = "recent_sign_in_required"
+        case contentRejected = "content_rejected"
         case storeUnavailable = "store_unavailable"
         case storageFull = "storage_full"
         case internalError = "internal_error"
@@ -272,7 +280,8 @@ extension ChatError {
             case .invalidRequest, .invalidJSON, .unknownCommand, .missingParameter, .invalidParameter, .incompleteBody,
                  .connectionClosed, .badUpgrade: 400
             case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature, .invalidAppSecret: 401
-            case .forbidden, .notMember, .invalidSignature, .quotaExceeded, .userDeactivated, .userBanned, .memberMuted: 403
+            case .forbidden, .notMember, .invalidSignature, .quotaExceeded, .userDeactivated, .userBanned, .memberMuted,
+                 .recentSignInRequired: 403
             case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,
                  .thumbnailNotFound, .deviceNotFound, .webhookNotFound, .deliveryNotFound, .reportNotFound, .notFound: 404
             case .methodNotAllowed: 405
@@ -282,7 +291,7 @@ extension ChatError {
             case .fileTooLarge, .bodyTooLarge: 413
             case .unsupportedMediaType, .typeMismatch, .invalidImage: 415
             case .rangeNotSatisfiable: 416
-            case .imageTooLarge: 422
+            case .imageTooLarge, .contentRejected: 422
             case .unsupportedWebSocketVersion: 426
             case .rateLimited, .tooManyUploads, .tooManyUnfinishedUploads: 429
             case .internalError: 500

@@ -77,6 +77,21 @@ public struct ChangePasswordRequest: Hashable, Codable, Sendable {
     }
 }
 
+/// `DELETE /v1/me`: delete the caller's own account (App Store guideline 5.1.1(v)).
+public struct DeleteAccountRequest: Hashable, Codable, Sendable {
+    /// The account's password; required when it has one. Guests and accounts the app's
+    /// backend made have none and prove themselves with a recent session instead.
+    public var password: String?
+    /// Also erase what the user said: each of their messages becomes a tombstone (text,
+    /// attachments, reactions and search entries gone) and their uploads are released.
+    public var erase: Bool?
+    /// Creates the value; each argument sets the property of the same name.
+    public init(password: String? = nil, erase: Bool? = nil) {
+        self.password = password
+        self.erase = erase
+    }
+}
+
 /// How a directory search orders its results (`sort=` on `GET /v1/users`).
 public enum UserSort: String, Sendable, Hashable, CaseIterable {
     /// By username, A to Z (the default); `-username` for Z to A.

@@ -1,7 +1,7 @@
 public import Foundation
 
 /// What a webhook endpoint hears about (docs/webhooks.md): every conversation event whose
-/// kind's rule says webhooks hear it (``EventRule/webhook``), `user.created`, and for
+/// kind's rule says webhooks hear it (``EventRule/webhook``), `user.created`, `user.deleted`, and for
 /// Pusher-format endpoints Pusher's own events. Decoding refuses any other name.
 public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     /// The name an endpoint registers (`message.created`, `channel_occupied`, …).
@@ -22,6 +22,8 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
 
     /// A user was created (signed up, a guest, or by the server API).
     public static let userCreated = WebhookEventType(name: "user.created")
+    /// A user was deleted (by themselves, `DELETE /v1/me`, or by the server API).
+    public static let userDeleted = WebhookEventType(name: "user.deleted")
     // Pusher-format endpoints (`"format": "pusher"`) hear Pusher's own events:
     /// Pusher: a channel got its first subscriber.
     public static let channelOccupied = WebhookEventType(name: "channel_occupied")
@@ -37,7 +39,7 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     /// Every type an endpoint can hear, by name.
     public static let allCases: [WebhookEventType] = (
         EventKind.rules.filter(\.value.webhook).keys.map(WebhookEventType.init)
-            + [.userCreated, .channelOccupied, .channelVacated, .pusherMemberAdded, .pusherMemberRemoved, .clientEvent]
+            + [.userCreated, .userDeleted, .channelOccupied, .channelVacated, .pusherMemberAdded, .pusherMemberRemoved, .clientEvent]
     ).sorted { $0.rawValue < $1.rawValue }
 
     /// Whether a Pusher-format endpoint hears it (else a Parley-format one does).

@@ -353,27 +353,8 @@ extension Chat {
                     targets.append((key, try Chat.message(row)))
                 }
                 for target in targets where target.message.deletedAt == nil {
-                    // A tombstone keeps nothing of what was said or added to it.
-                    try db.execute("""
-                        UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now), reactions = NULL, mentions = NULL,
-                                           pinned_at = NULL, pinned_by = NULL
-                        WHERE id = \(target.key)
-                        """)
-                    try db.execute("DELETE FROM reaction WHERE message_id = \(target.key)")
-                    try db.execute("DELETE FROM mention WHERE message_id = \(target.key)")
-                    if let content = target.message.content { try FullTextSearch.unindex(db, message: target.key, text: content.searchableText) }
-                    try Chat.setMedia(db, message: target.key, keys: [], now: now)
-                    // A deleted reply no longer counts in its thread; the event says the new count.
-                    var payload = EventPayload()
-                    if let root = try db.fetchOne("""
-                        UPDATE message SET reply_count = reply_count - 1
-                        WHERE id = (SELECT thread_id FROM message WHERE id = \(target.key)) RETURNING public_id, reply_count, last_reply_at
-                        """) {
-                        payload.threadJSON = try Chat.threadPayloadValue(root: try root.get("public_id"), replies: try root.get("reply_count"),
-                                                                         lastReplyAt: try root.get("last_reply_at"))
-                    }
-                    try db.append(conversation: access.key, kind: .messageDeleted, actor: caller.userKey, message: target.key, payload: payload,
-                                  now: now, activity: target.message.threadID == nil || target.message.alsoInConversation == true)
+                    try Chat.tombstone(db, conversation: access.key, message: target.key, content: target.message.content, actor: caller.userKey,
+                                       activity: target.message.threadID == nil || target.message.alsoInConversation == true, now: now)
                 }
                 return try targets.map { try Chat.reload(db, access: access, key: $0.key, caller: caller) }
             }
@@ -381,6 +362,32 @@ extension Chat {
     }
 
     // MARK: - Inside a transaction
+
+    /// Makes a message a tombstone, announced with `message.deleted`: it keeps nothing of what
+    /// was said or added to it (content, metadata, reactions, mentions, pin, search entries,
+    /// attachments), and a deleted reply no longer counts in its thread (the event says the
+    /// new count).
+    static func tombstone(_ db: Transaction, conversation: Int64, message key: Int64, content: MessageContent?, actor: Int64,
+                          activity: Bool, now: Int64) throws {
+        try db.execute("""
+            UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now), reactions = NULL, mentions = NULL,
+                               pinned_at = NULL, pinned_by = NULL
+            WHERE id = \(key)
+            """)
+        try db.execute("DELETE FROM reaction WHERE message_id = \(key)")
+        try db.execute("DELETE FROM mention WHERE message_id = \(key)")
+        if let content { try FullTextSearch.unindex(db, message: key, text: content.searchableText) }
+        try Chat.setMedia(db, message: key, keys: [], now: now)
+        var payload = EventPayload()
+        if let root = try db.fetchOne("""
+            UPDATE message SET reply_count = reply_count - 1
+            WHERE id = (SELECT thread_id FROM message WHERE id = \(key)) RETURNING public_id, reply_count, last_reply_at
+            """) {
+            payload.threadJSON = try Chat.threadPayloadValue(root: try root.get("public_id"), replies: try root.get("reply_count"),
+                                                             lastReplyAt: try root.get("last_reply_at"))
+        }
+        try db.append(conversation: conversation, kind: .messageDeleted, actor: actor, message: key, payload: payload, now: now, activity: activity)
+    }
 
     /// A validated message, encoded once before the transaction.
     struct PreparedMessage: Sendable {

@@ -218,38 +218,16 @@ extension AppBackend {
         return count
     }
 
-    /// Deletes a user: they are signed out everywhere and leave every group and channel
-    /// (`member.removed` in each); the account keeps its row without its names (shown as
-    /// "Deleted user", its username free again), so the messages they sent stay in the
-    /// conversations' history with that name. Direct conversations keep them as a member, so
-    /// the other person still has the conversation.
-    package func deleteUser(_ server: ServerApp, username: String) async throws {
-        let now = nowMilliseconds
+    /// Deletes a user: they are signed out everywhere, lose their push devices and leave every
+    /// group and channel (`member.removed` in each); the account keeps its row without its
+    /// names or face (shown as "Deleted user", its username free again), so the messages they
+    /// sent stay in the conversations' history with that name, or with `erase` become
+    /// tombstones. Direct conversations keep them as a member, so the other person still has
+    /// the conversation. The app's webhooks hear `user.deleted`.
+    package func deleteUser(_ server: ServerApp, username: String, erase: Bool) async throws {
         let app = server.app.id
-        let actor = server.caller.userKey
-        let key: Int64 = try await run {
-            try await write { db in
-                let key = try Chat.userKey(db, app: app, username: username)
-                let conversations: [Int64] = try db.fetchAll("""
-                    SELECT mb.conversation_id FROM member mb JOIN conversation c ON c.id = mb.conversation_id
-                    WHERE mb.user_id = \(key) AND c.kind <> 'direct' ORDER BY mb.conversation_id
-                    """).map { try $0.get("conversation_id") }
-                for conversation in conversations {
-                    try db.execute("DELETE FROM member WHERE conversation_id = \(conversation) AND user_id = \(key)")
-                    try db.execute("UPDATE conversation SET member_count = member_count - 1 WHERE id = \(conversation)")
-                    try db.append(conversation: conversation, kind: .memberRemoved, actor: actor, user: key, now: now)
-                }
-                try db.execute("DELETE FROM session WHERE user_id = \(key)")
-                try db.execute("""
-                    UPDATE account SET username = 'deleted-' || public_id, username_key = '~' || public_id, display_name = 'Deleted user',
-                                       display_key = 'deleted user', custom_data = NULL, password_hash = NULL, deleted_at = \(now),
-                                       deactivated_at = coalesce(deactivated_at, \(now))
-                    WHERE id = \(key)
-                    """)
-                return key
-            }
-        }
-        endSessions(user: key)
+        let key: Int64 = try await run { try await store.read { db in try Chat.userKey(db, app: app, username: username) } }
+        try await core.removeAccount(key: key, actor: server.caller.userKey, erase: erase, deletedBy: "app")
     }
 
     /// A session for a user, as a sign-in would give (for apps whose users sign in elsewhere).
