@@ -178,6 +178,24 @@ public actor ParleyClient {
         try store.save(state)
     }
 
+    /// Deletes the signed-in account for good (what App Store guideline 5.1.1(v) asks an app to
+    /// offer), then forgets it here as ``signOut(everywhere:)`` does. Every device of the
+    /// account is signed out, its push devices removed and its username freed; the app's
+    /// backend hears `user.deleted`.
+    ///
+    /// - Parameters:
+    ///   - password: the account's password; `nil` for an account without one (a guest, or a
+    ///     user the app's backend made), which needs a session less than 10 minutes old
+    ///     (`recent_sign_in_required` otherwise: sign in again first).
+    ///   - erase: also erase every message the account sent (each becomes a tombstone).
+    public func deleteAccount(password: String?, erase: Bool = false) async throws {
+        let token = try requireToken()
+        let _: Empty = try await http.call("DELETE", "/v1/me", body: DeleteAccountRequest(password: password, erase: erase), token: token)
+        disconnect()
+        state = ClientState()
+        try store.save(state)
+    }
+
     private func adopt(_ signedIn: SignedIn) async throws -> User {
         if state.user?.id != signedIn.user.id { state = ClientState() }  // another account: nothing carries over
         state.token = signedIn.session.token

@@ -16,6 +16,7 @@ let overview = """
       register <username> [--display-name NAME]   create an account and sign in
       login <username>                            sign in (this device)
       logout [--everywhere]                       sign out this device (or every device)
+      delete-account --yes [--erase]              delete your account for good (--erase: your messages too)
       whoami                                      the signed-in user
       users search [QUERY] [--limit N] [--sort S] find people by username or display name
       conversations [--limit N]                   your conversations, newest first, with unread counts
@@ -61,6 +62,7 @@ let commandHelp: [String: String] = [
     "login": "parley login <username>\n  Signs in on this device (password from PARLEY_PASSWORD or standard input).",
     "logout": "parley logout [--everywhere]\n  Signs out this device, or every device of the account.",
     "whoami": "parley whoami\n  Prints: username, display name, user id.",
+    "delete-account": "parley delete-account --yes [--erase] [--no-password]\n  Deletes your account for good: every device is signed out and the username is freed. --erase also turns every message you sent into a tombstone. The password is read from PARLEY_PASSWORD or standard input; --no-password for an account without one (a guest, or one your app made: sign in less than 10 minutes before).",
     "users": "parley users search [QUERY] [--limit N] [--offset N] [--sort username|-username|displayName|-displayName|createdAt|-createdAt]\n  Prints one user per line: username, display name, id.",
     "conversations": "parley conversations [--limit N]\n  Prints one conversation per line: id, kind, name, unread count, last message.",
     "send": "parley send <conversation> <text…> | parley send --to alice,bob <text…> [--location LAT,LON]\n       parley send <conversation> (--photo PATH | --file PATH | --audio PATH | --video PATH --thumbnail IMAGE [--duration S]) [caption…]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3). Media is uploaded first (progress on standard error) and the words become its caption.",
@@ -97,6 +99,9 @@ struct CommandLineSettings {
     var help = false
     var json = false
     var everywhere = false
+    var yes = false
+    var erase = false
+    var noPassword = false
     var displayName: String?
     var limit: Int?
     var offset: Int?
@@ -154,6 +159,9 @@ struct Arguments {
             "login": [],
             "logout": [.toggle("--everywhere", nil, \.everywhere, help: "Sign out every device of the account.")],
             "whoami": [],
+            "delete-account": [.toggle("--yes", nil, \.yes, help: "Confirm: the account cannot be restored."),
+                               .toggle("--erase", nil, \.erase, help: "Also erase every message you sent."),
+                               .toggle("--no-password", nil, \.noPassword, help: "The account has no password (a guest, or made by the app).")],
             "users": [limit, .integer("--offset", nil, in: 0...10_000, \.offset, help: "Skip this many."),
                       .choice("--sort", nil, \.sort, help: "The order (default username; '-' first for descending).")],
             "conversations": [limit],
@@ -386,6 +394,12 @@ func run(_ raw: [String]) async throws {
     case "logout":
         try await client.signOut(everywhere: settings.everywhere)
         output("signed out")
+    case "delete-account":
+        guard settings.yes else {
+            throw UsageError(message: "deleting the account cannot be undone: run 'parley delete-account --yes' to confirm")
+        }
+        try await client.deleteAccount(password: settings.noPassword ? nil : try password(), erase: settings.erase)
+        output(settings.erase ? "account deleted, with every message you sent" : "account deleted")
     case "whoami":
         guard let user = await client.currentUser else { throw ParleyError.notSignedIn }
         output("\(user.username)\t\(user.displayName)\t\(user.id.rawValue)")

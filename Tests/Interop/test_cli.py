@@ -454,3 +454,26 @@ def test_export_from_the_shell(server, tmp_path):
     assert saved.stdout.strip() == f"{target}\tconversations 1, media 0, messages 1"
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert [line["type"] for line in lines] == ["account", "conversation", "message", "end"]
+
+
+def test_delete_account_needs_yes_and_the_password_then_frees_the_username(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    assert ana.run("register", ana_name, password="correct horse battery").returncode == 0
+    assert bob.run("register", bob_name, password="correct horse battery").returncode == 0
+    sent = ana.run("send", "--to", bob_name, "a word to take back")
+    assert sent.returncode == 0, sent.stderr
+    conversation = sent.stdout.split("\t")[2].strip()
+
+    unconfirmed = ana.run("delete-account", password="correct horse battery")
+    assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
+    wrong = ana.run("delete-account", "--yes", "--erase", password="wrong horse battery")
+    assert wrong.returncode == 1 and "wrong username or password" in wrong.stderr
+    assert ana.run("whoami").returncode == 0, "nothing changed"
+
+    deleted = ana.run("delete-account", "--yes", "--erase", password="correct horse battery")
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "account deleted, with every message you sent", deleted.stderr
+    assert ana.run("whoami").returncode == 4, "signed out here"
+    history = bob.run("history", conversation)
+    assert history.returncode == 0 and "a word to take back" not in history.stdout and "(deleted)" in history.stdout
+    assert Shell(server).run("register", ana_name, password="another horse battery").returncode == 0, "the username is free"

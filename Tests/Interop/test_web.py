@@ -776,3 +776,40 @@ def test_notifications_are_chosen_on_the_page_and_follow_the_other_devices(serve
     ana.wait(lambda: not ana.find(f".conversation[data-id='{group['id']}'] .muted-mark"), "the list's 🔕 gone")
     ana.wait(lambda: ana.one(".notifications-button").text == "🔔", "the bell, unmuted")
     assert not ana.console()
+
+
+def test_a_person_deletes_their_account_from_the_page_and_the_other_sees_tombstones(server, browsers):
+    """App Store guideline 5.1.1(v): the account menu deletes the account after the password and
+    a second click; with "erase", the other person's page turns her messages into tombstones
+    live, and her username is free for a new sign-up."""
+    ida_name, max_name = name("ida"), name("max")
+    ida = Browser(server); browsers.append(ida)
+    max_ = Browser(server); browsers.append(max_)
+    ida.sign_up(ida_name, "Ida Berg")
+    max_.sign_up(max_name, "Max Roth")
+    ida.start_chat("Max Ro", max_name)
+    ida.type("something I will take back")
+    max_.open_conversation("Ida Berg")
+    max_.message("something I will take back")
+
+    ida.click_text("Delete account…")
+    ida.one("input[name=password]").send_keys("wrong horse battery")
+    ida.one("input[name=erase]").click()
+    ida.click_text("Delete my account")
+    ida.click_text("Yes, delete it for good")
+    ida.wait(lambda: "wrong username or password" in ida.one(".dialog .form-error").text, "the refusal")
+    max_.message("something I will take back")  # nothing changed
+
+    password = ida.one(".dialog input[name=password]")
+    password.clear()
+    password.send_keys("correct horse battery")
+    ida.click_text("Yes, delete it for good")
+    ida.wait(lambda: "Your account and your messages were deleted" in ida.one(".auth-form .form-error, .form-error").text, "back at sign-in")
+    max_.wait(lambda: any("This message was deleted" in m.text for m in max_.find(".messages .message")), "the tombstone, live")
+    assert not any("something I will take back" in m.text for m in max_.find(".messages .message"))
+
+    # The username is free again: a new person signs up with it.
+    again = Browser(server); browsers.append(again)
+    again.sign_up(ida_name, "Someone New")
+    # The browser logs the refused attempt (401) as an error; nothing else may be logged.
+    assert [m for m in ida.console() if "/v1/me - Failed to load resource" not in m] == [] and not max_.console()

@@ -49,7 +49,7 @@ export class Api {
   get(path) { return this.call("GET", path); }
   post(path, body = {}) { return this.call("POST", path, body); }
   patch(path, body) { return this.call("PATCH", path, body); }
-  delete(path) { return this.call("DELETE", path); }
+  delete(path, body) { return this.call("DELETE", path, body); }
 
   /**
    * Uploads a File with progress (0…1) under one client id. When the connection breaks the

@@ -2,7 +2,7 @@
 // the realtime socket. Plain JavaScript modules (state.js holds the state, dialogs.js the
 // dialogs, format.js the helpers); user content only ever becomes text nodes.
 import { Api, ApiError, newID } from "./api.js";
-import { dialog, openChannelsDialog, openPeopleDialog } from "./dialogs.js";
+import { dialog, openChannelsDialog, openDeleteAccountDialog, openPeopleDialog } from "./dialogs.js";
 import { append, autoGrow, clear, h, icon, showToast } from "./dom.js";
 import { dayLabel, formatBytes, initials, shortTime } from "./format.js";
 import { Live } from "./live.js";
@@ -92,7 +92,10 @@ function renderShell() {
     h("button", { type: "button", onclick: () => openPeopleDialog("direct", showNew) }, "New chat"),
     h("button", { type: "button", onclick: () => openPeopleDialog("group", showNew) }, "New group"),
     h("button", { type: "button", onclick: () => openChannelsDialog(showNew) }, "Channels"),
-    h("button", { type: "button", class: "quiet", onclick: signOut }, "Sign out"));
+    h("button", { type: "button", class: "quiet", onclick: signOut }, "Sign out"),
+    h("button", { type: "button", class: "quiet", name: "open-delete-account",
+                  onclick: () => openDeleteAccountDialog((erased) => signedOut(erased ? "Your account and your messages were deleted." : "Your account was deleted.")) },
+      "Delete account…"));
   append(clear(root), h("div", { class: "shell" },
     h("aside", { class: "sidebar" }, me, actions, elements.list),
     elements.chat));

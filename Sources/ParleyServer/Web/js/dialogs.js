@@ -99,3 +99,38 @@ export function openChannelsDialog(opened) {
   close = dialog("Channels", search, results, h("h3", {}, "Start a channel"), create, error);
   runSearch();
 }
+
+/**
+ * Delete my account (App Store guideline 5.1.1(v)): says what happens, asks for the password
+ * (guests have none), optionally erases every message sent, and needs a second click on the
+ * red button. `deleted` runs once the server has deleted it.
+ */
+export function openDeleteAccountDialog(deleted) {
+  const guest = state.me.isGuest;
+  const password = h("input", { type: "password", name: "password", placeholder: "Your password", "aria-label": "Password",
+                                autocomplete: "current-password" });
+  const erase = h("input", { type: "checkbox", name: "erase" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  let armed = false;
+  const confirm = h("button", { type: "button", class: "danger", name: "delete-account", onclick: async () => {
+    if (!guest && !password.value) { error.textContent = "Type your password to confirm."; return; }
+    if (!armed) { armed = true; confirm.textContent = "Yes, delete it for good"; return; }
+    confirm.disabled = true;
+    try {
+      const body = { erase: erase.checked };
+      if (!guest) body.password = password.value;
+      await state.api.delete("/v1/me", body);
+      close();
+      deleted(erase.checked);
+    } catch (failure) {
+      confirm.disabled = false;
+      error.textContent = failure.code === "recent_sign_in_required" ? "Sign out and in again, then delete the account within 10 minutes." : failure.message;
+    }
+  } }, "Delete my account");
+  const close = dialog("Delete account",
+    h("p", {}, "Your account is deleted for good: every device is signed out, you leave every group and channel, and your username becomes free for someone else. ",
+      "Messages you sent stay in their conversations as “Deleted user” unless you erase them."),
+    guest ? h("p", { class: "hint" }, "You are a guest: deleting ends this guest account.") : password,
+    h("label", { class: "check" }, erase, " Also erase every message I sent"),
+    error, confirm);
+}
