@@ -106,7 +106,16 @@ package final class ParleyServer: Sendable {
         let bus: any Bus = redisBus ?? InProcessBus()
         // With several nodes the sign-in and sign-up budgets are counted once for all of them.
         let counters = redisBus.map { RedisCounters(url: $0.url) }
-        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters, logger: logger)
+        // Before-send hooks go through the webhooks' address rules (docs/trust-and-safety.md).
+        var hookSettings = configuration.webhooks
+        hookSettings.userAgent = "Parley-Hooks/\(ParleyVersion.current)"
+        let beforeSend: BeforeSendClient
+        do {
+            beforeSend = try BeforeSendClient(configuration: hookSettings)
+        } catch {
+            throw StartError(message: "cannot set up before-send hooks: \(error)")
+        }
+        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters, beforeSend: beforeSend, logger: logger)
         counters?.setNamespace("parley:\(chat.epoch)")
         if let postgres = store as? PostgresStore {
             // Each node fans out only to its own devices: without a bus between nodes, a second
@@ -163,7 +172,7 @@ package final class ParleyServer: Sendable {
             var settings = configuration.webhooks
             settings.userAgent = "Parley-Webhooks/\(ParleyVersion.current)"
             let signal = chat.webhooks.webhookHook?.signal ?? WebhookSignal()
-            webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal, logger: logger)
+            webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal, beforeSend: beforeSend, logger: logger)
         } catch {
             store.close()
             throw StartError(message: "cannot set up webhooks: \(error)")
@@ -340,7 +349,7 @@ package final class ParleyServer: Sendable {
     /// Opens the store (PostgreSQL at `--database-url`, else SQLite in the data directory) and
     /// brings its schema up to date.
     static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil, sharedCounters: (any SharedCounters)? = nil,
-                         logger: Logger = .discarding()) async throws -> (any GroupCommitStore, Chat) {
+                         beforeSend: (any BeforeSendTransport)? = nil, logger: Logger = .discarding()) async throws -> (any GroupCommitStore, Chat) {
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
@@ -372,6 +381,7 @@ package final class ParleyServer: Sendable {
         chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
         chatConfiguration.sharedCounters = sharedCounters
         chatConfiguration.webhooksAllowPrivate = configuration.webhooks.allowPrivate
+        chatConfiguration.beforeSendTransport = beforeSend
         chatConfiguration.logger = logger.labelled("parley.chat")
         do {
             chatConfiguration.sealer = try secretsKey(configuration, logger: logger)

@@ -46,6 +46,34 @@ enum ServerRoutes {
                 await api.respond { try await chat.retention.setPolicy(app, try await request.decode(RetentionPolicy.self)) }
             }
         }
+        // The content filter (docs/trust-and-safety.md)
+        router.get("/v1/server/blocklists") { request in
+            await server.handle(request) { app in await api.respond { try await chat.contentFilters.blocklists(app) } }
+        }
+        router.get("/v1/server/blocklists/:name") { request in
+            await server.handle(request) { app in await api.respond { try await chat.contentFilters.blocklist(app, name: try request.parameter("name")) } }
+        }
+        router.put("/v1/server/blocklists/:name") { request in
+            await server.handle(request) { app in
+                await api.respond {
+                    try await chat.contentFilters.setBlocklist(app, name: try request.parameter("name"), try await request.decode(SetBlocklistRequest.self))
+                }
+            }
+        }
+        router.delete("/v1/server/blocklists/:name") { request in
+            await server.handle(request) { app in await api.respondEmpty { try await chat.contentFilters.deleteBlocklist(app, name: try request.parameter("name")) } }
+        }
+        router.get("/v1/server/before-send") { request in
+            await server.handle(request) { app in await api.respond { try await chat.contentFilters.hook(app) } }
+        }
+        router.put("/v1/server/before-send") { request in
+            await server.handle(request) { app in
+                await api.respond { try await chat.contentFilters.setHook(app, try await request.decode(SetBeforeSendHookRequest.self)) }
+            }
+        }
+        router.delete("/v1/server/before-send") { request in
+            await server.handle(request) { app in await api.respondEmpty { try await chat.contentFilters.deleteHook(app) } }
+        }
         router.get("/v1/server/users/:username/export") { request in
             await server.handle(request) { app in
                 await api.export(name: "parley-export.ndjson") { sink in

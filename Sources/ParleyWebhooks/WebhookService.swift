@@ -76,6 +76,7 @@ package final class WebhookService: Sendable {
     private let tasks = LockedValue([Task<Void, Never>]())
     private let wake: Wakeup
     private let log: Logger
+    private let beforeSend: BeforeSendClient?
 
     /// Reads the extra CA; nothing is sent until ``start()``.
     ///
@@ -84,8 +85,11 @@ package final class WebhookService: Sendable {
     ///   - signal: the one the chat's ``WebhookHook`` signals after a write that added
     ///     deliveries commits (other nodes' deliveries are found within a second).
     ///   - logger: where retries, give-ups and the workers' own failures are logged.
-    package init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal, logger: Logger = .discarding()) throws {
+    ///   - beforeSend: the before-send hooks' client, stopped with this service.
+    package init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal, beforeSend: BeforeSendClient? = nil,
+                 logger: Logger = .discarding()) throws {
         self.chat = chat
+        self.beforeSend = beforeSend
         log = logger.labelled("parley.webhooks")
         self.configuration = configuration
         wake = signal.wakeup
@@ -109,6 +113,7 @@ package final class WebhookService: Sendable {
     package func stop() {
         for task in tasks.withLock({ $0 }) { task.cancel() }
         wake.signal()
+        beforeSend?.stop()
     }
 
     private func sendLoop(index: Int) async {

@@ -44,7 +44,10 @@ extension Chat {
     /// ``send(_:to:_:)`` answering with the stored record, which the server writes out
     /// without a JSON decode and encode (``MessageRecord/writeJSON(into:)``).
     package func sendRecord(_ caller: Caller, to id: ConversationID, _ request: SendMessageRequest) async throws -> (MessageRecord, created: Bool) {
-        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
+        var screening = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
+        let screened = try await screen(caller, conversation: id, clientID: request.clientID, messageID: nil, content: request.content)
+        if screened != request.content { try screening.replace(screened) }
+        let prepared = screening
         if let replyTo = request.replyTo, replyTo.rawValue.utf8.count > 64 { throw ChatError.invalid("replyTo names no message here") }
         if let root = request.threadID, root.rawValue.utf8.count > 64 { throw ChatError.invalid("threadId names no message here") }
         if request.alsoInConversation == true, request.threadID == nil {
@@ -82,7 +85,10 @@ extension Chat {
     ///
     /// - Throws: 404 `user_not_found` when no name matches anyone (nothing is sent).
     package func sendToUsers(_ caller: Caller, _ request: SendToUsersRequest) async throws -> (SendToUsersResponse, created: Bool) {
-        let prepared = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
+        var screening = try PreparedMessage(request.clientID, request.content, request.metadata, from: caller)
+        let screened = try await screen(caller, conversation: nil, clientID: request.clientID, messageID: nil, content: request.content)
+        if screened != request.content { try screening.replace(screened) }
+        let prepared = screening
         guard !request.to.isEmpty else { throw ChatError.invalid("to must name at least one username") }
         try Validate.names(request.to, field: "to")
         let now = nowMilliseconds
@@ -309,7 +315,10 @@ extension Chat {
     ///
     /// - Throws: 403 for someone else's message; 409 for a deleted one.
     package func edit(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, _ request: EditMessageRequest) async throws -> Message {
-        let prepared = try PreparedMessage("edit", request.content, request.metadata, from: caller)
+        var screening = try PreparedMessage("edit", request.content, request.metadata, from: caller)
+        let screened = try await screen(caller, conversation: id, clientID: nil, messageID: messageID, content: request.content)
+        if screened != request.content { try screening.replace(screened) }
+        let prepared = screening
         let now = nowMilliseconds
         return try await run {
             try await write { db in

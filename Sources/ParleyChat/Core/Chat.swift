@@ -46,6 +46,9 @@ package final class Chat: Sendable {
         package var sealer: SecretSealer? = nil
         /// Webhook endpoints an app may have. Default: 20.
         package var webhooksPerApp = 20
+        /// What posts a message to an app's before-send hook (docs/trust-and-safety.md); nil:
+        /// hooks cannot be set (the `apps` command, tests without one). Default: nil.
+        package var beforeSendTransport: (any BeforeSendTransport)? = nil
         /// Where the domain logs what an operator needs: storage failures it retried or gave
         /// up on. Default: nowhere.
         package var logger: Logger = .discarding(label: "parley.chat")
@@ -80,6 +83,10 @@ package final class Chat: Sendable {
     let systemCallers = LockedValue([Int64: Caller]())
     /// Whether each app has a Pusher-format webhook endpoint, and when that was read.
     let pusherEndpoints = LockedValue([Int64: (exists: Bool, checkedAt: Int64)]())
+    /// Each app's blocklists and before-send hook, compiled, and when they were read.
+    let contentSettings = LockedValue([Int64: ContentSettings]())
+    /// Before-send hook requests in flight per app (bounded: a hook that hangs holds no more).
+    let hookRequests = LockedValue([Int64: Int]())
     private let loadedEpoch = LockedValue<String?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).

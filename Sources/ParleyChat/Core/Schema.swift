@@ -740,6 +740,31 @@ package enum Schema: Sendable {
                 """
             try Schema.widenEventSeqCheck(db, dialect, from: before, to: "CHECK (seq IS NULL OR seq >= 1)", migration: "0020")
         }
+        migrator.register("0021 content filter") { db in
+            // An app's blocklists (words and regexes as JSON lists) and its before-send hook
+            // (docs/trust-and-safety.md); the hook's secret is sealed like webhook secrets.
+            try db.execute("""
+                CREATE TABLE blocklist (
+                    app_id bigint NOT NULL REFERENCES app(id),
+                    name text NOT NULL,
+                    mode text NOT NULL CHECK (mode IN ('reject', 'mask')),
+                    reason text,
+                    words text NOT NULL,
+                    regexes text NOT NULL,
+                    updated_at bigint NOT NULL,
+                    PRIMARY KEY (app_id, name))
+                """)
+            try db.execute("""
+                CREATE TABLE before_send_hook (
+                    app_id bigint PRIMARY KEY REFERENCES app(id),
+                    url text NOT NULL,
+                    secret text NOT NULL,
+                    timeout_ms bigint NOT NULL,
+                    on_failure text NOT NULL CHECK (on_failure IN ('accept', 'reject')),
+                    server_api bigint NOT NULL,
+                    updated_at bigint NOT NULL)
+                """)
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a
