@@ -36,6 +36,13 @@ package struct AdminCommand: Equatable, Sendable {
           webhooks                         List webhook endpoints with their state
           failed <webhook-id>              List an endpoint's failed deliveries
           replay <webhook-id> [<delivery>] Queue failed deliveries again (all, or one)
+          blocklists                       List the app's blocklists
+          blocklist <name>                 Show one: its mode, words and regexes
+          blocklist-set <name> reject|mask <file>
+                                           Set a blocklist from a file ('-': standard input): one word or
+                                           phrase per line, /…/ for a regular expression, 'reason: …' for
+                                           what a refused sender is told, '#' for a comment
+          blocklist-delete <name>          Delete a blocklist
 
         --json prints the server's answer as JSON, for scripts. Exit codes: 0 done, 1 the server
         refused (the message says why), 3 the server cannot be reached, 64 a usage mistake.
@@ -65,12 +72,16 @@ package struct AdminCommand: Equatable, Sendable {
         let counts: [String: ClosedRange<Int>] = [
             "help": 0...0, "users": 0...1, "user": 1...1, "reset-password": 1...1, "deactivate": 1...1, "reactivate": 1...1,
             "sign-out": 1...1, "conversation": 1...1, "webhooks": 0...0, "failed": 1...1, "replay": 1...2,
+            "blocklists": 0...0, "blocklist": 1...1, "blocklist-set": 3...3, "blocklist-delete": 1...1,
         ]
         guard let range = counts[verb] else {
             throw ServerConfiguration.UsageError(message: "unknown admin command '\(verb)'; see 'parley-server admin help'")
         }
         guard range.contains(command.words.count - 1) else {
             throw ServerConfiguration.UsageError(message: "wrong arguments for 'admin \(verb)'; see 'parley-server admin help'")
+        }
+        if verb == "blocklist-set", BlocklistMode(rawValue: command.words[2]) == nil {
+            throw ServerConfiguration.UsageError(message: "a blocklist's mode is 'reject' or 'mask', not '\(command.words[2])'")
         }
         guard verb == "help" || command.secret != nil else {
             throw ServerConfiguration.UsageError(message: "give the app secret with --secret or PARLEY_APP_SECRET (shown when the app was created; 'parley-server apps rotate-secret' makes a new one)")
@@ -160,9 +171,58 @@ package enum Admin: Sendable {
                 let result = try WireCoding.decoder().decode(ReplayResult.self, from: data)
                 return "Queued \(result.replayed) failed deliveries again; a paused endpoint sends them once resumed."
             }
+        case "blocklists":
+            return try show(try await client.call("GET", "/v1/server/blocklists")) { data in
+                let list = try WireCoding.decoder().decode(BlocklistList.self, from: data)
+                guard !list.blocklists.isEmpty else { return "No blocklists: messages are not filtered by words." }
+                return list.blocklists.map { "\($0.name)\t\($0.mode.rawValue)\t\($0.words.count) words, \($0.regexes.count) regexes\t\(iso($0.updatedAt))" }
+                    .joined(separator: "\n")
+            }
+        case "blocklist", "blocklist-set":
+            let path = "/v1/server/blocklists/" + segment(words[1])
+            let data: Data
+            if words[0] == "blocklist-set" {
+                let request = try blocklistRequest(mode: BlocklistMode(rawValue: words[2]) ?? .reject, file: words[3])
+                data = try await client.call("PUT", path, body: try JSONEncoder().encode(request))
+            } else {
+                data = try await client.call("GET", path)
+            }
+            return try show(data) { data in
+                let list = try WireCoding.decoder().decode(Blocklist.self, from: data)
+                return (["\(list.name)  \(list.mode.rawValue)  reason: \(list.reason ?? "(the default)")"] + list.words.map { "  \($0)" }
+                        + list.regexes.map { "  /\($0)/" }).joined(separator: "\n")
+            }
+        case "blocklist-delete":
+            _ = try await client.call("DELETE", "/v1/server/blocklists/" + segment(words[1]))
+            return command.json ? "{}" : "Deleted the blocklist \(words[1])."
         default:
             throw AdminError(exitCode: 1, description: "unknown admin command")
         }
+    }
+
+    /// A blocklist from its file: one word or phrase per line, `/…/` a regular expression,
+    /// `reason: …` the refusal's reason, `#` a comment.
+    static func blocklistRequest(mode: BlocklistMode, file: String) throws -> SetBlocklistRequest {
+        let data: Data?
+        if file == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            data = FileManager.default.contents(atPath: file)
+        }
+        guard let data else { throw AdminError(exitCode: 1, description: "cannot read \(file)") }
+        var request = SetBlocklistRequest(words: [], regexes: [], mode: mode)
+        for raw in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.lowercased().hasPrefix("reason:") {
+                request.reason = line.dropFirst("reason:".count).trimmingCharacters(in: .whitespaces)
+            } else if line.count >= 2, line.hasPrefix("/"), line.hasSuffix("/") {
+                request.regexes?.append(String(line.dropFirst().dropLast()))
+            } else {
+                request.words?.append(line)
+            }
+        }
+        return request
     }
 
     static func describe(_ user: ServerUser) -> String {

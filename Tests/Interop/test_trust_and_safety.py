@@ -10,7 +10,7 @@ import pytest
 import parley
 from realtime import Device
 from test_server_api import Backend
-from webhookreceiver import Receiver
+from webhookreceiver import Receiver, verify
 
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")
 
@@ -105,3 +105,208 @@ def test_a_guest_deletes_itself_with_curl_and_a_backend_made_user_needs_a_fresh_
     # A session issued just now is recent enough: the account goes.
     assert curl(server, "DELETE", "/v1/me", issued["session"]["token"], {"erase": False}) == (204, None)
     assert backend.call("GET", f"/v1/server/users/{username}")[0] == 404
+
+
+class Hook:
+    """An app's before-send hook written with the standard library: it checks each question's
+    Parley-Signature, records it, waits `delay` seconds when told to, and answers what
+    `decide(question)` returns (a dict, or an int for a bare status)."""
+
+    def __init__(self, decide):
+        import http.server
+        import threading
+        self.decide = decide
+        self.secret = None
+        self.delay = 0
+        self.questions = []
+        self.bad_signatures = 0
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # One write per answer, sent at once (Nagle would hold the body for the delayed ACK).
+            disable_nagle_algorithm = True
+            wbufsize = 65536
+
+            def do_POST(self):
+                import time
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if hook.secret and not verify(hook.secret, self.headers.get("Parley-Signature", ""), body):
+                    hook.bad_signatures += 1
+                question = json.loads(body)
+                hook.questions.append(question)
+                if hook.delay:
+                    time.sleep(hook.delay)
+                answer = hook.decide(question)
+                status, payload = (answer, b"") if isinstance(answer, int) else (200, json.dumps(answer).encode())
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/before-send"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def group_of_two(server):
+    ana_name, bob_name = name("ana"), name("bob")
+    ana = parley.Client(server).register(ana_name)
+    bob = parley.Client(server).register(bob_name)
+    status, group = ana.post("/v1/conversations", {"kind": "group", "members": [bob_name], "title": "Filtered"})
+    assert status == 201, group
+    return ana, bob, group["id"]
+
+
+def admin(server, *args, stdin=""):
+    return subprocess.run([parley.BINARY, "admin", *args, "--url", server.url, "--secret", server.app_secret],
+                          input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_a_blocklist_set_with_the_admin_tool_refuses_and_masks_on_every_path(server):
+    backend = Backend(server)
+    receiver = Receiver()
+    try:
+        status, hook = backend.call("POST", "/v1/server/webhooks", {"url": receiver.url, "events": ["message.created"]})
+        assert status == 201
+        receiver.secret = hook["secret"]
+        listed = admin(server, "blocklist-set", "spam", "reject", "-",
+                       stdin="# what this app refuses\nreason: no spam here\nbuy followers\n/cheap\\s+pills?/\n")
+        assert listed.returncode == 0, listed.stderr
+        assert "buy followers" in listed.stdout and "/cheap\\s+pills?/" in listed.stdout
+        assert admin(server, "blocklist-set", "mild", "mask", "-", stdin="darn\n").returncode == 0
+        refused = admin(server, "blocklist-set", "bad", "reject", "-", stdin="/(a)\\1/\n")
+        assert refused.returncode == 1 and "back-references" in refused.stderr
+        assert "spam\treject\t1 words, 1 regexes" in admin(server, "blocklists").stdout
+
+        ana, bob, cid = group_of_two(server)
+        bob_socket = Device(server, bob.token)
+        bob_socket.wait_ready()
+        ana_socket = Device(server, ana.token)
+        ana_socket.wait_ready()
+        # Over REST and over the socket: a typed refusal with the list's reason, and nothing written.
+        status, answer = ana.send(cid, "Buy followers, cheap!")
+        assert status == 422 and answer["error"] == {"code": "content_rejected", "message": "no spam here"}
+        refused = ana_socket.send_text(cid, "CHEAP   PILLS")
+        assert refused["type"] == "error" and refused["error"]["code"] == "content_rejected"
+        status, answer = ana.post("/v1/messages", {"to": [bob.user["username"]],
+                                                   "clientId": "to-1", "content": {"type": "text", "text": "buy followers"}})
+        assert status == 422
+        # Masked: written with the word starred, live and in history; search does not find the word.
+        status, masked = ana.send(cid, "darn it")
+        assert status == 201 and masked["content"]["text"] == "**** it"
+        seen = bob_socket.wait_event(lambda e: e["type"] == "message.created")["event"]
+        assert seen["message"]["content"]["text"] == "**** it", "the refused messages never reached bob's device"
+        assert [m["content"]["text"] for m in bob.get(f"/v1/conversations/{cid}/messages")[1]["messages"]] == ["**** it"]
+        assert bob.get("/v1/search?q=darn")[1]["messages"] == []
+        # The backend heard only the one that was written.
+        deliveries = receiver.wait_for(lambda ds: any(d["type"] == "message.created" for d in ds), what="message.created")
+        assert [d["data"]["message"]["content"]["text"] for d in deliveries if d["type"] == "message.created"] == ["**** it"]
+        assert admin(server, "blocklist-delete", "spam").returncode == 0
+        assert admin(server, "blocklist-delete", "mild").returncode == 0
+        assert ana.send(cid, "buy followers")[0] == 201, "deleted lists refuse nothing (this node drops its copy at once)"
+        bob_socket.close()
+        ana_socket.close()
+    finally:
+        receiver.close()
+
+
+def test_the_before_send_hook_accepts_refuses_and_replaces_and_a_hanging_one_costs_only_its_budget(server):
+    backend = Backend(server)
+
+    def decide(question):
+        text = question["content"].get("text", "")
+        if "reject" in text:
+            return {"action": "reject", "reason": "the moderators said no"}
+        if "replace" in text:
+            return {"action": "replace", "content": {"type": "text", "text": "[removed by the app]"}}
+        if "garbage" in text:
+            return 500
+        return {"action": "accept"}
+
+    hook = Hook(decide)
+    try:
+        status, answer = backend.call("PUT", "/v1/server/before-send", {"url": hook.url, "timeoutMilliseconds": 300})
+        assert status == 200 and answer["secret"].startswith("whsec_") and answer["onFailure"] == "accept", answer
+        hook.secret = answer["secret"]
+        assert "secret" not in backend.call("GET", "/v1/server/before-send")[1]
+        ana, bob, cid = group_of_two(server)
+        bob_socket = Device(server, bob.token)
+        bob_socket.wait_ready()
+
+        assert ana.send(cid, "hello")[0] == 201
+        status, answer = ana.send(cid, "please reject this")
+        assert status == 422 and answer["error"]["message"] == "the moderators said no"
+        status, replaced = ana.send(cid, "please replace this")
+        assert status == 201 and replaced["content"]["text"] == "[removed by the app]"
+        # A broken answer follows onFailure (accept here).
+        assert ana.send(cid, "garbage answer")[0] == 201
+        texts = [bob_socket.wait_event(lambda e: e["type"] == "message.created")["event"]["message"]["content"]["text"] for _ in range(3)]
+        assert texts == ["hello", "[removed by the app]", "garbage answer"]
+        question = hook.questions[0]
+        assert question["type"] == "message.send" and question["conversationId"] == cid
+        assert question["user"]["username"] == ana.user["username"] and question["content"] == {"type": "text", "text": "hello"}
+        assert hook.bad_signatures == 0
+        # An edit is asked about too.
+        status, edited = ana.patch(f"/v1/conversations/{cid}/messages/{replaced['id']}", {"content": {"type": "text", "text": "reject me"}})
+        assert status == 422 and hook.questions[-1]["type"] == "message.edit" and hook.questions[-1]["messageId"] == replaced["id"]
+        # The server API's sends are not asked unless the app says so.
+        asked = len(hook.questions)
+        status, _ = backend.call("POST", f"/v1/server/conversations/{cid}/messages",
+                                 {"from": ana.user["username"], "clientId": "srv-1", "content": {"type": "text", "text": "reject from backend"}})
+        assert status == 201 and len(hook.questions) == asked
+
+        # A hook that hangs: each send waits its 300 ms budget at most, then onFailure decides.
+        import time
+        hook.delay = 3
+        started = time.monotonic()
+        assert ana.send(cid, "while it hangs")[0] == 201
+        assert time.monotonic() - started < 2.0
+        assert backend.call("PUT", "/v1/server/before-send", {"url": hook.url, "timeoutMilliseconds": 300, "onFailure": "reject"})[0] == 200
+        started = time.monotonic()
+        status, answer = ana.send(cid, "while it still hangs")
+        assert status == 422 and "could not check" in answer["error"]["message"]
+        assert time.monotonic() - started < 2.0
+        # Another app, without a hook, is not slowed by this one's.
+        other_name = f"other-{uuid.uuid4().hex[:6]}"
+        created = server.apps("create", other_name)
+        assert created.returncode == 0, created.stderr
+        other_key = created.stdout.split("app key:")[1].split()[0]
+        other = parley.Client(server, app_key=other_key)
+        other.register(name("cy"))
+        status, room = other.post("/v1/conversations", {"kind": "group", "members": [], "title": "Fast"})
+        assert status == 201, room
+        started = time.monotonic()
+        for index in range(5):
+            assert other.send(room["id"], f"quick {index}")[0] == 201
+        assert time.monotonic() - started < 1.0, "the other app's sends do not wait for this app's hook"
+        hook.delay = 0
+        assert backend.call("DELETE", "/v1/server/before-send")[0] == 204
+        assert ana.send(cid, "reject is fine now")[0] == 201
+        bob_socket.close()
+    finally:
+        hook.close()
+
+
+def test_a_hook_on_a_private_address_is_refused_unless_the_operator_allows_it():
+    running = parley.Server()
+    try:
+        backend = Backend(running)
+        status, answer = backend.call("PUT", "/v1/server/before-send", {"url": "http://127.0.0.1:9/hook"})
+        assert status == 400 and "private" in answer["error"]["message"].lower(), answer
+        status, answer = backend.call("PUT", "/v1/server/before-send", {"url": "http://10.1.2.3/hook", "timeoutMilliseconds": 5000})
+        assert status == 400
+    finally:
+        running.stop()

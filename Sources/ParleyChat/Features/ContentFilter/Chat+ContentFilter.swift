@@ -341,17 +341,8 @@ extension Chat {
         let body = Array(try WireCoding.encoder().encode(question))
         let answer: (status: Int, body: [UInt8])
         do {
-            answer = try await withThrowingTaskGroup(of: (status: Int, body: [UInt8])?.self) { group in
-                group.addTask { try await transport.post(url: hook.url, secret: hook.secret, body: body, timeout: hook.timeout) }
-                group.addTask {
-                    try await Task.sleep(for: hook.timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let answer = first else {
-                    throw OutboundTimeout()
-                }
-                return answer
+            answer = try await Self.withinBudget(hook.timeout) {
+                try await transport.post(url: hook.url, secret: hook.secret, body: body, timeout: hook.timeout)
             }
         } catch is OutboundTimeout {
             return try failed("no answer within \(hook.timeout)")
@@ -378,4 +369,25 @@ extension Chat {
     }
 }
 
-private struct OutboundTimeout: Error {}
+extension Chat {
+    /// `work`'s result, or ``OutboundTimeout`` once `budget` has passed: the caller stops
+    /// waiting at once, while the request itself ends by its own timeout in the background.
+    static func withinBudget<T: Sendable>(_ budget: Duration, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let waiting = LockedValue<CheckedContinuation<T, any Error>?>(continuation)
+            let timer = Task {
+                // Cancelled when the work answered first: then it is the work's to resume.
+                guard (try? await Task.sleep(for: budget)) != nil else { return }
+                waiting.withLock { $0.take() }?.resume(throwing: OutboundTimeout())
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await work()) } catch { result = .failure(error) }
+                waiting.withLock { $0.take() }?.resume(with: result)
+                timer.cancel()
+            }
+        }
+    }
+}
+
+struct OutboundTimeout: Error {}
