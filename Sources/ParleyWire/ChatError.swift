@@ -188,6 +188,10 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     /// 422: a content filter refused the message (the app's blocklist or its before-send hook);
     /// `reason` is shown to the sender.
     public static func contentRejected(_ reason: String) -> ChatError { ChatError(.contentRejected, reason) }
+    /// 404: the app has no blocklist by that name.
+    public static let blocklistNotFound = ChatError(.blocklistNotFound, "no blocklist with this name; GET /v1/server/blocklists lists them")
+    /// 404: the app has no before-send hook.
+    public static let hookNotFound = ChatError(.hookNotFound, "this app has no before-send hook; PUT /v1/server/before-send sets one")
     /// 403: the account is deactivated: it cannot sign in or be given a session.
     public static let userDeactivated = ChatError(.userDeactivated, "this account is deactivated; the app's backend can reactivate it")
     /// 404: no webhook endpoint with that id in this app.
@@ -255,6 +259,8 @@ extension ChatError {
         case reportNotFound = "report_not_found"
         case recentSignInRequired = "recent_sign_in_required"
         case contentRejected = "content_rejected"
+        case blocklistNotFound = "blocklist_not_found"
+        case hookNotFound = "hook_not_found"
         case storeUnavailable = "store_unavailable"
         case storageFull = "storage_full"
         case internalError = "internal_error"
@@ -283,7 +289,7 @@ extension ChatError {
             case .forbidden, .notMember, .invalidSignature, .quotaExceeded, .userDeactivated, .userBanned, .memberMuted,
                  .recentSignInRequired: 403
             case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,
-                 .thumbnailNotFound, .deviceNotFound, .webhookNotFound, .deliveryNotFound, .reportNotFound, .notFound: 404
+                 .thumbnailNotFound, .deviceNotFound, .webhookNotFound, .blocklistNotFound, .hookNotFound, .deliveryNotFound, .reportNotFound, .notFound: 404
             case .methodNotAllowed: 405
             case .requestTimeout: 408
             case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded, .tooManyDevices,

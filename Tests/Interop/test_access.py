@@ -504,6 +504,18 @@ def test_users_and_webhooks_are_their_apps_backends_alone(world):
     for method, path in sorted(op for op, asks in OPERATIONS.items() if asks == "backend"):
         target = f"svc{uuid.uuid4().hex[:8]}"
         assert world.backend.request("POST", "/v1/server/users", {"username": target})[0] == 201
+        if "{name}" in path:
+            # A blocklist's name is the app's own: another app's backend finds no list by it,
+            # and a PUT there makes that app a list of its own (checked below).
+            filled = path.replace("{name}", "spam")
+            assert world.backend.request("PUT", filled, {"mode": "reject", "words": ["forbidden"]})[0] == 200
+            body = {"mode": "reject", "words": ["forbidden"]} if method == "PUT" else None
+            if method != "PUT":
+                check_refusal(world.other_backend, filled, world.other_backend.request(method, filled, body), (404, "blocklist_not_found"), f)
+            for nobody in (world.ana_as_backend, world.revoked):
+                check_refusal(nobody, filled, nobody.request(method, filled, body), (401, "invalid_app_secret"), f)
+            check_allowed(world.backend, filled, world.backend.request(method, filled, body))
+            continue
         filled = (path.replace("{username}", target).replace("{webhookId}", hook["id"])
                   .replace("{deliveryId}", failed_delivery() or "whd_none"))
         body = {"password": "correct horse battery"} if path.endswith("/password") else ({} if method in ("POST", "PUT", "PATCH") else None)
@@ -515,3 +527,8 @@ def test_users_and_webhooks_are_their_apps_backends_alone(world):
             continue  # deleting the endpoint comes last
         check_allowed(world.backend, filled, world.backend.request(method, filled, body))
     check_allowed(world.backend, "DELETE webhook", world.backend.request("DELETE", f"/v1/server/webhooks/{hook['id']}"))
+    # Two apps' lists of one name are two lists.
+    assert world.other_backend.request("PUT", "/v1/server/blocklists/spam", {"mode": "mask", "words": ["theirs"]})[0] == 200
+    assert world.backend.request("GET", "/v1/server/blocklists/spam")[1]["words"] == ["forbidden"]
+    assert world.other_backend.request("DELETE", "/v1/server/blocklists/spam")[0] == 204
+    assert world.backend.request("DELETE", "/v1/server/blocklists/spam")[0] == 204

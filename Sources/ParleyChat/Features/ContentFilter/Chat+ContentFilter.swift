@@ -116,14 +116,14 @@ extension ContentFilters {
 
     /// One blocklist.
     ///
-    /// - Throws: 404 `not_found`.
+    /// - Throws: 404 `blocklist_not_found`.
     package func blocklist(_ server: ServerApp, name: String) async throws -> Blocklist {
         try await run { try await store.read { db in try Self.blocklist(db, app: server.app.id, name: name) } }
     }
 
     /// Deletes a blocklist.
     ///
-    /// - Throws: 404 `not_found`.
+    /// - Throws: 404 `blocklist_not_found`.
     package func deleteBlocklist(_ server: ServerApp, name: String) async throws {
         let app = server.app.id
         try await run {
@@ -170,14 +170,14 @@ extension ContentFilters {
 
     /// The app's before-send hook, without its secret.
     ///
-    /// - Throws: 404 `not_found` when none is set.
+    /// - Throws: 404 `hook_not_found` when none is set.
     package func hook(_ server: ServerApp) async throws -> BeforeSendHook {
         try await run { try await store.read { db in try Self.hook(db, app: server.app.id) } }
     }
 
     /// Removes the app's before-send hook.
     ///
-    /// - Throws: 404 `not_found` when none is set.
+    /// - Throws: 404 `hook_not_found` when none is set.
     package func deleteHook(_ server: ServerApp) async throws {
         let app = server.app.id
         try await run {
@@ -190,10 +190,8 @@ extension ContentFilters {
 
     // MARK: - Rows and rules
 
-    static let noBlocklist = ChatError(status: 404, code: ChatError.Code.notFound.rawValue,
-                                       message: "no blocklist with this name; GET /v1/server/blocklists lists them")
-    static let noHook = ChatError(status: 404, code: ChatError.Code.notFound.rawValue,
-                                  message: "this app has no before-send hook; PUT /v1/server/before-send sets one")
+    static let noBlocklist = ChatError.blocklistNotFound
+    static let noHook = ChatError.hookNotFound
 
     static func blocklist(_ db: any Database, app: Int64, name: String) throws -> Blocklist {
         guard let row = try db.fetchOne("""
