@@ -97,6 +97,9 @@ let package = Package(
         .executableTarget(name: "fuzz-webhooks", dependencies: ["ParleyChat", "ParleyWebhooks", "ParleyWire", "ParleyNetTesting"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
+        .executableTarget(name: "fuzz-filter", dependencies: ["ParleyChat", "ParleyWire", "ParleyNetTesting"],
+                          swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).
         .executableTarget(name: "fuzz-media", dependencies: ["ParleyMedia", "ParleyNet", "ParleyNetTesting", "ParleyWire"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
