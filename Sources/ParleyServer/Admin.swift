@@ -36,6 +36,7 @@ package struct AdminCommand: Equatable, Sendable {
           webhooks                         List webhook endpoints with their state
           failed <webhook-id>              List an endpoint's failed deliveries
           replay <webhook-id> [<delivery>] Queue failed deliveries again (all, or one)
+          reports [resolved]               List open reports across every conversation, oldest first (or resolved ones)
           blocklists                       List the app's blocklists
           blocklist <name>                 Show one: its mode, words and regexes
           blocklist-set <name> reject|mask <file>
@@ -72,7 +73,7 @@ package struct AdminCommand: Equatable, Sendable {
         let counts: [String: ClosedRange<Int>] = [
             "help": 0...0, "users": 0...1, "user": 1...1, "reset-password": 1...1, "deactivate": 1...1, "reactivate": 1...1,
             "sign-out": 1...1, "conversation": 1...1, "webhooks": 0...0, "failed": 1...1, "replay": 1...2,
-            "blocklists": 0...0, "blocklist": 1...1, "blocklist-set": 3...3, "blocklist-delete": 1...1,
+            "reports": 0...1, "blocklists": 0...0, "blocklist": 1...1, "blocklist-set": 3...3, "blocklist-delete": 1...1,
         ]
         guard let range = counts[verb] else {
             throw ServerConfiguration.UsageError(message: "unknown admin command '\(verb)'; see 'parley-server admin help'")
@@ -170,6 +171,21 @@ package enum Admin: Sendable {
             return try show(try await client.call("POST", path)) { data in
                 let result = try WireCoding.decoder().decode(ReplayResult.self, from: data)
                 return "Queued \(result.replayed) failed deliveries again; a paused endpoint sends them once resumed."
+            }
+        case "reports":
+            let resolved = words.count > 1
+            if resolved, words[1] != "resolved" { throw AdminError(exitCode: 64, description: "try: parley-server admin reports [resolved]") }
+            return try show(try await client.call("GET", "/v1/server/reports?limit=100&state=" + (resolved ? "resolved" : "open"))) { data in
+                let list = try WireCoding.decoder().decode(ReportList.self, from: data)
+                guard !list.reports.isEmpty else { return resolved ? "No resolved reports." : "No open reports." }
+                let now = Date()
+                return (list.reports.map { report in
+                    let waited = Int(now.timeIntervalSince(report.createdAt) / 60)
+                    let age = waited < 120 ? "\(waited) min" : "\(waited / 60) h"
+                    return "\(report.id)\t\(report.conversationID.rawValue)\t\(report.message.id.rawValue)\t\(report.reason.rawValue)\t"
+                        + "by \(report.reporter.username)\t\(iso(report.createdAt)) (\(age) ago)"
+                        + (report.resolution.map { "\t\($0.rawValue)" } ?? "")
+                } + (list.hasMore ? ["… more: resolve these first"] : [])).joined(separator: "\n")
             }
         case "blocklists":
             return try show(try await client.call("GET", "/v1/server/blocklists")) { data in

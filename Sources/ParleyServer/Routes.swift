@@ -46,6 +46,7 @@ enum Routes {
             if let fanout { realtime = (await fanout.deviceCount, await fanout.routedCount) }
             let pusherCounts = await pusher?.counts
             let outbox = try? await chat?.outboxDepths()
+            let reports = try? await chat?.moderation.openReports()
             var hooks: WebhookMetrics?
             if let webhooks, let chat {
                 hooks = WebhookMetrics(statistics: webhooks.currentStatistics, health: try? await chat.webhooks.health())
@@ -53,7 +54,8 @@ enum Routes {
             var response = Response.text(Metrics.render(group: group, startedAt: startedAt, store: store, realtime: realtime,
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
                                                         push: push, webhooks: hooks, storage: chat.map { $0.storage.current },
-                                                        workers: chat?.workers.all, outbox: outbox, dataDirectory: configuration.dataDirectory))
+                                                        workers: chat?.workers.all, outbox: outbox, reports: reports,
+                                                        reportResolution: chat?.reportResolution, dataDirectory: configuration.dataDirectory))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             response.logLevel = .debug
             return response
@@ -121,6 +123,7 @@ enum Metrics {
                        pusher: (connections: Int, routed: Int)? = nil, bus: RedisBus.Statistics? = nil,
                        push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil,
                        workers: [Workers.Worker]? = nil, outbox: [(kind: String, waiting: Int, overdueSeconds: Double)]? = nil,
+                       reports: (open: Int, oldestSeconds: Double)? = nil, reportResolution: LatencyHistogram? = nil,
                        dataDirectory: String? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
@@ -150,6 +153,14 @@ enum Metrics {
                    outbox.map { ("{kind=\"\($0.kind)\"}", "\($0.waiting)") })
             metric("parley_outbox_overdue_seconds", "gauge", "How long the oldest due row of each kind has waited past its due time.",
                    outbox.map { ("{kind=\"\($0.kind)\"}", String(format: "%.3f", $0.overdueSeconds)) })
+        }
+        if let reports {
+            metric("parley_reports_open", "gauge", "Reports no moderator has resolved yet (every app, all nodes).", [("", "\(reports.open)")])
+            metric("parley_reports_oldest_open_seconds", "gauge", "How long the oldest open report has waited (App Review asks for action within 24 hours).",
+                   [("", String(format: "%.0f", reports.oldestSeconds))])
+        }
+        if let reportResolution {
+            histogram("parley_report_resolution_seconds", "From a report to its resolution, for reports this node resolved.", reportResolution)
         }
         metric("parley_build_info", "gauge", "Version of this server.", [("{version=\"\(ParleyVersion.current)\"}", "1")])
         metric("parley_uptime_seconds", "gauge", "Seconds since start.",

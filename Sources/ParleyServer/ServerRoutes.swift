@@ -46,6 +46,16 @@ enum ServerRoutes {
                 await api.respond { try await chat.retention.setPolicy(app, try await request.decode(RetentionPolicy.self)) }
             }
         }
+        router.get("/v1/server/reports") { request in
+            await server.handle(request) { app in
+                await api.respond {
+                    let state = request.queryItems["state"] ?? "open"
+                    guard state == "open" || state == "resolved" else { throw ChatError.invalid("state must be open or resolved") }
+                    return try await chat.moderation.appReports(app, resolved: state == "resolved", after: request.queryItems["after"],
+                                                                limit: try api.integer(request, "limit"))
+                }
+            }
+        }
         // The content filter (docs/trust-and-safety.md)
         router.get("/v1/server/blocklists") { request in
             await server.handle(request) { app in await api.respond { try await chat.contentFilters.blocklists(app) } }

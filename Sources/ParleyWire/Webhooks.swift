@@ -24,6 +24,10 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     public static let userCreated = WebhookEventType(name: "user.created")
     /// A user was deleted (by themselves, `DELETE /v1/me`, or by the server API).
     public static let userDeleted = WebhookEventType(name: "user.deleted")
+    /// A member reported a message (the report, as the moderators' queue shows it).
+    public static let reportCreated = WebhookEventType(name: "report.created")
+    /// A moderator or the app's backend resolved a report.
+    public static let reportResolved = WebhookEventType(name: "report.resolved")
     // Pusher-format endpoints (`"format": "pusher"`) hear Pusher's own events:
     /// Pusher: a channel got its first subscriber.
     public static let channelOccupied = WebhookEventType(name: "channel_occupied")
@@ -39,7 +43,7 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     /// Every type an endpoint can hear, by name.
     public static let allCases: [WebhookEventType] = (
         EventKind.rules.filter(\.value.webhook).keys.map(WebhookEventType.init)
-            + [.userCreated, .userDeleted, .channelOccupied, .channelVacated, .pusherMemberAdded, .pusherMemberRemoved, .clientEvent]
+            + [.userCreated, .userDeleted, .reportCreated, .reportResolved, .channelOccupied, .channelVacated, .pusherMemberAdded, .pusherMemberRemoved, .clientEvent]
     ).sorted { $0.rawValue < $1.rawValue }
 
     /// Whether a Pusher-format endpoint hears it (else a Parley-format one does).

@@ -310,3 +310,57 @@ def test_a_hook_on_a_private_address_is_refused_unless_the_operator_allows_it():
         assert status == 400
     finally:
         running.stop()
+
+
+def metric(server, name):
+    import urllib.request
+    text = urllib.request.urlopen(server.url + "/metrics", timeout=10).read().decode()
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")), None)
+
+
+def test_a_report_is_heard_by_the_backend_at_once_counted_and_listed_oldest_first(server):
+    backend = Backend(server)
+    receiver = Receiver()
+    try:
+        status, hook = backend.call("POST", "/v1/server/webhooks", {"url": receiver.url, "events": ["report.created", "report.resolved"]})
+        assert status == 201, hook
+        receiver.secret = hook["secret"]
+        ana, bob, cid = group_of_two(server)   # ana owns the group: its moderator
+        status, rude = bob.send(cid, "something rude")
+        assert status == 201
+        open_before = metric(server, "parley_reports_open") or 0
+        status, first = ana.post(f"/v1/conversations/{cid}/messages/{rude['id']}/reports", {"reason": "abuse", "note": "not ok"})
+        assert status == 201, first
+        created = receiver.wait_for(lambda ds: any(d["type"] == "report.created" for d in ds), what="report.created")
+        notice = next(d for d in created if d["type"] == "report.created")["data"]
+        assert notice["id"] == first["id"] and notice["reason"] == "abuse" and notice["conversationId"] == cid
+        assert notice["message"]["id"] == rude["id"] and notice["reporter"]["username"] == ana.user["username"]
+        assert metric(server, "parley_reports_open") == open_before + 1
+        assert metric(server, "parley_reports_oldest_open_seconds") is not None
+
+        # The backend's queue across conversations, and the admin tool's, oldest first.
+        status, second_message = bob.send(cid, "something else rude")
+        status, second = ana.post(f"/v1/conversations/{cid}/messages/{second_message['id']}/reports", {"reason": "spam"})
+        assert status == 201
+        status, queue = backend.call("GET", "/v1/server/reports?state=open")
+        assert status == 200
+        ours = [r["id"] for r in queue["reports"] if r["conversationId"] == cid]
+        assert ours == [first["id"], second["id"]]
+        listed = admin(server, "reports")
+        assert listed.returncode == 0, listed.stderr
+        lines = [line for line in listed.stdout.splitlines() if cid in line]
+        assert [line.split("\t")[0] for line in lines] == [first["id"], second["id"]] and "abuse" in lines[0]
+
+        # Resolving is heard too, and leaves the queue; the time it took is in the histogram.
+        resolved_before = metric(server, "parley_report_resolution_seconds_count") or 0
+        status, _ = ana.post(f"/v1/conversations/{cid}/reports/{first['id']}/resolve", {"resolution": "message_deleted"})
+        assert status == 200
+        done = receiver.wait_for(lambda ds: any(d["type"] == "report.resolved" for d in ds), what="report.resolved")
+        resolved = next(d for d in done if d["type"] == "report.resolved")["data"]
+        assert resolved["id"] == first["id"] and resolved["resolution"] == "message_deleted" and resolved["state"] == "resolved"
+        assert metric(server, "parley_report_resolution_seconds_count") == resolved_before + 1
+        status, queue = backend.call("GET", "/v1/server/reports?state=open")
+        assert [r["id"] for r in queue["reports"] if r["conversationId"] == cid] == [second["id"]]
+        assert receiver.bad_signatures == 0
+    finally:
+        receiver.close()

@@ -3,7 +3,7 @@ package import ParleyCrypto
 package import ParleyLog
 package import ParleyStore
 package import ParleyWire
-import ParleySync
+package import ParleySync
 
 /// The chat domain: apps, accounts, the directory, conversations, messages and receipts.
 /// Pure logic over a ``Store``; it never sees a socket or an HTTP request (the server maps
@@ -75,6 +75,8 @@ package final class Chat: Sendable {
     let deliveries = DeliveryCoalescer()
     /// Receipts waiting for the writer, joined per member and conversation (decision 0026).
     let receipts = ReceiptCoalescer()
+    /// How long reports waited for a moderator, as this node resolved them (`/metrics`).
+    package let reportResolution = LatencyHistogram(bounds: [60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600, 7 * 86_400])
     /// Whether writes commit, as the last one found (`/healthz`'s `storage`).
     package let storage = StorageHealth()
     /// The node's background workers and their beats (`/metrics`, the log's stall warnings).

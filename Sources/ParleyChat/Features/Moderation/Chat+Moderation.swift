@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCrypto
 import ParleyStore
+import ParleySync
 package import ParleyWire
 
 // Moderation (docs/api.md, "Moderation"): owners and admins of groups and channels — and the
@@ -184,7 +185,7 @@ extension Moderation {
         let note = try request.note.map { try Validate.note($0, field: "note", max: 1000) }
         let now = nowMilliseconds
         let publicID = Crypto.randomID(prefix: "rp_")
-        return try await run {
+        let (report, announced): (Report, Bool) = try await run {
             try await write { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .report)
                 let (_, key) = try Chat.messageRow(tx, access: access, id: messageID)
@@ -193,9 +194,16 @@ extension Moderation {
                     VALUES (\(publicID), \(access.key), \(key), \(caller.userKey), \(request.reason.rawValue), \(note), \(now))
                     ON CONFLICT DO NOTHING
                     """) > 0 else { throw ChatError.conflict("you reported this message already; the moderators have it") }
-                return try Chat.reports(tx, access: access, filter: "r.public_id = \(publicID)", viewer: caller, limit: 1).first ?? { throw ChatError.internalError }()
+                let report = try Chat.reports(tx, access: access, filter: "r.public_id = \(publicID)", viewer: caller, limit: 1).first
+                    ?? { throw ChatError.internalError }()
+                // The app's backend hears it at once (App Review: "timely responses to concerns").
+                let announced = try Webhooks.enqueue(tx, app: caller.appID, type: WebhookEventType.reportCreated.rawValue,
+                                                     data: Webhooks.json(report), now: now)
+                return (report, announced)
             }
         }
+        if announced { core.webhooks.signal() }
+        return report
     }
 
     /// The conversation's reports (moderators): open ones (or `resolved`), oldest first;
@@ -240,17 +248,70 @@ extension Moderation {
         if request.resolution == .authorBanned, author != caller.userID {
             _ = try await ban(caller, conversation: id, BanRequest(userID: author, reason: note ?? "reported"))
         }
-        return try await run {
+        let (report, waited, announced): (Report, [Int64], Bool) = try await run {
             try await write { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .moderate)
                 // Every open report of the message is settled by this action.
-                try tx.execute("""
+                let settled = try tx.fetchAll("""
                     UPDATE report SET resolved_by = \(caller.userKey), resolved_at = \(now), resolution = \(request.resolution.rawValue),
                                       resolution_note = \(note)
                     WHERE resolved_at IS NULL AND (public_id = \(reportID)
                           OR (\(request.resolution == .dismissed ? 0 : 1) = 1 AND message_id = (SELECT message_id FROM report WHERE public_id = \(reportID))))
+                    RETURNING public_id, created_at
                     """)
-                return try Chat.reports(tx, access: access, filter: reportFilter, viewer: caller, limit: 1).first ?? { throw ChatError.reportNotFound }()
+                var announced = false
+                for row in settled {
+                    let settledID: String = try row.get("public_id")
+                    guard let report = try Chat.reports(tx, access: access, filter: "r.public_id = \(settledID)", viewer: caller, limit: 1).first else { continue }
+                    announced = try Webhooks.enqueue(tx, app: caller.appID, type: WebhookEventType.reportResolved.rawValue,
+                                                     data: Webhooks.json(report), now: now) || announced
+                }
+                let report = try Chat.reports(tx, access: access, filter: reportFilter, viewer: caller, limit: 1).first ?? { throw ChatError.reportNotFound }()
+                return (report, try settled.map { now - (try $0.get("created_at", as: Int64.self)) }, announced)
+            }
+        }
+        for milliseconds in waited { core.reportResolution.observe(.milliseconds(max(0, milliseconds))) }
+        if announced { core.webhooks.signal() }
+        return report
+    }
+
+    /// The app's reports across its conversations (the app's backend, and `parley-server admin
+    /// reports`): open ones (or resolved), oldest first; `after` pages on from a report id.
+    package func appReports(_ server: ServerApp, resolved: Bool, after: String?, limit: Int?) async throws -> ReportList {
+        let limit = try Validate.limit(limit, in: Limits.userPage, default: 50)
+        let app = server.app.id
+        return try await run {
+            try await store.read { db in
+                var filter: SQL = resolved ? "r.resolved_at IS NOT NULL" : "r.resolved_at IS NULL"
+                if let after {
+                    guard after.utf8.count <= 64, let key = try db.fetchValue(Int64.self, """
+                        SELECT r.id FROM report r JOIN conversation c ON c.id = r.conversation_id WHERE r.public_id = \(after) AND c.app_id = \(app)
+                        """) else { throw ChatError.reportNotFound }
+                    filter = filter + " AND r.id > \(key)"
+                }
+                let rows = try db.fetchAll("""
+                    SELECT r.public_id, c.public_id AS conversation FROM report r JOIN conversation c ON c.id = r.conversation_id
+                    WHERE c.app_id = \(app) AND \(filter) ORDER BY r.id LIMIT \(limit + 1)
+                    """)
+                var reports: [Report] = []
+                for row in rows.prefix(limit) {
+                    let access = try Chat.access(db, caller: server.caller, id: ConversationID(rawValue: try row.get("conversation")), for: .moderate)
+                    let reportID: String = try row.get("public_id")
+                    reports += try Chat.reports(db, access: access, filter: "r.public_id = \(reportID)", viewer: server.caller, limit: 1)
+                }
+                return ReportList(reports: reports, hasMore: rows.count > limit)
+            }
+        }
+    }
+
+    /// Open reports in every app and how long the oldest has waited (`/metrics`).
+    package func openReports() async throws -> (open: Int, oldestSeconds: Double) {
+        let now = nowMilliseconds
+        return try await run {
+            try await store.read { db in
+                let row = try db.fetchOne("SELECT count(*) AS open, min(created_at) AS oldest FROM report WHERE resolved_at IS NULL")
+                let oldest = try row?.get("oldest", as: Int64?.self)
+                return (Int(try row?.get("open", as: Int64.self) ?? 0), oldest.map { Double(max(0, now - $0)) / 1000 } ?? 0)
             }
         }
     }
