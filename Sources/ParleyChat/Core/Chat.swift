@@ -89,6 +89,8 @@ package final class Chat: Sendable {
     let contentSettings = LockedValue([Int64: ContentSettings]())
     /// Before-send hook requests in flight per app (bounded: a hook that hangs holds no more).
     let hookRequests = LockedValue([Int64: Int]())
+    /// Senders as before-send hooks are told of them, by user key, and when each was read.
+    let hookSenders = LockedValue([Int64: (sender: Sender, readAt: ContinuousClock.Instant)]())
     private let loadedEpoch = LockedValue<String?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).

@@ -305,7 +305,20 @@ extension Chat {
         return settings
     }
 
+    /// The sender as the hook is told: from this node's copy when it is under a minute old
+    /// (a renamed user shows the new name to the hook within a minute).
     private func sender(_ caller: Caller) async throws -> Sender {
+        let now = ContinuousClock.now
+        if let known = hookSenders.withLock({ $0[caller.userKey] }), now - known.readAt < .seconds(60) { return known.sender }
+        let sender = try await readSender(caller)
+        hookSenders.withLock { senders in
+            if senders.count >= 10_000 { senders.removeAll(keepingCapacity: true) }
+            senders[caller.userKey] = (sender, now)
+        }
+        return sender
+    }
+
+    private func readSender(_ caller: Caller) async throws -> Sender {
         try await run {
             try await store.read { db in
                 guard let row = try db.fetchOne("SELECT public_id, username, display_name FROM account WHERE id = \(caller.userKey)") else {

@@ -401,26 +401,49 @@ private struct Compiler {
 
 /// The Pike VM: every thread advances one scalar at a time, in priority order; a program
 /// position is held by one thread per step, so the work per scalar is bounded by the program.
+/// The two thread lists and the walk's stack are allocated once per search, never per scalar.
 private struct Machine {
     let program: [SafeRegex.Instruction]
     let text: FoldedText
+    /// The position each program position was last added at (one thread per position per step).
     var marks: [Int]
-    var current: [(pc: Int, start: Int)] = []
-    var next: [(pc: Int, start: Int)] = []
+    var current: ThreadList
+    var next: ThreadList
+    var stack: [Int] = []
+
+    struct ThreadList {
+        var pcs: [Int]
+        var starts: [Int]
+        var count = 0
+        init(capacity: Int) {
+            pcs = Array(repeating: 0, count: capacity)
+            starts = Array(repeating: 0, count: capacity)
+        }
+        mutating func append(_ pc: Int, _ start: Int) {
+            pcs[count] = pc
+            starts[count] = start
+            count += 1
+        }
+    }
 
     init(program: [SafeRegex.Instruction], text: FoldedText) {
         self.program = program
         self.text = text
         marks = Array(repeating: -1, count: program.count)
+        current = ThreadList(capacity: program.count)
+        next = ThreadList(capacity: program.count)
+        stack.reserveCapacity(program.count)
     }
 
     func isWordAt(_ position: Int) -> Bool {
         position >= 0 && position < text.count && FoldedText.isWord(text.original[position])
     }
 
-    mutating func add(_ list: inout [(pc: Int, start: Int)], pc: Int, start: Int, at position: Int) {
-        // An explicit stack keeps the order of a recursive walk without recursing.
-        var stack = [pc]
+    /// Follows jumps, splits and assertions from `pc` and adds the threads that wait for a
+    /// scalar (or match) to `list`, in priority order.
+    mutating func add(toNext: Bool, pc: Int, start: Int, at position: Int) {
+        stack.removeAll(keepingCapacity: true)
+        stack.append(pc)
         while let pc = stack.popLast() {
             guard marks[pc] != position else { continue }
             marks[pc] = position
@@ -433,7 +456,8 @@ private struct Machine {
             case .end: if position == text.count { stack.append(pc + 1) }
             case .boundary(let wanted):
                 if (isWordAt(position - 1) != isWordAt(position)) == wanted { stack.append(pc + 1) }
-            default: list.append((pc, start))
+            default:
+                if toNext { next.append(pc, start) } else { current.append(pc, start) }
             }
         }
     }
@@ -442,37 +466,34 @@ private struct Machine {
         var matched: Range<Int>?
         var position = max(0, from)
         while position <= text.count {
-            if matched == nil {
-                var list = current
-                add(&list, pc: 0, start: position, at: position)
-                current = list
-            }
-            if current.isEmpty {
+            if matched == nil { add(toNext: false, pc: 0, start: position, at: position) }
+            if current.count == 0 {
                 if matched != nil { break }
                 position += 1
                 continue
             }
-            var list = next
-            for thread in current {
-                switch program[thread.pc] {
+            next.count = 0
+            var index = 0
+            while index < current.count {
+                let pc = current.pcs[index]
+                let start = current.starts[index]
+                index += 1
+                switch program[pc] {
                 case .match:
-                    matched = thread.start..<position
+                    matched = start..<position
+                    index = current.count  // a match cuts off every thread of lower priority
                 case .scalar(let value):
-                    if position < text.count, text.folded[position] == value { add(&list, pc: thread.pc + 1, start: thread.start, at: position + 1) }
+                    if position < text.count, text.folded[position] == value { add(toNext: true, pc: pc + 1, start: start, at: position + 1) }
                 case .any:
-                    if position < text.count { add(&list, pc: thread.pc + 1, start: thread.start, at: position + 1) }
+                    if position < text.count { add(toNext: true, pc: pc + 1, start: start, at: position + 1) }
                 case .set(let set):
                     if position < text.count, set.contains(original: text.original[position], folded: text.folded[position]) {
-                        add(&list, pc: thread.pc + 1, start: thread.start, at: position + 1)
+                        add(toNext: true, pc: pc + 1, start: start, at: position + 1)
                     }
                 default: break
                 }
-                // A match cuts off every thread of lower priority.
-                if case .match = program[thread.pc] { break }
             }
-            current = list
-            next = []
-            next.reserveCapacity(current.count)
+            swap(&current, &next)
             position += 1
         }
         return matched
