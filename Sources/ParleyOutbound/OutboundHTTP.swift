@@ -102,6 +102,18 @@ package final class OutboundHTTP: @unchecked Sendable {
 
     deinit { curl_easy_cleanup(handle) }
 
+    /// Fetches `url` with `headers` (`Name: value`); the answer whatever its status (at most
+    /// ``maxBody`` bytes of it).
+    ///
+    /// - Throws: ``OutboundError`` when there is no answer (naming a refused address).
+    package func get(_ url: String, headers: [String]) throws -> OutboundResponse {
+        curl_easy_reset(handle)
+        let transfer = OutboundTransfer(policy: policy, trust: trust)
+        let configured = transfer.configure(handle, url: url, headers: headers, body: [], timeout: timeout, get: true)
+        guard configured == CURLE_OK else { throw OutboundError(description: String(cString: curl_easy_strerror(configured))) }
+        return try transfer.response(handle, withResult: curl_easy_perform(handle)).get()
+    }
+
     /// Sends `body` to `url` with `headers` (`Name: value`); the answer whatever its status.
     ///
     /// - Throws: ``OutboundError`` when there is no answer (naming a refused address).
@@ -142,7 +154,8 @@ final class OutboundTransfer {
     /// Sets up `handle` for a POST of `body` to `url`; the first failure, or `CURLE_OK`. The
     /// body is copied (`CURLOPT_COPYPOSTFIELDS`); the headers and the trusted roots live as
     /// long as this transfer, which must outlive the request.
-    func configure(_ handle: UnsafeMutableRawPointer, url: String, headers: [String], body: [UInt8], timeout: Duration) -> CURLcode {
+    func configure(_ handle: UnsafeMutableRawPointer, url: String, headers: [String], body: [UInt8], timeout: Duration,
+                   get: Bool = false) -> CURLcode {
         curl_slist_free_all(list)
         list = nil
         for header in headers { list = curl_slist_append(list, header) }
@@ -157,12 +170,16 @@ final class OutboundTransfer {
         set(parley_curl_set_long(handle, CURLOPT_NOSIGNAL, 1))
         set(parley_curl_set_long(handle, CURLOPT_TIMEOUT_MS, milliseconds))
         set(parley_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(milliseconds, 10_000)))
-        set(parley_curl_set_long(handle, CURLOPT_POST, 1))
-        set(parley_curl_set_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
-        if body.isEmpty {
-            set(parley_curl_set_string(handle, CURLOPT_COPYPOSTFIELDS, ""))
+        if get {
+            set(parley_curl_set_long(handle, CURLOPT_HTTPGET, 1))
         } else {
-            body.withUnsafeBytes { bytes in set(parley_curl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))) }
+            set(parley_curl_set_long(handle, CURLOPT_POST, 1))
+            set(parley_curl_set_long(handle, CURLOPT_POSTFIELDSIZE, body.count))
+            if body.isEmpty {
+                set(parley_curl_set_string(handle, CURLOPT_COPYPOSTFIELDS, ""))
+            } else {
+                body.withUnsafeBytes { bytes in set(parley_curl_set_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))) }
+            }
         }
         set(parley_curl_set_pointer(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list)))
         set(parley_curl_set_socket(handle, { context, _, address in

@@ -24,6 +24,12 @@ enum ChatRoutes {
                 return try await chat.signIn(try await request.decode(SignInRequest.self), app: app, address: api.address(request))
             }
         }
+        router.post("/v1/sessions/jwt") { request in
+            await api.respond(status: .created) {
+                let app = try await api.app(request)
+                return try await chat.signIn(jwt: try await request.decode(JWTSignInRequest.self), app: app)
+            }
+        }
         router.post("/v1/sessions/guest") { request in
             await api.respond(status: .created) {
                 let app = try await api.app(request)

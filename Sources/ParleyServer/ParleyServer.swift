@@ -115,7 +115,13 @@ package final class ParleyServer: Sendable {
         } catch {
             throw StartError(message: "cannot set up before-send hooks: \(error)")
         }
-        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters, beforeSend: beforeSend, logger: logger)
+        let jwks: JWKSClient
+        do {
+            jwks = try JWKSClient(configuration: hookSettings)
+        } catch {
+            throw StartError(message: "cannot set up key set fetching: \(error)")
+        }
+        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters, beforeSend: beforeSend, jwks: jwks, logger: logger)
         counters?.setNamespace("parley:\(chat.epoch)")
         if let postgres = store as? PostgresStore {
             // Each node fans out only to its own devices: without a bus between nodes, a second
@@ -349,7 +355,8 @@ package final class ParleyServer: Sendable {
     /// Opens the store (PostgreSQL at `--database-url`, else SQLite in the data directory) and
     /// brings its schema up to date.
     static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil, sharedCounters: (any SharedCounters)? = nil,
-                         beforeSend: (any BeforeSendTransport)? = nil, logger: Logger = .discarding()) async throws -> (any GroupCommitStore, Chat) {
+                         beforeSend: (any BeforeSendTransport)? = nil, jwks: (any JWKSFetcher)? = nil,
+                         logger: Logger = .discarding()) async throws -> (any GroupCommitStore, Chat) {
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
@@ -382,6 +389,7 @@ package final class ParleyServer: Sendable {
         chatConfiguration.sharedCounters = sharedCounters
         chatConfiguration.webhooksAllowPrivate = configuration.webhooks.allowPrivate
         chatConfiguration.beforeSendTransport = beforeSend
+        chatConfiguration.jwksFetcher = jwks
         chatConfiguration.logger = logger.labelled("parley.chat")
         do {
             chatConfiguration.sealer = try secretsKey(configuration, logger: logger)

@@ -145,7 +145,9 @@ struct RealtimeSessionMachine<Frame: Sendable> {
         if (error as? ChatError)?.isTemporary == true {
             return fail(ChatError.storeUnavailable, id: nil, close: RealtimeCloseCode.tryAgainLater, reason: "try again")
         }
-        return fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.unauthorized, reason: "sign in again")
+        // A refused JWT says why (expired, wrong audience…); any other token just fails.
+        let refusal = (error as? ChatError).flatMap { $0.code == ChatError.Code.invalidToken.rawValue ? $0 : nil } ?? ChatError.unauthenticated
+        return fail(refusal, id: nil, close: RealtimeCloseCode.unauthorized, reason: "sign in again")
     }
 
     /// Catching up failed (the store went away): try again later, nothing is lost.

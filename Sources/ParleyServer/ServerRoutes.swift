@@ -46,6 +46,15 @@ enum ServerRoutes {
                 await api.respond { try await chat.retention.setPolicy(app, try await request.decode(RetentionPolicy.self)) }
             }
         }
+        router.get("/v1/server/jwt") { request in
+            await server.handle(request) { app in await api.respond { try await chat.jwt.settings(app) } }
+        }
+        router.put("/v1/server/jwt") { request in
+            await server.handle(request) { app in await api.respond { try await chat.jwt.set(app, try await request.decode(SetJWTSettingsRequest.self)) } }
+        }
+        router.delete("/v1/server/jwt") { request in
+            await server.handle(request) { app in await api.respondEmpty { try await chat.jwt.remove(app) } }
+        }
         router.get("/v1/server/reports") { request in
             await server.handle(request) { app in
                 await api.respond {

@@ -261,6 +261,7 @@ extension ChatError {
         case contentRejected = "content_rejected"
         case blocklistNotFound = "blocklist_not_found"
         case hookNotFound = "hook_not_found"
+        case invalidToken = "invalid_token"
         case storeUnavailable = "store_unavailable"
         case storageFull = "storage_full"
         case internalError = "internal_error"
@@ -285,7 +286,7 @@ extension ChatError {
             switch self {
             case .invalidRequest, .invalidJSON, .unknownCommand, .missingParameter, .invalidParameter, .incompleteBody,
                  .connectionClosed, .badUpgrade: 400
-            case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature, .invalidAppSecret: 401
+            case .unauthenticated, .unknownApp, .wrongCredentials, .badRequestSignature, .invalidAppSecret, .invalidToken: 401
             case .forbidden, .notMember, .invalidSignature, .quotaExceeded, .userDeactivated, .userBanned, .memberMuted,
                  .recentSignInRequired: 403
             case .conversationNotFound, .messageNotFound, .userNotFound, .appNotFound, .attachmentNotFound, .uploadNotFound,

@@ -105,7 +105,7 @@ extension Chat {
                 try Chat.swapPhotoReference(db, old: try row.get("photo_id", as: Int64?.self), new: nil, now: now)
                 try db.execute("""
                     UPDATE account SET username = 'deleted-' || public_id, username_key = '~' || public_id, display_name = 'Deleted user',
-                                       display_key = 'deleted user', custom_data = NULL, password_hash = NULL, photo_id = NULL, photo_public = NULL,
+                                       display_key = 'deleted user', custom_data = NULL, password_hash = NULL, photo_id = NULL, photo_public = NULL, external_id = NULL,
                                        deleted_at = \(now), deactivated_at = coalesce(deactivated_at, \(now))
                     WHERE id = \(key)
                     """)

@@ -99,6 +99,7 @@ extension Chat {
     /// - Throws: 401 `unauthenticated` for an unknown, expired or signed-out token, or a
     ///   token of another app than `app`.
     package func authenticate(token: String, app: AppRef) async throws -> Caller {
+        if JWTVerifier.looksLikeJWT(token) { return try await authenticateJWT(token, app: app) }
         guard (16...128).contains(token.utf8.count) else { throw ChatError.unauthenticated }
         let hash = Crypto.secretHash(token)
         let now = nowMilliseconds

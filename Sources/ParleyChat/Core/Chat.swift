@@ -49,6 +49,9 @@ package final class Chat: Sendable {
         /// What posts a message to an app's before-send hook (docs/trust-and-safety.md); nil:
         /// hooks cannot be set (the `apps` command, tests without one). Default: nil.
         package var beforeSendTransport: (any BeforeSendTransport)? = nil
+        /// What fetches an app's JSON Web Key Set from its URL (docs/trust-and-safety.md); nil:
+        /// key sets can only be given inline. Default: nil.
+        package var jwksFetcher: (any JWKSFetcher)? = nil
         /// Where the domain logs what an operator needs: storage failures it retried or gave
         /// up on. Default: nowhere.
         package var logger: Logger = .discarding(label: "parley.chat")
@@ -89,6 +92,8 @@ package final class Chat: Sendable {
     let contentSettings = LockedValue([Int64: ContentSettings]())
     /// Before-send hook requests in flight per app (bounded: a hook that hangs holds no more).
     let hookRequests = LockedValue([Int64: Int]())
+    /// Each app's keys for its users' JWTs, as this node holds them.
+    let jwtStates = LockedValue([Int64: JWTState]())
     /// Senders as before-send hooks are told of them, by user key, and when each was read.
     let hookSenders = LockedValue([Int64: (sender: Sender, readAt: ContinuousClock.Instant)]())
     private let loadedEpoch = LockedValue<String?>(nil)

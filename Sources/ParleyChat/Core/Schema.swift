@@ -765,6 +765,23 @@ package enum Schema: Sendable {
                     updated_at bigint NOT NULL)
                 """)
         }
+        migrator.register("0022 sign in with the app's own tokens") { db in
+            // How an app's JWTs are checked (docs/trust-and-safety.md): its HS256 key (sealed),
+            // its key set (given, or last fetched from its URL), issuer and audience; and the
+            // `sub` an account was made for.
+            try db.execute("""
+                CREATE TABLE jwt_settings (
+                    app_id bigint PRIMARY KEY REFERENCES app(id),
+                    hs256_key text,
+                    jwks text,
+                    jwks_url text,
+                    issuer text,
+                    audience text,
+                    updated_at bigint NOT NULL)
+                """)
+            try db.execute("ALTER TABLE account ADD COLUMN external_id text")
+            try db.execute("CREATE UNIQUE INDEX account_external ON account (app_id, external_id) WHERE external_id IS NOT NULL")
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a
