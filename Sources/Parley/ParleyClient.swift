@@ -161,6 +161,19 @@ public actor ParleyClient {
         return try await adopt(SignedIn(user: user, session: session))
     }
 
+    /// Signs in with a JWT from the app's own identity provider (Firebase Auth, Sign in with
+    /// Apple through the app's backend, Auth0, Supabase…), exchanged for a Parley session; the
+    /// user its `sub` names is created on first sign-in. The app's backend tells Parley how
+    /// its tokens are checked (`PUT /v1/server/jwt`, docs/trust-and-safety.md).
+    ///
+    /// - Throws: ``ParleyError`` with `invalid_token` (the message says why: expired, wrong
+    ///   audience…) or `user_deactivated`.
+    @discardableResult
+    public func signIn(jwt: String, device: String? = nil) async throws -> User {
+        let signedIn: SignedIn = try await http.call("POST", "/v1/sessions/jwt", body: JWTSignInRequest(token: jwt, device: device), token: nil)
+        return try await adopt(signedIn)
+    }
+
     /// Signs in as a new guest (the Pusher tutorial's anonymous sender).
     @discardableResult
     public func signInAsGuest(displayName: String) async throws -> User {

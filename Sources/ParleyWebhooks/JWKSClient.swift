@@ -12,7 +12,7 @@ package final class JWKSClient: JWKSFetcher {
     private let userAgent: String
 
     /// A client that gives up on a fetch after `timeout`.
-    package init(configuration: WebhookConfiguration, timeout: Duration = .seconds(10)) throws {
+    package init(configuration: WebhookConfiguration, timeout: Duration = .seconds(5)) throws {
         connection = try OutboundHTTP(trust: try TrustStore(extraFile: configuration.outboundCAFile), timeout: timeout,
                                       policy: .webhooks(allowPrivate: configuration.allowPrivate))
         userAgent = configuration.userAgent

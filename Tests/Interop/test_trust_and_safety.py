@@ -364,3 +364,131 @@ def test_a_report_is_heard_by_the_backend_at_once_counted_and_listed_oldest_firs
         assert receiver.bad_signatures == 0
     finally:
         receiver.close()
+
+
+class KeySet:
+    """An identity provider's JWKS endpoint (the standard library's HTTP server) and its keys,
+    made with `cryptography`; tokens are signed with PyJWT, as an app's backend would."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        self.keys = {}      # kid -> private key
+        self.fetches = 0
+        keyset = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+            wbufsize = 65536
+
+            def do_GET(self):
+                keyset.fetches += 1
+                body = json.dumps(keyset.jwks()).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/.well-known/jwks.json"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def add(self, kid, kind):
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+        self.keys[kid] = rsa.generate_private_key(public_exponent=65537, key_size=2048) if kind == "RSA" else ec.generate_private_key(ec.SECP256R1())
+
+    def jwks(self):
+        import jwt as pyjwt
+        keys = []
+        for kid, key in self.keys.items():
+            algorithm = pyjwt.algorithms.RSAAlgorithm if hasattr(key, "private_numbers") and hasattr(key.private_numbers(), "p") else pyjwt.algorithms.ECAlgorithm
+            public = json.loads(algorithm.to_jwk(key.public_key()))
+            keys.append({**public, "kid": kid, "use": "sig"})
+        return {"keys": keys}
+
+    def token(self, kid, claims):
+        import jwt as pyjwt
+        key = self.keys[kid]
+        algorithm = "RS256" if hasattr(key.private_numbers(), "p") else "ES256"
+        return pyjwt.encode(claims, key, algorithm=algorithm, headers={"kid": kid})
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_sign_in_with_the_apps_own_tokens_from_pyjwt_hs256_rs256_and_es256(server):
+    import time
+    import jwt as pyjwt
+    backend = Backend(server)
+    keyset = KeySet()
+    try:
+        # HS256 with a key the app sets, checking issuer and audience: exchanged for a session.
+        secret = "an app secret of at least 32 bytes, shared with Parley"
+        status, settings = backend.call("PUT", "/v1/server/jwt", {"hs256Secret": secret, "issuer": "https://auth.example", "audience": "parley"})
+        assert status == 200 and settings["algorithms"] == ["HS256"] and "hs256Secret" not in json.dumps(settings), settings
+        subject = f"firebase-{uuid.uuid4().hex[:8]}"
+        claims = {"sub": subject, "name": "Fern Example", "iss": "https://auth.example", "aud": "parley", "exp": int(time.time()) + 3600}
+        token = pyjwt.encode(claims, secret, algorithm="HS256")
+        client = parley.Client(server)
+        status, signed_in = client.post("/v1/sessions/jwt", {"token": token, "device": "iphone"})
+        assert status == 201 and signed_in["user"]["username"] == subject and signed_in["user"]["displayName"] == "Fern Example", signed_in
+        client.token = signed_in["session"]["token"]
+        assert client.get("/v1/me")[1]["id"] == signed_in["user"]["id"]
+        # The JWT itself is a bearer token, over REST and on the socket.
+        direct = parley.Client(server)
+        direct.token = token
+        assert direct.get("/v1/me")[1]["id"] == signed_in["user"]["id"]
+        socket = Device(server, token)
+        assert socket.wait_ready()["type"] == "ready"
+        socket.close()
+        # What is refused, and why.
+        for bad, why in [({**claims, "aud": "someone-else"}, "aud"), ({**claims, "exp": int(time.time()) - 3600}, "expired"),
+                         ({k: v for k, v in claims.items() if k != "exp"}, "exp")]:
+            status, answer = parley.Client(server).post("/v1/sessions/jwt", {"token": pyjwt.encode(bad, secret, algorithm="HS256")})
+            assert status == 401 and answer["error"]["code"] == "invalid_token" and why in answer["error"]["message"], answer
+        forged = pyjwt.encode(claims, "another secret that is also 32 bytes long!", algorithm="HS256")
+        assert parley.Client(server).post("/v1/sessions/jwt", {"token": forged})[1]["error"]["code"] == "invalid_token"
+        unsigned = pyjwt.encode(claims, None, algorithm="none")
+        assert parley.Client(server).post("/v1/sessions/jwt", {"token": unsigned})[0] == 401
+        refused = Device(server, forged)
+        assert refused.close_code() == 4001
+
+        # RS256 and ES256 against a key set fetched from a URL (replacing the HS256 key).
+        keyset.add("rsa-1", "RSA")
+        keyset.add("ec-1", "EC")
+        status, settings = backend.call("PUT", "/v1/server/jwt", {"jwksUrl": keyset.url, "audience": "parley"})
+        assert status == 200 and sorted(settings["keyIds"]) == ["ec-1", "rsa-1"] and settings["algorithms"] == ["ES256", "RS256"], settings
+        for kid in ("rsa-1", "ec-1"):
+            user = f"{kid}-{uuid.uuid4().hex[:6]}"
+            token = keyset.token(kid, {"sub": user, "aud": "parley", "exp": int(time.time()) + 600})
+            status, answer = parley.Client(server).post("/v1/sessions/jwt", {"token": token})
+            assert status == 201 and answer["user"]["username"] == user, answer
+        status, answer = parley.Client(server).post("/v1/sessions/jwt", {"token": pyjwt.encode(claims, secret, algorithm="HS256")})
+        assert status == 401 and "HS256" in answer["error"]["message"], "the HS256 key was replaced"
+        # An inline key set works the same (ES256 here).
+        inline = KeySet()
+        inline.add("inline", "EC")
+        inline.close()
+        assert backend.call("PUT", "/v1/server/jwt", {"jwks": inline.jwks()})[0] == 200
+        token = inline.token("inline", {"sub": f"inline-{uuid.uuid4().hex[:6]}", "exp": int(time.time()) + 600})
+        assert parley.Client(server).post("/v1/sessions/jwt", {"token": token})[0] == 201
+        assert backend.call("DELETE", "/v1/server/jwt")[0] == 204
+        assert parley.Client(server).post("/v1/sessions/jwt", {"token": token})[0] == 401
+    finally:
+        keyset.close()
+
+
+def test_a_key_set_url_on_a_private_address_is_refused_unless_allowed():
+    running = parley.Server()
+    try:
+        status, answer = Backend(running).call("PUT", "/v1/server/jwt", {"jwksUrl": "http://127.0.0.1:9/jwks.json"})
+        assert status == 400 and "private" in answer["error"]["message"].lower(), answer
+    finally:
+        running.stop()
