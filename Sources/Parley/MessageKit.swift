@@ -130,7 +130,8 @@ extension Array where Element == Message {
                 if let displayName { changed.sender.displayName = displayName }
                 return changed
             }
-        case .bare, .membership, .conversation, .receipt, .deliveries, .restriction, .notifications, .unknown:
+        case .bare, .membership, .conversation, .receipt, .deliveries, .restriction, .notifications, .report, .unknown:
+            // A report reaches a moderator's devices; the conversation's messages stay as they are.
             return self
         }
     }

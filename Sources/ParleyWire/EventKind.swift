@@ -86,6 +86,9 @@ extension EventKind {
     public static let userUpdated: EventKind = "user.updated"
     /// The member changed what pushes them here (level and mute). Only their own devices hear it.
     public static let notificationsUpdated: EventKind = "notifications.updated"
+    /// A member reported a message: one to each of the conversation's moderators (owners and
+    /// admins), naming the report, its reason and the message. Only that moderator's devices hear it.
+    public static let reportCreated: EventKind = "report.created"
     /// An event on a named channel of the Pusher protocol (docs/pusher.md): stored in the
     /// channel's own log, delivered to the channel's subscribers, never a conversation's.
     public static let channelEvent: EventKind = "channel.event"
@@ -119,6 +122,8 @@ public enum EventShape: Sendable, Hashable, CaseIterable {
     case notifications
     /// A named channel's event (the Pusher protocol's), never written as a conversation event.
     case channel
+    /// A report for a moderator: which, why, and the message (the reporter is the actor).
+    case report
 }
 
 /// Who receives an event, live and on replay alike.
@@ -184,6 +189,7 @@ extension EventKind {
         .messagesExpired: EventRule(.expiry, history: true, webhook: true),
         .userUpdated: EventRule(.profile, history: false, webhook: false),
         .notificationsUpdated: EventRule(.notifications, history: false, audience: .subject, webhook: false),
+        .reportCreated: EventRule(.report, history: false, audience: .subject, webhook: false),
         .channelEvent: EventRule(.channel, history: true, audience: .channel, webhook: false),
     ]
 }

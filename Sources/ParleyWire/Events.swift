@@ -79,11 +79,11 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         }
     }
     /// The user the event is about (membership, receipt, reaction, ban, mute, profile and
-    /// notification events; the author of a delivery count).
+    /// notification events; the author of a delivery count; the moderator a report is for).
     public var userID: UserID? {
         switch body {
         case .membership(let user, _), .receipt(let user, _, _), .reaction(let user, _, _), .restriction(let user, _, _),
-             .profile(let user, _, _), .notifications(let user, _, _): user
+             .profile(let user, _, _), .notifications(let user, _, _), .report(let user, _, _, _): user
         case .deliveries(let user, _): user
         case .unknown(.object(let fields)): fields["userId"].flatMap { if case .string(let id) = $0 { UserID(rawValue: id) } else { nil } }
         default: nil
@@ -127,7 +127,15 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         }
     }
     /// A ban's reason.
-    public var reason: String? { if case .restriction(_, _, let reason) = body { reason } else { nil } }
+    public var reason: String? {
+        switch body {
+        case .restriction(_, _, let reason): reason
+        case .report(_, _, let reason, _): reason
+        default: nil
+        }
+    }
+    /// The report a `report.created` is about (`rp_…`).
+    public var reportID: String? { if case .report(_, let id, _, _) = body { id } else { nil } }
     /// Every message up to and including this seq is gone (`messages.expired`).
     public var throughSeq: Int64? { if case .expiry(let through, _) = body { through } else { nil } }
     /// How many messages an expiry removed.
@@ -163,13 +171,15 @@ public enum EventBody: Hashable, Sendable {
     case profile(user: UserID, photoURL: String?, displayName: String?)
     /// A member's notification level and mute (nil: not muted) after they changed.
     case notifications(user: UserID, level: NotificationLevel?, until: Date?)
+    /// A report for the moderator `user`: its id, the reporter's reason, and the message.
+    case report(user: UserID, reportID: String, reason: String, message: Message?)
     /// An event of a kind this build does not know (or that does not read as its kind):
     /// every field, envelope included, exactly as it arrived.
     case unknown(JSONValue)
 
     private enum Key: String, CodingKey {
         case message, thread, userID = "userId", role, title, customData, slowModeSeconds, retentionDays, photoURL, deliveredSeq,
-             readSeq, deliveries, emoji, until, reason, throughSeq, count, displayName, notifications
+             readSeq, deliveries, emoji, until, reason, throughSeq, count, displayName, notifications, reportID = "reportId"
     }
 
     /// Reads the body of an event of `kind` from the event's fields: by the kind's shape, or
@@ -217,6 +227,9 @@ public enum EventBody: Hashable, Sendable {
         case .notifications:
             return .notifications(user: try user(), level: try fields.decodeIfPresent(NotificationLevel.self, forKey: .notifications),
                                   until: try fields.decodeIfPresent(Date.self, forKey: .until))
+        case .report:
+            return .report(user: try user(), reportID: try fields.decode(String.self, forKey: .reportID),
+                           reason: try fields.decode(String.self, forKey: .reason), message: try fields.decodeIfPresent(Message.self, forKey: .message))
         }
     }
 
@@ -265,6 +278,11 @@ public enum EventBody: Hashable, Sendable {
             try fields.encode(user, forKey: .userID)
             try fields.encodeIfPresent(level, forKey: .notifications)
             try fields.encodeIfPresent(until, forKey: .until)
+        case .report(let user, let reportID, let reason, let message):
+            try fields.encode(user, forKey: .userID)
+            try fields.encode(reportID, forKey: .reportID)
+            try fields.encode(reason, forKey: .reason)
+            try fields.encodeIfPresent(message, forKey: .message)
         }
     }
 }

@@ -492,3 +492,25 @@ def test_a_key_set_url_on_a_private_address_is_refused_unless_allowed():
         assert status == 400 and "private" in answer["error"]["message"].lower(), answer
     finally:
         running.stop()
+
+
+def test_a_report_reaches_the_moderators_devices_only(server):
+    ana, bob, cid = group_of_two(server)   # ana owns the group
+    ana_socket = Device(server, ana.token)
+    ana_socket.wait_ready()
+    bob_socket = Device(server, bob.token)
+    bob_socket.wait_ready()
+    status, said = ana.send(cid, "a message bob dislikes")
+    assert status == 201
+    status, report = bob.post(f"/v1/conversations/{cid}/messages/{said['id']}/reports", {"reason": "inappropriate"})
+    assert status == 201
+    event = ana_socket.wait_event(lambda e: e["type"] == "report.created")["event"]
+    assert event["reportId"] == report["id"] and event["reason"] == "inappropriate" and event["message"]["id"] == said["id"]
+    assert event["actorId"] == bob.user["id"] and event["userId"] == ana.user["id"] and "seq" not in event
+    bob_socket.drain()
+    assert not [e for e in bob_socket.events if e["type"] == "report.created"], "the reporter's devices hear nothing"
+    # On resume too: only the moderator's feed has it.
+    assert any(e["type"] == "report.created" for e in ana.get("/v1/events?after=0&limit=200")[1]["events"])
+    assert not any(e["type"] == "report.created" for e in bob.get("/v1/events?after=0&limit=200")[1]["events"])
+    ana_socket.close()
+    bob_socket.close()

@@ -692,7 +692,10 @@ def test_reporting_and_moderating_in_two_browsers(server, browsers):
     bob.one(".report-form button[type=submit]").click()
     bob.wait(lambda: any("Reported" in t.text for t in bob.find(".toast")), "the confirmation")
 
-    # The owner sees it in the queue, deletes the message, and sets slow mode.
+    # The owner's list flags the conversation live (report.created reaches moderators only),
+    # then the queue has it: the owner deletes the message and sets slow mode.
+    owner.wait(lambda: any("⚑ 1" in m.text for m in owner.find(".conversation .report-mark")), "the report flag in the owner's list")
+    assert not bob.find(".report-mark"), "the reporter's list shows no flag"
     owner.click_text("Moderate")
     item = owner.wait(lambda: next((li for li in owner.find(".reports li[data-id]") if "house rules" in li.text), None), "the report")
     assert "abuse" in item.text and "Bob Brash" in item.text and "not kind at all" in item.text

@@ -83,6 +83,8 @@ struct EventGoldenTests {
         _ = try await chat.retention.setPolicy(server, RetentionPolicy(days: 1))
         harness.clock.advance(by: 2 * 86_400)
         _ = try await chat.retention.sweep()
+        // Bob reports Ana's message in the channel (kept: no retention there): its owner, Ana, hears of it.
+        _ = try await chat.moderation.report(bob, conversation: channel, message: said.id, ReportRequest(reason: .spam, note: "golden"))
         try await read()
         return seen.values.sorted { $0.position < $1.position }
     }

@@ -40,12 +40,13 @@ struct EventKindCompletenessTests {
         case .expiry: .expiry
         case .profile: .profile
         case .notifications: .notifications
+        case .report: .report
         case .unknown: nil
         }
     }
 
     @Test func everyKindHasAGoldenFrameThatReadsAsItsShape() throws {
-        #expect(Self.conversationKinds.count == 21)
+        #expect(Self.conversationKinds.count == 22)
         for kind in Self.conversationKinds {
             let event = try Self.golden(kind)
             #expect(event.type == kind)

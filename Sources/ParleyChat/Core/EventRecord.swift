@@ -45,6 +45,8 @@ package struct EventPayload: Sendable, Hashable {
     package var channelData: String?
     /// The socket a named channel's event skips.
     package var excludedSocket: String?
+    /// `report.created`: the report's id.
+    package var reportID: String?
 
     /// An empty payload; set the fields the kind carries.
     package init() {}
@@ -67,6 +69,7 @@ package struct EventPayload: Sendable, Hashable {
             if let photoURL { json.key("photoURL"); json.string(photoURL) }
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }
             if let reason { json.key("reason"); json.string(reason) }
+            if let reportID { json.key("reportId"); json.string(reportID) }
             if let retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
             if let slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
             if let threadJSON { json.key("thread"); json.raw(threadJSON) }
@@ -105,6 +108,7 @@ package struct EventPayload: Sendable, Hashable {
         channelName = string("name")
         channelData = string("data")
         excludedSocket = string("excludedSocket")
+        reportID = string("reportId")
     }
 }
 
@@ -187,6 +191,9 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
         case .notifications?:
             body = .notifications(user: try required(user, "userId"), level: payload.notifications.flatMap(NotificationLevel.init(rawValue:)),
                                   until: payload.until.map(Chat.date))
+        case .report?:
+            body = .report(user: try required(user, "userId"), reportID: try required(payload.reportID, "reportId"),
+                           reason: try required(payload.reason, "reason"), message: try message?.message())
         case nil:
             var writer = JSONWriter(capacity: 256)
             writeJSON(into: &writer)
@@ -214,6 +221,7 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
             json.key("position"); json.integer(position)
             if let readSeq = payload.readSeq { json.key("readSeq"); json.integer(readSeq) }
             if let reason = payload.reason { json.key("reason"); json.string(reason) }
+            if let reportID = payload.reportID { json.key("reportId"); json.string(reportID) }
             if let retentionDays = payload.retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
             if let role { json.key("role"); json.string(role.rawValue) }
             if let seq { json.key("seq"); json.integer(seq) }

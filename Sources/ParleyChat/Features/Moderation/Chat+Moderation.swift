@@ -196,6 +196,17 @@ extension Moderation {
                     """) > 0 else { throw ChatError.conflict("you reported this message already; the moderators have it") }
                 let report = try Chat.reports(tx, access: access, filter: "r.public_id = \(publicID)", viewer: caller, limit: 1).first
                     ?? { throw ChatError.internalError }()
+                // Each moderator's own devices hear of it (nobody else learns who reported what).
+                var payload = EventPayload()
+                payload.reportID = publicID
+                payload.reason = request.reason.rawValue
+                let moderators: [Int64] = try tx.fetchAll("""
+                    SELECT user_id FROM member WHERE conversation_id = \(access.key) AND role IN ('owner', 'admin') ORDER BY user_id
+                    """).map { try $0.get("user_id") }
+                for moderator in moderators where moderator != caller.userKey {
+                    try tx.append(conversation: access.key, kind: .reportCreated, actor: caller.userKey, message: key, user: moderator,
+                                  payload: payload, now: now, activity: false)
+                }
                 // The app's backend hears it at once (App Review: "timely responses to concerns").
                 let announced = try Webhooks.enqueue(tx, app: caller.appID, type: WebhookEventType.reportCreated.rawValue,
                                                      data: Webhooks.json(report), now: now)

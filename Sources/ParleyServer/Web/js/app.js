@@ -158,6 +158,8 @@ function renderList() {
         h("span", { class: "conversation-meta" },
           last ? h("time", {}, shortTime(last.sentAt)) : null,
           isMuted(conversation) ? h("span", { class: "muted-mark", title: "Muted: no push", "aria-label": "muted" }, "🔕") : null,
+          conversation.newReports > 0 ? h("span", { class: "report-mark", title: "New reports: open Moderate to act on them",
+                                                    "aria-label": `${conversation.newReports} new reports` }, `⚑ ${conversation.newReports}`) : null,
           unread > 0 ? h("span", { class: "unread", "aria-label": `${unread} unread` }, unread > 9999 ? "9999+" : String(unread)) : null))));
   }
 }
@@ -1139,6 +1141,7 @@ function openNotifications(conversation) {
 
 /** The moderators' dialog: open reports (dismiss, delete, ban the author), slow mode, bans. */
 function openModeration(conversation) {
+  if (conversation.newReports) { conversation.newReports = 0; renderList(); }
   const reports = h("ul", { class: "reports", "aria-label": "Open reports" });
   const bans = h("ul", { class: "bans", "aria-label": "Bans" });
   const slow = h("select", { name: "slowMode", "aria-label": "Slow mode" },

@@ -117,6 +117,14 @@ export function handlers(page) {
       page.showMuted(conversation);
     },
 
+    // A member reported a message and this user moderates the conversation (only moderators'
+    // devices get it): the list shows a flag with the count until the Moderate dialog is opened.
+    "report.created": (event, conversation) => {
+      if (!conversation) return;
+      conversation.newReports = (conversation.newReports ?? 0) + 1;
+      page.renderList();
+    },
+
     // Retention removed every message up to `throughSeq`: they leave the screen now, and the
     // list (whose last message may be one of them) is read again.
     "messages.expired": (event) => {
