@@ -104,6 +104,8 @@ final class PusherConnection: @unchecked Sendable {
 
     func opened() {
         context.hub.opened()
+        // Client events are checked against the app's blocklists without waiting: have them here.
+        context.chat.contentFilters.warm(app: app.app.id)
         send(PusherFrames.connectionEstablished(socketID: socketID, activityTimeout: activitySeconds))
         scheduleActivityCheck()
     }
@@ -283,7 +285,19 @@ final class PusherConnection: @unchecked Sendable {
             return reject("client events are allowed on private and presence channels only")
         }
         if let problem = PusherProtocol.eventNameProblem(frame.event) { return reject(problem) }
-        let dataJSON = (try? (frame.data ?? .null).encoded()) ?? "null"
+        // The app's blocklists apply to every string in the data (docs/trust-and-safety.md).
+        guard let filter = context.chat.contentFilters.currentFilter(app: app.app.id) else {
+            return reject("the app's content filter is still loading; send the event again")
+        }
+        let data: JSONValue
+        do {
+            data = try filter.apply(toJSON: frame.data ?? .null)
+        } catch let error as ChatError {
+            return reject("client event rejected: \(error.message)")
+        } catch {
+            return reject("client event rejected")
+        }
+        let dataJSON = (try? data.encoded()) ?? "null"
         guard dataJSON.utf8.count <= PusherProtocol.dataBytesMax else {
             return reject("client event data is at most \(PusherProtocol.dataBytesMax) bytes")
         }

@@ -514,3 +514,30 @@ def test_a_report_reaches_the_moderators_devices_only(server):
     assert not any(e["type"] == "report.created" for e in bob.get("/v1/events?after=0&limit=200")[1]["events"])
     ana_socket.close()
     bob_socket.close()
+
+
+def test_pusher_client_events_go_through_the_blocklists(server):
+    from test_pusher import Raw, backend as pusher_backend, channel_name, pusher_app_id
+    server.pusher_id = pusher_app_id(server)
+    backend = Backend(server)
+    assert backend.call("PUT", "/v1/server/blocklists/pusher", {"mode": "reject", "words": ["scam"], "reason": "no scams"})[0] == 200
+    assert backend.call("PUT", "/v1/server/blocklists/pusher-soft", {"mode": "mask", "words": ["darn"]})[0] == 200
+    try:
+        channel = channel_name("private-")
+        sockets = []
+        for _ in range(2):
+            socket = Raw(server).open()
+            auth = pusher_backend(server).authenticate(channel=channel, socket_id=socket.socket_id)
+            socket.subscribe(channel, auth=auth["auth"])
+            sockets.append(socket)
+        ana, bob = sockets
+        ana.send("client-note", {"text": "what a scam", "n": 1}, channel=channel)
+        refused = ana.until(lambda f: f["event"] == "pusher:error")
+        assert refused["data"]["code"] == 4301 and "no scams" in refused["data"]["message"]
+        ana.send("client-note", {"text": "darn it", "nested": ["darn"], "n": 2}, channel=channel)
+        got = bob.until(lambda f: f["event"] == "client-note")
+        assert got["data"] == {"text": "**** it", "nested": ["****"], "n": 2}, "the refused one never arrived; the other masked"
+        ana.close(), bob.close()
+    finally:
+        backend.call("DELETE", "/v1/server/blocklists/pusher")
+        backend.call("DELETE", "/v1/server/blocklists/pusher-soft")

@@ -188,6 +188,28 @@ extension ContentFilters {
         core.contentSettings.withLock { _ = $0.removeValue(forKey: app) }
     }
 
+    // MARK: - For the Pusher protocol's client events
+
+    /// This node's blocklists for `app` as last read, for a caller that cannot wait (a Pusher
+    /// client event is relayed in order, on its socket's loop): read again in the background
+    /// once older than the settings' lifetime, as every send would; nil until the first read
+    /// finished (``warm(app:)``, which a Pusher connection starts when it opens).
+    package func currentFilter(app: Int64) -> CompiledFilter? {
+        let known = core.contentSettings.withLock { $0[app] }
+        if known.map({ ContinuousClock.now - $0.readAt >= Self.settingsLifetime }) ?? true { warm(app: app) }
+        return known?.filter
+    }
+
+    /// Reads `app`'s settings into this node's copy in the background (once at a time).
+    package func warm(app: Int64) {
+        guard core.contentRefreshes.withLock({ $0.insert(app).inserted }) else { return }
+        let core = core
+        Task {
+            defer { core.contentRefreshes.withLock { _ = $0.remove(app) } }
+            _ = try? await core.contentSettings(app: app)
+        }
+    }
+
     // MARK: - Rows and rules
 
     static let noBlocklist = ChatError.blocklistNotFound
@@ -348,12 +370,23 @@ extension Chat {
             return question.content
         }
         guard admitted else { return try failed("\(ContentFilters.hookRequestsPerApp) requests already waiting") }
-        defer { hookRequests.withLock { $0[app, default: 1] -= 1 } }
-        let body = Array(try WireCoding.encoder().encode(question))
+        let requests = hookRequests
+        // The count drops when the request itself ends, not when the send stops waiting for
+        // it: a hook that hangs holds at most hookRequestsPerApp requests open, however fast
+        // its app sends.
+        let release: @Sendable () -> Void = { requests.withLock { $0[app, default: 1] -= 1 } }
+        let body: [UInt8]
+        do {
+            body = Array(try WireCoding.encoder().encode(question))
+        } catch {
+            release()
+            throw error
+        }
         let answer: (status: Int, body: [UInt8])
         do {
             answer = try await Self.withinBudget(hook.timeout) {
-                try await transport.post(url: hook.url, secret: hook.secret, body: body, timeout: hook.timeout)
+                defer { release() }
+                return try await transport.post(url: hook.url, secret: hook.secret, body: body, timeout: hook.timeout)
             }
         } catch is OutboundTimeout {
             return try failed("no answer within \(hook.timeout)")

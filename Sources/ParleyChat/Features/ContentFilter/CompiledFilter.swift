@@ -113,6 +113,26 @@ package struct CompiledFilter: Sendable {
         }
     }
 
+    /// Applies the lists to every string in an app-defined JSON value (a Pusher client event's
+    /// data), keys left as they are.
+    ///
+    /// - Returns: the value to send (masked where a mask list matched).
+    /// - Throws: 422 `content_rejected` with the list's reason.
+    package func apply(toJSON value: JSONValue) throws -> JSONValue {
+        guard !lists.isEmpty else { return value }
+        switch value {
+        case .string(let text):
+            switch check(text) {
+            case .clean: return value
+            case .masked(let masked): return .string(masked)
+            case .rejected(let reason): throw ChatError.contentRejected(reason)
+            }
+        case .array(let items): return .array(try items.map { try apply(toJSON: $0) })
+        case .object(let fields): return .object(try fields.mapValues { try apply(toJSON: $0) })
+        case .null, .bool, .number: return value
+        }
+    }
+
     /// A word of a text: its scalar range and folded spelling.
     struct Word {
         var range: Range<Int>
