@@ -27,7 +27,7 @@ enum ChatRoutes {
         router.post("/v1/sessions/jwt") { request in
             await api.respond(status: .created) {
                 let app = try await api.app(request)
-                return try await chat.signIn(jwt: try await request.decode(JWTSignInRequest.self), app: app)
+                return try await chat.signIn(jwt: try await request.decode(JWTSignInRequest.self), app: app, address: api.address(request))
             }
         }
         router.post("/v1/sessions/guest") { request in

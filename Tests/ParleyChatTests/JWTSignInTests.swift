@@ -82,6 +82,17 @@ struct JWTSignInTests {
         try await chat.backend.deleteUser(server, username: "ana", erase: false)
         let fresh = try await chat.signIn(jwt: JWTSignInRequest(token: Self.token(#"{"sub":"ana","exp":\#(expires),"aud":"chat"}"#)), app: harness.app)
         #expect(fresh.user.id != first.user.id && fresh.user.username == "ana")
+        // Refused tokens spend the address's sign-in budget, as wrong passwords do.
+        let forged = Self.token(#"{"sub":"eve","exp":\#(expires),"aud":"chat"}"#, secret: "not the app's key but thirty-two bytes long")
+        for _ in 0..<50 {
+            await #expect(throws: ChatError.self) { try await chat.signIn(jwt: JWTSignInRequest(token: forged), app: harness.app, address: "10.9.9.9") }
+        }
+        do {
+            _ = try await chat.signIn(jwt: JWTSignInRequest(token: forged), app: harness.app, address: "10.9.9.9")
+            Issue.record("the 51st refused token was checked")
+        } catch let error as ChatError {
+            #expect(error.code == "rate_limited" && error.retryAfterSeconds != nil)
+        }
         try await chat.jwt.remove(server)
         await #expect(throws: ChatError.self) {
             try await chat.signIn(jwt: JWTSignInRequest(token: Self.token(#"{"sub":"ana","exp":\#(expires),"aud":"chat"}"#)), app: harness.app)

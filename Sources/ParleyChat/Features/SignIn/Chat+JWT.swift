@@ -129,10 +129,19 @@ extension Chat {
     /// Signs in with a JWT: a new Parley session for the user it names (created on first
     /// sign-in, as `user.created`).
     ///
-    /// - Throws: 401 `invalid_token` saying what is wrong with the token; 403 `user_deactivated`.
-    package func signIn(jwt request: JWTSignInRequest, app: AppRef) async throws -> SignedIn {
+    /// - Throws: 401 `invalid_token` saying what is wrong with the token; 403 `user_deactivated`;
+    ///   429 `rate_limited` after too many refused tokens from one address (the sign-in budget).
+    package func signIn(jwt request: JWTSignInRequest, app: AppRef, address: String = "unknown") async throws -> SignedIn {
         let device = try Validate.device(request.device)
-        let verified = try await verifyJWT(request.token, app: app.id)
+        let clock = configuration.now()
+        if let seconds = await failedSignInsByAddress.check(address, now: clock) { throw ChatError.rateLimited(retryAfter: seconds) }
+        let verified: VerifiedToken
+        do {
+            verified = try await verifyJWT(request.token, app: app.id)
+        } catch let error as ChatError where error.code == ChatError.Code.invalidToken.rawValue {
+            await failedSignInsByAddress.count(address, now: clock)
+            throw error
+        }
         let now = nowMilliseconds
         let lifetime = min(configuration.sessionLifetime, TimeInterval(max(60_000, verified.expiresAt - now)) / 1000)
         let (signedIn, announced): (SignedIn, Bool) = try await run {
