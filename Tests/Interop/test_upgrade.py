@@ -23,6 +23,9 @@ def opened(fixture):
     """A server of this build on a copy of the fixture's database and media."""
     data = tempfile.mkdtemp(prefix="parley-upgrade-")
     shutil.copytree(os.path.join(fixture, "media"), os.path.join(data, "media"))
+    if os.path.exists(os.path.join(fixture, "secrets.key")):
+        shutil.copy(os.path.join(fixture, "secrets.key"), os.path.join(data, "secrets.key"))
+        os.chmod(os.path.join(data, "secrets.key"), 0o600)
     extra = []
     if parley.ON_POSTGRES:
         name = "parley_upgrade_" + uuid.uuid4().hex[:12]

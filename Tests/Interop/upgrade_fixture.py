@@ -84,8 +84,15 @@ def main(name):
         with open(os.path.join(target, "postgres.sql"), "w") as out:
             out.write(dump)
     else:
+        # What the write-ahead log still holds goes into the file first: the fixture is the one file.
+        subprocess.run(["sqlite3", os.path.join(server.data, "parley.sqlite"), "PRAGMA wal_checkpoint(TRUNCATE);"],
+                       check=True, capture_output=True)
         shutil.copy(os.path.join(server.data, "parley.sqlite"), os.path.join(target, "parley.sqlite"))
     shutil.copytree(os.path.join(server.data, "media"), os.path.join(target, "media"))
+    # Builds since issue 31 seal stored secrets with a key kept beside the data: it is part of
+    # the data directory an operator upgrades in place.
+    if os.path.exists(os.path.join(server.data, "secrets.key")):
+        shutil.copy(os.path.join(server.data, "secrets.key"), os.path.join(target, "secrets.key"))
     print(f"wrote {target}")
 
 
