@@ -16,6 +16,10 @@ package struct AdminCommand: Equatable, Sendable {
     package var secret: String?
     /// Print the server's JSON instead of tables. `--json`.
     package var json = false
+    /// Confirms an action that cannot be undone (`delete-user`). `--yes`.
+    package var yes = false
+    /// `delete-user`: erase the user's messages too. `--erase`.
+    package var erase = false
 
     /// The `admin help` text.
     package static let helpText = """
@@ -32,6 +36,9 @@ package struct AdminCommand: Equatable, Sendable {
           deactivate <username>            Sign them out everywhere and refuse new sessions
           reactivate <username>            Let them sign in again
           sign-out <username>              End every session of theirs (the account stays active)
+          delete-user <username> --yes [--erase]
+                                           Delete the account for good (a deletion asked for by e-mail);
+                                           --erase turns every message they sent into a tombstone
           conversation <id>                Show a conversation and its members
           webhooks                         List webhook endpoints with their state
           failed <webhook-id>              List an endpoint's failed deliveries
@@ -60,6 +67,8 @@ package struct AdminCommand: Equatable, Sendable {
         while let word = rest.popFirst() {
             switch word {
             case "--json": command.json = true
+            case "--yes": command.yes = true
+            case "--erase": command.erase = true
             case "--url", "--secret":
                 guard let value = rest.popFirst() else { throw ServerConfiguration.UsageError(message: "\(word) needs a value") }
                 if word == "--url" { command.url = value } else { command.secret = value }
@@ -72,7 +81,7 @@ package struct AdminCommand: Equatable, Sendable {
         guard let verb = command.words.first else { throw ServerConfiguration.UsageError(message: "name an admin command; see 'parley-server admin help'") }
         let counts: [String: ClosedRange<Int>] = [
             "help": 0...0, "users": 0...1, "user": 1...1, "reset-password": 1...1, "deactivate": 1...1, "reactivate": 1...1,
-            "sign-out": 1...1, "conversation": 1...1, "webhooks": 0...0, "failed": 1...1, "replay": 1...2,
+            "sign-out": 1...1, "delete-user": 1...1, "conversation": 1...1, "webhooks": 0...0, "failed": 1...1, "replay": 1...2,
             "reports": 0...1, "blocklists": 0...0, "blocklist": 1...1, "blocklist-set": 3...3, "blocklist-delete": 1...1,
         ]
         guard let range = counts[verb] else {
@@ -80,6 +89,9 @@ package struct AdminCommand: Equatable, Sendable {
         }
         guard range.contains(command.words.count - 1) else {
             throw ServerConfiguration.UsageError(message: "wrong arguments for 'admin \(verb)'; see 'parley-server admin help'")
+        }
+        if verb == "delete-user", !command.yes {
+            throw ServerConfiguration.UsageError(message: "deleting a user cannot be undone: add --yes to confirm (and --erase to erase their messages)")
         }
         if verb == "blocklist-set", BlocklistMode(rawValue: command.words[2]) == nil {
             throw ServerConfiguration.UsageError(message: "a blocklist's mode is 'reject' or 'mask', not '\(command.words[2])'")
@@ -138,6 +150,9 @@ package enum Admin: Sendable {
             default: data = try await client.call("GET", path)
             }
             return try show(data) { data in describe(try WireCoding.decoder().decode(ServerUser.self, from: data)) }
+        case "delete-user":
+            _ = try await client.call("DELETE", "/v1/server/users/" + segment(words[1]) + (command.erase ? "?erase=true" : ""))
+            return command.json ? "{}" : "Deleted \(words[1])" + (command.erase ? " and erased every message they sent." : "; their messages stay, from \"Deleted user\".")
         case "sign-out":
             _ = try await client.call("DELETE", "/v1/server/users/" + segment(words[1]) + "/sessions")
             return command.json ? "{}" : "Signed \(words[1]) out everywhere."

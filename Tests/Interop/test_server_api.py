@@ -267,6 +267,14 @@ def test_the_admin_tool_does_what_an_operator_does_by_hand(server):
     assert missing.returncode == 1 and "user_not_found" in missing.stderr
     wrong = admin(server, "users", secret="sk_" + "0" * 43)
     assert wrong.returncode == 1 and "invalid_app_secret" in wrong.stderr
+    # Deleting, as an operator does for a deletion asked for by e-mail: only with --yes.
+    user(backend, "adm-gone")
+    gone = device_of(server, backend, "adm-gone")
+    unconfirmed = admin(server, "delete-user", "adm-gone")
+    assert unconfirmed.returncode == 64 and "--yes" in unconfirmed.stderr
+    deleted = admin(server, "delete-user", "adm-gone", "--yes", "--erase")
+    assert deleted.returncode == 0 and "erased" in deleted.stdout, deleted.stderr
+    assert gone.get("/v1/me")[0] == 401 and backend.call("GET", "/v1/server/users/adm-gone")[0] == 404
     usage = subprocess_run_admin_without_secret()
     assert usage.returncode == 64 and "PARLEY_APP_SECRET" in usage.stderr
 
