@@ -54,17 +54,7 @@ extension Chat {
             guard let password = request.password else {
                 throw ChatError.invalid("password is required: send the account's password to delete it")
             }
-            let accountKey = "\(caller.appID):\(username.lowercased())"
-            if let seconds = await failedSignInsByAccount.check(accountKey, now: now) { throw ChatError.rateLimited(retryAfter: seconds) }
-            if let seconds = await failedSignInsByAddress.check(address, now: now) { throw ChatError.rateLimited(retryAfter: seconds) }
-            let verified = password.utf8.count <= Limits.passwordBytes.upperBound
-                ? try await onPasswordLane { Crypto.verifyPassword(password, hash: stored) } : false
-            guard verified else {
-                await failedSignInsByAccount.count(accountKey, now: now)
-                await failedSignInsByAddress.count(address, now: now)
-                throw ChatError.wrongCredentials
-            }
-            await failedSignInsByAccount.clear(accountKey)
+            try await confirmPassword(password, hash: stored, username: username, app: caller.appID, address: address, now: now)
         } else if !isGuest, nowMilliseconds - sessionCreated > Self.recentSignInWindow {
             throw ChatError.recentSignInRequired
         }

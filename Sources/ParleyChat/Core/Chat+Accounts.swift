@@ -155,27 +155,11 @@ extension Chat {
                 return (try row.get("username"), try row.get("password_hash", as: String?.self))
             }
         }
-        // The same budget as sign-in: a stolen token cannot be used to guess the password.
-        let accountKey = "\(caller.appID):\(username.lowercased())"
-        if let seconds = await failedSignInsByAccount.check(accountKey, now: now) {
-            throw ChatError.rateLimited(retryAfter: seconds)
-        }
-        if let seconds = await failedSignInsByAddress.check(address, now: now) {
-            throw ChatError.rateLimited(retryAfter: seconds)
-        }
         guard let stored else {
             throw ChatError.forbidden("this account has no password: a guest registers instead, and an app's own users sign in through the app")
         }
         try Validate.password(request.newPassword, username: username)
-        let current = request.currentPassword
-        let verified = current.utf8.count <= Limits.passwordBytes.upperBound
-            ? try await onPasswordLane { Crypto.verifyPassword(current, hash: stored) } : false
-        guard verified else {
-            await failedSignInsByAccount.count(accountKey, now: now)
-            await failedSignInsByAddress.count(address, now: now)
-            throw ChatError.wrongCredentials
-        }
-        await failedSignInsByAccount.clear(accountKey)
+        try await confirmPassword(request.currentPassword, hash: stored, username: username, app: caller.appID, address: address, now: now)
         let newPassword = request.newPassword
         let cost = configuration.passwordCost
         let hash = try await onPasswordLane { try Crypto.hashPassword(newPassword, cost: cost) }
@@ -187,6 +171,24 @@ extension Chat {
         }
         sessions.remove(user: caller.userKey)
         bus?.publish([.signedOut(user: caller.userKey, only: nil, except: caller.sessionKey)])
+    }
+
+    /// Checks that `password` is the account's (a signed-in user proving they are at the
+    /// keyboard), on the same budget as sign-in: a stolen token cannot be used to guess it.
+    ///
+    /// - Throws: 401 `wrong_credentials` (counted as a failed sign-in); 429 after too many.
+    func confirmPassword(_ password: String, hash stored: String, username: String, app: Int64, address: String, now: Date) async throws {
+        let accountKey = "\(app):\(username.lowercased())"
+        if let seconds = await failedSignInsByAccount.check(accountKey, now: now) { throw ChatError.rateLimited(retryAfter: seconds) }
+        if let seconds = await failedSignInsByAddress.check(address, now: now) { throw ChatError.rateLimited(retryAfter: seconds) }
+        let verified = password.utf8.count <= Limits.passwordBytes.upperBound
+            ? try await onPasswordLane { Crypto.verifyPassword(password, hash: stored) } : false
+        guard verified else {
+            await failedSignInsByAccount.count(accountKey, now: now)
+            await failedSignInsByAddress.count(address, now: now)
+            throw ChatError.wrongCredentials
+        }
+        await failedSignInsByAccount.clear(accountKey)
     }
 
     /// The caller's sessions (devices), newest first, without tokens.
