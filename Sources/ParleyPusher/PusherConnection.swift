@@ -104,10 +104,20 @@ final class PusherConnection: @unchecked Sendable {
 
     func opened() {
         context.hub.opened()
-        // Client events are checked against the app's blocklists without waiting: have them here.
-        context.chat.contentFilters.warm(app: app.app.id)
-        send(PusherFrames.connectionEstablished(socketID: socketID, activityTimeout: activitySeconds))
         scheduleActivityCheck()
+        // Client events are checked against the app's blocklists without waiting, in order: have
+        // them before the client learns its socket id (it cannot subscribe, so send, without it).
+        let filters = context.chat.contentFilters
+        let appID = app.app.id
+        if filters.isLoaded(app: appID) { return established() }
+        Task { [self] in
+            _ = await filters.load(app: appID)
+            onLoop { connection in connection.established() }
+        }
+    }
+
+    private func established() {
+        send(PusherFrames.connectionEstablished(socketID: socketID, activityTimeout: activitySeconds))
     }
 
     func didClose() {
@@ -287,7 +297,7 @@ final class PusherConnection: @unchecked Sendable {
         if let problem = PusherProtocol.eventNameProblem(frame.event) { return reject(problem) }
         // The app's blocklists apply to every string in the data (docs/trust-and-safety.md).
         guard let filter = context.chat.contentFilters.currentFilter(app: app.app.id) else {
-            return reject("the app's content filter is still loading; send the event again")
+            return reject("the app's content filter cannot be read now (storage is failing): send the event again later")
         }
         let data: JSONValue
         do {

@@ -541,3 +541,67 @@ def test_pusher_client_events_go_through_the_blocklists(server):
     finally:
         backend.call("DELETE", "/v1/server/blocklists/pusher")
         backend.call("DELETE", "/v1/server/blocklists/pusher-soft")
+
+
+def test_a_pusher_client_event_sent_at_once_after_connecting_meets_the_blocklist_just_set(server):
+    # A connection learns its socket id only once its node has the app's blocklists as they
+    # are now: a client event sent straight away is neither refused nor let through unchecked.
+    from test_pusher import Raw, backend as pusher_backend, channel_name, pusher_app_id
+    server.pusher_id = pusher_app_id(server)
+    backend = Backend(server)
+    try:
+        for round in range(8):
+            word = f"fresh{round}word"
+            assert backend.call("PUT", "/v1/server/blocklists/pusher-fresh", {"mode": "mask", "words": [word]})[0] == 200
+            channel = channel_name("private-")
+            sockets = []
+            for _ in range(2):
+                socket = Raw(server).open()
+                auth = pusher_backend(server).authenticate(channel=channel, socket_id=socket.socket_id)
+                socket.subscribe(channel, auth=auth["auth"])
+                sockets.append(socket)
+            ana, bob = sockets
+            ana.send("client-note", {"text": f"say {word}"}, channel=channel)
+            got = bob.until(lambda f: f["event"] == "client-note")
+            assert got["data"] == {"text": "say " + "*" * len(word)}, f"round {round}"
+            ana.send("pusher:ping")
+            answer = ana.until(lambda f: f["event"] in ("pusher:pong", "pusher:error"))
+            assert answer["event"] == "pusher:pong", answer
+            ana.close(), bob.close()
+    finally:
+        backend.call("DELETE", "/v1/server/blocklists/pusher-fresh")
+
+
+@pytest.mark.skipif(not parley.ON_POSTGRES, reason="holds a lock on the server's PostgreSQL table")
+def test_a_pusher_connection_is_established_only_once_its_node_has_the_blocklists():
+    # The blocklists cannot be read (a lock holds the table): the client does not get its socket
+    # id, so it cannot send a client event the node would have to refuse or let through unchecked.
+    from test_pusher import Raw, backend as pusher_backend, channel_name, pusher_app_id
+    server = parley.Server()
+    lock = None
+    try:
+        server.pusher_id = pusher_app_id(server)
+        backend = Backend(server)
+        assert backend.call("PUT", "/v1/server/blocklists/locked", {"mode": "mask", "words": ["lockedword"]})[0] == 200
+        lock = subprocess.Popen(["psql", "-qtA", parley.database_for(server.data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        lock.stdin.write("BEGIN; LOCK TABLE blocklist IN ACCESS EXCLUSIVE MODE; SELECT 'locked';\n")
+        lock.stdin.flush()
+        assert lock.stdout.readline().strip() == "locked"
+        ana = Raw(server)
+        with pytest.raises(TimeoutError):
+            ana.next(timeout=0.5)
+        lock.stdin.write("COMMIT;\n")
+        lock.stdin.close()
+        lock.wait(timeout=10)
+        ana.established = json.loads(ana.until(lambda f: f["event"] == "pusher:connection_established")["data"])
+        bob = Raw(server).open()
+        channel = channel_name("private-")
+        for socket in (ana, bob):
+            socket.subscribe(channel, auth=pusher_backend(server).authenticate(channel=channel, socket_id=socket.socket_id)["auth"])
+        ana.send("client-note", {"text": "lockedword"}, channel=channel)
+        assert bob.until(lambda f: f["event"] == "client-note")["data"] == {"text": "**********"}
+        ana.close(), bob.close()
+    finally:
+        if lock and lock.poll() is None:
+            lock.kill()
+        server.stop()

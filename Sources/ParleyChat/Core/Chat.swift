@@ -90,6 +90,8 @@ package final class Chat: Sendable {
     let pusherEndpoints = LockedValue([Int64: (exists: Bool, checkedAt: Int64)]())
     /// Each app's blocklists and before-send hook, compiled, and when they were read.
     let contentSettings = LockedValue([Int64: ContentSettings]())
+    /// How many times each app's settings changed on this node (a read that overlapped a change is not trusted).
+    let contentChanges = LockedValue([Int64: Int]())
     /// Apps whose settings are being read in the background.
     let contentRefreshes = LockedValue(Set<Int64>())
     /// Before-send hook requests in flight per app (bounded: a hook that hangs holds no more).

@@ -35,6 +35,9 @@ struct ContentSettings: Sendable {
     var filter: CompiledFilter
     var hook: HookSettings?
     var readAt: ContinuousClock.Instant
+    /// Changed on this node since it was read: read again before the next send; a caller
+    /// that cannot wait (a Pusher client event) keeps using it meanwhile.
+    var changed = false
 
     var isEmpty: Bool { filter.isEmpty && hook == nil }
 }
@@ -100,7 +103,7 @@ extension ContentFilters {
                 return try Self.blocklist(db, app: app, name: name)
             }
         }
-        core.contentSettings.withLock { _ = $0.removeValue(forKey: app) }
+        core.contentSettingsChanged(app: app)
         return list
     }
 
@@ -131,7 +134,7 @@ extension ContentFilters {
                 guard try db.execute("DELETE FROM blocklist WHERE app_id = \(app) AND name = \(name)") > 0 else { throw Self.noBlocklist }
             }
         }
-        core.contentSettings.withLock { _ = $0.removeValue(forKey: app) }
+        core.contentSettingsChanged(app: app)
     }
 
     // MARK: - The before-send hook
@@ -163,7 +166,7 @@ extension ContentFilters {
                 return try Self.hook(db, app: app)
             }
         }
-        core.contentSettings.withLock { _ = $0.removeValue(forKey: app) }
+        core.contentSettingsChanged(app: app)
         hook.secret = secret
         return hook
     }
@@ -185,19 +188,33 @@ extension ContentFilters {
                 guard try db.execute("DELETE FROM before_send_hook WHERE app_id = \(app)") > 0 else { throw Self.noHook }
             }
         }
-        core.contentSettings.withLock { _ = $0.removeValue(forKey: app) }
+        core.contentSettingsChanged(app: app)
     }
 
     // MARK: - For the Pusher protocol's client events
 
     /// This node's blocklists for `app` as last read, for a caller that cannot wait (a Pusher
     /// client event is relayed in order, on its socket's loop): read again in the background
-    /// once older than the settings' lifetime, as every send would; nil until the first read
-    /// finished (``warm(app:)``, which a Pusher connection starts when it opens).
+    /// once older than the settings' lifetime or changed, as every send would; nil until the
+    /// first read finished (``load(app:)``, which a Pusher connection awaits before it
+    /// tells the client its socket id).
     package func currentFilter(app: Int64) -> CompiledFilter? {
         let known = core.contentSettings.withLock { $0[app] }
-        if known.map({ ContinuousClock.now - $0.readAt >= Self.settingsLifetime }) ?? true { warm(app: app) }
+        if known.map({ $0.changed || ContinuousClock.now - $0.readAt >= Self.settingsLifetime }) ?? true { warm(app: app) }
         return known?.filter
+    }
+
+    /// Whether this node's copy of `app`'s blocklists is read and not changed since.
+    package func isLoaded(app: Int64) -> Bool {
+        core.contentSettings.withLock { $0[app].map { !$0.changed } ?? false }
+    }
+
+    /// Reads `app`'s blocklists into this node's copy unless it has them unchanged, and waits for it.
+    ///
+    /// - Returns: false when storage could not be read (client events are then refused until it can).
+    package func load(app: Int64) async -> Bool {
+        if isLoaded(app: app) { return true }
+        return (try? await core.contentSettings(app: app)) != nil
     }
 
     /// Reads `app`'s settings into this node's copy in the background (once at a time).
@@ -305,9 +322,16 @@ extension Chat {
     }
 
     /// The app's settings, from this node's copy while it is fresh.
+    /// Marks `app`'s settings changed on this node: the next send reads them again.
+    func contentSettingsChanged(app: Int64) {
+        contentSettings.withLock { $0[app]?.changed = true }
+        contentChanges.withLock { $0[app, default: 0] += 1 }
+    }
+
     func contentSettings(app: Int64) async throws -> ContentSettings {
         let now = ContinuousClock.now
-        if let known = contentSettings.withLock({ $0[app] }), now - known.readAt < ContentFilters.settingsLifetime { return known }
+        if let known = contentSettings.withLock({ $0[app] }), !known.changed, now - known.readAt < ContentFilters.settingsLifetime { return known }
+        let changesBefore = contentChanges.withLock { $0[app] }
         let sealer = configuration.sealer
         let (lists, hook): ([Blocklist], HookSettings?) = try await run {
             try await store.read { db in
@@ -322,7 +346,9 @@ extension Chat {
                 return (lists, hook)
             }
         }
-        let settings = ContentSettings(filter: try CompiledFilter(lists), hook: hook, readAt: now)
+        var settings = ContentSettings(filter: try CompiledFilter(lists), hook: hook, readAt: now)
+        // Changed while this read was under way: what was read may be older than the change.
+        settings.changed = contentChanges.withLock { $0[app] } != changesBefore
         contentSettings.withLock { $0[app] = settings }
         return settings
     }
