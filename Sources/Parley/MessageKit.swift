@@ -12,9 +12,12 @@ extension Message {
     public var messageId: String { id.rawValue }
     /// MessageKit's `sentDate`.
     public var sentDate: Date { sentAt }
-    /// MessageKit's `kind`, case for case (a tombstone is `.text("")` with `deletedAt` set).
+    /// MessageKit's `kind`, case for case (a tombstone is `.text("")` with `deletedAt` set; a
+    /// message from someone the user blocked is `.custom(type: "hidden", payload: {"reason":
+    /// "blocked"})`, for the app's "message from a blocked user" cell).
     public var messageKind: MessageKindMirror {
-        switch content {
+        if let hidden, deletedAt == nil { return .custom(type: "hidden", payload: .object(["reason": .string(hidden.rawValue)])) }
+        return switch content {
         case .text(let text)?: .text(text)
         case .markdown(let markdown)?: .attributedText(markdown: markdown)
         case .location(let location)?: .location(latitude: location.latitude, longitude: location.longitude)

@@ -38,6 +38,9 @@ public actor ParleyClient {
         case typing(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresIn: Duration)
         /// Someone came online or went offline.
         case presence(Presence)
+        /// The signed-in user's block list changed, on this device or another: everyone they
+        /// block now (their messages arrive as stubs with `hidden == .blocked` from here on).
+        case blocks([UserID])
         /// Too much was missed to replay, or the server's history changed (a restore from
         /// backup): reload what is shown (conversation list, open history).
         case resync(position: Int64)
@@ -679,6 +682,8 @@ public actor ParleyClient {
                          expiresIn: .milliseconds(typing.expiresInMs)))
         case .presence(let presence):
             emit(.presence(presence))
+        case .blocks(let blocks):
+            emit(.blocks(blocks.userIDs))
         case .resync(let resync):
             if let epoch = resync.epoch, epoch != state.epoch {
                 // Another history: its positions are not comparable with ours.

@@ -193,3 +193,14 @@ package struct HarnessTimeout: Error, CustomStringConvertible {
     package let what: String
     package var description: String { "timed out waiting: \(what)" }
 }
+
+/// The typed error code `work` fails with (`ChatError.code`), the error's description for any
+/// other error, or nil when it succeeds: what domain tests compare.
+package func code(_ work: () async throws -> Void) async -> String? {
+    do {
+        try await work()
+        return nil
+    } catch {
+        return (error as? ChatError)?.code ?? "\(error)"
+    }
+}

@@ -273,7 +273,7 @@ package final class RedisBus: Bus, @unchecked Sendable {
         switch publication {
         case .event(let position, _, _, _, _, _): position
         case .channel(let event): event.position
-        case .ephemeral, .signedOut, .channelUserTerminated, .uploadWanted: nil
+        case .ephemeral, .signedOut, .channelUserTerminated, .uploadWanted, .blocksChanged: nil
         }
     }
 

@@ -332,11 +332,16 @@ public struct Message: Hashable, Codable, Sendable {
     public var replyCount: Int? = nil
     /// For a thread's root: when the latest reply was sent.
     public var lastReplyAt: Date? = nil
+    /// Why the server left out what this message says, for this reader only: `blocked` when the
+    /// reader blocked its sender. Its place stays (id, seq, sender, time, thread) with no
+    /// content, metadata, reactions or mentions; clients draw a placeholder ("message from a
+    /// blocked user") there.
+    public var hidden: HiddenReason? = nil
 
     enum CodingKeys: String, CodingKey {
         case id, conversationID = "conversationId", seq, sender, clientID = "clientId", sentAt, editedAt, deletedAt,
              content, metadata, replyTo, status, reactions, myReactions, mentions, pinnedAt, pinnedBy,
-             threadID = "threadId", alsoInConversation, replyCount, lastReplyAt
+             threadID = "threadId", alsoInConversation, replyCount, lastReplyAt, hidden
     }
 
     /// Creates the value; each argument sets the property of the same name.
@@ -356,6 +361,12 @@ public struct Message: Hashable, Codable, Sendable {
         self.replyTo = replyTo
         self.status = status
     }
+}
+
+/// Why a message reaches a reader without its content (``Message/hidden``).
+public enum HiddenReason: String, Hashable, Codable, Sendable {
+    /// The reader blocked the sender.
+    case blocked
 }
 
 /// One emoji on a message and how many people reacted with it.

@@ -250,6 +250,9 @@ public enum ServerFrame: Hashable, Sendable, Codable {
     case resync(Resync)
     /// The answer to `ping`.
     case pong(id: String?)
+    /// The signed-in user's block list changed (on this or another device): everyone they
+    /// block now. Live frames after it already follow it.
+    case blocks(Blocks)
     /// A frame type this build does not know (a newer server's), kept whole.
     case unknown(type: String, JSONValue)
 
@@ -272,6 +275,19 @@ public enum ServerFrame: Hashable, Sendable, Codable {
             self.epoch = epoch
             self.userID = userID
             self.heartbeatSeconds = heartbeatSeconds
+        }
+    }
+
+    /// `blocks`' fields.
+    public struct Blocks: Hashable, Sendable, Codable {
+        /// Everyone the user blocks now.
+        public var userIDs: [UserID]
+
+        enum CodingKeys: String, CodingKey { case userIDs = "userIds" }
+
+        /// Creates the value; each argument sets the property of the same name.
+        public init(userIDs: [UserID]) {
+            self.userIDs = userIDs
         }
     }
 
@@ -348,7 +364,7 @@ public enum ServerFrame: Hashable, Sendable, Codable {
 
     /// The kinds of server frames.
     public enum Kind: String, Hashable, Sendable, CaseIterable {
-        case ready, ack, error, event, typing, presence, resync, pong
+        case ready, ack, error, event, typing, presence, resync, pong, blocks
     }
 
     /// Which frame; nil for ``unknown(type:_:)``.
@@ -362,6 +378,7 @@ public enum ServerFrame: Hashable, Sendable, Codable {
         case .presence: .presence
         case .resync: .resync
         case .pong: .pong
+        case .blocks: .blocks
         case .unknown: nil
         }
     }
@@ -371,7 +388,7 @@ public enum ServerFrame: Hashable, Sendable, Codable {
         switch self {
         case .ack(let id, _): id
         case .error(let id, _), .pong(let id): id
-        case .ready, .event, .typing, .presence, .resync, .unknown: nil
+        case .ready, .event, .typing, .presence, .resync, .blocks, .unknown: nil
         }
     }
 
@@ -401,6 +418,7 @@ public enum ServerFrame: Hashable, Sendable, Codable {
         case .presence: self = .presence(try Presence(from: decoder))
         case .resync: self = .resync(try Resync(from: decoder))
         case .pong: self = .pong(id: try container.decodeIfPresent(String.self, forKey: .id))
+        case .blocks: self = .blocks(try Blocks(from: decoder))
         case nil: self = .unknown(type: type, try JSONValue(from: decoder))
         }
     }
@@ -423,6 +441,7 @@ public enum ServerFrame: Hashable, Sendable, Codable {
         case .presence(let presence): try presence.encode(to: encoder)
         case .resync(let resync): try resync.encode(to: encoder)
         case .pong(let id): try container.encodeIfPresent(id, forKey: .id)
+        case .blocks(let blocks): try blocks.encode(to: encoder)
         case .unknown: break
         }
     }
@@ -517,6 +536,17 @@ public enum RealtimeFrames: Sendable {
             }
             if let id { json.key("id"); json.string(id) }
             json.key("type"); json.string("error")
+        }
+        return writer.bytes
+    }
+
+    /// `{"type":"blocks","userIds":[…]}`: the user's block list as it is now.
+    public static func blocks(userIDs: [String]) -> [UInt8] {
+        var writer = JSONWriter(capacity: 64 + 24 * userIDs.count)
+        writer.object { json in
+            json.key("type"); json.string("blocks")
+            json.key("userIds")
+            json.array { array in for id in userIDs { array.string(id) } }
         }
         return writer.bytes
     }

@@ -684,6 +684,8 @@ func listen(_ client: ParleyClient, conversation: ConversationID?, json asJSON: 
                           : "\(where_.rawValue)\t\(user.rawValue) \(typing ? "is typing…" : "stopped typing")")
         case .presence(let presence):
             output(asJSON ? try json(presence) : "\(presence.userID.rawValue) is \(presence.status.rawValue)")
+        case .blocks(let users):
+            output(asJSON ? try json(ServerFrame.Blocks(userIDs: users)) : "(you block \(users.count) \(users.count == 1 ? "person" : "people") now)")
         case .resync(let position):
             output(asJSON ? #"{"position":\#(position),"type":"resync"}"# : "(missed too much: reload; continuing from \(position))")
         case .saveFailed(let error):

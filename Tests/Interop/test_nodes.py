@@ -175,6 +175,34 @@ def test_users_on_different_nodes_talk_live_and_a_sign_out_on_one_node_closes_so
         device.close()
 
 
+def test_a_block_made_on_one_node_hides_the_person_on_devices_connected_to_the_others(cluster):
+    one, two, three = cluster.nodes
+    ana = Client(one).register(f"ana{uuid.uuid4().hex[:6]}")
+    bob = Client(three).register(f"bob{uuid.uuid4().hex[:6]}")
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "nodes", "members": [bob.user["username"]]})
+    assert status == 201
+    phone, bobs = Device(two, ana.token), Device(three, bob.token)
+    for device in (phone, bobs):
+        device.wait_ready()
+    # Blocked through node one: ana's device on node two hears the new list, and from then on
+    # bob's messages (sent through node three) reach it as stubs, his typing not at all.
+    assert ana.request("PUT", f"/v1/me/blocks/{bob.user['id']}")[0] == 204
+    assert phone.until(lambda f: f["type"] == "blocks")["userIds"] == [bob.user["id"]]
+    assert bobs.command("typing.start", conversationId=room["id"])["type"] == "ack"
+    sent = bobs.send_text(room["id"], "can you see this?")["result"]["message"]
+    stub = phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == sent["id"])["event"]["message"]
+    assert stub["hidden"] == "blocked" and "content" not in stub
+    assert not [f for f in phone.frames if f["type"] == "typing"], "bob's typing reached ana"
+    # Unblocked through node three: whole again on node two.
+    assert Client(three).sign_in(ana.user["username"]).request("DELETE", f"/v1/me/blocks/{bob.user['id']}")[0] == 204
+    assert phone.until(lambda f: f["type"] == "blocks")["userIds"] == []
+    again = bobs.send_text(room["id"], "and now?")["result"]["message"]
+    shown = phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == again["id"])["event"]["message"]
+    assert shown["content"]["text"] == "and now?"
+    for device in (phone, bobs):
+        device.close()
+
+
 def test_a_user_is_online_for_every_node_while_any_node_has_them(cluster):
     one, two, three = cluster.nodes
     alice = Client(one).register(f"alice{uuid.uuid4().hex[:6]}")

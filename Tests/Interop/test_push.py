@@ -413,3 +413,24 @@ def test_a_thread_only_reply_pushes_the_threads_participants_only(fake, server):
     barrier(fake, server)
     assert reply["id"] not in [p[3]["parley"]["messageId"] for p in fake.pushes if p[1] == cy_token], \
         "cy wrote neither the root nor a reply: the thread's reply is not pushed to her"
+
+
+def test_a_member_is_never_pushed_what_someone_they_blocked_says_even_a_mention(fake, server):
+    ana, bob, cy = person(server, "ana"), person(server, "bob"), person(server, "cy")
+    token = apns_token()
+    register(ana, "apns", token)
+    status, room = bob.post("/v1/conversations", {"kind": "group", "title": "Pushy",
+                                                  "members": [ana.user["username"], cy.user["username"]]})
+    assert status == 201
+    assert ana.request("PUT", f"/v1/me/blocks/{bob.user['id']}")[0] == 204
+    bob.send(room["id"], f"hey @{ana.user['username']}, look")
+    barrier(fake, server)
+    assert fake.pushes_to(token) == []
+    # Someone else's message is pushed, and its badge leaves the blocked person's out.
+    cy.send(room["id"], "dinner?")
+    pushes = fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+    payload = [p for p in pushes if p[1] == token][0][3]
+    assert payload["aps"]["badge"] == 1 and payload["aps"]["alert"]["body"] == "dinner?"
+    assert ana.delete(f"/v1/me/blocks/{bob.user['id']}")[0] == 204
+    bob.send(room["id"], "unblocked now")
+    fake.wait_for(lambda pushes: any(p[1] == token and p[3]["aps"]["alert"]["body"] == "unblocked now" for p in pushes))

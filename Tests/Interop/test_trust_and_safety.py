@@ -605,3 +605,73 @@ def test_a_pusher_connection_is_established_only_once_its_node_has_the_blocklist
         if lock and lock.poll() is None:
             lock.kill()
         server.stop()
+
+
+def test_a_block_hides_a_person_in_a_group_live_on_resume_and_in_every_read(server):
+    ana = parley.Client(server).register(name("ana"))
+    bob = parley.Client(server).register(name("bob"))
+    cy = parley.Client(server).register(name("cy"))
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "Dinner",
+                                                  "members": [bob.user["username"], cy.user["username"]]})
+    assert status == 201
+    cid = room["id"]
+    phone = Device(server, ana.token)
+    phone.wait_ready()
+    bobs = Device(server, bob.token)
+    bobs.wait_ready()
+    cys = Device(server, cy.token)
+    cys.wait_ready()
+    assert ana.request("PUT", f"/v1/me/blocks/{bob.user['id']}")[0] == 204
+
+    # Live: bob's message reaches ana's socket as a stub; cy gets it whole.
+    sent = bobs.send_text(cid, "tacos tonight?")
+    assert sent["type"] == "ack"
+    mid = sent["result"]["message"]["id"]
+    stub = phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == mid)["event"]["message"]
+    assert stub["hidden"] == "blocked" and "content" not in stub and stub["sender"]["id"] == bob.user["id"]
+    whole = cys.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == mid)["event"]["message"]
+    assert whole["content"]["text"] == "tacos tonight?" and "hidden" not in whole
+    # Bob's reaction and typing never reach ana; cy's message after them does, in order.
+    assert bobs.command("reaction.add", conversationId=cid, messageId=mid, emoji="🌮")["type"] == "ack"
+    assert bobs.command("typing.start", conversationId=cid)["type"] == "ack"
+    marker = cys.send_text(cid, "marker")["result"]["message"]["id"]
+    phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == marker)
+    seen = [f for f in phone.frames if f["type"] == "typing" or (f["type"] == "event" and f["event"]["type"] == "reaction.added")]
+    assert seen == [], "ana saw bob's reaction or typing"
+    answer = phone.command("presence.query", userIds=[bob.user["id"], cy.user["id"]])
+    assert [u["userId"] for u in answer["result"]["users"]] == [cy.user["id"]], "bob's presence is not ana's to see"
+    cys.wait_event(lambda e: e["type"] == "reaction.added" and e.get("userId") == bob.user["id"])
+    # Reads: history stub, search and unread leave it out.
+    status, page = ana.get(f"/v1/conversations/{cid}/messages")
+    hidden = [m for m in page["messages"] if m["id"] == mid]
+    assert hidden and hidden[0]["hidden"] == "blocked" and "content" not in hidden[0] and "reactions" not in hidden[0]
+    status, found = ana.get("/v1/search?q=tacos")
+    assert status == 200 and found["messages"] == []
+    assert [m["id"] for m in cy.get("/v1/search?q=tacos")[1]["messages"]] == [mid]
+    status, view = ana.get(f"/v1/conversations/{cid}")
+    assert view["unreadCount"] == 1, "cy's marker only"
+
+    # Resume: a device that was away catches up with the stub, and without the reaction.
+    away = phone.position
+    phone.close()
+    _, later = bob.send(cid, "tacos at 8")
+    tablet = Device(server, ana.token, position=away)
+    tablet.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == later["id"])
+    replayed = [e for e in tablet.events if e["type"] == "message.created" and e["message"]["id"] == later["id"]][0]["message"]
+    assert replayed["hidden"] == "blocked" and "content" not in replayed
+    status, feed = ana.get(f"/v1/events?after={away}")
+    assert [e["message"]["hidden"] for e in feed["events"] if e["type"] == "message.created"] == ["blocked"]
+
+    # Bob cannot add ana anywhere new; he is not told why.
+    status, refused = bob.post("/v1/conversations", {"kind": "group", "title": "Party", "members": [ana.user["username"]]})
+    assert status == 403 and "block" not in refused["error"]["message"]
+
+    # Unblocked: live frames and history are whole again.
+    assert ana.request("DELETE", f"/v1/me/blocks/{bob.user['id']}")[0] == 204
+    again = bobs.send_text(cid, "burritos then")["result"]["message"]["id"]
+    shown = tablet.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == again)["event"]["message"]
+    assert shown["content"]["text"] == "burritos then" and "hidden" not in shown
+    status, page = ana.get(f"/v1/conversations/{cid}/messages")
+    assert all("hidden" not in m for m in page["messages"])
+    for device in (tablet, bobs, cys):
+        device.close()

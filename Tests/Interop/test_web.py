@@ -649,6 +649,20 @@ def test_a_thread_in_two_browsers(server, browsers):
     assert not ana.console() and not ben.console(), (ana.console(), ben.console())
 
 
+def click_action(browser, contains, label):
+    """Clicks a message's action button (shown on hover). The list is drawn again on every
+    event: finding and clicking is one step, tried again."""
+    def attempt():
+        message = browser.message(contains)
+        ActionChains(browser.driver).move_to_element(message).perform()
+        found = [b for b in message.find_elements(By.CSS_SELECTOR, ".message-actions button") if b.text == label and b.is_displayed()]
+        if not found:
+            return False
+        found[0].click()
+        return True
+    browser.wait(attempt, f"{label} on {contains!r}")
+
+
 def test_reporting_and_moderating_in_two_browsers(server, browsers):
     owner_name, bob_name = name("own"), name("bob")
     owner = Browser(server); browsers.append(owner)
@@ -673,16 +687,6 @@ def test_reporting_and_moderating_in_two_browsers(server, browsers):
         ActionChains(browser.driver).move_to_element(message).perform()
         return [b.text for b in message.find_elements(By.CSS_SELECTOR, ".message-actions button") if b.is_displayed()]
 
-    def click_action(browser, contains, label):
-        def attempt():
-            message = browser.message(contains)
-            ActionChains(browser.driver).move_to_element(message).perform()
-            found = [b for b in message.find_elements(By.CSS_SELECTOR, ".message-actions button") if b.text == label and b.is_displayed()]
-            if not found:
-                return False
-            found[0].click()
-            return True
-        browser.wait(attempt, f"{label} on {contains!r}")
     seen = bob.wait(lambda: (lambda found: found if "Report" in found else None)(labels(bob, "house rules")), "Report")
     assert "Ban" not in seen and "Mute" not in seen and "Delete" not in seen
     assert not [b for b in bob.find(".chat-header button") if b.text == "Moderate"]
@@ -816,3 +820,41 @@ def test_a_person_deletes_their_account_from_the_page_and_the_other_sees_tombsto
     again.sign_up(ida_name, "Someone New")
     # The browser logs the refused attempt (401) as an error; nothing else may be logged.
     assert [m for m in ida.console() if "/v1/me - Failed to load resource" not in m] == [] and not max_.console()
+
+
+def test_blocking_someone_turns_their_messages_into_placeholders_live_and_unblocking_brings_them_back(server, browsers):
+    """App Store guideline 1.2: a way to block abusive users. The blocked person's messages in a
+    group become "Message from a blocked user" at once and as they arrive; the other member's
+    page keeps showing them; unblocking from "Blocked people…" shows them again."""
+    ida_name, max_name, cy_name = name("ida"), name("max"), name("cy")
+    ida = Browser(server); browsers.append(ida)
+    max_ = Browser(server); browsers.append(max_)
+    ida.sign_up(ida_name, "Ida Berg")
+    max_.sign_up(max_name, "Max Roth")
+    cy_api = Client(server).register(cy_name, display_name="Cy Troll")
+    status, group = cy_api.post("/v1/conversations", {"kind": "group", "title": f"Book club {uuid.uuid4().hex[:4]}",
+                                                      "members": [ida_name, max_name]})
+    assert status == 201
+    cy_api.send(group["id"], "you all have terrible taste")
+    ida.open_conversation(group["title"])
+    max_.open_conversation(group["title"])
+
+    click_action(ida, "terrible taste", "Block")
+    ida.wait(lambda: ida.driver.switch_to.alert, "the confirmation").accept()
+    ida.wait(lambda: any("Message from a blocked user" in m.text for m in ida.find(".messages .message")), "the placeholder")
+    assert not any("terrible taste" in m.text for m in ida.find(".messages .message"))
+    cy_api.send(group["id"], "and another thing")
+    max_.message("and another thing")
+    ida.wait(lambda: len([m for m in ida.find(".messages .message.blocked-placeholder")]) == 2, "the second placeholder, live")
+    assert not any("another thing" in m.text for m in ida.find(".messages .message"))
+    ida.screenshot("blocked-placeholder.png")
+
+    ida.click_text("Blocked people…")
+    item = ida.wait(lambda: next((li for li in ida.find(".blocked-list li[data-id]") if "Cy Troll" in li.text), None), "Cy in the list")
+    item.find_element(By.CSS_SELECTOR, "button[name=unblock]").click()
+    ida.wait(lambda: any("not blocked anyone" in li.text for li in ida.find(".blocked-list li")), "the list emptied")
+    ida.driver.find_element(By.CSS_SELECTOR, ".dialog button[aria-label=Close]").click()
+    ida.message("terrible taste")
+    ida.message("and another thing")
+    assert not ida.find(".messages .message.blocked-placeholder")
+    assert not ida.console() and not max_.console(), (ida.console(), max_.console())

@@ -8,15 +8,6 @@ import Testing
 /// the three paths that once decided on their own — each test fails on the build before the
 /// rules were decided in one place. Domain tests run on both engines.
 struct AccessRulesTests {
-    private func code(_ work: () async throws -> Void) async -> String? {
-        do {
-            try await work()
-            return nil
-        } catch {
-            return (error as? ChatError)?.code ?? "\(error)"
-        }
-    }
-
     // MARK: - The table
 
     @Test func docsAccessMdShowsTheTableTheCodeDecidesBy() throws {

@@ -15,15 +15,6 @@ struct AnnotationDomainTests {
     }
 
     /// The code of the error `work` throws; nil when it throws none.
-    private func code(_ work: () async throws -> Void) async -> String? {
-        do {
-            try await work()
-            return nil
-        } catch {
-            return (error as? ChatError)?.code ?? "\(error)"
-        }
-    }
-
     private func send(_ chat: Chat, _ caller: Caller, _ room: ConversationID, _ text: String) async throws -> Message {
         try await chat.send(caller, to: room, SendMessageRequest(clientID: UUID().uuidString, content: .text(text))).0
     }

@@ -7,15 +7,6 @@ import Testing
 /// Moderation (issue 19), on both engines: bans with expiry, moderators' mutes, slow mode,
 /// shadow bans, blocks and reports — who may, what each side sees, and the events with their actor.
 struct ModerationDomainTests {
-    private func code(_ work: () async throws -> Void) async -> String? {
-        do {
-            try await work()
-            return nil
-        } catch {
-            return (error as? ChatError)?.code ?? "\(error)"
-        }
-    }
-
     private func text(_ chat: Chat, _ caller: Caller, _ room: ConversationID, _ text: String) async throws -> Message {
         try await chat.send(caller, to: room, SendMessageRequest(clientID: UUID().uuidString, content: .text(text))).0
     }

@@ -8,15 +8,6 @@ import Testing
 /// conversation's history unless also sent there, counted on the root, paged on their own,
 /// with a read state and unread count per thread that the conversation's never includes.
 struct ThreadDomainTests {
-    private func code(_ work: () async throws -> Void) async -> String? {
-        do {
-            try await work()
-            return nil
-        } catch {
-            return (error as? ChatError)?.code ?? "\(error)"
-        }
-    }
-
     @Test func repliesLiveInTheirThreadCountOnTheRootAndHaveTheirOwnUnreadCount() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }

@@ -127,7 +127,7 @@ struct WritePathTests {
         #expect(epoch.hasPrefix("e_") && epoch.count == 18)
         let (alice, _) = try await harness.register("alice")
         _ = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "notes"))
-        let (_, asOf) = try await harness.chat.memberships(alice)
+        let (_, _, asOf) = try await harness.chat.memberships(alice)
         #expect(asOf == (try await log(harness)).last)
         try await harness.chat.migrate()
         #expect(harness.chat.epoch == epoch, "migrating again keeps the history's name")

@@ -100,4 +100,36 @@ struct ModerationClientTests {
             #expect(refusal.code == "user_not_found" || refusal.code == "conversation_not_found" || refusal.code == "forbidden")
         }
     }
+
+    @Test func aBlockReachesEveryDeviceAndTurnsTheBlockedPersonsMessagesIntoStubs() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        let bobUser = try await bob.register(username: "bob", password: "correct horse battery")
+        let carol = ParleyClient(server: server.url, appKey: server.appKey)
+        _ = try await carol.register(username: "carol", password: "correct horse battery")
+        let group = try await alice.createConversation(.group, title: "team", members: ["bob", "carol"])
+        let live = await alice.events()
+        let states = await alice.connectionStates()
+        await alice.connect()
+        _ = try await first(states) { $0 == .online }
+        try await alice.block(bobUser.id)
+        // Her device hears the new list, then bob's message as a stub.
+        guard case .blocks(let heard) = try await first(live, where: { if case .blocks = $0 { true } else { false } }) else { return }
+        #expect(heard == [bobUser.id])
+        _ = try await bob.send(.text("can you hear me?"), to: group.id)
+        await bob.connect()
+        let arrived = try await first(live) { event in
+            if case .event(let event) = event { return event.type == .messageCreated && event.message?.sender.id == bobUser.id }
+            return false
+        }
+        guard case .event(let event) = arrived, let stub = event.message else { return }
+        #expect(stub.hidden == .blocked && stub.content == nil)
+        #expect(stub.messageKind == .custom(type: "hidden", payload: .object(["reason": .string("blocked")])))
+        // Carol's view of it is whole; she was never told anything.
+        #expect(try await carol.history(of: group.id).messages.last?.content == .text("can you hear me?"))
+    }
 }

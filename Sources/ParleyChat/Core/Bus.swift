@@ -34,6 +34,10 @@ package enum Publication: Sendable {
     /// request is receiving it interrupts that request (its bytes so far are kept), so the
     /// client's continuation on another node need not wait for the old connection to time out.
     case uploadWanted(user: Int64, clientID: String)
+    /// A user blocked or unblocked someone: `blocked` is everyone they block now (public
+    /// ids). Their devices on every node stop or start receiving those people's messages,
+    /// reactions, typing and presence from the next event on (decision 0027).
+    case blocksChanged(user: Int64, blocked: [String])
 }
 
 /// An event on a named channel of an app (docs/pusher.md).

@@ -11,6 +11,8 @@
 ///             | 4 app:i64 channel:string name:string data:string position:opt-i64 seq:opt-i64
 ///                 user:opt-string excluded:opt-string createdAt:i64
 ///             | 5 app:i64 user:string
+///             | 6 user:i64 clientId:string
+///             | 7 user:i64 count:u32 blocked:string*
 /// audience    = 1 conversation:i64 | 2 conversation:i64 user:i64 | 3 count:u32 user:i64*
 /// string, bytes = length:u32 then the bytes; opt-x = 0 | 1 x
 /// ```
@@ -93,6 +95,11 @@ package enum BusCodec: Sendable {
                 out.append(6)
                 integer(user, &out)
                 string(clientID, &out)
+            case .blocksChanged(let user, let blocked):
+                out.append(7)
+                integer(user, &out)
+                length(blocked.count, &out)
+                for id in blocked { string(id, &out) }
             }
         }
         return out
@@ -152,6 +159,13 @@ package enum BusCodec: Sendable {
             case 6:
                 let user = try reader.integer()
                 publications.append(.uploadWanted(user: user, clientID: try reader.string()))
+            case 7:
+                let user = try reader.integer()
+                let count = try reader.count(minimumBytesEach: 4)
+                var blocked: [String] = []
+                blocked.reserveCapacity(count)
+                for _ in 0..<count { blocked.append(try reader.string()) }
+                publications.append(.blocksChanged(user: user, blocked: blocked))
             case let tag: throw DecodingError(description: "unknown publication tag \(tag) at byte \(reader.offset - 1)")
             }
         }

@@ -87,6 +87,7 @@ extension Chat {
                 }
                 let capacity = request.kind == .public ? Limits.channelMembers : Limits.groupMembers
                 guard others.count + 1 <= capacity else { throw ChatError.invalid("a \(request.kind.rawValue) conversation holds at most \(capacity) members") }
+                try Chat.refuseBlockingAdder(db, adder: caller, users: others)
                 let key = try Chat.insertConversation(db, app: caller.appID, publicID: publicID, kind: request.kind, title: title,
                                                       customData: customData, directKey: nil, creator: caller.userKey,
                                                       members: [(caller.userKey, .owner)] + others.map { ($0, .member) }, now: now)
@@ -250,6 +251,7 @@ extension Chat {
                     try Chat.refuseBanned(db, conversation: access.key, user: key, now: now)
                     added.append(key)
                 }
+                try Chat.refuseBlockingAdder(db, adder: caller, users: added)
                 let capacity = access.kind == .public ? Limits.channelMembers : Limits.groupMembers
                 guard access.memberCount + added.count <= capacity else {
                     throw ChatError.conflict("a \(access.kind.rawValue) conversation holds at most \(capacity) members")
@@ -396,6 +398,16 @@ extension Chat {
         return key
     }
 
+    /// Refuses to put anyone who blocked `adder` into a conversation by `adder`'s hand
+    /// (decision 0027): the same 403 whoever it is, naming nobody's block. The app's backend
+    /// adds whom it likes.
+    static func refuseBlockingAdder(_ db: any Database, adder: Caller, users: [Int64]) throws {
+        guard !adder.actsAsApp, !users.isEmpty, try db.fetchOne("""
+            SELECT 1 FROM block WHERE blocked_id = \(adder.userKey) AND blocker_id IN (\(list: users)) LIMIT 1
+            """) != nil else { return }
+        throw ChatError.forbidden("you cannot add one of these people to a conversation")
+    }
+
     static func addMember(_ db: Transaction, conversation: Int64, user: Int64, role: MemberRole, actor: Int64, now: Int64) throws {
         // A newcomer has "read" nothing but is not behind on history from before they joined:
         // their watermarks start at the current seq, so unread counts start at zero.
@@ -429,14 +441,21 @@ extension Chat {
             receipt = Receipt(userID: caller.userID, deliveredSeq: try row.get("delivered_seq"), readSeq: readSeq)
             unread = try db.fetchValue(Int.self, """
                 SELECT count(*) FROM (SELECT 1 FROM message WHERE conversation_id = \(key) AND seq > \(readSeq)
-                AND author_id != \(caller.userKey) AND deleted_at IS NULL AND in_conversation = 1 AND shadow = 0 LIMIT \(Limits.unreadCountCap)) AS unread
+                AND author_id != \(caller.userKey) AND deleted_at IS NULL AND in_conversation = 1 AND shadow = 0
+                AND \(notBlockedBy(caller.userKey, "message")) LIMIT \(Limits.unreadCountCap)) AS unread
                 """) ?? 0
         }
         var lastMessage: Message?
         if AccessRules.decide(.read, in: kind, as: try standing(row, caller: caller, now: nowWallClock)) == .allow,
            let messageKey = try row.get("last_message_id", as: Int64?.self),
            let messageRow = try db.fetchOne("SELECT \(messageColumns) \(messageJoins) WHERE m.id = \(messageKey)") {
-            lastMessage = try message(messageRow, caller: caller.userKey, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller.userKey))
+            let author: Int64 = try messageRow.get("m_author_key")
+            let blocked = try author != caller.userKey && db.fetchOne("""
+                SELECT 1 FROM block WHERE blocker_id = \(caller.userKey) AND blocked_id = \(author)
+                """) != nil
+            let hiding: Set<Int64> = blocked ? [author] : []
+            lastMessage = try message(messageRow, caller: caller.userKey, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller.userKey),
+                                      hiding: hiding)
         }
         var peer: User?
         if kind == .direct, let peerRow = try db.fetchOne("""

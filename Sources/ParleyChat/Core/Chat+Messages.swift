@@ -170,7 +170,8 @@ extension Chat {
                     WHERE e.conversation_id = \(access.key) AND e.seq > \(afterSeq)
                       AND (e.recipient_id IS NULL OR e.recipient_id = \(caller.userKey)) ORDER BY e.seq LIMIT \(limit + 1)
                     """)
-                let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey).map(\.record)
+                let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey,
+                                                    hiding: try Chat.blockedKeys(db, viewer: caller.userKey)).map(\.record)
                 return EventRecordPage(records: records, hasMore: rows.count > limit)
             }
         }
@@ -190,7 +191,8 @@ extension Chat {
         return try await run {
             try await store.read { db in
                 let rows = try Chat.feedRows(db, user: caller.userKey, after: position, limit: limit + 1)
-                let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey).map(\.record)
+                let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey,
+                                                    hiding: try Chat.blockedKeys(db, viewer: caller.userKey)).map(\.record)
                 return EventRecordPage(records: records, hasMore: rows.count > limit)
             }
         }
@@ -228,7 +230,7 @@ extension Chat {
         e.position AS e_position, c.public_id AS e_conversation_id, e.seq AS e_seq, e.type AS e_type, a.public_id AS e_actor_id,
         e.message_id AS e_message_key, t.public_id AS e_user_id, e.role AS e_role, e.payload AS e_payload,
         e.created_at AS e_created_at, e.conversation_id AS e_conversation_key, c.kind AS e_conversation_kind,
-        e.user_id AS e_user_key, e.recipient_id AS e_recipient, \(messageColumns)
+        e.user_id AS e_user_key, e.recipient_id AS e_recipient, e.actor_id AS e_actor_key, \(messageColumns)
         """
     static let eventJoins: SQL = """
         JOIN conversation c ON c.id = e.conversation_id
@@ -242,10 +244,17 @@ extension Chat {
     ///
     /// - Throws: ``StoreError/decoding(_:)`` for a stored kind, role or event type this
     ///   binary does not know (never relabelled as another).
-    static func storedEvents(_ db: any Database, _ rows: ArraySlice<Row>, viewer: Int64?) throws -> [AppendedEvent] {
+    ///
+    /// For a reader who blocked people (`hiding`, ``blockedKeys(_:viewer:)``): their messages
+    /// are stubs and their reactions are left out (decision 0027).
+    static func storedEvents(_ db: any Database, _ rows: ArraySlice<Row>, viewer: Int64?, hiding: Set<Int64> = []) throws -> [AppendedEvent] {
         var lowestByConversation: [Int64: (delivered: Int64, read: Int64)?] = [:]
-        return try rows.map { row in
+        return try rows.compactMap { row in
             let conversationKey: Int64 = try row.get("e_conversation_key")
+            if !hiding.isEmpty, let actor = try row.get("e_actor_key", as: Int64?.self), hiding.contains(actor),
+               try stored(try row.get("e_type"), as: EventKind.self).rule?.shape == .reaction {
+                return nil
+            }
             let kind = try stored(try row.get("e_conversation_kind"), as: ConversationKind.self)
             var record = EventRecord(
                 position: try row.get("e_position"), conversationID: try row.get("e_conversation_id"), seq: try row.get("e_seq", as: Int64?.self),
@@ -261,7 +270,7 @@ extension Chat {
                     }
                     lowest = lowestByConversation[conversationKey] ?? nil
                 }
-                record.message = try Chat.record(row, caller: viewer, lowest: lowest)
+                record.message = try Chat.record(row, caller: viewer, lowest: lowest, hiding: hiding)
             }
             let event = AppendedEvent(record: record, conversationKey: conversationKey, conversationKind: kind,
                                       userKey: try row.get("e_user_key", as: Int64?.self), recipient: try row.get("e_recipient", as: Int64?.self))
@@ -281,6 +290,8 @@ extension Chat {
         return try await run {
             try await store.read { db in
                 var scope: SQL = "JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(caller.userKey) AND \(Chat.visible(to: caller.userKey))"
+                // A blocked person's messages are never found (a result with nothing to show is no result).
+                scope = scope + " AND \(Chat.notBlockedBy(caller.userKey))"
                 if let id {
                     let access = try Chat.access(db, caller: caller, id: id, for: .read)
                     scope = scope + " AND m.conversation_id = \(access.key)"
@@ -577,7 +588,8 @@ extension Chat {
             rows = try page("m.seq < \(before ?? Int64.max)", descending: true, count: limit).reversed()
         }
         let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-        var records = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest) }
+        let hiding = try Chat.blockedKeys(db, viewer: caller.userKey)
+        var records = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest, hiding: hiding) }
         try Chat.fillMyReactions(db, &records, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
         let hasOlder = try records.first.map { try exists("m.seq < \($0.seq)") } ?? false
         let hasNewer = try records.last.map { try exists("m.seq > \($0.seq)") } ?? false

@@ -26,14 +26,16 @@ extension Chat {
     /// How long a typing indicator lasts unless the typist repeats it.
     package static let typingLifetimeMilliseconds = 6_000
 
-    /// The conversations whose events `caller`'s devices receive, and the position the
-    /// answer holds at (the newest in the same snapshot).
-    package func memberships(_ caller: Caller) async throws -> (conversations: [Int64], asOf: Int64) {
+    /// The conversations whose events `caller`'s devices receive, the people the caller
+    /// blocked (public ids: decision 0027), and the position the answer holds at (the newest
+    /// in the same snapshot).
+    package func memberships(_ caller: Caller) async throws -> (conversations: [Int64], blocked: Set<String>, asOf: Int64) {
         try await run {
             try await store.read { db in
                 let keys = try db.fetchAll("SELECT conversation_id FROM member WHERE user_id = \(caller.userKey)").map { try $0.get("conversation_id", as: Int64.self) }
+                let blocked = try Chat.blockedIDs(db, viewer: caller.userKey)
                 let newest = try EventLog.committedPosition(db)
-                return (keys, newest)
+                return (keys, blocked, newest)
             }
         }
     }
@@ -69,7 +71,8 @@ extension Chat {
             try await store.read { db in
                 let newest = try EventLog.committedPosition(db)
                 let rows = try Chat.feedRows(db, user: caller.userKey, after: position, limit: limit + 1)
-                let frames = try Chat.storedEvents(db, rows.prefix(limit), viewer: nil).map { ($0.record.position, $0.record.frame) }
+                let hiding = try Chat.blockedKeys(db, viewer: caller.userKey)
+                let frames = try Chat.storedEvents(db, rows.prefix(limit), viewer: nil, hiding: hiding).map { ($0.record.position, $0.record.frame) }
                 return ReplayPage(frames: frames, hasMore: rows.count > limit, newest: newest)
             }
         }
@@ -115,7 +118,8 @@ extension Chat {
     }
 
     /// The presence of the people asked about who share a non-public conversation with the
-    /// caller (others are left out, so presence cannot be probed for strangers).
+    /// caller (others are left out, so presence cannot be probed for strangers; so are people
+    /// the caller blocked, whose presence they do not see).
     /// `isOnline` answers for users by internal key.
     package func presence(_ caller: Caller, users ids: [UserID], isOnline: @Sendable ([Int64]) async -> Set<Int64>) async throws -> PresenceList {
         guard (1...Limits.presencePerQuery).contains(ids.count) else {
@@ -129,6 +133,7 @@ extension Chat {
                     JOIN conversation c ON c.id = other.conversation_id AND c.kind != 'public'
                     JOIN member mine ON mine.conversation_id = other.conversation_id AND mine.user_id = \(caller.userKey)
                     WHERE u.public_id IN (\(list: ids.map(\.rawValue))) AND u.app_id = \(caller.appID)
+                      AND NOT EXISTS (SELECT 1 FROM block bl WHERE bl.blocker_id = \(caller.userKey) AND bl.blocked_id = u.id)
                     """).map { (try $0.get("id", as: Int64.self), try $0.get("public_id", as: String.self), try $0.get("last_seen_at", as: Int64?.self)) }
             }
         }

@@ -44,6 +44,11 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
         /// after is in the fanout's ``Fanout/recent`` and is replayed when it subscribes.
         var attachedFrom = 0
         var conversations: Set<Int64> = []
+        /// The people this device's user blocked (public ids), whose messages reach it as stubs
+        /// and whose reactions, typing and presence do not reach it (decision 0027); and
+        /// whether a ``Publication/blocksChanged(user:blocked:)`` set them while attaching.
+        var blocked: Set<String> = []
+        var blocksRouted = false
 
         /// A device of `caller`; `receive` is called under the fanout's lock, in order, and must
         /// only hand the delivery over (to the connection's loop): never call the fanout.
@@ -130,7 +135,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
             self.attaching[ObjectIdentifier(subscriber)] = subscriber
             subscriber.attachedFrom = self.routedEvents
         }
-        let memberships: (conversations: [Int64], asOf: Int64)
+        let memberships: (conversations: [Int64], blocked: Set<String>, asOf: Int64)
         do {
             memberships = try await chat.memberships(subscriber.caller)
         } catch {
@@ -152,6 +157,8 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
             // Replay what was routed meanwhile through the memberships as they stood at
             // `asOf`, applying each join and leave in its place, exactly as route() would have.
             let user = subscriber.caller.userKey
+            // Read before the device registered, so a change routed since (which set it) is newer.
+            if !subscriber.blocksRouted { subscriber.blocked = memberships.blocked }
             var conversations = Set(memberships.conversations)
             for publication in pending {
                 guard case .event(let position, let conversation, let audience, let joins, let leaves, let bytes) = publication,
@@ -162,7 +169,11 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                 case .membersExcept(let key, let except): conversations.contains(key) && except != user
                 case .users(let users): users.contains(user)
                 }
-                if receives { subscriber.receive(.event(position: position, frame: self.makeFrame(bytes))) }
+                if receives {
+                    var frame: Frame?
+                    var hiding: Hiding?
+                    self.deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding) { .event(position: position, frame: $0) }
+                }
                 if leaves == user { conversations.remove(conversation) }
             }
             for conversation in conversations { self.subscribe(subscriber, to: conversation) }
@@ -253,16 +264,26 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                 routedEvents += 1
                 if let joins { membershipChanged(user: joins, conversation: conversation, position: position, joined: true) }
                 var frame: Frame?
+                var hiding: Hiding?
                 forEachRecipient(of: audience) { subscriber in
-                    let made = frame ?? makeFrame(bytes)
-                    frame = made
-                    subscriber.receive(.event(position: position, frame: made))
+                    deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding) { .event(position: position, frame: $0) }
                 }
                 if let leaves { membershipChanged(user: leaves, conversation: conversation, position: position, joined: false) }
             case .ephemeral(let audience, let bytes):
                 var frame: Frame?
+                var hiding: Hiding?
                 forEachRecipient(of: audience) { subscriber in
-                    let made = frame ?? makeFrame(bytes)
+                    deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding) { .ephemeral($0) }
+                }
+            case .blocksChanged(let user, let blocked):
+                let now = Set(blocked)
+                var frame: Frame?
+                for subscriber in (byUser[user] ?? [:]).values {
+                    subscriber.blocked = now
+                    subscriber.blocksRouted = true
+                    // The user's devices hear the new list, after which every frame follows it.
+                    guard subscriber.attached else { continue }
+                    let made = frame ?? makeFrame(RealtimeFrames.blocks(userIDs: blocked))
                     frame = made
                     subscriber.receive(.ephemeral(made))
                 }
@@ -275,6 +296,34 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// Hands `bytes` to one recipient: as they are (one frame made for every recipient), or,
+    /// for a device whose user blocks someone, as what ``BlockedFrames`` says, read once per
+    /// publication the first time such a device is met.
+    private func deliver(_ bytes: [UInt8], to subscriber: Subscriber, frame: inout Frame?, hiding: inout Hiding?,
+                         _ delivery: (Frame) -> Delivery) {
+        if !subscriber.blocked.isEmpty {
+            var state = hiding ?? Hiding(reading: BlockedFrames(frame: bytes))
+            defer { hiding = state }
+            switch state.reading.outcome(for: subscriber.blocked) {
+            case .withheld: return
+            case .stub(let stub):
+                let made = state.stub ?? makeFrame(stub)
+                state.stub = made
+                return subscriber.receive(delivery(made))
+            case .asIs: break
+            }
+        }
+        let made = frame ?? makeFrame(bytes)
+        frame = made
+        subscriber.receive(delivery(made))
+    }
+
+    /// One publication as read for recipients with blocks, and its stub frame once made.
+    private struct Hiding {
+        var reading: BlockedFrames
+        var stub: Frame? = nil
     }
 
     private func forEachRecipient(of audience: Audience, _ body: (Subscriber) -> Void) {

@@ -54,6 +54,20 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
     package var lastReplyAt: Int64? = nil
     /// The sender's profile photo path.
     package var senderPhotoURL: String? = nil
+    /// Left out for this reader (``Message/hidden``).
+    package var hidden: HiddenReason? = nil
+
+    /// The message as a reader who blocked its sender receives it: its place, nothing it says.
+    package func hiddenStub(_ reason: HiddenReason) -> MessageRecord {
+        var stub = self
+        stub.contentJSON = nil
+        stub.metadataJSON = nil
+        stub.reactionsJSON = nil
+        stub.myReactions = nil
+        stub.mentionsJSON = nil
+        stub.hidden = reason
+        return stub
+    }
 
     /// The typed message.
     ///
@@ -76,6 +90,7 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
         message.alsoInConversation = threadRoot != nil && alsoInConversation ? true : nil
         message.replyCount = replyCount > 0 ? replyCount : nil
         message.lastReplyAt = replyCount > 0 ? lastReplyAt.map(Chat.date) : nil
+        message.hidden = hidden
         return message
     }
 
@@ -89,6 +104,7 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
             json.key("conversationId"); json.string(conversationID)
             if let deletedAt { json.key("deletedAt"); json.date(milliseconds: deletedAt) }
             if let editedAt { json.key("editedAt"); json.date(milliseconds: editedAt) }
+            if let hidden { json.key("hidden"); json.string(hidden.rawValue) }
             json.key("id"); json.string(id)
             if replyCount > 0, let lastReplyAt { json.key("lastReplyAt"); json.date(milliseconds: lastReplyAt) }
             if let mentionsJSON { json.key("mentions"); json.raw(mentionsJSON) }

@@ -52,18 +52,41 @@ extension Chat {
     static func visible(to viewer: Int64, _ alias: SQL = "m") -> SQL {
         "(\(alias).shadow = 0 OR \(alias).author_id = \(viewer))"
     }
+    /// Messages whose author `viewer` did not block (search and mentions leave the others out).
+    static func notBlockedBy(_ viewer: Int64, _ alias: SQL = "m") -> SQL {
+        "NOT EXISTS (SELECT 1 FROM block bl WHERE bl.blocker_id = \(viewer) AND bl.blocked_id = \(alias).author_id)"
+    }
     static let messageJoins: SQL = "FROM message m JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id"
 
     /// Reads a message; `status` is filled for the caller's own messages from the other
     /// members' lowest watermarks (nil watermarks: not computed, e.g. channels).
-    static func message(_ row: Row, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> Message {
-        try record(row, caller: caller, lowest: lowest).message()
+    static func message(_ row: Row, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil, hiding: Set<Int64> = []) throws -> Message {
+        try record(row, caller: caller, lowest: lowest, hiding: hiding).message()
     }
 
-    /// Reads a message row without decoding its stored JSON.
-    static func record(_ row: Row, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil) throws -> MessageRecord {
-        let seq: Int64 = try row.get("m_seq")
+    /// Reads a message row without decoding its stored JSON; a message by someone in
+    /// `hiding` (the people the reader blocked, ``blockedKeys(_:viewer:)``) is its stub.
+    static func record(_ row: Row, caller: Int64? = nil, lowest: (delivered: Int64, read: Int64)? = nil,
+                       hiding: Set<Int64> = []) throws -> MessageRecord {
         let authorKey: Int64 = try row.get("m_author_key")
+        let record = try readRecord(row, authorKey: authorKey, caller: caller, lowest: lowest)
+        return hiding.contains(authorKey) && authorKey != caller ? record.hiddenStub(.blocked) : record
+    }
+
+    /// The people `viewer` blocked (internal keys): whose messages reach them as stubs.
+    static func blockedKeys(_ db: any Database, viewer: Int64) throws -> Set<Int64> {
+        Set(try db.fetchAll("SELECT blocked_id FROM block WHERE blocker_id = \(viewer)").map { try $0.get("blocked_id", as: Int64.self) })
+    }
+
+    /// The people `viewer` blocked, by public id (what live frames name).
+    static func blockedIDs(_ db: any Database, viewer: Int64) throws -> Set<String> {
+        Set(try db.fetchAll("""
+            SELECT u.public_id FROM block b JOIN account u ON u.id = b.blocked_id WHERE b.blocker_id = \(viewer)
+            """).map { try $0.get("public_id", as: String.self) })
+    }
+
+    private static func readRecord(_ row: Row, authorKey: Int64, caller: Int64?, lowest: (delivered: Int64, read: Int64)?) throws -> MessageRecord {
+        let seq: Int64 = try row.get("m_seq")
         var status: DeliveryStatus?
         if let caller, caller == authorKey {
             if let lowest {

@@ -194,6 +194,7 @@ extension Annotations {
                     JOIN message m ON m.id = mn.message_id JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id
                     JOIN member mb ON mb.conversation_id = mn.conversation_id AND mb.user_id = \(caller.userKey)
                     WHERE mn.user_id = \(caller.userKey) AND mn.message_id < \(cursor) AND m.deleted_at IS NULL
+                      AND \(Chat.notBlockedBy(caller.userKey))
                     ORDER BY mn.message_id DESC LIMIT \(limit + 1)
                     """)
                 var records = try rows.prefix(limit).map { try Chat.record($0, caller: caller.userKey) }
@@ -313,7 +314,8 @@ extension Chat {
     /// their reactions).
     static func messages(_ db: any Database, _ rows: [Row], access: Access, caller: Caller) throws -> [Message] {
         let lowest = try lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
-        var records = try rows.map { try record($0, caller: caller.userKey, lowest: lowest) }
+        let hiding = try blockedKeys(db, viewer: caller.userKey)
+        var records = try rows.map { try record($0, caller: caller.userKey, lowest: lowest, hiding: hiding) }
         try fillMyReactions(db, &records, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
         return try records.map { try $0.message() }
     }

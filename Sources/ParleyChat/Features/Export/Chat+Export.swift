@@ -108,11 +108,13 @@ extension Exports {
         }
         let visible: SQL = access.asApp ? "1 = 1" : Chat.visible(to: caller.userKey)
         counts["messages"] = try await stream(into: sink) { db, after in
-            try db.fetchAll("""
+            let hiding = access.asApp ? [] : try Chat.blockedKeys(db, viewer: caller.userKey)
+            return try db.fetchAll("""
                 SELECT \(Chat.messageColumns) \(Chat.messageJoins) WHERE m.conversation_id = \(access.key) AND m.seq > \(after) AND \(visible)
                 ORDER BY m.seq LIMIT \(Chat.exportPage)
                 """).map { row in
-                let record = try Chat.record(row, caller: caller.userKey)
+                // An owner who blocked someone exports that person's messages as stubs, as they read them.
+                let record = try Chat.record(row, caller: caller.userKey, hiding: hiding)
                 return (record.seq, Chat.line(type: "message", record: record))
             }
         }

@@ -123,11 +123,13 @@ extension Moderation {
     // MARK: - Blocks
 
     /// Blocks someone: from now on the caller receives nothing they write in a direct
-    /// conversation (their messages there are shown only to them, never pushed); they are not
-    /// told. Blocking again changes nothing.
+    /// conversation (their messages there are shown only to them, never pushed); elsewhere
+    /// their messages reach the caller as stubs and their reactions, typing and presence not
+    /// at all, live and in every read; they cannot add the caller to conversations, and are
+    /// not told (decision 0027). Blocking again changes nothing.
     package func block(_ caller: Caller, user: UserID) async throws {
         let now = nowMilliseconds
-        try await run {
+        let blocked = try await run {
             try await write { tx in
                 let target = try Chat.targetUser(tx, app: caller.appID, id: user)
                 guard target != caller.userKey else { throw ChatError.invalid("you cannot block yourself") }
@@ -136,18 +138,22 @@ extension Moderation {
                 try tx.execute("""
                     INSERT INTO block (blocker_id, blocked_id, created_at) VALUES (\(caller.userKey), \(target), \(now)) ON CONFLICT DO NOTHING
                     """)
+                return try Chat.blockedIDs(tx, viewer: caller.userKey)
             }
         }
+        bus?.publish([.blocksChanged(user: caller.userKey, blocked: blocked.sorted())])
     }
 
     /// Ends a block (changes nothing when there is none).
     package func unblock(_ caller: Caller, user: UserID) async throws {
-        try await run {
+        let blocked = try await run {
             try await write { tx in
                 let target = try Chat.targetUser(tx, app: caller.appID, id: user)
                 try tx.execute("DELETE FROM block WHERE blocker_id = \(caller.userKey) AND blocked_id = \(target)")
+                return try Chat.blockedIDs(tx, viewer: caller.userKey)
             }
         }
+        bus?.publish([.blocksChanged(user: caller.userKey, blocked: blocked.sorted())])
     }
 
     /// The people the caller blocked, most recent first.

@@ -187,18 +187,20 @@ extension Chat {
         // channels, where only members who chose it are, Slack's and Matrix's rule) and have not
         // muted it.
         let unmuted: SQL = "(mb.muted_until IS NULL OR mb.muted_until <= \(now))"
+        // Nobody is pushed a message by someone they blocked, mentioned or not (decision 0027).
+        let notBlocking: SQL = "NOT EXISTS (SELECT 1 FROM block bl WHERE bl.blocker_id = mb.user_id AND bl.blocked_id = \(author))"
         let devices = try kind == .public
             ? db.fetchAll("""
                 SELECT d.id, d.public_id, d.platform, d.token, d.environment, d.user_id
                 FROM mention mn JOIN member mb ON mb.conversation_id = \(source.conversation) AND mb.user_id = mn.user_id
                 JOIN push_device d ON d.user_id = mb.user_id
-                WHERE mn.message_id = \(messageKey) AND mb.delivered_seq < \(source.seq)
+                WHERE mn.message_id = \(messageKey) AND mb.delivered_seq < \(source.seq) AND \(notBlocking)
                 UNION
                 SELECT d.id, d.public_id, d.platform, d.token, d.environment, d.user_id
                 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
                 LEFT JOIN mention mn ON mn.user_id = mb.user_id AND mn.message_id = \(messageKey)
                 WHERE mb.conversation_id = \(source.conversation) AND mb.push_level = 'all' AND mb.user_id != \(author)
-                  AND mb.delivered_seq < \(source.seq) AND \(unmuted) \(audience)
+                  AND mb.delivered_seq < \(source.seq) AND \(unmuted) AND \(notBlocking) \(audience)
                 ORDER BY 1
                 """)
             : db.fetchAll("""
@@ -206,7 +208,7 @@ extension Chat {
                 FROM member mb JOIN push_device d ON d.user_id = mb.user_id
                 LEFT JOIN mention mn ON mn.user_id = mb.user_id AND mn.message_id = \(messageKey)
                 WHERE mb.conversation_id = \(source.conversation) AND mb.user_id != \(author) AND mb.delivered_seq < \(source.seq)
-                  AND (mn.user_id IS NOT NULL OR (\(unmuted) AND (mb.push_level IS NULL OR mb.push_level = 'all'))) \(audience)
+                  AND (mn.user_id IS NOT NULL OR (\(unmuted) AND (mb.push_level IS NULL OR mb.push_level = 'all'))) AND \(notBlocking) \(audience)
                 ORDER BY d.id
                 """)
         var count = 0
@@ -244,6 +246,7 @@ extension Chat {
         try db.fetchValue(Int.self, """
             SELECT count(*) FROM (SELECT 1 FROM member mb JOIN message m ON m.conversation_id = mb.conversation_id
             WHERE mb.user_id = \(user) AND m.seq > mb.read_seq AND m.author_id != \(user) AND m.deleted_at IS NULL AND m.in_conversation = 1 AND m.shadow = 0
+              AND \(notBlockedBy(user))
             LIMIT \(Limits.unreadCountCap)) AS unread
             """) ?? 0
     }

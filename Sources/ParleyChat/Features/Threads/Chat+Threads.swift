@@ -121,7 +121,7 @@ extension Chat {
         let readSeq = try db.fetchValue(Int64.self, "SELECT read_seq FROM thread_read WHERE user_id = \(caller.userKey) AND root_id = \(root)") ?? 0
         let unread = try db.fetchValue(Int.self, """
             SELECT count(*) FROM (SELECT 1 FROM message WHERE thread_id = \(root) AND seq > \(readSeq) AND author_id != \(caller.userKey)
-            AND deleted_at IS NULL AND shadow = 0 LIMIT \(Limits.unreadCountCap)) AS unread
+            AND deleted_at IS NULL AND shadow = 0 AND \(notBlockedBy(caller.userKey, "message")) LIMIT \(Limits.unreadCountCap)) AS unread
             """) ?? 0
         let participating = try row.get("m_author_key", as: Int64.self) == caller.userKey
             || db.fetchOne("""

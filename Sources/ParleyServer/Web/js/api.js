@@ -50,6 +50,7 @@ export class Api {
   post(path, body = {}) { return this.call("POST", path, body); }
   patch(path, body) { return this.call("PATCH", path, body); }
   delete(path, body) { return this.call("DELETE", path, body); }
+  put(path, body) { return this.call("PUT", path, body); }
 
   /**
    * Uploads a File with progress (0…1) under one client id. When the connection breaks the

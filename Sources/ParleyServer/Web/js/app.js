@@ -54,6 +54,8 @@ function enterApp(session) {
     onState: (connection) => { state.connection = connection; renderStatus(); },
     onReady: () => { flushPending(); queryPresence(); if (state.current) markRead(state.current); },
     onResync: () => reloadEverything(),
+    // Blocked or unblocked someone: what was read before shows them as it should now.
+    onBlocks: () => reloadEverything(),
     onEvent: handleEvent,
     onEphemeral: handleEphemeral,
     onSignedOut: () => signedOut("You were signed out (on another device, or the password changed). Sign in again."),
@@ -93,6 +95,7 @@ function renderShell() {
     h("button", { type: "button", onclick: () => openPeopleDialog("group", showNew) }, "New group"),
     h("button", { type: "button", onclick: () => openChannelsDialog(showNew) }, "Channels"),
     h("button", { type: "button", class: "quiet", onclick: signOut }, "Sign out"),
+    h("button", { type: "button", class: "quiet", name: "open-blocked", onclick: openBlockedDialog }, "Blocked people…"),
     h("button", { type: "button", class: "quiet", name: "open-delete-account",
                   onclick: () => openDeleteAccountDialog((erased) => signedOut(erased ? "Your account and your messages were deleted." : "Your account was deleted.")) },
       "Delete account…"));
@@ -182,6 +185,7 @@ function kindLabel(kind) {
 function preview(message) {
   const who = message.sender?.id === state.me.id ? "You: " : "";
   if (message.deletedAt) return `${who}message deleted`;
+  if (message.hidden === "blocked") return "Message from a blocked user";
   const content = message.content ?? {};
   switch (content.type) {
     case "text": return who + content.text;
@@ -353,9 +357,14 @@ function renderMessage(message, conversation, showName) {
   const isPending = !message.id;
   const classes = ["message", mine ? "mine" : "theirs"];
   if (message.deletedAt) classes.push("deleted");
+  // Someone this user blocked: the message keeps its place, says nothing (decision 0027).
+  const hidden = !message.deletedAt && message.hidden === "blocked";
+  if (hidden) classes.push("deleted", "blocked-placeholder");
   const bubble = h("div", { class: ["photo", "video"].includes(message.content?.type) && !message.deletedAt ? "bubble media-bubble" : "bubble" });
   if (message.deletedAt) {
     bubble.append(h("em", {}, "This message was deleted"));
+  } else if (hidden) {
+    bubble.append(h("em", {}, "Message from a blocked user"));
   } else {
     if (message.pinnedAt) bubble.append(h("span", { class: "pinned-mark", title: `Pinned by ${memberName(message.pinnedBy)}` }, "📌 Pinned"));
     bubble.append(renderContent(message));
@@ -385,7 +394,7 @@ function renderMessage(message, conversation, showName) {
       message.lastReplyAt ? h("small", {}, ` · last ${shortTime(message.lastReplyAt)}`) : null));
   }
   if (message.threadId && message.alsoInConversation) body.append(h("small", { class: "in-thread" }, "replied in a thread"));
-  if (!isPending && !message.deletedAt && !state.selecting) {
+  if (!isPending && !message.deletedAt && !hidden && !state.selecting) {
     const actions = h("span", { class: "message-actions" });
     actions.append(h("button", { type: "button", class: "quiet react-button", "aria-label": "Add a reaction", title: "React",
                                  onclick: (event) => openReactionPicker(message, event.currentTarget) }, "☺+"));
@@ -402,6 +411,9 @@ function renderMessage(message, conversation, showName) {
       actions.append(h("button", { type: "button", class: "quiet", onclick: () => deleteMessages([message.id]) }, "Delete"));
     }
     if (!mine) actions.append(h("button", { type: "button", class: "quiet", onclick: () => openReport(message) }, "Report"));
+    if (!mine && message.sender?.id) {
+      actions.append(h("button", { type: "button", class: "quiet", name: "block-sender", onclick: () => blockSender(message.sender) }, "Block"));
+    }
     if (!mine && isModerator(conversation) && message.sender?.id) {
       actions.append(h("button", { type: "button", class: "quiet", onclick: () => moderate(conversation, message.sender, "mute") }, "Mute"));
       actions.append(h("button", { type: "button", class: "quiet danger-text", onclick: () => moderate(conversation, message.sender, "ban") }, "Ban"));
@@ -1081,6 +1093,36 @@ function openReport(message) {
   } }, h("p", { class: "hint" }, `Report this message by ${message.sender?.displayName ?? "someone"}?`), ...choices, note,
     h("button", { type: "submit", class: "primary" }, "Send report"), error);
   close = dialog("Report message", form);
+}
+
+/** Blocks a message's sender, after asking: their messages become placeholders everywhere. */
+async function blockSender(sender) {
+  if (!confirm(`Block ${sender.displayName}? You will stop seeing their messages, reactions and typing everywhere. They are not told.`)) return;
+  try {
+    await state.api.put(`/v1/me/blocks/${sender.id}`);
+    showToast(`${sender.displayName} is blocked.`);
+  } catch (failure) { showToast(failure.message); }
+}
+
+/** The people this user blocked, each with Unblock. */
+async function openBlockedDialog() {
+  const list = h("ul", { class: "blocked-list", "aria-label": "Blocked people" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  const fill = async () => {
+    try {
+      const { users } = await state.api.get("/v1/me/blocks");
+      clear(list);
+      if (!users.length) list.append(h("li", { class: "hint" }, "You have not blocked anyone."));
+      for (const user of users) {
+        list.append(h("li", { "data-id": user.id }, h("span", {}, `${user.displayName} (@${user.username}) `),
+          h("button", { type: "button", class: "quiet", name: "unblock", onclick: async () => {
+            try { await state.api.delete(`/v1/me/blocks/${user.id}`); await fill(); } catch (failure) { error.textContent = failure.message; }
+          } }, "Unblock")));
+      }
+    } catch (failure) { error.textContent = failure.message; }
+  };
+  await fill();
+  dialog("Blocked people", list, error);
 }
 
 /** Mute or ban someone (moderators), with how long. */

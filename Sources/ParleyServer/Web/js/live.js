@@ -3,8 +3,8 @@
 // backoff, and a heartbeat that notices a socket that died while the laptop slept.
 
 export class Live {
-  constructor({ appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onSignedOut, onPosition }) {
-    Object.assign(this, { appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onSignedOut, onPosition });
+  constructor({ appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onBlocks, onSignedOut, onPosition }) {
+    Object.assign(this, { appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onBlocks, onSignedOut, onPosition });
     this.socket = null;
     this.pending = new Map();
     this.counter = 0;
@@ -83,6 +83,10 @@ export class Live {
       case "typing":
       case "presence":
         this.onEphemeral?.(frame);
+        break;
+      case "blocks":
+        // This user's block list changed (here or on another device): frames from now on follow it.
+        this.onBlocks?.(frame.userIds ?? []);
         break;
       case "ack":
       case "error":
