@@ -234,6 +234,10 @@ def test_the_before_send_hook_accepts_refuses_and_replaces_and_a_hanging_one_cos
             return {"action": "replace", "content": {"type": "text", "text": "[removed by the app]"}}
         if "garbage" in text:
             return 500
+        if "blank swap" in text:
+            return {"action": "replace", "content": {"type": "text", "text": ""}}
+        if "notice swap" in text:
+            return {"action": "replace", "content": {"type": "system", "text": "an official-looking notice"}}
         return {"action": "accept"}
 
     hook = Hook(decide)
@@ -255,6 +259,11 @@ def test_the_before_send_hook_accepts_refuses_and_replaces_and_a_hanging_one_cos
         assert ana.send(cid, "garbage answer")[0] == 201
         texts = [bob_socket.wait_event(lambda e: e["type"] == "message.created")["event"]["message"]["content"]["text"] for _ in range(3)]
         assert texts == ["hello", "[removed by the app]", "garbage answer"]
+        # A replacement that is not valid content, or would be a system message, is a broken
+        # answer too: onFailure decides (accept: the message as written).
+        for text in ("a blank swap", "a notice swap"):
+            status, kept = ana.send(cid, text)
+            assert status == 201 and kept["content"] == {"type": "text", "text": text}, kept
         question = hook.questions[0]
         assert question["type"] == "message.send" and question["conversationId"] == cid
         assert question["user"]["username"] == ana.user["username"] and question["content"] == {"type": "text", "text": "hello"}

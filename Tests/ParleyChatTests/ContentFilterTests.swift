@@ -137,4 +137,29 @@ struct ContentFilterTests {
         try await chat.contentFilters.deleteBlocklist(server, name: "spam")
         _ = try await chat.send(ana, to: room, SendMessageRequest(clientID: "s3", content: .text("cheap pills")))
     }
+
+    @Test func anAppHasAtMostTenListsOfAThousandWordsAndFiftyPatternsAndARefusedListChangesNothing() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let server = try await backend(harness)
+        let words = (0..<ContentFilters.wordsPerList).map { "word\($0)" }
+        _ = try await chat.contentFilters.setBlocklist(server, name: "full", SetBlocklistRequest(words: words, mode: .mask))
+        #expect(await code { _ = try await chat.contentFilters.setBlocklist(server, name: "over", SetBlocklistRequest(words: words + ["one more"], mode: .mask)) }
+                == "invalid_request")
+        let patterns = (0..<ContentFilters.regexesPerList).map { "x\($0)y" }
+        _ = try await chat.contentFilters.setBlocklist(server, name: "patterns", SetBlocklistRequest(regexes: patterns, mode: .reject))
+        #expect(await code { _ = try await chat.contentFilters.setBlocklist(server, name: "more", SetBlocklistRequest(regexes: patterns + ["z+q"], mode: .reject)) }
+                == "invalid_request")
+        for index in 2..<ContentFilters.listsPerApp {
+            _ = try await chat.contentFilters.setBlocklist(server, name: "list\(index)", SetBlocklistRequest(words: ["w\(index)"], mode: .reject))
+        }
+        #expect(await code { _ = try await chat.contentFilters.setBlocklist(server, name: "eleventh", SetBlocklistRequest(words: ["w"], mode: .reject)) }
+                == "conflict")
+        // Replacing one of the ten is still allowed; the refused ones left nothing behind.
+        _ = try await chat.contentFilters.setBlocklist(server, name: "list2", SetBlocklistRequest(words: ["w2", "w2b"], mode: .reject))
+        let names = try await chat.contentFilters.blocklists(server).blocklists.map(\.name)
+        #expect(names.count == ContentFilters.listsPerApp && !names.contains("eleventh") && !names.contains("over") && !names.contains("more"))
+        #expect(try await chat.contentFilters.blocklists(server).blocklists.first { $0.name == "full" }?.words.count == ContentFilters.wordsPerList)
+    }
 }
