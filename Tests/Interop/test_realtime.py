@@ -502,3 +502,9 @@ def test_in_a_public_channel_the_author_hears_how_many_of_how_many_have_the_mess
     late.wait_ready()
     late.drain()
     assert any(e["type"] == "delivery.updated" for e in late.events)
+    # REST agrees with what the author's devices were told (issue 33, item 9).
+    mid = ack["result"]["message"]["id"]
+    status, message = author.get(f"/v1/conversations/{channel['id']}/messages/{mid}")
+    assert status == 200 and message["status"] == "delivered"
+    status, page = author.get(f"/v1/conversations/{channel['id']}/messages")
+    assert [m["status"] for m in page["messages"] if m["id"] == mid] == ["delivered"]

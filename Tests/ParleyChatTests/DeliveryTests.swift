@@ -69,6 +69,18 @@ struct DeliveryTests {
         #expect(counts.map(\.deliveredCount) == [41, 41] && counts.map(\.recipientCount) == [41, 41])
         #expect(counts.map(\.readCount) == [11, 10], "bob read up to his own message, past ana's first")
         #expect(counts.map(\.status) == [.delivered, .delivered])
+        // The REST answers say the same (issue 33, item 9): history, one message, the list, the feed.
+        func restStatus(_ id: MessageID) async throws -> DeliveryStatus? {
+            try await chat.message(ana, conversation: channel.id, message: id).status
+        }
+        #expect(try await restStatus(first.id) == .delivered)
+        #expect(try await restStatus(third.id) == .delivered)
+        let page = try await chat.history(ana, id: channel.id, HistoryQuery()).page().messages
+        #expect(page.filter { $0.sender.id == ana.userID }.map(\.status) == [.delivered, .delivered])
+        #expect(page.first { $0.id == second.id }?.status == nil, "only one's own messages carry a status")
+        #expect(try await chat.conversation(ana, id: channel.id).lastMessage?.status == .delivered)
+        let created = try await feed(chat, ana).filter { $0.type == .messageCreated && $0.message?.sender.id == ana.userID }
+        #expect(created.map(\.message?.status) == [.delivered, .delivered])
         let bobEvent = try #require(try await feed(chat, bob).first { $0.type == .deliveryUpdated })
         #expect(bobEvent.deliveries?.map(\.messageID) == [second.id])
         // Ana sent after it, which moved her own watermarks past it; bob's own marks do not count.
@@ -86,6 +98,8 @@ struct DeliveryTests {
         let latest = try #require(try await feed(chat, ana).last { $0.type == .deliveryUpdated })
         #expect(latest.deliveries?.map(\.messageID) == [first.id, third.id] && latest.deliveries?.map(\.status) == [.read, .read])
         #expect(latest.deliveries?.map(\.readCount) == [41, 41])
+        #expect(try await restStatus(first.id) == .read)
+        #expect(try await restStatus(third.id) == .read)
     }
 
     @Test func groupsAndDirectChatsKeepTheirReceiptsAndGetNoCounts() async throws {

@@ -454,8 +454,8 @@ extension Chat {
                 SELECT 1 FROM block WHERE blocker_id = \(caller.userKey) AND blocked_id = \(author)
                 """) != nil
             let hiding: Set<Int64> = blocked ? [author] : []
-            lastMessage = try message(messageRow, caller: caller.userKey, lowest: try lowestWatermarks(db, conversation: key, kind: kind, except: caller.userKey),
-                                      hiding: hiding)
+            let lowest = author == caller.userKey ? try lowestWatermarks(db, conversation: key, kind: kind, except: caller.userKey) : nil
+            lastMessage = try message(messageRow, caller: caller.userKey, lowest: lowest, hiding: hiding)
         }
         var peer: User?
         if kind == .direct, let peerRow = try db.fetchOne("""
@@ -490,16 +490,25 @@ extension Chat {
     }
 
     /// The lowest delivered and read watermarks of everyone but `except`: a message at or
-    /// below them has reached (been read by) everyone. Not for public channels: with up to
-    /// 100,000 members "read by everyone" means little and would scan every member per page
-    /// (their messages show `sent`; `GET …/receipts` of one message still says who has it).
+    /// below them has reached (been read by) everyone. In every kind of conversation, so a
+    /// message's REST status agrees with what `receipt.updated` (groups) and `delivery.updated`
+    /// (public channels: "delivered once every recipient has it") told its author. It reads
+    /// every member's row, so callers ask only when a message of `except`'s is being read
+    /// (``lowestWatermarksIfNeeded(_:rows:conversation:kind:caller:)``).
     static func lowestWatermarks(_ db: any Database, conversation: Int64, kind: ConversationKind, except: Int64) throws -> (delivered: Int64, read: Int64)? {
-        guard kind != .public,
-              let row = try db.fetchOne("""
+        guard let row = try db.fetchOne("""
                 SELECT min(delivered_seq) AS delivered, min(read_seq) AS read FROM member
                 WHERE conversation_id = \(conversation) AND user_id != \(except)
                 """),
               let delivered = try row.get("delivered", as: Int64?.self), let read = try row.get("read", as: Int64?.self) else { return nil }
         return (delivered, read)
+    }
+
+    /// ``lowestWatermarks(_:conversation:kind:except:)`` when `rows` (of ``messageColumns``)
+    /// hold a message of the caller's, whose status needs them; nil otherwise.
+    static func lowestWatermarksIfNeeded(_ db: any Database, rows: some Sequence<Row>, conversation: Int64, kind: ConversationKind,
+                                         caller: Int64) throws -> (delivered: Int64, read: Int64)? {
+        guard try rows.contains(where: { try $0.get("m_author_key", as: Int64.self) == caller }) else { return nil }
+        return try lowestWatermarks(db, conversation: conversation, kind: kind, except: caller)
     }
 }

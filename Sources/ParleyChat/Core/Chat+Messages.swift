@@ -264,7 +264,7 @@ extension Chat {
                 payload: try EventPayload(stored: try row.get("e_payload", as: String?.self)))
             if try row.get("e_message_key", as: Int64?.self) != nil {
                 var lowest: (delivered: Int64, read: Int64)?
-                if let viewer {
+                if let viewer, try row.get("m_author_key", as: Int64.self) == viewer {
                     if lowestByConversation[conversationKey] == nil {
                         lowestByConversation[conversationKey] = .some(try lowestWatermarks(db, conversation: conversationKey, kind: kind, except: viewer))
                     }
@@ -587,7 +587,7 @@ extension Chat {
         } else {
             rows = try page("m.seq < \(before ?? Int64.max)", descending: true, count: limit).reversed()
         }
-        let lowest = try Chat.lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+        let lowest = try Chat.lowestWatermarksIfNeeded(db, rows: rows, conversation: access.key, kind: access.kind, caller: caller.userKey)
         let hiding = try Chat.blockedKeys(db, viewer: caller.userKey)
         var records = try rows.map { try Chat.record($0, caller: caller.userKey, lowest: lowest, hiding: hiding) }
         try Chat.fillMyReactions(db, &records, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)

@@ -313,7 +313,7 @@ extension Chat {
     /// Messages from rows of `messageColumns`, as `caller` sees them (status of their own,
     /// their reactions).
     static func messages(_ db: any Database, _ rows: [Row], access: Access, caller: Caller) throws -> [Message] {
-        let lowest = try lowestWatermarks(db, conversation: access.key, kind: access.kind, except: caller.userKey)
+        let lowest = try lowestWatermarksIfNeeded(db, rows: rows, conversation: access.key, kind: access.kind, caller: caller.userKey)
         let hiding = try blockedKeys(db, viewer: caller.userKey)
         var records = try rows.map { try record($0, caller: caller.userKey, lowest: lowest, hiding: hiding) }
         try fillMyReactions(db, &records, keys: try rows.map { try $0.get("m_key") }, viewer: caller.userKey)
