@@ -34,8 +34,9 @@ public actor ParleyClient {
     public enum LiveEvent: Sendable, Hashable {
         /// A stored change (message, edit, delete, membership, receipt…), in position order.
         case event(ConversationEvent)
-        /// Someone started (true) or stopped typing; forget a `true` after `expiresIn`.
-        case typing(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresIn: Duration)
+        /// Someone started (true) or stopped typing, in the conversation or in a thread
+        /// (`threadID`, its root); forget a `true` after `expiresIn`.
+        case typing(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresIn: Duration, threadID: MessageID? = nil)
         /// Someone came online or went offline.
         case presence(Presence)
         /// The signed-in user's block list changed, on this device or another: everyone they
@@ -535,10 +536,11 @@ public actor ParleyClient {
                                              body: ReceiptUpdate(readSeq: seq), token: try requireToken())
     }
 
-    /// Tells the other members the user is (or stopped) typing. Repeat every few seconds while
-    /// typing. Does nothing while offline.
-    public func setTyping(_ typing: Bool, in conversation: ConversationID) {
-        write(.typing(id: nil, conversationID: conversation, isTyping: typing))
+    /// Tells the other members the user is (or stopped) typing, in the conversation or in the
+    /// thread under `thread` (its root). Repeat every few seconds while typing. Does nothing
+    /// while offline.
+    public func setTyping(_ typing: Bool, in conversation: ConversationID, thread: MessageID? = nil) {
+        write(.typing(id: nil, conversationID: conversation, isTyping: typing, threadID: thread))
     }
 
     /// Who of `users` is online (people sharing a conversation with the caller).
@@ -679,7 +681,7 @@ public actor ParleyClient {
             apply(event)
         case .typing(let typing):
             emit(.typing(conversationID: typing.conversationID, userID: typing.userID, isTyping: typing.isTyping,
-                         expiresIn: .milliseconds(typing.expiresInMs)))
+                         expiresIn: .milliseconds(typing.expiresInMs), threadID: typing.threadID))
         case .presence(let presence):
             emit(.presence(presence))
         case .blocks(let blocks):

@@ -375,8 +375,8 @@ final class RealtimeSession: @unchecked Sendable {
             return try encode(try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(deliveredSeq: seq)))
         case .markRead(_, let conversation, let seq):
             return try encode(try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(readSeq: seq)))
-        case .typing(_, let conversation, let isTyping):
-            try await chat.typing(caller, conversation: conversation, typing: isTyping)
+        case .typing(_, let conversation, let isTyping, let thread):
+            try await chat.typing(caller, conversation: conversation, thread: thread, typing: isTyping)
             return Array("{}".utf8)
         case .join(_, let conversation):
             return try encode(try await chat.join(caller, id: conversation))

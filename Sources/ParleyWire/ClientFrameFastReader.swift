@@ -45,7 +45,7 @@ extension ClientFrame {
         case "typing.start", "typing.stop":
             guard fields.only(["type", "id", "conversationId"]), case .string(let conversation)? = fields["conversationId"],
                   let id = fields.optionalString("id") else { return nil }
-            return .typing(id: id, conversationID: ConversationID(rawValue: conversation), isTyping: type == "typing.start")
+            return .typing(id: id, conversationID: ConversationID(rawValue: conversation), isTyping: type == "typing.start", threadID: nil)
         case "ping":
             guard fields.only(["type", "id"]), let id = fields.optionalString("id") else { return nil }
             return .ping(id: id)

@@ -29,8 +29,9 @@ public enum ClientFrame: Hashable, Sendable, Codable {
     case markDelivered(id: String, conversationID: ConversationID, seq: Int64)
     /// Everything up to `seq` was shown.
     case markRead(id: String, conversationID: ConversationID, seq: Int64)
-    /// The user started (`typing.start`) or stopped (`typing.stop`) typing; the id is optional.
-    case typing(id: String?, conversationID: ConversationID, isTyping: Bool)
+    /// The user started (`typing.start`) or stopped (`typing.stop`) typing, in the conversation
+    /// or in one of its threads (`threadId`, the thread's root); the id is optional.
+    case typing(id: String?, conversationID: ConversationID, isTyping: Bool, threadID: MessageID? = nil)
     /// Join a public channel.
     case join(id: String, conversationID: ConversationID)
     /// Leave a channel or group.
@@ -97,7 +98,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
         case .react(_, _, _, _, let adding): adding ? .reactionAdd : .reactionRemove
         case .markDelivered: .markDelivered
         case .markRead: .markRead
-        case .typing(_, _, let isTyping): isTyping ? .typingStarted : .typingStopped
+        case .typing(_, _, let isTyping, _): isTyping ? .typingStarted : .typingStopped
         case .join: .join
         case .leave: .leave
         case .presence: .presence
@@ -111,7 +112,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
         case .auth(let auth): auth.id
         case .send(let id, _, _), .edit(let id, _, _, _, _), .delete(let id, _, _), .react(let id, _, _, _, _), .markDelivered(let id, _, _),
              .markRead(let id, _, _), .join(let id, _), .leave(let id, _), .presence(let id, _): id
-        case .typing(let id, _, _), .ping(let id): id
+        case .typing(let id, _, _, _), .ping(let id): id
         }
     }
 
@@ -119,7 +120,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
     public var conversationID: ConversationID? {
         switch self {
         case .send(_, let conversation, _), .edit(_, let conversation, _, _, _), .delete(_, let conversation, _), .react(_, let conversation, _, _, _),
-             .markDelivered(_, let conversation, _), .markRead(_, let conversation, _), .typing(_, let conversation, _),
+             .markDelivered(_, let conversation, _), .markRead(_, let conversation, _), .typing(_, let conversation, _, _),
              .join(_, let conversation), .leave(_, let conversation): conversation
         case .auth, .presence, .ping: nil
         }
@@ -127,7 +128,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case type, id, token, position, epoch, conversationID = "conversationId", message, messageID = "messageId",
-             messageIDs = "messageIds", content, metadata, seq, userIDs = "userIds", emoji
+             messageIDs = "messageIds", content, metadata, seq, userIDs = "userIds", emoji, threadID = "threadId"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -168,7 +169,8 @@ public enum ClientFrame: Hashable, Sendable, Codable {
             case .markRead:
                 self = .markRead(id: try commandID(), conversationID: try required(.conversationID), seq: try required(.seq))
             case .typingStarted, .typingStopped:
-                self = .typing(id: optionalID, conversationID: try required(.conversationID), isTyping: kind == .typingStarted)
+                self = .typing(id: optionalID, conversationID: try required(.conversationID), isTyping: kind == .typingStarted,
+                               threadID: try container.decodeIfPresent(MessageID.self, forKey: .threadID))
             case .join:
                 self = .join(id: try commandID(), conversationID: try required(.conversationID))
             case .leave:
@@ -224,7 +226,9 @@ public enum ClientFrame: Hashable, Sendable, Codable {
             try container.encode(seq, forKey: .seq)
         case .presence(_, let userIDs):
             try container.encode(userIDs, forKey: .userIDs)
-        case .typing, .join, .leave, .ping:
+        case .typing(_, _, _, let threadID):
+            try container.encodeIfPresent(threadID, forKey: .threadID)
+        case .join, .leave, .ping:
             break
         }
     }
@@ -318,15 +322,20 @@ public enum ServerFrame: Hashable, Sendable, Codable {
         public var isTyping: Bool
         /// Forget it after this long unless repeated.
         public var expiresInMs: Int
+        /// In a thread: its root message (nil: in the conversation itself).
+        public var threadID: MessageID? = nil
 
-        enum CodingKeys: String, CodingKey { case conversationID = "conversationId", userID = "userId", isTyping = "typing", expiresInMs }
+        enum CodingKeys: String, CodingKey {
+            case conversationID = "conversationId", userID = "userId", isTyping = "typing", expiresInMs, threadID = "threadId"
+        }
 
         /// Creates the value; each argument sets the property of the same name.
-        public init(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresInMs: Int) {
+        public init(conversationID: ConversationID, userID: UserID, isTyping: Bool, expiresInMs: Int, threadID: MessageID? = nil) {
             self.conversationID = conversationID
             self.userID = userID
             self.isTyping = isTyping
             self.expiresInMs = expiresInMs
+            self.threadID = threadID
         }
     }
 
@@ -578,12 +587,14 @@ public enum RealtimeFrames: Sendable {
         (try? Array(WireCoding.encoder().encode(frame))) ?? Array(#"{"type":"error"}"#.utf8)
     }
 
-    /// `{"conversationId":…,"expiresInMs":…,"type":"typing","typing":…,"userId":…}`.
-    public static func typing(conversationID: String, userID: String, typing: Bool, expiresInMs: Int) -> [UInt8] {
+    /// `{"conversationId":…,"expiresInMs":…,"threadId":…,"type":"typing","typing":…,"userId":…}`
+    /// (`threadId` only for typing in a thread).
+    public static func typing(conversationID: String, userID: String, typing: Bool, expiresInMs: Int, threadID: String? = nil) -> [UInt8] {
         var writer = JSONWriter(capacity: 128)
         writer.object { json in
             json.key("conversationId"); json.string(conversationID)
             json.key("expiresInMs"); json.integer(Int64(expiresInMs))
+            if let threadID { json.key("threadId"); json.string(threadID) }
             json.key("type"); json.string("typing")
             json.key("typing"); json.bool(typing)
             json.key("userId"); json.string(userID)

@@ -207,7 +207,7 @@ enum ChatScreen {
                     }
                     typing[message.sender.id] = nil
                 }
-            case .live(.typing(let conversation, let user, let isTyping, let expiresIn)) where conversation == id:
+            case .live(.typing(let conversation, let user, let isTyping, let expiresIn, nil)) where conversation == id:
                 typing[user] = isTyping ? (names[user] ?? "someone", Date().addingTimeInterval(Double(expiresIn.components.seconds))) : nil
             case .outgoing(let update) where update.conversationID == id:
                 switch update.status {

@@ -678,10 +678,11 @@ func listen(_ client: ParleyClient, conversation: ConversationID?, json asJSON: 
             } else {
                 output("\(time(event.createdAt))\t\(event.conversationID.rawValue)\t\(event.type.rawValue) \(event.userID?.rawValue ?? "")")
             }
-        case .typing(let where_, let user, let typing, _):
+        case .typing(let where_, let user, let typing, _, let thread):
             guard conversation == nil || where_ == conversation else { continue }
-            output(asJSON ? #"{"conversationId":"\#(where_.rawValue)","type":"typing","typing":\#(typing),"userId":"\#(user.rawValue)"}"#
-                          : "\(where_.rawValue)\t\(user.rawValue) \(typing ? "is typing…" : "stopped typing")")
+            let threadJSON = thread.map { #","threadId":"\#($0.rawValue)""# } ?? ""
+            output(asJSON ? #"{"conversationId":"\#(where_.rawValue)"\#(threadJSON),"type":"typing","typing":\#(typing),"userId":"\#(user.rawValue)"}"#
+                          : "\(where_.rawValue)\t\(user.rawValue) \(typing ? "is typing…" : "stopped typing")\(thread.map { " in the thread under \($0.rawValue)" } ?? "")")
         case .presence(let presence):
             output(asJSON ? try json(presence) : "\(presence.userID.rawValue) is \(presence.status.rawValue)")
         case .blocks(let users):

@@ -188,6 +188,13 @@ def test_typing_goes_to_the_other_members_only_and_presence_follows_connections(
     assert bobs.until(lambda f: f["type"] == "typing")["typing"] is False
     second.drain()
     assert not [f for f in second.frames if f["type"] == "typing"], "the typist's own devices are not told"
+    # In a thread: the frame names the thread's root; a root that is not in the conversation is refused.
+    _, root = alice.send(room, "thread starter")
+    assert alices.command("typing.start", conversationId=room, threadId=root["id"])["type"] == "ack"
+    in_thread = bobs.until(lambda f: f["type"] == "typing" and f.get("threadId"))
+    assert in_thread["threadId"] == root["id"] and in_thread["typing"] is True and in_thread["userId"] == alice.user["id"]
+    refused = alices.command("typing.start", conversationId=room, threadId="m_nosuchroot")
+    assert refused["type"] == "error" and refused["error"]["code"] == "message_not_found"
 
     answer = alices.command("presence.query", userIds=[bob.user["id"]])
     assert answer["result"]["users"] == [{"userId": bob.user["id"], "status": "online"}]

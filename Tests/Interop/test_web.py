@@ -639,8 +639,13 @@ def test_a_thread_in_two_browsers(server, browsers):
     assert "yes, saturday" not in " ".join(ana.wait(lambda: ana.texts(), "the texts")), "a thread-only reply stays out of the conversation"
     ana.wait(open_link, "the reply link")
     ana.wait(lambda: any("yes, saturday" in li.text for li in ana.find(".thread-replies li")), "Ana's thread panel")
+    # Typing in the thread shows in the other's open thread, not under the conversation.
+    ana.one(".thread-input").send_keys("booked")
+    ben.wait(lambda: "typing" in ben.one(".thread-typing").text, "Ana typing, in Ben's thread panel")
+    assert "typing" not in ben.one(".chat .typing:not(.thread-typing)").text
     ana.one("input[name=alsoInConversation]").click()
-    ana.one(".thread-input").send_keys("booked the train", Keys.ENTER)
+    ana.one(".thread-input").send_keys(" the train", Keys.ENTER)
+    ben.wait(lambda: "typing" not in ben.one(".thread-typing").text, "the typing ended by the reply")
     ben.wait(lambda: any("booked the train" in li.text for li in ben.find(".thread-replies li")), "live in Ben's open thread")
     ana.screenshot("thread.png")
     ben.driver.find_element(By.CSS_SELECTOR, ".dialog button[aria-label=Close]").click()

@@ -32,6 +32,7 @@ struct FrameTests {
             .leave(id: "l", conversationID: ConversationID(rawValue: "c_2")),
             .presence(id: "p", userIDs: [UserID(rawValue: "u_1")]),
             .ping(id: nil),
+            .typing(id: nil, conversationID: ConversationID(rawValue: "c_1"), isTyping: true, threadID: MessageID(rawValue: "m_root")),
         ]
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -43,6 +44,7 @@ struct FrameTests {
         #expect(String(decoding: try encoder.encode(frames[1]), as: UTF8.self)
                 == #"{"conversationId":"c_1","id":"7","message":{"clientId":"a1","content":{"text":"hi","type":"text"}},"type":"message.send"}"#)
         #expect(String(decoding: try encoder.encode(frames[6]), as: UTF8.self) == #"{"conversationId":"c_1","type":"typing.start"}"#)
+        #expect(String(decoding: try encoder.encode(frames[12]), as: UTF8.self) == #"{"conversationId":"c_1","threadId":"m_root","type":"typing.start"}"#)
     }
 
     /// Decision 0026, part 2: the fast reader reads the hot commands as JSONDecoder does, and
@@ -87,6 +89,7 @@ struct FrameTests {
             #"{"type":"receipt.read","id":"r","conversationId":"c_1","seq":1,"extra":true}"#,
             #"{"type":"ping","id":null}"#,
             #"{"type":"ping"} x"#,
+            #"{"type":"typing.start","conversationId":"c_1","threadId":"m_root"}"#,
             #"{"type":"ping""#,
             #"{"type":"message.edit","id":"8","conversationId":"c_1","messageId":"m","content":{"type":"text","text":"x"}}"#,
             "{\"type\":\"ping\",\"id\":\"a\u{01}b\"}",

@@ -79,15 +79,21 @@ extension Chat {
     }
 
     /// Tells the conversation's other members' devices that the caller started or stopped
-    /// typing. Nothing is stored.
+    /// typing, in the conversation or in the thread under `thread`. Nothing is stored.
     ///
-    /// - Throws: 403 `not_member` in a public channel not joined; 404.
-    package func typing(_ caller: Caller, conversation id: ConversationID, typing: Bool) async throws {
+    /// - Throws: 403 `not_member` in a public channel not joined; 404 (also
+    ///   `message_not_found` for a thread root that is not in the conversation).
+    package func typing(_ caller: Caller, conversation id: ConversationID, thread: MessageID? = nil, typing: Bool) async throws {
         let access = try await run {
-            try await store.read { db in try Chat.access(db, caller: caller, id: id, for: .keepOwnState) }
+            try await store.read { db in
+                let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
+                // In a thread: its root must be a message of this conversation the caller sees.
+                if let thread { _ = try Chat.messageRow(db, access: access, id: thread) }
+                return access
+            }
         }
         let frame = RealtimeFrames.typing(conversationID: id.rawValue, userID: caller.userID.rawValue, typing: typing,
-                                          expiresInMs: Chat.typingLifetimeMilliseconds)
+                                          expiresInMs: Chat.typingLifetimeMilliseconds, threadID: thread?.rawValue)
         bus?.publish([.ephemeral(audience: .membersExcept(conversation: access.key, user: caller.userKey), frame: frame)])
     }
 

@@ -301,23 +301,32 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// Hands `bytes` to one recipient: as they are (one frame made for every recipient), or,
     /// for a device whose user blocks someone, as what ``BlockedFrames`` says, read once per
     /// publication the first time such a device is met.
+    @inline(__always)
     private func deliver(_ bytes: [UInt8], to subscriber: Subscriber, frame: inout Frame?, hiding: inout Hiding?,
                          _ delivery: (Frame) -> Delivery) {
-        if !subscriber.blocked.isEmpty {
-            var state = hiding ?? Hiding(reading: BlockedFrames(frame: bytes))
-            defer { hiding = state }
-            switch state.reading.outcome(for: subscriber.blocked) {
-            case .withheld: return
-            case .stub(let stub):
-                let made = state.stub ?? makeFrame(stub)
-                state.stub = made
-                return subscriber.receive(delivery(made))
-            case .asIs: break
-            }
-        }
+        if !subscriber.blocked.isEmpty, deliverHiding(bytes, to: subscriber, hiding: &hiding, delivery) { return }
         let made = frame ?? makeFrame(bytes)
         frame = made
         subscriber.receive(delivery(made))
+    }
+
+    /// The rare path of ``deliver(_:to:frame:hiding:_:)``: true when it delivered a stub or
+    /// withheld the frame, false when the frame goes as it is.
+    @inline(never)
+    private func deliverHiding(_ bytes: [UInt8], to subscriber: Subscriber, hiding: inout Hiding?, _ delivery: (Frame) -> Delivery) -> Bool {
+        var state = hiding ?? Hiding(reading: BlockedFrames(frame: bytes))
+        defer { hiding = state }
+        switch state.reading.outcome(for: subscriber.blocked) {
+        case .withheld:
+            return true
+        case .stub(let stub):
+            let made = state.stub ?? makeFrame(stub)
+            state.stub = made
+            subscriber.receive(delivery(made))
+            return true
+        case .asIs:
+            return false
+        }
     }
 
     /// One publication as read for recipients with blocks, and its stub frame once made.

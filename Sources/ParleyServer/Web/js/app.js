@@ -741,10 +741,12 @@ const eventHandlers = handlers({
 
 function handleEphemeral(frame) {
   if (frame.type === "typing") {
-    const typists = state.typing.get(frame.conversationId) ?? new Map();
+    // Typing in a thread is shown in the thread's panel, not under the conversation.
+    const key = typingKey(frame.conversationId, frame.threadId);
+    const typists = state.typing.get(key) ?? new Map();
     if (frame.typing) typists.set(frame.userId, Date.now() + (frame.expiresInMs ?? 6000));
     else typists.delete(frame.userId);
-    state.typing.set(frame.conversationId, typists);
+    state.typing.set(key, typists);
     renderTyping();
     setTimeout(renderTyping, (frame.expiresInMs ?? 6000) + 50);
   } else if (frame.type === "presence") {
@@ -758,19 +760,28 @@ function handleEphemeral(frame) {
   }
 }
 
-function clearTyping(conversationId, userId) {
-  state.typing.get(conversationId)?.delete(userId);
+function typingKey(conversationId, threadId) {
+  return threadId ? `${conversationId}#${threadId}` : conversationId;
+}
+
+function clearTyping(conversationId, userId, threadId) {
+  state.typing.get(typingKey(conversationId, threadId))?.delete(userId);
   renderTyping();
 }
 
-function renderTyping() {
-  if (!elements.typing || !state.current) return;
-  const typists = state.typing.get(state.current) ?? new Map();
+function typingText(key) {
+  const typists = state.typing.get(key) ?? new Map();
   const now = Date.now();
   for (const [user, expiry] of typists) if (expiry <= now) typists.delete(user);
   const conversation = state.conversations.get(state.current);
   const names = [...typists.keys()].map((id) => (conversation?.peer?.id === id ? conversation.peer.displayName : memberName(id)));
-  elements.typing.textContent = names.length === 0 ? "" : `${names.join(", ")} ${names.length === 1 ? "is" : "are"} typing…`;
+  return names.length === 0 ? "" : `${names.join(", ")} ${names.length === 1 ? "is" : "are"} typing…`;
+}
+
+function renderTyping() {
+  if (threadView?.typing) threadView.typing.textContent = typingText(typingKey(threadView.conversationId, threadView.root.id));
+  if (!elements.typing || !state.current) return;
+  elements.typing.textContent = typingText(state.current);
 }
 
 function memberName(userId) {
@@ -1009,9 +1020,20 @@ function openThread(root) {
   const box = h("textarea", { class: "thread-input", rows: 2, placeholder: "Reply in the thread", "aria-label": "Reply in the thread", maxlength: 10000 });
   const also = h("input", { type: "checkbox", name: "alsoInConversation" });
   const error = h("p", { class: "form-error", role: "alert" });
+  const typing = h("div", { class: "typing thread-typing", "aria-live": "polite" });
+  let typingSentAt = 0;
+  const notifyTyping = (started) => {
+    state.live?.notify(started ? "typing.start" : "typing.stop", { conversationId: root.conversationId, threadId: root.id });
+  };
+  box.addEventListener("input", () => {
+    const now = Date.now();
+    if (box.value.trim() && now - typingSentAt > 3000) { typingSentAt = now; notifyTyping(true); }
+    else if (!box.value.trim() && typingSentAt) { typingSentAt = 0; notifyTyping(false); }
+  });
   const submit = async () => {
     const text = box.value.trim();
     if (!text) return;
+    if (typingSentAt) { typingSentAt = 0; notifyTyping(false); }
     try {
       const message = await state.api.post(`/v1/conversations/${root.conversationId}/messages`,
         { clientId: newID(), content: { type: "text", text }, threadId: root.id, alsoInConversation: also.checked });
@@ -1028,12 +1050,14 @@ function openThread(root) {
     h("div", { class: "thread-root" }, h("span", { class: "sender" }, root.sender?.displayName ?? ""), " ",
       h("span", { dir: "auto" }, preview(root).replace(/^You: /, ""))),
     list,
+    typing,
     h("form", { class: "thread-composer", onsubmit: (event) => { event.preventDefault(); submit(); } },
       box,
       h("label", { class: "check" }, also, " Also send to the conversation"),
       h("button", { type: "submit", class: "primary" }, "Reply")),
     error);
-  threadView = { conversationId: root.conversationId, root, list, replies: new Map() };
+  threadView = { conversationId: root.conversationId, root, list, replies: new Map(), typing };
+  renderTyping();
   const overlay = list.closest(".overlay");
   new MutationObserver((_, observer) => {
     if (!document.body.contains(overlay)) { threadView = null; observer.disconnect(); }

@@ -20,6 +20,8 @@ export function handlers(page) {
       if (event.conversationId !== state.current || document.hidden) conversation.unreadCount = (conversation.unreadCount ?? 0) + 1;
       page.clearTyping(event.conversationId, message.sender.id);
     }
+    // A reply ends its author's typing in the thread.
+    if (event.type === "message.created" && message.threadId) page.clearTyping(event.conversationId, message.sender?.id, message.threadId);
     if (event.thread) page.updateRoot(event.conversationId, event.thread);
     page.insertMessage(message);
     if (event.conversationId === state.current) page.markRead(state.current);
