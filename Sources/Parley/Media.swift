@@ -13,8 +13,11 @@ public enum OutgoingMedia: Sendable {
     /// A video file and its thumbnail image (MessageKit's `video(file:thumbnail:)`), with what
     /// the client knows about it.
     case video(file: URL, thumbnail: Data, durationSeconds: Double? = nil, width: Int? = nil, height: Int? = nil)
-    /// A sound file (voice message).
+    /// A sound file.
     case audio(file: URL, durationSeconds: Double? = nil)
+    /// A voice message recorded in the app: the recording, its length (over 0) and its
+    /// loudness as at most 128 values of 0–255 (``Attachment/waveform``), shown as a player.
+    case voice(file: URL, durationSeconds: Double, waveform: [Int])
     /// Any file, sent under its own name unless `name` says otherwise.
     case file(URL, name: String? = nil)
 }
@@ -244,7 +247,7 @@ extension ParleyClient {
         case .video(let file, let thumbnail, _, _, _):
             return [Part(source: .file(file), kind: .video, mimeType: mediaType(of: file, fallback: "video/mp4"), name: file.lastPathComponent, size: try size(of: file)),
                     Part(source: .data(thumbnail), kind: .photo, mimeType: mediaType(of: thumbnail, fallback: "image/jpeg"), name: nil, size: Int64(thumbnail.count))]
-        case .audio(let file, _):
+        case .audio(let file, _), .voice(let file, _, _):
             return [Part(source: .file(file), kind: .audio, mimeType: mediaType(of: file, fallback: "audio/mp4"), name: file.lastPathComponent, size: try size(of: file))]
         case .file(let file, let name):
             return [Part(source: .file(file), kind: .file, mimeType: mediaType(of: file, fallback: "application/octet-stream"),
@@ -263,6 +266,11 @@ extension ParleyClient {
                                      durationSeconds: duration, caption: caption))
         case .audio(_, let duration):
             return .audio(Attachment(attachmentID: first, durationSeconds: duration, caption: caption))
+        case .voice(_, let duration, let waveform):
+            var attachment = Attachment(attachmentID: first, durationSeconds: duration, caption: caption)
+            attachment.voice = true
+            attachment.waveform = waveform
+            return .audio(attachment)
         case .file:
             return .file(Attachment(attachmentID: first, caption: caption))
         }

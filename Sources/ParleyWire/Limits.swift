@@ -67,6 +67,8 @@ public enum Limits: Sendable {
     /// Conversations told of one profile change (`user.updated`), most recently active first.
     public static let profileAnnouncements = 500
     /// People one user may block.
+    /// Values in a voice message's waveform (``Attachment/waveform``), each 0–255.
+    public static let waveformValues = 128
     public static let blocksPerUser = 1_000
     /// Pinned messages in one conversation.
     public static let pinsPerConversation = 100

@@ -437,10 +437,16 @@ public struct Attachment: Hashable, Codable, Sendable {
     public var durationSeconds: Double?
     /// Text shown with the media; indexed for search.
     public var caption: String?
+    /// Audio only: a voice message (recorded in the app), shown as a player with its
+    /// ``waveform`` rather than as a file. Needs ``durationSeconds``.
+    public var voice: Bool? = nil
+    /// Audio only: the loudness over the recording, at most ``Limits/waveformValues`` values of
+    /// 0–255, evenly spaced from start to end (WhatsApp's and Telegram's bars).
+    public var waveform: [Int]? = nil
 
     enum CodingKeys: String, CodingKey {
         case attachmentID = "attachmentId", thumbnailID = "thumbnailId", name, mimeType, sizeBytes, width, height,
-             durationSeconds, caption
+             durationSeconds, caption, voice, waveform
     }
 
     /// Creates the value; each argument sets the property of the same name.

@@ -215,6 +215,31 @@ def test_video_with_a_client_thumbnail_audio_and_files_in_messages(server):
     assert status == 400
 
 
+def test_a_voice_message_carries_its_length_and_waveform_and_bad_ones_change_nothing(server):
+    alice, bob = user(server), user(server)
+    room = direct(alice, bob)
+    status, audio = alice.upload(media.mp3(), "audio", "audio/mpeg", name="memo.mp3")
+    assert status == 201
+    waveform = [0, 12, 80, 255, 140, 33] * 21 + [7, 9]        # 128 values
+    voice = {"type": "audio", "attachmentId": audio["id"], "durationSeconds": 7.4, "voice": True, "waveform": waveform}
+    # Refused, each with what is wrong, and nothing written.
+    for bad, field in [({**voice, "waveform": waveform + [1]}, "waveform"), ({**voice, "waveform": [0, 256]}, "0–255"),
+                       ({**voice, "waveform": [-1]}, "0–255"), ({**voice, "durationSeconds": None}, "durationSeconds"),
+                       ({"type": "audio", "attachmentId": audio["id"], "durationSeconds": 2, "waveform": [1, 2]}, "voice"),
+                       ({"type": "file", "attachmentId": audio["id"], "voice": True}, "audio only")]:
+        bad = {key: value for key, value in bad.items() if value is not None}
+        status, answer = alice.send(room["id"], content=bad)
+        assert status == 400 and field in answer["error"]["message"], (bad, answer)
+    status, page = bob.get(f"/v1/conversations/{room['id']}/messages")
+    assert page["messages"] == []
+    status, sent = alice.send(room["id"], content=voice)
+    assert status == 201, sent
+    assert sent["content"]["voice"] is True and sent["content"]["waveform"] == waveform and sent["content"]["durationSeconds"] == 7.4
+    status, page = bob.get(f"/v1/conversations/{room['id']}/messages")
+    assert page["messages"][-1]["content"] == sent["content"]
+    assert bob.download(audio["id"])[1] == media.mp3()
+
+
 # ---------------------------------------------------------------- bad input
 
 

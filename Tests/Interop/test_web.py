@@ -863,3 +863,26 @@ def test_blocking_someone_turns_their_messages_into_placeholders_live_and_unbloc
     ida.message("and another thing")
     assert not ida.find(".messages .message.blocked-placeholder")
     assert not ida.console() and not max_.console(), (ida.console(), max_.console())
+
+
+def test_a_voice_message_shows_as_a_player_with_its_waveform_and_length(server, browsers):
+    ida_name, max_name = name("ida"), name("max")
+    ida = Browser(server); browsers.append(ida)
+    ida.sign_up(ida_name, "Ida Berg")
+    max_api = Client(server).register(max_name, display_name="Max Roth")
+    status, room = max_api.post("/v1/conversations", {"kind": "direct", "members": [ida_name]})
+    assert status in (200, 201)
+    status, audio = max_api.upload(media.mp3(), "audio", "audio/mpeg", name="memo.mp3")
+    assert status == 201
+    waveform = [10, 60, 200, 255, 120, 40, 90, 30] * 4
+    status, _ = max_api.send(room["id"], content={"type": "audio", "attachmentId": audio["id"], "durationSeconds": 67.2,
+                                                  "voice": True, "waveform": waveform})
+    assert status == 201
+    ida.open_conversation("Max Roth")
+    player = ida.wait(lambda: next(iter(ida.find(".messages .voice")), None), "the voice message")
+    assert len(player.find_elements(By.CSS_SELECTOR, ".waveform .bar")) == len(waveform)
+    assert player.find_element(By.CSS_SELECTOR, ".voice-length").text == "1:07"
+    ida.wait(lambda: (player.find_element(By.CSS_SELECTOR, "audio").get_attribute("src") or "").startswith("http"), "the player's signed source")
+    assert any("Voice message" in c.text for c in ida.find(".conversation"))
+    ida.screenshot("voice-message.png")
+    assert not ida.console(), ida.console()

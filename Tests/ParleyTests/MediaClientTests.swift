@@ -84,6 +84,22 @@ struct MediaClientTests {
         #expect(attachment.mimeType == "video/mp4" && attachment.durationSeconds == 4.5 && attachment.thumbnailID != nil)
         #expect(attachment.name == video.lastPathComponent)
 
+        // A voice message: its length and waveform travel with it; MessageKit's audio item has the length.
+        let memo = FileManager.default.temporaryDirectory.appendingPathComponent("memo-\(UUID().uuidString).mp3")
+        defer { try? FileManager.default.removeItem(at: memo) }
+        try (Data("ID3".utf8) + Data([4, 0, 0, 0, 0, 0, 0]) + Data(count: 2048)).write(to: memo)
+        let voice = try await alice.send(.voice(file: memo, durationSeconds: 3.2, waveform: [0, 128, 255, 64]), to: chat.id).value
+        guard case .audio(let recording)? = voice.content else { Issue.record("not audio"); return }
+        #expect(recording.voice == true && recording.waveform == [0, 128, 255, 64] && recording.durationSeconds == 3.2)
+        #expect(voice.messageKind == .audio(recording))
+        let refusedVoice = try await alice.send(.voice(file: memo, durationSeconds: 3.2, waveform: [300]), to: chat.id)
+        do {
+            _ = try await refusedVoice.value
+            Issue.record("a waveform value over 255 was accepted")
+        } catch let error as ParleyError {
+            #expect(error.code == "invalid_request")
+        }
+
         // Text pretending to be a photo: the server's typed refusal, nothing sent.
         let refused = try await alice.send(.photo(Data("not a picture".utf8)), to: chat.id)
         do {

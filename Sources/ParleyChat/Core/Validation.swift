@@ -122,8 +122,12 @@ enum Validate {
             }
             if let name = location.name { try attachmentText(name, field: "name") }
             if let text = location.caption { try caption(text) }
-        case .photo(let media), .video(let media), .audio(let media), .file(let media):
+        case .photo(let media), .video(let media), .file(let media):
             try attachment(media)
+            guard media.voice == nil, media.waveform == nil else { throw ChatError.invalid("voice and waveform are for audio only") }
+        case .audio(let media):
+            try attachment(media)
+            try voice(media)
         case .custom(let type, let payload):
             guard Limits.customType.contains(type.utf8.count),
                   type.unicodeScalars.allSatisfy({ $0.isASCII && (isAlphanumeric($0) || "-_.".unicodeScalars.contains($0)) }) else {
@@ -215,6 +219,20 @@ enum Validate {
         if let duration = media.durationSeconds, !(duration.isFinite && duration >= 0 && duration <= 86_400) {
             throw ChatError.invalid("durationSeconds must be 0–86400")
         }
+    }
+
+    /// A voice message's fields: `voice` needs a duration over 0; a waveform has at most
+    /// ``Limits/waveformValues`` values of 0–255 and belongs to a voice message.
+    private static func voice(_ media: Attachment) throws {
+        if media.voice == true, !((media.durationSeconds ?? 0) > 0) {
+            throw ChatError.invalid("a voice message needs durationSeconds over 0")
+        }
+        guard let waveform = media.waveform else { return }
+        guard media.voice == true else { throw ChatError.invalid("waveform is for voice messages (voice: true)") }
+        guard (1...Limits.waveformValues).contains(waveform.count) else {
+            throw ChatError.invalid("waveform must have 1–\(Limits.waveformValues) values")
+        }
+        guard waveform.allSatisfy({ (0...255).contains($0) }) else { throw ChatError.invalid("waveform values must be 0–255") }
     }
 
     private static func attachmentText(_ text: String, field: String) throws {

@@ -234,7 +234,7 @@ extension Chat {
         case .text(let text)?, .markdown(let text)?, .system(let text)?: text.count > 180 ? String(text.prefix(179)) + "…" : text
         case .photo?: "📷 Photo"
         case .video?: "🎥 Video"
-        case .audio?: "🎤 Audio"
+        case .audio(let media)?: media.voice == true ? "🎤 Voice message" : "🎤 Audio"
         case .file(let file)?: "📎 " + (file.name ?? "File")
         case .location?: "📍 Location"
         case .custom?, nil: "New message"

@@ -193,7 +193,7 @@ function preview(message) {
     case "location": return `${who}Location${content.caption ? `: ${content.caption}` : ""}`;
     case "photo": return `${who}Photo${content.caption ? `: ${content.caption}` : ""}`;
     case "video": return `${who}Video`;
-    case "audio": return `${who}Voice message`;
+    case "audio": return content.voice ? `${who}Voice message` : `${who}Audio: ${content.name ?? "file"}`;
     case "file": return `${who}File: ${content.name ?? "file"}`;
     case "system": return content.text;
     default: return `${who}${content.customType ?? "message"}`;
@@ -443,6 +443,8 @@ function renderContent(message) {
     case "photo": return mediaFigure(message, content, "photo");
     case "video": return mediaFigure(message, content, "video");
     case "audio":
+      if (content.voice) return voicePlayer(message, content);
+      // falls through: other audio is a file to download
     case "file": {
       const link = h("a", { class: "file", rel: "noopener noreferrer", download: content.name ?? "" },
         icon("file"), " ", content.name ?? "file", content.sizeBytes ? ` (${formatBytes(content.sizeBytes)})` : "");
@@ -451,6 +453,26 @@ function renderContent(message) {
     }
     default: return h("div", { class: "text custom" }, `[${content.customType ?? "message"}]`);
   }
+}
+
+/** A voice message: a player, its waveform as bars, and its length. */
+function voicePlayer(message, content) {
+  const audio = h("audio", { class: "voice-audio" });
+  audio.controls = true;
+  audio.preload = "none";
+  if (message.id) signedInto(audio, "src", content.attachmentId, "original");
+  const values = Array.isArray(content.waveform) ? content.waveform.slice(0, 128) : [];
+  const bars = h("div", { class: "waveform", "aria-hidden": "true" });
+  for (const value of values) {
+    const bar = h("span", { class: "bar" });
+    bar.style.height = `${Math.max(8, Math.round((Math.min(255, Math.max(0, value)) / 255) * 100))}%`;
+    bars.append(bar);
+  }
+  const seconds = Math.max(0, Math.round(content.durationSeconds ?? 0));
+  const length = `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}`;
+  return h("div", { class: "voice", "aria-label": `Voice message, ${length}` },
+    h("div", { class: "voice-row" }, bars, h("span", { class: "voice-length" }, length)), audio,
+    content.caption ? h("div", { class: "caption", dir: "auto" }, content.caption) : null);
 }
 
 function mediaFigure(message, content, kind) {
