@@ -241,6 +241,24 @@ public actor ParleyClient {
                             token: try requireToken())
     }
 
+    /// Messages in the user's conversations matching `text` (words, the last one a prefix;
+    /// may be empty when a filter is set) and every filter set, best match first (newest
+    /// first without words); `in` keeps one conversation. Pass the answer's `nextCursor` as
+    /// `cursor` for the next page.
+    public func searchMessages(_ text: String, in conversation: ConversationID? = nil, filters: SearchFilters = SearchFilters(),
+                               limit: Int = 20, cursor: String? = nil) async throws -> SearchResults {
+        var query: [(String, String)] = [("q", text), ("limit", "\(limit)")]
+        if let conversation { query.append(("conversationId", conversation.rawValue)) }
+        if let from = filters.from { query.append(("from", from)) }
+        if let before = filters.before { query.append(("before", WireCoding.formatDate(before))) }
+        if let after = filters.after { query.append(("after", WireCoding.formatDate(after))) }
+        if let kind = filters.kind { query.append(("kind", kind)) }
+        if let has = filters.hasAttachment { query.append(("hasAttachment", has ? "true" : "false")) }
+        if let thread = filters.threadID { query.append(("threadId", thread.rawValue)) }
+        if let cursor { query.append(("cursor", cursor)) }
+        return try await http.call("GET", "/v1/search", query: query, token: try requireToken())
+    }
+
     /// Which usernames exist (Magnet's "invalid recipients").
     public func resolve(_ usernames: [String]) async throws -> ResolveUsersResponse {
         try await http.call("POST", "/v1/users/resolve", body: ResolveUsersRequest(usernames: usernames), token: try requireToken())

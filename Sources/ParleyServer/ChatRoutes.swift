@@ -267,8 +267,22 @@ enum ChatRoutes {
         }
         api.user(&router, .GET, "/v1/search") { request, caller in
             let query = request.queryItems
+            func date(_ name: String) throws -> Date? {
+                guard let text = query[name] else { return nil }
+                guard let date = WireCoding.parseDate(text) else { throw ChatError.invalid("\(name) must be a time like 2026-12-02T12:00:00.000Z") }
+                return date
+            }
+            var hasAttachment: Bool?
+            switch query["hasAttachment"] {
+            case nil: hasAttachment = nil
+            case "true": hasAttachment = true
+            case "false": hasAttachment = false
+            default: throw ChatError.invalid("hasAttachment must be true or false")
+            }
+            let filters = SearchFilters(from: query["from"], before: try date("before"), after: try date("after"), kind: query["kind"],
+                                        hasAttachment: hasAttachment, threadID: query["threadId"].map(MessageID.init(rawValue:)))
             return try await chat.search(caller, query: query["q"] ?? "", conversation: query["conversationId"].map(ConversationID.init(rawValue:)),
-                                         limit: try api.integer(request, "limit"))
+                                         filters: filters, cursor: query["cursor"], limit: try api.integer(request, "limit"))
         }
 
         // Receipts

@@ -401,10 +401,47 @@ public struct MessageReceipts: Hashable, Codable, Sendable {
 
 /// `GET /v1/search`.
 public struct SearchResults: Hashable, Codable, Sendable {
-    /// Best match first.
+    /// Best match first (newest first when the search has no words, only filters).
     public var messages: [Message]
+    /// Pass as `cursor` for the next page; nil on the last.
+    public var nextCursor: String? = nil
     /// Creates the value; each argument sets the property of the same name.
-    public init(messages: [Message]) { self.messages = messages }
+    public init(messages: [Message], nextCursor: String? = nil) {
+        self.messages = messages
+        self.nextCursor = nextCursor
+    }
+}
+
+/// What a message search keeps, besides its words (`GET /v1/search`'s query parameters):
+/// every field set must hold.
+public struct SearchFilters: Hashable, Codable, Sendable {
+    /// Sent by this username.
+    public var from: String?
+    /// Sent before this time.
+    public var before: Date?
+    /// Sent at or after this time.
+    public var after: Date?
+    /// Of this content type: `text`, `markdown`, `photo`, `video`, `audio`, `file`, `location`,
+    /// `custom` or `system`.
+    public var kind: String?
+    /// With (true) or without (false) an attachment.
+    public var hasAttachment: Bool?
+    /// A reply in the thread under this message.
+    public var threadID: MessageID?
+
+    /// Whether no filter is set.
+    public var isEmpty: Bool { self == SearchFilters() }
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(from: String? = nil, before: Date? = nil, after: Date? = nil, kind: String? = nil, hasAttachment: Bool? = nil,
+                threadID: MessageID? = nil) {
+        self.from = from
+        self.before = before
+        self.after = after
+        self.kind = kind
+        self.hasAttachment = hasAttachment
+        self.threadID = threadID
+    }
 }
 
 /// A list of members.

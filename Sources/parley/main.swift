@@ -77,7 +77,8 @@ let commandHelp: [String: String] = [
     "thread": "parley thread <conversation> <message> [--limit N] | parley thread <conversation> <message> <text…> [--also]\n  Without text: prints the thread under the message — the root, then its replies oldest first (seq, id, sender, time, text) — and marks them read. With text: replies in the thread (queued like send; --also shows the reply in the conversation too) and prints the reply's id and seq.",
     "export": "parley export [--conversation ID] [--output PATH]\n  Saves everything of yours (account, conversations, your messages, your uploads) — or, with --conversation, a conversation you own — as NDJSON, one JSON object per line, to PATH (default: parley-export.ndjson here). Prints the path and the counts.",
     "report": "parley report <conversation> <message> <spam|abuse|inappropriate|other> [--note TEXT]\n  Reports a message to the conversation's owners and admins. Prints the report's id.",
-    "block": "parley block <user-id> [--remove]\n  Blocks someone (their messages in direct chats no longer reach you; they are not told), or unblocks them with --remove. `parley block --list` prints the people you blocked.",
+    "block": "parley block <user-id> [--remove]\n  Blocks someone (you stop seeing their messages, reactions and typing everywhere, and they cannot add you to groups; they are not told), or unblocks them with --remove. `parley block --list` prints the people you blocked.",
+    "search": "parley search [WORDS…] [--conversation ID] [--from USERNAME] [--after TIME] [--before TIME] [--kind text|markdown|photo|video|audio|file|location|custom|system] [--has-attachment | --no-attachment] [--thread MESSAGE] [--limit N] [--cursor C]\n  Searches your conversations' messages (words optional when a filter is given), best match first (newest first without words): conversation, id, sender, time, text. TIME is like 2026-12-02T12:00:00Z. Prints 'next: C' when there is another page.",
     "ban": "parley ban <conversation> <user-id> [--hours N] [--note REASON] [--remove]\n  Owners and admins: bans someone from a group or channel (removed at once; cannot join again until N hours pass or the ban is lifted), or lifts it with --remove.",
     "mentions": "parley mentions [--limit N]\n  Prints the messages that mention you, newest first: conversation, id, sender, time, text.",
     "chat": "parley chat <conversation>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
@@ -126,6 +127,14 @@ struct CommandLineSettings {
     var note: String?
     var list = false
     var emoji: String?
+    var from: String?
+    var after: Date?
+    var beforeTime: Date?
+    var kind: String?
+    var hasAttachment = false
+    var noAttachment = false
+    var thread: String?
+    var cursor: String?
 }
 
 /// The parsed command line: the command, its positional words and the settings.
@@ -150,6 +159,12 @@ struct Arguments {
     static var commandOptions: [String: [Declared]] {
         let limit = Declared.integer("--limit", nil, in: 1...200, \.limit, help: "How many (the server's default otherwise).")
         let json = Declared.toggle("--json", nil, \.json, help: "Print JSON instead of columns.")
+        func time(_ flag: String, _ path: WritableKeyPath<CommandLineSettings, Date?>, help: String) -> Declared {
+            Declared(flag, value: "<time>", environment: nil, help: help) { settings, text, source in
+                guard let date = WireCoding.parseDate(text) else { throw OptionError("\(source) must be a time like 2026-12-02T12:00:00Z, not '\(text)'") }
+                settings[keyPath: path] = date
+            }
+        }
         let seconds = Declared("--duration", value: "<s>", environment: nil, help: "The clip's length in seconds.") { settings, text, source in
             guard let value = Double(text), value.isFinite, value >= 0 else { throw OptionError("\(source) must be a number of seconds, not '\(text)'") }
             settings.duration = value
@@ -185,6 +200,15 @@ struct Arguments {
             "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message.")],
             "pins": [],
             "mentions": [limit],
+            "search": [limit, .text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation."),
+                       .text("--from", nil, \.from, value: "<username>", help: "Only messages this person sent."),
+                       time("--after", \.after, help: "Only messages sent at or after this time."),
+                       time("--before", \.beforeTime, help: "Only messages sent before this time."),
+                       .text("--kind", nil, \.kind, value: "<type>", help: "Only this content type (text, photo, audio, …)."),
+                       .toggle("--has-attachment", nil, \.hasAttachment, help: "Only messages with an attachment."),
+                       .toggle("--no-attachment", nil, \.noAttachment, help: "Only messages without one."),
+                       .text("--thread", nil, \.thread, value: "<message>", help: "Only replies in the thread under this message."),
+                       .text("--cursor", nil, \.cursor, value: "<c>", help: "The next page, as the last one printed it.")],
             "export": [.text("--conversation", nil, \.conversation, value: "<id>", help: "A conversation you own instead of your account."),
                        .text("--output", nil, \.output, value: "<path>", help: "Where to save it (default: parley-export.ndjson).")],
             "report": [.text("--note", nil, \.note, value: "<text>", help: "More for the moderators.")],
@@ -408,6 +432,17 @@ func run(_ raw: [String]) async throws {
         let page = try await client.searchUsers(words.dropFirst().joined(separator: " "), limit: settings.limit ?? 20,
                                                 offset: settings.offset ?? 0, sort: settings.sort)
         for user in page.users { output("\(user.username)\t\(user.displayName)\t\(user.id.rawValue)") }
+    case "search":
+        guard !(settings.hasAttachment && settings.noAttachment) else { throw UsageError(message: "give --has-attachment or --no-attachment, not both") }
+        let filters = SearchFilters(from: settings.from, before: settings.beforeTime, after: settings.after, kind: settings.kind,
+                                    hasAttachment: settings.hasAttachment ? true : settings.noAttachment ? false : nil,
+                                    threadID: settings.thread.map(MessageID.init(rawValue:)))
+        let results = try await client.searchMessages(words.joined(separator: " "), in: settings.conversation.map(ConversationID.init(rawValue:)),
+                                                      filters: filters, limit: settings.limit ?? 20, cursor: settings.cursor)
+        for message in results.messages {
+            output("\(message.conversationID.rawValue)\t\(message.id.rawValue)\t\(message.sender.username)\t\(time(message.sentAt))\t\(text(of: message))")
+        }
+        if let next = results.nextCursor { output("next: \(next)") }
     case "conversations":
         let page = try await client.conversations(limit: settings.limit ?? 30)
         for conversation in page.conversations {

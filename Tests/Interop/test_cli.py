@@ -442,6 +442,45 @@ def test_report_block_and_ban_from_the_shell(server):
     assert ana.run("ban", channel["id"], bob_id, "--remove").stdout.strip() == "ban lifted"
 
 
+def test_search_with_filters_from_the_shell_and_with_curl(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, password="correct horse battery")
+    bob.run("register", bob_name, password="correct horse battery")
+    word = "kayak" + uuid.uuid4().hex[:6]
+    _, _, room = bob.run("send", "--to", ana_name, f"{word} on saturday").stdout.strip().split("\t")
+    assert ana.run("send", room, f"{word} sounds great").returncode == 0
+    assert ana.run("send", room, "no words to find here").returncode == 0
+    found = ana.run("search", word, "--from", bob_name)
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].split("\t")[2] == bob_name and f"{word} on saturday" in lines[0]
+    # No words, only a filter: newest first; pages by cursor.
+    page = ana.run("search", "--from", ana_name, "--limit", "1").stdout.strip().splitlines()
+    assert "no words to find here" in page[0] and page[1].startswith("next: ")
+    more = ana.run("search", "--from", ana_name, "--limit", "1", "--cursor", page[1].split(": ")[1]).stdout.strip().splitlines()
+    assert f"{word} sounds great" in more[0]
+    assert ana.run("search", word, "--kind", "photo").stdout.strip() == ""
+    bad = ana.run("search", word, "--after", "yesterday")
+    assert bad.returncode == 2 and "--after must be a time" in bad.stderr
+    refused = ana.run("search", word, "--kind", "sticker")
+    assert refused.returncode == 1 and "kind must be one of" in refused.stderr
+    assert ana.run("search", "--help").returncode == 0
+    # The same with curl and the query parameters.
+    token = json.load(open(os.path.join(ana.home, "state.json")))["token"]
+    result = subprocess.run(["curl", "-sS", "-G", f"{server.url}/v1/search", "-H", f"Authorization: Bearer {token}",
+                             "-H", f"X-Parley-App-Key: {server.app_key}", "--data-urlencode", f"q={word}",
+                             "--data-urlencode", "hasAttachment=false", "--data-urlencode", "after=2000-01-01T00:00:00Z"],
+                            capture_output=True, text=True, timeout=30)
+    answer = json.loads(result.stdout)
+    assert len(answer["messages"]) == 2 and "nextCursor" not in answer
+    result = subprocess.run(["curl", "-sS", "-G", f"{server.url}/v1/search", "-H", f"Authorization: Bearer {token}",
+                             "-H", f"X-Parley-App-Key: {server.app_key}", "--data-urlencode", "hasAttachment=maybe", "-w", "\n%{http_code}"],
+                            capture_output=True, text=True, timeout=30)
+    body, status = result.stdout.rsplit("\n", 1)
+    assert status == "400" and "hasAttachment" in json.loads(body)["error"]["message"]
+
+
 def test_export_from_the_shell(server, tmp_path):
     ana = Shell(server)
     ana.run("register", name("ana"), password="correct horse battery")

@@ -886,3 +886,29 @@ def test_a_voice_message_shows_as_a_player_with_its_waveform_and_length(server, 
     assert any("Voice message" in c.text for c in ida.find(".conversation"))
     ida.screenshot("voice-message.png")
     assert not ida.console(), ida.console()
+
+
+def test_searching_messages_with_filters_and_opening_a_result(server, browsers):
+    ida_name, max_name, cy_name = name("ida"), name("max"), name("cy")
+    ida = Browser(server); browsers.append(ida)
+    ida.sign_up(ida_name, "Ida Berg")
+    max_api = Client(server).register(max_name, display_name="Max Roth")
+    cy_api = Client(server).register(cy_name, display_name="Cy Park")
+    word = "tandem" + uuid.uuid4().hex[:5]
+    status, room = max_api.post("/v1/conversations", {"kind": "group", "title": "Cycling club", "members": [ida_name, cy_name]})
+    assert status == 201
+    max_api.send(room["id"], f"{word} ride on sunday")
+    cy_api.send(room["id"], f"my {word} has a flat")
+    ida.wait(lambda: any("Cycling club" in c.text for c in ida.find(".conversation")), "the group in the list")
+    ida.click_text("Search")
+    ida.one("input[name=q]").send_keys(word)
+    ida.wait(lambda: len(ida.find(".search-results li[data-id]")) == 2, "both messages found")
+    ida.one("input[name=from]").send_keys(cy_name)
+    ida.wait(lambda: [li.text for li in ida.find(".search-results li[data-id]")] and
+             all("Cy Park" in li.text for li in ida.find(".search-results li[data-id]")) and len(ida.find(".search-results li[data-id]")) == 1,
+             "only Cy's")
+    ida.screenshot("search.png")
+    ida.one(".search-results li[data-id] button.found").click()
+    ida.wait(lambda: "Cycling club" in ida.one(".chat-header").text, "the conversation opened")
+    ida.message(f"my {word} has a flat")
+    assert not ida.console(), ida.console()

@@ -132,4 +132,23 @@ struct ModerationClientTests {
         // Carol's view of it is whole; she was never told anything.
         #expect(try await carol.history(of: group.id).messages.last?.content == .text("can you hear me?"))
     }
+
+    @Test func searchFiltersBySenderAndPagesWithTheCursor() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        for index in 0..<3 { _ = try await bob.send(.text("picnic \(index)"), toUsernames: ["alice"]) }
+        _ = try await alice.send(.text("picnic yes"), toUsernames: ["bob"])
+        let bobs = try await alice.searchMessages("picnic", in: chat.id, filters: SearchFilters(from: "bob"), limit: 2)
+        #expect(bobs.messages.count == 2 && bobs.messages.allSatisfy { $0.sender.username == "bob" } && bobs.nextCursor != nil)
+        let rest = try await alice.searchMessages("picnic", in: chat.id, filters: SearchFilters(from: "bob"), limit: 2, cursor: bobs.nextCursor)
+        #expect(rest.messages.count == 1 && rest.nextCursor == nil)
+        let newest = try await alice.searchMessages("", filters: SearchFilters(from: "alice"))
+        #expect(newest.messages.map { $0.content } == [.text("picnic yes")])
+    }
 }

@@ -280,13 +280,23 @@ extension Chat {
 
     /// Full-text search over the messages of the caller's conversations (or one of them),
     /// best match first. Deleted messages are never found; edited ones by their new text.
-    package func search(_ caller: Caller, query: String, conversation id: ConversationID?, limit: Int?) async throws -> SearchResults {
+    package func search(_ caller: Caller, query: String, conversation id: ConversationID?, filters: SearchFilters = SearchFilters(),
+                        cursor: String? = nil, limit: Int?) async throws -> SearchResults {
         let limit = try Validate.limit(limit, in: Limits.userPage, default: 20)
-        guard Limits.searchQuery.contains(query.unicodeScalars.count) else { throw ChatError.invalid("q must be 1–256 characters") }
+        guard query.unicodeScalars.count <= Limits.searchQuery.upperBound else { throw ChatError.invalid("q must be at most 256 characters") }
         // Words are runs of letters, digits and marks — what the tokenizer indexes — so
         // anything else (punctuation, control characters, NUL) only separates words.
         let words = Array(Chat.searchWords(query).prefix(16))
-        guard !words.isEmpty else { return SearchResults(messages: []) }
+        guard !words.isEmpty || !filters.isEmpty else {
+            guard !query.isEmpty else { throw ChatError.invalid("give q (1–256 characters) or at least one filter") }
+            return SearchResults(messages: [])
+        }
+        let offset = try Chat.searchOffset(cursor)
+        if let kind = filters.kind, !Chat.searchKinds.contains(kind) {
+            throw ChatError.invalid("kind must be one of \(Chat.searchKinds.sorted().joined(separator: ", "))")
+        }
+        if let from = filters.from { try Validate.names([from], field: "from") }
+        if let thread = filters.threadID, !(1...64).contains(thread.rawValue.utf8.count) { throw ChatError.invalid("threadId is not a message id") }
         return try await run {
             try await store.read { db in
                 var scope: SQL = "JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = \(caller.userKey) AND \(Chat.visible(to: caller.userKey))"
@@ -296,10 +306,53 @@ extension Chat {
                     let access = try Chat.access(db, caller: caller, id: id, for: .read)
                     scope = scope + " AND m.conversation_id = \(access.key)"
                 }
-                let rows = try FullTextSearch.matches(db, words: words, scope: scope, limit: limit)
-                return SearchResults(messages: try rows.map { try Chat.message($0, caller: caller.userKey) })
+                guard let filtered = try Chat.searchFilters(db, filters, app: caller.appID) else { return SearchResults(messages: []) }
+                scope = scope + filtered
+                let rows = try words.isEmpty
+                    ? db.fetchAll("""
+                        SELECT \(Chat.messageColumns) \(Chat.messageJoins) \(scope)
+                        WHERE m.deleted_at IS NULL ORDER BY m.id DESC LIMIT \(limit + 1) OFFSET \(offset)
+                        """)
+                    : FullTextSearch.matches(db, words: words, scope: scope, limit: limit + 1, offset: offset)
+                let next = rows.count > limit && offset + limit < Limits.maxOffset ? "o\(offset + limit)" : nil
+                return SearchResults(messages: try rows.prefix(limit).map { try Chat.message($0, caller: caller.userKey) }, nextCursor: next)
             }
         }
+    }
+
+    /// The content types a search may keep (`kind`).
+    static let searchKinds: Set<String> = ["text", "markdown", "photo", "video", "audio", "file", "location", "custom", "system"]
+
+    /// A search page's start from its cursor (`o<offset>`, as ``search(_:query:conversation:filters:cursor:limit:)`` gives).
+    static func searchOffset(_ cursor: String?) throws -> Int {
+        guard let cursor else { return 0 }
+        guard cursor.first == "o", let offset = Int(cursor.dropFirst()), (0...Limits.maxOffset).contains(offset) else {
+            throw ChatError.invalid("cursor must be a nextCursor from a previous page")
+        }
+        return offset
+    }
+
+    /// The conditions `filters` add to a search's scope; nil when nothing can match (a `from`
+    /// that names nobody).
+    static func searchFilters(_ db: any Database, _ filters: SearchFilters, app: Int64) throws -> SQL? {
+        var sql: SQL = ""
+        if let from = filters.from {
+            guard let author = try db.fetchValue(Int64.self, "SELECT id FROM account WHERE app_id = \(app) AND lower(username) = \(from.lowercased())") else {
+                return nil
+            }
+            sql = sql + " AND m.author_id = \(author)"
+        }
+        if let before = filters.before { sql = sql + " AND m.created_at < \(Int64((before.timeIntervalSince1970 * 1000).rounded()))" }
+        if let after = filters.after { sql = sql + " AND m.created_at >= \(Int64((after.timeIntervalSince1970 * 1000).rounded()))" }
+        if let kind = filters.kind {
+            let type: SQL = db.dialect == .postgres ? "(m.content::jsonb ->> 'type')" : "json_extract(m.content, '$.type')"
+            sql = sql + " AND \(type) = \(kind)"
+        }
+        if let has = filters.hasAttachment {
+            sql = sql + " AND \(has ? "" as SQL : "NOT " as SQL)EXISTS (SELECT 1 FROM message_attachment ma WHERE ma.message_id = m.id)"
+        }
+        if let thread = filters.threadID { sql = sql + " AND m.thread_root = \(thread.rawValue)" }
+        return sql
     }
 
     /// The words of a search query, as the full-text tokenizer would split them.

@@ -46,7 +46,7 @@ enum FullTextSearch {
     /// Words are runs of letters, digits and marks (what the tokenizer indexes; ``Chat/searchWords(_:)``).
     /// On SQLite each becomes a quoted FTS5 phrase, so no user text is FTS syntax, and the
     /// last is a prefix: `"hel"*` finds "hello" while typing.
-    static func matches(_ db: any Database, words: [String], scope: SQL, limit: Int) throws -> [Row] {
+    static func matches(_ db: any Database, words: [String], scope: SQL, limit: Int, offset: Int = 0) throws -> [Row] {
         switch db.dialect {
         case .sqlite:
             let match = words.enumerated().map { index, word in
@@ -55,7 +55,7 @@ enum FullTextSearch {
             return try db.fetchAll("""
                 SELECT \(Chat.messageColumns) FROM message_fts f JOIN message m ON m.id = f.rowid
                 JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id \(scope)
-                WHERE message_fts MATCH \(match) AND m.deleted_at IS NULL ORDER BY f.rank LIMIT \(limit)
+                WHERE message_fts MATCH \(match) AND m.deleted_at IS NULL ORDER BY f.rank LIMIT \(limit) OFFSET \(offset)
                 """)
         case .postgres:
             // Words hold only letters, digits and marks, so quoting each makes it one lexeme
@@ -69,7 +69,7 @@ enum FullTextSearch {
                 SELECT \(Chat.messageColumns) FROM message_search f JOIN message m ON m.id = f.message_id
                 JOIN account u ON u.id = m.author_id JOIN conversation c ON c.id = m.conversation_id \(scope)
                 WHERE f.body @@ to_tsquery('simple', \(terms)) AND m.deleted_at IS NULL
-                ORDER BY ts_rank(f.body, to_tsquery('simple', \(terms))) DESC, m.id DESC LIMIT \(limit)
+                ORDER BY ts_rank(f.body, to_tsquery('simple', \(terms))) DESC, m.id DESC LIMIT \(limit) OFFSET \(offset)
                 """)
         }
     }

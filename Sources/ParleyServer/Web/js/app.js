@@ -2,7 +2,7 @@
 // the realtime socket. Plain JavaScript modules (state.js holds the state, dialogs.js the
 // dialogs, format.js the helpers); user content only ever becomes text nodes.
 import { Api, ApiError, newID } from "./api.js";
-import { dialog, openChannelsDialog, openDeleteAccountDialog, openPeopleDialog } from "./dialogs.js";
+import { dialog, openChannelsDialog, openDeleteAccountDialog, openPeopleDialog, openSearchDialog } from "./dialogs.js";
 import { append, autoGrow, clear, h, icon, showToast } from "./dom.js";
 import { dayLabel, formatBytes, initials, shortTime } from "./format.js";
 import { Live } from "./live.js";
@@ -94,6 +94,7 @@ function renderShell() {
     h("button", { type: "button", onclick: () => openPeopleDialog("direct", showNew) }, "New chat"),
     h("button", { type: "button", onclick: () => openPeopleDialog("group", showNew) }, "New group"),
     h("button", { type: "button", onclick: () => openChannelsDialog(showNew) }, "Channels"),
+    h("button", { type: "button", name: "open-search", onclick: () => openSearchDialog(showNew) }, "Search"),
     h("button", { type: "button", class: "quiet", onclick: signOut }, "Sign out"),
     h("button", { type: "button", class: "quiet", name: "open-blocked", onclick: openBlockedDialog }, "Blocked people…"),
     h("button", { type: "button", class: "quiet", name: "open-delete-account",

@@ -100,6 +100,63 @@ export function openChannelsDialog(opened) {
   runSearch();
 }
 
+/** What a found message says, in a line. */
+function snippet(message) {
+  const content = message.content ?? {};
+  if (content.type === "text") return content.text;
+  if (content.type === "markdown") return content.markdown;
+  return content.caption ?? content.name ?? (content.type === "audio" && content.voice ? "Voice message" : content.type ?? "");
+}
+
+/** Search messages: words and filters (who sent it, what kind, with an attachment); a result opens its conversation. */
+export function openSearchDialog(opened) {
+  const results = h("ul", { class: "results search-results", "aria-label": "Found messages" });
+  const words = h("input", { name: "q", placeholder: "Search messages", "aria-label": "Search messages", autocomplete: "off", maxlength: 256 });
+  const from = h("input", { name: "from", placeholder: "From (username)", "aria-label": "From", autocomplete: "off", maxlength: 64 });
+  const kind = h("select", { name: "kind", "aria-label": "Kind" },
+    ...[["", "Any kind"], ["text", "Text"], ["photo", "Photos"], ["video", "Videos"], ["audio", "Audio"], ["file", "Files"], ["location", "Places"]]
+      .map(([value, label]) => h("option", { value }, label)));
+  const attached = h("input", { type: "checkbox", name: "hasAttachment", "aria-label": "With an attachment" });
+  const more = h("button", { type: "button", class: "quiet", hidden: true }, "More results");
+  const error = h("p", { class: "form-error", role: "alert" });
+  let close;
+  let cursor = null;
+  const run = async (append) => {
+    const query = new URLSearchParams({ q: words.value.trim(), limit: "20" });
+    if (from.value.trim()) query.set("from", from.value.trim());
+    if (kind.value) query.set("kind", kind.value);
+    if (attached.checked) query.set("hasAttachment", "true");
+    if (append && cursor) query.set("cursor", cursor);
+    if (!query.get("q") && !query.get("from") && !query.get("kind") && !query.get("hasAttachment")) {
+      clear(results);
+      more.hidden = true;
+      return;
+    }
+    try {
+      const page = await state.api.get(`/v1/search?${query}`);
+      error.textContent = "";
+      if (!append) clear(results);
+      for (const message of page.messages) {
+        const conversation = state.conversations.get(message.conversationId);
+        results.append(h("li", { "data-id": message.id },
+          h("button", { type: "button", class: "quiet found", onclick: () => { if (conversation) { close(); opened(conversation); } } },
+            h("strong", {}, conversation?.title ?? conversation?.peer?.displayName ?? ""), " · ",
+            h("span", { class: "sender" }, message.sender?.displayName ?? ""), ": ",
+            h("span", { dir: "auto" }, snippet(message)))));
+      }
+      if (!results.firstChild) results.append(h("li", { class: "hint" }, "Nothing found."));
+      cursor = page.nextCursor ?? null;
+      more.hidden = !cursor;
+    } catch (failure) { error.textContent = failure.message; }
+  };
+  const again = debounce(() => run(false), 250);
+  for (const input of [words, from]) input.addEventListener("input", again);
+  for (const input of [kind, attached]) input.addEventListener("change", () => run(false));
+  more.addEventListener("click", () => run(true));
+  close = dialog("Search", words, h("div", { class: "search-filters" }, from, kind, h("label", { class: "check" }, attached, " with an attachment")),
+    results, more, error);
+}
+
 /**
  * Delete my account (App Store guideline 5.1.1(v)): says what happens, asks for the password
  * (guests have none), optionally erases every message sent, and needs a second click on the
