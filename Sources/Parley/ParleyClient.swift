@@ -281,9 +281,12 @@ public actor ParleyClient {
     }
 
     /// The caller's conversations, newest activity first, with unread counts.
-    public func conversations(limit: Int = 30, before cursor: String? = nil) async throws -> ConversationPage {
-        try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? []),
-                            token: try requireToken())
+    /// `customData` keeps the conversations whose custom data has each name at that value
+    /// (top-level strings, numbers and booleans, compared as text; at most 4).
+    public func conversations(limit: Int = 30, before cursor: String? = nil, customData: [String: String] = [:]) async throws -> ConversationPage {
+        let fields = customData.sorted { $0.key < $1.key }.map { ("customData." + $0.key, $0.value) }
+        return try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? []) + fields,
+                                   token: try requireToken())
     }
 
     /// Public channels whose title starts with `query` (all when empty).

@@ -85,7 +85,12 @@ enum ChatRoutes {
             return try await chat.createConversation(caller, try await request.decode(CreateConversationRequest.self))
         }
         api.user(&router, .GET, "/v1/conversations") { request, caller in
-            return try await chat.listConversations(caller, limit: try api.integer(request, "limit"), before: request.queryItems["before"])
+            var fields: [String: String] = [:]
+            for (name, value) in request.queryItems where name.hasPrefix("customData.") {
+                fields[String(name.dropFirst("customData.".count))] = value
+            }
+            return try await chat.listConversations(caller, limit: try api.integer(request, "limit"), before: request.queryItems["before"],
+                                                    fields: fields)
         }
         api.user(&router, .GET, "/v1/channels") { request, caller in
             return try await chat.listChannels(caller, query: request.queryItems["query"] ?? "", limit: try api.integer(request, "limit"),

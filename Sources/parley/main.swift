@@ -64,7 +64,7 @@ let commandHelp: [String: String] = [
     "whoami": "parley whoami\n  Prints: username, display name, user id.",
     "delete-account": "parley delete-account --yes [--erase] [--no-password]\n  Deletes your account for good: every device is signed out and the username is freed. --erase also turns every message you sent into a tombstone. The password is read from PARLEY_PASSWORD or standard input; --no-password for an account without one (a guest, or one your app made: sign in less than 10 minutes before).",
     "users": "parley users search [QUERY] [--limit N] [--offset N] [--sort username|-username|displayName|-displayName|createdAt|-createdAt]\n  Prints one user per line: username, display name, id.",
-    "conversations": "parley conversations [--limit N]\n  Prints one conversation per line: id, kind, name, unread count, last message.",
+    "conversations": "parley conversations [--limit N] [--custom-data NAME=VALUE[,NAME=VALUE…]]\n  Prints one conversation per line: id, kind, name, unread count, last message. --custom-data keeps those whose custom data has each field at that value (up to 4).",
     "send": "parley send <conversation> <text…> | parley send --to alice,bob <text…> [--location LAT,LON]\n       parley send <conversation> (--photo PATH | --file PATH | --audio PATH | --video PATH --thumbnail IMAGE [--duration S]) [caption…]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3). Media is uploaded first (progress on standard error) and the words become its caption.",
     "download": "parley download <attachment> [--thumbnail] [--output PATH]\n  Saves an attachment you may see (a photo's server-made thumbnail with --thumbnail) to PATH, or to its name in the current directory. Downloads are cached.",
     "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
@@ -135,6 +135,7 @@ struct CommandLineSettings {
     var noAttachment = false
     var thread: String?
     var cursor: String?
+    var customData: String?
 }
 
 /// The parsed command line: the command, its positional words and the settings.
@@ -179,7 +180,8 @@ struct Arguments {
                                .toggle("--no-password", nil, \.noPassword, help: "The account has no password (a guest, or made by the app).")],
             "users": [limit, .integer("--offset", nil, in: 0...10_000, \.offset, help: "Skip this many."),
                       .choice("--sort", nil, \.sort, help: "The order (default username; '-' first for descending).")],
-            "conversations": [limit],
+            "conversations": [limit, .text("--custom-data", nil, \.customData, value: "<name=value,…>",
+                                           help: "Only conversations whose custom data has each field at that value.")],
             "send": [
                 .text("--to", nil, \.to, value: "<alice,bob>", help: "Send to people by username (the direct chat or the group of exactly them)."),
                 .text("--location", nil, \.location, value: "<lat,lon>", help: "Send a location instead of text."),
@@ -444,7 +446,13 @@ func run(_ raw: [String]) async throws {
         }
         if let next = results.nextCursor { output("next: \(next)") }
     case "conversations":
-        let page = try await client.conversations(limit: settings.limit ?? 30)
+        var fields: [String: String] = [:]
+        for pair in (settings.customData ?? "").split(separator: ",") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty else { throw UsageError(message: "--custom-data takes NAME=VALUE pairs, comma-separated, not '\(pair)'") }
+            fields[String(parts[0])] = String(parts[1])
+        }
+        let page = try await client.conversations(limit: settings.limit ?? 30, customData: fields)
         for conversation in page.conversations {
             let name = conversation.title ?? conversation.peer?.username ?? "(untitled)"
             let last = conversation.lastMessage.map { "\($0.sender.username): \(text(of: $0))" } ?? ""

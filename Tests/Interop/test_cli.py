@@ -481,6 +481,23 @@ def test_search_with_filters_from_the_shell_and_with_curl(server):
     assert status == "400" and "hasAttachment" in json.loads(body)["error"]["message"]
 
 
+def test_conversations_filtered_by_custom_data_from_the_shell(server):
+    ana = Shell(server)
+    ana_name = name("ana")
+    ana.run("register", ana_name, password="correct horse battery")
+    client = Client(server)
+    client.token = json.load(open(os.path.join(ana.home, "state.json")))["token"]
+    for title, data in [("Red team", {"team": "red", "level": 3}), ("Blue team", {"team": "blue", "level": 3})]:
+        assert client.post("/v1/conversations", {"kind": "group", "title": title, "customData": data})[0] == 201
+    red = ana.run("conversations", "--custom-data", "team=red").stdout.strip().splitlines()
+    assert len(red) == 1 and "Red team" in red[0]
+    both = ana.run("conversations", "--custom-data", "level=3").stdout.strip().splitlines()
+    assert len(both) == 2
+    assert ana.run("conversations", "--custom-data", "team=red,level=4").stdout.strip() == ""
+    bad = ana.run("conversations", "--custom-data", "team")
+    assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
+
+
 def test_export_from_the_shell(server, tmp_path):
     ana = Shell(server)
     ana.run("register", name("ana"), password="correct horse battery")

@@ -62,8 +62,12 @@ def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
             import sqlite3
             (stored,) = sqlite3.connect(os.path.join(server.data, "parley.sqlite")).execute("SELECT secret FROM app").fetchone()
             assert stored.startswith("sealed:v1:") and state["appSecret"] not in stored
-        # New writes land after the old ones, in the same log.
+        # Conversations written before migration 0023 are found by their custom data.
         group = state["ids"]["group"]
+        status, found = clients["ana"].get("/v1/conversations?customData.k=1")
+        assert status == 200 and [c["id"] for c in found["conversations"]] == [group]
+        assert clients["ana"].get("/v1/conversations?customData.k=2")[1]["conversations"] == []
+        # New writes land after the old ones, in the same log.
         events = clients["bob"].get("/v1/events?after=0&limit=200")[1]["events"]
         status, sent = clients["ana"].send(group, "after the upgrade")
         assert status == 201 and sent["seq"] > max(e.get("seq") or 0 for e in events if e["conversationId"] == group)

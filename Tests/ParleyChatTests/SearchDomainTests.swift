@@ -56,3 +56,35 @@ struct SearchDomainTests {
         }
     }
 }
+
+/// Conversations filtered by their custom data (issue 33, item 7), on both engines.
+struct ConversationFieldTests {
+    @Test func theListKeepsConversationsWhoseCustomDataHasEachFieldAndFollowsChanges() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let alice = try await harness.register("alice").caller
+        _ = try await harness.register("bob")
+        func create(_ title: String, _ data: JSONValue) async throws -> ConversationID {
+            try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: title, customData: data)).0.id
+        }
+        let red = try await create("red", .object(["team": .string("red"), "level": .number(3), "vip": .bool(true), "tags": .array([.string("x")])]))
+        let blue = try await create("blue", .object(["team": .string("blue"), "level": .number(3)]))
+        _ = try await create("none", .object([:]))
+        func titles(_ fields: [String: String]) async throws -> [String] {
+            try await chat.listConversations(alice, limit: nil, before: nil, fields: fields).conversations.compactMap(\.title).sorted()
+        }
+        #expect(try await titles(["team": "red"]) == ["red"])
+        #expect(try await titles(["level": "3"]) == ["blue", "red"], "a number matches its text")
+        #expect(try await titles(["level": "3", "vip": "true"]) == ["red"], "every field holds")
+        #expect(try await titles(["tags": "x"]).isEmpty, "arrays are not filterable")
+        #expect(try await titles(["team": "green"]).isEmpty)
+        // A change of custom data moves the conversation between filters.
+        _ = try await chat.updateConversation(alice, id: blue, UpdateConversationRequest(customData: .object(["team": .string("red")])))
+        #expect(try await titles(["team": "red"]) == ["blue", "red"])
+        #expect(try await titles(["level": "3"]) == ["red"], "the old fields went with the old data")
+        _ = red
+        #expect(await code { _ = try await chat.listConversations(alice, limit: nil, before: nil, fields: ["a": "1", "b": "1", "c": "1", "d": "1", "e": "1"]) }
+                == "invalid_request")
+    }
+}

@@ -97,9 +97,18 @@ extension Chat {
     }
 
     /// The caller's conversations, newest activity first. `before` is the previous page's
-    /// `nextCursor`.
-    package func listConversations(_ caller: Caller, limit: Int?, before cursor: String?) async throws -> ConversationPage {
+    /// `nextCursor`. `fields` keeps those whose custom data has each name at that value
+    /// (top-level strings, numbers and booleans, compared as text: `1` matches `1` and `"1"`).
+    package func listConversations(_ caller: Caller, limit: Int?, before cursor: String?, fields: [String: String] = [:]) async throws -> ConversationPage {
         let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 30)
+        guard fields.count <= 4 else { throw ChatError.invalid("filter by at most 4 customData fields") }
+        for (name, value) in fields {
+            guard (1...64).contains(name.utf8.count) else { throw ChatError.invalid("a customData field's name is 1–64 bytes") }
+            guard value.utf8.count <= 1_000 else { throw ChatError.invalid("customData.\(name) is at most 1,000 bytes") }
+        }
+        let filter: SQL = fields.sorted { $0.key < $1.key }.reduce("") { sql, field in
+            sql + " AND EXISTS (SELECT 1 FROM conversation_field f WHERE f.conversation_id = c.id AND f.name = \(field.key) AND f.value = \(field.value))"
+        }
         let before: Int64
         if let cursor {
             guard let position = Int64(cursor), position > 0 else { throw ChatError.invalid("before must be a nextCursor from a previous page") }
@@ -111,7 +120,7 @@ extension Chat {
             try await store.read { db in
                 let keys: [Int64] = try db.fetchAll("""
                     SELECT c.id FROM member mb JOIN conversation c ON c.id = mb.conversation_id
-                    WHERE mb.user_id = \(caller.userKey) AND c.last_position < \(before)
+                    WHERE mb.user_id = \(caller.userKey) AND c.last_position < \(before) \(filter)
                     ORDER BY c.last_position DESC LIMIT \(limit + 1)
                     """).map { try $0.get("id") }
                 let conversations = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller) }
@@ -193,7 +202,10 @@ extension Chat {
                 // An empty change is held to the least of them, as a change of custom data.
                 for action in actions.isEmpty ? [.changeCustomData] : actions { try access.require(action) }
                 if let title { try db.execute("UPDATE conversation SET title = \(title), title_key = \(title.lowercased()) WHERE id = \(access.key)") }
-                if let customData { try db.execute("UPDATE conversation SET custom_data = \(customData) WHERE id = \(access.key)") }
+                if let customData {
+                    try db.execute("UPDATE conversation SET custom_data = \(customData) WHERE id = \(access.key)")
+                    try Chat.writeFields(db, conversation: access.key, customData: try JSONValue.decode(customData))
+                }
                 if let slow = request.slowModeSeconds {
                     try db.execute("UPDATE conversation SET slow_mode_seconds = \(Int64(slow)) WHERE id = \(access.key)")
                 }
@@ -391,6 +403,7 @@ extension Chat {
             VALUES (\(app), \(publicID), \(kind.rawValue), \(title), \(title?.lowercased()), \(customData), \(directKey), \(creator), \(now))
             RETURNING id
             """) else { throw ChatError.internalError }
+        if let customData { try writeFields(db, conversation: key, customData: try JSONValue.decode(customData)) }
         for (user, role) in members {
             try addMember(db, conversation: key, user: user, role: role, actor: creator, now: now)
         }
@@ -510,5 +523,24 @@ extension Chat {
                                          caller: Int64) throws -> (delivered: Int64, read: Int64)? {
         guard try rows.contains(where: { try $0.get("m_author_key", as: Int64.self) == caller }) else { return nil }
         return try lowestWatermarks(db, conversation: conversation, kind: kind, except: caller)
+    }
+
+    /// Keeps `conversation_field` to the conversation's custom data: its top-level strings,
+    /// numbers (integers without a decimal point) and booleans, as text; anything else is not
+    /// filterable. Replaces what was there.
+    static func writeFields(_ db: any Database, conversation: Int64, customData: JSONValue?) throws {
+        try db.execute("DELETE FROM conversation_field WHERE conversation_id = \(conversation)")
+        guard case .object(let fields)? = customData else { return }
+        for (name, value) in fields where (1...64).contains(name.utf8.count) {
+            let text: String
+            switch value {
+            case .string(let string) where string.utf8.count <= 1_000: text = string
+            case .number(let number) where number.isFinite:
+                text = number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+            case .bool(let flag): text = flag ? "true" : "false"
+            default: continue
+            }
+            try db.execute("INSERT INTO conversation_field (conversation_id, name, value) VALUES (\(conversation), \(name), \(text))")
+        }
     }
 }

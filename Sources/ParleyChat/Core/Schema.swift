@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCrypto
 package import ParleyStore
+import ParleyWire
 
 /// The database schema, as named forward-only migrations. Never edit a shipped migration:
 /// add a new one. Constraints live in the schema ("trust SQLite more than yourself"), so a
@@ -781,6 +782,31 @@ package enum Schema: Sendable {
                 """)
             try db.execute("ALTER TABLE account ADD COLUMN external_id text")
             try db.execute("CREATE UNIQUE INDEX account_external ON account (app_id, external_id) WHERE external_id IS NOT NULL")
+        }
+        migrator.register("0023 conversation fields") { db in
+            // A conversation's custom data's top-level strings, numbers and booleans, as text,
+            // for an indexed equality filter (`GET /v1/conversations?customData.team=red`),
+            // filled from the conversations already there.
+            try db.execute("""
+                CREATE TABLE conversation_field (
+                    conversation_id bigint NOT NULL REFERENCES conversation(id),
+                    name text NOT NULL,
+                    value text NOT NULL,
+                    PRIMARY KEY (conversation_id, name))
+                """)
+            try db.execute("CREATE INDEX conversation_field_lookup ON conversation_field (name, value)")
+            var after: Int64 = 0
+            while true {
+                let rows = try db.fetchAll("""
+                    SELECT id, custom_data FROM conversation WHERE id > \(after) AND custom_data IS NOT NULL ORDER BY id LIMIT 500
+                    """)
+                guard let last = rows.last else { break }
+                for row in rows {
+                    let data = try row.get("custom_data", as: String?.self).flatMap { try? JSONValue.decode($0) }
+                    try Chat.writeFields(db, conversation: try row.get("id"), customData: data)
+                }
+                after = try last.get("id")
+            }
         }
     }
 
