@@ -205,7 +205,7 @@ def test_two_people_chat_live_and_a_third_session_sees_the_same_history(server, 
     alice.type("one")
     alice.type("two")
     alice.wait(lambda: len(alice.find(".message.mine .status.read")) >= 5, "everything read")
-    alice.click_text("Select")
+    alice.click_text("☑ Select")
     for text in ("one", "two"):
         alice.wait(lambda: alice.message(text).find_element(By.CSS_SELECTOR, "input[type=checkbox]"), "a checkbox").click()
         alice.wait(lambda: alice.message(text).find_element(By.CSS_SELECTOR, "input[type=checkbox]").is_selected(), "checked")
@@ -911,4 +911,43 @@ def test_searching_messages_with_filters_and_opening_a_result(server, browsers):
     ida.one(".search-results li[data-id] button.found").click()
     ida.wait(lambda: "Cycling club" in ida.one(".chat-header").text, "the conversation opened")
     ida.message(f"my {word} has a flat")
+    assert not ida.console(), ida.console()
+
+
+def test_at_phone_width_the_header_keeps_the_name_and_actions_take_no_room_until_a_tap(server, browsers):
+    """Issue 33's new-user findings at 390×844: the name is not squeezed, "last seen" stays on
+    one line, a message's actions take no room until it is tapped, and read marks are not a
+    shade of delivered's."""
+    ida_name, max_name = name("ida"), name("max")
+    ida = Browser(server, width=390, height=844); browsers.append(ida)
+    ida.sign_up(ida_name, "Ida Berg")
+    max_api = Client(server).register(max_name, display_name="Maximilian Rothenberg")
+    status, room = max_api.post("/v1/conversations", {"kind": "direct", "members": [ida_name]})
+    assert status in (200, 201)
+    for text in ("first", "second", "third"):
+        max_api.send(room["id"], f"{text} message")
+    ida.open_conversation("Maximilian Rothenberg")
+    title = ida.one(".chat-header h2")
+    assert ida.driver.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", title), "the name is not cut"
+    subtitle = ida.one(".chat-header .chat-subtitle")
+    assert subtitle.size["height"] <= 20, f"one line, not {subtitle.size['height']} px"
+    message = ida.message("second message")
+    ActionChains(ida.driver).move_to_element(title).perform()   # the pointer left where the list was: not over a message
+    actions = message.find_element(By.CSS_SELECTOR, ".message-actions")
+    assert not any(b.is_displayed() for b in actions.find_elements(By.CSS_SELECTOR, "button")), "hidden before a tap"
+    height = message.size["height"]
+    message.find_element(By.CSS_SELECTOR, ".bubble").click()       # a tap
+    assert "tapped" in message.get_attribute("class"), "a tap marks the message, which shows its actions without hover"
+    ida.wait(lambda: any(b.is_displayed() for b in actions.find_elements(By.CSS_SELECTOR, "button")), "the actions after the tap")
+    assert message.size["height"] == height, "showing them moves nothing"
+    # Three messages take about three bubbles of height, not three bubbles and three button rows.
+    rows = [ida.message(f"{t} message") for t in ("first", "third")]
+    assert rows[1].location["y"] - rows[0].location["y"] < 140
+    # Read marks: a colour of their own.
+    ida.type("my reply")
+    max_api.post(f"/v1/conversations/{room['id']}/receipts", {"readSeq": 10_000})
+    mark = ida.wait(lambda: next(iter(ida.find(".message.mine .status.read")), None), "the read mark")
+    delivered_colour = "rgb(255, 255, 255)"
+    assert mark.value_of_css_property("color") not in (delivered_colour, "rgba(255, 255, 255, 1)")
+    ida.screenshot("phone-width.png")
     assert not ida.console(), ida.console()

@@ -300,12 +300,14 @@ function renderChat() {
     h("div", { class: "chat-title" },
       h("h2", {}, conversationName(conversation)),
       h("span", { class: "chat-subtitle" }, peer ? presenceText(peer.id) : `${kindLabel(conversation.kind)} · ${conversation.memberCount} members`)),
-    h("button", { type: "button", class: "quiet pins-button", title: "Pinned messages", onclick: openPins }, "📌 Pins"),
+    h("button", { type: "button", class: "quiet pins-button", title: "Pinned messages", "aria-label": "Pinned messages", onclick: openPins },
+      "📌", h("span", { class: "label" }, " Pins")),
     isModerator(conversation) ? h("button", { type: "button", class: "quiet", onclick: () => openModeration(conversation) }, "Moderate") : null,
     elements.bell = conversation.role ? h("button", { type: "button", class: "quiet notifications-button", title: "Notifications on your phone",
                                                       onclick: () => openNotifications(state.conversations.get(conversation.id) ?? conversation) },
                                           isMuted(conversation) ? "🔕" : "🔔") : null,
-    h("button", { type: "button", class: "quiet", "aria-pressed": String(state.selecting), onclick: () => toggleSelect(!state.selecting) }, "Select"));
+    h("button", { type: "button", class: "quiet select-button", title: "Select messages", "aria-pressed": String(state.selecting),
+                  onclick: () => toggleSelect(!state.selecting) }, "☑", h("span", { class: "label" }, " Select")));
   const composer = h("form", { class: "composer", onsubmit: (event) => { event.preventDefault(); submitComposer(); } },
     h("label", { class: "attach", title: "Send a photo" }, icon("photo"), photoInput),
     h("label", { class: "attach", title: "Send a file" }, icon("file"), fileInput),
@@ -375,7 +377,13 @@ function renderMessage(message, conversation, showName) {
     h("time", { title: new Date(message.sentAt ?? message.createdAt).toLocaleString() }, shortTime(message.sentAt ?? message.createdAt)),
     mine && !message.deletedAt ? statusMark(message, conversation) : null);
   bubble.append(meta);
-  const row = h("div", { class: classes.join(" "), "data-id": message.id ?? message.clientId, "data-seq": message.seq ?? "" });
+  // A tap shows its actions (phones have no hover); the keyboard reaches them with Tab.
+  const row = h("div", { class: classes.join(" "), "data-id": message.id ?? message.clientId, "data-seq": message.seq ?? "",
+                         onclick: (event) => {
+                           if (event.target.closest("button, a, input, audio, video")) return;
+                           for (const other of document.querySelectorAll(".message.tapped")) if (other !== row) other.classList.remove("tapped");
+                           row.classList.toggle("tapped");
+                         } });
   if (state.selecting && mine && !isPending && !message.deletedAt) {
     const box = h("input", { type: "checkbox", "aria-label": "Select message", checked: state.selected.has(message.id) });
     box.addEventListener("change", () => { box.checked ? state.selected.add(message.id) : state.selected.delete(message.id); updateSelectCount(); });
