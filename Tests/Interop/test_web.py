@@ -398,6 +398,15 @@ def test_a_photo_shows_at_once_with_its_upload_progress_then_the_servers_thumbna
     pia.wait(lambda: not pia.find(".messages .upload-progress"), "the upload to finish", timeout=60)
     status, page = friend.get(f"/v1/conversations/{pia.driver.execute_script('return location.hash').split('/')[-1]}/messages")
     assert page["messages"][-1]["content"]["type"] == "photo" and page["messages"][-1]["content"]["width"] == 1600
+    # The chat still follows the newest (issue 33): the photo held its shape from the start, so
+    # a message after it lands in view, with no "Newest" button.
+    friend.send(page["messages"][-1]["conversationId"], "nice picture")
+    latest = pia.message("nice picture")
+    inside = ("const r = arguments[0].getBoundingClientRect(), m = document.querySelector('.messages').getBoundingClientRect();"
+              "return r.bottom <= m.bottom + 1 && r.top >= m.top - 1")
+    pia.wait(lambda: pia.driver.execute_script(inside, pia.message("nice picture")), "the new message in view")
+    assert not any(b.is_displayed() for b in pia.find("button.jump"))
+    assert latest is not None
 
 
 def test_the_keyboard_alone_signs_up_starts_a_chat_sends_and_edits(server, browsers):

@@ -606,11 +606,24 @@ function flushPending() {
   for (const item of state.pending.values()) if (item.content && !item.failed && !item.uploading) transmit(item);
 }
 
+/** A picture's width and height, read from the file before it is shown (null if it is not one this browser reads). */
+async function imageSize(file) {
+  try {
+    const bitmap = await createImageBitmap(file);
+    const size = { width: bitmap.width, height: bitmap.height };
+    bitmap.close();
+    return size.width > 0 && size.height > 0 ? size : null;
+  } catch { return null; }
+}
+
 async function sendFile(file, kind) {
   const conversationId = state.current;
   const local = kind === "photo" ? URL.createObjectURL(file) : null;
+  // The picture's shape is known before it loads, so the list keeps its place and follows the newest.
+  const size = kind === "photo" ? await imageSize(file) : null;
+  const photo = { type: "photo", attachmentId: "", ...(size ?? {}) };
   const placeholder = { clientId: newID(), conversationId, createdAt: new Date().toISOString(), sender: state.me,
-                        content: kind === "photo" ? { type: "photo", attachmentId: "" } : { type: "file", attachmentId: "", name: file.name, sizeBytes: file.size },
+                        content: kind === "photo" ? photo : { type: "file", attachmentId: "", name: file.name, sizeBytes: file.size },
                         localPreview: local, progress: 0, uploading: true };
   state.pending.set(placeholder.clientId, placeholder);
   if (conversationId === state.current) renderMessages({ toBottom: true });
@@ -622,7 +635,7 @@ async function sendFile(file, kind) {
       if (element) { element.style.width = `${Math.round(fraction * 100)}%`; element.title = `${Math.round(fraction * 100)}%`; }
     });
     state.pending.delete(placeholder.clientId);
-    const content = kind === "photo" ? { type: "photo", attachmentId: info.id } : { type: "file", attachmentId: info.id, name: info.name ?? file.name };
+    const content = kind === "photo" ? { type: "photo", attachmentId: info.id, ...(size ?? {}) } : { type: "file", attachmentId: info.id, name: info.name ?? file.name };
     send(conversationId, content, { localPreview: local });
   } catch (error) {
     placeholder.failed = error.message;
