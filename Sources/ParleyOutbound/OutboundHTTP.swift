@@ -17,7 +17,13 @@ package struct OutboundResponse: Sendable {
 /// allowed), or did not answer in time.
 package struct OutboundError: Error, Sendable, CustomStringConvertible {
     package var description: String
-    package init(description: String) { self.description = description }
+    /// The attempt never left this server: it had no file descriptor for a socket. Not the
+    /// receiver's failure, so it should not count against the receiver's retries.
+    package var local: Bool
+    package init(description: String, local: Bool = false) {
+        self.description = description
+        self.local = local
+    }
 }
 
 /// Where outbound TLS looks for trusted roots: the system's, plus the operator's extra CA
@@ -139,6 +145,8 @@ final class OutboundTransfer {
     var headers: [String: String] = [:]
     /// An address the check refused, for the error.
     var refused: String?
+    /// socket() failed for want of a descriptor (EMFILE, ENFILE).
+    var outOfDescriptors = false
     private var list: UnsafeMutablePointer<curl_slist>?
     /// For a multiplexed request: who waits for the answer.
     var continuation: CheckedContinuation<OutboundResponse, any Error>?
@@ -212,6 +220,10 @@ final class OutboundTransfer {
             if let refused {
                 return .failure(OutboundError(description: "\(refused) is a private address; the server runs without --webhooks-allow-private"))
             }
+            if outOfDescriptors {
+                return .failure(OutboundError(description: "this server is out of file descriptors (raise LimitNOFILE, or lower --max-connections)",
+                                              local: true))
+            }
             return .failure(OutboundError(description: String(cString: curl_easy_strerror(result))))
         }
         var status = 0
@@ -246,7 +258,9 @@ final class OutboundTransfer {
                 return -1
             }
         }
-        return socket(family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+        let opened = socket(family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+        if opened < 0, errno == EMFILE || errno == ENFILE { outOfDescriptors = true }
+        return opened
     }
 
     func body(_ chunk: UnsafeRawBufferPointer) {

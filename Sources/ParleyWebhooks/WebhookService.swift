@@ -174,6 +174,17 @@ package final class WebhookService: Sendable {
                     return .failure(OutboundError(description: "\(error)"))
                 }
             }
+            if case .failure(let error) = result, error.local {
+                // Not the receiver's failure: no attempt is counted and no backoff grows, so the
+                // delivery goes within a second of descriptors coming back.
+                await record()
+                log.warning("webhook delivery postponed: it could not be attempted", metadata: [
+                    "webhook.id": .string(batch.endpointID), "delivery.id": .string(delivery.id), "reason": .string(error.description)])
+                await log.attempt("cannot postpone a webhook delivery") {
+                    try await chat.webhooks.postpone(delivery, lane: batch.lane, holder: holder, after: .seconds(1))
+                }
+                return
+            }
             let problem: String? = switch result {
             case .success(let response) where (200...299).contains(response.status): nil
             case .success(let response): "HTTP \(response.status)"

@@ -59,6 +59,27 @@ struct WebhookDomainTests {
         #expect(order == sent)
     }
 
+    @Test func aDeliveryThisNodeCouldNotAttemptIsPostponedWithoutCountingAgainstTheReceiver() async throws {
+        let (harness, server) = try await backend()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let hook = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/h", events: [WebhookEventType(.messageCreated)]))
+        let conversation = try await group(chat, server, ["eve", "fay"])
+        _ = try await send(chat, server, conversation, from: "eve", "one")
+        _ = try await send(chat, server, conversation, from: "eve", "two")
+        let batch = try #require(try await chat.webhooks.claim(holder: "a", lanes: 1, perLane: 10, lease: .seconds(60)).first)
+        try await chat.webhooks.postpone(batch.deliveries[0], lane: batch.lane, holder: "a", after: .seconds(1))
+        #expect(try await chat.webhooks.claim(holder: "b", lanes: 1, perLane: 10, lease: .seconds(60)).isEmpty, "its head is not due yet")
+        #expect(try await chat.webhooks.nextDue() == harness.clock.now.addingTimeInterval(1))
+        let state = try await chat.webhooks.endpoint(server, id: hook.id)
+        #expect(state.failingSince == nil && state.lastError == nil, "the receiver did nothing wrong")
+        harness.clock.advance(by: 1)
+        let again = try #require(try await chat.webhooks.claim(holder: "b", lanes: 1, perLane: 10, lease: .seconds(60)).first,
+                                 "the claim was let go: another worker takes the lane")
+        #expect(again.deliveries.map(\.id) == batch.deliveries.map(\.id))
+        #expect(again.deliveries.allSatisfy { $0.item.attempts == 0 }, "no attempt counted")
+    }
+
     @Test func aDeliveryOutOfAttemptsPausesItsEndpointUntilResumedAndReplayed() async throws {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }

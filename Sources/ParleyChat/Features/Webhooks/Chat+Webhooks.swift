@@ -471,6 +471,21 @@ extension AppWebhooks {
         }
     }
 
+    /// A delivery this node could not even attempt (it had no file descriptor for a socket):
+    /// due again `after` from now, its attempts and its endpoint's health untouched (the
+    /// receiver did nothing wrong), and the rest of the lane's claim let go.
+    package func postpone(_ delivery: WebhookMessage, lane: Int64, holder: String, after: Duration) async throws {
+        let due = nowMilliseconds + Chat.milliseconds(after)
+        try await run {
+            try await store.write { db in
+                try db.execute("UPDATE outbox SET due_at = \(due) WHERE id = \(delivery.item.id) AND claimed_by = \(holder)")
+                try db.execute("""
+                    UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE lane IS NOT NULL AND lane = \(lane) AND claimed_by = \(holder)
+                    """)
+            }
+        }
+    }
+
     /// Endpoints paused and deliveries failed, across apps (for `/metrics`).
     package func health() async throws -> (paused: Int, failing: Int, failedDeliveries: Int, pending: Int) {
         try await run {
