@@ -1,12 +1,17 @@
+import Foundation
 public import ParleyWire
 
 extension Conversation {
     /// This conversation after `event`, for a list or header kept up to date from the live
     /// stream without a request: a `notifications.updated` (the user muted, unmuted or chose
-    /// what pushes them on another device) sets ``mutedUntil`` and ``notifications``; a `conversation.updated` sets what it changed (title,
-    /// custom data, slow mode, photo; a retention change needs a read of the conversation, as
-    /// the app's own policy may apply). Other events, and events of another conversation,
-    /// return `self`.
+    /// what pushes them on another device) sets ``mutedUntil`` and ``notifications``; a
+    /// `state.updated` (pinned, archived, marked unread on another device) sets
+    /// ``pinnedRank``, ``archived`` and ``markedUnread``; a `conversation.updated` sets what it
+    /// changed (title, custom data, slow mode, photo; a retention change needs a read of the
+    /// conversation, as the app's own policy may apply). The server's own rules are applied
+    /// too: a new message brings an archived conversation back unless it is muted, and the
+    /// user's read watermark moving on clears their unread mark. Other events, and events of
+    /// another conversation, return `self`.
     ///
     /// ```swift
     /// if let index = conversations.firstIndex(where: { $0.id == event.conversationID }) {
@@ -20,6 +25,20 @@ extension Conversation {
         case .notificationsUpdated:
             updated.mutedUntil = event.until
             if let level = event.notifications { updated.notifications = level }
+        case .stateUpdated:
+            if let state = event.state {
+                updated.pinnedRank = state.pinnedRank
+                updated.archived = state.archived ? true : nil
+                updated.markedUnread = state.markedUnread ? true : nil
+            }
+        case .messageCreated where event.message.map { $0.threadID == nil || $0.alsoInConversation == true } ?? false:
+            if archived == true, (mutedUntil ?? .distantPast) <= Date() { updated.archived = nil }
+        case .receiptUpdated:
+            if let me = receipt?.userID, event.userID == me, let read = event.readSeq, read > (receipt?.readSeq ?? 0) {
+                updated.markedUnread = nil
+                updated.receipt?.readSeq = read
+                updated.receipt?.deliveredSeq = max(event.deliveredSeq ?? 0, receipt?.deliveredSeq ?? 0)
+            }
         case .conversationUpdated:
             if let title = event.title { updated.title = title }
             if let customData = event.customData { updated.customData = customData }

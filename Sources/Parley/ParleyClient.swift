@@ -280,13 +280,16 @@ public actor ParleyClient {
         try await http.call("GET", "/v1/conversations/\(id.rawValue)", token: try requireToken())
     }
 
-    /// The caller's conversations, newest activity first, with unread counts.
-    /// `customData` keeps the conversations whose custom data has each name at that value
-    /// (top-level strings, numbers and booleans, compared as text; at most 4).
-    public func conversations(limit: Int = 30, before cursor: String? = nil, customData: [String: String] = [:]) async throws -> ConversationPage {
+    /// The caller's conversations with unread counts: the ones they pinned first (by
+    /// ``Conversation/pinnedRank``), then the rest by newest activity, leaving out the ones they
+    /// archived; `archived: true` lists only those. `customData` keeps the conversations whose
+    /// custom data has each name at that value (top-level strings, numbers and booleans,
+    /// compared as text; at most 4).
+    public func conversations(limit: Int = 30, before cursor: String? = nil, customData: [String: String] = [:],
+                              archived: Bool = false) async throws -> ConversationPage {
         let fields = customData.sorted { $0.key < $1.key }.map { ("customData." + $0.key, $0.value) }
-        return try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? []) + fields,
-                                   token: try requireToken())
+        return try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? []) + fields
+                                   + (archived ? [("archived", "true")] : []), token: try requireToken())
     }
 
     /// Public channels whose title starts with `query` (all when empty).

@@ -90,7 +90,7 @@ enum ChatRoutes {
                 fields[String(name.dropFirst("customData.".count))] = value
             }
             return try await chat.listConversations(caller, limit: try api.integer(request, "limit"), before: request.queryItems["before"],
-                                                    fields: fields)
+                                                    fields: fields, archived: try api.boolean(request, "archived") ?? false)
         }
         api.user(&router, .GET, "/v1/channels") { request, caller in
             return try await chat.listChannels(caller, query: request.queryItems["query"] ?? "", limit: try api.integer(request, "limit"),
@@ -121,6 +121,13 @@ enum ChatRoutes {
             return try await chat.notifications.mute(caller, conversation: try request.conversationID(), try await request.decode(MuteRequest.self))
         }
         api.userEmpty(&router, .DELETE, "/v1/conversations/:conversationId/mute") { request, caller in try await chat.notifications.unmute(caller, conversation: try request.conversationID()) }
+        api.user(&router, .PATCH, "/v1/conversations/:conversationId/state") { request, caller in
+            return try await chat.inbox.setState(caller, conversation: try request.conversationID(), try await request.decode(ConversationStateRequest.self))
+        }
+        api.user(&router, .GET, "/v1/me/pinned-conversations") { request, caller in try await chat.inbox.pinned(caller) }
+        api.user(&router, .PUT, "/v1/me/pinned-conversations") { request, caller in
+            return try await chat.inbox.setPinned(caller, try await request.decode(PinnedConversations.self))
+        }
         api.user(&router, .PUT, "/v1/conversations/:conversationId/notifications") { request, caller in
             return try await chat.notifications.setLevel(caller, conversation: try request.conversationID(),
                                                    try await request.decode(NotificationsRequest.self))

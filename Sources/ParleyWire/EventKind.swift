@@ -86,6 +86,9 @@ extension EventKind {
     public static let userUpdated: EventKind = "user.updated"
     /// The member changed what pushes them here (level and mute). Only their own devices hear it.
     public static let notificationsUpdated: EventKind = "notifications.updated"
+    /// The member pinned, unpinned, archived, unarchived or marked the conversation unread
+    /// (its place in their own list). Only their own devices hear it.
+    public static let stateUpdated: EventKind = "state.updated"
     /// A member reported a message: one to each of the conversation's moderators (owners and
     /// admins), naming the report, its reason and the message. Only that moderator's devices hear it.
     public static let reportCreated: EventKind = "report.created"
@@ -120,6 +123,8 @@ public enum EventShape: Sendable, Hashable, CaseIterable {
     case profile
     /// A member's notification level and mute.
     case notifications
+    /// A member's own place for the conversation in their list: pinned, archived, marked unread.
+    case state
     /// A named channel's event (the Pusher protocol's), never written as a conversation event.
     case channel
     /// A report for a moderator: which, why, and the message (the reporter is the actor).
@@ -189,6 +194,7 @@ extension EventKind {
         .messagesExpired: EventRule(.expiry, history: true, webhook: true),
         .userUpdated: EventRule(.profile, history: false, webhook: false),
         .notificationsUpdated: EventRule(.notifications, history: false, audience: .subject, webhook: false),
+        .stateUpdated: EventRule(.state, history: false, audience: .subject, webhook: false),
         .reportCreated: EventRule(.report, history: false, audience: .subject, webhook: false),
         .channelEvent: EventRule(.channel, history: true, audience: .channel, webhook: false),
     ]

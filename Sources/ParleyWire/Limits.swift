@@ -66,10 +66,12 @@ public enum Limits: Sendable {
     public static let mentionsPerMessage = 50
     /// Conversations told of one profile change (`user.updated`), most recently active first.
     public static let profileAnnouncements = 500
-    /// People one user may block.
     /// Values in a voice message's waveform (``Attachment/waveform``), each 0–255.
     public static let waveformValues = 128
+    /// People one user may block.
     public static let blocksPerUser = 1_000
+    /// Conversations one user may pin to the top of their list.
+    public static let pinnedConversations = 50
     /// Pinned messages in one conversation.
     public static let pinsPerConversation = 100
     /// An APNs device token, in hex digits (32 bytes today; Apple says the length may grow).

@@ -130,6 +130,20 @@ public struct Conversation: Hashable, Codable, Sendable {
     public var photoURL: String? = nil
     /// What pushes the caller here (their choice, else the default for the kind); nil when not a member.
     public var notifications: NotificationLevel? = nil
+    /// The caller pinned it to the top of their list: pinned conversations come first, by this
+    /// rank, lowest first; nil when not pinned.
+    public var pinnedRank: Int? = nil
+    /// True when the caller archived it: left out of their main list until a new message
+    /// arrives (unless they muted it); absent otherwise.
+    public var archived: Bool? = nil
+    /// True when the caller marked it unread (their read watermark is where it was) until they
+    /// read further or clear the mark; absent otherwise.
+    public var markedUnread: Bool? = nil
+
+    /// The caller's place for it in their own list.
+    public var state: ConversationState {
+        ConversationState(pinnedRank: pinnedRank, archived: archived == true, markedUnread: markedUnread == true)
+    }
 
     /// Creates the value; each argument sets the property of the same name.
     public init(id: ConversationID, kind: ConversationKind, title: String?, customData: JSONValue?, createdAt: Date,

@@ -85,6 +85,8 @@ struct EventGoldenTests {
         _ = try await chat.retention.sweep()
         // Bob reports Ana's message in the channel (kept: no retention there): its owner, Ana, hears of it.
         _ = try await chat.moderation.report(bob, conversation: channel, message: said.id, ReportRequest(reason: .spam, note: "golden"))
+        // Bob pins the channel and marks it unread: only his devices hear it.
+        _ = try await chat.inbox.setState(bob, conversation: channel, ConversationStateRequest(pinned: true, markedUnread: true))
         try await read()
         return seen.values.sorted { $0.position < $1.position }
     }

@@ -96,10 +96,13 @@ extension Chat {
         }
     }
 
-    /// The caller's conversations, newest activity first. `before` is the previous page's
-    /// `nextCursor`. `fields` keeps those whose custom data has each name at that value
-    /// (top-level strings, numbers and booleans, compared as text: `1` matches `1` and `"1"`).
-    package func listConversations(_ caller: Caller, limit: Int?, before cursor: String?, fields: [String: String] = [:]) async throws -> ConversationPage {
+    /// The caller's conversations: pinned ones first (by rank), then the rest by newest
+    /// activity, leaving out archived ones; with `archived`, only the archived ones, by newest
+    /// activity. `before` is the previous page's `nextCursor`. `fields` keeps those whose custom
+    /// data has each name at that value (top-level strings, numbers and booleans, compared as
+    /// text: `1` matches `1` and `"1"`).
+    package func listConversations(_ caller: Caller, limit: Int?, before cursor: String?, fields: [String: String] = [:],
+                                   archived: Bool = false) async throws -> ConversationPage {
         let limit = try Validate.limit(limit, in: Limits.conversationPage, default: 30)
         guard fields.count <= 4 else { throw ChatError.invalid("filter by at most 4 customData fields") }
         for (name, value) in fields {
@@ -109,23 +112,51 @@ extension Chat {
         let filter: SQL = fields.sorted { $0.key < $1.key }.reduce("") { sql, field in
             sql + " AND EXISTS (SELECT 1 FROM conversation_field f WHERE f.conversation_id = c.id AND f.name = \(field.key) AND f.value = \(field.value))"
         }
-        let before: Int64
+        // A cursor is a position (in the unpinned part) or `p` and a rank (in the pinned part).
+        var position = Int64.max
+        var rank: Int64? = archived ? nil : Int64.min
         if let cursor {
-            guard let position = Int64(cursor), position > 0 else { throw ChatError.invalid("before must be a nextCursor from a previous page") }
-            before = position
-        } else {
-            before = Int64.max
+            if !archived, cursor.hasPrefix("p"), let after = Int64(cursor.dropFirst()) {
+                rank = after
+            } else if let at = Int64(cursor), at > 0 {
+                position = at
+                rank = nil
+            } else {
+                throw ChatError.invalid("before must be a nextCursor from a previous page")
+            }
         }
+        let (before, afterRank) = (position, rank)
+        let now = Chat.nowWallClock
+        let place: SQL = archived ? "AND \(Chat.archivedSQL(now: now))" : "AND mb.pinned_rank IS NULL AND NOT \(Chat.archivedSQL(now: now))"
         return try await run {
             try await store.read { db in
+                var conversations: [Conversation] = []
+                var next: String?
+                if let afterRank {
+                    let pinned: [(key: Int64, rank: Int64)] = try db.fetchAll("""
+                        SELECT c.id, mb.pinned_rank FROM member mb JOIN conversation c ON c.id = mb.conversation_id
+                        WHERE mb.user_id = \(caller.userKey) AND mb.pinned_rank IS NOT NULL AND mb.pinned_rank > \(afterRank) \(filter)
+                        ORDER BY mb.pinned_rank, c.id LIMIT \(limit + 1)
+                        """).map { (try $0.get("id"), try $0.get("pinned_rank")) }
+                    conversations = try pinned.prefix(limit).map { try Chat.view(db, key: $0.key, caller: caller) }
+                    if conversations.count == limit, let last = pinned.prefix(limit).last {
+                        let others = try db.fetchAll("""
+                            SELECT c.id FROM member mb JOIN conversation c ON c.id = mb.conversation_id
+                            WHERE mb.user_id = \(caller.userKey) \(place) \(filter) LIMIT 1
+                            """)
+                        let more = pinned.count > limit || !others.isEmpty
+                        return ConversationPage(conversations: conversations, nextCursor: more ? "p\(last.rank)" : nil)
+                    }
+                }
+                let room = limit - conversations.count
                 let keys: [Int64] = try db.fetchAll("""
                     SELECT c.id FROM member mb JOIN conversation c ON c.id = mb.conversation_id
-                    WHERE mb.user_id = \(caller.userKey) AND c.last_position < \(before) \(filter)
-                    ORDER BY c.last_position DESC LIMIT \(limit + 1)
+                    WHERE mb.user_id = \(caller.userKey) AND c.last_position < \(before) \(place) \(filter)
+                    ORDER BY c.last_position DESC LIMIT \(room + 1)
                     """).map { try $0.get("id") }
-                let conversations = try keys.prefix(limit).map { try Chat.view(db, key: $0, caller: caller) }
-                let next = keys.count > limit ? conversations.last.map { String($0.lastPosition) } : nil
-                return ConversationPage(conversations: conversations, nextCursor: next)
+                let rest = try keys.prefix(room).map { try Chat.view(db, key: $0, caller: caller) }
+                if keys.count > room { next = rest.last.map { String($0.lastPosition) } }
+                return ConversationPage(conversations: conversations + rest, nextCursor: next)
             }
         }
     }
@@ -439,7 +470,9 @@ extension Chat {
             SELECT c.public_id, c.kind, c.title, c.custom_data, c.created_at, c.last_seq, c.last_position, c.last_message_id,
                    c.member_count, mb.role, mb.delivered_seq, mb.read_seq, mb.muted_until, mb.push_level, c.slow_mode_seconds,
                    coalesce(c.retention_days, (SELECT a.retention_days FROM app a WHERE a.id = c.app_id)) AS retention_days,
-                   c.photo_public, b.user_id AS ban_user, b.until AS ban_until
+                   c.photo_public, b.user_id AS ban_user, b.until AS ban_until, mb.pinned_rank,
+                   CASE WHEN \(archivedSQL(now: nowWallClock)) THEN 1 ELSE 0 END AS archived,
+                   CASE WHEN \(markedUnreadSQL) THEN 1 ELSE 0 END AS marked_unread
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
             WHERE c.id = \(key)
@@ -486,6 +519,9 @@ extension Chat {
         conversation.photoURL = avatarURL(try row.get("photo_public"))
         if role != nil {
             conversation.notifications = try row.get("push_level", as: String?.self).flatMap(NotificationLevel.init(rawValue:)) ?? .default(for: kind)
+            conversation.pinnedRank = try row.get("pinned_rank", as: Int64?.self).map(Int.init)
+            conversation.archived = try row.get("archived", as: Int64.self) == 1 ? true : nil
+            conversation.markedUnread = try row.get("marked_unread", as: Int64.self) == 1 ? true : nil
         }
         return conversation
     }

@@ -47,6 +47,12 @@ package struct EventPayload: Sendable, Hashable {
     package var excludedSocket: String?
     /// `report.created`: the report's id.
     package var reportID: String?
+    /// `state.updated`: the pin's rank (nil: not pinned).
+    package var pinnedRank: Int?
+    /// `state.updated`: archived or not.
+    package var archived: Bool?
+    /// `state.updated`: marked unread or not.
+    package var markedUnread: Bool?
 
     /// An empty payload; set the fields the kind carries.
     package init() {}
@@ -56,6 +62,7 @@ package struct EventPayload: Sendable, Hashable {
         guard self != EventPayload() else { return nil }
         var writer = JSONWriter(capacity: 128)
         writer.object { json in
+            if let archived { json.key("archived"); json.bool(archived) }
             if let count { json.key("count"); json.integer(Int64(count)) }
             if let customDataJSON { json.key("customData"); json.raw(customDataJSON) }
             if let channelData { json.key("data"); json.string(channelData) }
@@ -64,9 +71,11 @@ package struct EventPayload: Sendable, Hashable {
             if let displayName { json.key("displayName"); json.string(displayName) }
             if let emoji { json.key("emoji"); json.string(emoji) }
             if let excludedSocket { json.key("excludedSocket"); json.string(excludedSocket) }
+            if let markedUnread { json.key("markedUnread"); json.bool(markedUnread) }
             if let channelName { json.key("name"); json.string(channelName) }
             if let notifications { json.key("notifications"); json.string(notifications) }
             if let photoURL { json.key("photoURL"); json.string(photoURL) }
+            if let pinnedRank { json.key("pinnedRank"); json.integer(Int64(pinnedRank)) }
             if let readSeq { json.key("readSeq"); json.integer(readSeq) }
             if let reason { json.key("reason"); json.string(reason) }
             if let reportID { json.key("reportId"); json.string(reportID) }
@@ -88,6 +97,7 @@ package struct EventPayload: Sendable, Hashable {
         guard case .object(let fields) = try JSONValue.decode(text) else { throw StoreError.decoding("an event's payload is not a JSON object") }
         func string(_ key: String) -> String? { if case .string(let value) = fields[key] { value } else { nil } }
         func number(_ key: String) -> Int64? { if case .number(let value) = fields[key] { Int64(value) } else { nil } }
+        func flag(_ key: String) -> Bool? { if case .bool(let value) = fields[key] { value } else { nil } }
         func json(_ key: String) throws -> String? { try fields[key].flatMap { $0 == .null ? nil : try $0.encoded() } }
         title = string("title")
         customDataJSON = try json("customData")
@@ -109,6 +119,9 @@ package struct EventPayload: Sendable, Hashable {
         channelData = string("data")
         excludedSocket = string("excludedSocket")
         reportID = string("reportId")
+        pinnedRank = number("pinnedRank").map(Int.init)
+        archived = flag("archived")
+        markedUnread = flag("markedUnread")
     }
 }
 
@@ -191,6 +204,10 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
         case .notifications?:
             body = .notifications(user: try required(user, "userId"), level: payload.notifications.flatMap(NotificationLevel.init(rawValue:)),
                                   until: payload.until.map(Chat.date))
+        case .state?:
+            body = .state(user: try required(user, "userId"), ConversationState(
+                pinnedRank: payload.pinnedRank, archived: try required(payload.archived, "archived"),
+                markedUnread: try required(payload.markedUnread, "markedUnread")))
         case .report?:
             body = .report(user: try required(user, "userId"), reportID: try required(payload.reportID, "reportId"),
                            reason: try required(payload.reason, "reason"), message: try message?.message())
@@ -207,6 +224,7 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
     package func writeJSON(into writer: inout JSONWriter) {
         writer.object { json in
             if let actorID { json.key("actorId"); json.string(actorID) }
+            if let archived = payload.archived { json.key("archived"); json.bool(archived) }
             json.key("conversationId"); json.string(conversationID)
             if let count = payload.count { json.key("count"); json.integer(Int64(count)) }
             json.key("createdAt"); json.date(milliseconds: createdAt)
@@ -215,9 +233,11 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
             if let displayName = payload.displayName { json.key("displayName"); json.string(displayName) }
             if let deliveries = payload.deliveriesJSON { json.key("deliveries"); json.raw(deliveries) }
             if let emoji = payload.emoji { json.key("emoji"); json.string(emoji) }
+            if let markedUnread = payload.markedUnread { json.key("markedUnread"); json.bool(markedUnread) }
             if let message { json.key("message"); message.writeJSON(into: &json) }
             if let notifications = payload.notifications { json.key("notifications"); json.string(notifications) }
             if let photoURL = payload.photoURL { json.key("photoURL"); json.string(photoURL) }
+            if let pinnedRank = payload.pinnedRank { json.key("pinnedRank"); json.integer(Int64(pinnedRank)) }
             json.key("position"); json.integer(position)
             if let readSeq = payload.readSeq { json.key("readSeq"); json.integer(readSeq) }
             if let reason = payload.reason { json.key("reason"); json.string(reason) }

@@ -808,6 +808,16 @@ package enum Schema: Sendable {
                 after = try last.get("id")
             }
         }
+        migrator.register("0024 each member's place for a conversation") { db in
+            // Pinned (a rank, lowest first), archived (the conversation's last seq then: it is
+            // archived until a message past it arrives, unless muted) and marked unread (the
+            // read watermark then: marked until the watermark moves past it). Read, never
+            // written, by a send: the two seqs make the rules need no write on the hot path.
+            try db.execute("ALTER TABLE member ADD COLUMN pinned_rank bigint")
+            try db.execute("ALTER TABLE member ADD COLUMN archived_seq bigint")
+            try db.execute("ALTER TABLE member ADD COLUMN unread_mark_seq bigint")
+            try db.execute("CREATE INDEX member_pinned ON member (user_id, pinned_rank) WHERE pinned_rank IS NOT NULL")
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

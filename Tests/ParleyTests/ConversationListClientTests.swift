@@ -1,0 +1,62 @@
+import Foundation
+import Parley
+import ParleyNetTesting
+import ParleyWire
+import Testing
+
+/// The user's own conversation list through the SDK against the real binary: pins, archive and
+/// unread marks made on one device show on the user's other device at once, and the list pages
+/// with pinned conversations first.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct ConversationListClientTests {
+    @Test func aPinAnArchiveAndAnUnreadMarkOnThePhoneShowOnTheLaptopAtOnce() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let phone = ParleyClient(server: server.url, appKey: server.appKey)
+        let laptop = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await phone.register(username: "bob", password: "correct horse battery")
+        _ = try await laptop.signIn(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        let group = try await alice.createConversation(.group, title: "Plans", members: ["bob"])
+        var shown = try await laptop.conversation(chat.id)
+        let events = await laptop.events(in: chat.id)
+        var iterator = events.makeAsyncIterator()
+        await laptop.connect()
+        await alice.connect()
+        _ = try await alice.send(.text("hello"), to: chat.id)
+        while let event = await iterator.next() {
+            shown = shown.updated(by: event)
+            if event.type == .messageCreated { break }
+        }
+        _ = try await phone.pin(chat.id)
+        _ = try await phone.markUnread(chat.id)
+        _ = try await phone.archive(chat.id)
+        var states: [ConversationState] = []
+        while states.count < 3, let event = await iterator.next() {
+            shown = shown.updated(by: event)
+            if event.type == .stateUpdated { states.append(shown.state) }
+        }
+        #expect(states == [ConversationState(pinnedRank: 0), ConversationState(pinnedRank: 0, markedUnread: true),
+                           ConversationState(archived: true, markedUnread: true)])
+        #expect(try await laptop.conversations().conversations.map(\.id) == [group.id])
+        #expect(try await laptop.conversations(archived: true).conversations.map(\.id) == [chat.id])
+        // A new message brings it back, on the server and in the laptop's copy alike.
+        _ = try await alice.send(.text("are you there?"), to: chat.id)
+        while let event = await iterator.next() {
+            shown = shown.updated(by: event)
+            if event.type == .messageCreated, event.message?.content == .text("are you there?") { break }
+        }
+        #expect(shown.archived == nil && shown.markedUnread == true)
+        #expect(try await laptop.conversation(chat.id).archived == nil)
+        // Pinned ones come first, in the order saved.
+        try await phone.setPinnedConversations([group.id, chat.id])
+        #expect(try await laptop.pinnedConversations() == [group.id, chat.id])
+        #expect(try await laptop.conversations(limit: 1).conversations.map(\.id) == [group.id])
+        #expect(try await laptop.conversations().conversations.map(\.id) == [group.id, chat.id])
+        // Alice's list is untouched.
+        #expect(try await alice.conversation(chat.id).pinnedRank == nil)
+    }
+}
