@@ -64,7 +64,7 @@ let commandHelp: [String: String] = [
     "whoami": "parley whoami\n  Prints: username, display name, user id.",
     "delete-account": "parley delete-account --yes [--erase] [--no-password]\n  Deletes your account for good: every device is signed out and the username is freed. --erase also turns every message you sent into a tombstone. The password is read from PARLEY_PASSWORD or standard input; --no-password for an account without one (a guest, or one your app made: sign in less than 10 minutes before).",
     "users": "parley users search [QUERY] [--limit N] [--offset N] [--sort username|-username|displayName|-displayName|createdAt|-createdAt]\n  Prints one user per line: username, display name, id.",
-    "conversations": "parley conversations [--limit N] [--custom-data NAME=VALUE[,NAME=VALUE…]]\n  Prints one conversation per line: id, kind, name, unread count, last message. --custom-data keeps those whose custom data has each field at that value (up to 4).",
+    "conversations": "parley conversations [--limit N] [--archived] [--custom-data NAME=VALUE[,NAME=VALUE…]]\n  Prints one conversation per line, the ones you pinned first (📌): id, kind, name, unread count ('marked' when you marked it unread), last message. --archived lists the ones you archived instead. --custom-data keeps those whose custom data has each field at that value (up to 4).",
     "send": "parley send <conversation> <text…> | parley send --to alice,bob <text…> [--location LAT,LON]\n       parley send <conversation> (--photo PATH | --file PATH | --audio PATH | --video PATH --thumbnail IMAGE [--duration S]) [caption…]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3). Media is uploaded first (progress on standard error) and the words become its caption.",
     "download": "parley download <attachment> [--thumbnail] [--output PATH]\n  Saves an attachment you may see (a photo's server-made thumbnail with --thumbnail) to PATH, or to its name in the current directory. Downloads are cached.",
     "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
@@ -72,7 +72,9 @@ let commandHelp: [String: String] = [
     "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
     "react": "parley react <conversation> <message> <emoji> [--remove]\n  Adds your reaction (one emoji) to a message, or takes it back with --remove. Prints the message's reactions: emoji and count, yours in brackets.",
     "reactions": "parley reactions <conversation> <message> [--emoji E] [--limit N]\n  Prints who reacted, oldest first: emoji, username, display name, time.",
-    "pin": "parley pin <conversation> <message> [--remove]\n  Pins a message (any member; in a public channel owners and admins), or unpins it with --remove.",
+    "pin": "parley pin <conversation> <message> [--remove] | parley pin <conversation> [--remove] | parley pin --order ID,ID…\n  With a message: pins it in the conversation (any member; in a public channel owners and admins), or unpins it with --remove. Without: pins the conversation to the top of your own list (or unpins it). --order pins exactly these conversations, top first, and unpins the rest.",
+    "archive": "parley archive <conversation> [--remove]\n  Takes a conversation out of your list until a new message arrives in it (a muted one stays archived), or brings it back with --remove. `parley conversations --archived` lists them.",
+    "mark-unread": "parley mark-unread <conversation> [--remove]\n  Shows a conversation as unread in your list (your read position stays), or clears the mark with --remove.",
     "pins": "parley pins <conversation>\n  Prints the pinned messages, most recently pinned first: seq, id, sender, text.",
     "thread": "parley thread <conversation> <message> [--limit N] | parley thread <conversation> <message> <text…> [--also]\n  Without text: prints the thread under the message — the root, then its replies oldest first (seq, id, sender, time, text) — and marks them read. With text: replies in the thread (queued like send; --also shows the reply in the conversation too) and prints the reply's id and seq.",
     "export": "parley export [--conversation ID] [--output PATH]\n  Saves everything of yours (account, conversations, your messages, your uploads) — or, with --conversation, a conversation you own — as NDJSON, one JSON object per line, to PATH (default: parley-export.ndjson here). Prints the path and the counts.",
@@ -136,6 +138,8 @@ struct CommandLineSettings {
     var thread: String?
     var cursor: String?
     var customData: String?
+    var archived = false
+    var order: String?
 }
 
 /// The parsed command line: the command, its positional words and the settings.
@@ -181,7 +185,8 @@ struct Arguments {
             "users": [limit, .integer("--offset", nil, in: 0...10_000, \.offset, help: "Skip this many."),
                       .choice("--sort", nil, \.sort, help: "The order (default username; '-' first for descending).")],
             "conversations": [limit, .text("--custom-data", nil, \.customData, value: "<name=value,…>",
-                                           help: "Only conversations whose custom data has each field at that value.")],
+                                           help: "Only conversations whose custom data has each field at that value."),
+                              .toggle("--archived", nil, \.archived, help: "The conversations you archived instead.")],
             "send": [
                 .text("--to", nil, \.to, value: "<alice,bob>", help: "Send to people by username (the direct chat or the group of exactly them)."),
                 .text("--location", nil, \.location, value: "<lat,lon>", help: "Send a location instead of text."),
@@ -199,7 +204,10 @@ struct Arguments {
             "delete": [],
             "react": [.toggle("--remove", nil, \.remove, help: "Take the reaction back.")],
             "reactions": [.text("--emoji", nil, \.emoji, value: "<emoji>", help: "Only this emoji's."), limit],
-            "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message.")],
+            "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message or conversation."),
+                    .text("--order", nil, \.order, value: "<id,id,…>", help: "Pin exactly these conversations, top first.")],
+            "archive": [.toggle("--remove", nil, \.remove, help: "Bring it back to your list.")],
+            "mark-unread": [.toggle("--remove", nil, \.remove, help: "Clear the mark.")],
             "pins": [],
             "mentions": [limit],
             "search": [limit, .text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation."),
@@ -452,11 +460,12 @@ func run(_ raw: [String]) async throws {
             guard parts.count == 2, !parts[0].isEmpty else { throw UsageError(message: "--custom-data takes NAME=VALUE pairs, comma-separated, not '\(pair)'") }
             fields[String(parts[0])] = String(parts[1])
         }
-        let page = try await client.conversations(limit: settings.limit ?? 30, customData: fields)
+        let page = try await client.conversations(limit: settings.limit ?? 30, customData: fields, archived: settings.archived)
         for conversation in page.conversations {
-            let name = conversation.title ?? conversation.peer?.username ?? "(untitled)"
+            let name = (conversation.pinnedRank == nil ? "" : "📌 ") + (conversation.title ?? conversation.peer?.username ?? "(untitled)")
             let last = conversation.lastMessage.map { "\($0.sender.username): \(text(of: $0))" } ?? ""
-            output("\(conversation.id.rawValue)\t\(conversation.kind.rawValue)\t\(name)\tunread \(conversation.unreadCount)\t\(last)")
+            let unread = "unread \(conversation.unreadCount)" + (conversation.markedUnread == true ? " marked" : "")
+            output("\(conversation.id.rawValue)\t\(conversation.kind.rawValue)\t\(name)\t\(unread)\t\(last)")
         }
     case "send":
         if let to = settings.to {
@@ -524,6 +533,25 @@ func run(_ raw: [String]) async throws {
             output("\(reaction.emoji)\t\(reaction.user.username)\t\(reaction.user.displayName)\t\(time(reaction.reactedAt))")
         }
         if page.hasMore { complain("more reactions than shown; raise --limit") }
+    case "pin" where settings.order != nil:
+        let ids = (settings.order ?? "").split(separator: ",").map { ConversationID(rawValue: $0.trimmingCharacters(in: .whitespaces)) }
+        guard words.isEmpty, !ids.isEmpty else { throw UsageError(message: "pin --order <conversation,conversation,…>") }
+        try await client.setPinnedConversations(ids)
+        output("pinned, top first: " + ids.map(\.rawValue).joined(separator: " "))
+    case "pin" where words.count == 1:
+        guard let conversation = words.first else { throw UsageError(message: "pin <conversation> [--remove]") }
+        let changed = settings.remove ? try await client.unpin(ConversationID(rawValue: conversation)) : try await client.pin(ConversationID(rawValue: conversation))
+        output("\(changed.id.rawValue)\t\(changed.pinnedRank == nil ? "unpinned" : "pinned to the top of your list")")
+    case "archive", "mark-unread":
+        guard words.count == 1, let conversation = words.first else { throw UsageError(message: "\(command) <conversation> [--remove]") }
+        let id = ConversationID(rawValue: conversation)
+        if command == "archive" {
+            let changed = settings.remove ? try await client.unarchive(id) : try await client.archive(id)
+            output("\(changed.id.rawValue)\t\(changed.archived == true ? "archived (back with the next message unless muted)" : "in your list")")
+        } else {
+            let changed = try await client.markUnread(id, !settings.remove)
+            output("\(changed.id.rawValue)\t\(changed.markedUnread == true ? "marked unread" : "not marked")")
+        }
     case "pin":
         guard words.count == 2, let conversation = words.first else { throw UsageError(message: "pin <conversation> <message> [--remove]") }
         let target = MessageID(rawValue: words[words.startIndex + 1])

@@ -498,6 +498,33 @@ def test_conversations_filtered_by_custom_data_from_the_shell(server):
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr
 
 
+def test_pin_archive_and_mark_unread_conversations_from_the_shell(server):
+    ana = Shell(server)
+    ana.run("register", name("ana"), password="correct horse battery")
+    client = Client(server)
+    client.token = json.load(open(os.path.join(ana.home, "state.json")))["token"]
+    ids = {}
+    for title in ("Garden", "Books", "Trips"):
+        status, room = client.post("/v1/conversations", {"kind": "group", "title": title})
+        assert status == 201
+        ids[title] = room["id"]
+    assert "pinned to the top" in ana.run("pin", ids["Garden"]).stdout
+    lines = ana.run("conversations").stdout.strip().splitlines()
+    assert "📌 Garden" in lines[0] and len(lines) == 3
+    assert "archived" in ana.run("archive", ids["Books"]).stdout
+    assert "Books" not in ana.run("conversations").stdout
+    assert "Books" in ana.run("conversations", "--archived").stdout
+    assert "marked unread" in ana.run("mark-unread", ids["Trips"]).stdout
+    assert "unread 0 marked" in [line for line in ana.run("conversations").stdout.splitlines() if "Trips" in line][0]
+    assert "not marked" in ana.run("mark-unread", ids["Trips"], "--remove").stdout
+    ordered = ana.run("pin", "--order", f"{ids['Trips']},{ids['Garden']}")
+    assert ordered.returncode == 0, ordered.stderr
+    lines = ana.run("conversations").stdout.strip().splitlines()
+    assert "📌 Trips" in lines[0] and "📌 Garden" in lines[1]
+    assert "unpinned" in ana.run("pin", ids["Trips"], "--remove").stdout
+    assert ana.run("archive").returncode == 2
+
+
 def test_export_from_the_shell(server, tmp_path):
     ana = Shell(server)
     ana.run("register", name("ana"), password="correct horse battery")

@@ -203,6 +203,27 @@ def test_a_block_made_on_one_node_hides_the_person_on_devices_connected_to_the_o
         device.close()
 
 
+def test_a_pin_made_on_one_node_reaches_the_users_device_on_another_and_pages_the_same_everywhere(cluster):
+    one, two, three = cluster.nodes
+    ana = Client(one).register(f"ana{uuid.uuid4().hex[:6]}")
+    rooms = []
+    for title in ("a", "b", "c"):
+        status, room = ana.post("/v1/conversations", {"kind": "group", "title": title, "members": []})
+        assert status == 201
+        rooms.append(room)
+    laptop = Device(two, Client(two).sign_in(ana.user["username"]).token)
+    laptop.wait_ready()
+    assert ana.patch(f"/v1/conversations/{rooms[0]['id']}/state", {"pinned": True})[0] == 200
+    event = laptop.wait_event(lambda e: e["type"] == "state.updated")["event"]
+    assert event["conversationId"] == rooms[0]["id"] and event["pinnedRank"] == 0
+    through_three = Client(three).sign_in(ana.user["username"])
+    status, page = through_three.get("/v1/conversations?limit=1")
+    assert status == 200 and [c["title"] for c in page["conversations"]] == ["a"]
+    status, rest = through_three.get(f"/v1/conversations?limit=5&before={page['nextCursor']}")
+    assert [c["title"] for c in rest["conversations"]] == ["c", "b"]
+    laptop.close()
+
+
 def test_a_user_is_online_for_every_node_while_any_node_has_them(cluster):
     one, two, three = cluster.nodes
     alice = Client(one).register(f"alice{uuid.uuid4().hex[:6]}")

@@ -67,6 +67,11 @@ def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
         status, found = clients["ana"].get("/v1/conversations?customData.k=1")
         assert status == 200 and [c["id"] for c in found["conversations"]] == [group]
         assert clients["ana"].get("/v1/conversations?customData.k=2")[1]["conversations"] == []
+        # Conversations from before migration 0024 are pinned, archived and marked unread.
+        status, pinned = clients["ana"].patch(f"/v1/conversations/{group}/state", {"pinned": True, "markedUnread": True})
+        assert status == 200 and pinned["pinnedRank"] == 0 and pinned["markedUnread"] is True
+        assert clients["ana"].get("/v1/conversations?limit=1")[1]["conversations"][0]["id"] == group
+        assert clients["ana"].patch(f"/v1/conversations/{group}/state", {"pinned": False, "markedUnread": False})[0] == 200
         # New writes land after the old ones, in the same log.
         events = clients["bob"].get("/v1/events?after=0&limit=200")[1]["events"]
         status, sent = clients["ana"].send(group, "after the upgrade")

@@ -46,9 +46,12 @@ extension Inbox {
     /// no seq). Pinning puts it above the other pinned ones and brings it out of the archive;
     /// archiving unpins it. A request that changes nothing says nothing.
     ///
-    /// - Throws: 400 for pinned and archived at once; 409 past ``Limits/pinnedConversations``;
+    /// - Throws: 400 for none of the fields, or pinned and archived at once; 409 past ``Limits/pinnedConversations``;
     ///   403 `not_member`; 404.
     package func setState(_ caller: Caller, conversation id: ConversationID, _ request: ConversationStateRequest) async throws -> Conversation {
+        guard request.pinned != nil || request.archived != nil || request.markedUnread != nil else {
+            throw ChatError.invalid("give pinned, archived or markedUnread")
+        }
         guard !(request.pinned == true && request.archived == true) else {
             throw ChatError.invalid("a conversation is pinned or archived, not both")
         }
