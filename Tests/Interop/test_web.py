@@ -960,3 +960,61 @@ def test_at_phone_width_the_header_keeps_the_name_and_actions_take_no_room_until
     assert mark.value_of_css_property("color") not in (delivered_colour, "rgba(255, 255, 255, 1)")
     ida.screenshot("phone-width.png")
     assert not ida.console(), ida.console()
+
+
+def test_pinning_archiving_and_marking_unread_on_the_page_and_from_the_phone(server, browsers):
+    """The chat's ⋯ menu pins a conversation to the top of the list, archives it (out of the list
+    into "Archived", back when a message arrives) and marks it unread (a dot; opening it clears
+    the mark); the same changes made on the user's phone (here the API) show live."""
+    ana_name = name("ana")
+    ana = Browser(server); browsers.append(ana)
+    ana.sign_up(ana_name, "Ana")
+    ana_phone = Client(server).sign_in(ana_name)
+    ben = Client(server).register(name("ben"))
+    groups = {}
+    for title in ("Garden", "Books", "Trips"):
+        title = f"{title} {uuid.uuid4().hex[:4]}"
+        status, group = ben.post("/v1/conversations", {"kind": "group", "title": title, "members": [ana_name]})
+        assert status == 201
+        assert ben.send(group["id"], f"hello from {title}")[0] == 201
+        groups[title.split()[0]] = group
+
+    def order():
+        return [b.get_attribute("data-id") for b in ana.find("button.conversation")]
+
+    ana.wait(lambda: order()[:1] == [groups["Trips"]["id"]], "the newest first")
+    ana.open_conversation("Garden")
+    ana.one(".place-menu summary").click()
+    ana.click_text("Pin to the top")
+    ana.wait(lambda: order()[:1] == [groups["Garden"]["id"]], "Garden pinned to the top")
+    ana.wait(lambda: ana.find(f".conversation[data-id='{groups['Garden']['id']}'] .pin-mark"), "the pin mark")
+    assert ana_phone.get("/v1/me/pinned-conversations")[1]["conversationIds"] == [groups["Garden"]["id"]]
+
+    # Archived from the menu: out of the list, into "Archived (1)".
+    ana.open_conversation("Books")
+    ana.one(".place-menu summary").click()
+    ana.click_text("Archive")
+    ana.wait(lambda: groups["Books"]["id"] not in order(), "Books gone from the list")
+    ana.click_text("🗄 Archived (1)")
+    ana.wait(lambda: order() == [groups["Books"]["id"]], "Books in the archive")
+    ana.screenshot("archived.png")
+    ana.click_text("‹ Back to your conversations")
+    # Ben writes there: it is back.
+    assert ben.send(groups["Books"]["id"], "new chapter")[0] == 201
+    ana.wait(lambda: groups["Books"]["id"] in order(), "Books back with the new message")
+    ana.wait(lambda: not [b for b in ana.find(".archive-toggle button") if "Archived" in b.text], "nothing archived")
+
+    # Marked unread on the phone: a dot on the page; opening it there clears the mark everywhere.
+    trips = groups["Trips"]["id"]
+    ana.open_conversation("Trips")     # read: no count left, so the mark shows as a dot
+    ana.wait(lambda: ana_phone.get(f"/v1/conversations/{trips}")[1]["unreadCount"] == 0, "Trips read")
+    ana.open_conversation("Books")
+    assert ana_phone.patch(f"/v1/conversations/{trips}/state", {"markedUnread": True})[0] == 200
+    ana.wait(lambda: ana.find(f".conversation[data-id='{trips}'] .unread.marked"), "the unread dot")
+    ana.screenshot("pinned-and-marked.png")
+    ana.open_conversation("Trips")
+    ana.wait(lambda: "markedUnread" not in ana_phone.get(f"/v1/conversations/{trips}")[1], "the mark cleared by opening it")
+    # Pinned on the phone: the page reorders live.
+    assert ana_phone.request("PUT", "/v1/me/pinned-conversations", {"conversationIds": [trips, groups["Garden"]["id"]]})[0] == 200
+    ana.wait(lambda: order()[:2] == [trips, groups["Garden"]["id"]], "the phone's order")
+    assert not ana.console()

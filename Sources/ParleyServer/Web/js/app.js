@@ -122,9 +122,10 @@ async function signOut() {
 
 async function loadConversations() {
   try {
-    const page = await state.api.get("/v1/conversations?limit=100");
+    const [page, archived] = await Promise.all([state.api.get("/v1/conversations?limit=100"),
+                                                state.api.get("/v1/conversations?limit=100&archived=true")]);
     state.conversations.clear();
-    for (const conversation of page.conversations) state.conversations.set(conversation.id, conversation);
+    for (const conversation of [...page.conversations, ...archived.conversations]) state.conversations.set(conversation.id, conversation);
     renderList();
     routeFromHash();
     if (state.connection === "online") queryPresence();
@@ -144,10 +145,30 @@ function conversationName(conversation) {
   return conversation.title || "Untitled group";
 }
 
+/** The list as the server orders it: pinned ones first by rank, then newest activity first;
+ *  archived ones only when the archive is open. */
+function listed() {
+  const all = [...state.conversations.values()];
+  const archived = all.filter((c) => c.archived);
+  const shown = (state.showArchived ? archived : all.filter((c) => !c.archived)).sort((a, b) => {
+    const pinA = a.pinnedRank ?? null, pinB = b.pinnedRank ?? null;
+    if (pinA !== null || pinB !== null) return pinA === null ? 1 : pinB === null ? -1 : pinA - pinB;
+    return (b.lastPosition ?? 0) - (a.lastPosition ?? 0);
+  });
+  return { shown, archivedCount: archived.length };
+}
+
 function renderList() {
-  const sorted = [...state.conversations.values()].sort((a, b) => (b.lastPosition ?? 0) - (a.lastPosition ?? 0));
+  const { shown: sorted, archivedCount } = listed();
   clear(elements.list);
-  if (sorted.length === 0) elements.list.append(h("li", { class: "hint" }, "No conversations yet. Start one with “New chat”."));
+  if (state.showArchived) {
+    elements.list.append(h("li", { class: "archive-toggle" },
+      h("button", { type: "button", class: "quiet", name: "close-archive", onclick: () => { state.showArchived = false; renderList(); } },
+        "‹ Back to your conversations")));
+  }
+  if (sorted.length === 0) {
+    elements.list.append(h("li", { class: "hint" }, state.showArchived ? "Nothing archived." : "No conversations yet. Start one with “New chat”."));
+  }
   for (const conversation of sorted) {
     const last = conversation.lastMessage;
     const peer = conversation.kind === "direct" ? conversation.peer : null;
@@ -157,15 +178,66 @@ function renderList() {
                     "data-id": conversation.id, onclick: () => { location.hash = `#/c/${conversation.id}`; } },
         face(conversationName(conversation), conversation.photoURL ?? peer?.photoURL, peer ? presenceDot(peer.id) : null),
         h("span", { class: "conversation-text" },
-          h("span", { class: "conversation-name" }, conversationName(conversation), conversation.kind === "public" ? " #" : ""),
+          h("span", { class: "conversation-name" },
+            conversation.pinnedRank != null ? h("span", { class: "pin-mark", title: "Pinned", "aria-label": "pinned" }, "📌 ") : null,
+            conversationName(conversation), conversation.kind === "public" ? " #" : ""),
           h("span", { class: "conversation-last" }, last ? preview(last) : kindLabel(conversation.kind))),
         h("span", { class: "conversation-meta" },
           last ? h("time", {}, shortTime(last.sentAt)) : null,
           isMuted(conversation) ? h("span", { class: "muted-mark", title: "Muted: no push", "aria-label": "muted" }, "🔕") : null,
           conversation.newReports > 0 ? h("span", { class: "report-mark", title: "New reports: open Moderate to act on them",
                                                     "aria-label": `${conversation.newReports} new reports` }, `⚑ ${conversation.newReports}`) : null,
-          unread > 0 ? h("span", { class: "unread", "aria-label": `${unread} unread` }, unread > 9999 ? "9999+" : String(unread)) : null))));
+          unread > 0 ? h("span", { class: "unread", "aria-label": `${unread} unread` }, unread > 9999 ? "9999+" : String(unread))
+            : conversation.markedUnread && conversation.id !== state.current
+              ? h("span", { class: "unread marked", title: "Marked unread", "aria-label": "marked unread" }, "") : null))));
   }
+  if (!state.showArchived && archivedCount > 0) {
+    elements.list.append(h("li", { class: "archive-toggle" },
+      h("button", { type: "button", class: "quiet", name: "open-archive", onclick: () => { state.showArchived = true; renderList(); } },
+        `🗄 Archived (${archivedCount})`)));
+  }
+}
+
+/** Pins, archives or marks unread the conversation for this user; the other devices hear it. */
+async function setPlace(conversation, change) {
+  try {
+    const updated = await state.api.patch(`/v1/conversations/${conversation.id}/state`, change);
+    for (const field of ["pinnedRank", "archived", "markedUnread"]) {
+      if (updated[field] == null) delete conversation[field]; else conversation[field] = updated[field];
+    }
+    renderList();
+    if (conversation.id === state.current) showPlace(conversation);
+  } catch (error) {
+    showToast(error.message);
+  }
+}
+
+/** The open chat's "⋯" menu: pin to the top of the list, archive, mark unread. */
+function placeMenu(conversation) {
+  const current = () => state.conversations.get(conversation.id) ?? conversation;
+  const menu = h("details", { class: "place-menu" });
+  const close = () => { menu.open = false; };
+  elements.pinButton = h("button", { type: "button", name: "pin-conversation",
+                                     onclick: () => { close(); setPlace(current(), { pinned: current().pinnedRank == null }); } });
+  elements.archiveButton = h("button", { type: "button", name: "archive-conversation",
+                                         onclick: async () => {
+                                           close();
+                                           await setPlace(current(), { archived: !current().archived });
+                                           if (current().archived) location.hash = "";
+                                         } });
+  const unread = h("button", { type: "button", name: "mark-unread",
+                               onclick: async () => { close(); location.hash = ""; await setPlace(current(), { markedUnread: true }); } },
+    "Mark unread");
+  append(menu, h("summary", { class: "quiet", title: "More", "aria-label": "More" }, "⋯"),
+    h("div", { class: "place-menu-items", role: "menu" }, elements.pinButton, elements.archiveButton, unread));
+  showPlace(current());
+  return menu;
+}
+
+/** The open chat's menu says what pinning and archiving would do now. */
+function showPlace(conversation) {
+  if (elements.pinButton) elements.pinButton.textContent = conversation.pinnedRank != null ? "Unpin from the top" : "Pin to the top";
+  if (elements.archiveButton) elements.archiveButton.textContent = conversation.archived ? "Unarchive" : "Archive";
 }
 
 /** Shows a conversation's mute in the list and, when it is open, on the header's bell. */
@@ -223,6 +295,8 @@ async function openConversation(id, { reload = false } = {}) {
   document.body.classList.add("chat-open");
   const conversation = state.conversations.get(id);
   conversation.unreadCount = 0;
+  // Opening it is reading it: an unread mark goes, on every device.
+  if (conversation.markedUnread) setPlace(conversation, { markedUnread: false });
   renderList();
   renderChat();
   if (!state.messages.has(id) || reload) {
@@ -303,6 +377,7 @@ function renderChat() {
     h("button", { type: "button", class: "quiet pins-button", title: "Pinned messages", "aria-label": "Pinned messages", onclick: openPins },
       "📌", h("span", { class: "label" }, " Pins")),
     isModerator(conversation) ? h("button", { type: "button", class: "quiet", onclick: () => openModeration(conversation) }, "Moderate") : null,
+    conversation.role ? placeMenu(conversation) : null,
     elements.bell = conversation.role ? h("button", { type: "button", class: "quiet notifications-button", title: "Notifications on your phone",
                                                       onclick: () => openNotifications(state.conversations.get(conversation.id) ?? conversation) },
                                           isMuted(conversation) ? "🔕" : "🔔") : null,
@@ -780,7 +855,7 @@ function handleEvent(event) {
 
 const eventHandlers = handlers({
   state, loadConversations, markDelivered, markRead, clearTyping, updateRoot, insertMessage, renderList, renderMessages,
-  refreshPins, showMuted, leaveChat: () => { location.hash = ""; },
+  refreshPins, showMuted, showPlace, isMuted, leaveChat: () => { location.hash = ""; },
 });
 
 function handleEphemeral(frame) {

@@ -15,6 +15,11 @@ export function handlers(page) {
     conversation.lastPosition = Math.max(conversation.lastPosition ?? 0, event.position);
     const message = event.message;
     const threadOnly = message.threadId && !message.alsoInConversation;
+    // The server's rule: a new message brings an archived conversation back unless it is muted.
+    if (event.type === "message.created" && !threadOnly && conversation.archived && !page.isMuted(conversation)) {
+      delete conversation.archived;
+      page.renderList();
+    }
     if (event.type === "message.created" && message.sender?.id !== state.me.id && !threadOnly) {
       page.markDelivered(event.conversationId, message.seq);
       if (event.conversationId !== state.current || document.hidden) conversation.unreadCount = (conversation.unreadCount ?? 0) + 1;
@@ -84,6 +89,14 @@ export function handlers(page) {
         conversation.unreadCount = 0;
         page.renderList();
       }
+      // Reading on clears an unread mark (the server's rule).
+      if (event.userId === state.me.id && conversation?.markedUnread && (event.readSeq ?? 0) > (conversation.receipt?.readSeq ?? 0)) {
+        delete conversation.markedUnread;
+        page.renderList();
+      }
+      if (event.userId === state.me.id && conversation?.receipt) {
+        conversation.receipt.readSeq = Math.max(conversation.receipt.readSeq ?? 0, event.readSeq ?? 0);
+      }
       if (event.conversationId === state.current) page.renderMessages();
     },
 
@@ -117,6 +130,18 @@ export function handlers(page) {
       conversation.mutedUntil = event.until ?? null;
       if (event.notifications) conversation.notifications = event.notifications;
       page.showMuted(conversation);
+    },
+
+    // Pinned, archived or marked unread on another of the user's devices (or this one): the
+    // list puts it in its place, and the open chat's header buttons follow.
+    "state.updated": (event, conversation) => {
+      if (!conversation) { page.loadConversations(); return; }
+      for (const field of ["pinnedRank", "archived", "markedUnread"]) {
+        if (event[field] === undefined || event[field] === false || event[field] === null) delete conversation[field];
+        else conversation[field] = event[field];
+      }
+      page.renderList();
+      if (event.conversationId === state.current) page.showPlace(conversation);
     },
 
     // A member reported a message and this user moderates the conversation (only moderators'
