@@ -10,7 +10,9 @@ extension Conversation {
     /// changed (title, custom data, slow mode, photo; a retention change needs a read of the
     /// conversation, as the app's own policy may apply). The server's own rules are applied
     /// too: a new message brings an archived conversation back unless it is muted, and the
-    /// user's read watermark moving on clears their unread mark. Other events, and events of
+    /// user's read watermark moving on clears their unread mark. A `draft.updated` sets
+    /// ``draft`` (a thread's draft is the thread's: ``ParleyClient/draft(in:thread:)``), and the
+    /// user's message sent with the draft's client id clears it. Other events, and events of
     /// another conversation, return `self`.
     ///
     /// ```swift
@@ -31,8 +33,11 @@ extension Conversation {
                 updated.archived = state.archived ? true : nil
                 updated.markedUnread = state.markedUnread ? true : nil
             }
+        case .draftUpdated:
+            if let draft = event.draft, draft.threadID == nil { updated.draft = draft.text.isEmpty ? nil : draft }
         case .messageCreated where event.message.map { $0.threadID == nil || $0.alsoInConversation == true } ?? false:
             if archived == true, (mutedUntil ?? .distantPast) <= Date() { updated.archived = nil }
+            if let sent = event.message?.clientID, sent == draft?.clientID, event.message?.sender.id == receipt?.userID { updated.draft = nil }
         case .receiptUpdated:
             if let me = receipt?.userID, event.userID == me, let read = event.readSeq, read > (receipt?.readSeq ?? 0) {
                 updated.markedUnread = nil

@@ -1,3 +1,4 @@
+public import Foundation
 public import ParleyWire
 
 extension ParleyClient {
@@ -66,5 +67,34 @@ extension ParleyClient {
     public func setPinnedConversations(_ conversations: [ConversationID]) async throws {
         let _: PinnedConversations = try await http.call("PUT", "/v1/me/pinned-conversations", body: PinnedConversations(conversationIDs: conversations),
                                                          token: try requireToken())
+    }
+
+    // MARK: - Drafts
+
+    /// Saves what the user is writing in a conversation (or a thread), so every device of
+    /// theirs shows it (`draft.updated`); "" clears it. The latest `updatedAt` wins, so a save
+    /// that arrives late from a device that was offline does not overwrite a newer one: the
+    /// answer is the draft in effect. Send the message with the draft's `clientID`
+    /// (``send(_:to:metadata:replyTo:inThread:alsoInConversation:clientID:)``) and the draft
+    /// clears everywhere. Call it when the user pauses typing, not on every key.
+    ///
+    /// ```swift
+    /// let draftID = UUID().uuidString
+    /// try await client.saveDraft("See you at", in: conversation.id, clientID: draftID)
+    /// // …later, when the user presses Send:
+    /// try await client.send(.text("See you at 8"), to: conversation.id, clientID: draftID)
+    /// ```
+    @discardableResult
+    public func saveDraft(_ text: String, in conversation: ConversationID, thread: MessageID? = nil, clientID: String? = nil,
+                          at time: Date = Date()) async throws -> Draft {
+        try await http.call("PUT", "/v1/conversations/\(conversation.rawValue)/draft",
+                            body: Draft(text: text, threadID: thread, clientID: clientID, updatedAt: time), token: try requireToken())
+    }
+
+    /// The user's draft in a conversation or one of its threads; nil when there is none (or it was sent).
+    public func draft(in conversation: ConversationID, thread: MessageID? = nil) async throws -> Draft? {
+        let answer: DraftAnswer = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/draft",
+                                                      query: thread.map { [("threadId", $0.rawValue)] } ?? [], token: try requireToken())
+        return answer.draft
     }
 }

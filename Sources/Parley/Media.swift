@@ -70,7 +70,7 @@ extension ParleyClient {
     // MARK: - Sending media
 
     /// Uploads the media, then sends a message carrying it through the outbox (like
-    /// ``send(_:to:metadata:replyTo:inThread:alsoInConversation:)``). The transfer's value is the stored message.
+    /// ``send(_:to:metadata:replyTo:inThread:alsoInConversation:clientID:)``). The transfer's value is the stored message.
     ///
     /// - Throws: ``ParleyError/notSignedIn``; the transfer's value throws the server's typed
     ///   refusal (`file_too_large`, `type_mismatch`, `quota_exceeded`, …) or a transport error.

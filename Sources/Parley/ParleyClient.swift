@@ -70,7 +70,7 @@ public actor ParleyClient {
 
     /// A status change of one outgoing message, named by its client id.
     public struct OutgoingUpdate: Sendable, Hashable {
-        /// The idempotency key ``send(_:to:metadata:replyTo:inThread:alsoInConversation:)`` returned.
+        /// The idempotency key ``send(_:to:metadata:replyTo:inThread:alsoInConversation:clientID:)`` returned.
         public var clientID: String
         /// Where it went.
         public var conversationID: ConversationID
@@ -328,14 +328,17 @@ public actor ParleyClient {
     /// Queues a message and returns its client id at once. It goes out over the socket as soon
     /// as the client is online (in the order sent, with the same client id after any reconnect,
     /// so nothing doubles); follow it with ``outgoingUpdates()`` or ``waitUntilSent(_:)``.
-    @discardableResult
     ///
     /// With `inThread`, the message is a reply in the thread under that message (shown in the
-    /// conversation too when `alsoInConversation`).
+    /// conversation too when `alsoInConversation`). `clientID` is the draft's
+    /// (``Draft/clientID``) when the message is the draft being sent: the draft then clears on
+    /// every device of the user; nil makes a new one.
+    @discardableResult
     public func send(_ content: MessageContent, to conversation: ConversationID, metadata: [String: String]? = nil,
-                     replyTo: MessageID? = nil, inThread root: MessageID? = nil, alsoInConversation: Bool = false) throws -> String {
+                     replyTo: MessageID? = nil, inThread root: MessageID? = nil, alsoInConversation: Bool = false,
+                     clientID: String? = nil) throws -> String {
         guard state.token != nil else { throw ParleyError.notSignedIn }
-        let item = OutboxItem(clientID: UUID().uuidString.lowercased(), conversationID: conversation, content: content,
+        let item = OutboxItem(clientID: clientID ?? UUID().uuidString.lowercased(), conversationID: conversation, content: content,
                               metadata: metadata, replyTo: replyTo, threadID: root, alsoInConversation: root != nil && alsoInConversation ? true : nil)
         state.outbox.append(item)
         try store.save(state)
@@ -347,7 +350,7 @@ public actor ParleyClient {
     /// Sends to a set of usernames right away (Magnet's MessageMe): the direct conversation for
     /// one name, else the group of exactly those people, created when needed. Unknown names
     /// come back in `invalidUsernames` and are left out. Needs the server: while offline it
-    /// throws (use ``send(_:to:metadata:replyTo:inThread:alsoInConversation:)`` with a conversation id to queue).
+    /// throws (use ``send(_:to:metadata:replyTo:inThread:alsoInConversation:clientID:)`` with a conversation id to queue).
     public func send(_ content: MessageContent, toUsernames usernames: [String], metadata: [String: String]? = nil) async throws -> SendToUsersResponse {
         try await http.call("POST", "/v1/messages", body: SendToUsersRequest(to: usernames, clientID: UUID().uuidString.lowercased(),
                                                                            content: content, metadata: metadata),

@@ -124,6 +124,13 @@ enum ChatRoutes {
         api.user(&router, .PATCH, "/v1/conversations/:conversationId/state") { request, caller in
             return try await chat.inbox.setState(caller, conversation: try request.conversationID(), try await request.decode(ConversationStateRequest.self))
         }
+        api.user(&router, .PUT, "/v1/conversations/:conversationId/draft") { request, caller in
+            return try await chat.inbox.saveDraft(caller, conversation: try request.conversationID(), try await request.decode(Draft.self))
+        }
+        api.user(&router, .GET, "/v1/conversations/:conversationId/draft") { request, caller in
+            return try await chat.inbox.draft(caller, conversation: try request.conversationID(),
+                                              thread: request.queryItems["threadId"].map(MessageID.init(rawValue:)))
+        }
         api.user(&router, .GET, "/v1/me/pinned-conversations") { request, caller in try await chat.inbox.pinned(caller) }
         api.user(&router, .PUT, "/v1/me/pinned-conversations") { request, caller in
             return try await chat.inbox.setPinned(caller, try await request.decode(PinnedConversations.self))

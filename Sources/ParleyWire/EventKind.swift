@@ -89,6 +89,9 @@ extension EventKind {
     /// The member pinned, unpinned, archived, unarchived or marked the conversation unread
     /// (its place in their own list). Only their own devices hear it.
     public static let stateUpdated: EventKind = "state.updated"
+    /// The member saved or cleared their draft of a message in the conversation (or one of
+    /// its threads). Only their own devices hear it.
+    public static let draftUpdated: EventKind = "draft.updated"
     /// A member reported a message: one to each of the conversation's moderators (owners and
     /// admins), naming the report, its reason and the message. Only that moderator's devices hear it.
     public static let reportCreated: EventKind = "report.created"
@@ -125,6 +128,8 @@ public enum EventShape: Sendable, Hashable, CaseIterable {
     case notifications
     /// A member's own place for the conversation in their list: pinned, archived, marked unread.
     case state
+    /// A member's draft of a message, as saved last.
+    case draft
     /// A named channel's event (the Pusher protocol's), never written as a conversation event.
     case channel
     /// A report for a moderator: which, why, and the message (the reporter is the actor).
@@ -195,6 +200,7 @@ extension EventKind {
         .userUpdated: EventRule(.profile, history: false, webhook: false),
         .notificationsUpdated: EventRule(.notifications, history: false, audience: .subject, webhook: false),
         .stateUpdated: EventRule(.state, history: false, audience: .subject, webhook: false),
+        .draftUpdated: EventRule(.draft, history: false, audience: .subject, webhook: false),
         .reportCreated: EventRule(.report, history: false, audience: .subject, webhook: false),
         .channelEvent: EventRule(.channel, history: true, audience: .channel, webhook: false),
     ]

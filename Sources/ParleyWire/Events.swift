@@ -83,7 +83,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var userID: UserID? {
         switch body {
         case .membership(let user, _), .receipt(let user, _, _), .reaction(let user, _, _), .restriction(let user, _, _),
-             .profile(let user, _, _), .notifications(let user, _, _), .report(let user, _, _, _), .state(let user, _): user
+             .profile(let user, _, _), .notifications(let user, _, _), .report(let user, _, _, _), .state(let user, _),
+             .draft(let user, _): user
         case .deliveries(let user, _): user
         case .unknown(.object(let fields)): fields["userId"].flatMap { if case .string(let id) = $0 { UserID(rawValue: id) } else { nil } }
         default: nil
@@ -144,6 +145,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var notifications: NotificationLevel? { if case .notifications(_, let level, _) = body { level } else { nil } }
     /// The member's place for the conversation in their own list after the change (`state.updated`).
     public var state: ConversationState? { if case .state(_, let state) = body { state } else { nil } }
+    /// The member's draft after they saved or cleared it (`draft.updated`; text "" when cleared).
+    public var draft: Draft? { if case .draft(_, let draft) = body { draft } else { nil } }
     /// An event this build cannot read (a kind it does not know), exactly as it arrived;
     /// nil for the others.
     public var unknownPayload: JSONValue? { if case .unknown(let whole) = body { whole } else { nil } }
@@ -175,6 +178,8 @@ public enum EventBody: Hashable, Sendable {
     case notifications(user: UserID, level: NotificationLevel?, until: Date?)
     /// A member's place for the conversation in their own list after they changed it.
     case state(user: UserID, ConversationState)
+    /// A member's draft after they saved it (text "" when cleared).
+    case draft(user: UserID, Draft)
     /// A report for the moderator `user`: its id, the reporter's reason, and the message.
     case report(user: UserID, reportID: String, reason: String, message: Message?)
     /// An event of a kind this build does not know (or that does not read as its kind):
@@ -184,7 +189,7 @@ public enum EventBody: Hashable, Sendable {
     private enum Key: String, CodingKey {
         case message, thread, userID = "userId", role, title, customData, slowModeSeconds, retentionDays, photoURL, deliveredSeq,
              readSeq, deliveries, emoji, until, reason, throughSeq, count, displayName, notifications, reportID = "reportId",
-             pinnedRank, archived, markedUnread
+             pinnedRank, archived, markedUnread, draft
     }
 
     /// Reads the body of an event of `kind` from the event's fields: by the kind's shape, or
@@ -236,6 +241,8 @@ public enum EventBody: Hashable, Sendable {
             return .state(user: try user(), ConversationState(pinnedRank: try fields.decodeIfPresent(Int.self, forKey: .pinnedRank),
                                                               archived: try fields.decode(Bool.self, forKey: .archived),
                                                               markedUnread: try fields.decode(Bool.self, forKey: .markedUnread)))
+        case .draft:
+            return .draft(user: try user(), try fields.decode(Draft.self, forKey: .draft))
         case .report:
             return .report(user: try user(), reportID: try fields.decode(String.self, forKey: .reportID),
                            reason: try fields.decode(String.self, forKey: .reason), message: try fields.decodeIfPresent(Message.self, forKey: .message))
@@ -292,6 +299,9 @@ public enum EventBody: Hashable, Sendable {
             try fields.encodeIfPresent(state.pinnedRank, forKey: .pinnedRank)
             try fields.encode(state.archived, forKey: .archived)
             try fields.encode(state.markedUnread, forKey: .markedUnread)
+        case .draft(let user, let draft):
+            try fields.encode(user, forKey: .userID)
+            try fields.encode(draft, forKey: .draft)
         case .report(let user, let reportID, let reason, let message):
             try fields.encode(user, forKey: .userID)
             try fields.encode(reportID, forKey: .reportID)

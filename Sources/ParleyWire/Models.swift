@@ -139,6 +139,9 @@ public struct Conversation: Hashable, Codable, Sendable {
     /// True when the caller marked it unread (their read watermark is where it was) until they
     /// read further or clear the mark; absent otherwise.
     public var markedUnread: Bool? = nil
+    /// The caller's draft of a message here (not in a thread), as saved last from any of their
+    /// devices; nil when there is none, or once the message was sent.
+    public var draft: Draft? = nil
 
     /// The caller's place for it in their own list.
     public var state: ConversationState {

@@ -87,6 +87,8 @@ struct EventGoldenTests {
         _ = try await chat.moderation.report(bob, conversation: channel, message: said.id, ReportRequest(reason: .spam, note: "golden"))
         // Bob pins the channel and marks it unread: only his devices hear it.
         _ = try await chat.inbox.setState(bob, conversation: channel, ConversationStateRequest(pinned: true, markedUnread: true))
+        // And starts a reply there, on one device: his others show it.
+        _ = try await chat.inbox.saveDraft(bob, conversation: channel, Draft(text: "I think", clientID: "g4", updatedAt: harness.clock.now))
         try await read()
         return seen.values.sorted { $0.position < $1.position }
     }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import ParleyChat
 import ParleyChatTesting
+import ParleyStore
 import ParleyWire
 import Testing
 
@@ -159,5 +160,70 @@ struct InboxDomainTests {
                                         ConversationState(pinnedRank: nil, archived: true, markedUnread: true)])
         #expect(events.allSatisfy { $0.seq == nil && $0.userID == ann.userID })
         #expect(try await chat.feed(ben, afterPosition: benBefore, limit: 200).records.isEmpty)
+    }
+
+    @Test func aDraftIsTheLatestSaveByTheDevicesClockAndGoesWithTheSendThatCarriesItsClientID() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let ann = try await harness.register("ann").caller
+        let ben = try await harness.register("ben").caller
+        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let now = harness.clock.now
+        let first = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "See you", clientID: "d1", updatedAt: now.addingTimeInterval(-10)))
+        #expect(first.text == "See you")
+        // A save made earlier on another device, arriving late, changes nothing.
+        let late = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "Old words", clientID: "d0", updatedAt: now.addingTimeInterval(-20)))
+        #expect(late == first)
+        // A clock ahead of the server's counts as the server's: it cannot win forever.
+        let ahead = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "See you at 8", clientID: "d1", updatedAt: now.addingTimeInterval(3600)))
+        #expect(ahead.updatedAt == now)
+        #expect(try await chat.conversation(ann, id: room).draft?.text == "See you at 8")
+        #expect(try await chat.conversation(ben, id: room).draft == nil, "ben sees his own drafts only")
+        // A thread has its own.
+        let root = try await chat.send(ben, to: room, SendMessageRequest(clientID: "r", content: .text("plans?"))).0
+        harness.clock.advance(by: 1)
+        _ = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "in the thread", threadID: root.id, clientID: "t1", updatedAt: harness.clock.now))
+        #expect(try await chat.inbox.draft(ann, conversation: room, thread: root.id).draft?.text == "in the thread")
+        #expect(try await chat.inbox.draft(ann, conversation: room, thread: nil).draft?.text == "See you at 8")
+        let reply = try await chat.send(ben, to: room, SendMessageRequest(clientID: "rr", content: .text("yes"), threadID: root.id)).0
+        await #expect(throws: ChatError.self) {
+            try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "x", threadID: reply.id, updatedAt: harness.clock.now))
+        }
+        // The send with the draft's client id clears it; the thread's stays.
+        _ = try await chat.send(ann, to: room, SendMessageRequest(clientID: "d1", content: .text("See you at 8")))
+        #expect(try await chat.conversation(ann, id: room).draft == nil)
+        #expect(try await chat.inbox.draft(ann, conversation: room, thread: nil).draft == nil)
+        #expect(try await chat.inbox.draft(ann, conversation: room, thread: root.id).draft != nil)
+        // Cleared by hand: an older save cannot bring it back.
+        harness.clock.advance(by: 1)
+        _ = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "", threadID: root.id, updatedAt: harness.clock.now))
+        _ = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "stale", threadID: root.id, updatedAt: harness.clock.now.addingTimeInterval(-5)))
+        #expect(try await chat.inbox.draft(ann, conversation: room, thread: root.id).draft == nil)
+        // Too long, or a client id past its limit: refused.
+        await #expect(throws: ChatError.self) {
+            try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: String(repeating: "a", count: 10_001), updatedAt: harness.clock.now))
+        }
+        await #expect(throws: ChatError.self) {
+            try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "a", clientID: String(repeating: "c", count: 65), updatedAt: harness.clock.now))
+        }
+    }
+
+    @Test func aDraftReachesOnlyItsWritersDevicesAndLeavesWithTheirAccount() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let ann = try await harness.register("ann").caller
+        let ben = try await harness.register("ben").caller
+        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let benBefore = try await chat.feed(ben, afterPosition: 0, limit: 200).records.last?.position ?? 0
+        let annBefore = try await chat.feed(ann, afterPosition: 0, limit: 200).records.last?.position ?? 0
+        _ = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "secret plan", clientID: "x", updatedAt: harness.clock.now))
+        let events = try await chat.feed(ann, afterPosition: annBefore, limit: 200).records.map { try $0.event() }
+        #expect(events.map(\.type) == [.draftUpdated] && events.first?.draft?.text == "secret plan" && events.first?.seq == nil)
+        #expect(try await chat.feed(ben, afterPosition: benBefore, limit: 200).records.isEmpty)
+        try await chat.deleteAccount(ann, DeleteAccountRequest(password: "correct horse battery", erase: false), address: "127.0.0.1")
+        let left = try await chat.store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM draft") }
+        #expect(left == 0)
     }
 }

@@ -59,4 +59,41 @@ struct ConversationListClientTests {
         // Alice's list is untouched.
         #expect(try await alice.conversation(chat.id).pinnedRank == nil)
     }
+
+    @Test func aDraftWrittenOnThePhoneShowsOnTheLaptopAndGoesWhenItIsSent() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let phone = ParleyClient(server: server.url, appKey: server.appKey)
+        let laptop = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await phone.register(username: "bob", password: "correct horse battery")
+        _ = try await laptop.signIn(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        var shown = try await laptop.conversation(chat.id)
+        var iterator = await laptop.events(in: chat.id).makeAsyncIterator()
+        await laptop.connect()
+        await phone.connect()
+        let draftID = "draft-\(UUID().uuidString)"
+        _ = try await phone.saveDraft("See you at", in: chat.id, clientID: draftID)
+        while let event = await iterator.next() {
+            shown = shown.updated(by: event)
+            if event.type == .draftUpdated { break }
+        }
+        #expect(shown.draft?.text == "See you at" && shown.draft?.clientID == draftID)
+        #expect(try await laptop.draft(in: chat.id)?.text == "See you at")
+        // A late save from a device that was offline loses to the newer one.
+        let late = try await laptop.saveDraft("older words", in: chat.id, at: Date().addingTimeInterval(-60))
+        #expect(late.text == "See you at")
+        // Sent from the phone with the draft's id: gone on the laptop and on the server.
+        _ = try await phone.send(.text("See you at 8"), to: chat.id, clientID: draftID)
+        while let event = await iterator.next() {
+            shown = shown.updated(by: event)
+            if event.type == .messageCreated { break }
+        }
+        #expect(shown.draft == nil)
+        #expect(try await laptop.draft(in: chat.id) == nil)
+        #expect(try await laptop.conversation(chat.id).draft == nil)
+    }
 }

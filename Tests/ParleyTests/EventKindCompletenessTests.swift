@@ -41,13 +41,14 @@ struct EventKindCompletenessTests {
         case .profile: .profile
         case .notifications: .notifications
         case .state: .state
+        case .draft: .draft
         case .report: .report
         case .unknown: nil
         }
     }
 
     @Test func everyKindHasAGoldenFrameThatReadsAsItsShape() throws {
-        #expect(Self.conversationKinds.count == 23)
+        #expect(Self.conversationKinds.count == 24)
         for kind in Self.conversationKinds {
             let event = try Self.golden(kind)
             #expect(event.type == kind)
@@ -79,7 +80,7 @@ struct EventKindCompletenessTests {
                 var theirs = first
                 theirs.sender.id = try #require(event.userID)
                 #expect([theirs].applying(event, me: me).first?.sender.displayName == event.displayName)
-            case .conversationChange?, .notifications?, .state?:
+            case .conversationChange?, .notifications?, .state?, .draft?:
                 let conversation = Conversation(id: event.conversationID, kind: .group, title: "before", customData: nil, createdAt: Date(),
                                                 lastSeq: 0, lastPosition: 0, lastMessage: nil, memberCount: 2, role: .member, unreadCount: 0,
                                                 receipt: nil, peer: nil, mutedUntil: nil)

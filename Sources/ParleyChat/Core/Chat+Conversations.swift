@@ -522,6 +522,7 @@ extension Chat {
             conversation.pinnedRank = try row.get("pinned_rank", as: Int64?.self).map(Int.init)
             conversation.archived = try row.get("archived", as: Int64.self) == 1 ? true : nil
             conversation.markedUnread = try row.get("marked_unread", as: Int64.self) == 1 ? true : nil
+            conversation.draft = try storedDraft(db, user: caller.userKey, conversation: key, thread: 0, threadID: nil).flatMap { $0.text.isEmpty ? nil : $0 }
         }
         return conversation
     }

@@ -53,6 +53,8 @@ package struct EventPayload: Sendable, Hashable {
     package var archived: Bool?
     /// `state.updated`: marked unread or not.
     package var markedUnread: Bool?
+    /// `draft.updated`: the draft, as canonical JSON (a ``Draft``).
+    package var draftJSON: String?
 
     /// An empty payload; set the fields the kind carries.
     package init() {}
@@ -69,6 +71,7 @@ package struct EventPayload: Sendable, Hashable {
             if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
             if let deliveriesJSON { json.key("deliveries"); json.raw(deliveriesJSON) }
             if let displayName { json.key("displayName"); json.string(displayName) }
+            if let draftJSON { json.key("draft"); json.raw(draftJSON) }
             if let emoji { json.key("emoji"); json.string(emoji) }
             if let excludedSocket { json.key("excludedSocket"); json.string(excludedSocket) }
             if let markedUnread { json.key("markedUnread"); json.bool(markedUnread) }
@@ -122,6 +125,7 @@ package struct EventPayload: Sendable, Hashable {
         pinnedRank = number("pinnedRank").map(Int.init)
         archived = flag("archived")
         markedUnread = flag("markedUnread")
+        draftJSON = try json("draft")
     }
 }
 
@@ -208,6 +212,8 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
             body = .state(user: try required(user, "userId"), ConversationState(
                 pinnedRank: payload.pinnedRank, archived: try required(payload.archived, "archived"),
                 markedUnread: try required(payload.markedUnread, "markedUnread")))
+        case .draft?:
+            body = .draft(user: try required(user, "userId"), try JSONValue.decode(try required(payload.draftJSON, "draft")).decode(as: Draft.self))
         case .report?:
             body = .report(user: try required(user, "userId"), reportID: try required(payload.reportID, "reportId"),
                            reason: try required(payload.reason, "reason"), message: try message?.message())
@@ -232,6 +238,7 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
             if let deliveredSeq = payload.deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
             if let displayName = payload.displayName { json.key("displayName"); json.string(displayName) }
             if let deliveries = payload.deliveriesJSON { json.key("deliveries"); json.raw(deliveries) }
+            if let draft = payload.draftJSON { json.key("draft"); json.raw(draft) }
             if let emoji = payload.emoji { json.key("emoji"); json.string(emoji) }
             if let markedUnread = payload.markedUnread { json.key("markedUnread"); json.bool(markedUnread) }
             if let message { json.key("message"); message.writeJSON(into: &json) }

@@ -818,6 +818,23 @@ package enum Schema: Sendable {
             try db.execute("ALTER TABLE member ADD COLUMN unread_mark_seq bigint")
             try db.execute("CREATE INDEX member_pinned ON member (user_id, pinned_rank) WHERE pinned_rank IS NOT NULL")
         }
+        migrator.register("0025 drafts") { db in
+            // One draft per user, conversation and thread (thread_key: the root message's id, 0
+            // for the conversation itself); text "" is a cleared one, kept so that an older save
+            // cannot bring it back. updated_at is the device's time, never later than the
+            // server's. A draft whose client_id a message of its user carries was sent: reads
+            // leave it out, so a send writes nothing for drafts.
+            try db.execute("""
+                CREATE TABLE draft (
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    conversation_id bigint NOT NULL REFERENCES conversation(id),
+                    thread_key bigint NOT NULL,
+                    text text NOT NULL,
+                    client_id text,
+                    updated_at bigint NOT NULL,
+                    PRIMARY KEY (user_id, conversation_id, thread_key))
+                """)
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a
