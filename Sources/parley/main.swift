@@ -74,6 +74,7 @@ let commandHelp: [String: String] = [
     "reactions": "parley reactions <conversation> <message> [--emoji E] [--limit N]\n  Prints who reacted, oldest first: emoji, username, display name, time.",
     "pin": "parley pin <conversation> <message> [--remove] | parley pin <conversation> [--remove] | parley pin --order ID,ID…\n  With a message: pins it in the conversation (any member; in a public channel owners and admins), or unpins it with --remove. Without: pins the conversation to the top of your own list (or unpins it). --order pins exactly these conversations, top first, and unpins the rest.",
     "archive": "parley archive <conversation> [--remove]\n  Takes a conversation out of your list until a new message arrives in it (a muted one stays archived), or brings it back with --remove. `parley conversations --archived` lists them.",
+    "draft": "parley draft <conversation> [text…] [--thread MESSAGE] [--clear]\n  Without text: prints your draft there (from any of your devices). With text: saves it as your draft, shown on your other devices; --clear clears it.",
     "mark-unread": "parley mark-unread <conversation> [--remove]\n  Shows a conversation as unread in your list (your read position stays), or clears the mark with --remove.",
     "pins": "parley pins <conversation>\n  Prints the pinned messages, most recently pinned first: seq, id, sender, text.",
     "thread": "parley thread <conversation> <message> [--limit N] | parley thread <conversation> <message> <text…> [--also]\n  Without text: prints the thread under the message — the root, then its replies oldest first (seq, id, sender, time, text) — and marks them read. With text: replies in the thread (queued like send; --also shows the reply in the conversation too) and prints the reply's id and seq.",
@@ -139,6 +140,7 @@ struct CommandLineSettings {
     var cursor: String?
     var customData: String?
     var archived = false
+    var clear = false
     var order: String?
 }
 
@@ -208,6 +210,8 @@ struct Arguments {
                     .text("--order", nil, \.order, value: "<id,id,…>", help: "Pin exactly these conversations, top first.")],
             "archive": [.toggle("--remove", nil, \.remove, help: "Bring it back to your list.")],
             "mark-unread": [.toggle("--remove", nil, \.remove, help: "Clear the mark.")],
+            "draft": [.text("--thread", nil, \.thread, value: "<message>", help: "The draft of a reply in the thread under this message."),
+                      .toggle("--clear", nil, \.clear, help: "Clear the draft.")],
             "pins": [],
             "mentions": [limit],
             "search": [limit, .text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation."),
@@ -463,7 +467,7 @@ func run(_ raw: [String]) async throws {
         let page = try await client.conversations(limit: settings.limit ?? 30, customData: fields, archived: settings.archived)
         for conversation in page.conversations {
             let name = (conversation.pinnedRank == nil ? "" : "📌 ") + (conversation.title ?? conversation.peer?.username ?? "(untitled)")
-            let last = conversation.lastMessage.map { "\($0.sender.username): \(text(of: $0))" } ?? ""
+            let last = conversation.draft.map { "Draft: \($0.text)" } ?? conversation.lastMessage.map { "\($0.sender.username): \(text(of: $0))" } ?? ""
             let unread = "unread \(conversation.unreadCount)" + (conversation.markedUnread == true ? " marked" : "")
             output("\(conversation.id.rawValue)\t\(conversation.kind.rawValue)\t\(name)\t\(unread)\t\(last)")
         }
@@ -542,6 +546,19 @@ func run(_ raw: [String]) async throws {
         guard let conversation = words.first else { throw UsageError(message: "pin <conversation> [--remove]") }
         let changed = settings.remove ? try await client.unpin(ConversationID(rawValue: conversation)) : try await client.pin(ConversationID(rawValue: conversation))
         output("\(changed.id.rawValue)\t\(changed.pinnedRank == nil ? "unpinned" : "pinned to the top of your list")")
+    case "draft":
+        guard let conversation = words.first else { throw UsageError(message: "draft <conversation> [text…] [--clear]") }
+        let id = ConversationID(rawValue: conversation)
+        let thread = settings.thread.map(MessageID.init(rawValue:))
+        let text = words.dropFirst().joined(separator: " ")
+        if settings.clear || !text.isEmpty {
+            let saved = try await client.saveDraft(settings.clear ? "" : text, in: id, thread: thread)
+            output(saved.text.isEmpty ? "draft cleared" : "draft saved: \(saved.text)")
+        } else if let draft = try await client.draft(in: id, thread: thread) {
+            output(draft.text)
+        } else {
+            complain("no draft here")
+        }
     case "archive", "mark-unread":
         guard words.count == 1, let conversation = words.first else { throw UsageError(message: "\(command) <conversation> [--remove]") }
         let id = ConversationID(rawValue: conversation)

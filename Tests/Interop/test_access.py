@@ -283,6 +283,8 @@ def bodies(world, f, caller):
     text = {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": "hello"}}
     return {
         ("PUT", C + "/mute"): {}, ("PUT", C + "/notifications"): {"level": "mentions"}, ("POST", C + "/join"): {},
+        ("PATCH", C + "/state"): {"markedUnread": True},
+        ("PUT", C + "/draft"): {"text": "thinking…", "updatedAt": "2026-01-01T00:00:00Z"},
         ("POST", C + "/members"): {"usernames": [world.username("nadia")]}, ("POST", S + "/members"): {"usernames": [world.username("nadia")]},
         ("PATCH", C + "/members/{userId}"): {"role": "admin"}, ("PATCH", S + "/members/{username}"): {"role": "admin"},
         ("POST", C + "/messages"): text, ("POST", S + "/messages"): text,

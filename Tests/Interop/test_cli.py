@@ -523,6 +523,13 @@ def test_pin_archive_and_mark_unread_conversations_from_the_shell(server):
     assert "📌 Trips" in lines[0] and "📌 Garden" in lines[1]
     assert "unpinned" in ana.run("pin", ids["Trips"], "--remove").stdout
     assert ana.run("archive").returncode == 2
+    # A draft saved in the shell shows in the list and on the account's other devices.
+    assert "draft saved: see you" in ana.run("draft", ids["Garden"], "see", "you").stdout
+    assert ana.run("draft", ids["Garden"]).stdout.strip() == "see you"
+    assert "Draft: see you" in [line for line in ana.run("conversations").stdout.splitlines() if "Garden" in line][0]
+    assert client.get(f"/v1/conversations/{ids['Garden']}/draft")[1]["draft"]["text"] == "see you"
+    assert "draft cleared" in ana.run("draft", ids["Garden"], "--clear").stdout
+    assert "no draft" in ana.run("draft", ids["Garden"]).stderr
 
 
 def test_export_from_the_shell(server, tmp_path):

@@ -113,3 +113,49 @@ def test_bad_requests_change_nothing(server):
     assert ana.get("/v1/me/pinned-conversations")[1]["conversationIds"] == []
     assert ana.get(f"/v1/conversations/{mine['id']}")[1].get("pinnedRank") is None
     assert ana.get("/v1/conversations?before=p")[0] == 400
+
+
+def test_a_draft_follows_the_user_to_their_other_device_and_goes_with_the_send_that_carries_it(server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    room = group(ana, "drafts", bob)
+    laptop = Device(server, Client(server).sign_in(ana.user["username"]).token)
+    bobs = Device(server, bob.token)
+    try:
+        laptop.wait_ready()
+        bobs.wait_ready()
+        status, saved = ana.request("PUT", f"/v1/conversations/{room['id']}/draft",
+                                    {"text": "See you at", "clientId": "draft-1", "updatedAt": "2026-01-01T10:00:00Z"})
+        assert status == 200 and saved == {"text": "See you at", "clientId": "draft-1", "updatedAt": "2026-01-01T10:00:00.000Z"}
+        event = laptop.wait_event(lambda e: e["type"] == "draft.updated")["event"]
+        assert event["draft"] == saved and event["userId"] == ana.user["id"] and "seq" not in event
+        # A late save stamped earlier loses; the answer is the draft in effect.
+        status, kept = ana.request("PUT", f"/v1/conversations/{room['id']}/draft",
+                                   {"text": "older", "updatedAt": "2026-01-01T09:00:00Z"})
+        assert status == 200 and kept == saved
+        assert ana.get(f"/v1/conversations/{room['id']}")[1]["draft"] == saved
+        assert ana.get(f"/v1/conversations/{room['id']}/draft")[1] == {"draft": saved}
+        assert "draft" not in bob.get(f"/v1/conversations/{room['id']}")[1]
+        # A thread's draft is the thread's.
+        status, root = bob.send(room["id"], "plans?")
+        status, in_thread = ana.request("PUT", f"/v1/conversations/{room['id']}/draft",
+                                        {"text": "yes!", "threadId": root["id"], "updatedAt": "2026-01-01T10:00:01Z"})
+        assert status == 200 and in_thread["threadId"] == root["id"]
+        assert ana.get(f"/v1/conversations/{room['id']}/draft?threadId={root['id']}")[1]["draft"]["text"] == "yes!"
+        # Sent over the laptop's socket with the draft's client id: gone everywhere.
+        sent = laptop.send_text(room["id"], "See you at 8", client_id="draft-1")["result"]["message"]
+        assert sent["clientId"] == "draft-1"
+        assert "draft" not in ana.get(f"/v1/conversations/{room['id']}")[1]
+        assert ana.get(f"/v1/conversations/{room['id']}/draft")[1] == {}
+        assert ana.get(f"/v1/conversations/{room['id']}/draft?threadId={root['id']}")[1]["draft"]["text"] == "yes!"
+        seen = []
+        bobs.wait_event(lambda e: seen.append(e["type"]) or e.get("message", {}).get("id") == sent["id"])
+        assert "draft.updated" not in seen, "bob never hears of ana's drafts"
+        for body, want in [({"text": "x"}, 400), ({"text": 5, "updatedAt": "2026-01-01T10:00:00Z"}, 400),
+                           ({"text": "x", "updatedAt": "yesterday"}, 400),
+                           ({"text": "x" * 10001, "updatedAt": "2026-01-01T10:00:00Z"}, 400),
+                           ({"text": "x", "threadId": "m_nope", "updatedAt": "2026-01-01T10:00:00Z"}, 404)]:
+            status, answer = ana.request("PUT", f"/v1/conversations/{room['id']}/draft", body)
+            assert status == want, (body, answer)
+    finally:
+        laptop.close()
+        bobs.close()

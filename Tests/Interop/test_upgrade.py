@@ -72,6 +72,10 @@ def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
         assert status == 200 and pinned["pinnedRank"] == 0 and pinned["markedUnread"] is True
         assert clients["ana"].get("/v1/conversations?limit=1")[1]["conversations"][0]["id"] == group
         assert clients["ana"].patch(f"/v1/conversations/{group}/state", {"pinned": False, "markedUnread": False})[0] == 200
+        # And get drafts (migration 0025).
+        status, draft = clients["ana"].request("PUT", f"/v1/conversations/{group}/draft", {"text": "hm", "updatedAt": "2026-01-01T00:00:00Z"})
+        assert status == 200 and clients["ana"].get(f"/v1/conversations/{group}/draft")[1]["draft"]["text"] == "hm"
+        assert clients["ana"].request("PUT", f"/v1/conversations/{group}/draft", {"text": "", "updatedAt": "2026-01-01T00:00:01Z"})[0] == 200
         # New writes land after the old ones, in the same log.
         events = clients["bob"].get("/v1/events?after=0&limit=200")[1]["events"]
         status, sent = clients["ana"].send(group, "after the upgrade")

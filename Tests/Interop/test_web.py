@@ -1018,3 +1018,43 @@ def test_pinning_archiving_and_marking_unread_on_the_page_and_from_the_phone(ser
     assert ana_phone.request("PUT", "/v1/me/pinned-conversations", {"conversationIds": [trips, groups["Garden"]["id"]]})[0] == 200
     ana.wait(lambda: order()[:2] == [trips, groups["Garden"]["id"]], "the phone's order")
     assert not ana.console()
+
+
+def test_a_draft_typed_on_the_page_reaches_the_phone_and_one_from_the_phone_is_sent_from_the_page(server, browsers):
+    """What is typed and not sent is kept as a draft on every device: the page saves it when
+    typing pauses (the phone, here the API, reads it); a draft written on the phone shows as
+    "Draft: …" in the list and fills the composer when the conversation opens; sending it clears
+    it everywhere."""
+    ana_name = name("ana")
+    ana = Browser(server); browsers.append(ana)
+    ana.sign_up(ana_name, "Ana")
+    ana_phone = Client(server).sign_in(ana_name)
+    ben = Client(server).register(name("ben"))
+    rooms = {}
+    for title in ("Lunch", "Work"):
+        title = f"{title} {uuid.uuid4().hex[:4]}"
+        status, group = ben.post("/v1/conversations", {"kind": "group", "title": title, "members": [ana_name]})
+        assert status == 201
+        rooms[title.split()[0]] = group
+    ana.open_conversation("Lunch")
+    ana.type("pizza or sushi", enter=False)
+    lunch = rooms["Lunch"]["id"]
+    ana.wait(lambda: (ana_phone.get(f"/v1/conversations/{lunch}/draft")[1].get("draft") or {}).get("text") == "pizza or sushi",
+             "the draft saved once typing paused")
+    # From the phone, a draft in the other conversation: the list says so at once.
+    work = rooms["Work"]["id"]
+    status, _ = ana_phone.request("PUT", f"/v1/conversations/{work}/draft",
+                                  {"text": "the report is late", "clientId": "phone-draft-1", "updatedAt": "2026-06-01T09:00:00Z"})
+    assert status == 200
+    ana.wait(lambda: "Draft: the report is late" in ana.one(f".conversation[data-id='{work}']").text, "Draft: … in the list")
+    ana.screenshot("draft.png")
+    ana.open_conversation("Work")
+    ana.wait(lambda: ana.one(".composer-input").get_attribute("value") == "the report is late", "the phone's draft in the composer")
+    ana.wait(lambda: "Draft: pizza or sushi" in ana.one(f".conversation[data-id='{lunch}']").text, "the page's own draft in the list")
+    ana.one(".composer-input").send_keys(Keys.ENTER)
+    ana.message("the report is late")
+    ana.wait(lambda: ana_phone.get(f"/v1/conversations/{work}/draft")[1] == {}, "the draft gone on the server")
+    sent = ana_phone.get(f"/v1/conversations/{work}/messages")[1]["messages"][-1]
+    assert sent["clientId"] == "phone-draft-1", "sent with the draft's client id"
+    assert "Draft:" not in ana.one(f".conversation[data-id='{work}']").text
+    assert not ana.console()

@@ -181,7 +181,9 @@ function renderList() {
           h("span", { class: "conversation-name" },
             conversation.pinnedRank != null ? h("span", { class: "pin-mark", title: "Pinned", "aria-label": "pinned" }, "📌 ") : null,
             conversationName(conversation), conversation.kind === "public" ? " #" : ""),
-          h("span", { class: "conversation-last" }, last ? preview(last) : kindLabel(conversation.kind))),
+          conversation.draft?.text && conversation.id !== state.current
+            ? h("span", { class: "conversation-last" }, h("span", { class: "draft-label" }, "Draft: "), conversation.draft.text)
+            : h("span", { class: "conversation-last" }, last ? preview(last) : kindLabel(conversation.kind))),
         h("span", { class: "conversation-meta" },
           last ? h("time", {}, shortTime(last.sentAt)) : null,
           isMuted(conversation) ? h("span", { class: "muted-mark", title: "Muted: no push", "aria-label": "muted" }, "🔕") : null,
@@ -288,6 +290,7 @@ function routeFromHash() {
 // MARK: - The chat view
 
 async function openConversation(id, { reload = false } = {}) {
+  if (state.current && state.current !== id && state.draftTimers.has(state.current)) saveDraftNow(state.current);
   state.current = id;
   state.selecting = false;
   state.selected.clear();
@@ -299,6 +302,10 @@ async function openConversation(id, { reload = false } = {}) {
   if (conversation.markedUnread) setPlace(conversation, { markedUnread: false });
   renderList();
   renderChat();
+  if (conversation.draft?.text && elements.composer) {
+    elements.composer.value = conversation.draft.text;
+    autoGrow(elements.composer);
+  }
   if (!state.messages.has(id) || reload) {
     try {
       const [page, receipts] = await Promise.all([
@@ -348,6 +355,7 @@ function renderChat() {
   });
   elements.composer.addEventListener("input", () => {
     autoGrow(elements.composer);
+    if (!state.editing) saveDraftSoon(state.current);
     suggestMentions();
     const now = Date.now();
     if (elements.composer.value.trim() && now - state.typingSentAt > 3000) {
@@ -644,7 +652,59 @@ function submitComposer() {
   state.typingSentAt = 0;
   state.live?.notify("typing.stop", { conversationId: state.current });
   const markdown = /(\*\*|__|~~|`|\[[^\]]+\]\(|(^|\s)[*_][^*_\s])/.test(text);
-  send(state.current, markdown ? { type: "markdown", markdown: text } : { type: "text", text });
+  // Sent with the draft's client id: the server then drops the draft on every device.
+  const draftID = takeDraft(state.current);
+  send(state.current, markdown ? { type: "markdown", markdown: text } : { type: "text", text }, draftID ? { clientId: draftID } : {});
+}
+
+// MARK: - Drafts: what is being written, on every device of the user
+
+/** Saves the composer's text as the conversation's draft once typing pauses. */
+function saveDraftSoon(conversationId) {
+  clearTimeout(state.draftTimers.get(conversationId));
+  state.draftTimers.set(conversationId, setTimeout(() => saveDraftNow(conversationId), 700));
+}
+
+/** Saves the draft now (a pause in typing, or leaving the conversation). */
+async function saveDraftNow(conversationId) {
+  clearTimeout(state.draftTimers.get(conversationId));
+  state.draftTimers.delete(conversationId);
+  const conversation = state.conversations.get(conversationId);
+  if (!conversation || conversationId !== state.current || !elements.composer) return;
+  const text = elements.composer.value;
+  if ((conversation.draft?.text ?? "") === text) return;
+  const clientId = conversation.draft?.clientId ?? state.draftIDs.get(conversationId) ?? newID();
+  state.draftIDs.set(conversationId, clientId);
+  const draft = { text, clientId, updatedAt: new Date().toISOString() };
+  setDraft(conversation, draft);
+  try {
+    setDraft(conversation, await state.api.put(`/v1/conversations/${conversationId}/draft`, draft));
+  } catch { /* kept here; the next pause tries again */ }
+}
+
+/** The draft's client id for the message being sent now, and the draft forgotten here. */
+function takeDraft(conversationId) {
+  clearTimeout(state.draftTimers.get(conversationId));
+  state.draftTimers.delete(conversationId);
+  const conversation = state.conversations.get(conversationId);
+  const id = conversation?.draft?.clientId ?? state.draftIDs.get(conversationId);
+  state.draftIDs.delete(conversationId);
+  if (conversation?.draft) { delete conversation.draft; renderList(); }
+  return id;
+}
+
+/** A draft as saved (here or on another device): the list shows it; an open, idle composer takes it. */
+function setDraft(conversation, draft) {
+  if (draft.threadId) return;
+  const had = conversation.draft?.text ?? "";
+  if (draft.text) conversation.draft = draft; else delete conversation.draft;
+  if (draft.clientId) state.draftIDs.set(conversation.id, draft.clientId);
+  if (had !== (draft.text ?? "")) renderList();
+  const composer = elements.composer;
+  if (conversation.id === state.current && composer && document.activeElement !== composer && !state.editing && composer.value !== draft.text) {
+    composer.value = draft.text;
+    autoGrow(composer);
+  }
 }
 
 function send(conversationId, content, extra = {}) {
@@ -855,7 +915,7 @@ function handleEvent(event) {
 
 const eventHandlers = handlers({
   state, loadConversations, markDelivered, markRead, clearTyping, updateRoot, insertMessage, renderList, renderMessages,
-  refreshPins, showMuted, showPlace, isMuted, leaveChat: () => { location.hash = ""; },
+  refreshPins, showMuted, showPlace, isMuted, setDraft, leaveChat: () => { location.hash = ""; },
 });
 
 function handleEphemeral(frame) {

@@ -15,6 +15,12 @@ export function handlers(page) {
     conversation.lastPosition = Math.max(conversation.lastPosition ?? 0, event.position);
     const message = event.message;
     const threadOnly = message.threadId && !message.alsoInConversation;
+    // Sent with the draft's client id (on any of the user's devices): the draft is gone.
+    if (event.type === "message.created" && message.sender?.id === state.me.id && conversation.draft?.clientId === message.clientId) {
+      delete conversation.draft;
+      state.draftIDs.delete(event.conversationId);
+      page.renderList();
+    }
     // The server's rule: a new message brings an archived conversation back unless it is muted.
     if (event.type === "message.created" && !threadOnly && conversation.archived && !page.isMuted(conversation)) {
       delete conversation.archived;
@@ -142,6 +148,13 @@ export function handlers(page) {
       }
       page.renderList();
       if (event.conversationId === state.current) page.showPlace(conversation);
+    },
+
+    // Written on another of the user's devices (or saved from here): the list shows "Draft: …"
+    // and the open composer takes it while the user is not typing in it.
+    "draft.updated": (event, conversation) => {
+      if (!conversation || event.userId !== state.me.id) return;
+      page.setDraft(conversation, event.draft);
     },
 
     // A member reported a message and this user moderates the conversation (only moderators'
