@@ -10,7 +10,9 @@ import ParleyWire
 /// 1. sends: `--senders` keep-alive connections each sending text to one of `--conversations` groups;
 /// 2. reactions: the same connections each toggling reactions on one message of its group
 ///    (ten emoji added, then the same ten taken back: every request changes something);
-/// 3. history: latest-50 pages on one connection, of a group whose 50 newest messages have no
+/// 3. drafts: the same connections each saving its draft in its group, every save a newer one
+///    (issue 33: what a device sends as its user pauses typing);
+/// 4. history: latest-50 pages on one connection, of a group whose 50 newest messages have no
 ///    reactions, then of one whose 50 newest have three reactions each, a mention, every fifth
 ///    a pin and every other a thread of two replies (reply counts on the page).
 func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
@@ -62,6 +64,15 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
         }
         return httpRequest("DELETE", path + "/" + encoded[which], host: host, appKey: appKey, token: tokens[connection])
     }
+    // Each save a millisecond newer than the last one of its connection: every one is written.
+    let draftBase = Int64(Date().timeIntervalSince1970 * 1000) - 86_400_000
+    progress("annotations: drafts, \(senders) connections for \(Int(duration)) s…")
+    let drafts = try await runLoad(url: url, connections: senders, duration: duration, group: group) { connection, index in
+        let at = Date(timeIntervalSince1970: Double(draftBase + Int64(index)) / 1000)
+        let body = #"{"clientId":"\#(run)-d\#(connection)","text":"a draft being written, now \#(index) characters long","updatedAt":"\#(WireCoding.formatDate(at))"}"#
+        return httpRequest("PUT", "/v1/conversations/\(groups[connection % conversationCount])/draft",
+                           host: host, appKey: appKey, token: tokens[connection], body: body)
+    }
 
     // History: two groups of the same three people, 50 messages each; in the second every
     // message gets three reactions, one mention, and every fifth a pin.
@@ -110,7 +121,7 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
     let rate = { (result: (latencies: [UInt64], failures: [Int: Int], lastFailure: String, elapsed: Double)) in
         Double(result.latencies.count) / result.elapsed
     }
-    for (name, result) in [("sends", sends), ("reactions", reactions), ("plain pages", history[0]), ("decorated pages", history[1])]
+    for (name, result) in [("sends", sends), ("reactions", reactions), ("drafts", drafts), ("plain pages", history[0]), ("decorated pages", history[1])]
     where !result.failures.isEmpty {
         progress("annotations: \(name) failures by status \(result.failures); last: \(result.lastFailure)")
     }
@@ -121,12 +132,15 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
         "reactions_per_s": String(format: "%.0f", rate(reactions)),
         "reaction_p99_ms": String(format: "%.2f", percentile(reactions.latencies, 0.99) / 1000),
         "reaction_vs_send": String(format: "%.2f", rate(reactions) / max(rate(sends), 1)),
+        "drafts_per_s": String(format: "%.0f", rate(drafts)),
+        "draft_p99_ms": String(format: "%.2f", percentile(drafts.latencies, 0.99) / 1000),
+        "draft_vs_send": String(format: "%.2f", rate(drafts) / max(rate(sends), 1)),
         "plain_pages_per_s": String(format: "%.0f", rate(history[0])),
         "plain_p50_ms": String(format: "%.3f", percentile(history[0].latencies, 0.5) / 1000),
         "decorated_pages_per_s": String(format: "%.0f", rate(history[1])),
         "decorated_p50_ms": String(format: "%.3f", percentile(history[1].latencies, 0.5) / 1000),
         "decorated_vs_plain": String(format: "%.2f", rate(history[1]) / max(rate(history[0]), 1)),
-        "errors": "\([sends, reactions, history[0], history[1]].map { $0.failures.values.reduce(0, +) }.reduce(0, +))",
+        "errors": "\([sends, reactions, drafts, history[0], history[1]].map { $0.failures.values.reduce(0, +) }.reduce(0, +))",
     ])
 }
 
