@@ -312,6 +312,13 @@ def test_groups_load_earlier_keeps_the_place_locations_and_jump_to_newest(server
     olga.one("input[name=search]").send_keys("Finn")
     olga.one(f"button.person[data-id='{friend_name}']").click()
     olga.wait(lambda: any("Finn" in chip.text for chip in olga.find(".chip")), "Finn chosen")
+    # Chosen people are marked in the results; a second click takes one back.
+    finn = f"button.person[data-id='{friend_name}']"
+    olga.wait(lambda: olga.one(finn).get_attribute("aria-pressed") == "true" and olga.one(finn + " .chosen-mark").text == "✓", "Finn marked")
+    olga.one(finn).click()
+    olga.wait(lambda: olga.one(finn).get_attribute("aria-pressed") == "false" and not olga.find(".chip"), "Finn taken back")
+    olga.one(finn).click()
+    olga.wait(lambda: any("Finn" in chip.text for chip in olga.find(".chip")), "Finn chosen again")
     olga.click_text("Create group")
     olga.one(".composer-input")
     assert "Book club" in olga.one(".chat-title h2").text

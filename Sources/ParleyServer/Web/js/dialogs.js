@@ -29,6 +29,14 @@ export function openPeopleDialog(mode, opened) {
   const renderChips = () => {
     clear(chips);
     for (const [id, user] of chosen) chips.append(h("button", { type: "button", class: "chip", onclick: () => { chosen.delete(id); renderChips(); } }, user.displayName, " ✕"));
+    // The people already chosen are marked in the results too, and a second click takes one back.
+    for (const button of results.querySelectorAll("button.person")) {
+      const picked = [...chosen.values()].some((user) => user.username === button.dataset.id);
+      button.classList.toggle("chosen", picked);
+      button.setAttribute("aria-pressed", String(picked));
+      const mark = button.querySelector(".chosen-mark");
+      if (mark) mark.textContent = picked ? "✓" : "";
+    }
   };
   const runSearch = debounce(async () => {
     try {
@@ -36,15 +44,21 @@ export function openPeopleDialog(mode, opened) {
       clear(results);
       for (const user of page.users.filter((u) => u.id !== state.me.id)) {
         results.append(h("li", {}, h("button", { type: "button", class: "person", "data-id": user.username, onclick: async () => {
-          if (mode === "group") { chosen.set(user.id, user); renderChips(); return; }
+          if (mode === "group") {
+            if (chosen.has(user.id)) chosen.delete(user.id); else chosen.set(user.id, user);
+            renderChips();
+            return;
+          }
           try {
             const conversation = await state.api.post("/v1/conversations", { kind: "direct", members: [user.username] });
             { close(); opened(conversation); }
           } catch (failure) { error.textContent = failure.message; }
         } }, h("span", { class: "avatar", "aria-hidden": "true" }, initials(user.displayName)),
-           h("span", {}, user.displayName, h("small", {}, ` @${user.username}`)))));
+           h("span", {}, user.displayName, h("small", {}, ` @${user.username}`)),
+           mode === "group" ? h("span", { class: "chosen-mark", "aria-hidden": "true" }) : null)));
       }
       if (!results.firstChild) results.append(h("li", { class: "hint" }, "Nobody by that name."));
+      renderChips();
     } catch (failure) { error.textContent = failure.message; }
   }, 200);
   search.addEventListener("input", runSearch);
