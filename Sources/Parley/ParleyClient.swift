@@ -759,6 +759,10 @@ public actor ParleyClient {
         switch event.type {
         case .messageCreated where event.message?.sender.id != me:
             if let seq = event.seq { scheduleDelivered(event.conversationID, seq) }
+            // The sender has seen everything up to what they sent (the server's rule).
+            if let seq = event.seq, let sender = event.message?.sender.id {
+                publish(receipts.posted(sender, seq: seq, in: event.conversationID))
+            }
         case .receiptUpdated where event.userID != me:
             guard let user = event.userID else { break }
             publish(receipts.receipt(user, delivered: event.deliveredSeq ?? 0, read: event.readSeq ?? 0, in: event.conversationID))

@@ -60,6 +60,14 @@ struct ReceiptTracker {
         }
     }
 
+    /// Someone else posted at `seq`: the server moved their watermarks there (one has seen what
+    /// one answers), and no receipt of theirs says so. Only a member already known counts.
+    mutating func posted(_ user: UserID, seq: Int64, in conversation: ConversationID) -> [OutgoingUpdate] {
+        guard let old = watermarks[conversation]?[user], old.read < seq || old.delivered < seq else { return [] }
+        watermarks[conversation]?[user] = (max(old.delivered, seq), max(old.read, seq))
+        return updates(in: conversation)
+    }
+
     /// Someone joined: nothing reached them yet.
     mutating func joined(_ user: UserID, in conversation: ConversationID) {
         watermarks[conversation, default: [:]][user] = (0, 0)

@@ -5,6 +5,7 @@ while the server restarted catches up without a reload. Screenshots of the main 
 to reports/screenshots/ (copied into docs/screenshots/ for the README)."""
 import os
 import json
+import math
 import re
 import shutil
 import socket
@@ -1064,4 +1065,97 @@ def test_a_draft_typed_on_the_page_reaches_the_phone_and_one_from_the_phone_is_s
     sent = ana_phone.get(f"/v1/conversations/{work}/messages")[1]["messages"][-1]
     assert sent["clientId"] == "phone-draft-1", "sent with the draft's client id"
     assert "Draft:" not in ana.one(f".conversation[data-id='{work}']").text
+    assert not ana.console()
+
+
+def landscape_jpeg(width=1200, height=800, sky=(92, 150, 220), ground=(58, 110, 62)):
+    """A drawn mountain view (sky, sun, two ridges, a lake): a photo for pictures of the client."""
+    import io
+    from PIL import Image, ImageDraw, ImageFilter
+    image = Image.new("RGB", (width, height))
+    draw = ImageDraw.Draw(image)
+    for y in range(height):
+        t = y / height
+        draw.line([(0, y), (width, y)], fill=tuple(int(c * (1 - t * 0.5) + 255 * t * 0.5) for c in sky))
+    draw.ellipse([width * 0.72, height * 0.12, width * 0.82, height * 0.27], fill=(255, 236, 170))
+    far = [(0, height * 0.62)] + [(x, height * (0.45 + 0.12 * math.sin(x / width * 7.1) + 0.05 * math.sin(x / width * 23)))
+                                   for x in range(0, width + 1, 8)] + [(width, height * 0.62)]
+    draw.polygon(far, fill=(110, 128, 160))
+    near = [(0, height)] + [(x, height * (0.6 + 0.08 * math.sin(x / width * 4.3 + 1) + 0.03 * math.sin(x / width * 31)))
+                            for x in range(0, width + 1, 8)] + [(width, height)]
+    draw.polygon(near, fill=ground)
+    draw.rectangle([0, height * 0.82, width, height], fill=(70, 120, 170))
+    image = image.filter(ImageFilter.GaussianBlur(1.2))
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=88)
+    return out.getvalue()
+
+
+def portrait_jpeg(color):
+    """A plain avatar: a head and shoulders in a lighter shade on `color`."""
+    import io
+    from PIL import Image, ImageDraw
+    image = Image.new("RGB", (256, 256), color)
+    draw = ImageDraw.Draw(image)
+    light = tuple(min(255, c + 70) for c in color)
+    draw.ellipse([88, 48, 168, 128], fill=light)
+    draw.ellipse([48, 140, 208, 300], fill=light)
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def test_the_readme_picture_a_group_planning_a_hike(server, browsers):
+    """The client as it is, with what people really write: the README's picture
+    (docs/screenshots/hero.png is a copy of this run's reports/screenshots/hero.png)."""
+    # Titles need no tag: each test signs up a new Ana, whose list holds only her own conversations.
+    ana_name = name("ana")
+    ana = Browser(server, width=1280, height=960); browsers.append(ana)
+    ana.sign_up(ana_name, "Ana Lima")
+    ana_phone = Client(server).sign_in(ana_name)
+    ben = Client(server).register(name("ben"), display_name="Ben Okafor")
+    chloe = Client(server).register(name("chloe"), display_name="Chloé Martin")
+    for person, color in ((ben, (200, 120, 60)), (chloe, (150, 90, 180))):
+        status, photo = person.upload(portrait_jpeg(color), "photo", "image/jpeg")
+        assert status == 201 and person.request("PUT", "/v1/me/photo", {"attachmentId": photo["id"]})[0] == 200
+    members = [ana_name, chloe.user["username"]]
+    status, family = ben.post("/v1/conversations", {"kind": "group", "title": f"Family 🏡", "members": [ana_name]})
+    assert ben.send(family["id"], "Dinner on Sunday at ours?")[0] == 201
+    status, books = chloe.post("/v1/conversations", {"kind": "group", "title": f"Book club 📚", "members": [ana_name]})
+    assert chloe.send(books["id"], "Next month: The Remains of the Day")[0] == 201
+    assert ana_phone.request("PUT", f"/v1/conversations/{books['id']}/draft",
+                             {"text": "Chapter 7 was the best part", "updatedAt": "2026-06-01T09:00:00Z"})[0] == 200
+    status, direct = ben.post("/v1/conversations", {"kind": "direct", "members": [ana_name]})
+    assert ben.send(direct["id"], "Thanks for the photos!")[0] == 201
+    assert ana_phone.patch(f"/v1/conversations/{family['id']}/state", {"pinned": True})[0] == 200
+    status, hike = ben.post("/v1/conversations", {"kind": "group", "title": f"Weekend hike ⛰️", "members": members})
+    status, ask = ben.send(hike["id"], "Who's in for Saturday? The forecast says sun all day ☀️")
+    assert chloe.send(hike["id"], "Me! Which trail?")[0] == 201
+    status, upload = ben.upload(landscape_jpeg(), "photo", "image/jpeg")
+    assert status == 201
+    status, photo = ben.send(hike["id"], content={"type": "photo", "attachmentId": upload["id"],
+                                                  "caption": "The ridge trail. This was the view last time"})
+    assert status == 201
+    for person, emoji in ((chloe, "😍"), (ana_phone, "🔥")):
+        assert person.post(f"/v1/conversations/{hike['id']}/messages/{photo['id']}/reactions", {"emoji": emoji})[0] in (200, 201)
+    assert chloe.send(hike["id"], "Rain jackets, just in case?", threadId=ask["id"])[0] == 201
+    ana.open_conversation("Weekend hike")
+    ana.wait(lambda: any(i.get_attribute("complete") and ana.driver.execute_script("return arguments[0].naturalWidth", i)
+                         for i in ana.find(".messages img.photo")), "the photo")
+    ana.type("Count me in! Trailhead at 8?")
+    ana.wait(lambda: any((m.get("content") or {}).get("text", "").startswith("Count me in")
+                         for m in ana_phone.get(f"/v1/conversations/{hike['id']}/messages")[1]["messages"]), "Ana's message stored")
+    status, answer = chloe.send(hike["id"], "8 works. I'll bring coffee ☕ @" + ana_name)
+    assert status == 201
+    status, said = ben.send(hike["id"], "Perfect, see you both there 🥾")
+    assert status == 201
+    for person in (ben, chloe):
+        assert person.post(f"/v1/conversations/{hike['id']}/receipts", {"readSeq": said["seq"]})[0] == 200
+    # Ben's receipt changes nothing (his reply already put his watermarks there): the page
+    # counts his reply as his having read Ana's message.
+    ana.wait(lambda: ana.message("Count me in").find_elements(By.CSS_SELECTOR, ".status.read"), "Ana's message read by both")
+    ana.message("see you both there")
+    ana.wait(lambda: "Draft:" in ana.one(f".conversation[data-id='{books['id']}']").text, "the draft in the list")
+    ana.driver.execute_script("document.activeElement && document.activeElement.blur()")
+    ana.screenshot("hero.png")
     assert not ana.console()

@@ -75,4 +75,17 @@ struct ReceiptTrackerTests {
         #expect(tracker.deliveries([delivery(4, 3, 3, of: 3)], in: room).isEmpty, "a read message is forgotten")
         #expect(tracker.deliveries([delivery(99, 3, 3, of: 3)], in: room).isEmpty, "not one of this client's")
     }
+
+    @Test func aReplyCountsAsItsSenderHavingReadEverythingBeforeIt() {
+        var tracker = ReceiptTracker()
+        let room = ConversationID(rawValue: "c_1")
+        let ben = UserID(rawValue: "u_ben"), chloe = UserID(rawValue: "u_chloe"), stranger = UserID(rawValue: "u_x")
+        tracker.joined(ben, in: room)
+        tracker.joined(chloe, in: room)
+        #expect(tracker.sent("m1", seq: 4, in: room).isEmpty)
+        #expect(tracker.posted(ben, seq: 5, in: room).map(\.status) == [.deliveredToSome], "ben answered: he has it; chloe has not")
+        #expect(tracker.posted(stranger, seq: 6, in: room).isEmpty, "someone the tracker does not know counts for nothing")
+        #expect(tracker.posted(chloe, seq: 6, in: room).map(\.status) == [.read])
+        #expect(tracker.posted(chloe, seq: 7, in: room).isEmpty, "told once")
+    }
 }

@@ -15,6 +15,13 @@ export function handlers(page) {
     conversation.lastPosition = Math.max(conversation.lastPosition ?? 0, event.position);
     const message = event.message;
     const threadOnly = message.threadId && !message.alsoInConversation;
+    // Its sender has seen everything up to it (the server moved their watermarks): a reply
+    // reads as read without a receipt of theirs.
+    const known = state.receipts.get(event.conversationId)?.get(message.sender?.id);
+    if (event.type === "message.created" && known && message.seq && message.sender.id !== state.me.id) {
+      state.receipts.get(event.conversationId).set(message.sender.id, { ...known, deliveredSeq: Math.max(known.deliveredSeq, message.seq),
+                                                                          readSeq: Math.max(known.readSeq, message.seq) });
+    }
     // Sent with the draft's client id (on any of the user's devices): the draft is gone.
     if (event.type === "message.created" && message.sender?.id === state.me.id && conversation.draft?.clientId === message.clientId) {
       delete conversation.draft;
