@@ -133,7 +133,7 @@ extension Array where Element == Message {
                 if let displayName { changed.sender.displayName = displayName }
                 return changed
             }
-        case .bare, .membership, .conversation, .receipt, .deliveries, .restriction, .notifications, .state, .draft, .report, .unknown:
+        case .bare, .membership, .conversation, .receipt, .deliveries, .restriction, .notifications, .state, .draft, .scheduled, .report, .unknown:
             // A report reaches a moderator's devices; the conversation's messages stay as they are.
             return self
         }

@@ -131,6 +131,18 @@ enum ChatRoutes {
             return try await chat.inbox.draft(caller, conversation: try request.conversationID(),
                                               thread: request.queryItems["threadId"].map(MessageID.init(rawValue:)))
         }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/scheduled", status: .created) { request, caller in
+            return try await chat.scheduling.schedule(caller, conversation: try request.conversationID(), try await request.decode(ScheduleMessageRequest.self))
+        }
+        api.user(&router, .GET, "/v1/scheduled") { request, caller in
+            return try await chat.scheduling.scheduled(caller, conversation: request.queryItems["conversationId"].map(ConversationID.init(rawValue:)))
+        }
+        api.user(&router, .PATCH, "/v1/scheduled/:scheduledId") { request, caller in
+            return try await chat.scheduling.edit(caller, id: try request.parameter("scheduledId"), try await request.decode(EditScheduledRequest.self))
+        }
+        api.userEmpty(&router, .DELETE, "/v1/scheduled/:scheduledId") { request, caller in
+            try await chat.scheduling.cancel(caller, id: try request.parameter("scheduledId"))
+        }
         api.user(&router, .GET, "/v1/me/pinned-conversations") { request, caller in try await chat.inbox.pinned(caller) }
         api.user(&router, .PUT, "/v1/me/pinned-conversations") { request, caller in
             return try await chat.inbox.setPinned(caller, try await request.decode(PinnedConversations.self))

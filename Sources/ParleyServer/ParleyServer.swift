@@ -281,6 +281,7 @@ package final class ParleyServer: Sendable {
             let retentionInterval = configuration.retentionIntervalSeconds
             let retentionLog = logger.labelled("parley.retention")
             let workerLog = logger.labelled("parley.workers")
+            let scheduledLog = logger.labelled("parley.scheduled")
             let sweeper = Task {
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask {
@@ -297,6 +298,28 @@ package final class ParleyServer: Sendable {
                             } catch {
                                 retentionLog.warning("retention sweep failed; retrying next interval", metadata: ["error": .string("\(error)")])
                             }
+                        }
+                    }
+                    group.addTask {
+                        // Scheduled messages, sent within a second of their time by whichever
+                        // node claims them (docs/api.md, "Scheduled messages").
+                        let worker = chat.workers.register("scheduled")
+                        defer { worker.stopped() }
+                        let holder = "scheduled_" + Crypto.randomToken(bytes: 6)
+                        while !Task.isCancelled {
+                            worker.idle()
+                            var settled = 0
+                            do {
+                                settled = try await chat.scheduling.sendDue(holder: holder)
+                            } catch {
+                                scheduledLog.warning("cannot send scheduled messages; retrying", metadata: ["error": .string("\(error)")])
+                            }
+                            if settled > 0 { continue }
+                            var wait = Duration.seconds(1)
+                            if let next = try? await chat.scheduling.nextDue() {
+                                wait = min(wait, .milliseconds(max(10, Int(next.timeIntervalSinceNow * 1000) + 1)))
+                            }
+                            try? await Task.sleep(for: wait)
                         }
                     }
                     group.addTask {

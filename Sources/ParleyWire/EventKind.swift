@@ -92,6 +92,9 @@ extension EventKind {
     /// The member saved or cleared their draft of a message in the conversation (or one of
     /// its threads). Only their own devices hear it.
     public static let draftUpdated: EventKind = "draft.updated"
+    /// The member scheduled a message here, changed or cancelled it, or it was sent or failed
+    /// at its time. Only their own devices hear it.
+    public static let scheduledUpdated: EventKind = "scheduled.updated"
     /// A member reported a message: one to each of the conversation's moderators (owners and
     /// admins), naming the report, its reason and the message. Only that moderator's devices hear it.
     public static let reportCreated: EventKind = "report.created"
@@ -130,6 +133,8 @@ public enum EventShape: Sendable, Hashable, CaseIterable {
     case state
     /// A member's draft of a message, as saved last.
     case draft
+    /// A member's scheduled message as it stands.
+    case scheduled
     /// A named channel's event (the Pusher protocol's), never written as a conversation event.
     case channel
     /// A report for a moderator: which, why, and the message (the reporter is the actor).
@@ -201,6 +206,7 @@ extension EventKind {
         .notificationsUpdated: EventRule(.notifications, history: false, audience: .subject, webhook: false),
         .stateUpdated: EventRule(.state, history: false, audience: .subject, webhook: false),
         .draftUpdated: EventRule(.draft, history: false, audience: .subject, webhook: false),
+        .scheduledUpdated: EventRule(.scheduled, history: false, audience: .subject, webhook: false),
         .reportCreated: EventRule(.report, history: false, audience: .subject, webhook: false),
         .channelEvent: EventRule(.channel, history: true, audience: .channel, webhook: false),
     ]

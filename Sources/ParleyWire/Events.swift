@@ -84,7 +84,7 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
         switch body {
         case .membership(let user, _), .receipt(let user, _, _), .reaction(let user, _, _), .restriction(let user, _, _),
              .profile(let user, _, _), .notifications(let user, _, _), .report(let user, _, _, _), .state(let user, _),
-             .draft(let user, _): user
+             .draft(let user, _), .scheduled(let user, _): user
         case .deliveries(let user, _): user
         case .unknown(.object(let fields)): fields["userId"].flatMap { if case .string(let id) = $0 { UserID(rawValue: id) } else { nil } }
         default: nil
@@ -147,6 +147,8 @@ public struct ConversationEvent: Hashable, Codable, Sendable {
     public var state: ConversationState? { if case .state(_, let state) = body { state } else { nil } }
     /// The member's draft after they saved or cleared it (`draft.updated`; text "" when cleared).
     public var draft: Draft? { if case .draft(_, let draft) = body { draft } else { nil } }
+    /// The member's scheduled message as it stands (`scheduled.updated`).
+    public var scheduled: ScheduledMessage? { if case .scheduled(_, let scheduled) = body { scheduled } else { nil } }
     /// An event this build cannot read (a kind it does not know), exactly as it arrived;
     /// nil for the others.
     public var unknownPayload: JSONValue? { if case .unknown(let whole) = body { whole } else { nil } }
@@ -180,6 +182,8 @@ public enum EventBody: Hashable, Sendable {
     case state(user: UserID, ConversationState)
     /// A member's draft after they saved it (text "" when cleared).
     case draft(user: UserID, Draft)
+    /// A member's scheduled message as it stands after a change.
+    case scheduled(user: UserID, ScheduledMessage)
     /// A report for the moderator `user`: its id, the reporter's reason, and the message.
     case report(user: UserID, reportID: String, reason: String, message: Message?)
     /// An event of a kind this build does not know (or that does not read as its kind):
@@ -189,7 +193,7 @@ public enum EventBody: Hashable, Sendable {
     private enum Key: String, CodingKey {
         case message, thread, userID = "userId", role, title, customData, slowModeSeconds, retentionDays, photoURL, deliveredSeq,
              readSeq, deliveries, emoji, until, reason, throughSeq, count, displayName, notifications, reportID = "reportId",
-             pinnedRank, archived, markedUnread, draft
+             pinnedRank, archived, markedUnread, draft, scheduled
     }
 
     /// Reads the body of an event of `kind` from the event's fields: by the kind's shape, or
@@ -243,6 +247,8 @@ public enum EventBody: Hashable, Sendable {
                                                               markedUnread: try fields.decode(Bool.self, forKey: .markedUnread)))
         case .draft:
             return .draft(user: try user(), try fields.decode(Draft.self, forKey: .draft))
+        case .scheduled:
+            return .scheduled(user: try user(), try fields.decode(ScheduledMessage.self, forKey: .scheduled))
         case .report:
             return .report(user: try user(), reportID: try fields.decode(String.self, forKey: .reportID),
                            reason: try fields.decode(String.self, forKey: .reason), message: try fields.decodeIfPresent(Message.self, forKey: .message))
@@ -302,6 +308,9 @@ public enum EventBody: Hashable, Sendable {
         case .draft(let user, let draft):
             try fields.encode(user, forKey: .userID)
             try fields.encode(draft, forKey: .draft)
+        case .scheduled(let user, let scheduled):
+            try fields.encode(user, forKey: .userID)
+            try fields.encode(scheduled, forKey: .scheduled)
         case .report(let user, let reportID, let reason, let message):
             try fields.encode(user, forKey: .userID)
             try fields.encode(reportID, forKey: .reportID)

@@ -72,6 +72,8 @@ public enum Limits: Sendable {
     public static let blocksPerUser = 1_000
     /// Conversations one user may pin to the top of their list.
     public static let pinnedConversations = 50
+    /// Messages one user may have scheduled and not yet sent.
+    public static let scheduledPerUser = 100
     /// Pinned messages in one conversation.
     public static let pinsPerConversation = 100
     /// An APNs device token, in hex digits (32 bytes today; Apple says the length may grow).

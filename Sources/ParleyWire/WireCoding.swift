@@ -60,7 +60,6 @@ public enum WireCoding: Sendable {
         return (year, month, day, rest)
     }
 
-    /// Parses ISO 8601 with or without fractional seconds.
     /// An optional ISO 8601 date field of a request, whatever the decoder's date strategy
     /// (the server's request decoder reads dates only where a type asks, as here).
     public static func decodeDate<Key: CodingKey>(_ container: KeyedDecodingContainer<Key>, _ key: Key) throws -> Date? {
@@ -73,6 +72,7 @@ public enum WireCoding: Sendable {
         return date
     }
 
+    /// Parses ISO 8601 with or without fractional seconds.
     public static func parseDate(_ text: String) -> Date? {
         if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return date }
         return try? Date(text, strategy: Date.ISO8601FormatStyle())

@@ -89,6 +89,9 @@ struct EventGoldenTests {
         _ = try await chat.inbox.setState(bob, conversation: channel, ConversationStateRequest(pinned: true, markedUnread: true))
         // And starts a reply there, on one device: his others show it.
         _ = try await chat.inbox.saveDraft(bob, conversation: channel, Draft(text: "I think", clientID: "g4", updatedAt: harness.clock.now))
+        // And schedules a message for tomorrow.
+        _ = try await chat.scheduling.schedule(bob, conversation: channel, ScheduleMessageRequest(
+            sendAt: harness.clock.now.addingTimeInterval(86_400), message: SendMessageRequest(clientID: "g5", content: .text("good morning"))))
         try await read()
         return seen.values.sorted { $0.position < $1.position }
     }

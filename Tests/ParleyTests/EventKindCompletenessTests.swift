@@ -42,13 +42,14 @@ struct EventKindCompletenessTests {
         case .notifications: .notifications
         case .state: .state
         case .draft: .draft
+        case .scheduled: .scheduled
         case .report: .report
         case .unknown: nil
         }
     }
 
     @Test func everyKindHasAGoldenFrameThatReadsAsItsShape() throws {
-        #expect(Self.conversationKinds.count == 24)
+        #expect(Self.conversationKinds.count == 25)
         for kind in Self.conversationKinds {
             let event = try Self.golden(kind)
             #expect(event.type == kind)

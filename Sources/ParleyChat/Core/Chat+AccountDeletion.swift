@@ -92,6 +92,7 @@ extension Chat {
                 }
                 try db.execute("DELETE FROM push_device WHERE user_id = \(key)")
                 try db.execute("DELETE FROM draft WHERE user_id = \(key)")
+                try db.execute("DELETE FROM scheduled_message WHERE user_id = \(key)")
                 try db.execute("DELETE FROM session WHERE user_id = \(key)")
                 try Chat.swapPhotoReference(db, old: try row.get("photo_id", as: Int64?.self), new: nil, now: now)
                 try db.execute("""

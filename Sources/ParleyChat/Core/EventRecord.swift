@@ -55,6 +55,8 @@ package struct EventPayload: Sendable, Hashable {
     package var markedUnread: Bool?
     /// `draft.updated`: the draft, as canonical JSON (a ``Draft``).
     package var draftJSON: String?
+    /// `scheduled.updated`: the scheduled message, as canonical JSON (a ``ScheduledMessage``).
+    package var scheduledJSON: String?
 
     /// An empty payload; set the fields the kind carries.
     package init() {}
@@ -83,6 +85,7 @@ package struct EventPayload: Sendable, Hashable {
             if let reason { json.key("reason"); json.string(reason) }
             if let reportID { json.key("reportId"); json.string(reportID) }
             if let retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
+            if let scheduledJSON { json.key("scheduled"); json.raw(scheduledJSON) }
             if let slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
             if let threadJSON { json.key("thread"); json.raw(threadJSON) }
             if let throughSeq { json.key("throughSeq"); json.integer(throughSeq) }
@@ -126,6 +129,7 @@ package struct EventPayload: Sendable, Hashable {
         archived = flag("archived")
         markedUnread = flag("markedUnread")
         draftJSON = try json("draft")
+        scheduledJSON = try json("scheduled")
     }
 }
 
@@ -214,6 +218,9 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
                 markedUnread: try required(payload.markedUnread, "markedUnread")))
         case .draft?:
             body = .draft(user: try required(user, "userId"), try JSONValue.decode(try required(payload.draftJSON, "draft")).decode(as: Draft.self))
+        case .scheduled?:
+            body = .scheduled(user: try required(user, "userId"),
+                              try JSONValue.decode(try required(payload.scheduledJSON, "scheduled")).decode(as: ScheduledMessage.self))
         case .report?:
             body = .report(user: try required(user, "userId"), reportID: try required(payload.reportID, "reportId"),
                            reason: try required(payload.reason, "reason"), message: try message?.message())
@@ -251,6 +258,7 @@ package struct EventRecord: Sendable, Hashable, JSONWritable {
             if let reportID = payload.reportID { json.key("reportId"); json.string(reportID) }
             if let retentionDays = payload.retentionDays { json.key("retentionDays"); json.integer(Int64(retentionDays)) }
             if let role { json.key("role"); json.string(role.rawValue) }
+            if let scheduled = payload.scheduledJSON { json.key("scheduled"); json.raw(scheduled) }
             if let seq { json.key("seq"); json.integer(seq) }
             if let slowModeSeconds = payload.slowModeSeconds { json.key("slowModeSeconds"); json.integer(Int64(slowModeSeconds)) }
             if let thread = payload.threadJSON { json.key("thread"); json.raw(thread) }

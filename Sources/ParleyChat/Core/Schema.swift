@@ -835,6 +835,29 @@ package enum Schema: Sendable {
                     PRIMARY KEY (user_id, conversation_id, thread_key))
                 """)
         }
+        migrator.register("0026 scheduled messages") { db in
+            // A message its author scheduled: the send request as JSON, sent as a normal send
+            // (idempotent by its client id) by whichever node claims it first once due.
+            try db.execute(SQL(stringLiteral: """
+                CREATE TABLE scheduled_message (
+                    id \(key),
+                    public_id text NOT NULL UNIQUE,
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    conversation_id bigint NOT NULL REFERENCES conversation(id),
+                    client_id text NOT NULL,
+                    request text NOT NULL,
+                    send_at bigint NOT NULL,
+                    status text NOT NULL CHECK (status IN ('scheduled', 'sent', 'failed', 'cancelled')),
+                    error text,
+                    message_public_id text,
+                    claimed_by text,
+                    claimed_until bigint,
+                    created_at bigint NOT NULL,
+                    updated_at bigint NOT NULL)
+                """))
+            try db.execute("CREATE INDEX scheduled_due ON scheduled_message (send_at) WHERE status = 'scheduled'")
+            try db.execute("CREATE INDEX scheduled_user ON scheduled_message (user_id, client_id)")
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a
