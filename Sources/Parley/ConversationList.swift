@@ -98,3 +98,43 @@ extension ParleyClient {
         return answer.draft
     }
 }
+
+extension ParleyClient {
+    // MARK: - Scheduled messages
+
+    /// Schedules a message: at `date` the server sends it as this user, exactly as
+    /// ``send(_:to:metadata:replyTo:inThread:alsoInConversation:clientID:)`` would, once (by
+    /// its client id), whether or not any device of theirs is online then. No attachments.
+    /// The user's other devices hear of it (`scheduled.updated`).
+    ///
+    /// ```swift
+    /// let tomorrow = Date().addingTimeInterval(86_400)
+    /// let planned = try await client.schedule(.text("Happy birthday!"), to: conversation.id, at: tomorrow)
+    /// print(planned.id, planned.status)
+    /// ```
+    @discardableResult
+    public func schedule(_ content: MessageContent, to conversation: ConversationID, at date: Date, inThread root: MessageID? = nil,
+                         clientID: String = UUID().uuidString.lowercased()) async throws -> ScheduledMessage {
+        let request = ScheduleMessageRequest(sendAt: date, message: SendMessageRequest(clientID: clientID, content: content, threadID: root))
+        return try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/scheduled", body: request, token: try requireToken())
+    }
+
+    /// This user's scheduled messages, in one conversation or all: those waiting, soonest
+    /// first, then those that failed at their time (``ScheduledMessage/error`` says why).
+    public func scheduledMessages(in conversation: ConversationID? = nil) async throws -> [ScheduledMessage] {
+        let list: ScheduledList = try await http.call("GET", "/v1/scheduled", query: conversation.map { [("conversationId", $0.rawValue)] } ?? [],
+                                                      token: try requireToken())
+        return list.scheduled
+    }
+
+    /// Changes a waiting scheduled message's time, content, or both.
+    @discardableResult
+    public func reschedule(_ id: String, to date: Date? = nil, content: MessageContent? = nil) async throws -> ScheduledMessage {
+        try await http.call("PATCH", "/v1/scheduled/\(id)", body: EditScheduledRequest(sendAt: date, content: content), token: try requireToken())
+    }
+
+    /// Cancels a waiting scheduled message, or dismisses one that failed.
+    public func cancelScheduled(_ id: String) async throws {
+        let _: Empty = try await http.call("DELETE", "/v1/scheduled/\(id)", token: try requireToken())
+    }
+}

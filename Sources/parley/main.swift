@@ -65,7 +65,7 @@ let commandHelp: [String: String] = [
     "delete-account": "parley delete-account --yes [--erase] [--no-password]\n  Deletes your account for good: every device is signed out and the username is freed. --erase also turns every message you sent into a tombstone. The password is read from PARLEY_PASSWORD or standard input; --no-password for an account without one (a guest, or one your app made: sign in less than 10 minutes before).",
     "users": "parley users search [QUERY] [--limit N] [--offset N] [--sort username|-username|displayName|-displayName|createdAt|-createdAt]\n  Prints one user per line: username, display name, id.",
     "conversations": "parley conversations [--limit N] [--archived] [--custom-data NAME=VALUE[,NAME=VALUE…]]\n  Prints one conversation per line, the ones you pinned first (📌): id, kind, name, unread count ('marked' when you marked it unread), last message. --archived lists the ones you archived instead. --custom-data keeps those whose custom data has each field at that value (up to 4).",
-    "send": "parley send <conversation> <text…> | parley send --to alice,bob <text…> [--location LAT,LON]\n       parley send <conversation> (--photo PATH | --file PATH | --audio PATH | --video PATH --thumbnail IMAGE [--duration S]) [caption…]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3). Media is uploaded first (progress on standard error) and the words become its caption.",
+    "send": "parley send <conversation> <text…> [--at TIME] | parley send --to alice,bob <text…> [--location LAT,LON]\n       parley send <conversation> (--photo PATH | --file PATH | --audio PATH | --video PATH --thumbnail IMAGE [--duration S]) [caption…]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3). Media is uploaded first (progress on standard error) and the words become its caption.",
     "download": "parley download <attachment> [--thumbnail] [--output PATH]\n  Saves an attachment you may see (a photo's server-made thumbnail with --thumbnail) to PATH, or to its name in the current directory. Downloads are cached.",
     "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
     "edit": "parley edit <conversation> <message> <text…>\n  Replaces the text of one of your messages.",
@@ -74,6 +74,7 @@ let commandHelp: [String: String] = [
     "reactions": "parley reactions <conversation> <message> [--emoji E] [--limit N]\n  Prints who reacted, oldest first: emoji, username, display name, time.",
     "pin": "parley pin <conversation> <message> [--remove] | parley pin <conversation> [--remove] | parley pin --order ID,ID…\n  With a message: pins it in the conversation (any member; in a public channel owners and admins), or unpins it with --remove. Without: pins the conversation to the top of your own list (or unpins it). --order pins exactly these conversations, top first, and unpins the rest.",
     "archive": "parley archive <conversation> [--remove]\n  Takes a conversation out of your list until a new message arrives in it (a muted one stays archived), or brings it back with --remove. `parley conversations --archived` lists them.",
+    "scheduled": "parley scheduled [--conversation ID] [--cancel SCHEDULED-ID]\n  Prints your scheduled messages, soonest first (id, conversation, time, status, text; failed ones with why), or cancels one. Schedule with `parley send <conversation> --at TIME <text…>`.",
     "draft": "parley draft <conversation> [text…] [--thread MESSAGE] [--clear]\n  Without text: prints your draft there (from any of your devices). With text: saves it as your draft, shown on your other devices; --clear clears it.",
     "mark-unread": "parley mark-unread <conversation> [--remove]\n  Shows a conversation as unread in your list (your read position stays), or clears the mark with --remove.",
     "pins": "parley pins <conversation>\n  Prints the pinned messages, most recently pinned first: seq, id, sender, text.",
@@ -141,6 +142,8 @@ struct CommandLineSettings {
     var customData: String?
     var archived = false
     var clear = false
+    var cancel: String?
+    var sendAt: Date?
     var order: String?
 }
 
@@ -191,6 +194,7 @@ struct Arguments {
                               .toggle("--archived", nil, \.archived, help: "The conversations you archived instead.")],
             "send": [
                 .text("--to", nil, \.to, value: "<alice,bob>", help: "Send to people by username (the direct chat or the group of exactly them)."),
+                time("--at", \.sendAt, help: "Schedule it: the server sends it at this time (parley scheduled lists them)."),
                 .text("--location", nil, \.location, value: "<lat,lon>", help: "Send a location instead of text."),
                 .text("--photo", nil, \.photo, value: "<path>", help: "Upload and send a photo; the words become its caption."),
                 .text("--video", nil, \.video, value: "<path>", help: "Upload and send a video (needs --thumbnail)."),
@@ -210,6 +214,8 @@ struct Arguments {
                     .text("--order", nil, \.order, value: "<id,id,…>", help: "Pin exactly these conversations, top first.")],
             "archive": [.toggle("--remove", nil, \.remove, help: "Bring it back to your list.")],
             "mark-unread": [.toggle("--remove", nil, \.remove, help: "Clear the mark.")],
+            "scheduled": [.text("--conversation", nil, \.conversation, value: "<id>", help: "Only this conversation's."),
+                          .text("--cancel", nil, \.cancel, value: "<sm_…>", help: "Cancel this one (or dismiss it, when it failed).")],
             "draft": [.text("--thread", nil, \.thread, value: "<message>", help: "The draft of a reply in the thread under this message."),
                       .toggle("--clear", nil, \.clear, help: "Clear the draft.")],
             "pins": [],
@@ -485,6 +491,10 @@ func run(_ raw: [String]) async throws {
             let caption = words.dropFirst().joined(separator: " ")
             let message = try await sendMedia(client, media, to: ConversationID(rawValue: conversation), caption: caption.isEmpty ? nil : caption)
             output("\(message.id.rawValue)\tseq \(message.seq)")
+        } else if let sendAt = settings.sendAt {
+            guard let conversation = words.first else { throw UsageError(message: "send --at needs a conversation id") }
+            let planned = try await client.schedule(try content(arguments, words: words.dropFirst()), to: ConversationID(rawValue: conversation), at: sendAt)
+            output("\(planned.id)\tscheduled for \(time(planned.sendAt))")
         } else {
             guard let conversation = words.first else { throw UsageError(message: "send needs a conversation id or --to usernames") }
             let clientID = try await client.send(try content(arguments, words: words.dropFirst()), to: ConversationID(rawValue: conversation))
@@ -546,6 +556,20 @@ func run(_ raw: [String]) async throws {
         guard let conversation = words.first else { throw UsageError(message: "pin <conversation> [--remove]") }
         let changed = settings.remove ? try await client.unpin(ConversationID(rawValue: conversation)) : try await client.pin(ConversationID(rawValue: conversation))
         output("\(changed.id.rawValue)\t\(changed.pinnedRank == nil ? "unpinned" : "pinned to the top of your list")")
+    case "scheduled":
+        if let id = settings.cancel {
+            try await client.cancelScheduled(id)
+            output("\(id)\tcancelled")
+        } else {
+            for planned in try await client.scheduledMessages(in: settings.conversation.map(ConversationID.init(rawValue:))) {
+                let words: String = switch planned.message.content {
+                case .text(let text), .markdown(let text): text
+                default: planned.message.content.typeName
+                }
+                let status = planned.status == .failed ? "failed: \(planned.error ?? "?")" : planned.status.rawValue
+                output("\(planned.id)\t\(planned.conversationID.rawValue)\t\(time(planned.sendAt))\t\(status)\t\(words)")
+            }
+        }
     case "draft":
         guard let conversation = words.first else { throw UsageError(message: "draft <conversation> [text…] [--clear]") }
         let id = ConversationID(rawValue: conversation)

@@ -278,6 +278,12 @@ C = "/v1/conversations/{conversationId}"
 S = "/v1/server/conversations/{conversationId}"
 
 
+def tomorrow():
+    """An ISO 8601 time a day from now: when a scheduled message in these tests would go."""
+    import datetime
+    return (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def bodies(world, f, caller):
     """The body each operation that takes one is tried with."""
     text = {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": "hello"}}
@@ -285,6 +291,8 @@ def bodies(world, f, caller):
         ("PUT", C + "/mute"): {}, ("PUT", C + "/notifications"): {"level": "mentions"}, ("POST", C + "/join"): {},
         ("PATCH", C + "/state"): {"markedUnread": True},
         ("PUT", C + "/draft"): {"text": "thinking…", "updatedAt": "2026-01-01T00:00:00Z"},
+        ("POST", C + "/scheduled"): {"sendAt": tomorrow(), "message": {"clientId": uuid.uuid4().hex,
+                                                                                  "content": {"type": "text", "text": "later"}}},
         ("POST", C + "/members"): {"usernames": [world.username("nadia")]}, ("POST", S + "/members"): {"usernames": [world.username("nadia")]},
         ("PATCH", C + "/members/{userId}"): {"role": "admin"}, ("PATCH", S + "/members/{username}"): {"role": "admin"},
         ("POST", C + "/messages"): text, ("POST", S + "/messages"): text,
@@ -472,8 +480,21 @@ def test_users_devices_uploads_and_avatars_follow_their_rows(world):
     data = media.jpeg(400, 300)
     break_off(tess, data, 1000, "photo", "image/jpeg", "half-photo")
     wait_for_partial(tess, "half-photo", 1000)
+    status, notes = world.call("tess", "POST", "/v1/conversations", {"kind": "group", "title": "tess's notes", "members": []})
+    assert status == 201, notes
+    status, planned = world.call("tess", "POST", f"/v1/conversations/{notes['id']}/scheduled",
+                                 {"sendAt": tomorrow(), "message": {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": "later"}}})
+    assert status == 201, planned
+    later = f"/v1/scheduled/{planned['id']}"
+    change = {"content": {"type": "text", "text": "changed"}}
+    for caller in everyone + [world.zed]:
+        check_refusal(caller, later, caller.request("PATCH", later, change), (404, "not_found"), f)
+    for nobody in (world.revoked, world.secret_as_user):
+        check_refusal(nobody, later, nobody.request("PATCH", later, change), (401, "unauthenticated"), f)
+    check_allowed(world.users["tess"], later, world.users["tess"].request("PATCH", later, change))
     owned = [("DELETE", f"/v1/devices/{device['id']}", "device_not_found"),
-             ("GET", "/v1/uploads/half-photo", "upload_not_found"), ("DELETE", "/v1/uploads/half-photo", "upload_not_found")]
+             ("GET", "/v1/uploads/half-photo", "upload_not_found"), ("DELETE", "/v1/uploads/half-photo", "upload_not_found"),
+             ("DELETE", later, "not_found")]
     for method, path, code in owned:
         for caller in everyone + [world.zed]:
             check_refusal(caller, path, caller.request(method, path), (404, code), f)

@@ -530,6 +530,18 @@ def test_pin_archive_and_mark_unread_conversations_from_the_shell(server):
     assert client.get(f"/v1/conversations/{ids['Garden']}/draft")[1]["draft"]["text"] == "see you"
     assert "draft cleared" in ana.run("draft", ids["Garden"], "--clear").stdout
     assert "no draft" in ana.run("draft", ids["Garden"]).stderr
+    # Scheduled from the shell: listed, cancelled.
+    planned = ana.run("send", ids["Trips"], "--at", "2099-01-01T08:00:00Z", "happy", "new", "year")
+    assert planned.returncode != 0 and "a year ahead" in planned.stderr, "more than a year ahead is refused"
+    import datetime
+    soon = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    planned = ana.run("send", ids["Trips"], "--at", soon, "pack", "the", "tent")
+    assert planned.returncode == 0 and "scheduled for" in planned.stdout, planned.stderr
+    scheduled_id = planned.stdout.split()[0]
+    listed = ana.run("scheduled").stdout.strip().splitlines()
+    assert len(listed) == 1 and scheduled_id in listed[0] and "pack the tent" in listed[0] and "scheduled" in listed[0]
+    assert "cancelled" in ana.run("scheduled", "--cancel", scheduled_id).stdout
+    assert ana.run("scheduled").stdout.strip() == ""
 
 
 def test_export_from_the_shell(server, tmp_path):

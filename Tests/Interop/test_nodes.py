@@ -224,6 +224,25 @@ def test_a_pin_made_on_one_node_reaches_the_users_device_on_another_and_pages_th
     laptop.close()
 
 
+def test_scheduled_messages_are_sent_once_though_every_node_looks_for_due_ones(cluster):
+    import datetime
+    one, two, three = cluster.nodes
+    ana = Client(one).register(f"ana{uuid.uuid4().hex[:6]}")
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "later", "members": []})
+    assert status == 201
+    due = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    for n in range(20):
+        status, _ = ana.post(f"/v1/conversations/{room['id']}/scheduled",
+                             {"sendAt": due, "message": {"clientId": f"s{n}", "content": {"type": "text", "text": f"at once {n}"}}})
+        assert status == 201
+    reader = Client(three).sign_in(ana.user["username"])
+    wait_until(lambda: len(reader.get(f"/v1/conversations/{room['id']}/messages?limit=100")[1]["messages"]) >= 20, timeout=20,
+               what="twenty scheduled messages")
+    messages = reader.get(f"/v1/conversations/{room['id']}/messages?limit=100")[1]["messages"]
+    assert sorted(m["clientId"] for m in messages) == sorted(f"s{n}" for n in range(20)), "each once"
+    assert reader.get("/v1/scheduled")[1] == {"scheduled": []}
+
+
 def test_a_user_is_online_for_every_node_while_any_node_has_them(cluster):
     one, two, three = cluster.nodes
     alice = Client(one).register(f"alice{uuid.uuid4().hex[:6]}")

@@ -96,4 +96,32 @@ struct ConversationListClientTests {
         #expect(try await laptop.draft(in: chat.id) == nil)
         #expect(try await laptop.conversation(chat.id).draft == nil)
     }
+
+    @Test func aMessageScheduledOnThePhoneIsSentWhileNoDeviceIsOnline() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        let planned = try await bob.schedule(.text("happy birthday!"), to: chat.id, at: Date().addingTimeInterval(600))
+        #expect(try await bob.scheduledMessages().map(\.id) == [planned.id])
+        let moved = try await bob.reschedule(planned.id, to: Date().addingTimeInterval(1.5), content: .text("happy birthday, Alice!"))
+        #expect(moved.message.content == .text("happy birthday, Alice!"))
+        // Nobody is connected: the server sends it at its time, as Bob.
+        var iterator = await alice.events(in: chat.id).makeAsyncIterator()
+        await alice.connect()
+        while let event = await iterator.next() {
+            if event.type == .messageCreated {
+                #expect(event.message?.content == .text("happy birthday, Alice!") && event.message?.sender.username == "bob")
+                break
+            }
+        }
+        #expect(try await bob.scheduledMessages().isEmpty)
+        let other = try await bob.schedule(.text("never mind"), to: chat.id, at: Date().addingTimeInterval(600))
+        try await bob.cancelScheduled(other.id)
+        #expect(try await bob.scheduledMessages().isEmpty)
+    }
 }
