@@ -1159,3 +1159,45 @@ def test_the_readme_picture_a_group_planning_a_hike(server, browsers):
     ana.driver.execute_script("document.activeElement && document.activeElement.blur()")
     ana.screenshot("hero.png")
     assert not ana.console()
+
+
+def test_a_message_scheduled_on_the_page_is_sent_by_the_server_at_its_time_and_one_is_cancelled(server, browsers):
+    """⏰ next to Send schedules what is written; "⏰ n scheduled" above the composer lists them
+    with Cancel; at its time the server sends it (the page need not be open) and the bar goes."""
+    ana_name = name("ana")
+    ana = Browser(server); browsers.append(ana)
+    ana.sign_up(ana_name, "Ana")
+    ben = Client(server).register(name("ben"))
+    status, group = ben.post("/v1/conversations", {"kind": "group", "title": "Standup", "members": [ana_name]})
+    assert status == 201
+    ana.open_conversation("Standup")
+
+    def schedule(text, seconds):
+        ana.type(text, enter=False)
+        ana.one("button[name=send-later]").click()
+        when = ana.one(".dialog input[name=sendAt]")
+        # datetime-local holds local time; seconds make a test wait for seconds, not a minute.
+        ana.driver.execute_script("""
+            const at = new Date(Date.now() + arguments[1] * 1000);
+            arguments[0].value = new Date(at.getTime() - at.getTimezoneOffset() * 60000).toISOString().slice(0, 19);""", when, seconds)
+        ana.one(".dialog button[name=schedule]").click()
+        ana.wait(lambda: not ana.find(".dialog"), "the dialog closed")
+
+    schedule("stand-up notes: all green", 4)
+    ana.wait(lambda: "⏰ 1 scheduled" in ana.one(".scheduled-bar").text, "the bar")
+    assert ana.one(".composer-input").get_attribute("value") == "", "the composer is free again"
+    schedule("never mind this one", 600)
+    ana.wait(lambda: "⏰ 2 scheduled" in ana.one(".scheduled-bar").text, "two scheduled")
+    ana.one("button[name=open-scheduled]").click()
+    ana.wait(lambda: len(ana.find(".scheduled-list .scheduled-item")) == 2, "both listed")
+    ana.screenshot("scheduled.png")
+    item = next(i for i in ana.find(".scheduled-list .scheduled-item") if "never mind" in i.text)
+    item.find_element(By.XPATH, ".//button[text()='Cancel']").click()
+    ana.wait(lambda: len(ana.find(".scheduled-list .scheduled-item")) == 1, "one left")
+    ana.one(".dialog [aria-label=Close]").click()
+    # At its time the server sends it: Ben has it, the page shows it and the bar goes.
+    ana.message("stand-up notes: all green")
+    ana.wait(lambda: ana.one(".scheduled-bar").get_attribute("hidden") is not None, "the bar gone", timeout=20)
+    messages = ben.get(f"/v1/conversations/{group['id']}/messages")[1]["messages"]
+    assert [m["content"]["text"] for m in messages] == ["stand-up notes: all green"]
+    assert not ana.console()

@@ -61,6 +61,7 @@ function enterApp(session) {
     onSignedOut: () => signedOut("You were signed out (on another device, or the password changed). Sign in again."),
     onPosition: (position, epoch) => persist({ position, epoch }),
   });
+  loadScheduled();
   loadConversations().then(() => {
     if (session.position == null) persist({ position: Math.max(0, ...[...state.conversations.values()].map((c) => c.lastPosition ?? 0)) });
     state.live.position = store.load()?.position ?? null;
@@ -135,6 +136,7 @@ async function loadConversations() {
 }
 
 async function reloadEverything() {
+  loadScheduled();
   await loadConversations();
   state.messages.clear();
   if (state.current) openConversation(state.current, { reload: true });
@@ -396,11 +398,14 @@ function renderChat() {
     h("label", { class: "attach", title: "Send a file" }, icon("file"), fileInput),
     h("button", { type: "button", class: "attach", title: "Share a location", "aria-label": "Share a location", onclick: shareLocation }, icon("location")),
     elements.composer,
+    h("button", { type: "button", class: "attach", name: "send-later", title: "Send later", "aria-label": "Send later", onclick: openSendLater }, "⏰"),
     h("button", { type: "submit", class: "primary send" }, "Send"));
+  elements.scheduledBar = h("div", { class: "scheduled-bar", hidden: true });
   append(clear(elements.chat), header, selectBar,
     h("div", { class: "messages-wrap" }, elements.messages, elements.jump),
-    elements.typing, elements.progress, elements.editBanner, elements.mentions, composer);
+    elements.typing, elements.progress, elements.editBanner, elements.mentions, elements.scheduledBar, composer);
   renderTyping();
+  renderScheduledBar();
 }
 
 function renderMessages({ toBottom = false, keepFrom = null } = {}) {
@@ -655,6 +660,99 @@ function submitComposer() {
   // Sent with the draft's client id: the server then drops the draft on every device.
   const draftID = takeDraft(state.current);
   send(state.current, markdown ? { type: "markdown", markdown: text } : { type: "text", text }, draftID ? { clientId: draftID } : {});
+}
+
+// MARK: - Scheduled messages: sent by the server at their time
+
+/** The user's scheduled messages (and failed ones), kept from `scheduled.updated`. */
+async function loadScheduled() {
+  try {
+    const answer = await state.api.get("/v1/scheduled");
+    state.scheduled = new Map(answer.scheduled.map((item) => [item.id, item]));
+    renderScheduledBar();
+  } catch { /* the bar stays as it was */ }
+}
+
+/** A scheduled message as it stands now: waiting and failed ones are kept, the rest dropped. */
+function setScheduled(item) {
+  if (item.status === "scheduled" || item.status === "failed") state.scheduled.set(item.id, item);
+  else state.scheduled.delete(item.id);
+  renderScheduledBar();
+}
+
+function scheduledHere() {
+  return [...state.scheduled.values()].filter((item) => item.conversationId === state.current)
+    .sort((a, b) => (a.status === b.status ? a.sendAt.localeCompare(b.sendAt) : a.status === "scheduled" ? -1 : 1));
+}
+
+/** "⏰ 2 scheduled" above the composer: opens the list. */
+function renderScheduledBar() {
+  const bar = elements.scheduledBar;
+  if (!bar) return;
+  const here = scheduledHere();
+  const failed = here.filter((item) => item.status === "failed").length;
+  bar.hidden = here.length === 0;
+  clear(bar);
+  if (here.length === 0) return;
+  bar.append(h("button", { type: "button", class: "quiet", name: "open-scheduled", onclick: openScheduledList },
+    `⏰ ${here.length - failed} scheduled`, failed ? ` · ${failed} not sent` : ""));
+}
+
+/** Composer's text, sent by the server at a chosen time. */
+function openSendLater() {
+  const text = elements.composer.value.trim();
+  if (!text) { showToast("Write the message first, then choose when it goes."); return; }
+  const conversationId = state.current;
+  const inAnHour = new Date(Date.now() + 3600_000);
+  const local = new Date(inAnHour.getTime() - inAnHour.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+  const when = h("input", { type: "datetime-local", name: "sendAt", value: local, "aria-label": "When to send it" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  let close;
+  const submit = h("button", { type: "button", class: "primary", name: "schedule", onclick: async () => {
+    const at = new Date(when.value);
+    if (Number.isNaN(at.getTime())) { error.textContent = "Choose a day and a time."; return; }
+    try {
+      const clientId = takeDraft(conversationId) ?? newID();
+      const item = await state.api.post(`/v1/conversations/${conversationId}/scheduled`,
+                                        { sendAt: at.toISOString(), message: { clientId, content: { type: "text", text } } });
+      state.api.put(`/v1/conversations/${conversationId}/draft`, { text: "", updatedAt: new Date().toISOString() }).catch(() => {});
+      if (state.current === conversationId && elements.composer.value.trim() === text) {
+        elements.composer.value = "";
+        autoGrow(elements.composer);
+      }
+      setScheduled(item);
+      close();
+      showToast(`Scheduled for ${at.toLocaleString()}`);
+    } catch (failure) { error.textContent = failure.message; }
+  } }, "Schedule");
+  close = dialog("Send later", h("p", { class: "hint" }, text), h("label", {}, "When ", when), error, submit);
+}
+
+/** This conversation's scheduled messages: when, what, and Cancel (or, for one that failed, why and Dismiss). */
+function openScheduledList() {
+  const list = h("ul", { class: "scheduled-list", "aria-label": "Scheduled messages" });
+  const render = () => {
+    clear(list);
+    const here = scheduledHere();
+    if (here.length === 0) list.append(h("li", { class: "hint" }, "Nothing scheduled here."));
+    for (const item of here) {
+      const content = item.message.content ?? {};
+      list.append(h("li", { class: item.status === "failed" ? "scheduled-item failed" : "scheduled-item", "data-id": item.id },
+        h("time", {}, new Date(item.sendAt).toLocaleString()),
+        h("span", { class: "scheduled-text" }, content.text ?? content.markdown ?? content.type),
+        item.status === "failed" ? h("span", { class: "form-error" }, `Not sent: ${item.error ?? "refused"}`) : null,
+        h("button", { type: "button", class: "quiet", onclick: async () => {
+          try {
+            await state.api.delete(`/v1/scheduled/${item.id}`);
+            state.scheduled.delete(item.id);
+            renderScheduledBar();
+            render();
+          } catch (failure) { showToast(failure.message); }
+        } }, item.status === "failed" ? "Dismiss" : "Cancel")));
+    }
+  };
+  render();
+  dialog("Scheduled messages", list);
 }
 
 // MARK: - Drafts: what is being written, on every device of the user
@@ -915,7 +1013,7 @@ function handleEvent(event) {
 
 const eventHandlers = handlers({
   state, loadConversations, markDelivered, markRead, clearTyping, updateRoot, insertMessage, renderList, renderMessages,
-  refreshPins, showMuted, showPlace, isMuted, setDraft, leaveChat: () => { location.hash = ""; },
+  refreshPins, showMuted, showPlace, isMuted, setDraft, setScheduled, leaveChat: () => { location.hash = ""; },
 });
 
 function handleEphemeral(frame) {

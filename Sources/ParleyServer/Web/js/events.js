@@ -164,6 +164,12 @@ export function handlers(page) {
       page.setDraft(conversation, event.draft);
     },
 
+    // Scheduled, changed, cancelled, sent or failed (here or on another device): the bar above
+    // the composer and its list follow.
+    "scheduled.updated": (event) => {
+      if (event.userId === state.me.id && event.scheduled) page.setScheduled(event.scheduled);
+    },
+
     // A member reported a message and this user moderates the conversation (only moderators'
     // devices get it): the list shows a flag with the count until the Moderate dialog is opened.
     "report.created": (event, conversation) => {

@@ -22,6 +22,7 @@ export const state = {
   typing: new Map(),         // conversation id → Map(user id → expiry)
   presence: new Map(),       // user id → {status, lastSeenAt}
   selecting: false,
+  scheduled: new Map(),      // scheduled message id → the user's scheduled (or failed) message
   draftTimers: new Map(),    // conversation id → the timer that saves its draft once typing pauses
   draftIDs: new Map(),       // conversation id → the client id its draft will be sent with
   selected: new Set(),
