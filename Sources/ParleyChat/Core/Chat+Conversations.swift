@@ -472,8 +472,11 @@ extension Chat {
                    coalesce(c.retention_days, (SELECT a.retention_days FROM app a WHERE a.id = c.app_id)) AS retention_days,
                    c.photo_public, b.user_id AS ban_user, b.until AS ban_until, mb.pinned_rank,
                    CASE WHEN \(archivedSQL(now: nowWallClock)) THEN 1 ELSE 0 END AS archived,
-                   CASE WHEN \(markedUnreadSQL) THEN 1 ELSE 0 END AS marked_unread
+                   CASE WHEN \(markedUnreadSQL) THEN 1 ELSE 0 END AS marked_unread,
+                   d.text AS draft_text, d.client_id AS draft_client_id, d.updated_at AS draft_updated_at
             FROM conversation c LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
+            LEFT JOIN draft d ON d.user_id = mb.user_id AND d.conversation_id = c.id AND d.thread_key = 0 AND d.text != ''
+                 AND (d.client_id IS NULL OR NOT EXISTS (SELECT 1 FROM message dm WHERE dm.author_id = d.user_id AND dm.client_id = d.client_id))
             LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
             WHERE c.id = \(key)
             """) else { throw ChatError.conversationNotFound }
@@ -522,7 +525,9 @@ extension Chat {
             conversation.pinnedRank = try row.get("pinned_rank", as: Int64?.self).map(Int.init)
             conversation.archived = try row.get("archived", as: Int64.self) == 1 ? true : nil
             conversation.markedUnread = try row.get("marked_unread", as: Int64.self) == 1 ? true : nil
-            conversation.draft = try storedDraft(db, user: caller.userKey, conversation: key, thread: 0, threadID: nil).flatMap { $0.text.isEmpty ? nil : $0 }
+            if let text = try row.get("draft_text", as: String?.self) {
+                conversation.draft = Draft(text: text, clientID: try row.get("draft_client_id"), updatedAt: date(try row.get("draft_updated_at")))
+            }
         }
         return conversation
     }
