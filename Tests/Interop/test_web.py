@@ -665,7 +665,12 @@ def test_a_thread_in_two_browsers(server, browsers):
     ben.wait(lambda: "typing" not in ben.one(".thread-typing").text, "the typing ended by the reply")
     ben.wait(lambda: any("booked the train" in li.text for li in ben.find(".thread-replies li")), "live in Ben's open thread")
     ana.screenshot("thread.png")
-    ben.driver.find_element(By.CSS_SELECTOR, ".dialog button[aria-label=Close]").click()
+    # The thread is a side panel: the conversation stays in view beside it.
+    assert ben.one(".thread-panel").is_displayed() and ben.one(".chat .messages").is_displayed()
+    panel, chat = ben.one(".thread-panel").rect, ben.one(".chat").rect
+    assert panel["x"] >= chat["x"] + chat["width"] - 1, "beside the chat, not over it"
+    ben.driver.find_element(By.CSS_SELECTOR, ".thread-panel button[aria-label=Close]").click()
+    ben.wait(lambda: not ben.find(".thread-panel"), "the panel closed")
     ben.wait(lambda: "replied in a thread" in ben.message("booked the train").text, "the reply also sent to the conversation")
     ben.wait(lambda: any(b.text.startswith("2 replies") for b in ben.find("button.thread-link")), "two replies on the root")
     assert not ana.console() and not ben.console(), (ana.console(), ben.console())

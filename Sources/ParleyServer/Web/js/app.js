@@ -293,6 +293,7 @@ function routeFromHash() {
 
 async function openConversation(id, { reload = false } = {}) {
   if (state.current && state.current !== id && state.draftTimers.has(state.current)) saveDraftNow(state.current);
+  if (threadView && threadView.conversationId !== id) closeThread();
   state.current = id;
   state.selecting = false;
   state.selected.clear();
@@ -1290,7 +1291,7 @@ function updateRoot(conversationId, thread) {
   if (conversationId === state.current) renderMessages();
 }
 
-let threadView = null;   // {conversationId, root, list, replies: Map}
+let threadView = null;   // {conversationId, root, list, replies: Map, typing, panel}
 
 function openThread(root) {
   const list = h("ol", { class: "thread-replies", "aria-label": "Replies" });
@@ -1323,7 +1324,12 @@ function openThread(root) {
   box.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); submit(); }
   });
-  const close = dialog("Thread",
+  // A side panel beside the chat (as Slack and Stream do), so both stay in view; at phone width
+  // it covers the chat until closed.
+  closeThread();
+  const close = closeThread;
+  const panel = h("aside", { class: "thread-panel", role: "complementary", "aria-label": "Thread" },
+    h("header", {}, h("h2", {}, "Thread"), h("button", { type: "button", class: "quiet", "aria-label": "Close", onclick: close }, "✕")),
     h("div", { class: "thread-root" }, h("span", { class: "sender" }, root.sender?.displayName ?? ""), " ",
       h("span", { dir: "auto" }, preview(root).replace(/^You: /, ""))),
     list,
@@ -1333,18 +1339,28 @@ function openThread(root) {
       h("label", { class: "check" }, also, " Also send to the conversation"),
       h("button", { type: "submit", class: "primary" }, "Reply")),
     error);
-  threadView = { conversationId: root.conversationId, root, list, replies: new Map(), typing };
+  panel.addEventListener("keydown", (event) => { if (event.key === "Escape") close(); });
+  shellElement().append(panel);
+  document.body.classList.add("thread-open");
+  threadView = { conversationId: root.conversationId, root, list, replies: new Map(), typing, panel };
   renderTyping();
-  const overlay = list.closest(".overlay");
-  new MutationObserver((_, observer) => {
-    if (!document.body.contains(overlay)) { threadView = null; observer.disconnect(); }
-  }).observe(document.body, { childList: true });
   box.focus();
   state.api.get(`/v1/conversations/${root.conversationId}/threads/${root.id}/messages?limit=100`).then((page) => {
     for (const message of page.messages) renderThreadReply(message);
     const last = page.messages.at(-1);
     if (last) state.api.post(`/v1/conversations/${root.conversationId}/threads/${root.id}/read`, { seq: last.seq }).catch(() => {});
   }).catch((failure) => { error.textContent = failure.message; close(); });
+}
+
+/** Closes the thread panel, if one is open. */
+function closeThread() {
+  threadView?.panel?.remove();
+  threadView = null;
+  document.body.classList.remove("thread-open");
+}
+
+function shellElement() {
+  return root.querySelector(".shell") ?? root;
 }
 
 /** Adds or replaces a reply in the open thread panel, in seq order. */
