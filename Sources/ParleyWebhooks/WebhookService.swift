@@ -225,6 +225,10 @@ package final class WebhookService: Sendable {
             let timestamp = Int64(now.timeIntervalSince1970)
             headers += ["Parley-Webhook-Id: \(delivery.id)", "Parley-Webhook-Attempt: \(delivery.item.attempts + 1)",
                         "Parley-Signature: " + WebhookSignature.header(secret: batch.secret, timestamp: timestamp, body: body)]
+            if let key = StandardWebhooks.key(secret: batch.secret) {
+                headers += ["webhook-id: \(delivery.id)", "webhook-timestamp: \(timestamp)",
+                            "webhook-signature: " + StandardWebhooks.signature(key: key, id: delivery.id, timestamp: timestamp, body: body)]
+            }
             return (headers, body)
         case .pusher:
             let body = delivery.pusherBody(now: Int64(now.timeIntervalSince1970 * 1000))

@@ -124,6 +124,9 @@ public struct WebhookEndpoint: Hashable, Codable, Sendable {
     public var description: String?
     /// The signing secret (`whsec_…`): only in the answer that created it or rotated it.
     public var secret: String?
+    /// The same key as the Standard Webhooks libraries take it (`whsec_` and standard base64),
+    /// for checking the `webhook-signature` header with them as they are: only beside ``secret``.
+    public var standardWebhooksSecret: String? = nil
     /// When it was registered.
     public var createdAt: Date
     /// Since when its deliveries have been failing (nil: the last one succeeded).

@@ -83,6 +83,40 @@ def test_every_event_arrives_signed_and_in_order(server):
         receiver.close()
 
 
+def test_every_delivery_verifies_with_the_standard_webhooks_library_as_it_is(server):
+    """Beside Parley-Signature, each delivery carries webhook-id, webhook-timestamp and
+    webhook-signature (standardwebhooks.com): the `standardwebhooks` package from PyPI checks it
+    with the endpoint's standardWebhooksSecret, and refuses a changed body or another secret."""
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+    backend = Backend(server)
+    receiver = Receiver()
+    try:
+        hook = endpoint(backend, receiver.url, ["message.created"])
+        receiver.secret = hook["secret"]
+        assert hook["standardWebhooksSecret"].startswith("whsec_") and hook["standardWebhooksSecret"] != hook["secret"]
+        cid = group_of(backend, "Standard", "sw-ann", "sw-ben")
+        sent = send(backend, cid, "sw-ann", "checked by a library")
+        delivered = receiver.wait_for(lambda ds: any(d["data"]["message"]["id"] == sent["id"] for d in ds), what="the delivery")[-1]
+        headers = {k.lower(): v for k, v in delivered["_headers"].items()}
+        assert headers["webhook-id"] == delivered["id"] and headers["webhook-signature"].startswith("v1,")
+        raw = delivered["_raw"].encode()
+        library = Webhook(hook["standardWebhooksSecret"])
+        assert library.verify(raw, headers)["data"]["message"]["id"] == sent["id"]
+        for tampered, wrong in ((raw + b" ", library), (raw, Webhook("whsec_" + "QUJD" * 8))):
+            with pytest.raises(WebhookVerificationError):
+                wrong.verify(tampered, headers)
+        # A rotated secret signs the next delivery; the library takes the new one.
+        status, rotated = backend.call("POST", f"/v1/server/webhooks/{hook['id']}/rotate-secret")
+        assert status == 200 and rotated["standardWebhooksSecret"] != hook["standardWebhooksSecret"], rotated
+        receiver.secret = rotated["secret"]
+        again = send(backend, cid, "sw-ben", "after the rotation")
+        delivered = receiver.wait_for(lambda ds: any(d["data"]["message"]["id"] == again["id"] for d in ds), what="the next delivery")[-1]
+        headers = {k.lower(): v for k, v in delivered["_headers"].items()}
+        assert Webhook(rotated["standardWebhooksSecret"]).verify(delivered["_raw"].encode(), headers)["data"]["message"]["id"] == again["id"]
+    finally:
+        receiver.close()
+
+
 def test_signature_check_is_what_the_docs_say():
     body = b'{"id":"whd_1"}'
     import hashlib

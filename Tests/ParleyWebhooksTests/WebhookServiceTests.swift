@@ -19,6 +19,19 @@ struct WebhookServiceTests {
         #expect(!WebhookSignature.verify(header: "v1=abc", body: body, secret: "whsec_k", now: 0))
     }
 
+    @Test func theStandardWebhooksSignatureMatchesTheirLibrarysVector() throws {
+        // The vector the `standardwebhooks` package (1.3.0) computes for key bytes 0…31, id
+        // whd_test, timestamp 1767225600 and body {"a":1}; Parley keeps the key as whsec_ and
+        // URL-safe base64 without padding, the library takes whsec_ and standard base64.
+        let secret = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
+        let key = try #require(StandardWebhooks.key(secret: secret))
+        #expect(key == Array(0..<32))
+        #expect(StandardWebhooks.librarySecret(secret) == "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
+        #expect(StandardWebhooks.signature(key: key, id: "whd_test", timestamp: 1_767_225_600, body: Array(#"{"a":1}"#.utf8))
+                == "v1,7kYSuPYeDYU/pA3u0dfl9PgmtrUIfKn7XQf6vqOb51M=")
+        #expect(StandardWebhooks.key(secret: "not a whsec") == nil && StandardWebhooks.key(secret: "whsec_") == nil)
+    }
+
     @Test func retriesCoverTheWindowWithBackoffAndJitter() {
         var configuration = WebhookConfiguration()
         #expect(configuration.maxAttempts >= 30, "24 hours of retries at 5 s doubling to an hour: \(configuration.maxAttempts)")

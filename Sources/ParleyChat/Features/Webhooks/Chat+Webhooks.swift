@@ -233,6 +233,7 @@ extension AppWebhooks {
                     """)
                 var endpoint = try Chat.webhook(db, app: app, id: publicID)
                 endpoint.secret = secret
+                endpoint.standardWebhooksSecret = StandardWebhooks.librarySecret(secret)
                 return endpoint
             }
         }
@@ -296,6 +297,7 @@ extension AppWebhooks {
                 try db.execute("UPDATE webhook_endpoint SET secret = \(sealed) WHERE public_id = \(id)")
                 var endpoint = try Chat.webhook(db, app: server.app.id, id: id)
                 endpoint.secret = secret
+                endpoint.standardWebhooksSecret = StandardWebhooks.librarySecret(secret)
                 return endpoint
             }
         }
@@ -659,5 +661,27 @@ extension AppWebhooks {
         }
         if let exists { core.pusherEndpoints.withLock { $0[app] = (exists, now) } }
         if exists == true { signal() }
+    }
+}
+
+/// The Standard Webhooks signature (standardwebhooks.com) beside Parley's own: `webhook-id`,
+/// `webhook-timestamp` and `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`,
+/// whose key is the random bytes of the endpoint's `whsec_…` secret, so any receiver can check a
+/// delivery with the `standardwebhooks` or `svix` libraries as they are.
+package enum StandardWebhooks: Sendable {
+    /// The HMAC key of a `whsec_…` secret (its URL-safe base64 decoded); nil for another form.
+    package static func key(secret: String) -> [UInt8]? {
+        guard secret.hasPrefix("whsec_") else { return nil }
+        return base64URLDecoded(String(secret.dropFirst(6))).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// The secret as the libraries take it: `whsec_` and the key in standard base64.
+    package static func librarySecret(_ secret: String) -> String? {
+        key(secret: secret).map { "whsec_" + Data($0).base64EncodedString() }
+    }
+
+    /// The `webhook-signature` header's value.
+    package static func signature(key: [UInt8], id: String, timestamp: Int64, body: [UInt8]) -> String {
+        "v1," + Data(Crypto.hmacSHA256(key: key, message: Array("\(id).\(timestamp).".utf8) + body)).base64EncodedString()
     }
 }
