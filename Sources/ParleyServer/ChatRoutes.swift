@@ -337,17 +337,38 @@ struct API: Sendable {
     let chat: Chat
 
     /// The app named by `X-Parley-App-Key`.
+    ///
+    /// - Throws: 401 `unknown_app`, saying which of three mistakes it is: no key, the secret
+    ///   sent as the key, or a key no app has.
     func app(_ request: Request) async throws -> AppRef {
-        guard let key = request.headers["x-parley-app-key"] else { throw ChatError.unknownApp }
-        return try await chat.app(publicKey: key)
+        try await API.app(key: request.headers["x-parley-app-key"], in: chat, header: "X-Parley-App-Key")
+    }
+
+    /// The app of `key`, with the error that says which mistake a refused one is.
+    static func app(key: String?, in chat: Chat, header: String) async throws -> AppRef {
+        guard let key, !key.isEmpty else {
+            throw ChatError(.unknownApp, "the app key is missing: send the app's public pk_… key in \(header)")
+        }
+        if key.hasPrefix("sk_") {
+            throw ChatError(.unknownApp, "that is the app secret, which stays on your backend: clients send the public pk_… key in \(header)")
+        }
+        do {
+            return try await chat.app(publicKey: key)
+        } catch let error as ChatError where error.code == ChatError.unknownApp.code {
+            throw ChatError(.unknownApp, "no app has the key in \(header): use the pk_… key the server printed when it made the app")
+        }
     }
 
     /// The signed-in caller: app key plus `Authorization: Bearer <token>`.
     func caller(_ request: Request) async throws -> Caller {
         let app = try await app(request)
-        guard let authorization = request.headers["authorization"] else { throw ChatError.unauthenticated }
+        guard let authorization = request.headers["authorization"] else {
+            throw ChatError(.unauthenticated, "sign in first: send Authorization: Bearer <token>, with the token sign-in or sign-up answered")
+        }
         let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw ChatError.unauthenticated }
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw ChatError(.unauthenticated, "the Authorization header is the word Bearer, a space, then the token: Authorization: Bearer <token>")
+        }
         let token = String(parts[1]).trimmingCharacters(in: .whitespaces)
         if token.hasPrefix("sk_") { throw ChatError.secretOnUserEndpoint }
         return try await chat.authenticate(token: token, app: app)

@@ -66,12 +66,10 @@ enum RealtimeRoutes {
         configuration.maxQueuedBytes = context.configuration.maxQueuedBytes
         configuration.slowPeerCloseCode = WebSocketCloseCode(rawValue: RealtimeCloseCode.resume)
         router.webSocket("/v1/realtime", configuration: configuration) { request in
-            guard let key = request.headers["x-parley-app-key"] ?? request.queryItems["appKey"] else {
-                throw HTTPError(.unauthorized, code: ChatError.unknownApp.code, message: "send the app key in X-Parley-App-Key or ?appKey=")
-            }
             let app: AppRef
             do {
-                app = try await context.chat.app(publicKey: key)
+                app = try await API.app(key: request.headers["x-parley-app-key"] ?? request.queryItems["appKey"], in: context.chat,
+                                        header: "X-Parley-App-Key or ?appKey=")
             } catch let error as ChatError {
                 throw HTTPError(HTTPStatus(code: error.status), code: error.code, message: error.message)
             }

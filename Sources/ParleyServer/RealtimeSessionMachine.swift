@@ -80,12 +80,15 @@ struct RealtimeSessionMachine<Frame: Sendable> {
             return []
         case .awaitingAuth:
             // Before auth, a known command that is not a whole `auth` is "sign in first".
-            let answer = isCommand && problem.code != ChatError.Code.unknownCommand.rawValue ? ChatError.unauthenticated : problem
+            let answer = isCommand && problem.code != ChatError.Code.unknownCommand.rawValue ? Self.authFirst : problem
             return fail(answer, id: id, close: RealtimeCloseCode.protocolViolation, reason: "the first frame must be auth")
         case .authenticating, .catchingUp, .live:
             return [.send(RealtimeFrames.error(id: id, problem))]
         }
     }
+
+    /// A command before `auth`: what to send first.
+    static var authFirst: ChatError { ChatError(.unauthenticated, #"sign in first: the first frame is {"type":"auth","token":"<session token>"}"#) }
 
     /// A frame that decoded, at `now`.
     mutating func received(_ frame: ClientFrame, now: ContinuousClock.Instant) -> [Action] {
@@ -95,7 +98,7 @@ struct RealtimeSessionMachine<Frame: Sendable> {
         }
         if phase == .awaitingAuth {
             guard case .auth(let auth) = frame else {
-                return fail(ChatError.unauthenticated, id: frame.id, close: RealtimeCloseCode.protocolViolation,
+                return fail(Self.authFirst, id: frame.id, close: RealtimeCloseCode.protocolViolation,
                             reason: "the first frame must be auth with a token")
             }
             guard (auth.position ?? 0) >= 0 else {

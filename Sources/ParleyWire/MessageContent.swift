@@ -78,10 +78,10 @@ public enum MessageContent: Hashable, Sendable, Codable {
             self = .custom(type: try container.decode(String.self, forKey: .customType),
                            payload: try container.decodeIfPresent(JSONValue.self, forKey: .payload) ?? .null)
         case "system": self = .system(try container.decode(String.self, forKey: .text))
-        default:
+        case let other:
             throw DecodingError.dataCorruptedError(
                 forKey: .type, in: container,
-                debugDescription: "unknown content type; use text, markdown, location, photo, video, audio, file, custom or system")
+                debugDescription: "unknown content type '\(other.prefix(64))'; one of text, markdown, location, photo, video, audio, file, custom or system")
         }
     }
 

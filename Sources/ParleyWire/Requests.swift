@@ -279,13 +279,35 @@ public struct SendToUsersRequest: Hashable, Codable, Sendable {
     public var content: MessageContent
     /// App-defined string pairs; at most ``Limits/metadataEntries``.
     public var metadata: [String: String]?
-    enum CodingKeys: String, CodingKey { case to, clientID = "clientId", content, metadata }
+    enum CodingKeys: String, CodingKey { case to, clientID = "clientId", content, metadata, conversationID = "conversationId" }
     /// Creates the value; each argument sets the property of the same name.
     public init(to: [String], clientID: String, content: MessageContent, metadata: [String: String]? = nil) {
         self.to = to
         self.clientID = clientID
         self.content = content
         self.metadata = metadata
+    }
+
+    /// Reads the fields; a body naming a conversation instead of people is told where it goes.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if !container.contains(.to), container.contains(.conversationID) {
+            throw DecodingError.dataCorruptedError(forKey: .conversationID, in: container, debugDescription:
+                "this endpoint sends to usernames given in 'to'; to send into a conversation, POST /v1/conversations/{id}/messages")
+        }
+        to = try container.decode([String].self, forKey: .to)
+        clientID = try container.decode(String.self, forKey: .clientID)
+        content = try container.decode(MessageContent.self, forKey: .content)
+        metadata = try container.decodeIfPresent([String: String].self, forKey: .metadata)
+    }
+
+    /// Writes the fields.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(to, forKey: .to)
+        try container.encode(clientID, forKey: .clientID)
+        try container.encode(content, forKey: .content)
+        try container.encodeIfPresent(metadata, forKey: .metadata)
     }
 }
 

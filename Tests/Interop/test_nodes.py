@@ -240,7 +240,7 @@ def test_scheduled_messages_are_sent_once_though_every_node_looks_for_due_ones(c
                what="twenty scheduled messages")
     messages = reader.get(f"/v1/conversations/{room['id']}/messages?limit=100")[1]["messages"]
     assert sorted(m["clientId"] for m in messages) == sorted(f"s{n}" for n in range(20)), "each once"
-    assert reader.get("/v1/scheduled")[1] == {"scheduled": []}
+    wait_until(lambda: reader.get("/v1/scheduled")[1] == {"scheduled": []}, timeout=10, what="each recorded as sent")
 
 
 def test_a_user_is_online_for_every_node_while_any_node_has_them(cluster):

@@ -41,7 +41,8 @@ def test_a_scheduled_message_survives_kill_9_and_is_sent_once_at_its_time():
         assert time.monotonic() - started >= 2.5, "not before its time"
         messages = ben.get(f"/v1/conversations/{room['id']}/messages")[1]["messages"]
         assert [(m["content"]["text"], m["clientId"], m["sender"]["id"]) for m in messages] == [("good morning", "sched-1", ana.user["id"])]
-        assert ana.get("/v1/scheduled")[1] == {"scheduled": []}
+        # Recorded as sent just after the send commits.
+        wait_until(lambda: ana.get("/v1/scheduled")[1] == {"scheduled": []}, timeout=10, what="recorded as sent")
         # Once: nothing more arrives after it, and the client id cannot be scheduled again.
         assert schedule(ana, room["id"], 60, "again", client_id="sched-1")[0] == 409
         assert len(ben.get(f"/v1/conversations/{room['id']}/messages")[1]["messages"]) == 1

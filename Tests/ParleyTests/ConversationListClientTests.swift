@@ -110,7 +110,7 @@ struct ConversationListClientTests {
         #expect(try await bob.scheduledMessages().map(\.id) == [planned.id])
         let moved = try await bob.reschedule(planned.id, to: Date().addingTimeInterval(1.5), content: .text("happy birthday, Alice!"))
         #expect(moved.message.content == .text("happy birthday, Alice!"))
-        // Nobody is connected: the server sends it at its time, as Bob.
+        // No device of Bob's is connected: the server sends it at its time, as Bob.
         var iterator = await alice.events(in: chat.id).makeAsyncIterator()
         await alice.connect()
         while let event = await iterator.next() {
@@ -118,6 +118,12 @@ struct ConversationListClientTests {
                 #expect(event.message?.content == .text("happy birthday, Alice!") && event.message?.sender.username == "bob")
                 break
             }
+        }
+        // Bob's device, once it connects, hears it was sent (recorded just after the send).
+        var bobs = await bob.events(in: chat.id).makeAsyncIterator()
+        await bob.connect()
+        while let event = await bobs.next() {
+            if event.type == .scheduledUpdated, event.scheduled?.status == .sent { break }
         }
         #expect(try await bob.scheduledMessages().isEmpty)
         let other = try await bob.schedule(.text("never mind"), to: chat.id, at: Date().addingTimeInterval(600))

@@ -337,6 +337,16 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         }
 
         switch shared.router.match(head) {
+        case .notFound where shared.router.matchWebSocket(head) != nil:
+            // A WebSocket endpoint asked with a plain request (a browser tab, curl): say what it is.
+            phase = .responding
+            if hasBody { keepAlive = false }
+            var headers = HTTPHeaders()
+            headers.add(name: "Upgrade", value: "websocket")
+            headers.add(name: "Connection", value: "Upgrade")
+            respond(HTTPError(.upgradeRequired, code: "bad_upgrade",
+                              message: "\(head.path.prefix(100)) is a WebSocket endpoint: connect to it with a WebSocket client (ws:// or wss://), not a plain HTTP request",
+                              headers: headers).response)
         case .notFound:
             phase = .responding
             if hasBody { keepAlive = false }

@@ -105,6 +105,19 @@ public struct Request: Sendable {
     ///
     /// - Throws: 415 `unsupported_media_type` for any other type; 400 `invalid_json` naming the
     ///   field when decoding fails (a form field that needs nesting says to send JSON).
+    /// What a field of `type` must be, in the words of JSON.
+    static func kind(of type: Any.Type) -> String {
+        switch type {
+        case is String.Type, is Substring.Type: "a string"
+        case is Bool.Type: "true or false"
+        case is Int.Type, is Int64.Type, is Int32.Type, is UInt.Type, is UInt64.Type, is Double.Type, is Float.Type: "a number"
+        case is [String].Type: "a list of strings"
+        case is [Any].Type: "a list"
+        case is [String: Any].Type: "an object"
+        default: String(describing: type).hasPrefix("Array") ? "a list" : String(describing: type).hasPrefix("Dictionary") ? "an object" : "another type"
+        }
+    }
+
     public func decode<T: Decodable>(_ type: T.Type = T.self) async throws -> T {
         let mediaType = headers["content-type"].map { $0.split(separator: ";", omittingEmptySubsequences: false)[0].trimmingOWS() }
         let isForm = mediaType?.caseInsensitiveEquals("application/x-www-form-urlencoded") ?? false
@@ -113,16 +126,29 @@ public struct Request: Sendable {
                             message: "send the body as application/json (or application/x-www-form-urlencoded when it is flat)")
         }
         let bytes = try await body.collect(upTo: Int.max)
+        // `curl -d '{…}'` sends JSON labelled as a form: say so rather than "a field is missing".
+        if isForm, let first = bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }), first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
+            throw HTTPError(.badRequest, code: "invalid_json",
+                            message: "the body looks like JSON but is sent as a form: send it with Content-Type: application/json (curl: --json, or -H 'Content-Type: application/json')")
+        }
         do {
             if isForm { return try FormBody(parsing: bytes).decode(T.self) }
             return try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch let error as FormBodyError {
             throw HTTPError(.badRequest, code: "invalid_json", message: error.description)
-        } catch let DecodingError.keyNotFound(key, _) {
-            throw HTTPError(.badRequest, code: "invalid_json", message: "missing field '\(key.stringValue)'")
-        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+        } catch let DecodingError.keyNotFound(key, context) {
+            let path = (context.codingPath + [key]).map(\.stringValue).joined(separator: ".")
+            throw HTTPError(.badRequest, code: "invalid_json", message: "missing field '\(path)'")
+        } catch let DecodingError.typeMismatch(type, context) {
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-            throw HTTPError(.badRequest, code: "invalid_json", message: "field '\(path)' has the wrong type")
+            throw HTTPError(.badRequest, code: "invalid_json", message: "field '\(path)' must be \(Self.kind(of: type))")
+        } catch let DecodingError.valueNotFound(type, context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw HTTPError(.badRequest, code: "invalid_json", message: "field '\(path)' must be \(Self.kind(of: type)), not null")
+        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
+            // A value the type refused (an unknown content type, a date that is not ISO 8601): its reason.
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw HTTPError(.badRequest, code: "invalid_json", message: "field '\(path)': \(context.debugDescription)")
         } catch {
             throw HTTPError(.badRequest, code: "invalid_json", message: "the body is not valid JSON")
         }
