@@ -320,11 +320,15 @@ public struct SendToUsersResponse: Hashable, Codable, Sendable {
     public var conversation: Conversation?
     /// The names that match no user in this app.
     public var invalidUsernames: [String]
+    /// When some names matched nobody, where the message went instead, in words
+    /// ("sent to the direct chat with bob; not found: bobby").
+    public var note: String?
     /// Creates the value; each argument sets the property of the same name.
-    public init(message: Message?, conversation: Conversation?, invalidUsernames: [String]) {
+    public init(message: Message?, conversation: Conversation?, invalidUsernames: [String], note: String? = nil) {
         self.message = message
         self.conversation = conversation
         self.invalidUsernames = invalidUsernames
+        self.note = note
     }
 }
 

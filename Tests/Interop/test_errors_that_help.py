@@ -72,6 +72,18 @@ def test_bodies_say_which_field_is_wrong_and_how(server):
     assert status == 400 and message(answer) == "missing field 'content'", answer
 
 
+def test_a_send_to_names_some_of_which_match_nobody_says_where_it_went(server):
+    ana = Client(server).register(f"ana{uuid.uuid4().hex[:6]}")
+    bob = Client(server).register(f"bob{uuid.uuid4().hex[:6]}")
+    status, sent = ana.post("/v1/messages", {"to": [bob.user["username"], "bobby_nobody"], "clientId": uuid.uuid4().hex,
+                                             "content": {"type": "text", "text": "hi"}})
+    assert status == 201 and sent["invalidUsernames"] == ["bobby_nobody"]
+    assert sent["note"] == f"sent to the direct chat with {bob.user['username']}; not found: bobby_nobody", sent
+    status, sent = ana.post("/v1/messages", {"to": [bob.user["username"]], "clientId": uuid.uuid4().hex,
+                                             "content": {"type": "text", "text": "again"}})
+    assert "note" not in sent, "nothing to say when every name matched"
+
+
 def test_a_plain_request_to_the_websocket_and_a_command_before_auth(server):
     status, answer, head = curl(server, "GET", "/v1/realtime", "-H", f"X-Parley-App-Key: {server.app_key}")
     assert status == 426 and "WebSocket endpoint" in message(answer), answer

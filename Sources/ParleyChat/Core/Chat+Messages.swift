@@ -108,7 +108,8 @@ extension Chat {
                 if let (existing, key) = try Chat.existing(db, caller: caller, prepared: prepared, in: nil) {
                     let conversation = try Chat.view(db, key: key, caller: caller)
                     return (SendToUsersResponse(message: try existing.message(), conversation: conversation,
-                                                invalidUsernames: resolved.invalidUsernames), false)
+                                                invalidUsernames: resolved.invalidUsernames,
+                                                note: Chat.note(conversation, others: others.count, invalid: resolved.invalidUsernames)), false)
                 }
                 let key = try Chat.conversationFor(db, caller: caller, others: others, newID: conversationID, now: now)
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""),
@@ -117,9 +118,19 @@ extension Chat {
                 let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, media: media,
                                                      replyTo: nil, shadow: try Chat.isShadow(db, access: access), now: now).message()
                 let conversation = try Chat.view(db, key: key, caller: caller)
-                return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames), true)
+                return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames,
+                                            note: Chat.note(conversation, others: others.count, invalid: resolved.invalidUsernames)), true)
             }
         }
+    }
+
+    /// Where a send to usernames went when some matched nobody, in words (Magnet's semantics,
+    /// said plainly: the message went to the chat of the names that exist).
+    static func note(_ conversation: Conversation, others: Int, invalid: [String]) -> String? {
+        guard !invalid.isEmpty else { return nil }
+        let place = conversation.kind == .direct ? "the direct chat with \(conversation.peer?.username ?? "them")"
+                                                 : "the group of the \(others + 1) of you who exist"
+        return "sent to \(place); not found: \(invalid.joined(separator: ", "))"
     }
 
     // MARK: - Read
