@@ -421,8 +421,12 @@ func run(_ raw: [String]) async throws {
         return
     }
     let saved = Home.loadConfig()
-    guard let server = settings.server ?? saved?.server, let appKey = settings.appKey ?? saved?.appKey else {
+    guard let given = settings.server ?? saved?.server, let appKey = settings.appKey ?? saved?.appKey else {
         throw UsageError(message: "which server? pass --server URL --app-key KEY (or set PARLEY_SERVER and PARLEY_APP_KEY)")
+    }
+    let server = try serverURL(given)
+    if appKey.hasPrefix("sk_") {
+        throw UsageError(message: "--app-key is the app's public pk_… key; sk_… is the app secret, which stays on your backend")
     }
     let client = ParleyClient(server: server, appKey: appKey, store: FileStateStore(path: Home.statePath))
     let words = arguments.words.dropFirst()
@@ -706,6 +710,23 @@ func run(_ raw: [String]) async throws {
     default:
         throw UsageError(message: "unknown command '\(command)'")
     }
+}
+
+/// `--server` as a URL: a bare host and port (`127.0.0.1:8080`, `chat.example.com`) gets
+/// `http://` (`https://` for port 443 and names without a port); anything else must be an
+/// http(s) URL with a host.
+func serverURL(_ text: String) throws -> String {
+    var url = text.trimmingCharacters(in: .whitespaces)
+    if !url.contains("://") {
+        let hostAndPort = url.split(separator: "/", maxSplits: 1).first.map(String.init) ?? url
+        let local = hostAndPort.hasPrefix("127.") || hostAndPort.hasPrefix("localhost") || hostAndPort.hasPrefix("[::1]")
+        let hasPort = hostAndPort.range(of: #":\d+$"#, options: .regularExpression) != nil
+        url = (hostAndPort.hasSuffix(":443") || (!hasPort && !local) ? "https://" : "http://") + url
+    }
+    guard let parsed = URL(string: url), let scheme = parsed.scheme, ["http", "https"].contains(scheme), parsed.host != nil else {
+        throw UsageError(message: "--server must be the server's address, like http://127.0.0.1:8080 or https://chat.example.com, not '\(text)'")
+    }
+    return url.hasSuffix("/") ? String(url.dropLast()) : url
 }
 
 /// The bytes of an even-length hex string; nil if it is not one.

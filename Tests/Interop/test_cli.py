@@ -135,6 +135,17 @@ def test_exit_codes_say_what_went_wrong(server):
     assert helped.returncode == 0 and "--to alice,bob" in helped.stdout
     overview = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=30)
     assert overview.returncode == 0 and "EXIT CODES" in overview.stdout
+    # A server given without a scheme works; one that is no address, and the secret given as
+    # the key, are explained in the options' words (exit 2), never "unexpected answer".
+    bare = subprocess.run([CLI, "--server", f"{server.host}:{server.port}", "--app-key", server.app_key, "register", name("bare")],
+                          input="correct horse battery\n", env=clean_env(PARLEY_HOME=tempfile.mkdtemp(prefix="parley-cli-")),
+                          capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 0 and "signed in as" in bare.stdout, bare.stderr
+    nowhere = shell.run("--server", "ftp://x", "--app-key", server.app_key, "whoami", server_flags=False)
+    assert nowhere.returncode == 2 and "--server must be the server's address" in nowhere.stderr
+    secret = subprocess.run([CLI, "--server", server.url, "--app-key", server.app_secret, "whoami"], env=clean_env(PARLEY_HOME=shell.home),
+                            capture_output=True, text=True, timeout=60)
+    assert secret.returncode == 2 and "--app-key is the app's public pk_" in secret.stderr and server.app_secret not in secret.stderr
 
 
 def test_a_send_while_the_server_is_down_is_queued_and_goes_with_the_next_command():
