@@ -157,14 +157,14 @@ package final class ParleyServer: Sendable {
                 logger.warning("could not clear old upload claims", metadata: ["error": .string("\(error)")])
             }
         }
-        let createdApp: AppCredentials?
-        let apps: [AppCredentials]
+        // The first start's app is made once the server listens (below): a start that fails
+        // before (a port in use, a bad push key) makes none, so no secret is made and never shown.
+        let existingApps: [AppCredentials]
         do {
-            createdApp = try await chat.createDefaultAppIfNeeded()
-            apps = try await chat.listApps()
+            existingApps = try await chat.listApps()
         } catch {
             store.close()
-            throw StartError(message: "cannot create the default app: \(error)")
+            throw StartError(message: "cannot read the apps: \(error)")
         }
         let push: PushService?
         do {
@@ -253,8 +253,8 @@ package final class ParleyServer: Sendable {
         ChatRoutes.add(to: &router, chat: chat)
         ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond)
         MediaRoutes.add(to: &router, media: media, chat: chat)
-        let webAppKey = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey
-        WebRoutes.add(to: &router) { webAppKey }
+        let webAppKey = LockedValue((existingApps.first { $0.name == "default" } ?? existingApps.first)?.publicKey)
+        WebRoutes.add(to: &router) { webAppKey.withLock { $0 } }
         var webSocket = WebSocketConfiguration()
         webSocket.pingInterval = configuration.pingInterval
         RealtimeRoutes.add(to: &router, context: RealtimeContext(chat: chat, fanout: fanout, configuration: configuration.realtime,
@@ -264,6 +264,16 @@ package final class ParleyServer: Sendable {
         pusher.addRoutes(to: &router, webSocket: webSocket)
         do {
             let http = try HTTPServer(configuration: httpConfiguration, router: router, group: group)
+            let createdApp: AppCredentials?
+            let apps: [AppCredentials]
+            do {
+                createdApp = try await chat.createDefaultAppIfNeeded()
+                apps = try await chat.listApps()
+            } catch {
+                await http.shutdown(timeout: .zero)
+                throw StartError(message: "cannot create the default app: \(error)")
+            }
+            webAppKey.withLock { $0 = (apps.first { $0.name == "default" } ?? apps.first)?.publicKey }
             let interval = configuration.media.collectionIntervalSeconds
             let mediaLog = logger.labelled("parley.media")
             let collector = Task {
@@ -352,6 +362,13 @@ package final class ParleyServer: Sendable {
             redisBus?.stop()
             store.close()
             throw StartError(message: "port \(configuration.port) on \(configuration.host) is already in use; stop the other process or pass --port")
+        } catch let error as StartError {
+            group.shutdown()
+            presence?.stop()
+            channelDirectory?.stop()
+            redisBus?.stop()
+            store.close()
+            throw error
         } catch {
             group.shutdown()
             presence?.stop()

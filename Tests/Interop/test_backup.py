@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from parley import BINARY, ON_POSTGRES, Client, Server, wait_until
+from parley import BINARY, ON_POSTGRES, Client, Server, database_for, wait_until
 from realtime import Device
 
 sqlite_only = pytest.mark.skipif(ON_POSTGRES, reason="copies the SQLite file; PostgreSQL is backed up with pg_dump "
@@ -264,6 +264,31 @@ def test_the_first_apps_secret_never_reaches_a_log_only_a_terminal_or_a_private_
     text = output.decode(errors="replace")
     assert "app secret: sk_" in text, text
     assert not os.path.exists(os.path.join(data, "first-app-secret"))
+
+
+def test_a_first_start_that_fails_makes_no_app_so_the_next_one_shows_its_secret():
+    """Issue 34, item 4: a first start that cannot listen (the port is taken) used to make app
+    'default' and its secret, then exit before showing them: the secret was lost. The app is
+    made once the server listens, so the next start is the first start, secret and all."""
+    import socket
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    data = tempfile.mkdtemp(prefix="parley-first-")
+    try:
+        failed = subprocess.run([BINARY, "--port", str(taken.getsockname()[1]), "--data-dir", data, *(["--database-url", database_for(data)] if ON_POSTGRES else [])],
+                                capture_output=True, text=True, timeout=60)
+        assert failed.returncode != 0 and "already in use" in failed.stderr, failed.stderr
+    finally:
+        taken.close()
+    assert not os.path.exists(os.path.join(data, "first-app-secret"))
+    server = Server(data=data)
+    try:
+        printed = "\n".join(server.banner)
+        assert "First start: created app 'default'" in printed and os.path.exists(os.path.join(data, "first-app-secret")), printed
+        assert server.app_secret and server.app_secret.startswith("sk_")
+    finally:
+        server.stop()
 
 
 @sqlite_only

@@ -20,7 +20,9 @@ struct ScheduledDomainTests {
         let ann = try await harness.register("ann").caller
         let ben = try await harness.register("ben").caller
         let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        #expect(try await chat.scheduling.nextDue() == nil, "nothing scheduled: nothing due, and no error")
         let morning = try await chat.scheduling.schedule(ann, conversation: room, later(harness, 3600, "good morning", clientID: "s1"))
+        #expect(try await chat.scheduling.nextDue() == morning.sendAt)
         let evening = try await chat.scheduling.schedule(ann, conversation: room, later(harness, 7200, "good evening"))
         #expect(morning.status == .scheduled && morning.id.hasPrefix("sm_"))
         #expect(try await chat.scheduling.scheduled(ann, conversation: nil).scheduled.map(\.id) == [morning.id, evening.id])

@@ -134,7 +134,8 @@ extension Scheduling {
     package func nextDue() async throws -> Date? {
         try await run {
             try await store.read { db in
-                try db.fetchValue(Int64.self, "SELECT min(send_at) FROM scheduled_message WHERE status = 'scheduled'").map(Chat.date)
+                // A row or none (min() over no rows would be one NULL).
+                try db.fetchValue(Int64.self, "SELECT send_at FROM scheduled_message WHERE status = 'scheduled' ORDER BY send_at LIMIT 1").map(Chat.date)
             }
         }
     }
