@@ -7,7 +7,7 @@ PORT ?= 8080
 HOST ?= 127.0.0.1
 DATA ?= ./data
 
-.PHONY: help deps test-deps run build release test tsan fuzz-long bench clean
+.PHONY: help deps test-deps run client build release test tsan fuzz-long bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -21,7 +21,13 @@ release: deps ## Build parley-server and parley-bench in release mode
 	@swift build -c release -q --product parley-bench $(SWIFT_BUILD_FLAGS)
 
 run: release ## Build (release) and start the server on $(HOST):$(PORT) with data in $(DATA)
+	@echo "The terminal client: 'make client' builds it (then .build/release/parley --help)."
 	@.build/release/parley-server --host $(HOST) --port $(PORT) --data-dir $(DATA)
+
+client: deps ## Build the terminal client `parley` in release mode and say where it is
+	@echo "Building parley, the terminal client (release)…"
+	@swift build -c release -q --product parley $(SWIFT_BUILD_FLAGS)
+	@echo "Built: $$(swift build -c release --show-bin-path)/parley   (try: $$(swift build -c release --show-bin-path)/parley --help)"
 
 build: deps ## Debug build of everything, tests included (done once; every suite reuses it)
 	@scripts/build.sh

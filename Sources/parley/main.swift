@@ -316,10 +316,31 @@ func complain(_ line: String) {
 
 func password() throws -> String {
     if let password = ProcessInfo.processInfo.environment["PARLEY_PASSWORD"] { return password }
-    guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+    // On a terminal, a prompt with the typing hidden; from a pipe, the first line as it comes.
+    let typed = isatty(STDIN_FILENO) == 1 ? promptHidden("Password: ") : readLine(strippingNewline: true)
+    guard let line = typed, !line.isEmpty else {
         throw UsageError(message: "no password: set PARLEY_PASSWORD or write it on standard input")
     }
     return line
+}
+
+/// Reads a line from the terminal with echo off, after `prompt` on standard error.
+func promptHidden(_ prompt: String) -> String? {
+    var saved = termios()
+    guard tcgetattr(STDIN_FILENO, &saved) == 0 else {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        return readLine(strippingNewline: true)
+    }
+    // Echo off before the prompt shows, and without flushing: what is typed at once is kept.
+    var quiet = saved
+    quiet.c_lflag &= ~tcflag_t(ECHO)
+    _ = tcsetattr(STDIN_FILENO, TCSANOW, &quiet)
+    defer {
+        _ = tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+    FileHandle.standardError.write(Data(prompt.utf8))
+    return readLine(strippingNewline: true)
 }
 
 func text(of message: Message) -> String {

@@ -148,6 +148,47 @@ def test_exit_codes_say_what_went_wrong(server):
     assert secret.returncode == 2 and "--app-key is the app's public pk_" in secret.stderr and server.app_secret not in secret.stderr
 
 
+def test_on_a_terminal_register_prompts_for_the_password_and_does_not_show_it(server):
+    """Issue 34, item 2: on a terminal `parley register` asks `Password:` with echo off; from a
+    pipe it keeps reading standard input (the other tests)."""
+    import os
+    import pty
+    import select
+    home = tempfile.mkdtemp(prefix="parley-cli-")
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([CLI, "--server", server.url, "--app-key", server.app_key, "register", name("tty")],
+                               stdin=terminal, stdout=terminal, stderr=terminal, env=clean_env(PARLEY_HOME=home))
+    os.close(terminal)
+    seen = b""
+
+    def read_until(marker, timeout=30):
+        nonlocal seen
+        import time
+        deadline = time.monotonic() + timeout
+        while marker not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(controller, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        return marker in seen
+
+    try:
+        assert read_until(b"Password: "), seen
+        os.write(controller, b"correct horse battery\n")
+        assert read_until(b"signed in as"), seen
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(controller)
+    assert b"correct horse battery" not in seen, "the password was echoed"
+
+
 def test_a_send_while_the_server_is_down_is_queued_and_goes_with_the_next_command():
     running = Server()
     try:
