@@ -67,7 +67,7 @@ let commandHelp: [String: String] = [
     "conversations": "parley conversations [--limit N] [--archived] [--custom-data NAME=VALUE[,NAME=VALUE…]]\n  Prints one conversation per line, the ones you pinned first (📌): id, kind, name, unread count ('marked' when you marked it unread), last message. --archived lists the ones you archived instead. --custom-data keeps those whose custom data has each field at that value (up to 4).",
     "send": "parley send <conversation> <text…> [--at TIME] | parley send --to alice,bob <text…> [--location LAT,LON]\n       parley send <conversation> (--photo PATH | --file PATH | --audio PATH | --video PATH --thumbnail IMAGE [--duration S]) [caption…]\n  Prints the message id and seq. To a conversation, the message goes through the outbox: if the server is down it is kept and sent by the next command that reaches it (exit 3). Media is uploaded first (progress on standard error) and the words become its caption.",
     "download": "parley download <attachment> [--thumbnail] [--output PATH]\n  Saves an attachment you may see (a photo's server-made thumbnail with --thumbnail) to PATH, or to its name in the current directory. Downloads are cached.",
-    "history": "parley history <conversation> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
+    "history": "parley history <conversation | @username | title> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
     "edit": "parley edit <conversation> <message> <text…>\n  Replaces the text of one of your messages.",
     "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
     "react": "parley react <conversation> <message> <emoji> [--remove]\n  Adds your reaction (one emoji) to a message, or takes it back with --remove. Prints the message's reactions: emoji and count, yours in brackets.",
@@ -85,7 +85,7 @@ let commandHelp: [String: String] = [
     "search": "parley search [WORDS…] [--conversation ID] [--from USERNAME] [--after TIME] [--before TIME] [--kind text|markdown|photo|video|audio|file|location|custom|system] [--has-attachment | --no-attachment] [--thread MESSAGE] [--limit N] [--cursor C]\n  Searches your conversations' messages (words optional when a filter is given), best match first (newest first without words): conversation, id, sender, time, text. TIME is like 2026-12-02T12:00:00Z. Prints 'next: C' when there is another page.",
     "ban": "parley ban <conversation> <user-id> [--hours N] [--note REASON] [--remove]\n  Owners and admins: bans someone from a group or channel (removed at once; cannot join again until N hours pass or the ban is lifted), or lifts it with --remove.",
     "mentions": "parley mentions [--limit N]\n  Prints the messages that mention you, newest first: conversation, id, sender, time, text.",
-    "chat": "parley chat <conversation>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
+    "chat": "parley chat <conversation | @username | title>\n  A full-screen chat: your messages on the right with #number, time and status (… sending, ✓ sent, ✓✓ delivered, ✓✓ read), others on the left with their names; a typing line. Enter sends; /edit N text and /delete N… change your messages; PgUp/PgDn (or ↑/↓) scroll, loading earlier history at the top; /quit or Ctrl-C leaves.",
     "listen": "parley listen [--conversation ID] [--json]\n  Connects and prints every event as it arrives (JSON lines with --json) until interrupted.",
     "push": "parley push register <token> [--fcm] [--sandbox] | parley push list | parley push unregister\n  Registers a push token for this session (an APNs token in hex, or an FCM token with --fcm; --sandbox for an APNs token of a development build), lists the account's devices (id, platform, environment, token), or removes this session's. For testing a real phone by hand: copy the token the app logged.",
     "mute": "parley mute <conversation> [--hours N]\n  No push for this conversation for N hours, or until unmuted.",
@@ -540,8 +540,8 @@ func run(_ raw: [String]) async throws {
         try FileManager.default.copyItem(at: cached, to: destination)
         output(destination.path)
     case "history":
-        guard let conversation = words.first else { throw UsageError(message: "history needs a conversation id") }
-        let page = try await client.history(of: ConversationID(rawValue: conversation), before: settings.before, limit: settings.limit ?? 50)
+        guard let conversation = words.first else { throw UsageError(message: "history needs a conversation (an id, @username or a title)") }
+        let page = try await client.history(of: try await resolveConversation(client, conversation), before: settings.before, limit: settings.limit ?? 50)
         if settings.json {
             output(try json(page))
         } else {
@@ -683,8 +683,10 @@ func run(_ raw: [String]) async throws {
             output("\(message.conversationID.rawValue)\t\(message.id.rawValue)\t\(message.sender.username)\t\(time(message.sentAt))\t\(text(of: message))")
         }
     case "chat":
-        guard let conversation = words.first else { throw UsageError(message: "chat needs a conversation id (parley conversations lists them)") }
-        try await ChatScreen.run(client, conversation: ConversationID(rawValue: conversation))
+        guard let conversation = words.first else {
+            throw UsageError(message: "chat needs a conversation: an id (parley conversations lists them), @username, or a title")
+        }
+        try await ChatScreen.run(client, conversation: try await resolveConversation(client, conversation))
     case "listen":
         try await listen(client, conversation: settings.conversation.map(ConversationID.init(rawValue:)), json: settings.json)
     case "push":
@@ -730,6 +732,28 @@ func run(_ raw: [String]) async throws {
         output("pushes here: \(updated.notifications == .all ? "every new message" : "mentions of you only")")
     default:
         throw UsageError(message: "unknown command '\(command)'")
+    }
+}
+
+/// A conversation as a person names it: its id (`c_…`), `@maria` (the direct chat with her,
+/// made when there is none yet), or a title or a direct chat's username from the list (any
+/// case); a bare name that is neither is tried as a username.
+func resolveConversation(_ client: ParleyClient, _ word: String) async throws -> ConversationID {
+    if word.hasPrefix("c_") { return ConversationID(rawValue: word) }
+    if word.hasPrefix("@") { return try await client.directConversation(with: String(word.dropFirst())).id }
+    let wanted = word.lowercased()
+    var cursor: String?
+    repeat {
+        let page = try await client.conversations(limit: 100, before: cursor)
+        if let found = page.conversations.first(where: { $0.title?.lowercased() == wanted || ($0.kind == .direct && $0.peer?.username.lowercased() == wanted) }) {
+            return found.id
+        }
+        cursor = page.nextCursor
+    } while cursor != nil
+    do {
+        return try await client.directConversation(with: word).id
+    } catch {
+        throw UsageError(message: "no conversation called '\(word)' and no user by that name: give an id (parley conversations lists them), @username or a title")
     }
 }
 

@@ -267,7 +267,8 @@ def test_the_chat_screen_as_a_person_uses_it(server):
         assert "hello Bob, Ana here" in history
 
         # Bob opens the same conversation: his screen marks it delivered and read; Ana sees ✓✓ read.
-        bobs = Tmux(f"bob-{uuid.uuid4().hex[:6]}", f"{CLI} chat {conversation}", {"PARLEY_HOME": bob.home, "PATH": env["PATH"]})
+        # Bob opens it by Ana's name, as a person would (issue 34: @username, or a title).
+        bobs = Tmux(f"bob-{uuid.uuid4().hex[:6]}", f"{CLI} chat @{ana_name}", {"PARLEY_HOME": bob.home, "PATH": env["PATH"]})
         bobs.wait_for(lambda s: "hello Bob, Ana here" in s)
         screen.wait_for(lambda s: "✓✓ read" in s)
 
@@ -576,6 +577,8 @@ def test_pin_archive_and_mark_unread_conversations_from_the_shell(server):
     assert "unpinned" in ana.run("pin", ids["Trips"], "--remove").stdout
     assert ana.run("archive").returncode == 2
     # A draft saved in the shell shows in the list and on the account's other devices.
+    # A conversation by its title, in any case, where a command takes one.
+    assert ana.run("history", "garden").returncode == 0 and ana.run("history", "No Such Room").returncode == 2
     assert "draft saved: see you" in ana.run("draft", ids["Garden"], "see", "you").stdout
     assert ana.run("draft", ids["Garden"]).stdout.strip() == "see you"
     assert "Draft: see you" in [line for line in ana.run("conversations").stdout.splitlines() if "Garden" in line][0]
