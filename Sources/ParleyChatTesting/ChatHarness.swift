@@ -155,6 +155,15 @@ package final class ChatHarness: Sendable {
         return (try await chat.authenticate(token: token, app: app), token)
     }
 
+    /// Two people, ann and ben, in a group ann made, titled "room": the start of most tests of
+    /// what one member does and the other sees.
+    package func twoInAGroup() async throws -> (ann: Caller, ben: Caller, room: ConversationID) {
+        let ann = try await register("ann").caller
+        let ben = try await register("ben").caller
+        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        return (ann, ben, room)
+    }
+
     /// Records an upload as the server would after storing its bytes (no blob store here: the
     /// domain only keeps the record), and returns its id. Distinct `seed`s give distinct blobs.
     package func upload(_ caller: Caller, kind: MediaKind, mimeType: String? = nil, name: String? = nil, width: Int? = nil,

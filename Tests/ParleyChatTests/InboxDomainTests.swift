@@ -122,9 +122,7 @@ struct InboxDomainTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let ann = try await harness.register("ann").caller
-        let ben = try await harness.register("ben").caller
-        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let (ann, ben, room) = try await harness.twoInAGroup()
         let said = try await chat.send(ben, to: room, SendMessageRequest(clientID: "a", content: .text("one"))).0
         _ = try await chat.updateReceipt(ann, conversation: room, ReceiptUpdate(deliveredSeq: said.seq, readSeq: said.seq))
         let marked = try await chat.inbox.setState(ann, conversation: room, ConversationStateRequest(markedUnread: true))
@@ -146,9 +144,7 @@ struct InboxDomainTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let ann = try await harness.register("ann").caller
-        let ben = try await harness.register("ben").caller
-        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let (ann, ben, room) = try await harness.twoInAGroup()
         let annBefore = try await chat.feed(ann, afterPosition: 0, limit: 200).records.last?.position ?? 0
         let benBefore = try await chat.feed(ben, afterPosition: 0, limit: 200).records.last?.position ?? 0
         _ = try await chat.inbox.setState(ann, conversation: room, ConversationStateRequest(pinned: true, markedUnread: true))
@@ -166,9 +162,7 @@ struct InboxDomainTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let ann = try await harness.register("ann").caller
-        let ben = try await harness.register("ben").caller
-        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let (ann, ben, room) = try await harness.twoInAGroup()
         let now = harness.clock.now
         let first = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "See you", clientID: "d1", updatedAt: now.addingTimeInterval(-10)))
         #expect(first.text == "See you")
@@ -213,9 +207,7 @@ struct InboxDomainTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let ann = try await harness.register("ann").caller
-        let ben = try await harness.register("ben").caller
-        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let (ann, ben, room) = try await harness.twoInAGroup()
         let benBefore = try await chat.feed(ben, afterPosition: 0, limit: 200).records.last?.position ?? 0
         let annBefore = try await chat.feed(ann, afterPosition: 0, limit: 200).records.last?.position ?? 0
         _ = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "secret plan", clientID: "x", updatedAt: harness.clock.now))

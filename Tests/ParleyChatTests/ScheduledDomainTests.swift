@@ -17,9 +17,7 @@ struct ScheduledDomainTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let ann = try await harness.register("ann").caller
-        let ben = try await harness.register("ben").caller
-        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let (ann, ben, room) = try await harness.twoInAGroup()
         #expect(try await chat.scheduling.nextDue() == nil, "nothing scheduled: nothing due, and no error")
         let morning = try await chat.scheduling.schedule(ann, conversation: room, later(harness, 3600, "good morning", clientID: "s1"))
         #expect(try await chat.scheduling.nextDue() == morning.sendAt)
@@ -51,9 +49,7 @@ struct ScheduledDomainTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let ann = try await harness.register("ann").caller
-        let ben = try await harness.register("ben").caller
-        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let (ann, ben, room) = try await harness.twoInAGroup()
         let planned = try await chat.scheduling.schedule(ann, conversation: room, later(harness, 600, "draft words"))
         let edited = try await chat.scheduling.edit(ann, id: planned.id, EditScheduledRequest(sendAt: harness.clock.now.addingTimeInterval(60),
                                                                                                content: .text("final words")))
@@ -81,9 +77,7 @@ struct ScheduledDomainTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let chat = harness.chat
-        let ann = try await harness.register("ann").caller
-        let ben = try await harness.register("ben").caller
-        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben"], title: "room")).0.id
+        let (ann, ben, room) = try await harness.twoInAGroup()
         let benBefore = try await chat.feed(ben, afterPosition: 0, limit: 200).records.last?.position ?? 0
         let annBefore = try await chat.feed(ann, afterPosition: 0, limit: 200).records.last?.position ?? 0
         // Muted by a moderator before its time: it fails, and Ben's devices hear why.

@@ -10,15 +10,9 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct ConversationListClientTests {
     @Test func aPinAnArchiveAndAnUnreadMarkOnThePhoneShowOnTheLaptopAtOnce() async throws {
-        let server = ServerProcess()
-        try server.start()
-        defer { withExtendedLifetime(server) {} }
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        let phone = ParleyClient(server: server.url, appKey: server.appKey)
-        let laptop = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
-        try await phone.register(username: "bob", password: "correct horse battery")
-        _ = try await laptop.signIn(username: "bob", password: "correct horse battery")
+        let people = try await People.start()
+        defer { withExtendedLifetime(people.server) {} }
+        let (alice, phone, laptop) = (people.alice, people.phone, people.laptop)
         let chat = try await alice.directConversation(with: "bob")
         let group = try await alice.createConversation(.group, title: "Plans", members: ["bob"])
         var shown = try await laptop.conversation(chat.id)
@@ -61,15 +55,9 @@ struct ConversationListClientTests {
     }
 
     @Test func aDraftWrittenOnThePhoneShowsOnTheLaptopAndGoesWhenItIsSent() async throws {
-        let server = ServerProcess()
-        try server.start()
-        defer { withExtendedLifetime(server) {} }
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        let phone = ParleyClient(server: server.url, appKey: server.appKey)
-        let laptop = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
-        try await phone.register(username: "bob", password: "correct horse battery")
-        _ = try await laptop.signIn(username: "bob", password: "correct horse battery")
+        let people = try await People.start()
+        defer { withExtendedLifetime(people.server) {} }
+        let (alice, phone, laptop) = (people.alice, people.phone, people.laptop)
         let chat = try await alice.directConversation(with: "bob")
         var shown = try await laptop.conversation(chat.id)
         var iterator = await laptop.events(in: chat.id).makeAsyncIterator()
@@ -98,13 +86,9 @@ struct ConversationListClientTests {
     }
 
     @Test func aMessageScheduledOnThePhoneIsSentWhileNoDeviceIsOnline() async throws {
-        let server = ServerProcess()
-        try server.start()
-        defer { withExtendedLifetime(server) {} }
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        let bob = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
-        try await bob.register(username: "bob", password: "correct horse battery")
+        let people = try await People.start()
+        defer { withExtendedLifetime(people.server) {} }
+        let (alice, bob) = (people.alice, people.phone)
         let chat = try await alice.directConversation(with: "bob")
         let planned = try await bob.schedule(.text("happy birthday!"), to: chat.id, at: Date().addingTimeInterval(600))
         #expect(try await bob.scheduledMessages().map(\.id) == [planned.id])

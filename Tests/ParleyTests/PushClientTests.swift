@@ -24,15 +24,9 @@ struct PushClientTests {
     }
 
     @Test func aMuteOnOneDeviceShowsOnTheUsersOtherDeviceAtOnce() async throws {
-        let server = ServerProcess()
-        try server.start()
-        defer { withExtendedLifetime(server) {} }
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        let phone = ParleyClient(server: server.url, appKey: server.appKey)
-        let laptop = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
-        try await phone.register(username: "bob", password: "correct horse battery")
-        _ = try await laptop.signIn(username: "bob", password: "correct horse battery")
+        let people = try await People.start()
+        defer { withExtendedLifetime(people.server) {} }
+        let (alice, phone, laptop) = (people.alice, people.phone, people.laptop)
         let chat = try await alice.directConversation(with: "bob")
         var shown = try await laptop.conversation(chat.id)
         let events = await laptop.events(in: chat.id)
