@@ -13,6 +13,9 @@ enum PushOutcome: Sendable, Equatable {
     case removeDevice(String)
     /// Try again later (429, 5xx, no answer).
     case retry(String)
+    /// This node could not even make the request (no file descriptor for a socket): try again
+    /// in a second, not counted against the notice's attempts.
+    case postpone(String)
     /// The provider refused the credentials: renew them and send again, once.
     case renewCredentials(String)
     /// Refused for good (a payload the provider will never take).
@@ -57,6 +60,8 @@ extension PushProvider {
         }
         do {
             return outcome(of: try await http.post(request.url, headers: request.headers, body: request.body))
+        } catch let error as OutboundError where error.local {
+            return .postpone(error.description)
         } catch {
             return .retry("\(name == "apns" ? "APNs" : "FCM") did not answer: \(error)")
         }

@@ -282,6 +282,10 @@ package final class PushService: Sendable {
             await log.attempt("cannot remove a dead device") { try await chat.notifications.removeDeadDevice(id: notice.deviceID) }
             log.info("device removed: the provider said its token is dead", metadata: ["provider": .string(provider), "device.id": .string(notice.deviceID)])
             count(provider) { $0.devicesRemoved += 1 }
+        case .postpone(let why):
+            log.warning("push postponed: it could not be attempted", metadata: ["provider": .string(provider), "reason": .string(why)])
+            await log.attempt("cannot put a push back to retry") { try await chat.postponeOutbox(row.id, holder: holder, after: .seconds(1)) }
+            return false
         case .retry(let why) where row.attempts + 1 < configuration.maxAttempts:
             count(provider) { $0.retried += 1 }
             log.info("push failed; retrying later", metadata: ["provider": .string(provider), "attempt": .integer(Int64(row.attempts + 1)),

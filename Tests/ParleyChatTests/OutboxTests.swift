@@ -53,6 +53,21 @@ struct OutboxTests {
         #expect(failed == 1)
     }
 
+    @Test func aRowThisNodeCouldNotTryIsPutBackWithoutCountingAnAttempt() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        try await add(harness, 1)
+        let row = try #require(try await chat.claimOutbox(kind: "push", holder: "a", limit: 1, lease: .seconds(30)).first)
+        try await chat.postponeOutbox(row.id, holder: "b", after: .seconds(1))   // not b's: nothing changes
+        #expect(try await chat.claimOutbox(kind: "push", holder: "c", limit: 1, lease: .seconds(30)).isEmpty)
+        try await chat.postponeOutbox(row.id, holder: "a", after: .seconds(1))
+        #expect(try await chat.nextOutboxDue(kind: "push") == harness.clock.now.addingTimeInterval(1))
+        harness.clock.advance(by: 1)
+        let again = try #require(try await chat.claimOutbox(kind: "push", holder: "c", limit: 1, lease: .seconds(30)).first)
+        #expect(again.id == row.id && again.attempts == 0, "no attempt counted")
+    }
+
     @Test(.enabled(if: TestEngine.isPostgres, "two nodes need PostgreSQL (SQLite has one)"))
     func nodesClaimingAtOnceNeverTakeOneRowTwice() async throws {
         let harness = try await ChatHarness.make()

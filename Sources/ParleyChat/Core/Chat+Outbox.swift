@@ -83,6 +83,19 @@ extension Chat {
         }
     }
 
+    /// Puts a row back due `after` from now without counting an attempt: the work could not
+    /// even be tried here (no file descriptor for a socket), which says nothing of the far end.
+    package func postponeOutbox(_ id: Int64, holder: String, after: Duration) async throws {
+        let due = nowMilliseconds + Chat.milliseconds(after)
+        try await run {
+            try await store.write { db in
+                _ = try db.execute("""
+                    UPDATE outbox SET due_at = \(due), claimed_by = NULL, claimed_until = NULL WHERE id = \(id) AND claimed_by = \(holder)
+                    """)
+            }
+        }
+    }
+
     /// Keeps a row as failed: never claimed again (a feature may list and replay its failures).
     package func failOutbox(_ id: Int64, holder: String) async throws {
         let now = nowMilliseconds
