@@ -831,9 +831,14 @@ public actor ParleyClient {
 
     /// Learns the other members' watermarks (once per conversation) so statuses can move.
     public func track(_ conversation: ConversationID) async throws {
+        publish(receipts.learn(try await receipts(in: conversation), except: state.user?.id, in: conversation))
+    }
+
+    /// Every member's watermarks in a conversation (the first 100 members), this user's too.
+    public func receipts(in conversation: ConversationID) async throws -> [Receipt] {
         let list: ReceiptList = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/receipts", query: [("limit", "100")],
                                                     token: try requireToken())
-        publish(receipts.learn(list.receipts, except: state.user?.id, in: conversation))
+        return list.receipts
     }
 
     // MARK: - Commands

@@ -24,6 +24,13 @@ enum ChatScreen {
         var messages = try await client.history(of: id).messages
         var hasOlder = messages.count == 50
         try await client.track(id)
+        // The others' watermarks, for the ticks of messages sent before this screen opened.
+        var watermarks: [UserID: (delivered: Int64, read: Int64)] = [:]
+        if conversation.kind != .public {
+            for receipt in try await client.receipts(in: id) where receipt.userID != me.id {
+                watermarks[receipt.userID] = (receipt.deliveredSeq, receipt.readSeq)
+            }
+        }
 
         let terminal = Terminal()
         let (inputs, feed) = AsyncStream<Input>.makeStream()
@@ -53,6 +60,27 @@ enum ChatScreen {
         // The model.
         var pending: [(clientID: String, text: String, status: ChatLayout.Status)] = []
         var statuses: [MessageID: ChatLayout.Status] = [:]
+        // Ticks as the server says when the chat opens.
+        for message in messages where message.sender.id == me.id {
+            switch message.status {
+            case .read?: statuses[message.id] = .read
+            case .delivered?: statuses[message.id] = .delivered
+            default: break
+            }
+        }
+        /// The ticks of the user's own messages from the others' watermarks (never moving back).
+        func retick() {
+            guard !watermarks.isEmpty else { return }
+            let lowestDelivered = watermarks.values.map(\.delivered).min() ?? 0
+            let lowestRead = watermarks.values.map(\.read).min() ?? 0
+            for message in messages where message.sender.id == me.id && statuses[message.id] != .read {
+                switch DeliveryStatus.of(seq: message.seq, lowestDelivered: lowestDelivered, lowestRead: lowestRead) {
+                case .read: statuses[message.id] = .read
+                case .delivered: statuses[message.id] = .delivered
+                default: break
+                }
+            }
+        }
         var typing: [UserID: (name: String, until: Date)] = [:]
         var names: [UserID: String] = [me.id: me.displayName]
         for message in messages { names[message.sender.id] = message.sender.displayName }
@@ -193,8 +221,19 @@ enum ChatScreen {
                     await client.disconnect()
                     return
                 }
+            case .live(.event(let event)) where event.conversationID == id && event.type == .receiptUpdated:
+                // Another member's watermarks moved: every message of mine up to them reads so.
+                if let user = event.userID, user != me.id, watermarks[user] != nil {
+                    watermarks[user] = (max(watermarks[user]?.delivered ?? 0, event.deliveredSeq ?? 0), max(watermarks[user]?.read ?? 0, event.readSeq ?? 0))
+                    retick()
+                }
             case .live(.event(let event)) where event.conversationID == id:
                 if let message = event.message {
+                    // Its sender has seen everything up to it (the server's rule).
+                    if event.type == .messageCreated, message.sender.id != me.id, let marks = watermarks[message.sender.id] {
+                        watermarks[message.sender.id] = (max(marks.delivered, message.seq), max(marks.read, message.seq))
+                        retick()
+                    }
                     names[message.sender.id] = message.sender.displayName
                     if let root = event.thread?.rootID, let index = messages.firstIndex(where: { $0.id == root }) {
                         messages[index] = messages[index].updated(by: event, me: me.id)   // its reply count

@@ -313,6 +313,37 @@ def test_the_chat_screen_as_a_person_uses_it(server):
             bobs.close()
 
 
+def test_the_chat_screen_shows_the_servers_ticks_on_opening_and_reads_as_receipts_arrive(server):
+    """Issue 34, item 2: ticks from the server's status when the chat opens (not ✓ for all), and
+    every message of mine up to a peer's read watermark marked read as receipts arrive."""
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, "--display-name", "Ana", password="correct horse battery")
+    bob.run("register", bob_name, "--display-name", "Bob", password="correct horse battery")
+    first = ana.run("send", "--to", bob_name, "first, read already").stdout.strip().split("\t")
+    conversation = first[2]
+    second = ana.run("send", conversation, "second, not yet").stdout.strip().split("\t")
+    reader = Client(server)
+    reader.token = json.load(open(os.path.join(bob.home, "state.json")))["token"]
+    first_seq = int(first[1].split()[1])
+    assert reader.post(f"/v1/conversations/{conversation}/receipts", {"readSeq": first_seq})[0] == 200
+    screen = Tmux(f"ana-{uuid.uuid4().hex[:6]}", f"{CLI} chat {conversation}", {"PARLEY_HOME": ana.home, "PATH": os.environ.get("PATH", "")})
+    try:
+        shown = screen.wait_for(lambda s: "first, read already" in s and "second, not yet" in s)
+        lines = shown.splitlines()
+        def status_after(text):
+            at = next(i for i, line in enumerate(lines) if text in line)
+            return next(line for line in lines[at + 1:] if line.strip().startswith("#"))
+        assert "✓✓ read" in status_after("first, read already"), shown
+        assert "✓✓ read" not in status_after("second, not yet"), shown
+        # Bob reads the rest (on his phone, here the API): the screen follows at once.
+        second_seq = int(second[1].split()[1])
+        assert reader.post(f"/v1/conversations/{conversation}/receipts", {"readSeq": second_seq})[0] == 200
+        screen.wait_for(lambda s: s.count("✓✓ read") >= 2)
+    finally:
+        screen.close()
+
+
 def test_send_a_photo_and_a_file_then_download_them(server, tmp_path):
     import media
     ana, bob = Shell(server), Shell(server)
