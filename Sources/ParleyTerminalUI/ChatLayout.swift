@@ -85,7 +85,8 @@ package struct ChatLayout: Sendable {
     }
 
     /// The whole screen: a title line, the messages scrolled `scroll` lines up from the
-    /// newest, the typing line, a rule, and the input line. Exactly `height` lines.
+    /// newest, the typing line (who is typing, then any notice), a rule, and the input line.
+    /// Exactly `height` lines.
     package func screen(title: String, bubbles: [Bubble], scroll: Int, typing: String?, input: String, notice: String? = nil) -> [String] {
         let messageRows = height - 4
         let all = lines(for: bubbles)
@@ -95,7 +96,8 @@ package struct ChatLayout: Sendable {
         let visible = Array(all[max(0, end - messageRows)..<end])
         var screen = [Self.fit(title + (offset > 0 ? "  (↑ \(offset) lines; PgDn for newer)" : ""), width: width)]
         screen += Array(repeating: "", count: messageRows - visible.count) + visible
-        screen.append(Self.fit(notice ?? typing ?? "", width: width))
+        // Typing first, a notice after it: a notice never hides who is typing.
+        screen.append(Self.fit([typing, notice].compactMap { $0 }.joined(separator: "  ·  "), width: width))
         screen.append(String(repeating: "─", count: width))
         let prompt = "> " + input
         screen.append(prompt.count > width ? String(prompt.suffix(width)) : prompt)

@@ -58,6 +58,10 @@ struct ChatLayoutTests {
         #expect(up[0].hasPrefix("Bob  (↑ 9 lines"))
         #expect(up[1] == "Bob" && up[2] == "▏ hi Ana")
         #expect(layout.maxScroll(for: bubbles) == 9, "the reactions lines count too")
+        // A notice never hides who is typing: typing first, the notice after it.
+        let both = layout.screen(title: "Bob", bubbles: bubbles, scroll: 0, typing: "Bob is typing…", input: "", notice: "pinned #2")
+        #expect(both[5] == "Bob is typing…  ·  pinned #2")
+        #expect(layout.screen(title: "Bob", bubbles: bubbles, scroll: 0, typing: nil, input: "", notice: "pinned #2")[5] == "pinned #2")
     }
 
     @Test func keysFromTerminalBytes() {
