@@ -88,10 +88,15 @@ enum ChatScreen {
         var scroll = 0
         var notice: String? = help
         var connection = "connecting"
+        var peerPresence: String?
+        let peer = conversation.kind == .direct ? conversation.peer?.id : nil
         var lastTypingSent = Date.distantPast
         var readUpTo: Int64 = 0
         let clock = DateFormatter()
         clock.dateFormat = "HH:mm"
+        func presenceText(_ presence: Presence) -> String {
+            presence.status == .online ? "online" : presence.lastSeenAt.map { "last seen \(clock.string(from: $0))" } ?? "offline"
+        }
 
         func bubbles() -> [ChatLayout.Bubble] {
             var numbered: [ChatLayout.Bubble] = []
@@ -118,7 +123,11 @@ enum ChatScreen {
             let now = Date()
             let typers = typing.values.filter { $0.until > now }.map(\.name).sorted()
             let typingLine = typers.isEmpty ? nil : typers.joined(separator: ", ") + (typers.count == 1 ? " is typing…" : " are typing…")
-            terminal.draw(layout.screen(title: "\(title)  [\(connection)]", bubbles: bubbles(), scroll: scroll, typing: typingLine,
+            // The peer's presence in a direct chat; this client's own connection only while it is not live.
+            var heading = title
+            if conversation.kind == .direct { heading += "  [\(peerPresence ?? "…")]" }
+            if connection != "online" { heading += "  (you: \(connection))" }
+            terminal.draw(layout.screen(title: heading, bubbles: bubbles(), scroll: scroll, typing: typingLine,
                                         input: input, notice: notice))
         }
 
@@ -267,6 +276,11 @@ enum ChatScreen {
                 }
             case .state(let state):
                 connection = "\(state)"
+                if state == .online, let peer {
+                    if let presence = try? await client.presence(of: [peer]).first { peerPresence = presenceText(presence) }
+                }
+            case .live(.presence(let presence)) where presence.userID == peer:
+                peerPresence = presenceText(presence)
             default:
                 break
             }

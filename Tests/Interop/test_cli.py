@@ -256,7 +256,10 @@ def test_the_chat_screen_as_a_person_uses_it(server):
     screen = Tmux(f"ana-{uuid.uuid4().hex[:6]}", f"{CLI} chat {conversation}", env)
     bobs = None
     try:
-        shown = screen.wait_for(lambda s: "online" in s and "old message 20" in s)
+        # The title shows Bob's presence (he has no socket open), and nothing of Ana's own
+        # connection once it is live.
+        shown = screen.wait_for(lambda s: "old message 20" in s and "(you:" not in s
+                                and ("[last seen " in s.splitlines()[0] or "[offline]" in s.splitlines()[0]))
         assert "Bob" in shown and "▏ old message 20" in shown, "others' messages on the left with their name"
 
         screen.type("hello Bob, Ana here")
@@ -271,6 +274,7 @@ def test_the_chat_screen_as_a_person_uses_it(server):
         bobs = Tmux(f"bob-{uuid.uuid4().hex[:6]}", f"{CLI} chat @{ana_name}", {"PARLEY_HOME": bob.home, "PATH": env["PATH"]})
         bobs.wait_for(lambda s: "hello Bob, Ana here" in s)
         screen.wait_for(lambda s: "✓✓ read" in s)
+        screen.wait_for(lambda s: "[online]" in s.splitlines()[0])   # Bob, now here
 
         # Bob types: Ana sees the typing line, then his message.
         bobs.type("typing something", enter=False)
