@@ -1,3 +1,4 @@
+import Foundation
 /// The chat screen as data: what `parley chat` draws, computed apart from drawing so that it
 /// is tested line by line. Everything here is pure: same input, same lines.
 package struct ChatLayout: Sendable {
@@ -82,6 +83,24 @@ package struct ChatLayout: Sendable {
             previousSender = bubble.mine ? nil : bubble.sender
         }
         return lines
+    }
+
+    /// Markdown as a terminal line shows it: the markers of bold, italic, strike-through and
+    /// code gone (the words stay), a link as its text and its URL in parentheses, fences dropped.
+    package static func plainMarkdown(_ markdown: String) -> String {
+        var text = markdown
+        let rules: [(String, String)] = [
+            (#"```[a-zA-Z0-9]*\n?"#, ""),                          // code fences
+            (#"\[([^\]\n]+)\]\((https?://[^)\s]+)\)"#, "$1 ($2)"),   // [text](url)
+            (#"(\*\*|__)(?=\S)(.+?)(?<=\S)\1"#, "$2"),               // **bold**, __bold__
+            (#"~~(?=\S)(.+?)(?<=\S)~~"#, "$1"),                      // ~~strike~~
+            (#"`([^`\n]+)`"#, "$1"),                                 // `code`
+            (#"(?<![\w*])([*_])(?=\S)([^*_\n]+?)(?<=\S)\1(?![\w*])"#, "$2"), // *italic*, _italic_
+        ]
+        for (pattern, template) in rules {
+            text = text.replacingOccurrences(of: pattern, with: template, options: .regularExpression)
+        }
+        return text
     }
 
     /// The whole screen: a title line, the messages scrolled `scroll` lines up from the

@@ -299,7 +299,8 @@ enum ChatScreen {
 
     static func describe(_ message: Message) -> String {
         switch message.content {
-        case .text(let text)?, .markdown(let text)?: text
+        case .text(let text)?: text
+        case .markdown(let text)?: ChatLayout.plainMarkdown(text)
         case .location(let location)?:
             "📍 \(location.latitude),\(location.longitude)" + (location.name.map { " \($0)" } ?? "") + (location.caption.map { " — \($0)" } ?? "")
         case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:

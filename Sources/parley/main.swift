@@ -1,6 +1,7 @@
 import Foundation
 import Parley
 import ParleyOptions
+import ParleyTerminalUI
 import ParleyWire
 
 // parley: the terminal client. Scriptable commands over the Parley SDK; state (token,
@@ -352,7 +353,8 @@ func text(of message: Message) -> String {
 
 func body(of message: Message) -> String {
     switch message.content {
-    case .text(let text)?, .markdown(let text)?: return text + (message.editedAt != nil ? " (edited)" : "")
+    case .text(let text)?: return text + (message.editedAt != nil ? " (edited)" : "")
+    case .markdown(let text)?: return ChatLayout.plainMarkdown(text) + (message.editedAt != nil ? " (edited)" : "")
     case .location(let location)?: return "📍 \(location.latitude),\(location.longitude)" + (location.caption.map { " — \($0)" } ?? "")
     case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
         return "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"

@@ -72,4 +72,12 @@ struct ChatLayoutTests {
         #expect(decoder.feed(Array("👍".utf8).prefix(2).map { $0 }) == [])
         #expect(decoder.feed(Array(Array("👍".utf8).suffix(2))) == [.character("👍")])
     }
+
+    @Test func markdownShowsItsWordsWithoutTheMarkersAndLinksWithTheirURL() {
+        #expect(ChatLayout.plainMarkdown("**bold** and _italic_ and *also* and ~~gone~~ and `code`") == "bold and italic and also and gone and code")
+        #expect(ChatLayout.plainMarkdown("see [the docs](https://example.org/a) now") == "see the docs (https://example.org/a) now")
+        #expect(ChatLayout.plainMarkdown("```swift\nlet x = 1\n```") == "let x = 1\n")
+        #expect(ChatLayout.plainMarkdown("snake_case_name and 2*3*4 stay") == "snake_case_name and 2*3*4 stay")
+        #expect(ChatLayout.plainMarkdown("[not a link](javascript:alert(1))") == "[not a link](javascript:alert(1))")
+    }
 }
