@@ -220,7 +220,7 @@ def test_exports_are_ndjson_attachments_curl_can_save(server, tmp_path):
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert lines[0]["type"] == "account" and lines[0]["id"] == ana.user["id"]
     assert [line["message"]["content"]["text"] for line in lines if line["type"] == "message"] == ["note 0", "note 1", "note 2"]
-    assert lines[-1] == {"type": "end", "counts": {"conversations": 1, "messages": 3, "media": 0}}
+    assert lines[-1] == {"type": "end", "counts": {"conversations": 1, "messages": 3, "media": 0, "drafts": 0, "scheduled": 0}}
     status, error = ben.get(f"/v1/conversations/{room['id']}/export")
     assert status == 403 and error["error"]["code"] == "forbidden"
     result = subprocess.run(["curl", "-sS", "-H", f"X-Parley-App-Key: {server.app_key}", "-H", f"Authorization: Bearer {ana.token}",

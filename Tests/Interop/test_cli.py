@@ -643,7 +643,7 @@ def test_export_from_the_shell(server, tmp_path):
     target = tmp_path / "mine.ndjson"
     saved = ana.run("export", "--output", str(target))
     assert saved.returncode == 0, saved.stderr
-    assert saved.stdout.strip() == f"{target}\tconversations 1, media 0, messages 1"
+    assert saved.stdout.strip() == f"{target}\tconversations 1, drafts 0, media 0, messages 1, scheduled 0"
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert [line["type"] for line in lines] == ["account", "conversation", "message", "end"]
 

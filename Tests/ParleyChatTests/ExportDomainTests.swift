@@ -41,6 +41,11 @@ struct ExportDomainTests {
         }
         _ = try await chat.send(bob, to: room, SendMessageRequest(clientID: "b", content: .text("not hers")))
         let photo = try await harness.upload(alice, kind: .photo)
+        // What she wrote and has not sent is hers too: a thread's draft and a scheduled message.
+        let root = try await chat.send(bob, to: room, SendMessageRequest(clientID: "r", content: .text("a thread"))).0
+        _ = try await chat.inbox.saveDraft(alice, conversation: room, Draft(text: "half a reply", threadID: root.id, updatedAt: harness.clock.now))
+        let planned = try await chat.scheduling.schedule(alice, conversation: room, ScheduleMessageRequest(
+            sendAt: harness.clock.now.addingTimeInterval(3600), message: SendMessageRequest(clientID: "later", content: .text("tomorrow"))))
         let sink = Lines()
         try await chat.exports.user(alice, into: sink)
         let lines = sink.objects
@@ -50,7 +55,11 @@ struct ExportDomainTests {
         #expect(messages.count == total, "every message of hers, none of his")
         #expect(lines.filter { type($0) == "media" }.map { $0["id"] } == [.string(photo.id)])
         #expect(type(lines.last ?? [:]) == "end")
-        #expect(lines.last?["counts"] == .object(["conversations": .number(1), "messages": .number(Double(total)), "media": .number(1)]))
+        let drafts = lines.filter { type($0) == "draft" }
+        #expect(drafts.count == 1 && drafts.first?["text"] == .string("half a reply") && drafts.first?["threadId"] == .string(root.id.rawValue))
+        #expect(lines.filter { type($0) == "scheduled" }.map { $0["id"] } == [.string(planned.id)])
+        #expect(lines.last?["counts"] == .object(["conversations": .number(1), "messages": .number(Double(total)), "media": .number(1),
+                                                  "drafts": .number(1), "scheduled": .number(1)]))
         #expect(sink.writes > 3, "written a page at a time")
 
         let whole = Lines()
@@ -58,7 +67,7 @@ struct ExportDomainTests {
         try await chat.exports.conversation(alice, conversation: room, into: whole)
         let conversationLines = whole.objects
         #expect(conversationLines.filter { type($0) == "member" }.count == 2)
-        #expect(conversationLines.filter { type($0) == "message" }.count == total + 1)
+        #expect(conversationLines.filter { type($0) == "message" }.count == total + 2, "hers, his, and his thread root")
         #expect(type(conversationLines.last ?? [:]) == "end")
     }
 }

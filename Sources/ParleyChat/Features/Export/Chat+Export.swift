@@ -42,7 +42,7 @@ extension Exports {
     /// Everything of the caller's, as NDJSON lines into `sink`.
     package func user(_ caller: Caller, into sink: any ExportSink) async throws {
         let now = nowMilliseconds
-        var counts = ["conversations": 0, "messages": 0, "media": 0]
+        var counts = ["conversations": 0, "messages": 0, "media": 0, "drafts": 0, "scheduled": 0]
         let account = try await run {
             try await store.read { db in
                 guard let row = try db.fetchOne("SELECT \(Chat.userColumns) FROM account u WHERE u.id = \(caller.userKey)") else {
@@ -79,6 +79,29 @@ extension Exports {
                                          height: try row.get("height"), createdAt: WireCoding.formatMilliseconds(try row.get("created_at")))
                 return (try row.get("id"), try Chat.line(["type": .string("media")], object: media))
             }
+        }
+        // Drafts (a conversation's own are in its line above; threads' here) and scheduled
+        // messages, in every state: what the user wrote and has not sent is theirs too.
+        counts["drafts"] = try await stream(into: sink) { db, written in
+            let rows = try db.fetchAll("""
+                SELECT d.text, d.client_id, d.updated_at, c.public_id AS conversation_public_id, r.public_id AS root_public_id
+                FROM draft d JOIN conversation c ON c.id = d.conversation_id LEFT JOIN message r ON r.id = d.thread_key
+                WHERE d.user_id = \(caller.userKey) AND d.text != '' ORDER BY d.conversation_id, d.thread_key
+                LIMIT \(Chat.exportPage) OFFSET \(written)
+                """)
+            // Keyed by how many were written before it: the next page starts after them.
+            return try rows.enumerated().map { index, row in
+                let draft = Draft(text: try row.get("text"), threadID: try row.get("root_public_id", as: String?.self).map(MessageID.init(rawValue:)),
+                                  clientID: try row.get("client_id"), updatedAt: Chat.date(try row.get("updated_at")))
+                return (written + Int64(index) + 1,
+                        try Chat.line(["type": .string("draft"), "conversationId": .string(try row.get("conversation_public_id"))], object: draft))
+            }
+        }
+        counts["scheduled"] = try await stream(into: sink) { db, after in
+            try db.fetchAll("""
+                SELECT s.*, c.public_id AS conversation_public_id FROM scheduled_message s JOIN conversation c ON c.id = s.conversation_id
+                WHERE s.user_id = \(caller.userKey) AND s.id > \(after) ORDER BY s.id LIMIT \(Chat.exportPage)
+                """).map { (try $0.get("id"), try Chat.line(["type": .string("scheduled")], object: try Scheduling.scheduled($0))) }
         }
         try sink.write(try Chat.end(counts))
     }

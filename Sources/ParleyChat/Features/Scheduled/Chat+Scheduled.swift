@@ -240,7 +240,8 @@ extension Scheduling {
         try db.fetchValue(Int64.self, "SELECT conversation_id FROM scheduled_message WHERE public_id = \(id)") ?? 0
     }
 
-    private static func scheduled(_ row: Row) throws -> ScheduledMessage {
+    /// A row of `scheduled_message` joined with its conversation's `public_id` as `conversation_public_id`.
+    static func scheduled(_ row: Row) throws -> ScheduledMessage {
         ScheduledMessage(id: try row.get("public_id"), conversationID: ConversationID(rawValue: try row.get("conversation_public_id")),
                          sendAt: Chat.date(try row.get("send_at")), message: try decode(try row.get("request")),
                          status: ScheduledStatus(rawValue: try row.get("status")) ?? .failed, error: try row.get("error"),
