@@ -905,7 +905,7 @@ def test_a_voice_message_shows_as_a_player_with_its_waveform_and_length(server, 
     assert len(player.find_elements(By.CSS_SELECTOR, ".waveform .bar")) == len(waveform)
     assert player.find_element(By.CSS_SELECTOR, ".voice-length").text == "1:07"
     ida.wait(lambda: (player.find_element(By.CSS_SELECTOR, "audio").get_attribute("src") or "").startswith("http"), "the player's signed source")
-    assert any("Voice message" in c.text for c in ida.find(".conversation"))
+    ida.wait(lambda: any("Voice message" in c.text for c in ida.find(".conversation")), "the list's preview")
     ida.screenshot("voice-message.png")
     assert not ida.console(), ida.console()
 

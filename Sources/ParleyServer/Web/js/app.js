@@ -121,10 +121,16 @@ async function signOut() {
 
 // MARK: - Conversations
 
+let conversationLoads = 0;
+
 async function loadConversations() {
+  // Loads can overlap (each event of a conversation not yet listed starts one): only the
+  // newest one's answer is kept, so an older, slower answer never puts back a stale list.
+  const load = ++conversationLoads;
   try {
     const [page, archived] = await Promise.all([state.api.get("/v1/conversations?limit=100"),
                                                 state.api.get("/v1/conversations?limit=100&archived=true")]);
+    if (load !== conversationLoads) return;
     state.conversations.clear();
     for (const conversation of [...page.conversations, ...archived.conversations]) state.conversations.set(conversation.id, conversation);
     renderList();
