@@ -76,6 +76,14 @@ def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
         status, draft = clients["ana"].request("PUT", f"/v1/conversations/{group}/draft", {"text": "hm", "updatedAt": "2026-01-01T00:00:00Z"})
         assert status == 200 and clients["ana"].get(f"/v1/conversations/{group}/draft")[1]["draft"]["text"] == "hm"
         assert clients["ana"].request("PUT", f"/v1/conversations/{group}/draft", {"text": "", "updatedAt": "2026-01-01T00:00:01Z"})[0] == 200
+        # And schedule messages (migration 0026), listed and cancelled.
+        import datetime
+        later = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        status, planned = clients["ana"].post(f"/v1/conversations/{group}/scheduled",
+                                              {"sendAt": later, "message": {"clientId": "upgrade-later", "content": {"type": "text", "text": "later"}}})
+        assert status == 201, planned
+        assert [s["id"] for s in clients["ana"].get("/v1/scheduled")[1]["scheduled"]] == [planned["id"]]
+        assert clients["ana"].delete(f"/v1/scheduled/{planned['id']}")[0] == 204
         # New writes land after the old ones, in the same log.
         events = clients["bob"].get("/v1/events?after=0&limit=200")[1]["events"]
         status, sent = clients["ana"].send(group, "after the upgrade")

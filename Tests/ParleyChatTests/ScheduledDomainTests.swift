@@ -55,6 +55,15 @@ struct ScheduledDomainTests {
                                                                                                content: .text("final words")))
         #expect(edited.message.content == .text("final words") && edited.sendAt == harness.clock.now.addingTimeInterval(60))
         await #expect(throws: ChatError.self) { try await chat.scheduling.edit(ben, id: planned.id, EditScheduledRequest(content: .text("mine now"))) }
+        // An edit that gives nothing, a time gone by, or an attachment is refused, changing nothing.
+        await #expect(throws: ChatError.self) { try await chat.scheduling.edit(ann, id: planned.id, EditScheduledRequest()) }
+        await #expect(throws: ChatError.self) {
+            try await chat.scheduling.edit(ann, id: planned.id, EditScheduledRequest(sendAt: harness.clock.now.addingTimeInterval(-1)))
+        }
+        await #expect(throws: ChatError.self) {
+            try await chat.scheduling.edit(ann, id: planned.id, EditScheduledRequest(content: .location(Location(latitude: 200, longitude: 0))))
+        }
+        #expect(try await chat.scheduling.scheduled(ann, conversation: room).scheduled.first?.message.content == .text("final words"))
         await #expect(throws: ChatError.self) { try await chat.scheduling.cancel(ben, id: planned.id) }
         try await chat.scheduling.cancel(ann, id: planned.id)
         await #expect(throws: ChatError.self) { try await chat.scheduling.cancel(ann, id: planned.id) }
