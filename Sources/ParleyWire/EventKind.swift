@@ -148,9 +148,13 @@ public enum EventAudience: Sendable, Hashable {
     case members
     /// Only the devices of the user the event is about.
     case subject
-    /// Only the subject's devices in a public channel (where receipts are counted, not
-    /// shown); every member's elsewhere.
-    case subjectInPublicChannels
+    /// The subject's devices, and the devices of the members whose messages the change
+    /// passed (a receipt: the authors it tells that their messages were delivered or read).
+    /// In a public channel the subject's alone (receipts are counted there, not shown); in a
+    /// direct chat, or when the authors are most of the members, every member's. The write
+    /// names the authors, and they are stored with the event, so replay agrees with the live
+    /// socket (decision 0028).
+    case subjectAndAuthors
     /// The subscribers of a named channel (the Pusher protocol's).
     case channel
 }
@@ -191,7 +195,7 @@ extension EventKind {
         .memberUpdated: EventRule(.membership, history: true, webhook: true),
         .conversationCreated: EventRule(.bare, history: true, webhook: true),
         .conversationUpdated: EventRule(.conversationChange, history: true, webhook: true),
-        .receiptUpdated: EventRule(.receipt, history: false, audience: .subjectInPublicChannels, webhook: false),
+        .receiptUpdated: EventRule(.receipt, history: false, audience: .subjectAndAuthors, webhook: false),
         .deliveryUpdated: EventRule(.deliveries, history: false, audience: .subject, webhook: false),
         .reactionAdded: EventRule(.reaction, history: false, webhook: true),
         .reactionRemoved: EventRule(.reaction, history: false, webhook: true),

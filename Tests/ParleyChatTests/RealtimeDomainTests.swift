@@ -248,3 +248,69 @@ extension RealtimeDomainTests {
         #expect(try await probe.nextEvent().message?.clientID == "after")
     }
 }
+
+extension RealtimeDomainTests {
+    /// A receipt in a group reaches its member's devices and the authors whose messages it
+    /// passed, nobody else (decision 0028): live and on replay alike. In a direct chat both
+    /// people hear every receipt.
+    @Test func aGroupReceiptReachesOnlyItsMemberAndTheAuthorsItPassed() async throws {
+        let bus = InProcessBus()
+        let harness = try await ChatHarness.make(bus: bus)
+        defer { harness.tearDown() }
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60)) { $0 }
+        let (ann, _) = try await harness.register("ann")
+        let (ben, _) = try await harness.register("ben")
+        let (cat, _) = try await harness.register("cat")
+        let (dan, _) = try await harness.register("dan")
+        let probes = [ann, ben, cat, dan].map(Probe.init)
+        for probe in probes { try await fanout.attach(probe.subscriber) }
+        let (room, _) = try await harness.chat.createConversation(ann, CreateConversationRequest(kind: .group, members: ["ben", "cat", "dan"]))
+        let anns = try await harness.chat.send(ann, to: room.id, SendMessageRequest(clientID: "a", content: .text("from ann"))).0
+        let bens = try await harness.chat.send(ben, to: room.id, SendMessageRequest(clientID: "b", content: .text("from ben"))).0
+
+        // Cat reads Ann's message: Cat and Ann hear it. Then Ben's: Cat and Ben.
+        _ = try await harness.chat.updateReceipt(cat, conversation: room.id, ReceiptUpdate(readSeq: anns.seq))
+        _ = try await harness.chat.updateReceipt(cat, conversation: room.id, ReceiptUpdate(readSeq: bens.seq))
+        // Dan has both delivered at once: Dan, Ann and Ben; then reads them: the same three.
+        let dansDelivered = try await harness.chat.updateReceipt(dan, conversation: room.id, ReceiptUpdate(deliveredSeq: bens.seq))
+        _ = try await harness.chat.updateReceipt(dan, conversation: room.id, ReceiptUpdate(readSeq: bens.seq))
+        // Ann reads Ben's message (her own before it moved nothing for anyone else): Ann and Ben.
+        _ = try await harness.chat.updateReceipt(ann, conversation: room.id, ReceiptUpdate(readSeq: bens.seq))
+        let last = try await harness.chat.send(ann, to: room.id, SendMessageRequest(clientID: "end", content: .text("end"))).0
+
+        // Each receipt as whose, readSeq and deliveredSeq, in order.
+        func live(_ events: [ConversationEvent]) -> [String] {
+            events.filter { $0.type == .receiptUpdated && $0.conversationID == room.id }
+                .map { "\($0.userID?.rawValue ?? "?") \($0.readSeq ?? -1) \($0.deliveredSeq ?? -1)" }
+        }
+        func replayed(_ caller: Caller) async throws -> [String] {
+            try await harness.chat.feed(caller, afterPosition: 0, limit: 200).records
+                .filter { $0.type == .receiptUpdated && $0.conversationID == room.id.rawValue }
+                .map { "\($0.userID ?? "?") \($0.payload.readSeq ?? -1) \($0.payload.deliveredSeq ?? -1)" }
+        }
+        func mark(_ who: Caller, read: Int64, delivered: Int64) -> String { "\(who.userID.rawValue) \(read) \(delivered)" }
+        let catReadsAnn = mark(cat, read: anns.seq, delivered: anns.seq), catReadsBen = mark(cat, read: bens.seq, delivered: bens.seq)
+        let danGets = mark(dan, read: dansDelivered.readSeq, delivered: bens.seq), danReads = mark(dan, read: bens.seq, delivered: bens.seq)
+        let annReadsBen = mark(ann, read: bens.seq, delivered: bens.seq)
+        let expected = [
+            [catReadsAnn, danGets, danReads, annReadsBen],   // Ann
+            [catReadsBen, danGets, danReads, annReadsBen],   // Ben
+            [catReadsAnn, catReadsBen],                      // Cat
+            [danGets, danReads],                             // Dan
+        ]
+        for (index, (caller, probe)) in zip([ann, ben, cat, dan], probes).enumerated() {
+            #expect(try await replayed(caller) == expected[index], "member \(index)'s feed")
+            _ = try await probe.nextEvent { $0.message?.id == last.id }
+            #expect(live(probe.events) == expected[index], "member \(index)'s live socket")
+        }
+
+        // A direct chat: both hear every receipt, and nothing is stored beside the event.
+        let (direct, _) = try await harness.chat.createConversation(ann, CreateConversationRequest(kind: .direct, members: ["ben"]))
+        let hello = try await harness.chat.send(ann, to: direct.id, SendMessageRequest(clientID: "d", content: .text("hello"))).0
+        _ = try await harness.chat.updateReceipt(ben, conversation: direct.id, ReceiptUpdate(readSeq: hello.seq))
+        for caller in [ann, ben] {
+            let feed = try await harness.chat.feed(caller, afterPosition: 0, limit: 200).records
+            #expect(feed.contains { $0.type == .receiptUpdated && $0.conversationID == direct.id.rawValue && $0.userID == ben.userID.rawValue })
+        }
+    }
+}

@@ -227,7 +227,8 @@ extension Chat {
             JOIN event e ON e.conversation_id = s.conversation_id AND e.position > \(position)
                  AND e.position >= s.since AND e.position <= s.until
             \(Chat.eventJoins)
-            WHERE (e.recipient_id IS NULL OR e.recipient_id = \(user))
+            WHERE (e.recipient_id IS NULL OR e.recipient_id = \(user)
+                   OR EXISTS (SELECT 1 FROM event_recipient r WHERE r.position = e.position AND r.user_id = \(user)))
             ORDER BY e.position LIMIT \(limit)
             """)
     }

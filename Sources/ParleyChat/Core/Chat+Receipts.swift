@@ -60,16 +60,19 @@ extension Chat {
                         WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                         """)
                     // Stored with a position and no seq: see EventKind.receiptUpdated.
+                    let recipients = try Chat.receiptRecipients(db, access: access, member: caller.userKey, from: old, to: new)
                     var payload = EventPayload()
                     payload.deliveredSeq = new.delivered
                     payload.readSeq = new.read
                     // Built here, not read back after the write (decision 0026).
                     try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey,
-                                  payload: payload, now: now) { position in
+                                  payload: payload, now: now, recipients: recipients) { position in
                         let record = EventRecord(position: position, conversationID: access.id.rawValue, seq: nil, type: .receiptUpdated,
                                                  actorID: caller.userID.rawValue, createdAt: now, userID: caller.userID.rawValue, payload: payload)
-                        return AppendedEvent(record: record, conversationKey: access.key, conversationKind: access.kind, userKey: caller.userKey,
-                                             recipient: access.kind == .public ? caller.userKey : nil)
+                        var event = AppendedEvent(record: record, conversationKey: access.key, conversationKind: access.kind,
+                                                  userKey: caller.userKey, recipient: recipients?.first)
+                        event.alsoTo = Array(recipients?.dropFirst() ?? [])
+                        return event
                     }
                 }
                 let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
@@ -80,6 +83,30 @@ extension Chat {
         }
         if let moved { noteDelivery(conversation: moved.conversation, from: moved.old, to: moved.new) }
         return receipt
+    }
+
+    /// The most authors one receipt names; past it the receipt goes to every member.
+    static let receiptAuthorsNamed = 32
+
+    /// Who hears a member's watermarks move (``EventAudience/subjectAndAuthors``, decision
+    /// 0028): the member's own devices and the members whose messages the move passed, from
+    /// `old` to `new` — they show delivered and read, nobody else does. Nil (every member) in a
+    /// direct chat, where that is everyone anyway, and when the authors are more than
+    /// ``receiptAuthorsNamed`` or all the others; the member alone in a public channel, whose
+    /// authors hear counts instead (decision 0017).
+    static func receiptRecipients(_ db: any Database, access: Access, member: Int64,
+                                  from old: (delivered: Int64, read: Int64), to new: (delivered: Int64, read: Int64)) throws -> [Int64]? {
+        if access.kind == .public { return [member] }
+        if access.memberCount <= 2 { return nil }
+        let authors = try db.fetchAll("""
+            SELECT DISTINCT m.author_id AS author FROM message m
+            JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = m.author_id
+            WHERE m.conversation_id = \(access.key) AND m.author_id != \(member)
+              AND ((m.seq > \(old.read) AND m.seq <= \(new.read)) OR (m.seq > \(old.delivered) AND m.seq <= \(new.delivered)))
+            LIMIT \(receiptAuthorsNamed + 1)
+            """).map { try $0.get("author", as: Int64.self) }
+        guard authors.count <= receiptAuthorsNamed, authors.count + 1 < access.memberCount else { return nil }
+        return [member] + authors
     }
 
     /// Every member's watermarks, a page at a time.

@@ -858,6 +858,18 @@ package enum Schema: Sendable {
             try db.execute("CREATE INDEX scheduled_due ON scheduled_message (send_at) WHERE status = 'scheduled'")
             try db.execute("CREATE INDEX scheduled_user ON scheduled_message (user_id, client_id)")
         }
+        migrator.register("0027 an event's further recipients") { db in
+            // A receipt in a group goes to its member and to the authors whose messages it
+            // passed (decision 0028): the member is the event's recipient_id, the authors are
+            // here, so the feed replays it to exactly the devices the live socket reached.
+            // Receipts written before this migration keep recipient_id NULL: every member's.
+            try db.execute("""
+                CREATE TABLE event_recipient (
+                    position bigint NOT NULL REFERENCES event(position) ON DELETE CASCADE,
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    PRIMARY KEY (position, user_id))
+                """)
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

@@ -18,6 +18,9 @@ package struct AppendedEvent: Sendable {
     /// every member does. Stored with the event (`event.recipient_id`), so the live
     /// publication, the replay and feed, webhooks and push read the same fact.
     package var recipient: Int64?
+    /// Who receives it besides ``recipient`` (``EventAudience/subjectAndAuthors``: the authors
+    /// a receipt tells), stored in `event_recipient`; empty for every other event.
+    package var alsoTo: [Int64] = []
     /// A named channel's event (its log is a conversation of kind `pusher`, which has no
     /// members): published to the channel's subscribers instead of to members.
     package var channelEvent: ChannelEvent? = nil
@@ -49,7 +52,7 @@ package struct AppendedEvent: Sendable {
     /// conversation's members (subscribing a newcomer first and unsubscribing a leaver after).
     var publication: Publication {
         if let channelEvent { return .channel(channelEvent) }
-        let audience: Audience = recipient.map { .users([$0]) } ?? .members(conversation: conversationKey)
+        let audience: Audience = recipient.map { .users([$0] + alsoTo) } ?? .members(conversation: conversationKey)
         return .event(position: record.position, conversation: conversationKey, audience: audience,
                       joins: record.type == .memberAdded ? userKey : nil, leaves: record.type == .memberRemoved ? userKey : nil,
                       frame: json.map(EventRecord.frame(wrapping:)) ?? record.frame)
@@ -158,6 +161,10 @@ final class Transaction: Database {
     /// payload is written one way (``EventPayload/stored``), and the one recipient, when its
     /// audience is one person or it is about a shadow message, is stored with it.
     ///
+    /// A kind whose audience the write decides (``EventAudience/subjectAndAuthors``) names it
+    /// in `recipients`: `nil` for every member, or the users (the subject first), the rest
+    /// stored in `event_recipient`.
+    ///
     /// `activity: false` (a reply in a thread only) leaves the conversation's place in the
     /// list and its last message as they were.
     ///
@@ -165,14 +172,14 @@ final class Transaction: Database {
     @discardableResult
     func append(conversation: Int64, kind: EventKind, seq: Int64? = nil, actor: Int64?, message: Int64? = nil,
                 user: Int64? = nil, role: MemberRole? = nil, payload: EventPayload = EventPayload(), now: Int64, activity: Bool = true,
-                prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64?, position: Int64) {
+                recipients: [Int64]? = nil, prebuilt: ((Int64) -> AppendedEvent)? = nil) throws -> (seq: Int64?, position: Int64) {
         guard let rule = kind.rule else { throw StoreError.decoding("no rule for the event kind \(kind.rawValue); declare it in EventKind.rules") }
         try notePrevious()
         let seq = rule.history ? try seq ?? EventLog.nextSeq(db, conversation: conversation) : nil
         // Who alone receives it, decided in the insert itself (no round trip on the send path).
         let recipient: SQL = switch rule.audience {
         case .subject: "\(user)"
-        case .subjectInPublicChannels: "(SELECT CASE WHEN kind = 'public' THEN \(user) END FROM conversation WHERE id = \(conversation))"
+        case .subjectAndAuthors: "\(recipients?.first)"
         case .members: message.map { "(SELECT CASE WHEN shadow = 1 THEN author_id END FROM message WHERE id = \($0))" } ?? "NULL"
         case .channel: "NULL"
         }
@@ -182,6 +189,9 @@ final class Transaction: Database {
                     \(recipient))
             RETURNING position
             """) else { throw ChatError.internalError }
+        if rule.audience == .subjectAndAuthors, let others = recipients?.dropFirst(), !others.isEmpty {
+            try db.execute("INSERT INTO event_recipient (position, user_id) SELECT \(position), id FROM account WHERE id IN (\(list: Array(others)))")
+        }
         if !rule.history || !activity {
             // An annotation, or a reply in a thread only: the conversation keeps its place and last message.
         } else if let message {
