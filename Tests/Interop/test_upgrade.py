@@ -90,5 +90,16 @@ def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
         assert status == 201 and sent["seq"] > max(e.get("seq") or 0 for e in events if e["conversationId"] == group)
         newer = clients["bob"].get(f"/v1/events?after={events[-1]['position']}")[1]["events"]
         assert [e["type"] for e in newer] == ["message.created"] and newer[0]["message"]["id"] == sent["id"]
+        # A receipt from now on reaches its member and the author it passed, not a third
+        # member (migration 0027); the earlier build's receipts replayed to everyone above.
+        dan = Client(server, app_key=state["appKey"]).register("dan")
+        assert clients["ana"].post(f"/v1/conversations/{group}/members", {"usernames": ["dan"]})[0] in (200, 201)
+        status, hello = clients["ana"].send(group, "hello dan")
+        assert status == 201, hello
+        assert clients["bob"].post(f"/v1/conversations/{group}/receipts", {"readSeq": hello["seq"]})[0] == 200
+        def receipts(who):
+            return [e for e in who.get("/v1/events?after=0&limit=200")[1]["events"]
+                    if e["type"] == "receipt.updated" and e["conversationId"] == group and e.get("readSeq") == hello["seq"]]
+        assert len(receipts(clients["ana"])) == 1 and receipts(clients["ana"]) == receipts(clients["bob"]) and receipts(dan) == []
     finally:
         assert server.stop() == 0
