@@ -13,8 +13,10 @@ import ParleySync
 // Both store every message or event before delivering it. See docs/benchmarks.md.
 
 func runChannelFanout(_ options: Options, group: EventLoopGroup) async throws {
-    guard let base = options.string("url"), let appKey = options.string("app-key") else {
-        throw BenchError("channel-fanout needs --url http://HOST:PORT and --app-key KEY")
+    let protocolName = options.string("protocol") ?? "native"
+    let base = options.string("url") ?? "", appKey = options.string("app-key") ?? ""
+    guard protocolName == "redis" || (!base.isEmpty && !appKey.isEmpty) else {
+        throw BenchError("channel-fanout needs --url http://HOST:PORT and --app-key KEY (or --protocol redis --redis HOST:PORT)")
     }
     let subscribers = try options.int("subscribers", 1000)
     var plan = try FanoutPlan(options, users: 1, groupSize: subscribers)
@@ -24,9 +26,12 @@ func runChannelFanout(_ options: Options, group: EventLoopGroup) async throws {
     }
     let stats = FanoutStats()
     let run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
-    switch options.string("protocol") ?? "native" {
+    switch protocolName {
     case "native":
         try await nativeChannel(options, plan: plan, base: base, appKey: appKey, run: run, stats: stats, group: group)
+    case "redis":
+        guard let redis = options.string("redis") else { throw BenchError("--protocol redis needs --redis HOST:PORT") }
+        try await redisChannel(options, plan: plan, redis: redis, stats: stats, group: group)
     case "pusher":
         guard let secret = options.string("app-secret"), let pusherID = options.string("pusher-app-id") else {
             throw BenchError("--protocol pusher needs --app-secret and --pusher-app-id")
@@ -34,7 +39,7 @@ func runChannelFanout(_ options: Options, group: EventLoopGroup) async throws {
         try await pusherChannel(options, plan: plan, base: base, appKey: appKey, secret: secret, pusherID: pusherID, run: run,
                                 stats: stats, group: group)
     case let other:
-        throw BenchError("--protocol is native or pusher, not '\(other)'")
+        throw BenchError("--protocol is native, pusher or redis, not '\(other)'")
     }
 }
 
@@ -73,6 +78,32 @@ private func nativeChannel(_ options: Options, plan: FanoutPlan, base: String, a
         sender.send(text: #"{"type":"message.send","id":"\#(sequence)","conversationId":"\#(room)","message":{"clientId":"c\#(sequence)-\#(UInt32.random(in: 0...UInt32.max))","content":{"type":"text","text":"b\#(monotonicNanoseconds())"}}}"#)
     }
     _ = sockets
+}
+
+/// The reference (issue 29): `subscribers` connections subscribed to one Redis pub/sub channel,
+/// one publisher; nothing is stored.
+private func redisChannel(_ options: Options, plan: FanoutPlan, redis: String, stats: FanoutStats, group: EventLoopGroup) async throws {
+    let parts = redis.split(separator: ":")
+    guard parts.count == 2, let port = UInt16(parts[1]), let address = try SocketAddress.resolve(host: String(parts[0]), port: port).first
+    else { throw BenchError("--redis must be HOST:PORT") }
+    let channel = "channel"
+    var subscribers: [RedisFanoutSubscriber] = []
+    for index in 0..<plan.groupSize {
+        let subscriber = RedisFanoutSubscriber(channel: channel, stats: stats)
+        _ = try await Connection.connect(to: address, on: group.loops[index % group.loops.count]) { subscriber }
+        subscribers.append(subscriber)
+        if (index + 1) % 2500 == 0 { progress("\(index + 1) Redis subscribers connected") }
+    }
+    for subscriber in subscribers { await subscriber.ready.wait() }
+    let publisher = RedisFanoutPublisher(stats: stats)
+    let publishing = try await Connection.connect(to: address, on: group.loops[0]) { publisher }
+    progress("\(subscribers.count) Redis subscribers on one channel; offering \(plan.rates.map(String.init).joined(separator: ", ")) messages/s")
+    try await driveRates(plan, stats: stats, options: options, benchmark: "channel-redis") { _, _ in
+        let payload = "b\(monotonicNanoseconds())"
+        let command = Array("*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(payload.utf8.count)\r\n\(payload)\r\n".utf8)
+        publishing.executeOnLoop { $0.write(command) }
+    }
+    _ = subscribers
 }
 
 /// `subscribers` Pusher sockets on one channel; the backend triggers each event over HTTP.

@@ -134,7 +134,12 @@ struct FanoutPlan {
         guard users % groupSize == 0 else { throw BenchError("--users must be a multiple of --group-size") }
         if options.string("body-bytes") != nil { bodyBytes = try options.int("body-bytes", 0) }
         receipts = options.string("receipts") == "1"
-        serverPIDs = try (options.string("server-pid") ?? "").split(separator: ",").map {
+        serverPIDs = try Self.serverPIDs(options)
+    }
+
+    /// `--server-pid PID[,PID…]`, each a running process.
+    static func serverPIDs(_ options: Options) throws -> [Int32] {
+        try (options.string("server-pid") ?? "").split(separator: ",").map {
             guard let pid = Int32($0), ServerProcess.cpuNanoseconds(pid) != nil else { throw BenchError("--server-pid \($0) is not a running process") }
             return pid
         }
@@ -146,6 +151,7 @@ struct FanoutPlan {
         self.groupSize = groupSize
         rates = []
         duration = Double(try options.int("duration", 5))
+        serverPIDs = try Self.serverPIDs(options)
     }
 
     func group(of user: Int) -> Int { user / groupSize }

@@ -48,10 +48,11 @@ let usage = """
                     --reconnect-sources 127.0.0.6,… (default: --sources)
       channel-fanout  One channel, many subscribers: each message a sender sends (native) or the
                   backend triggers (pusher) reaches every subscriber; deliveries/s and
-                  send-to-receive p50/p99 per offered rate.
-                    --url URL --app-key KEY --protocol native|pusher (--app-secret S
-                    --pusher-app-id N for pusher) --subscribers N (1000)
-                    --rates R,R,... (20,50,100) --duration S (5)
+                  send-to-receive p50/p99 per offered rate; redis: the same through pub/sub.
+                    --url URL --app-key KEY --protocol native|pusher|redis (--app-secret S
+                    --pusher-app-id N for pusher; --redis HOST:PORT for redis)
+                    --subscribers N (1000) --rates R,R,... (20,50,100) --duration S (5)
+                    --server-pid PID (report the server's CPU ms per message and its memory)
       channel-receipts  Delivery counts in a large public channel: every member of a channel
                   of N marks one message read; receipts/s, the delivery.updated events its
                   author received, and when the author's counts showed everyone.
