@@ -12,6 +12,24 @@ extension Message {
     public var messageId: String { id.rawValue }
     /// MessageKit's `sentDate`.
     public var sentDate: Date { sentAt }
+    /// A poll as MessageKit's `.custom` payload: the question, the options each with its count
+    /// (and whether the user chose it, from a REST answer), how it is answered, and whether
+    /// it is closed.
+    private func pollPayload(_ poll: PollContent) -> JSONValue {
+        let options: [JSONValue] = poll.options.enumerated().map { index, text in
+            var option: [String: JSONValue] = ["text": .string(text), "votes": .number(Double(self.poll?.options[safe: index]?.votes ?? 0))]
+            if let myVotes { option["chosen"] = .bool(myVotes.contains(index)) }
+            return .object(option)
+        }
+        var payload: [String: JSONValue] = [
+            "question": .string(poll.question), "options": .array(options), "multipleChoice": .bool(poll.multipleChoice),
+            "anonymous": .bool(poll.anonymous), "voterCount": .number(Double(self.poll?.voterCount ?? 0)),
+            "closed": .bool(self.poll?.isClosed(poll) ?? false),
+        ]
+        if let closesAt = poll.closesAt { payload["closesAt"] = .string(WireCoding.formatDate(closesAt)) }
+        return .object(payload)
+    }
+
     /// MessageKit's `kind`, case for case (a tombstone is `.text("")` with `deletedAt` set; a
     /// message from someone the user blocked is `.custom(type: "hidden", payload: {"reason":
     /// "blocked"})`, for the app's "message from a blocked user" cell).
@@ -25,6 +43,7 @@ extension Message {
         case .video(let media)?: .video(media)
         case .audio(let media)?: .audio(media)
         case .file(let media)?: .file(media)
+        case .poll(let poll)?: .custom(type: "poll", payload: pollPayload(poll))
         case .custom(let type, let payload)?: .custom(type: type, payload: payload)
         case .system(let text)?: .custom(type: "system", payload: .object(["text": .string(text)]))
         case nil: .text("")
@@ -86,6 +105,14 @@ extension Message {
         let present = Set((updated.reactions ?? []).map(\.emoji))
         mine.removeAll { !present.contains($0) }
         updated.myReactions = updated.myReactions ?? (updated.reactions == nil && myReactions == nil ? nil : mine)
+        // A poll's counts come in the event; the user's own votes from the answers they got,
+        // or, when they voted and the poll names its voters, from those lists.
+        updated.myVotes = updated.myVotes ?? myVotes
+        if event.type == .pollVoted, event.actorID == me, let options = updated.poll?.options,
+           options.allSatisfy({ $0.voterIDs != nil }) {
+            let listed = options.enumerated().compactMap { $0.element.voterIDs?.contains(me) == true ? $0.offset : nil }
+            if !listed.isEmpty || options.allSatisfy({ ($0.voterIDs?.count ?? 0) < Limits.pollVotersListed }) { updated.myVotes = listed }
+        }
         return updated
     }
 }
@@ -138,4 +165,9 @@ extension Array where Element == Message {
             return self
         }
     }
+}
+
+extension Array {
+    /// The element at `index`, or nil past the end.
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }

@@ -535,6 +535,26 @@ public actor ParleyClient {
                             token: try requireToken())
     }
 
+    /// Sets the user's vote in a poll to `options` (indexes of the poll's options), replacing
+    /// any earlier one; `[]` takes it back. Answers the message with the new counts and the
+    /// user's votes (`myVotes`). A poll is sent like any message:
+    ///
+    /// ```swift
+    /// let sent = try client.send(.poll(PollContent(question: "Lunch?", options: ["Pizza", "Sushi"])), to: room)
+    /// let poll = try await client.waitUntilSent(sent)
+    /// let voted = try await client.vote([1], in: poll.id, conversation: room)
+    /// print(voted.poll?.options[1].votes ?? 0, voted.myVotes ?? [])
+    /// ```
+    public func vote(_ options: [Int], in poll: MessageID, conversation: ConversationID) async throws -> Message {
+        try await http.call("PUT", "/v1/conversations/\(conversation.rawValue)/messages/\(poll.rawValue)/poll/vote",
+                            body: VoteRequest(options: options), token: try requireToken())
+    }
+
+    /// Closes a poll (its author, or a moderator): no more votes; members get `poll.closed`.
+    public func closePoll(_ poll: MessageID, in conversation: ConversationID) async throws -> Message {
+        try await http.call("POST", "/v1/conversations/\(conversation.rawValue)/messages/\(poll.rawValue)/poll/close", token: try requireToken())
+    }
+
     /// Pins a message (in a public channel, owners and admins only). Members get `message.pinned`.
     public func pin(_ message: MessageID, in conversation: ConversationID) async throws -> Message {
         try await http.call("PUT", "/v1/conversations/\(conversation.rawValue)/messages/\(message.rawValue)/pin", token: try requireToken())

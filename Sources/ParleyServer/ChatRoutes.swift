@@ -208,6 +208,14 @@ enum ChatRoutes {
             try await chat.annotations.unpin(caller, conversation: try request.conversationID(), message: try request.messageID()).0
         }
         api.user(&router, .GET, "/v1/conversations/:conversationId/pins") { request, caller in try await chat.annotations.pins(caller, conversation: try request.conversationID()) }
+        // Polls (docs/api.md, "Polls")
+        api.user(&router, .PUT, "/v1/conversations/:conversationId/messages/:messageId/poll/vote") { request, caller in
+            let options = try await request.decode(VoteRequest.self).options
+            return try await chat.polls.vote(caller, conversation: try request.conversationID(), message: try request.messageID(), options: options).0
+        }
+        api.user(&router, .POST, "/v1/conversations/:conversationId/messages/:messageId/poll/close") { request, caller in
+            try await chat.polls.close(caller, conversation: try request.conversationID(), message: try request.messageID()).0
+        }
         // Moderation (docs/api.md, "Moderation")
         api.user(&router, .POST, "/v1/conversations/:conversationId/bans", status: .created) { request, caller in
             return try await chat.moderation.ban(caller, conversation: try request.conversationID(), try await request.decode(BanRequest.self))

@@ -107,6 +107,8 @@ public struct ChatError: Error, Hashable, Sendable, Codable, CustomStringConvert
     /// 409: a message has as many different emoji as it may, or the caller reacted to it as
     /// often as one person may; `message` says which.
     public static func tooManyReactions(_ message: String) -> ChatError { ChatError(.tooManyReactions, message) }
+    /// The poll was closed (by its author, a moderator or its closing time): it takes no more votes.
+    public static let pollClosed = ChatError(.pollClosed, "the poll is closed; it takes no more votes")
     /// 403: the user is banned from the conversation (joining, being added).
     public static func userBanned(until: String?) -> ChatError {
         ChatError(.userBanned, until.map { "banned from this conversation until \($0)" } ?? "banned from this conversation until a moderator lifts it")
@@ -254,6 +256,7 @@ extension ChatError {
         case tooManyWebhooks = "too_many_webhooks"
         case messageDeleted = "message_deleted"
         case tooManyReactions = "too_many_reactions"
+        case pollClosed = "poll_closed"
         case userBanned = "user_banned"
         case memberMuted = "member_muted"
         case reportNotFound = "report_not_found"
@@ -294,7 +297,7 @@ extension ChatError {
             case .methodNotAllowed: 405
             case .requestTimeout: 408
             case .usernameTaken, .clientIDReused, .conflict, .uploadMismatch, .uploadOffsetMismatch, .uploadSuperseded, .tooManyDevices,
-                 .tooManyWebhooks, .messageDeleted, .tooManyReactions: 409
+                 .tooManyWebhooks, .messageDeleted, .tooManyReactions, .pollClosed: 409
             case .fileTooLarge, .bodyTooLarge: 413
             case .unsupportedMediaType, .typeMismatch, .invalidImage: 415
             case .rangeNotSatisfiable: 416

@@ -67,6 +67,12 @@ extension EventKind {
     public static let reactionAdded: EventKind = "reaction.added"
     /// Someone took a reaction back.
     public static let reactionRemoved: EventKind = "reaction.removed"
+    /// Someone voted in a poll, changed their vote or took it back: the message with the
+    /// server's new counts. `actorId` names the voter, except in an anonymous poll, where it
+    /// is absent.
+    public static let pollVoted: EventKind = "poll.voted"
+    /// A poll's author or a moderator (`actorId`) closed it: the message with its final counts.
+    public static let pollClosed: EventKind = "poll.closed"
     /// A message was pinned (`actorId` by whom; the message shows `pinnedAt` and `pinnedBy`).
     public static let messagePinned: EventKind = "message.pinned"
     /// A message was unpinned.
@@ -199,6 +205,8 @@ extension EventKind {
         .deliveryUpdated: EventRule(.deliveries, history: false, audience: .subject, webhook: false),
         .reactionAdded: EventRule(.reaction, history: false, webhook: true),
         .reactionRemoved: EventRule(.reaction, history: false, webhook: true),
+        .pollVoted: EventRule(.message, history: false, webhook: true),
+        .pollClosed: EventRule(.message, history: false, webhook: true),
         .messagePinned: EventRule(.message, history: false, webhook: true),
         .messageUnpinned: EventRule(.message, history: false, webhook: true),
         .memberBanned: EventRule(.restriction, history: true, webhook: true),

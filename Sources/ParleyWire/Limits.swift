@@ -62,6 +62,16 @@ public enum Limits: Sendable {
     public static let emojiPerMessage = 50
     /// Reactions one person may put on one message.
     public static let reactionsPerUser = 20
+    /// A poll's question length in characters.
+    public static let pollQuestion = 1...300
+    /// How many options a poll offers.
+    public static let pollOptions = 2...10
+    /// One option's length in characters.
+    public static let pollOption = 1...100
+    /// How far ahead a poll's `closesAt` may be, in seconds (a year).
+    public static let pollOpenSeconds = 366 * 86_400
+    /// How many voters a non-anonymous poll's results name per option (the earliest).
+    public static let pollVotersListed = 50
     /// Mentions resolved in one message; more `@names` are left as text.
     public static let mentionsPerMessage = 50
     /// Conversations told of one profile change (`user.updated`), most recently active first.

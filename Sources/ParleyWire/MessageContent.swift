@@ -9,7 +9,8 @@ import Foundation
 /// {"type":"location","latitude":52.52,"longitude":13.40,"name":"Berlin","caption":"here now"}
 /// {"type":"photo","attachmentId":"a_…","width":800,"height":600}
 /// {"type":"video","attachmentId":"a_…","thumbnailId":"a_…","durationSeconds":12.5}
-/// {"type":"custom","customType":"poll","payload":{"question":"lunch?"}}
+/// {"type":"poll","question":"Lunch?","options":["Pizza","Sushi"],"multipleChoice":false,"anonymous":false}
+/// {"type":"custom","customType":"sticker","payload":{"pack":"cats","id":7}}
 /// {"type":"system","text":"Alice joined the team"}
 /// ```
 public enum MessageContent: Hashable, Sendable, Codable {
@@ -27,6 +28,8 @@ public enum MessageContent: Hashable, Sendable, Codable {
     case audio(Attachment)
     /// Any other file.
     case file(Attachment)
+    /// A poll the server counts (``PollContent``; its results are ``Message/poll``).
+    case poll(PollContent)
     /// App-defined: a type name and a JSON payload (MessageKit `.custom`).
     case custom(type: String, payload: JSONValue)
     /// A notice from the app itself (sent by its backend through the server API, never by a
@@ -43,6 +46,7 @@ public enum MessageContent: Hashable, Sendable, Codable {
         case .video: "video"
         case .audio: "audio"
         case .file: "file"
+        case .poll: "poll"
         case .custom: "custom"
         case .system: "system"
         }
@@ -55,6 +59,7 @@ public enum MessageContent: Hashable, Sendable, Codable {
         case .location(let location): [location.caption, location.name].compactMap { $0 }.joined(separator: " ")
         case .photo(let media), .video(let media), .audio(let media), .file(let media):
             [media.caption, media.name].compactMap { $0 }.joined(separator: " ")
+        case .poll(let poll): ([poll.question] + poll.options).joined(separator: " ")
         case .custom: ""
         }
     }
@@ -74,6 +79,7 @@ public enum MessageContent: Hashable, Sendable, Codable {
         case "video": self = .video(try Attachment(from: decoder))
         case "audio": self = .audio(try Attachment(from: decoder))
         case "file": self = .file(try Attachment(from: decoder))
+        case "poll": self = .poll(try PollContent(from: decoder))
         case "custom":
             self = .custom(type: try container.decode(String.self, forKey: .customType),
                            payload: try container.decodeIfPresent(JSONValue.self, forKey: .payload) ?? .null)
@@ -81,7 +87,7 @@ public enum MessageContent: Hashable, Sendable, Codable {
         case let other:
             throw DecodingError.dataCorruptedError(
                 forKey: .type, in: container,
-                debugDescription: "unknown content type '\(other.prefix(64))'; one of text, markdown, location, photo, video, audio, file, custom or system")
+                debugDescription: "unknown content type '\(other.prefix(64))'; one of text, markdown, location, photo, video, audio, file, poll, custom or system")
         }
     }
 
@@ -93,6 +99,7 @@ public enum MessageContent: Hashable, Sendable, Codable {
         case .markdown(let markdown): try container.encode(markdown, forKey: .markdown)
         case .location(let location): try location.encode(to: encoder)
         case .photo(let media), .video(let media), .audio(let media), .file(let media): try media.encode(to: encoder)
+        case .poll(let poll): try poll.encode(to: encoder)
         case .custom(let type, let payload):
             try container.encode(type, forKey: .customType)
             try container.encode(payload, forKey: .payload)

@@ -354,11 +354,16 @@ public struct Message: Hashable, Codable, Sendable {
     /// content, metadata, reactions or mentions; clients draw a placeholder ("message from a
     /// blocked user") there.
     public var hidden: HiddenReason? = nil
+    /// A poll's results as the server counted them (nil for every other message).
+    public var poll: PollResults? = nil
+    /// The options the caller voted for in this poll (REST answers only, as ``myReactions``;
+    /// nil when they did not vote).
+    public var myVotes: [Int]? = nil
 
     enum CodingKeys: String, CodingKey {
         case id, conversationID = "conversationId", seq, sender, clientID = "clientId", sentAt, editedAt, deletedAt,
              content, metadata, replyTo, status, reactions, myReactions, mentions, pinnedAt, pinnedBy,
-             threadID = "threadId", alsoInConversation, replyCount, lastReplyAt, hidden
+             threadID = "threadId", alsoInConversation, replyCount, lastReplyAt, hidden, poll, myVotes
     }
 
     /// Creates the value; each argument sets the property of the same name.

@@ -305,6 +305,7 @@ enum ChatScreen {
             "📍 \(location.latitude),\(location.longitude)" + (location.name.map { " \($0)" } ?? "") + (location.caption.map { " — \($0)" } ?? "")
         case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
             "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
+        case .poll(let poll)?: pollLine(poll, message)
         case .custom(let type, _)?: "[\(type)]"
         case .system(let text)?: "— \(text) —"
         case nil: ""

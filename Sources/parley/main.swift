@@ -31,6 +31,9 @@ let overview = """
       edit <conversation> <message> <text…>       change one of your messages
       react <conversation> <message> <emoji> [--remove]   react to a message (or take it back)
       reactions <conversation> <message> [--emoji E]      who reacted, oldest first
+      poll <conversation> <question> <option> <option>… [--multiple] [--anonymous] [--closes TIME]   ask a poll
+      vote <conversation> <message> [N…]          vote for options 1, 2, … (none: take your vote back)
+      close-poll <conversation> <message>         close your poll (or, as a moderator, anyone's)
       pin <conversation> <message> [--remove]     pin a message (or unpin it); pins <conversation> lists them
       mentions [--limit N]                        messages that mention you, newest first
       thread <conversation> <message> [text…] [--also]   a thread's replies, or reply in it
@@ -71,6 +74,9 @@ let commandHelp: [String: String] = [
     "history": "parley history <conversation | @username | title> [--limit N] [--before SEQ] [--json]\n  Prints messages oldest first: seq, id, sender, time, text.",
     "edit": "parley edit <conversation> <message> <text…>\n  Replaces the text of one of your messages.",
     "delete": "parley delete <conversation> <message>…\n  Deletes your messages, all or none.",
+    "poll": "parley poll <conversation> <question> <option> <option>… [--multiple] [--anonymous] [--closes TIME]\n  Sends a poll of 2–10 options that the server counts. --multiple lets people choose several; --anonymous shows counts only, never who voted; --closes stops the votes at that time. Quote a question or option with spaces.",
+    "vote": "parley vote <conversation> <message> [N…]\n  Votes in a poll for options N (1 is the first), replacing your earlier vote; with no N, takes your vote back. Prints the poll with its counts, your choices marked ✓.",
+    "close-poll": "parley close-poll <conversation> <message>\n  Closes a poll you sent (moderators: anyone's): it takes no more votes.",
     "react": "parley react <conversation> <message> <emoji> [--remove]\n  Adds your reaction (one emoji) to a message, or takes it back with --remove. Prints the message's reactions: emoji and count, yours in brackets.",
     "reactions": "parley reactions <conversation> <message> [--emoji E] [--limit N]\n  Prints who reacted, oldest first: emoji, username, display name, time.",
     "pin": "parley pin <conversation> <message> [--remove] | parley pin <conversation> [--remove] | parley pin --order ID,ID…\n  With a message: pins it in the conversation (any member; in a public channel owners and admins), or unpins it with --remove. Without: pins the conversation to the top of your own list (or unpins it). --order pins exactly these conversations, top first, and unpins the rest.",
@@ -100,6 +106,9 @@ struct UsageError: Error { var message: String }
 /// Everything the command line can set. Each option is declared once (``Arguments/globalOptions``,
 /// ``Arguments/commandOptions``): its flag, environment variable, help and type.
 struct CommandLineSettings {
+    var multiple = false
+    var anonymous = false
+    var closesAt: Date?
     var server: String?
     var appKey: String?
     var help = false
@@ -211,6 +220,11 @@ struct Arguments {
             "delete": [],
             "react": [.toggle("--remove", nil, \.remove, help: "Take the reaction back.")],
             "reactions": [.text("--emoji", nil, \.emoji, value: "<emoji>", help: "Only this emoji's."), limit],
+            "poll": [.toggle("--multiple", nil, \.multiple, help: "People may choose several options."),
+                     .toggle("--anonymous", nil, \.anonymous, help: "Show counts only, never who voted."),
+                     time("--closes", \.closesAt, help: "Stop taking votes at this time.")],
+            "vote": [],
+            "close-poll": [],
             "pin": [.toggle("--remove", nil, \.remove, help: "Unpin the message or conversation."),
                     .text("--order", nil, \.order, value: "<id,id,…>", help: "Pin exactly these conversations, top first.")],
             "archive": [.toggle("--remove", nil, \.remove, help: "Bring it back to your list.")],
@@ -358,10 +372,25 @@ func body(of message: Message) -> String {
     case .location(let location)?: return "📍 \(location.latitude),\(location.longitude)" + (location.caption.map { " — \($0)" } ?? "")
     case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
         return "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
+    case .poll(let poll)?: return pollLine(poll, message)
     case .custom(let type, _)?: return "[\(type)]"
     case .system(let text)?: return "— \(text) —"
     case nil: return ""
     }
+}
+
+/// A poll on one line: `📊 Lunch? 1) Pizza ·3 ✓  2) Sushi ·1  (4 voted, closed)`; ✓ marks the
+/// user's own votes when the server said them (REST answers).
+func pollLine(_ poll: PollContent, _ message: Message) -> String {
+    let options = poll.options.enumerated().map { index, text in
+        let votes = message.poll?.options.indices.contains(index) == true ? message.poll?.options[index].votes ?? 0 : 0
+        return "\(index + 1)) \(text) ·\(votes)" + (message.myVotes?.contains(index) == true ? " ✓" : "")
+    }.joined(separator: "  ")
+    var notes = ["\(message.poll?.voterCount ?? 0) voted"]
+    if poll.multipleChoice { notes.append("several answers") }
+    if poll.anonymous { notes.append("anonymous") }
+    if message.poll?.isClosed(poll) == true { notes.append("closed") }
+    return "📊 \(poll.question) \(options)  (\(notes.joined(separator: ", ")))"
 }
 
 func time(_ date: Date) -> String {
@@ -566,6 +595,27 @@ func run(_ raw: [String]) async throws {
         let changed = settings.remove ? try await client.unreact(emoji, from: message, in: ConversationID(rawValue: conversation))
                                       : try await client.react(emoji, to: message, in: ConversationID(rawValue: conversation))
         output(ChatScreen.reactionLine(changed) ?? "(no reactions)")
+    case "poll":
+        guard words.count >= 4, let conversation = words.first else {
+            throw UsageError(message: "poll <conversation> <question> <option> <option>… [--multiple] [--anonymous] [--closes TIME]")
+        }
+        let poll = PollContent(question: words[words.startIndex + 1], options: Array(words.dropFirst(2)), multipleChoice: settings.multiple,
+                               anonymous: settings.anonymous, closesAt: settings.closesAt)
+        let clientID = try await client.send(.poll(poll), to: ConversationID(rawValue: conversation))
+        let sent = try await deliverOutbox(client, waitingFor: clientID)
+        output("\(sent.id.rawValue)\t\(pollLine(poll, sent))")
+    case "vote":
+        guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "vote <conversation> <message> [N…]") }
+        let choices = try words.dropFirst(2).map { word -> Int in
+            guard let number = Int(word), number >= 1 else { throw UsageError(message: "vote takes option numbers from 1, not '\(word)'") }
+            return number - 1
+        }
+        let voted = try await client.vote(choices, in: MessageID(rawValue: words[words.startIndex + 1]), conversation: ConversationID(rawValue: conversation))
+        output(body(of: voted))
+    case "close-poll":
+        guard words.count == 2, let conversation = words.first else { throw UsageError(message: "close-poll <conversation> <message>") }
+        let closed = try await client.closePoll(MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation))
+        output(body(of: closed))
     case "reactions":
         guard words.count == 2, let conversation = words.first else { throw UsageError(message: "reactions <conversation> <message> [--emoji E]") }
         let page = try await client.reactions(on: MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation),

@@ -122,12 +122,12 @@ struct FrameTests {
 
     @Test func anEventOfAKindThisBuildDoesNotKnowIsKeptWhole() throws {
         let json = #"""
-            {"type":"event","event":{"position":9,"conversationId":"c_1","seq":4,"type":"poll.voted","actorId":"u_1",
+            {"type":"event","event":{"position":9,"conversationId":"c_1","seq":4,"type":"survey.answered","actorId":"u_1",
              "createdAt":"2026-12-01T10:00:00.000Z","messageId":"m_1","emoji":"👍"}}
             """#
         let frame = try WireCoding.decoder().decode(ServerFrame.self, from: Data(json.utf8))
         let event = try #require(frame.event)
-        #expect(event.type == EventKind(rawValue: "poll.voted") && !event.type.isKnown)
+        #expect(event.type == EventKind(rawValue: "survey.answered") && !event.type.isKnown)
         #expect(event.position == 9 && event.seq == 4 && event.conversationID.rawValue == "c_1")
         guard case .object(let fields)? = event.unknownPayload else { Issue.record("the payload was not kept"); return }
         #expect(fields["emoji"] == .string("👍") && fields["messageId"] == .string("m_1"))

@@ -58,7 +58,7 @@ package enum ConversationAction: String, CaseIterable, Sendable {
     case join
     /// Post a message or a reply.
     case post
-    /// Add and remove one's own reactions.
+    /// Add and remove one's own reactions, and vote in polls.
     case react
     /// Report a message to the moderators.
     case report

@@ -403,6 +403,8 @@ extension Chat {
                 let old = try Chat.message(row)
                 try access.require(try row.get("m_author_key", as: Int64.self) == caller.userKey ? .editOwnMessage : .editOthersMessage)
                 guard old.deletedAt == nil, let oldContent = old.content else { throw ChatError.conflict("the message was deleted") }
+                if case .poll = oldContent { throw ChatError.conflict("a poll cannot be edited once sent: close it and send a new one") }
+                if case .poll = prepared.value { throw ChatError.invalid("a message cannot be edited into a poll: send the poll as a new message") }
                 var prepared = prepared
                 let media = try Chat.bindMedia(db, caller: caller, prepared: &prepared)
                 try Chat.setMedia(db, message: key, keys: media, now: now)
@@ -455,7 +457,7 @@ extension Chat {
     static func tombstone(_ db: Transaction, conversation: Int64, message key: Int64, content: MessageContent?, actor: Int64,
                           activity: Bool, now: Int64) throws {
         try db.execute("""
-            UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now), reactions = NULL, mentions = NULL,
+            UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now), reactions = NULL, mentions = NULL, poll = NULL,
                                pinned_at = NULL, pinned_by = NULL
             WHERE id = \(key)
             """)
@@ -481,6 +483,8 @@ extension Chat {
         var content: String
         var metadata: String?
         var searchable: String
+        /// A poll's results before anyone voted (``PollResults``, canonical JSON); nil otherwise.
+        var pollJSON: String?
 
         init(_ clientID: String, _ content: MessageContent, _ metadata: [String: String]?, from caller: Caller) throws {
             if case .system = content, !caller.actsAsApp {
@@ -494,6 +498,7 @@ extension Chat {
             self.content = try Self.encode(content)
             self.metadata = try metadata.map { try Self.encode($0) }
             searchable = content.searchableText
+            pollJSON = try Polls.initialResults(content)
         }
 
         /// Swaps in content the server completed (attachment details; see ``Chat/bindMedia``).
@@ -501,6 +506,7 @@ extension Chat {
             value = content
             self.content = try Self.encode(content)
             searchable = content.searchableText
+            pollJSON = try Polls.initialResults(content)
         }
 
         private static func encode(_ value: some Encodable) throws -> String {
@@ -536,13 +542,14 @@ extension Chat {
         // Six statements: the seq from the conversation's counter (EventLog rule 1), the
         // message, its event (which moves the conversation's activity), the sender's own
         // watermarks, the full-text entry, and the attachments when there are any.
+        try Validate.pollCloses(prepared.value, now: now)
         let seq = try EventLog.nextSeq(tx, conversation: access.key)
         guard let key = try tx.fetchValue(Int64.self, """
             INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
-                                 thread_id, thread_root, in_conversation, shadow)
+                                 thread_id, thread_root, in_conversation, shadow, poll)
             VALUES (\(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
                     \(prepared.metadata), \(replyTo?.rawValue), \(now), \(thread?.key), \(thread?.publicID),
-                    \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0))
+                    \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0), \(prepared.pollJSON))
             RETURNING id
             """) else { throw ChatError.internalError }
         // A reply counts in its root (whose row lock orders concurrent replies) and is read by its author.
@@ -566,7 +573,7 @@ extension Chat {
                                    clientID: prepared.clientID, sentAt: now, editedAt: nil, deletedAt: nil, contentJSON: prepared.content,
                                    metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent, mentionsJSON: mentionsJSON,
                                    threadRoot: thread?.publicID, alsoInConversation: thread?.alsoInConversation ?? false,
-                                   senderPhotoURL: avatarURL(access.callerPhoto))
+                                   senderPhotoURL: avatarURL(access.callerPhoto), pollJSON: prepared.pollJSON)
         let activity = !shadow && (thread == nil || thread?.alsoInConversation == true)
         var payload = EventPayload()
         payload.threadJSON = threadJSON

@@ -56,6 +56,10 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
     package var senderPhotoURL: String? = nil
     /// Left out for this reader (``Message/hidden``).
     package var hidden: HiddenReason? = nil
+    /// Canonical JSON of a poll's results (``PollResults``); nil for every other message.
+    package var pollJSON: String? = nil
+    /// The options the caller voted for (REST answers, polls only).
+    package var myVotes: [Int]? = nil
 
     /// The message as a reader who blocked its sender receives it: its place, nothing it says.
     package func hiddenStub(_ reason: HiddenReason) -> MessageRecord {
@@ -65,6 +69,8 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
         stub.reactionsJSON = nil
         stub.myReactions = nil
         stub.mentionsJSON = nil
+        stub.pollJSON = nil
+        stub.myVotes = nil
         stub.hidden = reason
         return stub
     }
@@ -91,6 +97,8 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
         message.replyCount = replyCount > 0 ? replyCount : nil
         message.lastReplyAt = replyCount > 0 ? lastReplyAt.map(Chat.date) : nil
         message.hidden = hidden
+        message.poll = try pollJSON.map { try decoder.decode(PollResults.self, from: Data($0.utf8)) }
+        message.myVotes = myVotes
         return message
     }
 
@@ -113,8 +121,13 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
                 json.key("myReactions")
                 json.array { array in for emoji in myReactions { array.string(emoji) } }
             }
+            if let myVotes {
+                json.key("myVotes")
+                json.array { array in for option in myVotes { array.integer(Int64(option)) } }
+            }
             if let pinnedAt { json.key("pinnedAt"); json.date(milliseconds: pinnedAt) }
             if let pinnedBy { json.key("pinnedBy"); json.string(pinnedBy) }
+            if let pollJSON { json.key("poll"); json.raw(pollJSON) }
             if let reactionsJSON { json.key("reactions"); json.raw(reactionsJSON) }
             if replyCount > 0 { json.key("replyCount"); json.integer(Int64(replyCount)) }
             if let replyTo { json.key("replyTo"); json.string(replyTo) }

@@ -44,7 +44,7 @@ extension Chat {
         m.content AS m_content, m.metadata AS m_metadata, m.reply_to AS m_reply_to, m.author_id AS m_author_key,
         m.reactions AS m_reactions, m.mentions AS m_mentions, m.pinned_at AS m_pinned_at, m.pinned_by AS m_pinned_by,
         m.thread_root AS m_thread_root, m.in_conversation AS m_in_conversation, m.reply_count AS m_reply_count,
-        m.last_reply_at AS m_last_reply_at, m.shadow AS m_shadow, u.photo_public AS m_sender_photo
+        m.last_reply_at AS m_last_reply_at, m.shadow AS m_shadow, u.photo_public AS m_sender_photo, m.poll AS m_poll
         """
 
     /// Messages `viewer` may see: all but others' shadow messages (a shadow-banned author's,
@@ -104,7 +104,8 @@ extension Chat {
             status: status, reactionsJSON: try row.get("m_reactions"), mentionsJSON: try row.get("m_mentions"),
             pinnedAt: try row.get("m_pinned_at"), pinnedBy: try row.get("m_pinned_by"), threadRoot: try row.get("m_thread_root"),
             alsoInConversation: try row.get("m_in_conversation", as: Int64.self) != 0, replyCount: Int(try row.get("m_reply_count", as: Int64.self)),
-            lastReplyAt: try row.get("m_last_reply_at"), senderPhotoURL: avatarURL(try row.get("m_sender_photo")))
+            lastReplyAt: try row.get("m_last_reply_at"), senderPhotoURL: avatarURL(try row.get("m_sender_photo")),
+            pollJSON: try row.get("m_poll"))
     }
 
     /// A stored name of a closed set (a conversation kind, a role, an event type). A value

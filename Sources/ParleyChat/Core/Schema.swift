@@ -870,6 +870,20 @@ package enum Schema: Sendable {
                     PRIMARY KEY (position, user_id))
                 """)
         }
+        migrator.register("0028 polls") { db in
+            // A poll's results live on its message (poll: canonical JSON, rewritten by each
+            // vote, so a history page reads no votes); the votes themselves, one row per
+            // voter and option, are what the counts are made from.
+            try db.execute("ALTER TABLE message ADD COLUMN poll text")
+            try db.execute("""
+                CREATE TABLE poll_vote (
+                    message_id bigint NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+                    user_id bigint NOT NULL REFERENCES account(id),
+                    option_index integer NOT NULL,
+                    created_at bigint NOT NULL,
+                    PRIMARY KEY (message_id, user_id, option_index))
+                """)
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

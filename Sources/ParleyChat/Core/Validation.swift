@@ -128,6 +128,14 @@ enum Validate {
         case .audio(let media):
             try attachment(media)
             try voice(media)
+        case .poll(let poll):
+            try pollText(poll.question, field: "question", limit: Limits.pollQuestion)
+            guard Limits.pollOptions.contains(poll.options.count) else {
+                throw ChatError.invalid("a poll offers \(Limits.pollOptions.lowerBound)–\(Limits.pollOptions.upperBound) options")
+            }
+            for option in poll.options { try pollText(option, field: "each option", limit: Limits.pollOption) }
+            let distinct = Set(poll.options.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+            guard distinct.count == poll.options.count else { throw ChatError.invalid("a poll's options must all be different") }
         case .custom(let type, let payload):
             guard Limits.customType.contains(type.utf8.count),
                   type.unicodeScalars.allSatisfy({ $0.isASCII && (isAlphanumeric($0) || "-_.".unicodeScalars.contains($0)) }) else {
@@ -137,6 +145,25 @@ enum Validate {
             guard try payload.encoded().utf8.count <= Limits.customPayloadBytes else {
                 throw ChatError.invalid("payload must encode to at most \(Limits.customPayloadBytes) bytes")
             }
+        }
+    }
+
+    /// A poll's question or option: `limit` characters, not only spaces, no control characters.
+    private static func pollText(_ text: String, field: String, limit: ClosedRange<Int>) throws {
+        guard limit.contains(text.unicodeScalars.count), !text.allSatisfy(\.isWhitespace) else {
+            throw ChatError.invalid("\(field) must be \(limit.lowerBound)–\(limit.upperBound) characters, not only spaces")
+        }
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw ChatError.invalid("\(field) must not contain control characters or line breaks")
+        }
+    }
+
+    /// A poll's closing time, when it has one: after `now` and at most a year ahead.
+    static func pollCloses(_ content: MessageContent, now: Int64) throws {
+        guard case .poll(let poll) = content, let closesAt = poll.closesAt else { return }
+        let at = Int64((closesAt.timeIntervalSince1970 * 1000).rounded(.down))
+        guard at > now, at - now <= Int64(Limits.pollOpenSeconds) * 1000 else {
+            throw ChatError.invalid("closesAt must be in the future and at most \(Limits.pollOpenSeconds / 86_400) days ahead")
         }
     }
 

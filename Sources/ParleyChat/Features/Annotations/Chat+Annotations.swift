@@ -206,9 +206,20 @@ extension Annotations {
 }
 
 extension Chat {
-    /// Fills each record's ``MessageRecord/myReactions`` for `viewer`: one query for the
-    /// records that have reactions at all, none when no record has any.
+    /// Fills each record's ``MessageRecord/myReactions`` and, for polls,
+    /// ``MessageRecord/myVotes`` for `viewer`: one query for the records that have reactions
+    /// at all and one for the polls, none when no record has either.
     static func fillMyReactions(_ db: any Database, _ records: inout [MessageRecord], keys: [Int64], viewer: Int64) throws {
+        let polls = zip(records.indices, keys).filter { records[$0.0].pollJSON != nil }
+        if !polls.isEmpty {
+            let rows = try db.fetchAll("""
+                SELECT message_id, option_index FROM poll_vote WHERE user_id = \(viewer) AND message_id IN (\(list: polls.map(\.1)))
+                ORDER BY message_id, option_index
+                """)
+            var mine: [Int64: [Int]] = [:]
+            for row in rows { mine[try row.get("message_id"), default: []].append(Int(try row.get("option_index", as: Int64.self))) }
+            for (index, key) in polls { records[index].myVotes = mine[key] }
+        }
         let reacted = zip(records.indices, keys).filter { records[$0.0].reactionsJSON != nil }
         guard !reacted.isEmpty else { return }
         let rows = try db.fetchAll("""

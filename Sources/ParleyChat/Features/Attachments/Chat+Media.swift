@@ -343,7 +343,7 @@ extension Chat {
         case .video(let value): media = value; kinds = [.video]
         case .audio(let value): media = value; kinds = [.audio]
         case .file(let value): media = value; kinds = Set(MediaKind.allCases)
-        case .text, .markdown, .location, .custom, .system: return []
+        case .text, .markdown, .location, .poll, .custom, .system: return []
         }
         let (key, info) = try resolve(media.attachmentID, as: kinds, field: "attachmentId")
         var keys = [key]
@@ -366,7 +366,7 @@ extension Chat {
         case .file:
             guard media.name != nil else { throw ChatError.invalid("a file message needs a name: give one at upload (?name=) or in the message") }
             try prepared.replace(.file(media))
-        case .text, .markdown, .location, .custom, .system: break
+        case .text, .markdown, .location, .poll, .custom, .system: break
         }
         return keys
     }

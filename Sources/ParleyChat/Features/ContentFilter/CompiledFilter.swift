@@ -109,6 +109,10 @@ package struct CompiledFilter: Sendable {
             media.caption = try filtered(media.caption)
             media.name = try filtered(media.name)
             return .file(media)
+        case .poll(var poll):
+            poll.question = try filtered(poll.question) ?? poll.question
+            poll.options = try poll.options.map { try filtered($0) ?? $0 }
+            return .poll(poll)
         case .custom, .system: return content
         }
     }

@@ -237,6 +237,7 @@ extension Chat {
         case .audio(let media)?: media.voice == true ? "🎤 Voice message" : "🎤 Audio"
         case .file(let file)?: "📎 " + (file.name ?? "File")
         case .location?: "📍 Location"
+        case .poll(let poll)?: "📊 " + (poll.question.count > 178 ? String(poll.question.prefix(177)) + "…" : poll.question)
         case .custom?, nil: "New message"
         }
     }

@@ -219,7 +219,7 @@ extension Scheduling {
             throw ChatError.invalid("a scheduled message carries no attachment: send the file when it is due")
         case .system:
             throw ChatError.invalid("system messages come from the app's backend, not a schedule")
-        case .text, .markdown, .location, .custom:
+        case .text, .markdown, .location, .poll, .custom:
             break
         }
     }

@@ -279,6 +279,7 @@ function preview(message) {
     case "audio": return content.voice ? `${who}Voice message` : `${who}Audio: ${content.name ?? "file"}`;
     case "file": return `${who}File: ${content.name ?? "file"}`;
     case "system": return content.text;
+    case "poll": return `${who}📊 ${content.question}`;
     default: return `${who}${content.customType ?? "message"}`;
   }
 }
@@ -555,7 +556,65 @@ function renderContent(message) {
       if (message.id) signedInto(link, "href", content.attachmentId, "original");
       return h("div", {}, link, content.caption ? h("div", { class: "caption" }, content.caption) : null);
     }
+    case "poll": return renderPoll(message, content);
     default: return h("div", { class: "text custom" }, `[${content.customType ?? "message"}]`);
+  }
+}
+
+/** A poll: each option a button with its share of the voters as a bar and its count (pressed
+ *  when it is one of mine); who may close it sees "Close poll". The server counts. */
+function renderPoll(message, content) {
+  const results = message.poll ?? { options: [], voterCount: 0 };
+  const mine = new Set(message.myVotes ?? []);
+  const closed = Boolean(results.closedAt) || (content.closesAt !== undefined && Date.parse(content.closesAt) <= Date.now());
+  const voters = results.voterCount ?? 0;
+  const options = (content.options ?? []).map((text, index) => {
+    const votes = results.options?.[index]?.votes ?? 0;
+    const bar = h("span", { class: "poll-bar", "aria-hidden": "true" });
+    bar.style.width = `${voters ? Math.round((votes / voters) * 100) : 0}%`;
+    return h("button", {
+      type: "button", class: "poll-option", "aria-pressed": String(mine.has(index)), disabled: closed || !message.id,
+      title: closed ? "The poll is closed" : mine.has(index) ? "Take this vote back" : `Vote for ${text}`,
+      onclick: () => votePoll(message, content, index),
+    }, bar, h("span", { class: "poll-text", dir: "auto" }, text), h("span", { class: "count" }, String(votes)));
+  });
+  const notes = [voters === 1 ? "1 vote" : `${voters} votes`];
+  if (content.multipleChoice) notes.push("choose any");
+  if (content.anonymous) notes.push("anonymous");
+  if (closed) notes.push("closed");
+  else if (content.closesAt) notes.push(`closes ${new Date(content.closesAt).toLocaleString()}`);
+  const conversation = state.conversations.get(message.conversationId);
+  const mayClose = !closed && message.id && (message.sender?.id === state.me.id || (conversation && isModerator(conversation)));
+  return h("div", { class: "poll", role: "group", "aria-label": `Poll: ${content.question}` },
+    h("div", { class: "poll-question", dir: "auto" }, "📊 ", content.question),
+    ...options,
+    h("div", { class: "poll-footer" }, h("span", { class: "poll-notes" }, notes.join(" · ")),
+      mayClose ? h("button", { type: "button", class: "quiet poll-close", onclick: () => closePoll(message) }, "Close poll") : null));
+}
+
+/** A click on an option: in a single-choice poll it becomes my vote (or, when it was, my vote
+ *  goes); in a multiple-choice one it joins or leaves my votes. The answer has the counts. */
+async function votePoll(message, content, index) {
+  const mine = new Set(message.myVotes ?? []);
+  let chosen;
+  if (content.multipleChoice) {
+    if (mine.has(index)) mine.delete(index); else mine.add(index);
+    chosen = [...mine].sort((a, b) => a - b);
+  } else {
+    chosen = mine.has(index) ? [] : [index];
+  }
+  try {
+    insertMessage(await state.api.call("PUT", `/v1/conversations/${message.conversationId}/messages/${message.id}/poll/vote`, { options: chosen }));
+  } catch (error) {
+    showToast(error.message);
+  }
+}
+
+async function closePoll(message) {
+  try {
+    insertMessage(await state.api.post(`/v1/conversations/${message.conversationId}/messages/${message.id}/poll/close`, {}));
+  } catch (error) {
+    showToast(error.message);
   }
 }
 

@@ -57,6 +57,13 @@ export function handlers(page) {
     }
     const present = new Set((updated.reactions ?? []).map((reaction) => reaction.emoji));
     updated.myReactions = mine.filter((emoji) => present.has(emoji));
+    // A poll's counts come in the event; my own votes only from the answers I got (an
+    // anonymous poll's events name nobody) or, in an open poll, from its voter lists.
+    updated.myVotes = old.myVotes;
+    if (event.type === "poll.voted" && event.actorId === state.me.id && updated.poll?.options?.every((option) => Array.isArray(option.voterIds))) {
+      const mineNow = updated.poll.options.flatMap((option, index) => (option.voterIds.includes(state.me.id) ? [index] : []));
+      if (mineNow.length || updated.poll.options.every((option) => option.voterIds.length < 50)) updated.myVotes = mineNow;
+    }
     page.insertMessage(updated);
     if (state.pinsOpen === event.conversationId && event.type.startsWith("message.")) page.refreshPins();
   }
@@ -79,6 +86,8 @@ export function handlers(page) {
     "message.deleted": message,
     "reaction.added": annotation,
     "reaction.removed": annotation,
+    "poll.voted": annotation,
+    "poll.closed": annotation,
     "message.pinned": annotation,
     "message.unpinned": annotation,
     "conversation.created": membership,
