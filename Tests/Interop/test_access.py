@@ -194,6 +194,11 @@ class World:
                                      {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": f"words {marker}"}})
         assert status == 201, m_member
         f["m_member"] = m_member["id"]
+        for name, key in (("ana", "p_owner"), ("mia", "p_member")):
+            status, poll = self.call(name, "POST", f"/v1/conversations/{cid}/messages",
+                                     {"clientId": uuid.uuid4().hex, "content": {"type": "poll", "question": f"poll {marker}", "options": ["a", "b"]}})
+            assert status == 201, poll
+            f[key] = poll["id"]
         status, reply = self.call("mia", "POST", f"/v1/conversations/{cid}/messages",
                                   {"clientId": uuid.uuid4().hex, "threadId": f["m_owner"], "content": {"type": "text", "text": f"reply {marker}"}})
         assert status == 201, reply
@@ -300,6 +305,7 @@ def bodies(world, f, caller):
         ("PATCH", C + "/messages/{messageId}"): {"content": {"type": "text", "text": "edited"}},
         ("PATCH", S + "/messages/{messageId}"): {"content": {"type": "text", "text": "edited"}},
         ("POST", C + "/messages/{messageId}/reactions"): {"emoji": "👍"},
+        ("PUT", C + "/messages/{messageId}/poll/vote"): {"options": [1]},
         ("POST", C + "/threads/{messageId}/read"): {"seq": 1},
         ("POST", C + "/bans"): {"userId": world.uid("mia")}, ("POST", S + "/bans"): {"userId": world.uid("mia")},
         ("PUT", C + "/members/{userId}/mute"): {},
@@ -319,6 +325,8 @@ def request_for(world, method, path, f, caller):
     asks = OPERATIONS[(method, path)]
     reporting = method == "POST" and path.endswith("/reports")  # Mia reported Ana's already
     message = "m_member" if " / " in asks or reporting or path.startswith("/v1/server/") else "m_owner"
+    if "/poll/" in path:  # a poll of Mia's (whose closing is "own / others'"), or of Ana's
+        message = "p_member" if " / " in asks else "p_owner"
     own = (caller.user is not None and caller.user["id"] == world.uid("mia")) if " / " in asks else None
     values = {"conversationId": f["id"], "messageId": f[message], "emoji": EMOJI, "reportId": f["report"],
               "userId": world.uid("ben") if "/bans/" in path else world.uid("mia"), "username": world.username("mia")}

@@ -669,3 +669,33 @@ def test_delete_account_needs_yes_and_the_password_then_frees_the_username(serve
     history = bob.run("history", conversation)
     assert history.returncode == 0 and "a word to take back" not in history.stdout and "(deleted)" in history.stdout
     assert Shell(server).run("register", ana_name, password="another horse battery").returncode == 0, "the username is free"
+
+
+def test_a_poll_asked_voted_and_closed_from_the_shell(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, password="correct horse battery")
+    bob.run("register", bob_name, password="correct horse battery")
+    conversation = ana.run("send", "--to", bob_name, "a question coming").stdout.strip().split("\t")[2]
+    asked = ana.run("poll", conversation, "Lunch where?", "Pizza place", "Sushi", "--multiple")
+    assert asked.returncode == 0, asked.stderr
+    poll_id, line = asked.stdout.strip().split("\t", 1)
+    assert line == "📊 Lunch where? 1) Pizza place ·0  2) Sushi ·0  (0 voted, several answers)"
+    voted = bob.run("vote", conversation, poll_id, "1", "2")
+    assert voted.returncode == 0 and voted.stdout.strip() == "📊 Lunch where? 1) Pizza place ·1 ✓  2) Sushi ·1 ✓  (1 voted, several answers)", voted.stdout + voted.stderr
+    assert bob.run("vote", conversation, poll_id, "2").stdout.strip().endswith("1) Pizza place ·0  2) Sushi ·1 ✓  (1 voted, several answers)")
+    bad = bob.run("vote", conversation, poll_id, "3")
+    assert bad.returncode == 1 and "indexes 0–1" in bad.stderr, bad.stderr
+    zero = bob.run("vote", conversation, poll_id, "0")
+    assert zero.returncode == 2 and "from 1" in zero.stderr
+    refused = bob.run("close-poll", conversation, poll_id)
+    assert refused.returncode == 1 and "moderat" in refused.stderr, refused.stderr
+    closed = ana.run("close-poll", conversation, poll_id)
+    assert closed.returncode == 0 and closed.stdout.strip().endswith("(1 voted, several answers, closed)")
+    late = bob.run("vote", conversation, poll_id, "1")
+    assert late.returncode == 1 and "closed" in late.stderr
+    history = bob.run("history", conversation).stdout
+    assert "📊 Lunch where?" in history and "2) Sushi ·1 ✓" in history
+    assert "poll <conversation> <question> <option>" in ana.run("poll", "--help").stdout
+    few = ana.run("poll", conversation, "Only?", "one")
+    assert few.returncode == 2 and "poll <conversation>" in few.stderr

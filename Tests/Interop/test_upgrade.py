@@ -84,6 +84,13 @@ def test_a_database_of_an_earlier_build_opens_with_everything_in_it(build):
         assert status == 201, planned
         assert [s["id"] for s in clients["ana"].get("/v1/scheduled")[1]["scheduled"]] == [planned["id"]]
         assert clients["ana"].delete(f"/v1/scheduled/{planned['id']}")[0] == 204
+        # And ask polls (migration 0028): the earlier build's messages have no results, a new poll has.
+        status, poll = clients["ana"].post(f"/v1/conversations/{group}/messages", {
+            "clientId": "upgrade-poll", "content": {"type": "poll", "question": "Upgrade?", "options": ["yes", "no"]}})
+        assert status == 201 and poll["poll"]["voterCount"] == 0, poll
+        status, voted = clients["bob"].request("PUT", f"/v1/conversations/{group}/messages/{poll['id']}/poll/vote", {"options": [0]})
+        assert status == 200 and voted["poll"]["options"][0]["votes"] == 1 and voted["myVotes"] == [0]
+        assert all("poll" not in m for m in clients["bob"].get(f"/v1/conversations/{group}/messages?limit=100")[1]["messages"] if m["id"] != poll["id"])
         # New writes land after the old ones, in the same log.
         events = clients["bob"].get("/v1/events?after=0&limit=200")[1]["events"]
         status, sent = clients["ana"].send(group, "after the upgrade")

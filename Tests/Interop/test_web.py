@@ -1206,3 +1206,66 @@ def test_a_message_scheduled_on_the_page_is_sent_by_the_server_at_its_time_and_o
     messages = ben.get(f"/v1/conversations/{group['id']}/messages")[1]["messages"]
     assert [m["content"]["text"] for m in messages] == ["stand-up notes: all green"]
     assert not ana.console()
+
+
+def test_a_poll_is_voted_on_the_page_and_counts_and_closing_arrive_live(server, browsers):
+    ida_name, max_name = name("ida"), name("max")
+    ida = Browser(server); browsers.append(ida)
+    ida.sign_up(ida_name, "Ida Berg")
+    max_api = Client(server).register(max_name, display_name="Max Roth")
+    status, room = max_api.post("/v1/conversations", {"kind": "direct", "members": [ida_name]})
+    assert status in (200, 201)
+    status, poll = max_api.send(room["id"], content={"type": "poll", "question": "Where to?", "options": ["Lake", "Hills", "Town"]})
+    assert status == 201
+    ida.open_conversation("Max Roth")
+    ida.wait(lambda: [o.text.split("\n")[0] for o in ida.find(".messages .poll .poll-option .poll-text")] == ["Lake", "Hills", "Town"], "the poll's options")
+
+    def counts():
+        return [o.find_element(By.CSS_SELECTOR, ".count").text for o in ida.find(".messages .poll .poll-option")]
+
+    def click_option(index):
+        def attempt():
+            options = ida.find(".messages .poll .poll-option")
+            if len(options) <= index:
+                return False
+            options[index].click()
+            return True
+        return attempt
+
+    # Ida votes for Hills: pressed, counted by the server.
+    ida.wait(click_option(1), "Ida's click on Hills")
+    ida.wait(lambda: counts() == ["0", "1", "0"], "her vote counted")
+    ida.wait(lambda: [o.get_attribute("aria-pressed") for o in ida.find(".messages .poll .poll-option")] == ["false", "true", "false"], "her choice pressed")
+    status, page = max_api.get(f"/v1/conversations/{room['id']}/messages")
+    seen = next(m for m in page["messages"] if m["id"] == poll["id"])
+    assert status == 200 and seen["poll"]["voterCount"] == 1 and len(seen["poll"]["options"][1]["voterIds"]) == 1 and "myVotes" not in seen
+    # Max votes from his phone: the page's counts follow live, Ida's choice stays pressed.
+    status, _ = max_api.request("PUT", f"/v1/conversations/{room['id']}/messages/{poll['id']}/poll/vote", {"options": [0]})
+    assert status == 200
+    ida.wait(lambda: counts() == ["1", "1", "0"], "Max's vote, live")
+    ida.wait(lambda: ida.find(".messages .poll .poll-option[aria-pressed=true]"), "hers still pressed")
+    ida.screenshot("poll.png")
+    # Max closes it: the options stop taking clicks and the poll says so.
+    status, _ = max_api.post(f"/v1/conversations/{room['id']}/messages/{poll['id']}/poll/close", {})
+    assert status == 200
+    ida.wait(lambda: "closed" in (ida.one(".messages .poll .poll-notes").text or ""), "closed, live")
+    ida.wait(lambda: all(not o.is_enabled() for o in ida.find(".messages .poll .poll-option")), "no more votes")
+    ida.wait(lambda: any("📊 Where to?" in c.text for c in ida.find(".conversation")), "the list's preview")
+
+    # Ida asks one back from the page: the dialog, a third option, several answers allowed.
+    ida.one("button[name=new-poll]").click()
+    ida.one(".dialog input[name=question]").send_keys("Bring what?")
+    ida.one(".dialog button[name=add-option]").click()
+    for field, text in zip(ida.find(".dialog input[name=option]"), ["Tea", "Cake", "Rug"]):
+        field.send_keys(text)
+    ida.one(".dialog input[name=multiple]").click()
+    ida.one(".dialog button[name=send-poll]").click()
+    ida.wait(lambda: not ida.find(".dialog"), "the dialog closed")
+    status, page = max_api.get(f"/v1/conversations/{room['id']}/messages")
+    asked = next((m for m in page["messages"] if m["content"].get("question") == "Bring what?"), None)
+    assert asked and asked["content"]["options"] == ["Tea", "Cake", "Rug"] and asked["content"]["multipleChoice"] is True
+    status, _ = max_api.request("PUT", f"/v1/conversations/{room['id']}/messages/{asked['id']}/poll/vote", {"options": [0, 1]})
+    assert status == 200
+    ida.wait(lambda: any([o.find_element(By.CSS_SELECTOR, ".count").text for o in p.find_elements(By.CSS_SELECTOR, ".poll-option")] == ["1", "1", "0"]
+                         for p in ida.find(".messages .poll")), "Max's two answers, live")
+    assert not ida.console(), ida.console()

@@ -68,7 +68,7 @@ extension Polls {
         let now = nowMilliseconds
         return try await run {
             try await write { tx in
-                let access = try Chat.access(tx, caller: caller, id: id, for: .read)
+                let access = try Chat.access(tx, caller: caller, id: id, for: .editOwnMessage)
                 let (row, _) = try Chat.messageRow(tx, access: access, id: messageID)
                 try access.require(try row.get("m_author_key", as: Int64.self) == caller.userKey ? .editOwnMessage : .moderate)
                 let (_, key, results) = try Polls.lockedPoll(tx, access: access, id: messageID)

@@ -405,6 +405,7 @@ function renderChat() {
     h("label", { class: "attach", title: "Send a photo" }, icon("photo"), photoInput),
     h("label", { class: "attach", title: "Send a file" }, icon("file"), fileInput),
     h("button", { type: "button", class: "attach", title: "Share a location", "aria-label": "Share a location", onclick: shareLocation }, icon("location")),
+    h("button", { type: "button", class: "attach", name: "new-poll", title: "Ask a poll", "aria-label": "Ask a poll", onclick: openPollComposer }, "📊"),
     elements.composer,
     h("button", { type: "button", class: "attach", name: "send-later", title: "Send later", "aria-label": "Send later", onclick: openSendLater }, "⏰"),
     h("button", { type: "submit", class: "primary send" }, "Send"));
@@ -578,7 +579,7 @@ function renderPoll(message, content) {
       onclick: () => votePoll(message, content, index),
     }, bar, h("span", { class: "poll-text", dir: "auto" }, text), h("span", { class: "count" }, String(votes)));
   });
-  const notes = [voters === 1 ? "1 vote" : `${voters} votes`];
+  const notes = [voters === 1 ? "1 person voted" : `${voters} people voted`];
   if (content.multipleChoice) notes.push("choose any");
   if (content.anonymous) notes.push("anonymous");
   if (closed) notes.push("closed");
@@ -762,6 +763,41 @@ function renderScheduledBar() {
   if (here.length === 0) return;
   bar.append(h("button", { type: "button", class: "quiet", name: "open-scheduled", onclick: openScheduledList },
     `⏰ ${here.length - failed} scheduled`, failed ? ` · ${failed} not sent` : ""));
+}
+
+/** A new poll: the question, 2–10 options, several answers or one, anonymous or not. */
+function openPollComposer() {
+  const conversationId = state.current;
+  const question = h("input", { type: "text", name: "question", maxlength: 300, placeholder: "Ask something", "aria-label": "Question" });
+  const options = h("div", { class: "poll-inputs" });
+  const addOption = () => {
+    if (options.children.length >= 10) return;
+    options.append(h("input", { type: "text", name: "option", maxlength: 100, placeholder: `Option ${options.children.length + 1}`,
+                                "aria-label": `Option ${options.children.length + 1}` }));
+    more.disabled = options.children.length >= 10;
+  };
+  const more = h("button", { type: "button", class: "quiet", name: "add-option", onclick: addOption }, "+ Add an option");
+  addOption();
+  addOption();
+  const multiple = h("input", { type: "checkbox", name: "multiple" });
+  const anonymous = h("input", { type: "checkbox", name: "anonymous" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  let close;
+  const submit = h("button", { type: "button", class: "primary", name: "send-poll", onclick: async () => {
+    const answers = [...options.querySelectorAll("input")].map((input) => input.value.trim()).filter(Boolean);
+    if (!question.value.trim()) { error.textContent = "Write the question."; return; }
+    if (answers.length < 2) { error.textContent = "Give at least two options."; return; }
+    try {
+      const message = await state.api.post(`/v1/conversations/${conversationId}/messages`, {
+        clientId: newID(), content: { type: "poll", question: question.value.trim(), options: answers, multipleChoice: multiple.checked,
+                                      anonymous: anonymous.checked } });
+      if (state.current === conversationId) insertMessage(message);
+      close();
+    } catch (failure) { error.textContent = failure.message; }
+  } }, "Send poll");
+  close = dialog("New poll", h("label", {}, "Question ", question), options, more,
+    h("label", { class: "check" }, multiple, " People may choose several"),
+    h("label", { class: "check" }, anonymous, " Anonymous: counts only, never who voted"), error, submit);
 }
 
 /** Composer's text, sent by the server at a chosen time. */
