@@ -4,8 +4,10 @@ import Foundation
 package struct ChatLayout: Sendable {
     /// One message as the screen shows it.
     package struct Bubble: Sendable, Hashable {
-        /// The number commands use (`/edit 3 …`, `/react 2 👍`), shown under every message.
-        package var number: Int
+        /// The number commands use (`/edit 3 …`, `/react 2 👍`), shown under every message: its
+        /// seq, the number `parley history` and every command that takes a message (`#3`) use
+        /// too; nil while it is being sent (shown as `#…`).
+        package var number: Int?
         /// Written by the user at this terminal (drawn on the right).
         package var mine: Bool
         /// The sender's display name.
@@ -26,7 +28,7 @@ package struct ChatLayout: Sendable {
         package var pinned: Bool
 
         /// Creates a bubble; each argument sets the property of the same name.
-        package init(number: Int, mine: Bool, sender: String, time: String, text: String, edited: Bool = false, deleted: Bool = false,
+        package init(number: Int?, mine: Bool, sender: String, time: String, text: String, edited: Bool = false, deleted: Bool = false,
                     status: Status? = nil, reactions: String? = nil, pinned: Bool = false) {
             self.reactions = reactions
             self.pinned = pinned
@@ -73,12 +75,12 @@ package struct ChatLayout: Sendable {
                 for line in wrapped { lines.append(Self.right("\(line) ▕", width: width)) }
                 if let reactions { lines.append(Self.right("\(reactions)  ", width: width)) }
                 let mark = bubble.status.map { " \($0.rawValue)" } ?? ""
-                lines.append(Self.right("#\(bubble.number) \(bubble.time)\(mark)  ", width: width))
+                lines.append(Self.right("#\(bubble.number.map(String.init) ?? "…") \(bubble.time)\(mark)  ", width: width))
             } else {
                 if bubble.sender != previousSender { lines.append(Self.fit("\(bubble.sender)", width: width)) }
                 for line in wrapped { lines.append(Self.fit("▏ \(line)", width: width)) }
                 if let reactions { lines.append(Self.fit("  \(reactions)", width: width)) }
-                lines.append(Self.fit("  #\(bubble.number) \(bubble.time)", width: width))
+                lines.append(Self.fit("  #\(bubble.number.map(String.init) ?? "…") \(bubble.time)", width: width))
             }
             previousSender = bubble.mine ? nil : bubble.sender
         }

@@ -100,18 +100,15 @@ enum ChatScreen {
 
         func bubbles() -> [ChatLayout.Bubble] {
             var numbered: [ChatLayout.Bubble] = []
-            var number = 0
             for message in messages {
-                number += 1
                 let mine = message.sender.id == me.id
                 numbered.append(ChatLayout.Bubble(
-                    number: number, mine: mine, sender: message.sender.displayName, time: clock.string(from: message.sentAt),
+                    number: Int(message.seq), mine: mine, sender: message.sender.displayName, time: clock.string(from: message.sentAt),
                     text: describe(message), edited: message.editedAt != nil, deleted: message.deletedAt != nil,
                     status: mine ? (statuses[message.id] ?? .sent) : nil, reactions: reactionLine(message), pinned: message.pinnedAt != nil))
             }
             for item in pending {
-                number += 1
-                numbered.append(ChatLayout.Bubble(number: number, mine: true, sender: me.displayName, time: clock.string(from: Date()),
+                numbered.append(ChatLayout.Bubble(number: nil, mine: true, sender: me.displayName, time: clock.string(from: Date()),
                                                   text: item.text, status: item.status))
             }
             return numbered
@@ -131,9 +128,13 @@ enum ChatScreen {
                                         input: input, notice: notice))
         }
 
+        /// The message shown as `#number` (its seq; `#12` and `12` alike).
         func message(numbered number: Int) -> Message? {
-            number >= 1 && number <= messages.count ? messages[number - 1] : nil
+            messages.first { $0.seq == Int64(number) }
         }
+
+        /// `12` or `#12`.
+        func parsedNumber(_ word: String) -> Int? { Int(word.hasPrefix("#") ? String(word.dropFirst()) : word) }
 
         /// Runs one line from the input: a message, or a command. Returns a notice to show.
         func perform(_ line: String) async throws -> String? {
@@ -149,24 +150,24 @@ enum ChatScreen {
             case "/quit":
                 return nil
             case "/edit":
-                guard parts.count == 3, let number = Int(parts[1]), let target = message(numbered: number) else { return "usage: /edit N new text" }
+                guard parts.count == 3, let number = parsedNumber(parts[1]), let target = message(numbered: number) else { return "usage: /edit N new text" }
                 guard target.sender.id == me.id else { return "you can only edit your own messages" }
                 let edited = try await client.edit(target.id, in: id, to: .text(parts[2]))
                 if let index = messages.firstIndex(where: { $0.id == edited.id }) { messages[index] = edited }
                 return "edited #\(number)"
             case "/react", "/unreact":
-                guard parts.count == 3, let number = Int(parts[1]), let target = message(numbered: number) else { return "usage: \(parts[0]) N 👍" }
+                guard parts.count == 3, let number = parsedNumber(parts[1]), let target = message(numbered: number) else { return "usage: \(parts[0]) N 👍" }
                 let changed = parts[0] == "/react" ? try await client.react(parts[2], to: target.id, in: id)
                                                    : try await client.unreact(parts[2], from: target.id, in: id)
                 if let index = messages.firstIndex(where: { $0.id == changed.id }) { messages[index] = changed }
                 return parts[0] == "/react" ? "reacted \(parts[2]) to #\(number)" : "took back \(parts[2]) from #\(number)"
             case "/pin", "/unpin":
-                guard parts.count == 2, let number = Int(parts[1]), let target = message(numbered: number) else { return "usage: \(parts[0]) N" }
+                guard parts.count == 2, let number = parsedNumber(parts[1]), let target = message(numbered: number) else { return "usage: \(parts[0]) N" }
                 let changed = parts[0] == "/pin" ? try await client.pin(target.id, in: id) : try await client.unpin(target.id, in: id)
                 if let index = messages.firstIndex(where: { $0.id == changed.id }) { messages[index] = changed }
                 return parts[0] == "/pin" ? "pinned #\(number)" : "unpinned #\(number)"
             case "/delete":
-                let numbers = line.split(separator: " ").dropFirst().compactMap { Int($0) }
+                let numbers = line.split(separator: " ").dropFirst().compactMap { parsedNumber(String($0)) }
                 let targets = numbers.compactMap(message(numbered:))
                 guard !targets.isEmpty, targets.count == numbers.count else { return "usage: /delete N [N…]" }
                 guard targets.allSatisfy({ $0.sender.id == me.id }) else { return "you can only delete your own messages" }

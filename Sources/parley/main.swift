@@ -102,6 +102,8 @@ let commandHelp: [String: String] = [
 
 /// A command-line mistake.
 struct UsageError: Error { var message: String }
+/// Something the command line named that is not there (exit 1, unlike a usage mistake).
+struct NotFound: Error, CustomStringConvertible { var message: String; var description: String { message } }
 
 /// Everything the command line can set. Each option is declared once (``Arguments/globalOptions``,
 /// ``Arguments/commandOptions``): its flag, environment variable, help and type.
@@ -581,19 +583,23 @@ func run(_ raw: [String]) async throws {
             }
         }
     case "edit":
-        guard words.count >= 3, let conversation = words.first else { throw UsageError(message: "edit <conversation> <message> <text…>") }
-        let edited = try await client.edit(MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation),
-                                           to: .text(words.dropFirst(2).joined(separator: " ")))
+        guard words.count >= 3 else { throw UsageError(message: "edit <conversation> <message> <text…>") }
+        let (conversation, message) = try await resolveMessage(client, words)
+        let edited = try await client.edit(message, in: conversation, to: .text(words.dropFirst(2).joined(separator: " ")))
         output("\(edited.id.rawValue)\tedited")
     case "delete":
-        guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "delete <conversation> <message>…") }
-        try await client.delete(words.dropFirst().map(MessageID.init(rawValue:)), in: ConversationID(rawValue: conversation))
+        guard words.count >= 2, let first = words.first else { throw UsageError(message: "delete <conversation> <message>…") }
+        let conversation = try await resolveConversation(client, first)
+        var messages: [MessageID] = []
+        for word in words.dropFirst() { messages.append(try await resolveMessage(client, conversation, word)) }
+        try await client.delete(messages, in: conversation)
         output("deleted \(words.count - 1)")
     case "react":
-        guard words.count == 3, let conversation = words.first else { throw UsageError(message: "react <conversation> <message> <emoji> [--remove]") }
-        let (message, emoji) = (MessageID(rawValue: words[words.startIndex + 1]), words[words.startIndex + 2])
-        let changed = settings.remove ? try await client.unreact(emoji, from: message, in: ConversationID(rawValue: conversation))
-                                      : try await client.react(emoji, to: message, in: ConversationID(rawValue: conversation))
+        guard words.count == 3 else { throw UsageError(message: "react <conversation> <message> <emoji> [--remove]") }
+        let (conversation, message) = try await resolveMessage(client, words)
+        let emoji = words[words.startIndex + 2]
+        let changed = settings.remove ? try await client.unreact(emoji, from: message, in: conversation)
+                                      : try await client.react(emoji, to: message, in: conversation)
         output(ChatScreen.reactionLine(changed) ?? "(no reactions)")
     case "poll":
         guard words.count >= 4, let conversation = words.first else {
@@ -605,20 +611,23 @@ func run(_ raw: [String]) async throws {
         let sent = try await deliverOutbox(client, waitingFor: clientID)
         output("\(sent.id.rawValue)\t\(pollLine(poll, sent))")
     case "vote":
-        guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "vote <conversation> <message> [N…]") }
+        guard words.count >= 2 else { throw UsageError(message: "vote <conversation> <message> [N…]") }
         let choices = try words.dropFirst(2).map { word -> Int in
             guard let number = Int(word), number >= 1 else { throw UsageError(message: "vote takes option numbers from 1, not '\(word)'") }
             return number - 1
         }
-        let voted = try await client.vote(choices, in: MessageID(rawValue: words[words.startIndex + 1]), conversation: ConversationID(rawValue: conversation))
+        let (conversation, message) = try await resolveMessage(client, words)
+        let voted = try await client.vote(choices, in: message, conversation: conversation)
         output(body(of: voted))
     case "close-poll":
-        guard words.count == 2, let conversation = words.first else { throw UsageError(message: "close-poll <conversation> <message>") }
-        let closed = try await client.closePoll(MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation))
+        guard words.count == 2 else { throw UsageError(message: "close-poll <conversation> <message>") }
+        let (conversation, message) = try await resolveMessage(client, words)
+        let closed = try await client.closePoll(message, in: conversation)
         output(body(of: closed))
     case "reactions":
-        guard words.count == 2, let conversation = words.first else { throw UsageError(message: "reactions <conversation> <message> [--emoji E]") }
-        let page = try await client.reactions(on: MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation),
+        guard words.count == 2 else { throw UsageError(message: "reactions <conversation> <message> [--emoji E]") }
+        let (conversation, message) = try await resolveMessage(client, words)
+        let page = try await client.reactions(on: message, in: conversation,
                                               emoji: settings.emoji, limit: min(settings.limit ?? 50, 100))
         for reaction in page.reactions {
             output("\(reaction.emoji)\t\(reaction.user.username)\t\(reaction.user.displayName)\t\(time(reaction.reactedAt))")
@@ -671,10 +680,9 @@ func run(_ raw: [String]) async throws {
             output("\(changed.id.rawValue)\t\(changed.markedUnread == true ? "marked unread" : "not marked")")
         }
     case "pin":
-        guard words.count == 2, let conversation = words.first else { throw UsageError(message: "pin <conversation> <message> [--remove]") }
-        let target = MessageID(rawValue: words[words.startIndex + 1])
-        let changed = settings.remove ? try await client.unpin(target, in: ConversationID(rawValue: conversation))
-                                      : try await client.pin(target, in: ConversationID(rawValue: conversation))
+        guard words.count == 2 else { throw UsageError(message: "pin <conversation> <message> [--remove]") }
+        let (conversation, target) = try await resolveMessage(client, words)
+        let changed = settings.remove ? try await client.unpin(target, in: conversation) : try await client.pin(target, in: conversation)
         output("\(changed.id.rawValue)\t\(changed.pinnedAt == nil ? "unpinned" : "pinned")")
     case "pins":
         guard words.count == 1, let conversation = words.first else { throw UsageError(message: "pins <conversation>") }
@@ -682,8 +690,8 @@ func run(_ raw: [String]) async throws {
             output("\(message.seq)\t\(message.id.rawValue)\t\(message.sender.username)\t\(text(of: message))")
         }
     case "thread":
-        guard words.count >= 2, let conversation = words.first else { throw UsageError(message: "thread <conversation> <message> [text…]") }
-        let (id, root) = (ConversationID(rawValue: conversation), MessageID(rawValue: words[words.startIndex + 1]))
+        guard words.count >= 2 else { throw UsageError(message: "thread <conversation> <message> [text…]") }
+        let (id, root) = try await resolveMessage(client, words)
         let reply = words.dropFirst(2).joined(separator: " ")
         if reply.isEmpty {
             let info = try await client.thread(root, in: id)
@@ -703,11 +711,12 @@ func run(_ raw: [String]) async throws {
         let saved = try await client.export(conversation: settings.conversation.map(ConversationID.init(rawValue:)), to: destination)
         output("\(destination.path)\t" + saved.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
     case "report":
-        guard words.count == 3, let conversation = words.first else { throw UsageError(message: "report <conversation> <message> <reason>") }
+        guard words.count == 3 else { throw UsageError(message: "report <conversation> <message> <reason>") }
         guard let reason = ReportReason(rawValue: words[words.startIndex + 2]) else {
             throw UsageError(message: "the reason is one of \(ReportReason.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        let report = try await client.report(MessageID(rawValue: words[words.startIndex + 1]), in: ConversationID(rawValue: conversation),
+        let (conversation, message) = try await resolveMessage(client, words)
+        let report = try await client.report(message, in: conversation,
                                              reason: reason, note: settings.note)
         output("\(report.id)\treported")
     case "block":
@@ -807,6 +816,28 @@ func resolveConversation(_ client: ParleyClient, _ word: String) async throws ->
     } catch {
         throw UsageError(message: "no conversation called '\(word)' and no user by that name: give an id (parley conversations lists them), @username or a title")
     }
+}
+
+/// The conversation and message the first two words name: the conversation as
+/// ``resolveConversation(_:_:)`` reads it, the message by its id (`m_…`) or by its number
+/// (`#12`, its seq: the number `chat`, `history`, `pins` and `thread` show).
+func resolveMessage(_ client: ParleyClient, _ words: ArraySlice<String>) async throws -> (ConversationID, MessageID) {
+    guard let first = words.first, words.count >= 2 else { throw UsageError(message: "give a conversation and a message") }
+    let conversation = try await resolveConversation(client, first)
+    return (conversation, try await resolveMessage(client, conversation, words[words.startIndex + 1]))
+}
+
+/// A message by its id (`m_…`) or its number in `conversation` (`#12`).
+func resolveMessage(_ client: ParleyClient, _ conversation: ConversationID, _ word: String) async throws -> MessageID {
+    guard word.hasPrefix("#") else { return MessageID(rawValue: word) }
+    guard let seq = Int64(word.dropFirst()), seq >= 1 else {
+        throw UsageError(message: "a message is its id (m_…) or its number as chat and history show it, like #12; not '\(word)'")
+    }
+    let page = try await client.history(of: conversation, before: seq + 1, limit: 1)
+    guard let message = page.messages.last, message.seq == seq else {
+        throw NotFound(message: "there is no message #\(seq) in that conversation (parley history shows the numbers)")
+    }
+    return message.id
 }
 
 /// `--server` as a URL: a bare host and port (`127.0.0.1:8080`, `chat.example.com`) gets

@@ -299,7 +299,7 @@ def test_the_chat_screen_as_a_person_uses_it(server):
         bobs.wait_for(lambda s: "hello Bob (fixed) (edited)" in s)
         screen.type(f"/delete {number[1:]}")
         bobs.wait_for(lambda s: "(deleted)" in s and "hello Bob (fixed)" not in s)
-        screen.type("/edit 1 not mine")
+        screen.type(f"/edit {bobs_number} not mine")   # "#N" works as well as "N"
         screen.wait_for(lambda s: "you can only edit your own messages" in s)
 
         # Scrolling back shows older history.
@@ -699,3 +699,28 @@ def test_a_poll_asked_voted_and_closed_from_the_shell(server):
     assert "poll <conversation> <question> <option>" in ana.run("poll", "--help").stdout
     few = ana.run("poll", conversation, "Only?", "one")
     assert few.returncode == 2 and "poll <conversation>" in few.stderr
+
+
+def test_one_message_numbering_everywhere(server):
+    ana, bob = Shell(server), Shell(server)
+    ana_name, bob_name = name("ana"), name("bob")
+    ana.run("register", ana_name, password="correct horse battery")
+    bob.run("register", bob_name, password="correct horse battery")
+    first, seq, conversation = ana.run("send", "--to", bob_name, "first").stdout.strip().split("\t")
+    second = ana.run("send", conversation, "second").stdout.strip().split("\t")[0]
+    numbers = {line.split("\t")[1]: line.split("\t")[0] for line in bob.run("history", f"@{ana_name}").stdout.splitlines()}
+    assert numbers[first] == seq.removeprefix("seq "), "history's number is the seq send printed"
+    number = "#" + numbers[second]
+    # Every command that takes a message takes its number, in a conversation named as chat names it.
+    assert bob.run("react", f"@{ana_name}", number, "👍").stdout.strip() == "[👍 1]"
+    assert bob.run("reactions", f"@{ana_name}", number).stdout.split("\t")[:2] == ["👍", bob_name]
+    assert bob.run("pin", f"@{ana_name}", number).stdout.strip() == f"{second}\tpinned"
+    assert ana.run("pins", conversation).stdout.split("\t")[0] == numbers[second]
+    edited = ana.run("edit", conversation, number, "second, edited")
+    assert edited.returncode == 0 and edited.stdout.strip() == f"{second}\tedited", edited.stderr
+    missing = ana.run("edit", conversation, "#999", "nothing")
+    assert missing.returncode == 1 and "no message #999" in missing.stderr
+    malformed = ana.run("edit", conversation, "#two", "nothing")
+    assert malformed.returncode == 2 and "like #12" in malformed.stderr
+    assert ana.run("delete", conversation, "#" + numbers[first]).stdout.strip() == "deleted 1"
+    assert not any(line.split("\t")[1] == first and line.endswith("\tfirst") for line in bob.run("history", conversation).stdout.splitlines())
