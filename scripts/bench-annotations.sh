@@ -4,6 +4,7 @@
 #      to 10 groups, then the same connections each toggling reactions on a message of its
 #      group (every request adds or takes back one): reactions/s ÷ sends/s in the same run;
 #      and the same connections each saving a newer draft in its group (issue 33): drafts/s ÷ sends/s;
+#      and each voting in its group's poll, a different answer every time: votes/s ÷ sends/s;
 #   2. a latest-50 history page of a group whose messages carry three reactions each, a
 #      mention, (every fifth) a pin and (every other) a thread of two replies, against one of
 #      plain messages, on one connection:
@@ -21,8 +22,8 @@ rounds=${ROUNDS:-3}
 work=$(mktemp -d /tmp/parley-bench-annotations.XXXXXX)
 pid=
 trap '[[ -n "$pid" ]] && kill $pid 2>/dev/null; rm -rf "$work"' EXIT
-echo "| round | sends/s | reactions/s | reaction ÷ send | drafts/s | draft ÷ send | plain pages/s | decorated pages/s | decorated ÷ plain | plain p50 ms | decorated p50 ms | errors |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| round | sends/s | reactions/s | reaction ÷ send | drafts/s | draft ÷ send | votes/s | vote ÷ send | plain pages/s | decorated pages/s | decorated ÷ plain | plain p50 ms | decorated p50 ms | errors |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$rounds"); do
     data="$work/round$round"
     .build/release/parley-server --port 0 --threads "$(nproc)" --data-dir "$data" --signups-per-hour 1000000 \
@@ -37,7 +38,8 @@ for round in $(seq 1 "$rounds"); do
     python3 - "$round" "$line" <<'PY'
 import json, sys
 r = json.loads(sys.argv[2])
-print(f"| {sys.argv[1]} | {r['sends_per_s']} | {r['reactions_per_s']} | {r['reaction_vs_send']} | {r['drafts_per_s']} | {r['draft_vs_send']} | {r['plain_pages_per_s']} | "
+print(f"| {sys.argv[1]} | {r['sends_per_s']} | {r['reactions_per_s']} | {r['reaction_vs_send']} | {r['drafts_per_s']} | {r['draft_vs_send']} | "
+      f"{r['votes_per_s']} | {r['vote_vs_send']} | {r['plain_pages_per_s']} | "
       f"{r['decorated_pages_per_s']} | {r['decorated_vs_plain']} | {r['plain_p50_ms']} | {r['decorated_p50_ms']} | {r['errors']} |")
 PY
 done

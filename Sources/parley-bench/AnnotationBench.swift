@@ -12,7 +12,9 @@ import ParleyWire
 ///    (ten emoji added, then the same ten taken back: every request changes something);
 /// 3. drafts: the same connections each saving its draft in its group, every save a newer one
 ///    (issue 33: what a device sends as its user pauses typing);
-/// 4. history: latest-50 pages on one connection, of a group whose 50 newest messages have no
+/// 4. votes: the same connections each voting in a poll of its group, every vote a different
+///    answer from the last (issue 33: each rewrites the poll's counts on its message);
+/// 5. history: latest-50 pages on one connection, of a group whose 50 newest messages have no
 ///    reactions, then of one whose 50 newest have three reactions each, a mention, every fifth
 ///    a pin and every other a thread of two replies (reply counts on the page).
 func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
@@ -74,6 +76,22 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
                            host: host, appKey: appKey, token: tokens[connection], body: body)
     }
 
+    // One poll per group; each connection's vote alternates between two answers, so every
+    // request changes the counts.
+    var polls: [String] = []
+    for (index, conversation) in conversations.enumerated() {
+        let poll = try await clients[index].call("POST", "/v1/conversations/\(conversation)/messages",
+                                                 body: SendMessageRequest(clientID: "\(run)-p\(index)", content: .poll(PollContent(
+                                                     question: "Which one?", options: ["one", "two", "three"]))), as: Message.self)
+        polls.append(poll.id.rawValue)
+    }
+    let pollIDs = polls
+    progress("annotations: votes, \(senders) connections for \(Int(duration)) s…")
+    let votes = try await runLoad(url: url, connections: senders, duration: duration, group: group) { connection, index in
+        httpRequest("PUT", "/v1/conversations/\(groups[connection % conversationCount])/messages/\(pollIDs[connection % conversationCount])/poll/vote",
+                    host: host, appKey: appKey, token: tokens[connection], body: #"{"options":[\#(index % 2)]}"#)
+    }
+
     // History: two groups of the same three people, 50 messages each; in the second every
     // message gets three reactions, one mention, and every fifth a pin.
     progress("annotations: filling two groups of 50 messages for the history pages…")
@@ -121,7 +139,8 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
     let rate = { (result: (latencies: [UInt64], failures: [Int: Int], lastFailure: String, elapsed: Double)) in
         Double(result.latencies.count) / result.elapsed
     }
-    for (name, result) in [("sends", sends), ("reactions", reactions), ("drafts", drafts), ("plain pages", history[0]), ("decorated pages", history[1])]
+    for (name, result) in [("sends", sends), ("reactions", reactions), ("drafts", drafts), ("votes", votes), ("plain pages", history[0]),
+                           ("decorated pages", history[1])]
     where !result.failures.isEmpty {
         progress("annotations: \(name) failures by status \(result.failures); last: \(result.lastFailure)")
     }
@@ -135,12 +154,15 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
         "drafts_per_s": String(format: "%.0f", rate(drafts)),
         "draft_p99_ms": String(format: "%.2f", percentile(drafts.latencies, 0.99) / 1000),
         "draft_vs_send": String(format: "%.2f", rate(drafts) / max(rate(sends), 1)),
+        "votes_per_s": String(format: "%.0f", rate(votes)),
+        "vote_p99_ms": String(format: "%.2f", percentile(votes.latencies, 0.99) / 1000),
+        "vote_vs_send": String(format: "%.2f", rate(votes) / max(rate(sends), 1)),
         "plain_pages_per_s": String(format: "%.0f", rate(history[0])),
         "plain_p50_ms": String(format: "%.3f", percentile(history[0].latencies, 0.5) / 1000),
         "decorated_pages_per_s": String(format: "%.0f", rate(history[1])),
         "decorated_p50_ms": String(format: "%.3f", percentile(history[1].latencies, 0.5) / 1000),
         "decorated_vs_plain": String(format: "%.2f", rate(history[1]) / max(rate(history[0]), 1)),
-        "errors": "\([sends, reactions, drafts, history[0], history[1]].map { $0.failures.values.reduce(0, +) }.reduce(0, +))",
+        "errors": "\([sends, reactions, drafts, votes, history[0], history[1]].map { $0.failures.values.reduce(0, +) }.reduce(0, +))",
     ])
 }
 
