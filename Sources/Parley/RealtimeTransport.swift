@@ -82,9 +82,12 @@ final class NetRealtimeConnection: RealtimeConnection, @unchecked Sendable {
     func send(_ text: String) { socket.send(text: text) }
     func close() { socket.close() }
 }
-#else
+#endif
 
-/// The Apple transport: `URLSessionWebSocketTask`, which answers pings itself.
+/// The Apple transport: `URLSessionWebSocketTask`, which answers pings itself. Compiled on
+/// every platform (Linux's FoundationNetworking declares the same API, so `make test`
+/// type-checks every line of it) and used on Apple platforms only: Debian's libcurl, which
+/// FoundationNetworking's tasks run on, has no WebSocket support, so it cannot run here.
 final class URLSessionRealtimeConnection: RealtimeConnection, @unchecked Sendable {
     // @unchecked: its stored properties are immutable; `URLSessionWebSocketTask` is thread-safe (Foundation documents it so) but not marked Sendable.
     let frames: AsyncStream<String>
@@ -124,4 +127,3 @@ final class URLSessionRealtimeConnection: RealtimeConnection, @unchecked Sendabl
     func send(_ text: String) { task.send(.string(text)) { _ in } }
     func close() { task.cancel(with: .normalClosure, reason: nil) }
 }
-#endif
