@@ -132,8 +132,13 @@ struct PollDomainTests {
         await #expect(throws: ChatError.self) { try await chat.edit(ann, conversation: room, message: sent.id, EditMessageRequest(content: poll("Dinner?"))) }
         let text = try await chat.send(ann, to: room, SendMessageRequest(clientID: "text", content: .text("hi"))).0
         await #expect(throws: ChatError.self) { try await chat.edit(ann, conversation: room, message: text.id, EditMessageRequest(content: poll())) }
-        // A deleted poll takes no votes and shows no counts.
+        // A deleted poll loses its votes and shows no counts.
+        let ben = try await harness.register("eve").caller
+        _ = try await chat.addMembers(ann, id: room, AddMembersRequest(usernames: ["eve"]))
+        _ = try await chat.polls.vote(ben, conversation: room, message: sent.id, options: [0])
         _ = try await chat.delete(ann, conversation: room, messages: [sent.id])
+        #expect(try await harness.store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM poll_vote") } == 0)
+        await #expect(throws: ChatError.messageDeleted) { try await chat.polls.vote(ben, conversation: room, message: sent.id, options: [1]) }
         let gone = try await chat.history(ann, id: room, HistoryQuery(limit: 50)).page().messages.first { $0.id == sent.id }
         #expect(gone?.deletedAt != nil && gone?.poll == nil)
     }

@@ -462,6 +462,7 @@ extension Chat {
             WHERE id = \(key)
             """)
         try db.execute("DELETE FROM reaction WHERE message_id = \(key)")
+        try db.execute("DELETE FROM poll_vote WHERE message_id = \(key)")
         try db.execute("DELETE FROM mention WHERE message_id = \(key)")
         if let content { try FullTextSearch.unindex(db, message: key, text: content.searchableText) }
         try Chat.setMedia(db, message: key, keys: [], now: now)

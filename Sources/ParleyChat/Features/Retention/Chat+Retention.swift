@@ -120,6 +120,7 @@ extension Chat {
             try setMedia(tx, message: key, keys: [], now: now)
         }
         try tx.execute("DELETE FROM reaction WHERE message_id IN (\(list: keys))")
+        try tx.execute("DELETE FROM poll_vote WHERE message_id IN (\(list: keys))")
         try tx.execute("DELETE FROM mention WHERE message_id IN (\(list: keys))")
         try tx.execute("DELETE FROM report WHERE message_id IN (\(list: keys))")
         try tx.execute("DELETE FROM thread_read WHERE root_id IN (\(list: keys))")
