@@ -141,6 +141,21 @@ struct BlockDomainTests {
         let onHis = try frame(.object(["type": .string("event"), "event": .object([
             "type": .string("reaction.added"), "actorId": .string("u_carol"), "message": message])]))
         if case .stub = BlockedFrames(frame: onHis).outcome(for: ["u_bob"]) {} else { Issue.record("a reaction to a blocked person's message carries the stub") }
+        // So is a vote of theirs; a blocked person's poll is a stub without its question or counts.
+        let vote = try frame(.object(["type": .string("event"), "event": .object([
+            "type": .string("poll.voted"), "actorId": .string("u_bob"), "message": .object(["id": .string("m_3"), "sender": .object(["id": .string("u_carol")])])])]))
+        #expect(BlockedFrames(frame: vote).outcome(for: ["u_bob"]) == .withheld)
+        #expect(BlockedFrames(frame: vote).outcome(for: ["u_dan"]) == .asIs)
+        var poll = message
+        if case .object(var fields) = poll {
+            fields["poll"] = .object(["voterCount": .number(1)])
+            fields["content"] = .object(["type": .string("poll"), "question": .string("Lunch?")])
+            poll = .object(fields)
+        }
+        let asked = try frame(.object(["type": .string("event"), "event": .object([
+            "type": .string("poll.voted"), "actorId": .string("u_carol"), "message": poll])]))
+        guard case .stub(let pollStub) = BlockedFrames(frame: asked).outcome(for: ["u_bob"]) else { Issue.record("no stub of a blocked person's poll"); return }
+        #expect(!String(decoding: pollStub, as: UTF8.self).contains("voterCount") && !String(decoding: pollStub, as: UTF8.self).contains("Lunch?"))
         // Typing and presence of the blocked person are withheld; others' pass.
         let typing = Array(RealtimeFrames.typing(conversationID: "c_1", userID: "u_bob", typing: true, expiresInMs: 5000))
         #expect(BlockedFrames(frame: typing).outcome(for: ["u_bob"]) == .withheld)

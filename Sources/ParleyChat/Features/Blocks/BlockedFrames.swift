@@ -31,10 +31,11 @@ struct BlockedFrames: Sendable {
                 return
             }
             actor = event["actorId"]?.stringValue
-            aboutActorOnly = event["type"]?.stringValue.map { EventKind(rawValue: $0).rule?.shape == .reaction } ?? false
+            // A reaction or a vote is about what its actor did, and goes nowhere the actor is blocked.
+            aboutActorOnly = event["type"]?.stringValue.map { EventKind(rawValue: $0).rule?.shape == .reaction || $0 == EventKind.pollVoted.rawValue } ?? false
             if case .object(var message)? = event["message"], case .object(let from)? = message["sender"] {
                 sender = from["id"]?.stringValue
-                for key in ["content", "metadata", "reactions", "myReactions", "mentions"] { message.removeValue(forKey: key) }
+                for key in ["content", "metadata", "reactions", "myReactions", "mentions", "poll", "myVotes"] { message.removeValue(forKey: key) }
                 message["hidden"] = .string(HiddenReason.blocked.rawValue)
                 event["message"] = .object(message)
                 var stubbed = root
