@@ -1,0 +1,245 @@
+import Foundation
+public import Observation
+public import ParleyWire
+
+/// The signed-in user's conversation list for a SwiftUI or UIKit screen: `@Observable` on the
+/// main actor, loaded a page at a time, and kept as the server would list it from the live
+/// stream — a new message moves its conversation up (pinned ones stay first, in the user's
+/// order) and counts as unread, reading it on any device clears the count, a conversation the
+/// user joins appears and one they leave, are removed from or archive goes, and a `resync`
+/// reads the list again. Nothing here is kept on disk yet (issue 34's local store).
+///
+/// ```swift
+/// let list = ConversationListModel(client: client)
+/// await list.start()                          // the first page, then live
+/// print(list.conversations.map(\.id))         // a SwiftUI `List(list.conversations)` redraws by itself
+/// if list.hasMore { await list.loadMore() }
+/// list.stop()
+/// ```
+@Observable @MainActor
+public final class ConversationListModel {
+    /// The conversations, as `GET /v1/conversations` orders them: pinned first (by the user's
+    /// order), then by latest activity.
+    public private(set) var conversations: [Conversation] = []
+    /// More, older conversations than those loaded exist: ``loadMore()``.
+    public private(set) var hasMore = false
+    /// A page is being read.
+    public private(set) var isLoading = false
+    /// What the last read that failed said (nil after one that worked).
+    public private(set) var lastError: String?
+
+    @ObservationIgnored private let client: ParleyClient
+    @ObservationIgnored private let pageSize: Int
+    @ObservationIgnored private var cursor: String?
+    @ObservationIgnored private var following: Task<Void, Never>?
+    @ObservationIgnored private var me: UserID?
+
+    /// A list of the user of `client`, read `pageSize` conversations at a time.
+    public init(client: ParleyClient, pageSize: Int = 30) {
+        self.client = client
+        self.pageSize = pageSize
+    }
+
+    /// Reads the first page and follows the live stream until ``stop()``. The client's socket
+    /// is the app's to open (``ParleyClient/connect()``).
+    public func start() async {
+        guard following == nil else { return }
+        me = await client.currentUser?.id
+        let events = await client.events()
+        following = Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                switch event {
+                case .event(let change): await self.apply(change)
+                case .resync: await self.reload()
+                default: break
+                }
+            }
+        }
+        await reload()
+    }
+
+    /// Stops following the live stream (what is loaded stays).
+    public func stop() {
+        following?.cancel()
+        following = nil
+    }
+
+    /// Reads the next page of older conversations.
+    public func loadMore() async {
+        guard hasMore, !isLoading else { return }
+        await read(after: cursor)
+    }
+
+    /// Reads the first page again, replacing what is shown.
+    public func reload() async {
+        cursor = nil
+        await read(after: nil)
+    }
+
+    private func read(after: String?) async {
+        isLoading = true
+        defer { isLoading = false }
+        do {
+            let page = try await client.conversations(limit: pageSize, before: after)
+            if after == nil { conversations = [] }
+            let known = Set(conversations.map(\.id))
+            conversations += page.conversations.filter { !known.contains($0.id) }
+            cursor = page.nextCursor
+            hasMore = page.nextCursor != nil
+            lastError = nil
+        } catch {
+            lastError = "\(error)"
+        }
+    }
+
+    /// The list after one stored change.
+    func apply(_ event: ConversationEvent) async {
+        let id = event.conversationID
+        let leaving = [.memberRemoved, .memberBanned].contains(event.type) && event.userID == me && me != nil
+        if leaving {
+            conversations.removeAll { $0.id == id }
+            return
+        }
+        guard let index = conversations.firstIndex(where: { $0.id == id }) else {
+            // A conversation not shown: one the user just joined or was added to, or one a new
+            // message brings back from the archive. The server says what it is now.
+            guard [.memberAdded, .conversationCreated, .messageCreated].contains(event.type) else { return }
+            guard let fetched = try? await client.conversation(id), fetched.archived != true,
+                  !conversations.contains(where: { $0.id == id }) else { return }
+            insert(fetched)
+            return
+        }
+        var updated = conversations[index].updated(by: event)
+        switch event.type {
+        case .messageCreated where event.message.map { $0.threadID == nil || $0.alsoInConversation == true } ?? false:
+            updated.lastMessage = event.message
+            updated.lastPosition = max(updated.lastPosition, event.position)
+            if let seq = event.seq { updated.lastSeq = max(updated.lastSeq, seq) }
+            if event.message?.sender.id == me {
+                updated.unreadCount = 0   // sending marks everything up to it read
+            } else {
+                updated.unreadCount = min(updated.unreadCount + 1, 9_999)
+            }
+        case .messageCreated, .messageEdited, .messageDeleted:
+            if let message = event.message, message.id == updated.lastMessage?.id { updated.lastMessage = message }
+        case .receiptUpdated where event.userID == me:
+            if let read = event.readSeq, read >= updated.lastSeq { updated.unreadCount = 0 }
+        default:
+            break
+        }
+        conversations.remove(at: index)
+        if updated.archived != true { insert(updated) }
+    }
+
+    /// Puts a conversation in its place: pinned ones first by rank, then newest activity first.
+    private func insert(_ conversation: Conversation) {
+        let place = conversations.firstIndex { Self.comesBefore(conversation, $0) } ?? conversations.endIndex
+        conversations.insert(conversation, at: place)
+    }
+
+    private static func comesBefore(_ a: Conversation, _ b: Conversation) -> Bool {
+        switch (a.pinnedRank, b.pinnedRank) {
+        case (let x?, let y?): x < y
+        case (.some, nil): true
+        case (nil, .some): false
+        case (nil, nil): a.lastPosition > b.lastPosition
+        }
+    }
+}
+
+/// One conversation's messages for a chat screen: `@Observable` on the main actor, the newest
+/// page first, ``loadEarlier()`` for the one before, and every change applied as it arrives
+/// (``Swift/Array/applying(_:me:)``: new messages in seq order, edits, deletions, reactions,
+/// pins, votes, thread counts, expiry). A `resync` reads the newest page again.
+///
+/// ```swift
+/// let chat = MessagesModel(client: client, conversation: room)
+/// await chat.start()
+/// print(chat.messages.map(\.seq))            // oldest first, as MessageKit shows them
+/// if chat.hasEarlier { await chat.loadEarlier() }
+/// ```
+@Observable @MainActor
+public final class MessagesModel {
+    /// The conversation shown.
+    public let conversationID: ConversationID
+    /// Its messages loaded so far, oldest first.
+    public private(set) var messages: [Message] = []
+    /// Older messages exist: ``loadEarlier()``.
+    public private(set) var hasEarlier = false
+    /// A page is being read.
+    public private(set) var isLoading = false
+    /// What the last read that failed said (nil after one that worked).
+    public private(set) var lastError: String?
+
+    @ObservationIgnored private let client: ParleyClient
+    @ObservationIgnored private let pageSize: Int
+    @ObservationIgnored private var following: Task<Void, Never>?
+    @ObservationIgnored private var me = UserID(rawValue: "")
+
+    /// The messages of `conversation`, read `pageSize` at a time.
+    public init(client: ParleyClient, conversation: ConversationID, pageSize: Int = 50) {
+        self.client = client
+        self.conversationID = conversation
+        self.pageSize = pageSize
+    }
+
+    /// Reads the newest page and follows the conversation's live events until ``stop()``.
+    public func start() async {
+        guard following == nil else { return }
+        me = await client.currentUser?.id ?? me
+        let conversation = conversationID
+        let events = await client.events()
+        following = Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                switch event {
+                case .event(let change) where change.conversationID == conversation: self.apply(change)
+                case .resync: await self.reload()
+                default: break
+                }
+            }
+        }
+        await reload()
+    }
+
+    /// Stops following the live stream (what is loaded stays).
+    public func stop() {
+        following?.cancel()
+        following = nil
+    }
+
+    /// Reads the newest page again, replacing what is shown.
+    public func reload() async {
+        await read(before: nil)
+    }
+
+    /// Reads the page before the oldest message shown.
+    public func loadEarlier() async {
+        guard hasEarlier, !isLoading, let oldest = messages.first?.seq else { return }
+        await read(before: oldest)
+    }
+
+    private func read(before: Int64?) async {
+        isLoading = true
+        defer { isLoading = false }
+        do {
+            let page = try await client.history(of: conversationID, before: before, limit: pageSize)
+            if before == nil {
+                messages = page.messages
+            } else {
+                let known = Set(messages.map(\.id))
+                messages = page.messages.filter { !known.contains($0.id) } + messages
+            }
+            hasEarlier = page.hasOlder
+            lastError = nil
+        } catch {
+            lastError = "\(error)"
+        }
+    }
+
+    /// The messages after one stored change of this conversation.
+    func apply(_ event: ConversationEvent) {
+        messages = messages.applying(event, me: me)
+    }
+}
