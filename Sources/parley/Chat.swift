@@ -15,7 +15,7 @@ enum ChatScreen {
         case tick
     }
 
-    static let help = "Enter sends · /edit N text · /delete N… · /react N 👍 · /unreact N 👍 · /pin N · /unpin N · PgUp/PgDn · /quit"
+    static let help = "Enter sends · /edit N text · /delete N… · /react N 👍 · /unreact N 👍 · /pin N · /unpin N · /vote N 1 · PgUp/PgDn · /quit"
 
     static func run(_ client: ParleyClient, conversation id: ConversationID) async throws {
         guard let me = await client.currentUser else { throw ParleyError.notSignedIn }
@@ -166,6 +166,15 @@ enum ChatScreen {
                 let changed = parts[0] == "/pin" ? try await client.pin(target.id, in: id) : try await client.unpin(target.id, in: id)
                 if let index = messages.firstIndex(where: { $0.id == changed.id }) { messages[index] = changed }
                 return parts[0] == "/pin" ? "pinned #\(number)" : "unpinned #\(number)"
+            case "/vote":
+                let words = line.split(separator: " ").dropFirst().map(String.init)
+                guard let first = words.first, let number = parsedNumber(first), let target = message(numbered: number),
+                      case .poll? = target.content else { return "usage: /vote N [option…] (N: the poll's number; no option takes your vote back)" }
+                let choices = words.dropFirst().compactMap { Int($0) }.map { $0 - 1 }
+                guard choices.count == words.count - 1, choices.allSatisfy({ $0 >= 0 }) else { return "options are numbered from 1" }
+                let voted = try await client.vote(choices, in: target.id, conversation: id)
+                if let index = messages.firstIndex(where: { $0.id == voted.id }) { messages[index] = voted }
+                return choices.isEmpty ? "took your vote back in #\(number)" : "voted in #\(number)"
             case "/delete":
                 let numbers = line.split(separator: " ").dropFirst().compactMap { parsedNumber(String($0)) }
                 let targets = numbers.compactMap(message(numbered:))

@@ -302,6 +302,14 @@ def test_the_chat_screen_as_a_person_uses_it(server):
         screen.type(f"/edit {bobs_number} not mine")   # "#N" works as well as "N"
         screen.wait_for(lambda s: "you can only edit your own messages" in s)
 
+        # Bob asks a poll from his shell; Ana votes in it by its number.
+        asked = bob.run("poll", conversation, "Lunch?", "Pizza", "Sushi")
+        poll_number = next(l for l in bob.run("history", conversation).stdout.splitlines() if "📊 Lunch?" in l).split("\t")[0]
+        screen.wait_for(lambda s: "📊 Lunch? 1) Pizza ·0  2) Sushi ·0" in s)
+        screen.type(f"/vote #{poll_number} 2")
+        screen.wait_for(lambda s: "2) Sushi ·1 ✓" in s and f"voted in #{poll_number}" in s)
+        assert asked.returncode == 0
+
         # Scrolling back shows older history.
         screen.keys("PageUp")
         screen.keys("PageUp")
