@@ -143,3 +143,26 @@ struct PollDomainTests {
         #expect(gone?.deletedAt != nil && gone?.poll == nil)
     }
 }
+
+extension PollDomainTests {
+    /// A poll names at most ``Limits/pollVotersListed`` voters per option, the earliest, and
+    /// still counts everyone.
+    @Test func theResultsNameTheEarliestFiftyVotersAndCountThemAll() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let ann = try await harness.register("ann").caller
+        var voters: [Caller] = []
+        for index in 0...Limits.pollVotersListed { voters.append(try await harness.register("voter\(index)").caller) }
+        let room = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: (0...Limits.pollVotersListed).map { "voter\($0)" },
+                                                                                    title: "many")).0.id
+        let sent = try await chat.send(ann, to: room, SendMessageRequest(clientID: "p", content: poll())).0
+        for voter in voters {
+            _ = try await chat.polls.vote(voter, conversation: room, message: sent.id, options: [0])
+            harness.clock.advance(by: 1)
+        }
+        let last = try await chat.history(ann, id: room, HistoryQuery(limit: 5)).page().messages.first { $0.id == sent.id }
+        #expect(last?.poll?.options[0].votes == Limits.pollVotersListed + 1 && last?.poll?.voterCount == Limits.pollVotersListed + 1)
+        #expect(last?.poll?.options[0].voterIDs == voters.prefix(Limits.pollVotersListed).map(\.userID), "the earliest fifty, in order")
+    }
+}

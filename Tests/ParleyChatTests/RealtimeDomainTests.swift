@@ -5,6 +5,7 @@ import ParleyTesting
 import ParleyWire
 import Testing
 import ParleySync
+import ParleyStore
 
 /// Who receives which event: the feed (catch-up) and the fanout (live) follow one rule.
 struct RealtimeDomainTests {
@@ -312,5 +313,53 @@ extension RealtimeDomainTests {
             let feed = try await harness.chat.feed(caller, afterPosition: 0, limit: 200).records
             #expect(feed.contains { $0.type == .receiptUpdated && $0.conversationID == direct.id.rawValue && $0.userID == ben.userID.rawValue })
         }
+    }
+}
+
+extension RealtimeDomainTests {
+    /// A receipt that passes every other member's messages, or more authors than
+    /// ``Chat/receiptAuthorsNamed``, goes to every member and stores no list.
+    @Test func aReceiptPassingEveryoneOrManyAuthorsGoesToEveryMember() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        func stored(_ position: Int64) async throws -> (recipient: Int64?, listed: Int) {
+            try await harness.store.read { db in
+                let row = try db.fetchOne("SELECT recipient_id FROM event WHERE position = \(position)")
+                let recipient: Int64? = try row?.get("recipient_id", as: Int64?.self)
+                return (recipient, try db.fetchValue(Int.self, "SELECT count(*) FROM event_recipient WHERE position = \(position)") ?? -1)
+            }
+        }
+        func receipt(_ viewer: Caller, from reader: Caller, in room: ConversationID) async throws -> EventRecord? {
+            try await chat.feed(viewer, afterPosition: 0, limit: 200).records
+                .last { $0.type == .receiptUpdated && $0.conversationID == room.rawValue && $0.userID == reader.userID.rawValue }
+        }
+        // Three members; the reader passes both others' messages: that is everyone.
+        let (ann, ben, small) = try await harness.twoInAGroup()
+        let cat = try await harness.register("cat").caller
+        _ = try await chat.addMembers(ann, id: small, AddMembersRequest(usernames: ["cat"]))
+        _ = try await chat.send(ann, to: small, SendMessageRequest(clientID: "a", content: .text("a")))
+        let last = try await chat.send(ben, to: small, SendMessageRequest(clientID: "b", content: .text("b"))).0
+        _ = try await chat.updateReceipt(cat, conversation: small, ReceiptUpdate(readSeq: last.seq))
+        let everyone = try #require(try await receipt(ann, from: cat, in: small))
+        #expect(try await stored(everyone.position) == (nil, 0))
+
+        // Past more authors than a receipt names: every member, a silent one too.
+        let authors = Chat.receiptAuthorsNamed + 1
+        var names: [String] = []
+        var callers: [Caller] = []
+        for index in 0..<authors {
+            callers.append(try await harness.register("author\(index)").caller)
+            names.append("author\(index)")
+        }
+        let quiet = try await harness.register("quiet").caller
+        let big = try await chat.createConversation(ann, CreateConversationRequest(kind: .group, members: names + ["quiet"], title: "big")).0.id
+        var newest: Int64 = 0
+        for (index, author) in callers.enumerated() {
+            newest = try await chat.send(author, to: big, SendMessageRequest(clientID: "m\(index)", content: .text("hi"))).0.seq
+        }
+        _ = try await chat.updateReceipt(ann, conversation: big, ReceiptUpdate(readSeq: newest))
+        let wide = try #require(try await receipt(quiet, from: ann, in: big), "a member who wrote nothing hears it too")
+        #expect(try await stored(wide.position) == (nil, 0))
     }
 }
