@@ -200,6 +200,8 @@ def test_the_primary_dies_the_standby_is_promoted_and_nothing_acknowledged_is_lo
             "a message acknowledged after the rejoin is on the old primary too (synchronous again)"
         assert pair.sql("a", "SELECT pg_is_in_recovery()") == "t"
     finally:
-        if cluster:
-            cluster.stop()
-        pair.stop()
+        try:
+            if cluster:
+                cluster.stop()
+        finally:
+            pair.stop()   # even when a node would not stop: no PostgreSQL is left behind
