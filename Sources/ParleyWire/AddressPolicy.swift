@@ -41,7 +41,11 @@ public enum AddressPolicy: Sendable {
     }
 
     /// The bytes of a literal IPv4 (`a.b.c.d`) or IPv6 (`[…]` or bare) host; nil for a name.
+    /// An address literal is ASCII: anything else is a name (and read character by character
+    /// it could hide a `:` inside a grapheme cluster from the splits below, while a plain
+    /// search still found it).
     public static func literal(_ host: String) -> [UInt8]? {
+        guard host.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
         var host = Substring(host)
         if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
@@ -63,7 +67,7 @@ public enum AddressPolicy: Sendable {
             var bytes: [UInt8] = []
             let pieces = part.split(separator: ":", omittingEmptySubsequences: false)
             for (index, piece) in pieces.enumerated() {
-                if index == pieces.count - 1, piece.contains("."), let v4 = literal(String(piece)), v4.count == 4 {
+                if index == pieces.count - 1, piece.contains("."), !piece.contains(":"), let v4 = literal(String(piece)), v4.count == 4 {
                     bytes += v4
                 } else {
                     guard (1...4).contains(piece.count), let value = UInt16(piece, radix: 16) else { return nil }

@@ -80,7 +80,9 @@ struct WebhookServiceTests {
             let bytes = AddressPolicy.literal(host) ?? []
             #expect(!(bytes.count == 4 ? AddressPolicy.isPrivate(ipv4: bytes) : AddressPolicy.isPrivate(ipv6: bytes)), "\(host)")
         }
-        for name in ["example.com", "1.2.3", "1.2.3.4.5", "::g", "1:2:3:4:5:6:7:8:9", "256.1.1.1"] {
+        // The last: a ':' inside a grapheme cluster (after U+06DD, a prepended mark) once sent
+        // the parser round in circles until the stack overflowed (found by fuzz-webhooks).
+        for name in ["example.com", "1.2.3", "1.2.3.4.5", "::g", "1:2:3:4:5:6:7:8:9", "256.1.1.1", "\u{1}\u{7f}2.0.2\u{6DD}:", "１.２.３.４"] {
             #expect(AddressPolicy.literal(name) == nil, "\(name)")
         }
         #expect(throws: ChatError.self) { try Chat.validateWebhookURL("http://[::1]:8080/x", allowPrivate: false) }
