@@ -32,7 +32,8 @@ extension Polls {
         return try await run {
             try await write { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .react)
-                let (poll, key, results) = try Polls.lockedPoll(tx, access: access, id: messageID)
+                let (_, key) = try Chat.messageRow(tx, access: access, id: messageID)
+                let (poll, results) = try Polls.lockedPoll(tx, key: key)
                 guard !results.isClosed(poll, at: Chat.date(now)) else { throw ChatError.pollClosed }
                 guard chosen.allSatisfy({ poll.options.indices.contains($0) }) else {
                     throw ChatError.invalid("options are indexes 0–\(poll.options.count - 1) of the poll's options")
@@ -69,9 +70,9 @@ extension Polls {
         return try await run {
             try await write { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .editOwnMessage)
-                let (row, _) = try Chat.messageRow(tx, access: access, id: messageID)
+                let (row, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 try access.require(try row.get("m_author_key", as: Int64.self) == caller.userKey ? .editOwnMessage : .moderate)
-                let (_, key, results) = try Polls.lockedPoll(tx, access: access, id: messageID)
+                let (_, results) = try Polls.lockedPoll(tx, key: key)
                 guard results.closedAt == nil else { return (try Chat.reload(tx, access: access, key: key, caller: caller), false) }
                 var closed = results
                 closed.closedAt = Chat.date(now)
@@ -92,10 +93,9 @@ extension Polls {
         }, voterCount: 0))
     }
 
-    /// The poll, its key and its results, with the message row locked (PostgreSQL) so two
-    /// nodes' votes count one after the other.
-    static func lockedPoll(_ tx: any Database, access: Access, id: MessageID) throws -> (PollContent, Int64, PollResults) {
-        let (_, key) = try Chat.messageRow(tx, access: access, id: id)
+    /// The poll of the message `key` (found visible to the caller already) and its results,
+    /// with the message row locked (PostgreSQL) so two nodes' votes count one after the other.
+    static func lockedPoll(_ tx: any Database, key: Int64) throws -> (PollContent, PollResults) {
         let lock: SQL = tx.dialect == .postgres ? " FOR UPDATE" : ""
         guard let row = try tx.fetchOne("SELECT deleted_at, content, poll FROM message WHERE id = \(key)" + lock) else {
             throw ChatError.messageNotFound
@@ -107,7 +107,7 @@ extension Polls {
               let stored = try row.get("poll", as: String?.self) else {
             throw ChatError.invalid("that message is not a poll")
         }
-        return (poll, key, try decoder.decode(PollResults.self, from: Data(stored.utf8)))
+        return (poll, try decoder.decode(PollResults.self, from: Data(stored.utf8)))
     }
 
     /// The counts from the votes themselves, and who voted for what unless the poll is anonymous.
