@@ -64,9 +64,19 @@ package protocol Database {
 
     /// Runs a query and returns every row.
     func fetchAll(_ sql: SQL) throws -> [Row]
+
+    /// Runs a statement whose outcome the caller does not need before its next one. An engine
+    /// may send it without waiting (PostgreSQL's pipeline: it is answered together with the
+    /// next statement that waits, or when the write ends); its failure fails the write all the
+    /// same, only later. Use it for statements that only change rows and whose failure the
+    /// caller would not catch; the default runs it at once.
+    func enqueue(_ sql: SQL) throws
 }
 
 extension Database {
+    /// Runs it at once (engines without a pipeline).
+    package func enqueue(_ sql: SQL) throws { try execute(sql) }
+
     /// The first row, or `nil`.
     package func fetchOne(_ sql: SQL) throws -> Row? { try fetchAll(sql).first }
 

@@ -2,6 +2,14 @@ import CParleyPQ
 import Foundation
 import ParleyStore
 import ParleyLog
+import ParleySync
+
+/// How many times a connection waited for the server.
+final class RoundTrips: Sendable {
+    private let value = LockedValue(0)
+    func count() { value.withLock { $0 += 1 } }
+    var total: Int { value.withLock { $0 } }
+}
 
 /// One libpq connection, used by one thread at a time.
 ///
@@ -26,6 +34,9 @@ final class PostgresConnection: Database {
     private var prepared: [StatementKey: Prepared] = [:]
     private var preparedCount = 0
     private static let maxPrepared = 512
+
+    /// Every time this connection waited for the server (a round trip), for tests and the benchmark.
+    let roundTrips = RoundTrips()
 
     /// Whether this connection was ever made (so a new one is a reconnect, and says so).
     private var everConnected = false
@@ -58,6 +69,7 @@ final class PostgresConnection: Database {
         if let handle { PQfinish(handle) }
         handle = nil
         prepared.removeAll()
+        pending.removeAll()
         let log = Logger.process.labelled("parley.postgresql")
         guard let fresh = PQconnectdb(conninfo) else { throw StoreError.retryable("libpq could not allocate a connection") }
         guard PQstatus(fresh) == CONNECTION_OK else {
@@ -77,6 +89,8 @@ final class PostgresConnection: Database {
     /// Runs text with no parameters (BEGIN, COMMIT, SET, several statements at once).
     func run(_ text: String) throws {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        if !pending.isEmpty, let queued = try flush(then: []) { throw queued }
+        roundTrips.count()
         let result = PQexec(handle, text)
         defer { PQclear(result) }
         try check(result, text: text)
@@ -121,28 +135,80 @@ final class PostgresConnection: Database {
         try sendKeyed(sql).result
     }
 
+    /// Runs one statement and returns its result. Statements queued before it (``enqueue(_:)``)
+    /// travel in the same pipeline, so they and it cost one round trip; a queued statement's
+    /// failure is thrown here, and then this statement did not run.
     private func sendKeyed(_ sql: SQL) throws -> (result: OpaquePointer, key: StatementKey) {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
         let (text, bindings) = sql.rendered { "$\($0)" }
-        let types = bindings.map(Self.type(of:))
-        let key = StatementKey(text: text, types: types)
-        let name: String
-        if let known = prepared[key] {
-            name = known.name
-        } else {
-            if prepared.count >= Self.maxPrepared {
-                try run("DEALLOCATE ALL")
-                prepared.removeAll(keepingCapacity: true)
+        let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
+        if !pending.isEmpty {
+            let name = try preparedName(key, handle: handle, pipelined: true)
+            guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
+            pending.append(Pending(text: text, isControl: false))
+            let (queued, result) = try syncPipeline(keepingLast: true, handle: handle)
+            if let queued {
+                if let result { PQclear(result) }
+                throw queued
             }
-            preparedCount += 1
-            name = "p\(preparedCount)"
-            let result = PQprepare(handle, name, text, Int32(types.count), types)
-            defer { PQclear(result) }
-            try check(result, text: text)
-            prepared[key] = Prepared(name: name, columns: nil)
+            guard let result else { throw StoreError.retryable("lost the connection to PostgreSQL: no answer to (\(text.prefix(120)))") }
+            do {
+                try check(result, text: text)
+            } catch {
+                PQclear(result)
+                throw error
+            }
+            return (result, key)
         }
-        // Every parameter in binary: integers and doubles big-endian, text as its UTF-8 bytes,
-        // all in one buffer (a zero-length value still gets a non-NULL pointer, or it is NULL).
+        let name = try preparedName(key, handle: handle, pipelined: false)
+        roundTrips.count()
+        let result: OpaquePointer? = withParameters(bindings) { count, values, lengths, formats in
+            PQexecPrepared(handle, name, count, values, lengths, formats, 0)
+        }
+        guard let result else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
+        do {
+            try check(result, text: text)
+        } catch {
+            PQclear(result)
+            throw error
+        }
+        return (result, key)
+    }
+
+    /// The prepared statement's name, preparing it first when it is new: at once, or in the
+    /// pipeline (`pipelined`), where its answer is read with the statements after it.
+    private func preparedName(_ key: StatementKey, handle: OpaquePointer, pipelined: Bool) throws -> String {
+        if let known = prepared[key] { return known.name }
+        if prepared.count >= Self.maxPrepared {
+            // DEALLOCATE in the pipeline, after the statements that use the old names.
+            if pipelined {
+                guard PQsendQueryParams(handle, "DEALLOCATE ALL", 0, nil, nil, nil, nil, 0) == 1 else { throw lostPipeline(handle) }
+                pending.append(Pending(text: "DEALLOCATE ALL", isControl: false))
+            } else {
+                try run("DEALLOCATE ALL")
+            }
+            prepared.removeAll(keepingCapacity: true)
+        }
+        preparedCount += 1
+        let name = "p\(preparedCount)"
+        if pipelined {
+            guard PQsendPrepare(handle, name, key.text, Int32(key.types.count), key.types) == 1 else { throw lostPipeline(handle) }
+            pending.append(Pending(text: key.text, isControl: false, prepares: key))
+        } else {
+            roundTrips.count()
+            let result = PQprepare(handle, name, key.text, Int32(key.types.count), key.types)
+            defer { PQclear(result) }
+            try check(result, text: key.text)
+        }
+        prepared[key] = Prepared(name: name, columns: nil)
+        return name
+    }
+
+    /// Calls `body` with every parameter in binary: integers and doubles big-endian, text as
+    /// its UTF-8 bytes, all in one buffer (a zero-length value still gets a non-NULL pointer,
+    /// or it would be NULL).
+    private func withParameters<R>(_ bindings: [DatabaseValue],
+                                   _ body: (Int32, [UnsafePointer<CChar>?], [Int32], [Int32]) -> R) -> R {
         var storage: [UInt8] = []
         var offsets: [Int] = []
         var lengths: [Int32] = []
@@ -154,21 +220,141 @@ final class PostgresConnection: Database {
         }
         storage.append(0)
         let formats = [Int32](repeating: 1, count: bindings.count)
-        let result: OpaquePointer? = storage.withUnsafeBufferPointer { buffer in
+        return storage.withUnsafeBufferPointer { buffer in
             let base = UnsafeRawPointer(buffer.baseAddress)
             let values: [UnsafePointer<CChar>?] = bindings.indices.map { index in
                 bindings[index] == .null ? nil : base.map { ($0 + offsets[index]).assumingMemoryBound(to: CChar.self) }
             }
-            return PQexecPrepared(handle, name, Int32(values.count), values, lengths, formats, 0)
+            return body(Int32(values.count), values, lengths, formats)
         }
-        guard let result else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
-        do {
-            try check(result, text: text)
-        } catch {
-            PQclear(result)
-            throw error
+    }
+
+    // MARK: - Pipeline
+
+    /// A statement sent in pipeline mode whose answer has not been read yet.
+    private struct Pending {
+        var text: String
+        /// Sent by the engine after the queued ones (a savepoint, COMMIT), not by the write.
+        var isControl: Bool
+        /// The statement this prepares, when it is a Prepare: forgotten again if it did not run
+        /// (a failure earlier in the pipeline skips it).
+        var prepares: StatementKey? = nil
+    }
+    /// What was sent and not yet answered, in order (empty outside pipeline mode).
+    private var pending: [Pending] = []
+
+    /// Sends a statement whose answer the write does not need before its next statement, without
+    /// waiting for it (libpq's pipeline mode): it is answered with the next statement that
+    /// waits, or when the write ends (docs/decisions/0026, part 5). Its failure fails the write
+    /// all the same, only later.
+    func enqueue(_ sql: SQL) throws {
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        if pending.isEmpty {
+            guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
         }
-        return (result, key)
+        let (text, bindings) = sql.rendered { "$\($0)" }
+        let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
+        let name = try preparedName(key, handle: handle, pipelined: true)
+        guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
+        pending.append(Pending(text: text, isControl: false))
+    }
+
+    /// Statements sent and not yet answered.
+    var pendingCount: Int { pending.count }
+
+    /// Sends the engine's own `statements` (no parameters, one statement each: RELEASE,
+    /// SAVEPOINT, COMMIT) after the queued ones and waits once for all of them.
+    ///
+    /// - Returns: the first queued statement's failure, or nil. After a failure the
+    ///   `statements` did not run and the transaction is aborted: roll back to a savepoint.
+    /// - Throws: when one of `statements` fails or the connection is lost.
+    func flush(then statements: [String]) throws -> StoreError? {
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        guard !pending.isEmpty else {
+            try run(statements.joined(separator: "; "))
+            return nil
+        }
+        for statement in statements {
+            guard PQsendQueryParams(handle, statement, 0, nil, nil, nil, nil, 0) == 1 else { throw lostPipeline(handle) }
+            pending.append(Pending(text: statement, isControl: true))
+        }
+        let (queued, _) = try syncPipeline(keepingLast: false, handle: handle)
+        return queued
+    }
+
+    /// Reads and forgets every answer still owed (before rolling back: the write failed anyway).
+    func abandonPending() {
+        guard let handle, !pending.isEmpty else { return }
+        _ = try? syncPipeline(keepingLast: false, handle: handle)
+    }
+
+    private func sendPrepared(_ name: String, _ bindings: [DatabaseValue], handle: OpaquePointer) -> Bool {
+        withParameters(bindings) { count, values, lengths, formats in
+            PQsendQueryPrepared(handle, name, count, values, lengths, formats, 0)
+        } == 1
+    }
+
+    /// Ends the pipeline with a sync point and reads every answer up to it, leaving pipeline mode.
+    ///
+    /// - Returns: the first failure of a statement the write queued (later ones were skipped),
+    ///   and, with `keepingLast`, the last statement's result for the caller to read and clear.
+    /// - Throws: when an engine statement (``Pending/isControl``) fails, or the connection is lost.
+    private func syncPipeline(keepingLast: Bool, handle: OpaquePointer) throws -> (queued: StoreError?, last: OpaquePointer?) {
+        let sent = pending
+        pending.removeAll(keepingCapacity: true)
+        guard PQpipelineSync(handle) == 1 else { throw lostPipeline(handle) }
+        roundTrips.count()
+        var results: [OpaquePointer] = []
+        results.reserveCapacity(sent.count)
+        while true {
+            guard let result = PQgetResult(handle) else {
+                // The end of one statement's answers; a dead connection ends them all.
+                if PQstatus(handle) != CONNECTION_OK { break }
+                continue
+            }
+            if PQresultStatus(result) == PGRES_PIPELINE_SYNC {
+                PQclear(result)
+                break
+            }
+            results.append(result)
+        }
+        PQexitPipelineMode(handle)
+        var queued: StoreError?
+        var control: (any Error)?
+        var last: OpaquePointer?
+        for (index, result) in results.enumerated() {
+            if keepingLast && index == sent.count - 1 {
+                last = result
+                continue
+            }
+            defer { PQclear(result) }
+            guard index < sent.count else { continue }
+            if let key = sent[index].prepares, PQresultStatus(result) != PGRES_COMMAND_OK { prepared[key] = nil }
+            guard PQresultStatus(result) != PGRES_PIPELINE_ABORTED else { continue }
+            do {
+                try check(result, text: sent[index].text)
+            } catch let error as StoreError where !sent[index].isControl {
+                if queued == nil { queued = error }
+            } catch {
+                if control == nil { control = error }
+            }
+        }
+        if results.count != sent.count || PQstatus(handle) != CONNECTION_OK {
+            for entry in sent[min(results.count, sent.count)...] { if let key = entry.prepares { prepared[key] = nil } }
+            if let last { PQclear(last) }
+            throw StoreError.retryable("lost the connection to PostgreSQL: \(Self.message(handle))")
+        }
+        if let control, queued == nil {
+            if let last { PQclear(last) }
+            throw control
+        }
+        return (queued, last)
+    }
+
+    /// A pipeline that could not be sent: the connection is gone.
+    private func lostPipeline(_ handle: OpaquePointer) -> StoreError {
+        pending.removeAll()
+        return StoreError.retryable("lost the connection to PostgreSQL: \(Self.message(handle))")
     }
 
     /// The parameter's PostgreSQL type: int8, float8, text, bytea; a NULL's is left to the server.

@@ -46,6 +46,7 @@ package final class PostgresStore: GroupCommitStore {
     private let writer: WorkerThread<WriteJob>
     private let readers: WorkerThread<ReadJob<PostgresConnection>>
     private let batchSizes = BatchStatistics()
+    private let writerRoundTrips: RoundTrips
     private let url: String
     /// The node's claim on the database: its connection, who to tell if it is lost, and the
     /// timer that checks it.
@@ -80,6 +81,7 @@ package final class PostgresStore: GroupCommitStore {
             throw StoreError.cannotOpen("\(redactedURL): \(cause)")
         }
         let statistics = batchSizes
+        writerRoundTrips = writeConnection.roundTrips
         let begin = configuration.takesLogLock ? "BEGIN; SELECT pg_advisory_xact_lock(\(Self.logLock))" : "BEGIN"
         writer = WorkerThread(name: "pg-writer", contexts: [writeConnection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
             statistics.record(jobs.count)
@@ -190,6 +192,9 @@ package final class PostgresStore: GroupCommitStore {
     /// Writes committed so far and the transactions they took (their ratio is the batching).
     package var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
 
+    /// How many times the writer has waited for PostgreSQL (round trips, every write together).
+    package var writeRoundTrips: Int { writerRoundTrips.total }
+
     /// `url` without its password.
     static func redact(_ url: String) -> String {
         guard let components = URLComponents(string: url), components.scheme != nil, components.password != nil else {
@@ -202,10 +207,12 @@ package final class PostgresStore: GroupCommitStore {
 
     // MARK: - Group commit
 
-    /// One transaction for the batch. Every statement here is a round trip to the server, so
-    /// they are merged: BEGIN, the lock and the first savepoint go together, a job that went
-    /// through releases its savepoint and opens the next in one, one that failed rolls back to
-    /// it (which keeps it for the next job), and COMMIT releases the last.
+    /// One transaction for the batch. Every wait for the server is a round trip, so they are
+    /// merged: BEGIN, the lock and the first savepoint go together; a job's queued statements
+    /// (``Database/enqueue(_:)``) travel with its next read, or at its end with the release of
+    /// its savepoint and the opening of the next (or with COMMIT after the last); a job that
+    /// failed, or whose queued statement failed, rolls back to its savepoint, which keeps it
+    /// for the next job.
     private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
         let several = jobs.count > 1
         do {
@@ -216,25 +223,43 @@ package final class PostgresStore: GroupCommitStore {
             return
         }
         if !several, let job = jobs.first {
-            if job.run(connection) { finish([job], on: connection) } else { rollBack(connection) }
+            if job.run(connection) { finish([job], on: connection, several: false) } else { rollBack(connection) }
             return
         }
         var committed: [WriteJob] = []
         for (index, job) in jobs.enumerated() {
             let isLast = index == jobs.count - 1
-            let succeeded = job.run(connection)
-            if succeeded { committed.append(job) }
-            // After the last job, COMMIT below releases its savepoint (or ROLLBACK TO undoes it first).
-            guard !isLast || !succeeded else { break }
+            var succeeded = job.run(connection)
+            if succeeded && isLast {
+                // COMMIT releases its savepoint, and carries what it queued (finish, below).
+                committed.append(job)
+                break
+            }
+            if succeeded {
+                do {
+                    if let failure = try connection.flush(then: ["RELEASE job", "SAVEPOINT job"]) {
+                        job.fail(failure)
+                        succeeded = false
+                    }
+                } catch {
+                    // Only a lost connection makes these fail: the transaction is gone.
+                    lose(committed + jobs[index...], error: error, on: connection)
+                    return
+                }
+            }
+            if succeeded {
+                committed.append(job)
+                continue
+            }
+            connection.abandonPending()
             do {
-                try connection.run(succeeded ? "RELEASE job; SAVEPOINT job" : "ROLLBACK TO job")
+                try connection.run("ROLLBACK TO job")
             } catch {
-                // Only a lost connection makes these fail: the transaction is gone.
                 lose(committed + jobs[(index + 1)...], error: error, on: connection)
                 return
             }
         }
-        finish(committed, on: connection)
+        finish(committed, on: connection, several: true)
     }
 
     /// Starts a transaction, connecting again first if the connection was lost, and once more
@@ -259,19 +284,33 @@ package final class PostgresStore: GroupCommitStore {
     }
 
     private static func rollBack(_ connection: PostgresConnection) {
+        connection.abandonPending()
         if connection.isConnected { try? connection.run("ROLLBACK") }
     }
 
     /// COMMITs; the jobs learn their outcome only after it returns. A COMMIT whose answer never
     /// came (the connection dropped) may or may not have committed: the callers are told to
     /// retry, and every write the clients retry is idempotent by its client id.
-    private static func finish(_ jobs: [WriteJob], on connection: PostgresConnection) {
+    ///
+    /// COMMIT travels with the last job's queued statements; when one of those failed, COMMIT
+    /// did not run: that job is rolled back (to its savepoint, when the batch has several) and
+    /// the rest committed.
+    private static func finish(_ jobs: [WriteJob], on connection: PostgresConnection, several: Bool) {
+        var committing = jobs
         do {
-            try StoreMetrics.timedCommit { try connection.run("COMMIT") }
-            for job in jobs { job.succeed() }
+            if let failure = try StoreMetrics.timedCommit({ try connection.flush(then: ["COMMIT"]) }), let last = committing.popLast() {
+                last.fail(failure)
+                if several && !committing.isEmpty {
+                    try connection.run("ROLLBACK TO job")
+                    try StoreMetrics.timedCommit { try connection.run("COMMIT") }
+                } else {
+                    rollBack(connection)
+                }
+            }
+            for job in committing { job.succeed() }
         } catch {
             rollBack(connection)
-            for job in jobs { job.fail(error) }
+            for job in committing { job.fail(error) }
         }
     }
 }

@@ -81,6 +81,65 @@ struct PostgresStoreTests {
         #expect(after.transactions - before.transactions < 300, "writes were batched")
     }
 
+    @Test func queuedStatementsTravelWithTheNextWaitAndAFailingOneFailsItsWriteAlone() async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let store = try PostgresStore(url: database.conninfo)
+        defer { store.close() }
+        try await store.write { db in try db.execute("CREATE TABLE item (owner bigint NOT NULL, n bigint NOT NULL, UNIQUE (owner, n))") }
+
+        // Three queued inserts and a read that sees them: BEGIN, the read carrying the inserts,
+        // COMMIT — three round trips where one at a time took six.
+        let before = store.writeRoundTrips
+        let seen = try await store.write { db in
+            for n in 1...3 { try db.enqueue("INSERT INTO item (owner, n) VALUES (-1, \(n))") }
+            return try db.fetchValue(Int64.self, "SELECT count(*) FROM item WHERE owner = -1") ?? 0
+        }
+        #expect(seen == 3)
+        #expect(store.writeRoundTrips - before == 3)
+
+        // A queued statement that fails fails its write, even one that never waited again,
+        // as the constraint violation it is, and leaves nothing of that write behind.
+        do {
+            try await store.write { db in
+                try db.enqueue("INSERT INTO item (owner, n) VALUES (-2, 1)")
+                try db.enqueue("INSERT INTO item (owner, n) VALUES (-1, 1)")
+            }
+            Issue.record("a write whose queued insert broke a constraint was acknowledged")
+        } catch let error as StoreError {
+            #expect(error.isConstraintViolation)
+        }
+        #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item WHERE owner = -2") } == 0)
+
+        // Many writes in shared batches: one whose queued insert fails at its end (every 7th),
+        // or at its next read (every 11th), rolls back alone; the others are all stored.
+        let outcomes = await withTaskGroup(of: Bool.self) { group in
+            for writer in 0..<300 {
+                group.addTask {
+                    do {
+                        try await store.write { db in
+                            try db.enqueue("INSERT INTO item (owner, n) VALUES (\(writer), 1)")
+                            if writer % 7 == 0 { try db.enqueue("INSERT INTO item (owner, n) VALUES (\(writer), 1)") }
+                            try db.enqueue("INSERT INTO item (owner, n) VALUES (\(writer), 2)")
+                            if writer % 11 == 0 {
+                                try db.enqueue("INSERT INTO item (owner, n) VALUES (\(writer), 2)")
+                                _ = try db.fetchAll("SELECT n FROM item WHERE owner = \(writer)")
+                                Issue.record("a read after a failed queued statement answered")
+                            }
+                        }
+                        return true
+                    } catch {
+                        return false
+                    }
+                }
+            }
+            return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        let expected = (0..<300).filter { $0 % 7 != 0 && $0 % 11 != 0 }.count
+        #expect(outcomes == expected)
+        #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item WHERE owner >= 0") } == Int64(expected * 2))
+    }
+
     @Test func aConstraintViolationIsNamedAsOne() async throws {
         let database = try freshDatabase()
         defer { database.drop() }

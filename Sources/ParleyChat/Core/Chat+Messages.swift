@@ -560,7 +560,7 @@ extension Chat {
                 UPDATE message SET reply_count = reply_count + 1, last_reply_at = \(now) WHERE id = \(thread.key) RETURNING reply_count
                 """) else { throw ChatError.messageNotFound }
             threadJSON = try threadPayloadValue(root: thread.publicID, replies: replies, lastReplyAt: now)
-            try tx.execute("""
+            try tx.enqueue("""
                 INSERT INTO thread_read (user_id, root_id, read_seq) VALUES (\(caller.userKey), \(thread.key), \(seq))
                 ON CONFLICT (user_id, root_id) DO UPDATE SET read_seq = excluded.read_seq
                 """)
@@ -588,7 +588,7 @@ extension Chat {
                                  recipient: shadow ? caller.userKey : nil)
         }
         // The sender has seen their own message on the device that sent it.
-        try tx.execute("""
+        try tx.enqueue("""
             UPDATE member SET delivered_seq = \(seq), read_seq = \(seq), last_posted_at = \(now)
             WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
             """)

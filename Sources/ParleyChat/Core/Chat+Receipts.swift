@@ -55,7 +55,7 @@ extension Chat {
                 let old = (delivered: try before.get("delivered_seq", as: Int64.self), read: try before.get("read_seq", as: Int64.self))
                 let new = (delivered: max(old.delivered, delivered), read: max(old.read, read))
                 if new != old {
-                    try db.execute("""
+                    try db.enqueue("""
                         UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
                         WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
                         """)

@@ -19,11 +19,11 @@ enum FullTextSearch {
     static func index(_ db: any Database, message key: Int64, text: String) throws {
         guard !text.isEmpty else { return }
         switch db.dialect {
-        case .sqlite: try db.execute("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(text))")
+        case .sqlite: try db.enqueue("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(text))")
         case .postgres:
             let words = folded(Chat.searchWords(text))
             guard !words.isEmpty else { return }
-            try db.execute("""
+            try db.enqueue("""
                 INSERT INTO message_search (message_id, body) VALUES (\(key), to_tsvector('simple', \(words.joined(separator: " "))))
                 ON CONFLICT (message_id) DO UPDATE SET body = excluded.body
                 """)

@@ -143,6 +143,7 @@ final class Transaction: Database {
     @discardableResult
     func execute(_ sql: SQL) throws -> Int { try db.execute(sql) }
     func fetchAll(_ sql: SQL) throws -> [Row] { try db.fetchAll(sql) }
+    func enqueue(_ sql: SQL) throws { try db.enqueue(sql) }
 
     /// Whether the write appended anything.
     var hasEvents: Bool { !entries.isEmpty }
@@ -190,14 +191,14 @@ final class Transaction: Database {
             RETURNING position
             """) else { throw ChatError.internalError }
         if rule.audience == .subjectAndAuthors, let others = recipients?.dropFirst(), !others.isEmpty {
-            try db.execute("INSERT INTO event_recipient (position, user_id) SELECT \(position), id FROM account WHERE id IN (\(list: Array(others)))")
+            try db.enqueue("INSERT INTO event_recipient (position, user_id) SELECT \(position), id FROM account WHERE id IN (\(list: Array(others)))")
         }
         if !rule.history || !activity {
             // An annotation, or a reply in a thread only: the conversation keeps its place and last message.
         } else if let message {
-            try db.execute("UPDATE conversation SET last_position = \(position), last_message_id = \(message) WHERE id = \(conversation)")
+            try db.enqueue("UPDATE conversation SET last_position = \(position), last_message_id = \(message) WHERE id = \(conversation)")
         } else {
-            try db.execute("UPDATE conversation SET last_position = \(position) WHERE id = \(conversation)")
+            try db.enqueue("UPDATE conversation SET last_position = \(position) WHERE id = \(conversation)")
         }
         entries.append(Entry(position: position, prebuilt: prebuilt?(position)))
         return (seq, position)

@@ -79,7 +79,7 @@ package struct PushOutboxHook: TransactionHook {
                       AND mb.user_id != (SELECT author_id FROM message WHERE public_id = \(message.id))
                     """
             }
-            try db.execute("""
+            try db.enqueue("""
                 INSERT INTO outbox (kind, payload, due_at, created_at)
                 SELECT \(Self.kind), \(payload), \(due), \(event.record.createdAt) WHERE EXISTS (\(someone))
                 """)

@@ -37,7 +37,7 @@ package enum Webhooks: Sendable {
 
     static func add(_ db: any Database, lane: Int64, payload: [UInt8], now: Int64) throws {
         let ref = Crypto.randomID(prefix: "whd_", length: 20)
-        try db.execute("""
+        try db.enqueue("""
             INSERT INTO outbox (kind, lane, ref, payload, due_at, created_at) VALUES (\(kind), \(lane), \(ref), \(payload), \(now), \(now))
             """)
     }
