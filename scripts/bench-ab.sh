@@ -14,6 +14,9 @@
 # fanout: label offered/s deliveries/s expected p50_ms p99_ms (one line per rate);
 # http: label path requests/s cpu_us_per_request.
 # Both trees' servers are driven by NEW_TREE's parley-bench, so only the server differs.
+# AB_POSTGRES=1 (sends only) runs each server on a fresh database of the PostgreSQL that
+# scripts/services.sh started (source its env first; start it with PARLEY_PG_FSYNC=on to
+# measure durable sends) and adds the CPU ms per send of the server and of PostgreSQL.
 set -uo pipefail
 if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
     echo "usage: scripts/bench-ab.sh OLD_TREE NEW_TREE   (each with .build/release/parley-server and parley-bench)" >&2
@@ -32,12 +35,35 @@ for tree in "$old" "$new"; do
         [[ -x "$tree/.build/release/$binary" ]] || { echo "missing $tree/.build/release/$binary: swift build -c release there first" >&2; exit 1; }
     done
 done
+postgres=${AB_POSTGRES:-0}
+if [[ "$postgres" == 1 ]]; then
+    [[ "$bench" == sends ]] || { echo "AB_POSTGRES=1 measures sends only" >&2; exit 2; }
+    [[ -n "${PARLEY_TEST_POSTGRES_URL:-}" && -n "${PARLEY_PG_DATA:-}" ]] \
+        || { echo "AB_POSTGRES=1 needs scripts/services.sh's env: source <dir>/env first" >&2; exit 2; }
+fi
 work=$(mktemp -d /tmp/parley-ab.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+ticks() {  # CPU ticks (user + system) of the given processes
+    local total=0 pid
+    for pid in "$@"; do
+        [[ -r /proc/$pid/stat ]] && total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+    done
+    echo "$total"
+}
+pg_pids() {
+    local master
+    master=$(head -1 "$PARLEY_PG_DATA/postmaster.pid")
+    echo "$master" $(pgrep -P "$master" || true)
+}
 run() {  # tree label
-    local tree=$1 label=$2 data="$work/$2-$RANDOM" port key result pid
+    local tree=$1 label=$2 data="$work/$2-$RANDOM" port key result pid database=()
+    if [[ "$postgres" == 1 ]]; then
+        local name="parley_ab_$RANDOM"
+        psql "$PARLEY_TEST_POSTGRES_URL" -qc "CREATE DATABASE $name" >/dev/null
+        database=(--database-url "${PARLEY_TEST_POSTGRES_URL%/*}/$name")
+    fi
     "$tree/.build/release/parley-server" --port 0 --threads "$(nproc)" --data-dir "$data" --signups-per-hour 1000000 \
-        --argon2-passes 1 --argon2-memory-mib 1 >"$data.log" 2>&1 &
+        --argon2-passes 1 --argon2-memory-mib 1 "${database[@]}" >"$data.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 200); do grep -q "^Health:" "$data.log" 2>/dev/null && break; sleep 0.05; done
     port=$(grep -o "http://[^ ]*" "$data.log" | head -1 | sed 's/.*://')
@@ -68,9 +94,24 @@ for line in sys.argv[2].splitlines():
     print(sys.argv[1], r['offered_per_s'], r['deliveries_per_s'], r['expected_deliveries'], r['p50_ms'], r['p99_ms'])" "$label" "$result"
         return
     fi
+    local node_before pg_before node_after pg_after
+    node_before=$(ticks "$pid"); pg_before=0
+    [[ "$postgres" == 1 ]] && pg_before=$(ticks $(pg_pids))
     result=$("$new/.build/release/parley-bench" sends --url "http://127.0.0.1:$port" --app-key "$key" --senders 100 \
              --duration "$seconds" --json 2>/dev/null)
+    node_after=$(ticks "$pid"); pg_after=0
+    [[ "$postgres" == 1 ]] && pg_after=$(ticks $(pg_pids))
     kill "$pid"; wait "$pid" 2>/dev/null
+    if [[ "$postgres" == 1 ]]; then
+        python3 -c "
+import json, sys
+label, result, node, pg, hz = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+sends = max(int(result['sends']), 1)
+print(label, result['sends_per_s'], result['p50_ms'], result['p99_ms'], result['writes_per_commit'], result['errors'],
+      'cpu_ms_per_send node %.3f postgresql %.3f' % (node * 1000 / hz / sends, pg * 1000 / hz / sends))" \
+            "$label" "$result" "$((node_after - node_before))" "$((pg_after - pg_before))" "$(getconf CLK_TCK)"
+        return
+    fi
     python3 -c "import json,sys; r=json.loads(sys.argv[2]); print(sys.argv[1], r['sends_per_s'], r['p50_ms'], r['p99_ms'], r['writes_per_commit'], r['errors'])" \
         "$label" "$result"
 }

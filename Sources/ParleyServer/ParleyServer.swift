@@ -440,8 +440,11 @@ package final class ParleyServer: Sendable {
         do {
             // Push rows are written in each message's own transaction when push is on; webhook
             // deliveries whenever an endpoint hears the event.
-            var hooks: [any TransactionHook] = [WebhookHook()]
+            // The push hook first: its row is queued, and the webhook hook's read carries it, so
+            // a write ends on a wait and its savepoint's release need not wait (PostgreSQL).
+            var hooks: [any TransactionHook] = []
             if configuration.push.isOn { hooks.append(PushOutboxHook(confirmationWindow: configuration.push.confirmationWindow)) }
+            hooks.append(WebhookHook())
             let chat = Chat(store: store, configuration: chatConfiguration, bus: bus, hooks: hooks)
             for name in try await chat.migrate() {
                 logger.info("migration applied", metadata: ["migration": .string(name)])

@@ -282,6 +282,20 @@ final class PostgresConnection: Database {
         return queued
     }
 
+    /// Sends the engine's own `statements` (no parameters, one statement each) without waiting:
+    /// they are answered with the next wait. For statements that cannot fail while the
+    /// connection lives (a savepoint's release after a write whose every statement was answered).
+    func enqueueControl(_ statements: [String]) throws {
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        if pending.isEmpty {
+            guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
+        }
+        for statement in statements {
+            guard PQsendQueryParams(handle, statement, 0, nil, nil, nil, nil, 0) == 1 else { throw lostPipeline(handle) }
+            pending.append(Pending(text: statement, isControl: true))
+        }
+    }
+
     /// Reads and forgets every answer still owed (before rolling back: the write failed anyway).
     func abandonPending() {
         guard let handle, !pending.isEmpty else { return }

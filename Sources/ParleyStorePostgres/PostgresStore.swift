@@ -210,9 +210,10 @@ package final class PostgresStore: GroupCommitStore {
     /// One transaction for the batch. Every wait for the server is a round trip, so they are
     /// merged: BEGIN, the lock and the first savepoint go together; a job's queued statements
     /// (``Database/enqueue(_:)``) travel with its next read, or at its end with the release of
-    /// its savepoint and the opening of the next (or with COMMIT after the last); a job that
-    /// failed, or whose queued statement failed, rolls back to its savepoint, which keeps it
-    /// for the next job.
+    /// its savepoint and the opening of the next (or with COMMIT after the last); a job whose
+    /// every statement was answered sends its release and the next savepoint without waiting,
+    /// with the next job's first wait. A job that failed, or whose queued statement failed,
+    /// rolls back to its savepoint, which keeps it for the next job.
     private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
         let several = jobs.count > 1
         do {
@@ -237,7 +238,11 @@ package final class PostgresStore: GroupCommitStore {
             }
             if succeeded {
                 do {
-                    if let failure = try connection.flush(then: ["RELEASE job", "SAVEPOINT job"]) {
+                    if connection.pendingCount == 0 {
+                        // Every statement of the job was answered: nothing of it can fail now,
+                        // so its release and the next savepoint travel with the next job's first wait.
+                        try connection.enqueueControl(["RELEASE job", "SAVEPOINT job"])
+                    } else if let failure = try connection.flush(then: ["RELEASE job", "SAVEPOINT job"]) {
                         job.fail(failure)
                         succeeded = false
                     }

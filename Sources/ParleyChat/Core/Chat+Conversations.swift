@@ -31,6 +31,10 @@ struct Access {
     var shadowBanned = false
     /// The caller's profile photo (public attachment id).
     var callerPhoto: String?
+    /// Whether the caller already sent a message with the client id a send gave
+    /// ``Chat/access(_:caller:id:for:now:sending:)`` (found in the same read, so a send that is
+    /// not a retry reads nothing more to know it).
+    var sentBefore = false
 
     /// The app's backend (``Caller/actsAsApp``): it may do what an owner may, member or not.
     var asApp: Bool { standing == .app }
@@ -386,11 +390,16 @@ extension Chat {
     /// exist; a path that does more than `action` asks ``Access/require(_:)`` for each.
     ///
     /// `now` (milliseconds) decides whether a ban has ended, the wall clock by default.
+    ///
+    /// `sending` (a send's client id) also asks whether the caller sent it before
+    /// (``Access/sentBefore``), in the same statement.
     static func access(_ db: any Database, caller: Caller, id: ConversationID, for action: ConversationAction,
-                       now: Int64? = nil) throws -> Access {
+                       now: Int64? = nil, sending clientID: String? = nil) throws -> Access {
+        let earlier: SQL = clientID.map { "(SELECT 1 FROM message WHERE author_id = \(caller.userKey) AND client_id = \($0))" } ?? "NULL"
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
             SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
-                   mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at, u.photo_public, b.user_id AS ban_user, b.until AS ban_until
+                   mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at, u.photo_public, b.user_id AS ban_user, b.until AS ban_until,
+                   \(earlier) AS sent_before
             FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
@@ -406,7 +415,8 @@ extension Chat {
                             bannedUntil: try row.get("ban_until", as: Int64?.self),
                             userKey: caller.userKey, slowModeSeconds: try row.get("slow_mode_seconds"),
                             postingMutedUntil: try row.get("posting_muted_until"), lastPostedAt: try row.get("last_posted_at"),
-                            shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil, callerPhoto: try row.get("photo_public"))
+                            shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil, callerPhoto: try row.get("photo_public"),
+                            sentBefore: try row.get("sent_before", as: Int64?.self) != nil)
         try access.require(.see)
         try access.require(action)
         return access

@@ -57,10 +57,10 @@ extension Chat {
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         return try await run {
             try await write { tx -> (MessageRecord, created: Bool) in
-                let access = try Chat.access(tx, caller: caller, id: id, for: .post)
+                let access = try Chat.access(tx, caller: caller, id: id, for: .post, sending: prepared.clientID)
                 var prepared = prepared
                 let media = try Chat.bindMedia(tx, caller: caller, prepared: &prepared)
-                if let (existing, _) = try Chat.existing(tx, caller: caller, prepared: prepared, in: access.key) {
+                if access.sentBefore, let (existing, _) = try Chat.existing(tx, caller: caller, prepared: prepared, in: access.key) {
                     return (existing, false)
                 }
                 try Chat.checkPosting(access, now: now)
@@ -541,18 +541,40 @@ extension Chat {
     static func insertMessage(_ tx: Transaction, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
                               media: [Int64], replyTo: MessageID?, thread: ThreadRoot? = nil, shadow: Bool = false, now: Int64) throws -> MessageRecord {
         // Six statements: the seq from the conversation's counter (EventLog rule 1), the
-        // message, its event (which moves the conversation's activity), the sender's own
-        // watermarks, the full-text entry, and the attachments when there are any.
+        // message (one statement with the seq on PostgreSQL), its event (which moves the
+        // conversation's activity), the sender's own watermarks, the full-text entry, and the
+        // attachments when there are any; only the message and its event are waited for on
+        // PostgreSQL, the rest travel in the pipeline (Database.enqueue).
         try Validate.pollCloses(prepared.value, now: now)
-        let seq = try EventLog.nextSeq(tx, conversation: access.key)
-        guard let key = try tx.fetchValue(Int64.self, """
-            INSERT INTO message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
-                                 thread_id, thread_root, in_conversation, shadow, poll)
-            VALUES (\(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
-                    \(prepared.metadata), \(replyTo?.rawValue), \(now), \(thread?.key), \(thread?.publicID),
-                    \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0), \(prepared.pollJSON))
-            RETURNING id
-            """) else { throw ChatError.internalError }
+        func values(seq: SQL) -> SQL {
+            """
+            \(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
+            \(prepared.metadata), \(replyTo?.rawValue), \(now), \(thread?.key), \(thread?.publicID),
+            \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0), \(prepared.pollJSON)
+            """
+        }
+        let columns: SQL = """
+            message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
+                     thread_id, thread_root, in_conversation, shadow, poll)
+            """
+        let seq: Int64
+        let key: Int64
+        switch tx.dialect {
+        case .postgres:
+            // The seq (EventLog rule 1: the counter row's update) and the row in one statement:
+            // one round trip where two were.
+            guard let row = try tx.fetchOne("""
+                WITH counter AS (\(EventLog.nextSeqStatement(conversation: access.key)))
+                INSERT INTO \(columns) SELECT \(values(seq: "counter.last_seq")) FROM counter RETURNING id, seq
+                """) else { throw ChatError.conversationNotFound }
+            (seq, key) = (try row.get("seq"), try row.get("id"))
+        case .sqlite:
+            seq = try EventLog.nextSeq(tx, conversation: access.key)
+            guard let inserted = try tx.fetchValue(Int64.self, "INSERT INTO \(columns) VALUES (\(values(seq: "\(seq)"))) RETURNING id") else {
+                throw ChatError.internalError
+            }
+            key = inserted
+        }
         // A reply counts in its root (whose row lock orders concurrent replies) and is read by its author.
         var threadJSON: String?
         if let thread, !shadow {

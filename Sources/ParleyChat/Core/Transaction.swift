@@ -93,10 +93,16 @@ enum EventLog {
 
     /// Takes the conversation's next seq (rule 1).
     static func nextSeq(_ db: any Database, conversation: Int64) throws -> Int64 {
-        guard let seq = try db.fetchValue(Int64.self, "UPDATE conversation SET last_seq = last_seq + 1 WHERE id = \(conversation) RETURNING last_seq") else {
+        guard let seq = try db.fetchValue(Int64.self, nextSeqStatement(conversation: conversation)) else {
             throw ChatError.conversationNotFound
         }
         return seq
+    }
+
+    /// The statement of rule 1, answering `last_seq`: alone, or as the first part of a
+    /// statement that also inserts the row that takes it (PostgreSQL's `WITH … INSERT`).
+    static func nextSeqStatement(conversation: Int64) -> SQL {
+        "UPDATE conversation SET last_seq = last_seq + 1 WHERE id = \(conversation) RETURNING last_seq"
     }
 
     /// The setting that names this log's history; see ``Chat/epoch``.
