@@ -540,12 +540,23 @@ extension Chat {
     /// record it built (the send is the hot path: its event is not read back).
     static func insertMessage(_ tx: Transaction, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
                               media: [Int64], replyTo: MessageID?, thread: ThreadRoot? = nil, shadow: Bool = false, now: Int64) throws -> MessageRecord {
-        // Six statements: the seq from the conversation's counter (EventLog rule 1), the
-        // message (one statement with the seq on PostgreSQL), its event (which moves the
-        // conversation's activity), the sender's own watermarks, the full-text entry, and the
-        // attachments when there are any; only the message and its event are waited for on
-        // PostgreSQL, the rest travel in the pipeline (Database.enqueue).
+        // The seq from the conversation's counter (EventLog rule 1), the message, its event
+        // (which moves the conversation's activity), the sender's own watermarks, the
+        // full-text entry, and the attachments when there are any. On PostgreSQL the first
+        // three are one statement and the rest travel in the pipeline (Database.enqueue):
+        // a send waits once here, and for a reply or a mention once more.
         try Validate.pollCloses(prepared.value, now: now)
+        // A reply counts in its root (whose row lock orders concurrent replies) and is read by its author.
+        var payload = EventPayload()
+        if let thread, !shadow {
+            guard let replies = try tx.fetchValue(Int64.self, """
+                UPDATE message SET reply_count = reply_count + 1, last_reply_at = \(now) WHERE id = \(thread.key) RETURNING reply_count
+                """) else { throw ChatError.messageNotFound }
+            payload.threadJSON = try threadPayloadValue(root: thread.publicID, replies: replies, lastReplyAt: now)
+        }
+        // Mentions cost nothing unless the text has an `@` before a name.
+        let mentions = shadow ? [] : try resolveMentions(tx, text: prepared.searchable, conversation: access.key, app: caller.appID)
+        let activity = !shadow && (thread == nil || thread?.alsoInConversation == true)
         func values(seq: SQL) -> SQL {
             """
             \(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
@@ -559,36 +570,30 @@ extension Chat {
             """
         let seq: Int64
         let key: Int64
+        let position: Int64
         switch tx.dialect {
         case .postgres:
-            // The seq (EventLog rule 1: the counter row's update) and the row in one statement:
-            // one round trip where two were.
-            guard let row = try tx.fetchOne("""
-                WITH counter AS (\(EventLog.nextSeqStatement(conversation: access.key)))
-                INSERT INTO \(columns) SELECT \(values(seq: "counter.last_seq")) FROM counter RETURNING id, seq
-                """) else { throw ChatError.conversationNotFound }
-            (seq, key) = (try row.get("seq"), try row.get("id"))
+            guard let appended = try tx.appendInserting("""
+                counter AS (\(EventLog.nextSeqStatement(conversation: access.key))),
+                inserted AS (INSERT INTO \(columns) SELECT \(values(seq: "counter.last_seq")) FROM counter RETURNING id, seq)
+                """, conversation: access.key, kind: .messageCreated, actor: caller.userKey, recipient: shadow ? caller.userKey : nil,
+                payload: payload, now: now, activity: activity) else { throw ChatError.conversationNotFound }
+            (seq, key, position) = (appended.seq, appended.message, appended.position)
         case .sqlite:
             seq = try EventLog.nextSeq(tx, conversation: access.key)
             guard let inserted = try tx.fetchValue(Int64.self, "INSERT INTO \(columns) VALUES (\(values(seq: "\(seq)"))) RETURNING id") else {
                 throw ChatError.internalError
             }
             key = inserted
+            position = try tx.append(conversation: access.key, kind: .messageCreated, seq: seq, actor: caller.userKey, message: key,
+                                     payload: payload, now: now, activity: activity).position
         }
-        // A reply counts in its root (whose row lock orders concurrent replies) and is read by its author.
-        var threadJSON: String?
         if let thread, !shadow {
-            guard let replies = try tx.fetchValue(Int64.self, """
-                UPDATE message SET reply_count = reply_count + 1, last_reply_at = \(now) WHERE id = \(thread.key) RETURNING reply_count
-                """) else { throw ChatError.messageNotFound }
-            threadJSON = try threadPayloadValue(root: thread.publicID, replies: replies, lastReplyAt: now)
             try tx.enqueue("""
                 INSERT INTO thread_read (user_id, root_id, read_seq) VALUES (\(caller.userKey), \(thread.key), \(seq))
                 ON CONFLICT (user_id, root_id) DO UPDATE SET read_seq = excluded.read_seq
                 """)
         }
-        // Mentions cost nothing unless the text has an `@` before a name.
-        let mentions = shadow ? [] : try resolveMentions(tx, text: prepared.searchable, conversation: access.key, app: caller.appID)
         let mentionsJSON = try storeMentions(tx, message: key, conversation: access.key, author: caller.userKey, mentions: mentions, replacing: false)
         // Nobody else can have this seq delivered yet: a new message is always "sent".
         let record = MessageRecord(id: publicID, conversationID: access.id.rawValue, seq: seq, senderID: caller.userID.rawValue,
@@ -597,18 +602,13 @@ extension Chat {
                                    metadataJSON: prepared.metadata, replyTo: replyTo?.rawValue, status: .sent, mentionsJSON: mentionsJSON,
                                    threadRoot: thread?.publicID, alsoInConversation: thread?.alsoInConversation ?? false,
                                    senderPhotoURL: avatarURL(access.callerPhoto), pollJSON: prepared.pollJSON)
-        let activity = !shadow && (thread == nil || thread?.alsoInConversation == true)
-        var payload = EventPayload()
-        payload.threadJSON = threadJSON
-        try tx.append(conversation: access.key, kind: .messageCreated, seq: seq, actor: caller.userKey, message: key,
-                      payload: payload, now: now, activity: activity) { position in
-            var shared = record
-            shared.status = nil
-            let event = EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
-                                    actorID: caller.userID.rawValue, createdAt: now, message: shared, payload: payload)
-            return AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil,
-                                 recipient: shadow ? caller.userKey : nil)
-        }
+        // The write path's event is built here, not read back (decision 0026).
+        var shared = record
+        shared.status = nil
+        let event = EventRecord(position: position, conversationID: access.id.rawValue, seq: seq, type: .messageCreated,
+                                actorID: caller.userID.rawValue, createdAt: now, message: shared, payload: payload)
+        tx.provide(AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil,
+                                 recipient: shadow ? caller.userKey : nil))
         // The sender has seen their own message on the device that sent it.
         try tx.enqueue("""
             UPDATE member SET delivered_seq = \(seq), read_seq = \(seq), last_posted_at = \(now)

@@ -191,7 +191,7 @@ final class Transaction: Database {
         case .channel: "NULL"
         }
         guard let position = try db.fetchValue(Int64.self, """
-            INSERT INTO event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at, recipient_id)
+            INSERT INTO \(Self.eventColumns)
             VALUES (\(conversation), \(seq), \(kind.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload.stored), \(now),
                     \(recipient))
             RETURNING position
@@ -199,6 +199,54 @@ final class Transaction: Database {
         if rule.audience == .subjectAndAuthors, let others = recipients?.dropFirst(), !others.isEmpty {
             try db.enqueue("INSERT INTO event_recipient (position, user_id) SELECT \(position), id FROM account WHERE id IN (\(list: Array(others)))")
         }
+        try appended(position: position, conversation: conversation, rule: rule, message: message, activity: activity, prebuilt: prebuilt?(position))
+        return (seq, position)
+    }
+
+    /// The event table and the columns an append writes.
+    private static let eventColumns: SQL = "event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at, recipient_id)"
+
+    /// Appends a history event of `kind` together with the message it is about, in one
+    /// statement and one wait (PostgreSQL): `rows` is data-modifying common table expressions,
+    /// the last named `inserted` answering the new message's `id` and `seq` (the seq taken by
+    /// EventLog rule 1 inside `rows`). Otherwise as ``append(conversation:kind:seq:actor:message:user:role:payload:now:activity:recipients:prebuilt:)``,
+    /// for a kind whose audience is the members (`recipient`: the one who alone receives it,
+    /// for a shadow message). The event is handed over later with ``provide(_:)``, or read back.
+    ///
+    /// - Returns: the message's seq and key and the event's position; nil when `rows` inserted nothing.
+    func appendInserting(_ rows: SQL, conversation: Int64, kind: EventKind, actor: Int64, recipient: Int64?,
+                         payload: EventPayload, now: Int64, activity: Bool) throws -> (seq: Int64, message: Int64, position: Int64)? {
+        guard let rule = kind.rule, rule.history, rule.audience == .members else {
+            throw StoreError.decoding("appendInserting is for history events every member receives, not \(kind.rawValue)")
+        }
+        // Before the first event, the newest position so far, read in the same statement (its
+        // snapshot does not see the row it inserts).
+        let notesPrevious = links && previous == nil
+        let prior: SQL = notesPrevious ? "(SELECT coalesce(max(position), 0) FROM event)" : "NULL"
+        guard let row = try db.fetchOne("""
+            WITH \(rows)
+            INSERT INTO \(Self.eventColumns)
+            SELECT \(conversation), inserted.seq, \(kind.rawValue), \(actor), inserted.id, NULL, NULL, \(payload.stored), \(now), \(recipient)
+            FROM inserted
+            RETURNING position, seq, message_id, \(prior) AS previous
+            """) else { return nil }
+        let (seq, message, position): (Int64, Int64, Int64) = (try row.get("seq"), try row.get("message_id"), try row.get("position"))
+        if notesPrevious { previous = try row.get("previous", as: Int64?.self) ?? 0 }
+        try appended(position: position, conversation: conversation, rule: rule, message: message, activity: activity, prebuilt: nil)
+        return (seq, message, position)
+    }
+
+    /// Hands the write path an event appended without it (``appendInserting``), so it is not
+    /// read back at the end of the write.
+    func provide(_ event: AppendedEvent) {
+        guard let index = entries.lastIndex(where: { $0.position == event.record.position }) else { return }
+        entries[index].prebuilt = event
+    }
+
+    /// What follows an event's insert: the conversation's activity moves (queued: nothing
+    /// waits for it), and the write remembers the event.
+    private func appended(position: Int64, conversation: Int64, rule: EventRule, message: Int64?, activity: Bool,
+                          prebuilt: AppendedEvent?) throws {
         if !rule.history || !activity {
             // An annotation, or a reply in a thread only: the conversation keeps its place and last message.
         } else if let message {
@@ -206,8 +254,7 @@ final class Transaction: Database {
         } else {
             try db.enqueue("UPDATE conversation SET last_position = \(position) WHERE id = \(conversation)")
         }
-        entries.append(Entry(position: position, prebuilt: prebuilt?(position)))
-        return (seq, position)
+        entries.append(Entry(position: position, prebuilt: prebuilt))
     }
 
     /// The events this write appended, in position order, as they stand at the end of the
