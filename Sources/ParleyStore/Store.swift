@@ -70,12 +70,17 @@ package protocol Database {
     /// next statement that waits, or when the write ends); its failure fails the write all the
     /// same, only later. Use it for statements that only change rows and whose failure the
     /// caller would not catch; the default runs it at once.
-    func enqueue(_ sql: SQL) throws
+    ///
+    /// - Returns: the number of rows changed when the engine ran it at once; nil when it was sent
+    ///   without waiting.
+    @discardableResult
+    func enqueue(_ sql: SQL) throws -> Int?
 }
 
 extension Database {
     /// Runs it at once (engines without a pipeline).
-    package func enqueue(_ sql: SQL) throws { try execute(sql) }
+    @discardableResult
+    package func enqueue(_ sql: SQL) throws -> Int? { try execute(sql) }
 
     /// The first row, or `nil`.
     package func fetchOne(_ sql: SQL) throws -> Row? { try fetchAll(sql).first }

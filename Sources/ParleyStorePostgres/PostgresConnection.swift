@@ -70,6 +70,7 @@ final class PostgresConnection: Database {
         handle = nil
         prepared.removeAll()
         pending.removeAll()
+        earlierFailure = nil
         let log = Logger.process.labelled("parley.postgresql")
         guard let fresh = PQconnectdb(conninfo) else { throw StoreError.retryable("libpq could not allocate a connection") }
         guard PQstatus(fresh) == CONNECTION_OK else {
@@ -89,7 +90,7 @@ final class PostgresConnection: Database {
     /// Runs text with no parameters (BEGIN, COMMIT, SET, several statements at once).
     func run(_ text: String) throws {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
-        if !pending.isEmpty, let queued = try flush(then: []) { throw queued }
+        if !pending.isEmpty, let queued = try flush(then: []) { throw queued.error }
         roundTrips.count()
         let result = PQexec(handle, text)
         defer { PQclear(result) }
@@ -145,11 +146,14 @@ final class PostgresConnection: Database {
         if !pending.isEmpty {
             let name = try preparedName(key, handle: handle, pipelined: true)
             guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
-            pending.append(Pending(text: text, isControl: false))
+            pending.append(Pending(text: text, isControl: false, write: currentWrite))
             let (queued, result) = try syncPipeline(keepingLast: true, handle: handle)
             if let queued {
                 if let result { PQclear(result) }
-                throw queued
+                guard queued.write < currentWrite else { throw queued.error }
+                // The write before this one failed: this one's statements were skipped with it.
+                if earlierFailure == nil { earlierFailure = queued }
+                throw StoreError.retryable("a write committed together with this one failed; nothing of this one was stored")
             }
             guard let result else { throw StoreError.retryable("lost the connection to PostgreSQL: no answer to (\(text.prefix(120)))") }
             do {
@@ -183,7 +187,7 @@ final class PostgresConnection: Database {
             // DEALLOCATE in the pipeline, after the statements that use the old names.
             if pipelined {
                 guard PQsendQueryParams(handle, "DEALLOCATE ALL", 0, nil, nil, nil, nil, 0) == 1 else { throw lostPipeline(handle) }
-                pending.append(Pending(text: "DEALLOCATE ALL", isControl: false))
+                pending.append(Pending(text: "DEALLOCATE ALL", isControl: false, write: currentWrite))
             } else {
                 try run("DEALLOCATE ALL")
             }
@@ -193,7 +197,7 @@ final class PostgresConnection: Database {
         let name = "p\(preparedCount)"
         if pipelined {
             guard PQsendPrepare(handle, name, key.text, Int32(key.types.count), key.types) == 1 else { throw lostPipeline(handle) }
-            pending.append(Pending(text: key.text, isControl: false, prepares: key))
+            pending.append(Pending(text: key.text, isControl: false, write: currentWrite, prepares: key))
         } else {
             roundTrips.count()
             let result = PQprepare(handle, name, key.text, Int32(key.types.count), key.types)
@@ -236,6 +240,8 @@ final class PostgresConnection: Database {
         var text: String
         /// Sent by the engine after the queued ones (a savepoint, COMMIT), not by the write.
         var isControl: Bool
+        /// The write that sent it (``currentWrite`` then).
+        var write: Int
         /// The statement this prepares, when it is a Prepare: forgotten again if it did not run
         /// (a failure earlier in the pipeline skips it).
         var prepares: StatementKey? = nil
@@ -243,11 +249,35 @@ final class PostgresConnection: Database {
     /// What was sent and not yet answered, in order (empty outside pipeline mode).
     private var pending: [Pending] = []
 
+    /// The write whose statements are being sent: its place in the engine's batch, set before
+    /// each write runs.
+    var currentWrite = 0
+
+    /// A queued statement's failure, and the write that queued it.
+    struct QueuedFailure {
+        var write: Int
+        var error: StoreError
+    }
+
+    /// A failure of the write before ``currentWrite`` that one of the current write's waits
+    /// found (the current write's statements were skipped with it), until the engine takes it.
+    private var earlierFailure: QueuedFailure?
+
+    /// Takes the failure of an earlier write found while the current one ran.
+    func takeEarlierFailure() -> QueuedFailure? {
+        defer { earlierFailure = nil }
+        return earlierFailure
+    }
+
+    /// Whether a write before the current one still waits for the answer to a statement it queued.
+    var owesForEarlierWrite: Bool { pending.contains { !$0.isControl && $0.write < currentWrite } }
+
     /// Sends a statement whose answer the write does not need before its next statement, without
     /// waiting for it (libpq's pipeline mode): it is answered with the next statement that
     /// waits, or when the write ends (docs/decisions/0026, part 5). Its failure fails the write
     /// all the same, only later.
-    func enqueue(_ sql: SQL) throws {
+    @discardableResult
+    func enqueue(_ sql: SQL) throws -> Int? {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
         if pending.isEmpty {
             guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
@@ -256,7 +286,8 @@ final class PostgresConnection: Database {
         let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
         let name = try preparedName(key, handle: handle, pipelined: true)
         guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
-        pending.append(Pending(text: text, isControl: false))
+        pending.append(Pending(text: text, isControl: false, write: currentWrite))
+        return nil
     }
 
     /// Statements sent and not yet answered.
@@ -265,10 +296,11 @@ final class PostgresConnection: Database {
     /// Sends the engine's own `statements` (no parameters, one statement each: RELEASE,
     /// SAVEPOINT, COMMIT) after the queued ones and waits once for all of them.
     ///
-    /// - Returns: the first queued statement's failure, or nil. After a failure the
-    ///   `statements` did not run and the transaction is aborted: roll back to a savepoint.
+    /// - Returns: the first queued statement's failure and the write that queued it, or nil.
+    ///   After a failure the `statements` did not run and the transaction is aborted: roll back
+    ///   to a savepoint.
     /// - Throws: when one of `statements` fails or the connection is lost.
-    func flush(then statements: [String]) throws -> StoreError? {
+    func flush(then statements: [String]) throws -> QueuedFailure? {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
         guard !pending.isEmpty else {
             try run(statements.joined(separator: "; "))
@@ -276,7 +308,7 @@ final class PostgresConnection: Database {
         }
         for statement in statements {
             guard PQsendQueryParams(handle, statement, 0, nil, nil, nil, nil, 0) == 1 else { throw lostPipeline(handle) }
-            pending.append(Pending(text: statement, isControl: true))
+            pending.append(Pending(text: statement, isControl: true, write: currentWrite))
         }
         let (queued, _) = try syncPipeline(keepingLast: false, handle: handle)
         return queued
@@ -292,14 +324,18 @@ final class PostgresConnection: Database {
         }
         for statement in statements {
             guard PQsendQueryParams(handle, statement, 0, nil, nil, nil, nil, 0) == 1 else { throw lostPipeline(handle) }
-            pending.append(Pending(text: statement, isControl: true))
+            pending.append(Pending(text: statement, isControl: true, write: currentWrite))
         }
     }
 
-    /// Reads and forgets every answer still owed (before rolling back: the write failed anyway).
-    func abandonPending() {
-        guard let handle, !pending.isEmpty else { return }
-        _ = try? syncPipeline(keepingLast: false, handle: handle)
+    /// Reads every answer still owed before rolling back (the write failed anyway).
+    ///
+    /// - Returns: the first failure among them and the write that queued it (an earlier write's
+    ///   means that write failed too), or nil.
+    @discardableResult
+    func abandonPending() -> QueuedFailure? {
+        guard let handle, !pending.isEmpty else { return nil }
+        return (try? syncPipeline(keepingLast: false, handle: handle))?.queued
     }
 
     private func sendPrepared(_ name: String, _ bindings: [DatabaseValue], handle: OpaquePointer) -> Bool {
@@ -313,7 +349,7 @@ final class PostgresConnection: Database {
     /// - Returns: the first failure of a statement the write queued (later ones were skipped),
     ///   and, with `keepingLast`, the last statement's result for the caller to read and clear.
     /// - Throws: when an engine statement (``Pending/isControl``) fails, or the connection is lost.
-    private func syncPipeline(keepingLast: Bool, handle: OpaquePointer) throws -> (queued: StoreError?, last: OpaquePointer?) {
+    private func syncPipeline(keepingLast: Bool, handle: OpaquePointer) throws -> (queued: QueuedFailure?, last: OpaquePointer?) {
         let sent = pending
         pending.removeAll(keepingCapacity: true)
         guard PQpipelineSync(handle) == 1 else { throw lostPipeline(handle) }
@@ -333,7 +369,7 @@ final class PostgresConnection: Database {
             results.append(result)
         }
         PQexitPipelineMode(handle)
-        var queued: StoreError?
+        var queued: QueuedFailure?
         var control: (any Error)?
         var last: OpaquePointer?
         for (index, result) in results.enumerated() {
@@ -348,7 +384,7 @@ final class PostgresConnection: Database {
             do {
                 try check(result, text: sent[index].text)
             } catch let error as StoreError where !sent[index].isControl {
-                if queued == nil { queued = error }
+                if queued == nil { queued = QueuedFailure(write: sent[index].write, error: error) }
             } catch {
                 if control == nil { control = error }
             }

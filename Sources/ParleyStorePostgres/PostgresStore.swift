@@ -208,14 +208,17 @@ package final class PostgresStore: GroupCommitStore {
     // MARK: - Group commit
 
     /// One transaction for the batch. Every wait for the server is a round trip, so they are
-    /// merged: BEGIN, the lock and the first savepoint go together; a job's queued statements
-    /// (``Database/enqueue(_:)``) travel with its next read, or at its end with the release of
-    /// its savepoint and the opening of the next (or with COMMIT after the last); a job whose
-    /// every statement was answered sends its release and the next savepoint without waiting,
-    /// with the next job's first wait. A job that failed, or whose queued statement failed,
-    /// rolls back to its savepoint, which keeps it for the next job.
+    /// merged: BEGIN, the lock and the first savepoint go together; a write's queued statements
+    /// (``Database/enqueue(_:)``) travel with its next wait, and what it still owes at its end
+    /// travels, with the release of its savepoint and the opening of the next, with the next
+    /// write's first wait (or with COMMIT after the last). So a write is confirmed by the next
+    /// one: when that finds it failed, the transaction rolls back to the failed write's
+    /// savepoint, the failed write gets its error and the next, whose statements were skipped,
+    /// a retryable one (``Chat/run`` tries it again in a later batch). At most one write is
+    /// unconfirmed: one that made no wait of its own waits at its end.
     private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
         let several = jobs.count > 1
+        connection.currentWrite = 0
         do {
             try Self.begin(several ? begin + "; SAVEPOINT job" : begin, on: connection)
         } catch {
@@ -224,44 +227,57 @@ package final class PostgresStore: GroupCommitStore {
             return
         }
         if !several, let job = jobs.first {
-            if job.run(connection) { finish([job], on: connection, several: false) } else { rollBack(connection) }
+            if job.run(connection) { finish([(0, job)], on: connection, several: false) } else { rollBack(connection) }
             return
         }
-        var committed: [WriteJob] = []
+        // The writes in the transaction, with their place in the batch; the last may be unconfirmed.
+        var committed: [(index: Int, job: WriteJob)] = []
         for (index, job) in jobs.enumerated() {
             let isLast = index == jobs.count - 1
-            var succeeded = job.run(connection)
-            if succeeded && isLast {
-                // COMMIT releases its savepoint, and carries what it queued (finish, below).
-                committed.append(job)
-                break
-            }
-            if succeeded {
+            connection.currentWrite = index
+            let ran = job.run(connection)
+            var earlier = connection.takeEarlierFailure()
+            var own: StoreError?
+            if ran && earlier == nil {
+                if isLast {
+                    // COMMIT carries what it owes (finish, below).
+                    committed.append((index, job))
+                    break
+                }
                 do {
-                    if connection.pendingCount == 0 {
-                        // Every statement of the job was answered: nothing of it can fail now,
-                        // so its release and the next savepoint travel with the next job's first wait.
+                    if connection.owesForEarlierWrite {
+                        // It made no wait, so the write before it is still unconfirmed: wait now.
+                        if let found = try connection.flush(then: ["RELEASE job", "SAVEPOINT job"]) {
+                            if found.write < index { earlier = found } else { own = found.error }
+                        }
+                    } else {
                         try connection.enqueueControl(["RELEASE job", "SAVEPOINT job"])
-                    } else if let failure = try connection.flush(then: ["RELEASE job", "SAVEPOINT job"]) {
-                        job.fail(failure)
-                        succeeded = false
                     }
                 } catch {
-                    // Only a lost connection makes these fail: the transaction is gone.
-                    lose(committed + jobs[index...], error: error, on: connection)
+                    lose(committed.map(\.job) + jobs[index...], error: error, on: connection)
                     return
                 }
+                if earlier == nil && own == nil {
+                    committed.append((index, job))
+                    continue
+                }
+            } else if !ran, let found = connection.abandonPending(), found.write < index {
+                earlier = found
             }
-            if succeeded {
-                committed.append(job)
-                continue
-            }
+            // Something failed: roll back to the savepoint before it — the earlier write's, when
+            // that one failed (the savepoints after it were skipped with it), else this one's.
             connection.abandonPending()
             do {
                 try connection.run("ROLLBACK TO job")
             } catch {
-                lose(committed + jobs[(index + 1)...], error: error, on: connection)
+                lose(committed.map(\.job) + (ran ? jobs[index...] : jobs[(index + 1)...]), error: error, on: connection)
                 return
+            }
+            if let earlier, let failed = committed.popLast() {
+                failed.job.fail(earlier.error)
+            }
+            if ran {
+                job.fail(own ?? StoreError.retryable("a write committed together with this one failed; nothing of this one was stored"))
             }
         }
         finish(committed, on: connection, several: true)
@@ -297,14 +313,21 @@ package final class PostgresStore: GroupCommitStore {
     /// came (the connection dropped) may or may not have committed: the callers are told to
     /// retry, and every write the clients retry is idempotent by its client id.
     ///
-    /// COMMIT travels with the last job's queued statements; when one of those failed, COMMIT
-    /// did not run: that job is rolled back (to its savepoint, when the batch has several) and
-    /// the rest committed.
-    private static func finish(_ jobs: [WriteJob], on connection: PostgresConnection, several: Bool) {
+    /// COMMIT travels with what the last writes still owe; when one of those statements failed,
+    /// COMMIT did not run: the transaction rolls back to the failed write's savepoint (or
+    /// entirely, for a batch of one), that write gets its error and any after it a retryable
+    /// one, and the rest is committed.
+    private static func finish(_ jobs: [(index: Int, job: WriteJob)], on connection: PostgresConnection, several: Bool) {
         var committing = jobs
         do {
-            if let failure = try StoreMetrics.timedCommit({ try connection.flush(then: ["COMMIT"]) }), let last = committing.popLast() {
-                last.fail(failure)
+            if let failure = try StoreMetrics.timedCommit({ try connection.flush(then: ["COMMIT"]) }) {
+                let failedAt = committing.firstIndex { $0.index >= failure.write } ?? committing.endIndex
+                let rolledBack = committing[failedAt...]
+                committing.removeSubrange(failedAt...)
+                for (offset, entry) in rolledBack.enumerated() {
+                    entry.job.fail(offset == 0 && entry.index == failure.write ? failure.error
+                                   : StoreError.retryable("a write committed together with this one failed; nothing of this one was stored"))
+                }
                 if several && !committing.isEmpty {
                     try connection.run("ROLLBACK TO job")
                     try StoreMetrics.timedCommit { try connection.run("COMMIT") }
@@ -312,10 +335,10 @@ package final class PostgresStore: GroupCommitStore {
                     rollBack(connection)
                 }
             }
-            for job in committing { job.succeed() }
+            for entry in committing { entry.job.succeed() }
         } catch {
             rollBack(connection)
-            for job in committing { job.fail(error) }
+            for entry in committing { entry.job.fail(error) }
         }
     }
 }

@@ -149,7 +149,8 @@ final class Transaction: Database {
     @discardableResult
     func execute(_ sql: SQL) throws -> Int { try db.execute(sql) }
     func fetchAll(_ sql: SQL) throws -> [Row] { try db.fetchAll(sql) }
-    func enqueue(_ sql: SQL) throws { try db.enqueue(sql) }
+    @discardableResult
+    func enqueue(_ sql: SQL) throws -> Int? { try db.enqueue(sql) }
 
     /// Whether the write appended anything.
     var hasEvents: Bool { !entries.isEmpty }

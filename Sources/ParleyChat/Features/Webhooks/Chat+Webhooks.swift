@@ -42,6 +42,33 @@ package enum Webhooks: Sendable {
             """)
     }
 
+    /// Writes a delivery of `payload` for every Parley-format endpoint of the conversation's
+    /// app that hears `type`, in one statement that needs no answer (so on PostgreSQL it is
+    /// queued with the write's other statements, and a write without endpoints reads nothing
+    /// to learn it). Each delivery's id is the event's random part and the endpoint's key.
+    ///
+    /// - Returns: the deliveries written, when the engine ran the statement at once.
+    static func addForEndpoints(_ db: any Database, conversation: Int64, type: String, payload: [UInt8], now: Int64) throws -> Int? {
+        let ref = Crypto.randomID(prefix: "whd_", length: 16) + "_"
+        return try db.enqueue("""
+            INSERT INTO outbox (kind, lane, ref, payload, due_at, created_at)
+            SELECT \(kind), w.id, \(ref) || w.id, \(payload), \(now), \(now)
+            FROM conversation c JOIN webhook_endpoint w ON w.app_id = c.app_id
+            WHERE c.id = \(conversation) AND w.format = 'parley' AND ',' || w.events || ',' LIKE \(Self.listPattern(type)) ESCAPE '\\'
+            ORDER BY w.id
+            """)
+    }
+
+    /// A LIKE pattern that finds `item` in a comma-separated list wrapped in commas.
+    static func listPattern(_ item: String) -> String {
+        var escaped = ""
+        for character in item {
+            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
+            escaped.append(character)
+        }
+        return "%," + escaped + ",%"
+    }
+
     static func hears(_ events: String, _ type: String) -> Bool {
         events.split(separator: ",").contains { $0 == type }
     }
@@ -152,33 +179,20 @@ package struct WebhookHook: TransactionHook {
         // What the kind's rule lets webhooks hear, and only what everyone may see.
         let relevant = events.filter(\.reachesWebhooks)
         guard !relevant.isEmpty else { return }
-        let conversations = Array(Set(relevant.map { $0.conversationKey }))
-        let rows = try db.fetchAll("""
-            SELECT c.id AS conversation, w.id, w.events FROM conversation c JOIN webhook_endpoint w ON w.app_id = c.app_id
-            WHERE c.id IN (\(list: conversations)) AND w.format = 'parley'
-            """)
-        guard !rows.isEmpty else { return }
         var wrote = false
-        defer {
-            if wrote, let transaction = db as? Transaction {
-                let wakeup = signal.wakeup
-                transaction.onCommit { wakeup.signal() }
-            }
-        }
-        var endpoints: [Int64: [(lane: Int64, events: String)]] = [:]
-        for row in rows {
-            let conversation: Int64 = try row.get("conversation")
-            endpoints[conversation, default: []].append((try row.get("id"), try row.get("events")))
-        }
         for event in relevant {
-            let type = event.record.type.rawValue
-            let hearing = (endpoints[event.conversationKey] ?? []).filter { Webhooks.hears($0.events, type) }
-            guard !hearing.isEmpty else { continue }
             // The event is in the log already: the row names its position, and the data is read
             // back when the delivery is claimed (half the bytes a send writes, not twice them).
+            let type = event.record.type.rawValue
             let payload = Webhooks.payload(type: type, createdAt: event.record.createdAt, data: Array("@\(event.record.position)".utf8))
-            for endpoint in hearing { try Webhooks.add(db, lane: endpoint.lane, payload: payload, now: event.record.createdAt) }
-            wrote = true
+            let changed = try Webhooks.addForEndpoints(db, conversation: event.conversationKey, type: type, payload: payload,
+                                                        now: event.record.createdAt)
+            // Sent without waiting (PostgreSQL), the count is unknown: wake the workers anyway.
+            if changed ?? 1 > 0 { wrote = true }
+        }
+        if wrote, let transaction = db as? Transaction {
+            let wakeup = signal.wakeup
+            transaction.onCommit { wakeup.signal() }
         }
     }
 }
