@@ -49,7 +49,7 @@ package enum Webhooks: Sendable {
     ///
     /// - Returns: the deliveries written, when the engine ran the statement at once.
     static func addForEndpoints(_ db: any Database, conversation: Int64, type: String, payload: [UInt8], now: Int64) throws -> Int? {
-        let ref = Crypto.randomID(prefix: "whd_", length: 16) + "_"
+        let ref = Crypto.randomID(prefix: "whd_", length: 16)
         return try db.enqueue("""
             INSERT INTO outbox (kind, lane, ref, payload, due_at, created_at)
             SELECT \(kind), w.id, \(ref) || w.id, \(payload), \(now), \(now)
