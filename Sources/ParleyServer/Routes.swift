@@ -261,6 +261,11 @@ enum Metrics {
         metric("parley_store_writes_total", "counter", "Write transactions requested of the store.", [("", "\(commits.writes)")])
         metric("parley_store_commits_total", "counter", "Commits (fsyncs) that carried them: writes/commits is the group-commit batching.",
                [("", "\(commits.transactions)")])
+        if let roundTrips = store.writeRoundTrips {
+            metric("parley_store_round_trips_total", "counter",
+                   "Times the writer waited for PostgreSQL: round trips per write is this over parley_store_writes_total.",
+                   [("", "\(roundTrips)")])
+        }
         return out
     }
 

@@ -225,4 +225,12 @@ package enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
 package protocol GroupCommitStore: Store {
     /// Writes committed so far and the transactions they took (their ratio is the batching).
     var commitStatistics: (writes: Int, transactions: Int) { get }
+    /// How many times the writer waited for a database server (round trips); nil for an
+    /// engine in the process (`/metrics`: `parley_store_round_trips_total`).
+    var writeRoundTrips: Int? { get }
+}
+
+extension GroupCommitStore {
+    /// In the process: no round trips.
+    package var writeRoundTrips: Int? { nil }
 }

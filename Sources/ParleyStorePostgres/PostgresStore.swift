@@ -193,7 +193,7 @@ package final class PostgresStore: GroupCommitStore {
     package var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
 
     /// How many times the writer has waited for PostgreSQL (round trips, every write together).
-    package var writeRoundTrips: Int { writerRoundTrips.total }
+    package var writeRoundTrips: Int? { writerRoundTrips.total }
 
     /// `url` without its password.
     static func redact(_ url: String) -> String {

@@ -91,13 +91,13 @@ struct PostgresStoreTests {
 
         // Three queued inserts and a read that sees them: BEGIN, the read carrying the inserts,
         // COMMIT — three round trips where one at a time took six.
-        let before = store.writeRoundTrips
+        let before = store.writeRoundTrips ?? 0
         let seen = try await store.write { db in
             for n in 1...3 { try db.enqueue("INSERT INTO item (owner, n) VALUES (-1, \(n))") }
             return try db.fetchValue(Int64.self, "SELECT count(*) FROM item WHERE owner = -1") ?? 0
         }
         #expect(seen == 3)
-        #expect(store.writeRoundTrips - before == 3)
+        #expect((store.writeRoundTrips ?? 0) - before == 3)
 
         // A queued statement that fails fails its write, even one that never waited again,
         // as the constraint violation it is, and leaves nothing of that write behind.
