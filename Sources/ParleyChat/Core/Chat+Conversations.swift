@@ -399,7 +399,8 @@ extension Chat {
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
             SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
                    mb.posting_muted_until, mb.last_posted_at, u.shadow_banned_at, u.photo_public, b.user_id AS ban_user, b.until AS ban_until,
-                   \(earlier) AS sent_before
+                   \(earlier) AS sent_before,
+                   EXISTS (SELECT 1 FROM webhook_endpoint w WHERE w.app_id = c.app_id AND w.format = 'parley') AS app_webhooks
             FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
@@ -417,6 +418,9 @@ extension Chat {
                             postingMutedUntil: try row.get("posting_muted_until"), lastPostedAt: try row.get("last_posted_at"),
                             shadowBanned: try row.get("shadow_banned_at", as: Int64?.self) != nil, callerPhoto: try row.get("photo_public"),
                             sentBefore: try row.get("sent_before", as: Int64?.self) != nil)
+        // A write learns here, in its own transaction, whether the app has endpoints its
+        // events could reach, so the webhook hook writes and wakes nothing when it has none.
+        if let transaction = db as? Transaction { transaction.noteWebhooks(conversation: access.key, present: try row.get("app_webhooks", as: Bool.self)) }
         try access.require(.see)
         try access.require(action)
         return access

@@ -155,6 +155,16 @@ final class Transaction: Database {
     /// Whether the write appended anything.
     var hasEvents: Bool { !entries.isEmpty }
 
+    /// Whether a conversation's app has webhook endpoints, as this write read it (its access
+    /// read answers it, in this transaction, so no endpoint can appear between).
+    private var webhooks: [Int64: Bool] = [:]
+
+    /// Notes what the access read found about the conversation's app's endpoints.
+    func noteWebhooks(conversation: Int64, present: Bool) { webhooks[conversation] = present }
+
+    /// Whether the conversation's app has webhook endpoints; nil when this write did not read it.
+    func hasWebhooks(conversation: Int64) -> Bool? { webhooks[conversation] }
+
     /// Runs `callback` once this write has committed (never if it rolls back): a hook that
     /// wrote outbox rows wakes its workers then, not before the rows are visible.
     func onCommit(_ callback: @escaping @Sendable () -> Void) {

@@ -180,7 +180,8 @@ package struct WebhookHook: TransactionHook {
         let relevant = events.filter(\.reachesWebhooks)
         guard !relevant.isEmpty else { return }
         var wrote = false
-        for event in relevant {
+        let transaction = db as? Transaction
+        for event in relevant where transaction?.hasWebhooks(conversation: event.conversationKey) != false {
             // The event is in the log already: the row names its position, and the data is read
             // back when the delivery is claimed (half the bytes a send writes, not twice them).
             let type = event.record.type.rawValue
@@ -190,7 +191,7 @@ package struct WebhookHook: TransactionHook {
             // Sent without waiting (PostgreSQL), the count is unknown: wake the workers anyway.
             if changed ?? 1 > 0 { wrote = true }
         }
-        if wrote, let transaction = db as? Transaction {
+        if wrote, let transaction {
             let wakeup = signal.wakeup
             transaction.onCommit { wakeup.signal() }
         }
