@@ -370,9 +370,9 @@ final class RealtimeSession: @unchecked Sendable {
                                       : try await chat.annotations.unreact(caller, conversation: conversation, message: messageID, emoji: emoji)
             return try encode(message)
         case .markDelivered(_, let conversation, let seq):
-            return try encode(try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(deliveredSeq: seq)))
+            return try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(deliveredSeq: seq)).jsonBytes
         case .markRead(_, let conversation, let seq):
-            return try encode(try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(readSeq: seq)))
+            return try await chat.updateReceipt(caller, conversation: conversation, ReceiptUpdate(readSeq: seq)).jsonBytes
         case .typing(_, let conversation, let isTyping, let thread):
             try await chat.typing(caller, conversation: conversation, thread: thread, typing: isTyping)
             return Array("{}".utf8)

@@ -213,6 +213,18 @@ public struct Receipt: Hashable, Codable, Sendable {
     }
 }
 
+extension Receipt: JSONWritable {
+    /// The same bytes as ``WireCoding/encoder()`` (keys sorted), without `Codable`: every
+    /// receipt a device sends over the socket is answered with one.
+    public func writeJSON(into writer: inout JSONWriter) {
+        writer.object { json in
+            json.key("deliveredSeq"); json.integer(deliveredSeq)
+            json.key("readSeq"); json.integer(readSeq)
+            json.key("userId"); json.string(userID.rawValue)
+        }
+    }
+}
+
 /// Where a message stands for its sender. `sending` exists only on the client (the outbox).
 public enum DeliveryStatus: String, Hashable, Codable, Sendable {
     /// Stored by the server.

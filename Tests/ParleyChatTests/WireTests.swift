@@ -87,6 +87,16 @@ struct JSONWriterTests {
     }
 }
 
+struct HandWrittenJSONTests {
+    /// A receipt's hand-written answer is byte for byte what the REST encoder writes.
+    @Test func aReceiptWritesWhatTheEncoderWrites() throws {
+        for receipt in [Receipt(userID: UserID(rawValue: "u_abc"), deliveredSeq: 0, readSeq: 0),
+                        Receipt(userID: UserID(rawValue: "u_\"quoted\"é"), deliveredSeq: Int64.max, readSeq: 41)] {
+            #expect(receipt.jsonBytes == Array(try WireCoding.encoder().encode(receipt)))
+        }
+    }
+}
+
 /// The sent/delivered/read rule against the cases the web client's `status.js` is tested with.
 struct DeliveryStatusRuleTests {
     @Test func theRuleMatchesTheSharedCases() throws {
