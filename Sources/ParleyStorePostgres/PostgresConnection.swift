@@ -156,13 +156,7 @@ final class PostgresConnection: Database {
                 throw StoreError.retryable("a write committed together with this one failed; nothing of this one was stored")
             }
             guard let result else { throw StoreError.retryable("lost the connection to PostgreSQL: no answer to (\(text.prefix(120)))") }
-            do {
-                try check(result, text: text)
-            } catch {
-                PQclear(result)
-                throw error
-            }
-            return (result, key)
+            return (try checked(result, text: text), key)
         }
         let name = try preparedName(key, handle: handle, pipelined: false)
         roundTrips.count()
@@ -170,13 +164,18 @@ final class PostgresConnection: Database {
             PQexecPrepared(handle, name, count, values, lengths, formats, 0)
         }
         guard let result else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
+        return (try checked(result, text: text), key)
+    }
+
+    /// `result` when it succeeded; else cleared, and its error thrown.
+    private func checked(_ result: OpaquePointer, text: String) throws -> OpaquePointer {
         do {
             try check(result, text: text)
         } catch {
             PQclear(result)
             throw error
         }
-        return (result, key)
+        return result
     }
 
     /// The prepared statement's name, preparing it first when it is new: at once, or in the
