@@ -71,6 +71,7 @@ final class PostgresConnection: Database {
         prepared.removeAll()
         pending.removeAll()
         earlierFailure = nil
+        unanswered = false
         let log = Logger.process.labelled("parley.postgresql")
         guard let fresh = PQconnectdb(conninfo) else { throw StoreError.retryable("libpq could not allocate a connection") }
         guard PQstatus(fresh) == CONNECTION_OK else {
@@ -90,6 +91,7 @@ final class PostgresConnection: Database {
     /// Runs text with no parameters (BEGIN, COMMIT, SET, several statements at once).
     func run(_ text: String) throws {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        readUnanswered()
         if !pending.isEmpty, let queued = try flush(then: []) { throw queued.error }
         roundTrips.count()
         let result = PQexec(handle, text)
@@ -141,6 +143,7 @@ final class PostgresConnection: Database {
     /// failure is thrown here, and then this statement did not run.
     private func sendKeyed(_ sql: SQL) throws -> (result: OpaquePointer, key: StatementKey) {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        readUnanswered()
         let (text, bindings) = sql.rendered { "$\($0)" }
         let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
         if !pending.isEmpty {
@@ -278,6 +281,7 @@ final class PostgresConnection: Database {
     @discardableResult
     func enqueue(_ sql: SQL) throws -> Int? {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        readUnanswered()
         if pending.isEmpty {
             guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
         }
@@ -301,6 +305,7 @@ final class PostgresConnection: Database {
     /// - Throws: when one of `statements` fails or the connection is lost.
     func flush(then statements: [String]) throws -> QueuedFailure? {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        readUnanswered()
         guard !pending.isEmpty else {
             try run(statements.joined(separator: "; "))
             return nil
@@ -318,6 +323,7 @@ final class PostgresConnection: Database {
     /// connection lives (a savepoint's release after a write whose every statement was answered).
     func enqueueControl(_ statements: [String]) throws {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        readUnanswered()
         if pending.isEmpty {
             guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
         }
@@ -327,12 +333,45 @@ final class PostgresConnection: Database {
         }
     }
 
+    /// Sends the engine's own `statements` after whatever is queued, and the sync point that
+    /// makes the server run them now, without reading the answers: the connection's next
+    /// statement reads them first (they are in its socket by then). For a read's COMMIT, whose
+    /// outcome changes nothing the read returned.
+    func sendWithoutWaiting(_ statements: [String]) throws {
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        readUnanswered()
+        try enqueueControl(statements)
+        pending.removeAll()
+        guard PQpipelineSync(handle) == 1 else { throw lostPipeline(handle) }
+        unanswered = true
+    }
+
+    /// Whether answers up to a sync point were sent for and not read (``sendWithoutWaiting(_:)``).
+    private var unanswered = false
+
+    /// Reads and drops the answers ``sendWithoutWaiting(_:)`` left, and leaves pipeline mode.
+    func readUnanswered() {
+        guard unanswered, let handle else { return }
+        unanswered = false
+        while true {
+            guard let result = PQgetResult(handle) else {
+                if PQstatus(handle) != CONNECTION_OK { break }
+                continue
+            }
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        PQexitPipelineMode(handle)
+    }
+
     /// Reads every answer still owed before rolling back (the write failed anyway).
     ///
     /// - Returns: the first failure among them and the write that queued it (an earlier write's
     ///   means that write failed too), or nil.
     @discardableResult
     func abandonPending() -> QueuedFailure? {
+        readUnanswered()
         guard let handle, !pending.isEmpty else { return nil }
         return (try? syncPipeline(keepingLast: false, handle: handle))?.queued
     }

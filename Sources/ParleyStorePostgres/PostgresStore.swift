@@ -47,6 +47,7 @@ package final class PostgresStore: GroupCommitStore {
     private let readers: WorkerThread<ReadJob<PostgresConnection>>
     private let batchSizes = BatchStatistics()
     private let writerRoundTrips: RoundTrips
+    private let readerRoundTrips: [RoundTrips]
     private let url: String
     /// The node's claim on the database: its connection, who to tell if it is lost, and the
     /// timer that checks it.
@@ -87,25 +88,42 @@ package final class PostgresStore: GroupCommitStore {
             statistics.record(jobs.count)
             Self.commit(jobs, on: connection, begin: begin)
         }
+        readerRoundTrips = readConnections.map(\.roundTrips)
         readers = WorkerThread(name: "pg-reader", contexts: readConnections, maxBatch: 1) { connection, jobs in
             for job in jobs { job.run(connection) }
         }
     }
 
+    /// One snapshot for the whole closure, as SQLite's read transaction gives. BEGIN travels
+    /// with the closure's first statement and COMMIT is sent without waiting for its answer
+    /// (the connection's next statement reads it): a read of one statement is one round trip,
+    /// where BEGIN, the statement and COMMIT were three. A connection found dead by that first
+    /// statement (a server restart cuts idle connections without a word) is made again and the
+    /// closure run once more, so the caller never sees it: a read changes nothing.
     package func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T {
         try await readers.read { (connection: PostgresConnection) in
-            // One snapshot for the whole closure, as SQLite's read transaction gives.
-            try Self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", on: connection)
-            let value: T
             do {
-                value = try body(connection)
-            } catch {
-                try? connection.run("ROLLBACK")
-                throw error
+                return try Self.readOnce(body, on: connection)
+            } catch let error as StoreError where error.isRetryable && !connection.isConnected {
+                return try Self.readOnce(body, on: connection)
             }
-            try connection.run("COMMIT")
-            return value
         }
+    }
+
+    private static func readOnce<T>(_ body: (any Database) throws -> T, on connection: PostgresConnection) throws -> T {
+        connection.readUnanswered()
+        if !connection.isConnected { try connection.connect() }
+        try connection.enqueueControl(["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"])
+        let value: T
+        do {
+            value = try body(connection)
+        } catch {
+            connection.abandonPending()
+            if connection.isConnected { try? connection.run("ROLLBACK") }
+            throw error
+        }
+        try connection.sendWithoutWaiting(["COMMIT"])
+        return value
     }
 
     /// Hooks run on the writer thread right after COMMIT, in the order the jobs ran: with the
@@ -194,6 +212,9 @@ package final class PostgresStore: GroupCommitStore {
 
     /// How many times the writer has waited for PostgreSQL (round trips, every write together).
     package var writeRoundTrips: Int? { writerRoundTrips.total }
+
+    /// How many times the readers have waited for PostgreSQL (round trips, every read together).
+    package var readRoundTrips: Int { readerRoundTrips.reduce(0) { $0 + $1.total } }
 
     /// `url` without its password.
     static func redact(_ url: String) -> String {

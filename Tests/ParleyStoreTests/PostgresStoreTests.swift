@@ -155,6 +155,37 @@ struct PostgresStoreTests {
         #expect(retried.withLock { $0 } > 0, "some write was confirmed by the next and found failed there")
     }
 
+    @Test func aReadOfOneStatementIsOneRoundTripAndSeesOneSnapshot() async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let store = try PostgresStore(url: database.conninfo, configuration: { var c = PostgresStore.Configuration(); c.readers = 1; return c }())
+        defer { store.close() }
+        try await store.write { db in
+            try db.execute("CREATE TABLE item (n bigint NOT NULL)")
+            try db.execute("INSERT INTO item (n) VALUES (1)")
+        }
+        _ = try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item") }  // prepares it
+        let before = store.readRoundTrips
+        for _ in 1...5 {
+            #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item") } == 1)
+        }
+        #expect(store.readRoundTrips - before == 5, "BEGIN rides with the statement, COMMIT is not waited for")
+
+        // Two statements of one read see one snapshot, whatever commits between them.
+        let (first, second) = try await store.read { db -> (Int64, Int64) in
+            let first = try db.fetchValue(Int64.self, "SELECT count(*) FROM item") ?? 0
+            let other = try PostgresConnection(conninfo: database.conninfo)
+            try other.run("INSERT INTO item (n) VALUES (2)")
+            return (first, try db.fetchValue(Int64.self, "SELECT count(*) FROM item") ?? 0)
+        }
+        #expect(first == 1 && second == 1)
+        #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item") } == 2)
+
+        // A read that fails rolls back, and the next read on the connection works.
+        await #expect(throws: StoreError.self) { try await store.read { db in try db.fetchAll("SELECT nothing FROM item") } }
+        #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item") } == 2)
+    }
+
     @Test func aConstraintViolationIsNamedAsOne() async throws {
         let database = try freshDatabase()
         defer { database.drop() }
