@@ -10,13 +10,17 @@
 # Each run starts a fresh server and data directory and drives it with `parley-bench sends`
 # (100 senders, BENCH_SECONDS, default 10); ROUNDS (default 3) rounds, the order swapped every
 # round so drift on a shared machine falls on both sides. Prints one line per run:
-# sends: label sends/s p50_ms p99_ms sends_per_commit errors;
+# sends: label sends/s p50_ms p99_ms sends_per_commit errors; pages: label plain pages/s p50_ms
+# decorated pages/s p50_ms errors;
 # fanout: label offered/s deliveries/s expected p50_ms p99_ms (one line per rate);
 # http: label path requests/s cpu_us_per_request.
 # Both trees' servers are driven by NEW_TREE's parley-bench, so only the server differs.
-# AB_POSTGRES=1 (sends only) runs each server on a fresh database of the PostgreSQL that
+# AB_BENCH=pages: `parley-bench annotations`' history phases, latest-50 pages a second on one
+# connection (plain, and decorated with reactions, mentions, a pin and threads) with their p50:
+# a page is several reads, so this is the latency of the store's reads.
+# AB_POSTGRES=1 (sends, pages) runs each server on a fresh database of the PostgreSQL that
 # scripts/services.sh started (source its env first; start it with PARLEY_PG_FSYNC=on to
-# measure durable sends) and adds the CPU ms per send of the server and of PostgreSQL.
+# measure durable sends) and, for sends, adds the CPU ms per send of the server and of PostgreSQL.
 set -uo pipefail
 if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
     echo "usage: scripts/bench-ab.sh OLD_TREE NEW_TREE   (each with .build/release/parley-server and parley-bench)" >&2
@@ -27,7 +31,7 @@ seconds=${BENCH_SECONDS:-10}
 bench=${AB_BENCH:-sends}
 rates=${FANOUT_RATES:-2000,3000,4000}
 path=${AB_PATH:-/healthz}
-case "$bench" in sends|fanout|http) ;; *) echo "AB_BENCH is sends, fanout or http, not '$bench'" >&2; exit 2 ;; esac
+case "$bench" in sends|fanout|http|pages) ;; *) echo "AB_BENCH is sends, fanout, http or pages, not '$bench'" >&2; exit 2 ;; esac
 if [[ "$bench" == http ]] && ! command -v wrk >/dev/null; then echo "AB_BENCH=http needs wrk (make bench installs it)" >&2; exit 1; fi
 rounds=${ROUNDS:-3}
 for tree in "$old" "$new"; do
@@ -37,7 +41,7 @@ for tree in "$old" "$new"; do
 done
 postgres=${AB_POSTGRES:-0}
 if [[ "$postgres" == 1 ]]; then
-    [[ "$bench" == sends ]] || { echo "AB_POSTGRES=1 measures sends only" >&2; exit 2; }
+    [[ "$bench" == sends || "$bench" == pages ]] || { echo "AB_POSTGRES=1 measures sends and pages only" >&2; exit 2; }
     [[ -n "${PARLEY_TEST_POSTGRES_URL:-}" && -n "${PARLEY_PG_DATA:-}" ]] \
         || { echo "AB_POSTGRES=1 needs scripts/services.sh's env: source <dir>/env first" >&2; exit 2; }
 fi
@@ -81,6 +85,16 @@ requests = int(next(l.split()[0] for l in out.splitlines() if 'requests in' in l
 rate = next(l.split()[1] for l in out.splitlines() if l.startswith('Requests/sec'))
 print(label, path, rate, '%.2f' % ((int(after) - int(before)) / int(hz) * 1e6 / requests))" \
             "$label" "$path" "$ticks_before" "$ticks_after" "$(getconf CLK_TCK)" "$out"
+        return
+    fi
+    if [[ "$bench" == pages ]]; then
+        result=$("$new/.build/release/parley-bench" annotations --url "http://127.0.0.1:$port" --app-key "$key" --duration "$seconds" --json 2>/dev/null)
+        kill "$pid"; wait "$pid" 2>/dev/null
+        python3 -c "
+import json, sys
+r = json.loads(sys.argv[2])
+print(sys.argv[1], 'plain', r['plain_pages_per_s'], r['plain_p50_ms'], 'decorated', r['decorated_pages_per_s'], r['decorated_p50_ms'], 'errors', r['errors'])" \
+            "$label" "$result"
         return
     fi
     if [[ "$bench" == fanout ]]; then
