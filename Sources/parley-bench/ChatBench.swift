@@ -178,7 +178,13 @@ func runSends(_ options: Options, group: EventLoopGroup) async throws {
         throw BenchError("sends needs --url http://HOST:PORT and --app-key KEY")
     }
     let senders = try options.int("senders", 100)
-    let conversationCount = try options.int("conversations", 10)
+    guard senders >= 1 else { throw BenchError("--senders must be at least 1") }
+    // Each conversation is created by one of the senders, and every sender sends to one: there
+    // are never more conversations than senders (`--senders 1` once crashed here).
+    let asked = try options.int("conversations", 10)
+    guard asked >= 1 else { throw BenchError("--conversations must be at least 1") }
+    let conversationCount = min(asked, senders)
+    if conversationCount < asked { progress("sends: \(senders) sender(s) make at most \(conversationCount) conversation(s), not \(asked)") }
     let duration = Double(try options.int("duration", 10))
     let setup = SetupClient(base: url, appKey: appKey)
     let run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
