@@ -47,18 +47,8 @@ if [[ "$postgres" == 1 ]]; then
 fi
 work=$(mktemp -d /tmp/parley-ab.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-ticks() {  # CPU ticks (user + system) of the given processes
-    local total=0 pid
-    for pid in "$@"; do
-        [[ -r /proc/$pid/stat ]] && total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-    done
-    echo "$total"
-}
-pg_pids() {
-    local master
-    master=$(head -1 "$PARLEY_PG_DATA/postmaster.pid")
-    echo "$master" $(pgrep -P "$master" || true)
-}
+# shellcheck source=scripts/cpu-ticks.sh
+. "$(dirname "$0")/cpu-ticks.sh"
 run() {  # tree label
     local tree=$1 label=$2 data="$work/$2-$RANDOM" port key result pid database=()
     if [[ "$postgres" == 1 ]]; then

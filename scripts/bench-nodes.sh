@@ -38,18 +38,8 @@ PARLEY_PG_FSYNC=on scripts/services.sh start "$work/services" >&2
 . "$work/services/env"
 redis_port=${PARLEY_TEST_REDIS_URL##*:}
 
-ticks() {  # CPU ticks (user + system) of the given processes
-    local total=0 pid
-    for pid in "$@"; do
-        [[ -r /proc/$pid/stat ]] && total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-    done
-    echo "$total"
-}
-pg_pids() {
-    local master
-    master=$(head -1 "$PARLEY_PG_DATA/postmaster.pid")
-    echo "$master" $(pgrep -P "$master" || true)
-}
+# shellcheck source=scripts/cpu-ticks.sh
+. "$(dirname "$0")/cpu-ticks.sh"
 redis_pid() { cat "$work/services/redis.pid"; }
 
 urls=()
