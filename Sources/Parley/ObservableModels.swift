@@ -16,8 +16,36 @@ public import ParleyWire
 /// if list.hasMore { await list.loadMore() }
 /// list.stop()
 /// ```
+/// A model that follows the client's live stream (``ConversationListModel``, ``MessagesModel``).
+@MainActor
+protocol LiveModel: AnyObject, Sendable {
+    /// Whether the model shows what `event` changes (a conversation's messages: its own only).
+    func shows(_ event: ConversationEvent) -> Bool
+    /// Applies one live event.
+    func apply(_ event: ConversationEvent) async
+    /// Reads what is shown again (after a resync).
+    func reload() async
+}
+
+extension LiveModel {
+    /// The task that hands the model the events of `events` it shows, and reloads it after a
+    /// resync; it ends with the stream, or at the next event once the model is gone.
+    func follow(_ events: AsyncStream<ParleyClient.LiveEvent>) -> Task<Void, Never> {
+        Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                switch event {
+                case .event(let change) where self.shows(change): await self.apply(change)
+                case .resync: await self.reload()
+                default: break
+                }
+            }
+        }
+    }
+}
+
 @Observable @MainActor
-public final class ConversationListModel {
+public final class ConversationListModel: LiveModel {
     /// The conversations, as `GET /v1/conversations` orders them: pinned first (by the user's
     /// order), then by latest activity.
     public private(set) var conversations: [Conversation] = []
@@ -45,17 +73,7 @@ public final class ConversationListModel {
     public func start() async {
         guard following == nil else { return }
         me = await client.currentUser?.id
-        let events = await client.events()
-        following = Task { [weak self] in
-            for await event in events {
-                guard let self else { return }
-                switch event {
-                case .event(let change): await self.apply(change)
-                case .resync: await self.reload()
-                default: break
-                }
-            }
-        }
+        following = follow(await client.events())
         await reload()
     }
 
@@ -94,6 +112,9 @@ public final class ConversationListModel {
     }
 
     /// The list after one stored change.
+    /// Every conversation's events change the list.
+    func shows(_ event: ConversationEvent) -> Bool { true }
+
     func apply(_ event: ConversationEvent) async {
         let id = event.conversationID
         let leaving = [.memberRemoved, .memberBanned].contains(event.type) && event.userID == me && me != nil
@@ -160,7 +181,7 @@ public final class ConversationListModel {
 /// if chat.hasEarlier { await chat.loadEarlier() }
 /// ```
 @Observable @MainActor
-public final class MessagesModel {
+public final class MessagesModel: LiveModel {
     /// The conversation shown.
     public let conversationID: ConversationID
     /// Its messages loaded so far, oldest first.
@@ -188,18 +209,7 @@ public final class MessagesModel {
     public func start() async {
         guard following == nil else { return }
         me = await client.currentUser?.id ?? me
-        let conversation = conversationID
-        let events = await client.events()
-        following = Task { [weak self] in
-            for await event in events {
-                guard let self else { return }
-                switch event {
-                case .event(let change) where change.conversationID == conversation: self.apply(change)
-                case .resync: await self.reload()
-                default: break
-                }
-            }
-        }
+        following = follow(await client.events())
         await reload()
     }
 
@@ -237,6 +247,9 @@ public final class MessagesModel {
             lastError = "\(error)"
         }
     }
+
+    /// Only this conversation's events change its messages.
+    func shows(_ event: ConversationEvent) -> Bool { event.conversationID == conversationID }
 
     /// The messages after one stored change of this conversation.
     func apply(_ event: ConversationEvent) {

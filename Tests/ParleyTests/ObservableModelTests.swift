@@ -82,8 +82,17 @@ struct ObservableModelTests {
         await model.start()
         #expect(model.messages.map(\.id) == sent.suffix(2).map(\.id) && model.hasEarlier)
         await laptop.connect()
+        // A chat with nothing in it yet shows none of another conversation's messages.
+        let group = try await alice.createConversation(.group, title: "empty so far", members: ["bob"])
+        let empty = MessagesModel(client: laptop, conversation: group.id)
+        await empty.start()
+        #expect(empty.messages.isEmpty)
         _ = try await alice.send(.text("message 6"), to: chat.id)
         try await until("the new message, last") { model.messages.last?.content == .text("message 6") }
+        _ = try await alice.send(.text("in the group"), to: group.id)
+        try await until("the group's own message") { empty.messages.map(\.content) == [.text("in the group")] }
+        #expect(empty.messages.count == 1)
+        empty.stop()
         _ = try await alice.edit(sent[4].id, in: chat.id, to: .text("message 5, edited"))
         try await until("the edit") { model.messages.contains { $0.content == .text("message 5, edited") && $0.editedAt != nil } }
         await model.loadEarlier()
