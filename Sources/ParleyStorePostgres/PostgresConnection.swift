@@ -293,9 +293,6 @@ final class PostgresConnection: Database {
         return nil
     }
 
-    /// Statements sent and not yet answered.
-    var pendingCount: Int { pending.count }
-
     /// Sends the engine's own `statements` (no parameters, one statement each: RELEASE,
     /// SAVEPOINT, COMMIT) after the queued ones and waits once for all of them.
     ///
