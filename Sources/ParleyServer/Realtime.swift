@@ -317,6 +317,9 @@ final class RealtimeSession: @unchecked Sendable {
         case .markDelivered, .markRead: true
         default: false
         }
+        if isReceipt, machine.phase == .live, let caller = caller.get() {
+            return receipt(frame, caller: caller, now: now)
+        }
         let previous = isReceipt ? authentication : chain
         // On the socket's loop, not the global pool: the command is decoded, run and answered
         // where its bytes are, and only the store's writer is between (decision 0026).
@@ -344,6 +347,36 @@ final class RealtimeSession: @unchecked Sendable {
             onLoop { $0.perform($0.machine.commandAnswered(answer)) }
         }
         if !isReceipt { chain = task }
+    }
+
+    /// A receipt once the session is live: no task of its own (decision 0026). The chat
+    /// gathers it with every other waiting receipt into one write and calls back when that
+    /// commits; the answer comes back to this loop, where the machine sends it.
+    private func receipt(_ frame: ClientFrame, caller: Caller, now: ContinuousClock.Instant) {
+        let id = frame.id
+        let conversation: ConversationID, update: ReceiptUpdate
+        switch frame {
+        case .markDelivered(_, let target, let seq): (conversation, update) = (target, ReceiptUpdate(deliveredSeq: seq))
+        case .markRead(_, let target, let seq): (conversation, update) = (target, ReceiptUpdate(readSeq: seq))
+        default: return
+        }
+        if let wait = context.userRate.take(String(caller.userKey), now: now) {
+            let error = ChatError.rateLimited(retryAfter: wait)
+            ErrorCounts.shared.count(error, via: .realtime)
+            return perform(machine.commandAnswered(RealtimeFrames.error(id: id, error)))
+        }
+        chat.updateReceipt(caller, conversation: conversation, update) { [self] result in
+            let answer: [UInt8]?
+            switch result {
+            case .success(let receipt):
+                answer = id.map { RealtimeFrames.ack(id: $0, result: receipt.jsonBytes) }
+            case .failure(let failure):
+                let error = ChatError.answering(failure)
+                ErrorCounts.shared.count(error, via: .realtime)
+                answer = RealtimeFrames.error(id: id, error)
+            }
+            onLoop { $0.perform($0.machine.commandAnswered(answer)) }
+        }
     }
 
     /// Runs one command; the REST endpoint's answer, encoded. Every case has its fields:

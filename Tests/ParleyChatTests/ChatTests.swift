@@ -147,6 +147,63 @@ struct ChatTests {
         #expect(last.payload.readSeq == 10 && last.payload.deliveredSeq == 10, "the highest marks won")
     }
 
+    /// Issue 29: receipts of different members in different conversations that wait for the
+    /// writer together are one write (one job, one commit), and one the write refuses (its
+    /// sender is not in the group) gets its own error without failing the others.
+    @Test func receiptsOfManyMembersAreOneWriteAndARefusalIsItsCallersAlone() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (carol, _) = try await harness.register("carol")
+        let (dave, _) = try await harness.register("dave")
+        let (first, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob", "carol"]))
+        let (second, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob", "carol"]))
+        for room in [first, second] {
+            for index in 0..<3 { _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "\(room.id.rawValue)-\(index)", content: .text("hi"))) }
+        }
+        let holding = DispatchSemaphore(value: 0)
+        let writing = LockedValue(false)
+        let store = try #require(harness.store as? any GroupCommitStore)
+        let writesBefore = store.commitStatistics.writes
+        let held = Task { try await harness.store.write { _ in writing.withLock { $0 = true }; holding.wait() } }
+        var released = false
+        defer { if !released { holding.signal() } }
+        try await harness.eventually("the writer holds the first write") { writing.withLock { $0 } }
+        let chat = harness.chat
+        let calls: [(Caller, Conversation, Int64)] = [(bob, first, 2), (carol, first, 3), (bob, second, 1), (carol, second, 3), (dave, first, 3)]
+        let answers = Task {
+            await withTaskGroup(of: (Int, Result<Receipt, ChatError>).self) { group in
+                for (index, call) in calls.enumerated() {
+                    group.addTask {
+                        do { return (index, .success(try await chat.updateReceipt(call.0, conversation: call.1.id, ReceiptUpdate(readSeq: call.2)))) }
+                        catch let error as ChatError { return (index, .failure(error)) }
+                        catch { return (index, .failure(.internalError)) }
+                    }
+                }
+                return await group.reduce(into: [Int: Result<Receipt, ChatError>]()) { $0[$1.0] = $1.1 }
+            }
+        }
+        try await harness.eventually("every receipt waits for the writer") {
+            chat.receipts.waitingCalls(in: first.id) + chat.receipts.waitingCalls(in: second.id) == calls.count
+        }
+        holding.signal()
+        released = true
+        try await held.value
+        let results = await answers.value
+        for (index, call) in calls.enumerated().dropLast() {
+            let receipt = try results[index]?.get()
+            #expect(receipt?.readSeq == call.2, "call \(index) moved its member's read mark")
+        }
+        // A group is not shown to those outside it: 404, as for any other call of dave's.
+        #expect(results[calls.count - 1].map { if case .failure(.conversationNotFound) = $0 { true } else { false } } == true,
+                "dave is not a member: \(String(describing: results[calls.count - 1]))")
+        #expect(store.commitStatistics.writes - writesBefore == 2, "the held write and one for every receipt")
+        let members = try await harness.chat.members(alice, id: first.id, limit: nil, offset: nil).members
+        #expect(members.first { $0.user.id == bob.userID }?.receipt.readSeq == 2)
+        #expect(members.first { $0.user.id == carol.userID }?.receipt.readSeq == 3)
+    }
+
     /// Issue 31, item 3: a full disk is answered `storage_full` (not a 500), stores nothing of
     /// what it refused, loses nothing acknowledged, shows in `storage`, and passes when space
     /// comes back. SQLite's own SQLITE_FULL, from a page limit on the writer's connection.

@@ -7,82 +7,119 @@ extension Chat {
     /// Moves the caller's watermarks forward. Values behind the current ones change nothing;
     /// values past the conversation's last seq are clamped to it; reading implies delivery.
     ///
-    /// Receipts of one member in one conversation coalesce (decision 0026): one that arrives
-    /// while another is waiting for the writer joins it, and both are answered, once the one
-    /// write with the higher marks has committed, with the watermarks it left.
+    /// Receipts gather (decision 0026, part 3): the first one to wait holds the door for
+    /// ``Configuration/receiptGathering`` and then goes to the writer as one write for every
+    /// receipt waiting by the time the writer begins it, of any member in any conversation; a
+    /// member's receipts in one conversation in it become one move to their highest marks and
+    /// one `receipt.updated`. Each call is answered, once that write has committed, with the
+    /// watermarks it left; a call the write refused (not a member any more) gets its own error.
     ///
     /// - Throws: 400 for a negative value; 403 `not_member`; 404.
     package func updateReceipt(_ caller: Caller, conversation id: ConversationID, _ update: ReceiptUpdate) async throws -> Receipt {
-        guard update.deliveredSeq != nil || update.readSeq != nil else { throw ChatError.invalid("give deliveredSeq, readSeq or both") }
-        guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { throw ChatError.invalid("seq values are not negative") }
-        let key = ReceiptCoalescer.Key(user: caller.userKey, session: caller.sessionKey, asApp: caller.actsAsApp, conversation: id)
-        switch receipts.enter(key, update) {
-        case .joined(let answer):
-            return try await answer.value()
-        case .leading(let answer):
-            do {
-                let receipt = try await writeReceipt(caller, conversation: id, key: key)
-                answer.succeed(receipt)
-                return receipt
-            } catch {
-                receipts.abandon(key, answer)
-                answer.fail(error)
-                throw error
-            }
+        try await withCheckedThrowingContinuation { continuation in
+            updateReceipt(caller, conversation: id, update) { continuation.resume(with: $0) }
         }
     }
 
-    /// The leader's write: takes the marks of every receipt that joined it, as the writer
-    /// begins, and moves the watermarks to them.
-    private func writeReceipt(_ caller: Caller, conversation id: ConversationID, key: ReceiptCoalescer.Key) async throws -> Receipt {
+    /// ``updateReceipt(_:conversation:_:)`` for a caller that does not wait in a task of its
+    /// own (a socket's loop, decision 0026): `answer` is called once, on no particular thread,
+    /// when the write that took the receipt has committed or failed.
+    package func updateReceipt(_ caller: Caller, conversation id: ConversationID, _ update: ReceiptUpdate,
+                               then answer: @escaping @Sendable (Result<Receipt, any Error>) -> Void) {
+        guard update.deliveredSeq != nil || update.readSeq != nil else { return answer(.failure(ChatError.invalid("give deliveredSeq, readSeq or both"))) }
+        guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { return answer(.failure(ChatError.invalid("seq values are not negative"))) }
+        let key = ReceiptCoalescer.Key(user: caller.userKey, session: caller.sessionKey, asApp: caller.actsAsApp, conversation: id)
+        let (entry, leads) = receipts.enter(key, caller: caller, update)
+        entry.whenSettled(answer)
+        guard leads else { return }
+        // One task per write, whatever the number of receipts in it.
+        let gathering = configuration.receiptGathering
+        Task {
+            if gathering > .zero { try? await Task.sleep(for: gathering) }
+            await writeReceipts()
+        }
+    }
+
+    /// The gathered receipts' write: takes every receipt waiting as the writer begins it,
+    /// moves each member's watermarks, and settles every call it took.
+    private func writeReceipts() async {
         let now = nowMilliseconds
         let receipts = receipts
         // What this write took from the coalescer, kept if the store runs the body again.
-        let taken = LockedValue<ReceiptUpdate?>(nil)
-        let (receipt, moved): (Receipt, (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))?) = try await run {
-            try await write { db in
-                // From here on, a new receipt of this member starts a write of its own.
-                let update = taken.withLock { taken in
-                    if taken == nil { taken = receipts.begin(key) ?? ReceiptUpdate() }
-                    return taken ?? ReceiptUpdate()
-                }
-                let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
-                let read = min(update.readSeq ?? 0, access.lastSeq)
-                let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
-                guard let before = try db.fetchOne("""
-                    SELECT delivered_seq, read_seq FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
-                    """) else { throw ChatError.notMember }
-                let old = (delivered: try before.get("delivered_seq", as: Int64.self), read: try before.get("read_seq", as: Int64.self))
-                let new = (delivered: max(old.delivered, delivered), read: max(old.read, read))
-                if new != old {
-                    try db.enqueue("""
-                        UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
-                        WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
-                        """)
-                    // Stored with a position and no seq: see EventKind.receiptUpdated.
-                    let recipients = try Chat.receiptRecipients(db, access: access, member: caller.userKey, from: old, to: new)
-                    var payload = EventPayload()
-                    payload.deliveredSeq = new.delivered
-                    payload.readSeq = new.read
-                    // Built here, not read back after the write (decision 0026).
-                    try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey,
-                                  payload: payload, now: now, recipients: recipients) { position in
-                        let record = EventRecord(position: position, conversationID: access.id.rawValue, seq: nil, type: .receiptUpdated,
-                                                 actorID: caller.userID.rawValue, createdAt: now, userID: caller.userID.rawValue, payload: payload)
-                        var event = AppendedEvent(record: record, conversationKey: access.key, conversationKind: access.kind,
-                                                  userKey: caller.userKey, recipient: recipients?.first)
-                        event.alsoTo = Array(recipients?.dropFirst() ?? [])
-                        return event
+        let taken = LockedValue<[ReceiptCoalescer.Waiting]?>(nil)
+        typealias Moved = (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))
+        do {
+            let outcomes: [(Result<Receipt, ChatError>, Moved?)] = try await run {
+                try await write { db in
+                    // From here on, a new receipt starts a write of its own.
+                    let batch = taken.withLock { taken in
+                        if taken == nil { taken = receipts.takeAll() }
+                        return taken ?? []
+                    }
+                    return try batch.map { waiting in
+                        do {
+                            let (receipt, moved) = try Chat.moveWatermarks(db, caller: waiting.caller, conversation: waiting.key.conversation,
+                                                                           to: waiting.update, now: now)
+                            return (.success(receipt), moved)
+                        } catch let error as ChatError {
+                            // Refused before it wrote anything (moveWatermarks checks first):
+                            // this call's answer, not the others'.
+                            return (.failure(error), nil)
+                        }
                     }
                 }
-                let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
-                // In a public channel the author learns it through delivery.updated (Chat+Deliveries).
-                guard access.kind == .public, new != old else { return (receipt, nil) }
-                return (receipt, (access.key, (old.delivered, old.read), (new.delivered, new.read)))
             }
+            let batch = taken.withLock { $0 } ?? []
+            for (waiting, (outcome, moved)) in zip(batch, outcomes) {
+                if let moved { noteDelivery(conversation: moved.conversation, from: moved.old, to: moved.new) }
+                waiting.answer.settle(outcome.mapError { $0 })
+            }
+        } catch {
+            // Nothing was written. If the write failed before the writer began it, its
+            // receipts are still waiting: they get the same answer.
+            let batch = taken.withLock { $0 } ?? receipts.takeAll()
+            for waiting in batch { waiting.answer.settle(.failure(error)) }
         }
-        if let moved { noteDelivery(conversation: moved.conversation, from: moved.old, to: moved.new) }
-        return receipt
+    }
+
+    /// Moves one member's watermarks in one conversation to `update`'s marks, clamped, and
+    /// appends the `receipt.updated` its devices and the authors it passed hear. Every check
+    /// that can refuse it (a ``ChatError``) comes before its first statement that writes, so a
+    /// refusal leaves the transaction as it found it for the other receipts in the write.
+    static func moveWatermarks(_ db: Transaction, caller: Caller, conversation id: ConversationID, to update: ReceiptUpdate,
+                               now: Int64) throws -> (Receipt, (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))?) {
+        let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
+        let read = min(update.readSeq ?? 0, access.lastSeq)
+        let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
+        guard let before = try db.fetchOne("""
+            SELECT delivered_seq, read_seq FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+            """) else { throw ChatError.notMember }
+        let old = (delivered: try before.get("delivered_seq", as: Int64.self), read: try before.get("read_seq", as: Int64.self))
+        let new = (delivered: max(old.delivered, delivered), read: max(old.read, read))
+        let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
+        guard new != old else { return (receipt, nil) }
+        try db.enqueue("""
+            UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
+            WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+            """)
+        // Stored with a position and no seq: see EventKind.receiptUpdated.
+        let recipients = try Chat.receiptRecipients(db, access: access, member: caller.userKey, from: old, to: new)
+        var payload = EventPayload()
+        payload.deliveredSeq = new.delivered
+        payload.readSeq = new.read
+        // Built here, not read back after the write (decision 0026).
+        try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey,
+                      payload: payload, now: now, recipients: recipients) { position in
+            let record = EventRecord(position: position, conversationID: access.id.rawValue, seq: nil, type: .receiptUpdated,
+                                     actorID: caller.userID.rawValue, createdAt: now, userID: caller.userID.rawValue, payload: payload)
+            var event = AppendedEvent(record: record, conversationKey: access.key, conversationKind: access.kind,
+                                      userKey: caller.userKey, recipient: recipients?.first)
+            event.alsoTo = Array(recipients?.dropFirst() ?? [])
+            return event
+        }
+        // In a public channel the author learns it through delivery.updated (Chat+Deliveries).
+        guard access.kind == .public else { return (receipt, nil) }
+        return (receipt, (access.key, (old.delivered, old.read), (new.delivered, new.read)))
     }
 
     /// The most authors one receipt names; past it the receipt goes to every member.
@@ -142,12 +179,12 @@ extension Chat {
     }
 }
 
-/// Receipts waiting for the writer, by member and conversation (decision 0026, part 3): the
-/// first starts a write; those that arrive before the writer begins it join, raising its marks,
-/// and are answered with its result.
+/// Receipts waiting for the writer (decision 0026, part 3): one write takes every one of them;
+/// a member's receipts in one conversation join into one entry with the highest marks, whose
+/// calls all get that entry's answer.
 final class ReceiptCoalescer: Sendable {
     /// One member's receipts in one conversation, from one session (the caller's standing is
-    /// the session's, so two sessions never share a write).
+    /// the session's, so two sessions never share an entry).
     struct Key: Hashable, Sendable {
         var user: Int64
         var session: Int64
@@ -155,84 +192,76 @@ final class ReceiptCoalescer: Sendable {
         var conversation: ConversationID
     }
 
-    enum Role {
-        /// This call writes; it must settle `answer` for those that join.
-        case leading(Answer)
-        /// A write is waiting for the writer; this call's marks are in it.
-        case joined(Answer)
-    }
-
-    /// The answer every call of one write gets, set once.
+    /// The answer every call of one entry gets, set once.
     final class Answer: Sendable {
-        private let state = LockedValue<(result: Result<Receipt, any Error>?, waiters: [CheckedContinuation<Receipt, any Error>])>((nil, []))
+        typealias Waiter = @Sendable (Result<Receipt, any Error>) -> Void
+        private let state = LockedValue<(result: Result<Receipt, any Error>?, waiters: [Waiter])>((nil, []))
 
-        func succeed(_ receipt: Receipt) { settle(.success(receipt)) }
-        func fail(_ error: any Error) { settle(.failure(error)) }
-
-        private func settle(_ result: Result<Receipt, any Error>) {
-            let waiters = state.withLock { state -> [CheckedContinuation<Receipt, any Error>] in
+        func settle(_ result: Result<Receipt, any Error>) {
+            let waiters = state.withLock { state -> [Waiter] in
                 guard state.result == nil else { return [] }
                 state.result = result
                 defer { state.waiters = [] }
                 return state.waiters
             }
-            for waiter in waiters { waiter.resume(with: result) }
+            for waiter in waiters { waiter(result) }
         }
 
-        func value() async throws -> Receipt {
-            try await withCheckedThrowingContinuation { continuation in
-                let settled = state.withLock { state -> Result<Receipt, any Error>? in
-                    if let result = state.result { return result }
-                    state.waiters.append(continuation)
-                    return nil
-                }
-                if let settled { continuation.resume(with: settled) }
+        /// Calls `waiter` with the answer, now if it is settled.
+        func whenSettled(_ waiter: @escaping Waiter) {
+            let settled = state.withLock { state -> Result<Receipt, any Error>? in
+                if let result = state.result { return result }
+                state.waiters.append(waiter)
+                return nil
             }
+            if let settled { waiter(settled) }
         }
     }
 
-    private struct Pending {
+    /// One entry of the write: whose, which marks, and the answer its calls wait for.
+    struct Waiting: Sendable {
+        let key: Key
+        let caller: Caller
         var update: ReceiptUpdate
         let answer: Answer
-        /// The calls waiting on this write, the leader's included.
+        /// The calls waiting on this entry.
         var calls = 1
     }
 
-    private let pending = LockedValue([Key: Pending]())
+    /// The entries in arrival order (a write moves them in that order), and whether a call
+    /// leads them to the writer.
+    private let table = LockedValue((entries: [Waiting](), index: [Key: Int](), led: false))
 
-    /// Joins the member's waiting write, or starts one.
-    func enter(_ key: Key, _ update: ReceiptUpdate) -> Role {
-        pending.withLock { table in
-            if var waiting = table[key] {
-                waiting.update.deliveredSeq = Self.highest(waiting.update.deliveredSeq, update.deliveredSeq)
-                waiting.update.readSeq = Self.highest(waiting.update.readSeq, update.readSeq)
-                waiting.calls += 1
-                table[key] = waiting
-                return .joined(waiting.answer)
+    /// Joins the member's waiting entry, or adds one; `leads` is true for the call that must
+    /// take the entries to the writer (the first since the last write took them).
+    func enter(_ key: Key, caller: Caller, _ update: ReceiptUpdate) -> (answer: Answer, leads: Bool) {
+        table.withLock { table in
+            let leads = !table.led
+            table.led = true
+            if let at = table.index[key] {
+                table.entries[at].update.deliveredSeq = Self.highest(table.entries[at].update.deliveredSeq, update.deliveredSeq)
+                table.entries[at].update.readSeq = Self.highest(table.entries[at].update.readSeq, update.readSeq)
+                table.entries[at].calls += 1
+                return (table.entries[at].answer, leads)
             }
             let answer = Answer()
-            table[key] = Pending(update: update, answer: answer)
-            return .leading(answer)
+            table.index[key] = table.entries.count
+            table.entries.append(Waiting(key: key, caller: caller, update: update, answer: answer))
+            return (answer, leads)
         }
     }
 
-    /// The writer has begun the key's write: its marks, as high as every joined call's; later
-    /// calls start a new write. Nil when it began already (the leader keeps what it took, for
-    /// a retried body).
-    func begin(_ key: Key) -> ReceiptUpdate? {
-        pending.withLock { $0.removeValue(forKey: key)?.update }
+    /// The writer has begun a write: every waiting entry, which later calls no longer join.
+    func takeAll() -> [Waiting] {
+        table.withLock { table in
+            defer { table = ([], [:], false) }
+            return table.entries
+        }
     }
 
-    /// How many calls wait on writes in a conversation that the writer has not begun.
+    /// How many calls wait on entries in a conversation that no write has taken yet.
     func waitingCalls(in conversation: ConversationID) -> Int {
-        pending.withLock { table in table.filter { $0.key.conversation == conversation }.reduce(0) { $0 + $1.value.calls } }
-    }
-
-    /// The key's write failed before the writer began it: calls that join from now on start anew.
-    func abandon(_ key: Key, _ answer: Answer) {
-        pending.withLock { table in
-            if table[key]?.answer === answer { table.removeValue(forKey: key) }
-        }
+        table.withLock { table in table.entries.filter { $0.key.conversation == conversation }.reduce(0) { $0 + $1.calls } }
     }
 
     private static func highest(_ a: Int64?, _ b: Int64?) -> Int64? {

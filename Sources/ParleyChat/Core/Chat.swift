@@ -32,6 +32,11 @@ package final class Chat: Sendable {
         /// How often authors in public channels hear how far their messages got (one
         /// `delivery.updated` per author per channel at most this often). Default: 1 s.
         package var deliveryUpdateInterval: Duration = .seconds(1)
+        /// How long the first receipt waiting for the writer holds the door for others (every
+        /// member's, in every conversation), so that the receipts a message draws from a room
+        /// are one write and one commit, not one each (decision 0026, part 3). Zero: to the
+        /// writer at once (receipts still gather while it is busy). Default: 5 ms.
+        package var receiptGathering: Duration = .milliseconds(5)
         /// The time. Tests pass a clock they control.
         package var now: @Sendable () -> Date = { Date() }
         /// Where the sign-in and sign-up budgets are counted when several nodes share them
