@@ -49,14 +49,14 @@ extension Chat {
         let taken = LockedValue<[ReceiptCoalescer.Waiting]?>(nil)
         typealias Moved = (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))
         do {
-            let outcomes: [(Result<Receipt, ChatError>, Moved?)] = try await run {
-                try await write { db in
+            try await run {
+                try await write { [self] db in
                     // From here on, a new receipt starts a write of its own.
                     let batch = taken.withLock { taken in
                         if taken == nil { taken = receipts.takeAll() }
                         return taken ?? []
                     }
-                    return try batch.map { waiting in
+                    let outcomes: [(Result<Receipt, any Error>, Moved?)] = try batch.map { waiting in
                         do {
                             let (receipt, moved) = try Chat.moveWatermarks(db, caller: waiting.caller, conversation: waiting.key.conversation,
                                                                            to: waiting.update, now: now)
@@ -67,12 +67,15 @@ extension Chat {
                             return (.failure(error), nil)
                         }
                     }
+                    // Answered on the writer's thread as the commit returns, beside the
+                    // receipt.updated events it publishes: the sockets' loops wake once for both.
+                    db.onCommit { [self] in
+                        for (waiting, (outcome, moved)) in zip(batch, outcomes) {
+                            if let moved { noteDelivery(conversation: moved.conversation, from: moved.old, to: moved.new) }
+                            waiting.answer.settle(outcome)
+                        }
+                    }
                 }
-            }
-            let batch = taken.withLock { $0 } ?? []
-            for (waiting, (outcome, moved)) in zip(batch, outcomes) {
-                if let moved { noteDelivery(conversation: moved.conversation, from: moved.old, to: moved.new) }
-                waiting.answer.settle(outcome.mapError { $0 })
             }
         } catch {
             // Nothing was written. If the write failed before the writer began it, its

@@ -219,7 +219,9 @@ package final class Chat: Sendable {
         return try await store.write({ db in
             let transaction = Transaction(db, links: links)
             let value = try body(transaction)
-            guard needsEvents, transaction.hasEvents else { return Committed(value: value, publications: []) }
+            guard needsEvents, transaction.hasEvents else {
+                return Committed(value: value, publications: [], afterCommit: transaction.committedCallbacks)
+            }
             var events = try transaction.appendedEvents()
             if !hooks.isEmpty {
                 // Written once for the hooks (a webhook's data) and the frame alike.
