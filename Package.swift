@@ -26,7 +26,8 @@ let package = Package(
         // SQLite (WAL, FTS5) for the embedded store; libsodium for Argon2id and random ids.
         .systemLibrary(name: "CParleySQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CParleySodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
-        .systemLibrary(name: "CParleyVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        // libvips through dlopen, on first use (issue 29): no build-time dependency on it.
+        .target(name: "CParleyVips"),
         // libpq for the PostgreSQL engine (`--database-url`).
         .systemLibrary(name: "CParleyPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // libcurl (with nghttp2) for push and webhooks: HTTP/2 over TLS to APNs and FCM (decision 0019).

@@ -6,7 +6,7 @@
 #   scripts/install-deps.sh --bench   also the benchmark references (wrk, nginx, redis, vipsthumbnail)
 set -euo pipefail
 
-packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips-dev libpq-dev libcurl4-openssl-dev sqlite3 curl)
+packages=(pkg-config libssl-dev libsqlite3-dev libsodium-dev libvips42 libpq-dev libcurl4-openssl-dev sqlite3 curl)
 case "${1:-}" in
     "") ;;
     --test) packages+=(python3-venv tmux chromium chromium-driver fonts-noto-color-emoji postgresql redis-server prometheus) ;;

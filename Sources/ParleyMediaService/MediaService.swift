@@ -674,6 +674,8 @@ package final class MediaService: Sendable {
     package static func imageError(_ problem: PhotoPipeline.Problem) -> ChatError {
         switch problem {
         case .image(.tooLarge): ChatError.imageTooLarge(problem.description)
+        // The server's fault, not the photo's: a 500 that says what the operator must install.
+        case .image(.unavailable): ChatError(.internalError, "\(problem.description); the server's operator must install libvips 8")
         default: ChatError.invalidImage(problem.description)
         }
     }

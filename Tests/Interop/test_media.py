@@ -44,6 +44,26 @@ def direct(alice, bob):
 # ---------------------------------------------------------------- photos
 
 
+def test_libvips_is_loaded_by_the_first_photo_not_at_start():
+    """Issue 29: a server that never sees a photo never maps libvips and the libraries it
+    pulls in; the first photo loads it and is processed as any other."""
+    running = Server()
+    try:
+        def mapped():
+            with open(f"/proc/{running.process.pid}/maps") as maps:
+                return "libvips.so" in maps.read()
+        alice = user(running)
+        status, _ = alice.upload(b"just some bytes", "file", "application/octet-stream", name="notes.bin")
+        assert status == 201
+        assert not mapped(), "libvips is mapped before any photo arrived"
+        status, info = alice.upload(media.jpeg(640, 480), "photo", "image/jpeg", name="first.jpg")
+        assert status == 201, info
+        assert (info["width"], info["height"]) == (640, 480) and info["thumbnail"]["width"] == 512
+        assert mapped(), "the first photo loaded libvips"
+    finally:
+        assert running.stop() == 0
+
+
 def test_a_photo_loses_its_location_keeps_its_orientation_and_gets_an_upright_thumbnail(server):
     alice = user(server)
     original = media.jpeg(1200, 800, orientation=6)
