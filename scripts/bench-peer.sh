@@ -3,8 +3,8 @@
 # same run. 200 users in 20 rooms of 10, each user sending at a steady share of RATES messages/s
 # (default 50,500), 100-byte texts, over each server's own protocol; then the same with every
 # receiver marking each message delivered and read. Parley stores and fsyncs every message
-# before its ack and Redis keeps nothing: Redis is the floor, not a peer. Prints a Markdown
-# table for docs/benchmarks.md.
+# before its ack and Redis keeps nothing: Redis is the floor, not a peer. Also each server's
+# memory just started, before any client. Prints a Markdown table for docs/benchmarks.md.
 #
 #   scripts/bench-peer.sh [TREE]   (TREE: a checkout with release builds; default: this one)
 #
@@ -43,9 +43,10 @@ echo "…and again with delivered and read receipts from every receiver…" >&2
 run_parley parley-receipts --receipts 1
 run_redis redis-receipts --receipts 1
 
-python3 - "$work/results.jsonl" "$cores" "$seconds" <<'PY'
+python3 - "$work/results.jsonl" "$cores" "$seconds" "$work/idle.jsonl" <<'PY'
 import datetime, json, subprocess, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+idle = {r["label"]: r for r in (json.loads(l) for l in open(sys.argv[4]) if l.startswith("{"))}
 cores, seconds = sys.argv[2], sys.argv[3]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"Measured {datetime.date.today()} on {cores} cores ({cpu}), {subprocess.getoutput('uname -r')}, release build, "
@@ -62,6 +63,8 @@ for rate in sorted({int(r["offered_per_s"]) for r in rows}):
         print(f"| {rate:,} | {'yes' if receipts else 'no'} | {float(p['server_cpu_ms_per_message']):.3f} | {float(r['server_cpu_ms_per_message']):.3f} | "
               f"**{ratio:.1f}×** | {p['p99_ms']} | {r['p99_ms']} | {int(p['deliveries']):,} / {int(p['expected_deliveries']):,} | "
               f"{p['server_rss_mib']} / {p['server_private_mib']} | {r['server_rss_mib']} / {r['server_private_mib']} |")
+print(f"\nJust started, before any client: Parley {idle['parley']['rss_mib']} MiB RSS / {idle['parley']['private_mib']} MiB private, "
+      f"Redis {idle['redis']['rss_mib']} / {idle['redis']['private_mib']}.")
 for rate in sorted({int(r["offered_per_s"]) for r in rows}):
     plain, with_receipts = find("parley", rate), find("parley-receipts", rate)
     print(f"\nParley at {rate:,} msgs/s: receipts cost {float(with_receipts['server_cpu_ms_per_message']) / max(float(plain['server_cpu_ms_per_message']), 1e-9):.2f}× "

@@ -4,6 +4,14 @@
 # threads (parley-server's --threads), workload (an array of parley-bench fanout flags, with
 # --json), and pid="" with a trap that kills "$pid".
 
+# The memory of a server just started, before any client (RSS and private MiB from
+# smaps_rollup), appended to $work/idle.jsonl.
+idle_memory() {  # label, pid
+    awk -v label="$1" '/^Rss:/ {rss=$2} /^Private_(Clean|Dirty):/ {private+=$2}
+        END {printf "{\"label\":\"%s\",\"rss_mib\":%.1f,\"private_mib\":%.1f}\n", label, rss/1024, private/1024}' \
+        "/proc/$2/smaps_rollup" >>"$work/idle.jsonl"
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 run_parley() {  # label, extra fanout flags…
@@ -17,6 +25,7 @@ run_parley() {  # label, extra fanout flags…
     pid=$!
     for _ in $(seq 1 400); do grep -q "^Health:" "$log" && break; sleep 0.05; done
     key=$(grep -m1 "app key:" "$log" | grep -oE "pk_[A-Za-z0-9_-]+") || { echo "parley-server did not start:" >&2; cat "$log" >&2; exit 1; }
+    idle_memory "$label" "$pid"
     "$bench" fanout --url "http://127.0.0.1:$port" --app-key "$key" "${workload[@]}" --server-pid "$pid" "$@" 2>>"$work/bench.err" \
         | sed "s/^{/{\"label\":\"$label\",/" >>"$work/results.jsonl"
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
@@ -29,6 +38,7 @@ run_redis() {  # label, extra fanout flags…
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
     pid=$!
     for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    idle_memory "$label" "$pid"
     "$bench" fanout --redis "127.0.0.1:$port" "${workload[@]}" --server-pid "$pid" "$@" 2>>"$work/bench.err" \
         | sed "s/^{/{\"label\":\"$label\",/" >>"$work/results.jsonl"
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
