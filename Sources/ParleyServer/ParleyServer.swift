@@ -424,6 +424,7 @@ package final class ParleyServer: Sendable {
         }
         var chatConfiguration = Chat.Configuration()
         chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)
+        chatConfiguration.concurrentPasswordHashes = configuration.passwordHashes
         chatConfiguration.signUpsPerAddressPerHour = configuration.signUpsPerHour
         chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
         chatConfiguration.sharedCounters = sharedCounters

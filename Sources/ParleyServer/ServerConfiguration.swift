@@ -65,6 +65,9 @@ package struct ServerConfiguration: Sendable, Equatable {
     package var argon2Passes = 2
     /// Argon2id memory in MiB for password hashes. `--argon2-memory-mib`. Default: 64.
     package var argon2MemoryMiB = 64
+    /// Password hashes computed at once; their memory at most is this × `argon2MemoryMiB`,
+    /// the peak of a burst of sign-ups or sign-ins. `--password-hashes`. Default: 2.
+    package var passwordHashes = 2
     /// Accounts one address may create per hour. `--signups-per-hour`. Default: 60.
     package var signUpsPerHour = 60
     /// The realtime WebSocket's limits and timers (docs/protocol.md). `--presence-grace`,
@@ -236,6 +239,8 @@ package struct ServerConfiguration: Sendable, Equatable {
             O.integer("--argon2-passes", "PARLEY_ARGON2_PASSES", in: 1...10, \.argon2Passes, help: "Argon2id passes for password hashes (default 2)."),
             O.integer("--argon2-memory-mib", "PARLEY_ARGON2_MEMORY_MIB", in: 1...4096, \.argon2MemoryMiB,
                      help: "Argon2id memory per password hash in MiB (default 64)."),
+            O.integer("--password-hashes", "PARLEY_PASSWORD_HASHES", in: 1...64, \.passwordHashes,
+                     help: "Password hashes computed at once; their memory is at most this × --argon2-memory-mib, the peak of a burst of sign-ups (default 2)."),
             O.integer("--signups-per-hour", "PARLEY_SIGNUPS_PER_HOUR", in: 1...1_000_000, \.signUpsPerHour,
                      help: "Accounts one client address may create per hour (default 60)."),
             O.seconds("--presence-grace", "PARLEY_PRESENCE_GRACE", in: 0...3600, \.realtime.presenceGrace,

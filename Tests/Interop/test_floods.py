@@ -118,3 +118,36 @@ def test_bodies_trickling_in_below_the_floor_are_cut_and_a_normal_client_is_serv
             raw.close()
     finally:
         server.stop()
+
+
+def peak_resident_mib(server):
+    """The server's peak resident memory so far (VmHWM), in MiB."""
+    with open(f"/proc/{server.process.pid}/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def test_a_burst_of_sign_ups_is_bounded_by_password_hashes_times_the_argon2_memory():
+    """Issue 29: every Argon2id hash takes --argon2-memory-mib; at most --password-hashes of
+    them run at once, so a burst of sign-ups raises the server's peak memory by that many
+    hashes' memory, not by one per sign-up. Eight at once, each hash 48 MiB: with one lane
+    the peak grows by about 48 MiB, with two by about 96."""
+    import concurrent.futures
+    import uuid
+
+    grown = {}
+    for lanes in (1, 2):
+        running = Server("--argon2-memory-mib", "48", "--argon2-passes", "1", "--password-hashes", str(lanes))
+        try:
+            Client(running).register("warm" + uuid.uuid4().hex[:8])  # the first hash's one-time costs
+            before = peak_resident_mib(running)
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                clients = list(pool.map(lambda index: Client(running).register(f"burst{index}" + uuid.uuid4().hex[:8]), range(8)))
+            assert all(client.token for client in clients), "every sign-up of the burst succeeded"
+            grown[lanes] = peak_resident_mib(running) - before
+        finally:
+            assert running.stop() == 0
+    # The first hash after start already took one lane's memory (freed since, but counted in
+    # the peak), so the burst adds what the further lanes take.
+    assert grown[1] < 24, f"one hash at a time: the peak grew by {grown[1]:.0f} MiB"
+    assert 30 < grown[2] < 80, f"two at a time: the peak grew by {grown[2]:.0f} MiB, about one more hash's 48"

@@ -214,13 +214,13 @@ struct ServerConfigurationTests {
 
     @Test func storageAndPasswordOptions() throws {
         guard case .run(let configuration) = try ServerConfiguration.parse(
-            ["--sqlite-synchronous", "NORMAL", "--argon2-passes", "3", "--argon2-memory-mib", "128"],
+            ["--sqlite-synchronous", "NORMAL", "--argon2-passes", "3", "--argon2-memory-mib", "128", "--password-hashes", "1"],
             environment: ["PARLEY_SIGNUPS_PER_HOUR": "10"]) else {
             Issue.record("expected run")
             return
         }
         #expect(configuration.sqliteSynchronous == .normal)
-        #expect(configuration.argon2Passes == 3 && configuration.argon2MemoryMiB == 128)
+        #expect(configuration.argon2Passes == 3 && configuration.argon2MemoryMiB == 128 && configuration.passwordHashes == 1)
         #expect(configuration.signUpsPerHour == 10)
         #expect(ServerConfiguration().sqliteSynchronous == .full, "the default survives power loss")
         #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(["--sqlite-synchronous", "off"]) }
