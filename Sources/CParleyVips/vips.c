@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 enum {
     ACCESS_SEQUENTIAL = 1,  // VIPS_ACCESS_SEQUENTIAL
@@ -40,11 +41,23 @@ static const char *start_error = NULL;
 static char start_error_text[512];
 
 static void start(void) {
-    void *library = dlopen("libvips.so.42", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) library = dlopen("libvips.so", RTLD_NOW | RTLD_LOCAL);
+    // PARLEY_LIBVIPS names the library to load instead (a libvips built elsewhere); when set,
+    // nothing else is tried.
+    const char *named = getenv("PARLEY_LIBVIPS");
+    void *library;
+    if (named != NULL && named[0] != '\0') {
+        library = dlopen(named, RTLD_NOW | RTLD_LOCAL);
+    } else {
+        library = dlopen("libvips.so.42", RTLD_NOW | RTLD_LOCAL);
+        if (library == NULL) library = dlopen("libvips.so", RTLD_NOW | RTLD_LOCAL);
+    }
     if (library == NULL) {
         const char *reason = dlerror();
-        snprintf(start_error_text, sizeof start_error_text, "libvips 8 is not installed (install libvips42): %s", reason ? reason : "not found");
+        if (named != NULL && named[0] != '\0') {
+            snprintf(start_error_text, sizeof start_error_text, "libvips could not be loaded from PARLEY_LIBVIPS: %s", reason ? reason : "not found");
+        } else {
+            snprintf(start_error_text, sizeof start_error_text, "libvips 8 is not installed (install libvips42): %s", reason ? reason : "not found");
+        }
         start_error = start_error_text;
         return;
     }

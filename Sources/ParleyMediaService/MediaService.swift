@@ -5,6 +5,7 @@ package import ParleyMedia
 package import ParleyNet
 package import ParleyWire
 package import ParleySync
+package import ParleyLog
 
 /// Media limits and timers (docs/media.md). Each has a `parley-server` option.
 package struct MediaConfiguration: Sendable, Equatable {
@@ -74,6 +75,10 @@ package final class MediaService: Sendable {
     package let blobs: any BlobStore
     package let images: ImageProcessor
     package let configuration: MediaConfiguration
+    /// Where what the operator must fix is said (libvips missing).
+    private let logger: Logger
+    /// Whether the log said libvips is missing already (once per process is enough).
+    private let saidImagesUnavailable = LockedValue(false)
     /// Serialises blob puts and the collector's deletes, so a blob being collected is never
     /// re-used halfway (see ``collect()``).
     package let gate = AsyncGate()
@@ -135,7 +140,9 @@ package final class MediaService: Sendable {
         var clientID: String
     }
 
-    package init(chat: Chat, blobs: any BlobStore, partials: PartialUploadStore, configuration: MediaConfiguration) {
+    package init(chat: Chat, blobs: any BlobStore, partials: PartialUploadStore, configuration: MediaConfiguration,
+                 logger: Logger = .discarding(label: "parley.media")) {
+        self.logger = logger
         self.chat = chat
         self.blobs = blobs
         self.partials = partials
@@ -434,6 +441,7 @@ package final class MediaService: Sendable {
             do {
                 return try pipeline.process(format, input: original.path, stripped: stripped, thumbnail: thumbnail.path)
             } catch let problem as PhotoPipeline.Problem {
+                if case .image(.unavailable(let why)) = problem { self.sayImagesUnavailable(why) }
                 throw Self.imageError(problem)
             }
         }
@@ -671,11 +679,23 @@ package final class MediaService: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// Logs, once per process, that photos cannot be read and why.
+    private func sayImagesUnavailable(_ why: String) {
+        let said = saidImagesUnavailable.withLock { said in
+            defer { said = true }
+            return said
+        }
+        guard !said else { return }
+        logger.error("photos cannot be read: install libvips 8 (libvips42); photo uploads are answered 500 until then",
+                     metadata: ["reason": .string(why)])
+    }
+
     package static func imageError(_ problem: PhotoPipeline.Problem) -> ChatError {
         switch problem {
         case .image(.tooLarge): ChatError.imageTooLarge(problem.description)
         // The server's fault, not the photo's: a 500 that says what the operator must install.
-        case .image(.unavailable): ChatError(.internalError, "\(problem.description); the server's operator must install libvips 8")
+        // Its cause (a path, the loader's text) goes to the log, not to the uploader.
+        case .image(.unavailable): ChatError(.internalError, "this server cannot read photos now (libvips is not loaded); its operator must install libvips 8")
         default: ChatError.invalidImage(problem.description)
         }
     }

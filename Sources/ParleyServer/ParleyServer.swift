@@ -193,7 +193,7 @@ package final class ParleyServer: Sendable {
             store.close()
             throw StartError(message: "cannot create the media directory in \(configuration.dataDirectory): \(error.localizedDescription)")
         }
-        let media = MediaService(chat: chat, blobs: blobs, partials: partials, configuration: configuration.media)
+        let media = MediaService(chat: chat, blobs: blobs, partials: partials, configuration: configuration.media, logger: logger)
         let group: EventLoopGroup
         do {
             group = try EventLoopGroup(loopCount: configuration.threads ?? EventLoopGroup.coreCount)

@@ -64,6 +64,26 @@ def test_libvips_is_loaded_by_the_first_photo_not_at_start():
         assert running.stop() == 0
 
 
+def test_a_server_without_libvips_serves_everything_else_and_answers_a_photo_with_what_to_install(monkeypatch):
+    """libvips is loaded by the first photo; when it cannot be (here PARLEY_LIBVIPS names a file
+    that is not there), the server keeps serving, other uploads work, and a photo is a 500
+    whose message names the library for the operator, with nothing stored."""
+    monkeypatch.setenv("PARLEY_LIBVIPS", "/nonexistent/libvips.so.42")
+    running = Server()
+    try:
+        alice = user(running)
+        status, info = alice.upload(media.jpeg(64, 48), "photo", "image/jpeg", name="a.jpg")
+        assert status == 500, info
+        assert "install libvips" in info["error"]["message"], info
+        assert "/nonexistent" not in info["error"]["message"], "the server's paths stay in its log"
+        status, info = alice.upload(b"notes", "file", "text/plain", name="notes.txt")
+        assert status == 201, info
+        assert blob_files(running) and len(blob_files(running)) == 1, "only the file was stored"
+        wait_until(lambda: "PARLEY_LIBVIPS" in "".join(running.log), what="the log says why photos cannot be read")
+    finally:
+        assert running.stop() == 0
+
+
 def test_a_photo_loses_its_location_keeps_its_orientation_and_gets_an_upright_thumbnail(server):
     alice = user(server)
     original = media.jpeg(1200, 800, orientation=6)

@@ -4,7 +4,8 @@
 // libvips, loaded the first time an image is read (issue 29): a server that never sees a
 // photo never maps libvips and the hundred libraries it pulls in (about 25 MB of a 63 MB
 // resident set at start). Nothing here needs libvips' headers to build; libvips 8 (soname
-// libvips.so.42) is needed at run time to read images.
+// libvips.so.42) is needed at run time to read images; the environment variable
+// PARLEY_LIBVIPS names another library file to load instead.
 
 /// An image libvips holds; release it with parley_vips_unref.
 typedef struct ParleyVipsImage ParleyVipsImage;
