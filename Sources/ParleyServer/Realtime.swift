@@ -327,18 +327,13 @@ final class RealtimeSession: @unchecked Sendable {
             await previous?.value
             let answer: [UInt8]?
             if let caller = caller.get() {
-                if let wait = context.userRate.take(String(caller.userKey), now: now) {
-                    let error = ChatError.rateLimited(retryAfter: wait)
-                    ErrorCounts.shared.count(error, via: .realtime)
-                    answer = RealtimeFrames.error(id: id, error)
+                if let refusal = refusedForRate(caller, id: id, now: now) {
+                    answer = refusal
                 } else {
                     do {
-                        let result = try await execute(frame, caller: caller)
-                        answer = id.map { RealtimeFrames.ack(id: $0, result: result) }
+                        answer = Self.answer(id: id, .success(try await execute(frame, caller: caller)))
                     } catch {
-                        let error = ChatError.answering(error)
-                        ErrorCounts.shared.count(error, via: .realtime)
-                        answer = RealtimeFrames.error(id: id, error)
+                        answer = Self.answer(id: id, .failure(error))
                     }
                 }
             } else {
@@ -360,22 +355,30 @@ final class RealtimeSession: @unchecked Sendable {
         case .markRead(_, let target, let seq): (conversation, update) = (target, ReceiptUpdate(readSeq: seq))
         default: return
         }
-        if let wait = context.userRate.take(String(caller.userKey), now: now) {
-            let error = ChatError.rateLimited(retryAfter: wait)
-            ErrorCounts.shared.count(error, via: .realtime)
-            return perform(machine.commandAnswered(RealtimeFrames.error(id: id, error)))
-        }
+        if let refusal = refusedForRate(caller, id: id, now: now) { return perform(machine.commandAnswered(refusal)) }
         chat.updateReceipt(caller, conversation: conversation, update) { [self] result in
-            let answer: [UInt8]?
-            switch result {
-            case .success(let receipt):
-                answer = id.map { RealtimeFrames.ack(id: $0, result: receipt.jsonBytes) }
-            case .failure(let failure):
-                let error = ChatError.answering(failure)
-                ErrorCounts.shared.count(error, via: .realtime)
-                answer = RealtimeFrames.error(id: id, error)
-            }
+            let answer = Self.answer(id: id, result.map(\.jsonBytes))
             onLoop { $0.perform($0.machine.commandAnswered(answer)) }
+        }
+    }
+
+    /// The error frame for a command past its user's rate (counted), or nil to run it.
+    private func refusedForRate(_ caller: Caller, id: String?, now: ContinuousClock.Instant) -> [UInt8]? {
+        guard let wait = context.userRate.take(String(caller.userKey), now: now) else { return nil }
+        let error = ChatError.rateLimited(retryAfter: wait)
+        ErrorCounts.shared.count(error, via: .realtime)
+        return RealtimeFrames.error(id: id, error)
+    }
+
+    /// A command's answer frame: its ack (none for a command without an id), or its error, counted.
+    private static func answer(id: String?, _ result: Result<[UInt8], any Error>) -> [UInt8]? {
+        switch result {
+        case .success(let bytes):
+            return id.map { RealtimeFrames.ack(id: $0, result: bytes) }
+        case .failure(let failure):
+            let error = ChatError.answering(failure)
+            ErrorCounts.shared.count(error, via: .realtime)
+            return RealtimeFrames.error(id: id, error)
         }
     }
 
