@@ -64,6 +64,21 @@ def test_libvips_is_loaded_by_the_first_photo_not_at_start():
         assert running.stop() == 0
 
 
+def test_parley_libvips_names_the_library_to_load(monkeypatch):
+    """PARLEY_LIBVIPS naming a real libvips file: photos are read with it."""
+    found = sorted(glob.glob("/usr/lib/*/libvips.so.42*") + glob.glob("/usr/lib/libvips.so.42*"))
+    assert found, "libvips42 is installed (scripts/install-deps.sh)"
+    monkeypatch.setenv("PARLEY_LIBVIPS", found[0])
+    running = Server()
+    try:
+        status, info = user(running).upload(media.jpeg(64, 48), "photo", "image/jpeg", name="a.jpg")
+        assert status == 201 and (info["width"], info["height"]) == (64, 48), info
+        with open(f"/proc/{running.process.pid}/maps") as maps:
+            assert os.path.realpath(found[0]) in maps.read(), "the named file is the one mapped"
+    finally:
+        assert running.stop() == 0
+
+
 def test_a_server_without_libvips_serves_everything_else_and_answers_a_photo_with_what_to_install(monkeypatch):
     """libvips is loaded by the first photo; when it cannot be (here PARLEY_LIBVIPS names a file
     that is not there), the server keeps serving, other uploads work, and a photo is a 500

@@ -3,6 +3,7 @@ import Foundation
 import ParleyChatTesting
 import ParleyStore
 import ParleyStoreSQLite
+import ParleyTesting
 import ParleySync
 import ParleyWire
 import Testing
@@ -236,6 +237,36 @@ struct ChatTests {
         #expect(harness.chat.storage.current == nil, "a write committed: the problem passed")
         let stored = try await harness.chat.history(alice, id: room.id, HistoryQuery(limit: 200)).page().messages.map(\.clientID)
         #expect(stored == acknowledged + [refusedID])
+    }
+
+    /// Gathered receipts whose write fails are each answered with the failure, none left
+    /// waiting: the store is closed under them.
+    @Test func receiptsWhoseWriteFailsAreEachAnsweredWithTheFailure() async throws {
+        let harness = try await ChatHarness.make()
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "m", content: .text("hi")))
+        harness.store.close()
+        let chat = harness.chat
+        let answers = try await withTimeout(10) {
+            await withTaskGroup(of: ChatError?.self) { group in
+                for (caller, update) in [(bob, ReceiptUpdate(deliveredSeq: 1)), (bob, ReceiptUpdate(readSeq: 1)), (alice, ReceiptUpdate(readSeq: 1))] {
+                    group.addTask {
+                        do {
+                            _ = try await chat.updateReceipt(caller, conversation: room.id, update)
+                            return nil
+                        } catch {
+                            return error as? ChatError
+                        }
+                    }
+                }
+                return await group.reduce(into: [ChatError?]()) { $0.append($1) }
+            }
+        }
+        #expect(answers.count == 3)
+        #expect(answers.allSatisfy { $0 == ChatError.internalError }, "every receipt of the failed write is told: \(answers)")
+        harness.tearDown()
     }
 
     @Test func aStorageFailureIsAnInternalErrorThatChangesNothing() async throws {

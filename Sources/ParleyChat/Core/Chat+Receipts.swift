@@ -47,7 +47,6 @@ extension Chat {
         let receipts = receipts
         // What this write took from the coalescer, kept if the store runs the body again.
         let taken = LockedValue<[ReceiptCoalescer.Waiting]?>(nil)
-        typealias Moved = (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))
         do {
             try await run {
                 try await write { [self] db in
@@ -56,7 +55,7 @@ extension Chat {
                         if taken == nil { taken = receipts.takeAll() }
                         return taken ?? []
                     }
-                    let outcomes: [(Result<Receipt, any Error>, Moved?)] = try batch.map { waiting in
+                    let outcomes: [(Result<Receipt, any Error>, WatermarkMove?)] = try batch.map { waiting in
                         do {
                             let (receipt, moved) = try Chat.moveWatermarks(db, caller: waiting.caller, conversation: waiting.key.conversation,
                                                                            to: waiting.update, now: now)
@@ -90,7 +89,7 @@ extension Chat {
     /// that can refuse it (a ``ChatError``) comes before its first statement that writes, so a
     /// refusal leaves the transaction as it found it for the other receipts in the write.
     static func moveWatermarks(_ db: Transaction, caller: Caller, conversation id: ConversationID, to update: ReceiptUpdate,
-                               now: Int64) throws -> (Receipt, (conversation: Int64, old: (Int64, Int64), new: (Int64, Int64))?) {
+                               now: Int64) throws -> (Receipt, WatermarkMove?) {
         let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
         let read = min(update.readSeq ?? 0, access.lastSeq)
         let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
@@ -124,6 +123,10 @@ extension Chat {
         guard access.kind == .public else { return (receipt, nil) }
         return (receipt, (access.key, (old.delivered, old.read), (new.delivered, new.read)))
     }
+
+    /// A member's watermarks moving in a public channel, for the authors' delivery counts
+    /// (``noteDelivery(conversation:from:to:)``).
+    typealias WatermarkMove = (conversation: Int64, old: (delivered: Int64, read: Int64), new: (delivered: Int64, read: Int64))
 
     /// The most authors one receipt names; past it the receipt goes to every member.
     static let receiptAuthorsNamed = 32
