@@ -58,8 +58,11 @@ let package = Package(
         .target(name: "ParleyOptions"),
         // Uploads and downloads over HTTP: streaming, verifying, storing, serving and collecting media.
         .target(name: "ParleyMediaService", dependencies: ["ParleyChat", "ParleyMedia", "ParleyNet", "ParleyWire", "ParleyCrypto", "ParleySync", "ParleyLog"]),
-        .target(name: "ParleyServer", dependencies: ["ParleyMediaService", "ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
-                                                     "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleySync"],
+        // Link previews: the page reader (OpenGraph, oEmbed), the checked fetcher and the worker (docs/link-previews.md).
+        .target(name: "ParleyLinkPreview", dependencies: ["ParleyChat", "ParleyMediaService", "ParleyMedia", "ParleyOutbound", "ParleyWire",
+                                                          "ParleyCrypto", "ParleyLog", "ParleySync"]),
+        .target(name: "ParleyServer", dependencies: ["ParleyLinkPreview", "ParleyMediaService", "ParleyNet", "ParleyChat", "ParleyStoreSQLite", "ParleyMedia", "ParleyCrypto", "ParleyOptions",
+                                                     "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleySync", "ParleyOutbound"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
         .target(name: "Parley", dependencies: ["ParleyWire", "ParleySync", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
@@ -99,6 +102,9 @@ let package = Package(
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         .executableTarget(name: "fuzz-filter", dependencies: ["ParleyChat", "ParleyWire", "ParleyNetTesting"],
+                          swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+
+        .executableTarget(name: "fuzz-linkpreview", dependencies: ["ParleyLinkPreview", "ParleyWire", "ParleyNetTesting"],
                           swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         // Test helpers as a module, shared by the test targets (STYLE.md rule 7).

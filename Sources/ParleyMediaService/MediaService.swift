@@ -746,6 +746,25 @@ package final class MediaService: Sendable {
         return response
     }
 
+    /// Handles `GET /v1/previews/{id}`: a link preview's thumbnail, with no token, as an
+    /// avatar (a picture of a public page, at an unguessable path a message names). 404 for an
+    /// id no preview has.
+    package func previewImage(_ request: Request, id: String) async throws -> Response {
+        guard let thumbnail = try await chat.linkPreviews.thumbnail(publicID: id) else { throw ChatError.thumbnailNotFound }
+        let etag = "\"\(thumbnail)\""
+        var headers = HTTPHeaders()
+        headers.add(name: "ETag", value: etag)
+        headers.add(name: "Cache-Control", value: "public, max-age=86400")
+        if request.ifNoneMatch(etag) { return Response(status: .notModified, headers: headers) }
+        guard let key = BlobKey(hex: thumbnail), let file = try blobs.open(key) else { throw ChatError.thumbnailNotFound }
+        headers.add(name: "Content-Type", value: "image/jpeg")
+        headers.add(name: "X-Content-Type-Options", value: "nosniff")
+        headers.add(name: "Content-Security-Policy", value: "default-src 'none'; sandbox")
+        var response = Response(status: .ok, headers: headers)
+        response.file = FileRegion(descriptor: file.descriptor, offset: 0, length: file.size, owner: file)
+        return response
+    }
+
     // MARK: - Download
 
     /// Handles `GET /v1/media/{id}` and `/thumbnail`: a bearer token of someone allowed to

@@ -9,8 +9,10 @@ package struct OutboundResponse: Sendable {
     package var status: Int
     /// Response headers, names lowercased.
     package var headers: [String: String]
-    /// The body (at most ``OutboundHTTP/maxBody`` bytes are kept).
+    /// The body (at most ``OutboundHTTP/maxBody`` bytes are kept, or the limit the request gave).
     package var body: [UInt8]
+    /// The body went on past the limit and the transfer was stopped there (``OutboundHTTP/get(_:headers:maxBody:)``).
+    package var truncated = false
 }
 
 /// Why a request got no answer: the other side could not be reached (or its address is not
@@ -65,6 +67,25 @@ package struct OutboundPolicy: Sendable {
     package var protocols: String
     /// Whether loopback, private and link-local addresses may be reached (``AddressPolicy``).
     package var allowPrivate: Bool
+    /// Private addresses that may be reached all the same, as `address:port` (`127.0.0.1:8080`,
+    /// `[fd00::1]:443`): one internal site, not the whole network.
+    package var allowedPrivate: Set<String> = []
+    /// The option that lets private addresses be reached, named when one is refused.
+    package var privateOption = "--webhooks-allow-private"
+
+    /// Link previews: http or https, public addresses and the listed private ones only.
+    package static func linkPreviews(allowedPrivate: Set<String>) -> OutboundPolicy {
+        var policy = OutboundPolicy(protocols: "http,https", allowPrivate: false)
+        policy.allowedPrivate = allowedPrivate
+        policy.privateOption = "--link-previews-allow-private"
+        return policy
+    }
+
+    /// Creates a policy; each argument sets the property of the same name.
+    package init(protocols: String, allowPrivate: Bool) {
+        self.protocols = protocols
+        self.allowPrivate = allowPrivate
+    }
 
     /// Push providers: TLS only, any address (the operator names them).
     package static let push = OutboundPolicy(protocols: "https", allowPrivate: true)
@@ -109,12 +130,14 @@ package final class OutboundHTTP: @unchecked Sendable {
     deinit { curl_easy_cleanup(handle) }
 
     /// Fetches `url` with `headers` (`Name: value`); the answer whatever its status (at most
-    /// ``maxBody`` bytes of it).
+    /// `maxBody` bytes of it: a longer body is cut there and the transfer stopped,
+    /// ``OutboundResponse/truncated``).
     ///
     /// - Throws: ``OutboundError`` when there is no answer (naming a refused address).
-    package func get(_ url: String, headers: [String]) throws -> OutboundResponse {
+    package func get(_ url: String, headers: [String], maxBody: Int = OutboundHTTP.maxBody) throws -> OutboundResponse {
         curl_easy_reset(handle)
         let transfer = OutboundTransfer(policy: policy, trust: trust)
+        transfer.limit = maxBody
         let configured = transfer.configure(handle, url: url, headers: headers, body: [], timeout: timeout, get: true)
         guard configured == CURLE_OK else { throw OutboundError(description: String(cString: curl_easy_strerror(configured))) }
         return try transfer.response(handle, withResult: curl_easy_perform(handle)).get()
@@ -142,6 +165,9 @@ final class OutboundTransfer {
     let policy: OutboundPolicy
     let trust: TrustStore
     var bytes: [UInt8] = []
+    /// The most body bytes kept; past it the transfer stops (``OutboundResponse/truncated``).
+    var limit = OutboundHTTP.maxBody
+    var truncated = false
     var headers: [String: String] = [:]
     /// An address the check refused, for the error.
     var refused: String?
@@ -197,8 +223,9 @@ final class OutboundTransfer {
         set(parley_curl_set_pointer(handle, CURLOPT_OPENSOCKETDATA, context))
         set(parley_curl_set_write(handle, CURLOPT_WRITEFUNCTION, { data, size, count, context in
             guard let data, let context else { return 0 }
-            Unmanaged<OutboundTransfer>.fromOpaque(context).takeUnretainedValue().body(UnsafeRawBufferPointer(start: data, count: size * count))
-            return size * count
+            let transfer = Unmanaged<OutboundTransfer>.fromOpaque(context).takeUnretainedValue()
+            transfer.body(UnsafeRawBufferPointer(start: data, count: size * count))
+            return transfer.truncated ? 0 : size * count
         }))
         set(parley_curl_set_pointer(handle, CURLOPT_WRITEDATA, context))
         set(parley_curl_set_write(handle, CURLOPT_HEADERFUNCTION, { data, size, count, context in
@@ -216,9 +243,9 @@ final class OutboundTransfer {
 
     /// The answer once libcurl finished with `result`, or why there is none.
     func response(_ handle: UnsafeMutableRawPointer, withResult result: CURLcode) -> Result<OutboundResponse, OutboundError> {
-        guard result == CURLE_OK else {
+        guard result == CURLE_OK || (truncated && result == CURLE_WRITE_ERROR) else {
             if let refused {
-                return .failure(OutboundError(description: "\(refused) is a private address; the server runs without --webhooks-allow-private"))
+                return .failure(OutboundError(description: "\(refused) is a private address; the server runs without \(policy.privateOption)"))
             }
             if outOfDescriptors {
                 return .failure(OutboundError(description: "this server is out of file descriptors (raise LimitNOFILE, or lower --max-connections)",
@@ -228,7 +255,7 @@ final class OutboundTransfer {
         }
         var status = 0
         _ = parley_curl_get_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        return .success(OutboundResponse(status: status, headers: headers, body: bytes))
+        return .success(OutboundResponse(status: status, headers: headers, body: bytes, truncated: truncated))
     }
 
     /// Opens the socket libcurl asks for, unless its address is private and not allowed.
@@ -241,16 +268,18 @@ final class OutboundTransfer {
             case AF_INET:
                 let socket = raw.loadUnaligned(as: sockaddr_in.self)
                 let bytes = withUnsafeBytes(of: socket.sin_addr) { Array($0) }
-                if AddressPolicy.isPrivate(ipv4: bytes) {
-                    refused = bytes.map(String.init).joined(separator: ".")
+                let text = bytes.map(String.init).joined(separator: ".")
+                if AddressPolicy.isPrivate(ipv4: bytes), !policy.allowedPrivate.contains("\(text):\(UInt16(bigEndian: socket.sin_port))") {
+                    refused = text
                     return -1
                 }
             case AF_INET6:
                 let socket = raw.loadUnaligned(as: sockaddr_in6.self)
                 let bytes = withUnsafeBytes(of: socket.sin6_addr) { Array($0) }
-                if AddressPolicy.isPrivate(ipv6: bytes) {
-                    refused = stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-                        .joined(separator: ":")
+                let text = stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+                    .joined(separator: ":")
+                if AddressPolicy.isPrivate(ipv6: bytes), !policy.allowedPrivate.contains("[\(text)]:\(UInt16(bigEndian: socket.sin6_port))") {
+                    refused = text
                     return -1
                 }
             default:
@@ -264,8 +293,11 @@ final class OutboundTransfer {
     }
 
     func body(_ chunk: UnsafeRawBufferPointer) {
-        guard bytes.count < OutboundHTTP.maxBody else { return }
-        bytes.append(contentsOf: chunk.prefix(OutboundHTTP.maxBody - bytes.count))
+        guard bytes.count < limit else { return }
+        bytes.append(contentsOf: chunk.prefix(limit - bytes.count))
+        // Push and webhook answers are cut quietly (the rest is read and dropped); a caller
+        // that set its own limit (link previews) stops the transfer at it.
+        if limit != OutboundHTTP.maxBody, chunk.count > 0, bytes.count >= limit { truncated = true }
     }
 
     func header(_ line: UnsafeRawBufferPointer) {

@@ -28,6 +28,9 @@ enum MediaRoutes {
         router.get("/v1/avatars/:id") { request in
             do { return try await media.avatar(request, id: try request.parameter("id")) } catch { return api.errorResponse(error) }
         }
+        router.get("/v1/previews/:id") { request in
+            do { return try await media.previewImage(request, id: try request.parameter("id")) } catch { return api.errorResponse(error) }
+        }
         router.get("/v1/media/:id/thumbnail") { request in
             do {
                 return try await media.download(request, id: try request.parameter("id"), variant: .thumbnail, caller: api.caller)

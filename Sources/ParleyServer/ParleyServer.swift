@@ -13,6 +13,8 @@ import ParleyStorePostgres
 import ParleyRedis
 import ParleySync
 import ParleyMediaService
+import ParleyLinkPreview
+import ParleyOutbound
 
 /// A running Parley server: its store, its domain, its loops, its HTTP listener and routes.
 ///
@@ -194,6 +196,18 @@ package final class ParleyServer: Sendable {
             throw StartError(message: "cannot create the media directory in \(configuration.dataDirectory): \(error.localizedDescription)")
         }
         let media = MediaService(chat: chat, blobs: blobs, partials: partials, configuration: configuration.media, logger: logger)
+        var linkPreviews: LinkPreviewService?
+        if let wakeup = chat.configuration.linkPreviewWakeup {
+            do {
+                let fetcher = LinkPreviewFetcher(allowedPrivate: configuration.linkPreviews.allowPrivate,
+                                                 trust: try TrustStore(extraFile: configuration.webhooks.outboundCAFile))
+                linkPreviews = LinkPreviewService(chat: chat, media: media, fetcher: fetcher, wakeup: wakeup,
+                                                  cacheLifetime: configuration.linkPreviews.cacheLifetime, logger: logger.labelled("parley.link-previews"))
+            } catch {
+                store.close()
+                throw StartError(message: "cannot set up link previews: \(error)")
+            }
+        }
         let group: EventLoopGroup
         do {
             group = try EventLoopGroup(loopCount: configuration.threads ?? EventLoopGroup.coreCount)
@@ -332,6 +346,10 @@ package final class ParleyServer: Sendable {
                             try? await Task.sleep(for: wait)
                         }
                     }
+                    if let linkPreviews {
+                        // Link previews: jobs sends left, on this node or another (docs/link-previews.md).
+                        group.addTask { await linkPreviews.run() }
+                    }
                     group.addTask {
                         // The watchdog: an idle worker goes round every second or two; one quiet
                         // for 30 s is stuck, and what it serves waits (issue 31, item 1).
@@ -429,6 +447,8 @@ package final class ParleyServer: Sendable {
         chatConfiguration.deliveryUpdateInterval = configuration.deliveryUpdateInterval
         chatConfiguration.sharedCounters = sharedCounters
         chatConfiguration.webhooksAllowPrivate = configuration.webhooks.allowPrivate
+        chatConfiguration.linkPreviews = configuration.linkPreviews.mode == .on
+        chatConfiguration.linkPreviewWakeup = configuration.linkPreviews.mode == .on ? Wakeup() : nil
         chatConfiguration.beforeSendTransport = beforeSend
         chatConfiguration.jwksFetcher = jwks
         chatConfiguration.logger = logger.labelled("parley.chat")
@@ -534,6 +554,10 @@ package final class ParleyServer: Sendable {
             try await chat.notifications.setPushContent(app: app, idOnly: idOnly)
             return idOnly ? "Pushes of app '\(app)' now carry only the message's ids (the app's extension fetches the text)."
                           : "Pushes of app '\(app)' now carry the message's text."
+        case .linkPreviews(let app, let enabled):
+            try await chat.linkPreviews.setEnabled(appNamed: app, enabled)
+            return enabled ? "Messages of app '\(app)' now get link previews (on nodes started with --link-previews on, the default)."
+                           : "Messages of app '\(app)' no longer get link previews; the ones they have stay."
         }
     }
 

@@ -7,6 +7,7 @@ package import ParleyWebhooks
 import ParleyRedis
 package import ParleyStoreSQLite
 package import ParleyMediaService
+package import ParleyLinkPreview
 
 /// `parley-server`'s settings, from command-line options and `PARLEY_*` environment variables
 /// (options win). Parsing is a pure function so it is tested without a process.
@@ -93,6 +94,9 @@ package struct ServerConfiguration: Sendable, Equatable {
     /// `--webhook-retry-window`, `--webhook-first-retry`, `--webhook-concurrency`,
     /// `--webhook-timeout`; `--outbound-ca-file` too.
     package var webhooks = WebhookConfiguration()
+    /// Link previews (docs/link-previews.md). `--link-previews`, `--link-previews-allow-private`,
+    /// `--link-preview-cache`; `--outbound-ca-file` too.
+    package var linkPreviews = LinkPreviewOptions()
     /// Server API requests (`/v1/server/…`) per second per app, twice that in a burst, across
     /// nodes. `--server-api-requests-per-second`. Default: 100.
     package var serverAPIRequestsPerSecond = 100
@@ -213,6 +217,21 @@ package struct ServerConfiguration: Sendable, Equatable {
                 configuration.push.outboundCAFile = text
                 configuration.webhooks.outboundCAFile = text
             },
+            O.choice("--link-previews", "PARLEY_LINK_PREVIEWS", \.linkPreviews.mode,
+                     help: "Read the first link of a message and attach its title, description and picture (default on; each app has its own switch too)."),
+            O("--link-previews-allow-private", value: "<address:port,…>", environment: "PARLEY_LINK_PREVIEWS_ALLOW_PRIVATE",
+              help: "Private addresses link previews may read all the same (an internal site; tests), e.g. 10.0.0.5:443.") { configuration, text, source in
+                var allowed = Set<String>()
+                for entry in text.split(separator: ",") {
+                    guard let normalized = LinkPreviewFetcher.allowedEntry(String(entry)) else {
+                        throw OptionError("\(source): '\(entry)' is not an address and port (10.0.0.5:443, [fd00::5]:443)")
+                    }
+                    allowed.insert(normalized)
+                }
+                configuration.linkPreviews.allowPrivate = allowed
+            },
+            O.seconds("--link-preview-cache", "PARLEY_LINK_PREVIEW_CACHE", in: 60...(30 * 86_400), \.linkPreviews.cacheLifetime,
+                      help: "Seconds a link's page, once read, serves every message with the same link in the app (default 86400)."),
             O.toggle("--webhooks-allow-private", "PARLEY_WEBHOOKS_ALLOW_PRIVATE", \.webhooks.allowPrivate,
                      help: "Let webhooks reach loopback, private and link-local addresses (tests; backends on the same private network)."),
             O.seconds("--webhook-retry-window", "PARLEY_WEBHOOK_RETRY_WINDOW", in: 1...(30 * 86_400), \.webhooks.retryWindow,
@@ -380,8 +399,11 @@ package struct ServerConfiguration: Sendable, Equatable {
         case "rotate-secret" where apps.count == 2: return .apps(.rotateSecret(app: apps[1]), configuration)
         case "push-content" where apps.count == 3 && ["full", "id-only"].contains(apps[2]):
             return .apps(.pushContent(app: apps[1], idOnly: apps[2] == "id-only"), configuration)
+        case "link-previews" where apps.count == 3 && ["on", "off"].contains(apps[2]):
+            return .apps(.linkPreviews(app: apps[1], enabled: apps[2] == "on"), configuration)
         default:
-            throw UsageError(message: "use 'apps list', 'apps create <name>', 'apps rotate-secret <name-or-key>' or 'apps push-content <name-or-key> full|id-only'")
+            throw UsageError(message: "use 'apps list', 'apps create <name>', 'apps rotate-secret <name-or-key>', "
+                             + "'apps push-content <name-or-key> full|id-only' or 'apps link-previews <name-or-key> on|off'")
         }
     }
 }
@@ -396,6 +418,8 @@ package enum AppsCommand: Equatable, Sendable {
     case rotateSecret(app: String)
     /// Sets what the app's pushes say: the message (`full`) or only its ids (`id-only`).
     case pushContent(app: String, idOnly: Bool)
+    /// Turns an app's link previews on or off.
+    case linkPreviews(app: String, enabled: Bool)
 }
 
 /// The version reported by `--version`, `/healthz` and `/metrics`.

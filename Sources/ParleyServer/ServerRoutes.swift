@@ -46,6 +46,14 @@ enum ServerRoutes {
                 await api.respond { try await chat.retention.setPolicy(app, try await request.decode(RetentionPolicy.self)) }
             }
         }
+        router.get("/v1/server/link-previews") { request in
+            await server.handle(request) { app in await api.respond { try await chat.linkPreviews.settings(app) } }
+        }
+        router.put("/v1/server/link-previews") { request in
+            await server.handle(request) { app in
+                await api.respond { try await chat.linkPreviews.setSettings(app, try await request.decode(LinkPreviewSettings.self)) }
+            }
+        }
         router.get("/v1/server/jwt") { request in
             await server.handle(request) { app in await api.respond { try await chat.jwt.settings(app) } }
         }

@@ -73,6 +73,9 @@ extension EventKind {
     public static let pollVoted: EventKind = "poll.voted"
     /// A poll's author or a moderator (`actorId`) closed it: the message with its final counts.
     public static let pollClosed: EventKind = "poll.closed"
+    /// The server attached a link preview to a message (``Message/linkPreview``): the message
+    /// as it is now. No `actorId`: the server fetched it, not a member.
+    public static let messagePreviewed: EventKind = "message.previewed"
     /// A message was pinned (`actorId` by whom; the message shows `pinnedAt` and `pinnedBy`).
     public static let messagePinned: EventKind = "message.pinned"
     /// A message was unpinned.
@@ -207,6 +210,7 @@ extension EventKind {
         .reactionRemoved: EventRule(.reaction, history: false, webhook: true),
         .pollVoted: EventRule(.message, history: false, webhook: true),
         .pollClosed: EventRule(.message, history: false, webhook: true),
+        .messagePreviewed: EventRule(.message, history: false, webhook: true),
         .messagePinned: EventRule(.message, history: false, webhook: true),
         .messageUnpinned: EventRule(.message, history: false, webhook: true),
         .memberBanned: EventRule(.restriction, history: true, webhook: true),

@@ -371,11 +371,15 @@ public struct Message: Hashable, Codable, Sendable {
     /// The options the caller voted for in this poll (REST answers only, as ``myReactions``;
     /// nil when they did not vote).
     public var myVotes: [Int]? = nil
+    /// What the first link in the text shows (title, description, site, a thumbnail), as the
+    /// server fetched it after the send; nil until then, and for good when there is no link,
+    /// the sender asked for none, or the page gave nothing (`message.previewed` announces it).
+    public var linkPreview: LinkPreview? = nil
 
     enum CodingKeys: String, CodingKey {
         case id, conversationID = "conversationId", seq, sender, clientID = "clientId", sentAt, editedAt, deletedAt,
              content, metadata, replyTo, status, reactions, myReactions, mentions, pinnedAt, pinnedBy,
-             threadID = "threadId", alsoInConversation, replyCount, lastReplyAt, hidden, poll, myVotes
+             threadID = "threadId", alsoInConversation, replyCount, lastReplyAt, hidden, poll, myVotes, linkPreview
     }
 
     /// Creates the value; each argument sets the property of the same name.

@@ -214,16 +214,20 @@ public struct SendMessageRequest: Hashable, Codable, Sendable {
     /// With ``threadID``: show the reply in the conversation too (Slack's "also send to the
     /// channel"). Default false: the reply is in the thread only.
     public var alsoInConversation: Bool?
-    enum CodingKeys: String, CodingKey { case clientID = "clientId", content, metadata, replyTo, threadID = "threadId", alsoInConversation }
+    /// `false`: no link preview for this message, now or after an edit (default: the server
+    /// previews the first link when the app has previews on).
+    public var previewLinks: Bool?
+    enum CodingKeys: String, CodingKey { case clientID = "clientId", content, metadata, replyTo, threadID = "threadId", alsoInConversation, previewLinks }
     /// Creates the value; each argument sets the property of the same name.
     public init(clientID: String, content: MessageContent, metadata: [String: String]? = nil, replyTo: MessageID? = nil,
-                threadID: MessageID? = nil, alsoInConversation: Bool? = nil) {
+                threadID: MessageID? = nil, alsoInConversation: Bool? = nil, previewLinks: Bool? = nil) {
         self.clientID = clientID
         self.content = content
         self.metadata = metadata
         self.replyTo = replyTo
         self.threadID = threadID
         self.alsoInConversation = alsoInConversation
+        self.previewLinks = previewLinks
     }
 }
 

@@ -55,6 +55,8 @@ extension Chat {
         }
         let now = nowMilliseconds
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
+        let previewLink = linkToPreview(prepared.value, request: request.previewLinks)
+        let previewWakeup = configuration.linkPreviewWakeup
         return try await run {
             try await write { tx -> (MessageRecord, created: Bool) in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .post, sending: prepared.clientID)
@@ -71,9 +73,12 @@ extension Chat {
                 let thread = try request.threadID.map {
                     try Chat.threadRoot(tx, access: access, id: $0, alsoInConversation: request.alsoInConversation ?? false)
                 }
+                let shadow = try Chat.isShadow(tx, access: access)
                 let message = try Chat.insertMessage(tx, caller: caller, access: access, publicID: publicID, prepared: prepared,
                                                      media: media, replyTo: request.replyTo, thread: thread,
-                                                     shadow: try Chat.isShadow(tx, access: access), now: now)
+                                                     shadow: shadow, previewLink: shadow ? nil : previewLink,
+                                                     previewOff: request.previewLinks == false, now: now)
+                if previewLink != nil, !shadow, let wakeup = previewWakeup { tx.onCommit { wakeup.signal() } }
                 return (message, true)
             }
         }
@@ -94,6 +99,8 @@ extension Chat {
         let now = nowMilliseconds
         let messageID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         let conversationID = Crypto.randomID(prefix: "c_")
+        let previewLink = linkToPreview(prepared.value, request: nil)
+        let previewWakeup = configuration.linkPreviewWakeup
         return try await run {
             try await write { db in
                 let (keys, resolved) = try Chat.resolve(db, app: caller.appID, usernames: request.to)
@@ -115,8 +122,10 @@ extension Chat {
                 let access = try Chat.access(db, caller: caller, id: ConversationID(rawValue: try db.fetchValue(String.self, "SELECT public_id FROM conversation WHERE id = \(key)") ?? ""),
                                              for: .post)
                 try Chat.checkPosting(access, now: now)
+                let shadow = try Chat.isShadow(db, access: access)
                 let message = try Chat.insertMessage(db, caller: caller, access: access, publicID: messageID, prepared: prepared, media: media,
-                                                     replyTo: nil, shadow: try Chat.isShadow(db, access: access), now: now).message()
+                                                     replyTo: nil, shadow: shadow, previewLink: shadow ? nil : previewLink, now: now).message()
+                if previewLink != nil, !shadow, let wakeup = previewWakeup { db.onCommit { wakeup.signal() } }
                 let conversation = try Chat.view(db, key: key, caller: caller)
                 return (SendToUsersResponse(message: message, conversation: conversation, invalidUsernames: resolved.invalidUsernames,
                                             note: Chat.note(conversation, others: others.count, invalid: resolved.invalidUsernames)), true)
@@ -396,6 +405,8 @@ extension Chat {
         if screened != request.content { try screening.replace(screened) }
         let prepared = screening
         let now = nowMilliseconds
+        let previewLink = linkToPreview(prepared.value, request: nil)
+        let previewWakeup = configuration.linkPreviewWakeup
         return try await run {
             try await write { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .editOwnMessage)
@@ -413,6 +424,17 @@ extension Chat {
                     """)
                 try FullTextSearch.unindex(db, message: key, text: oldContent.searchableText)
                 try FullTextSearch.index(db, message: key, text: prepared.value.searchableText)
+                // Another link (or none) now: the old preview goes, and the new link is previewed
+                // unless the sender turned previews off for this message.
+                if LinkPreview.firstLink(in: oldContent) != LinkPreview.firstLink(in: prepared.value) {
+                    try db.execute("UPDATE message SET link_preview = NULL WHERE id = \(key)")
+                    try db.execute("DELETE FROM link_preview_job WHERE message_id = \(key)")
+                    if let previewLink, try row.get("m_shadow", as: Int64.self) == 0,
+                       try db.fetchValue(Int64.self, "SELECT link_preview_off FROM message WHERE id = \(key)") == 0 {
+                        try Chat.enqueuePreview(db, message: key, app: caller.appID, link: previewLink, now: now)
+                        if let wakeup = previewWakeup { db.onCommit { wakeup.signal() } }
+                    }
+                }
                 let mentions = try Chat.resolveMentions(db, text: prepared.searchable, conversation: access.key, app: caller.appID)
                 _ = try Chat.storeMentions(db, message: key, conversation: access.key, author: try row.get("m_author_key"),
                                            mentions: mentions, replacing: true)
@@ -458,11 +480,12 @@ extension Chat {
                           activity: Bool, now: Int64) throws {
         try db.execute("""
             UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now), reactions = NULL, mentions = NULL, poll = NULL,
-                               pinned_at = NULL, pinned_by = NULL
+                               pinned_at = NULL, pinned_by = NULL, link_preview = NULL
             WHERE id = \(key)
             """)
         try db.execute("DELETE FROM reaction WHERE message_id = \(key)")
         try db.execute("DELETE FROM poll_vote WHERE message_id = \(key)")
+        try db.execute("DELETE FROM link_preview_job WHERE message_id = \(key)")
         try db.execute("DELETE FROM mention WHERE message_id = \(key)")
         if let content { try FullTextSearch.unindex(db, message: key, text: content.searchableText) }
         try Chat.setMedia(db, message: key, keys: [], now: now)
@@ -539,7 +562,8 @@ extension Chat {
     /// Stores a new message and appends its `message.created`, handing the write path the
     /// record it built (the send is the hot path: its event is not read back).
     static func insertMessage(_ tx: Transaction, caller: Caller, access: Access, publicID: String, prepared: PreparedMessage,
-                              media: [Int64], replyTo: MessageID?, thread: ThreadRoot? = nil, shadow: Bool = false, now: Int64) throws -> MessageRecord {
+                              media: [Int64], replyTo: MessageID?, thread: ThreadRoot? = nil, shadow: Bool = false,
+                              previewLink: String? = nil, previewOff: Bool = false, now: Int64) throws -> MessageRecord {
         // The seq from the conversation's counter (EventLog rule 1), the message, its event
         // (which moves the conversation's activity), the sender's own watermarks, the
         // full-text entry, and the attachments when there are any. On PostgreSQL the first
@@ -561,12 +585,12 @@ extension Chat {
             """
             \(publicID), \(access.key), \(seq), \(caller.userKey), \(prepared.clientID), \(prepared.content),
             \(prepared.metadata), \(replyTo?.rawValue), \(now), \(thread?.key), \(thread?.publicID),
-            \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0), \(prepared.pollJSON)
+            \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0), \(prepared.pollJSON), \(previewOff ? 1 : 0)
             """
         }
         let columns: SQL = """
             message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
-                     thread_id, thread_root, in_conversation, shadow, poll)
+                     thread_id, thread_root, in_conversation, shadow, poll, link_preview_off)
             """
         let seq: Int64
         let key: Int64
@@ -616,6 +640,7 @@ extension Chat {
             """)
         try FullTextSearch.index(tx, message: key, text: prepared.searchable)
         if !media.isEmpty { try setMedia(tx, message: key, keys: media, now: now) }
+        if let previewLink { try enqueuePreview(tx, message: key, app: caller.appID, link: previewLink, now: now) }
         return record
     }
 

@@ -46,6 +46,11 @@ package final class Chat: Sendable {
         /// (`--webhooks-allow-private`: tests, and backends on the same private network).
         /// Default: false.
         package var webhooksAllowPrivate = false
+        /// Whether this node leaves link-preview jobs for sends with a link (`--link-previews`;
+        /// each app has its own switch too). Default: true.
+        package var linkPreviews = true
+        /// Wakes this node's preview worker when a send left a job (nil: no worker here).
+        package var linkPreviewWakeup: Wakeup? = nil
         /// Seals the secrets the server must read back (apps', webhook endpoints') with a key
         /// kept outside the database (docs/operations.md, "Sealed secrets"). Nil: stored as given.
         package var sealer: SecretSealer? = nil
@@ -65,7 +70,7 @@ package final class Chat: Sendable {
     }
 
     let store: any Store
-    let configuration: Configuration
+    package let configuration: Configuration
     /// The counters every node shares (``Configuration/sharedCounters``), for the rate limits
     /// kept outside this type.
     package var sharedCounters: (any SharedCounters)? { configuration.sharedCounters }

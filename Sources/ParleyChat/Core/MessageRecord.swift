@@ -60,6 +60,8 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
     package var pollJSON: String? = nil
     /// The options the caller voted for (REST answers, polls only).
     package var myVotes: [Int]? = nil
+    /// Canonical JSON of the link preview (``LinkPreview``); nil when there is none.
+    package var linkPreviewJSON: String? = nil
 
     /// The message as a reader who blocked its sender receives it: its place, nothing it says.
     package func hiddenStub(_ reason: HiddenReason) -> MessageRecord {
@@ -71,6 +73,7 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
         stub.mentionsJSON = nil
         stub.pollJSON = nil
         stub.myVotes = nil
+        stub.linkPreviewJSON = nil
         stub.hidden = reason
         return stub
     }
@@ -99,6 +102,7 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
         message.hidden = hidden
         message.poll = try pollJSON.map { try decoder.decode(PollResults.self, from: Data($0.utf8)) }
         message.myVotes = myVotes
+        message.linkPreview = try linkPreviewJSON.map { try decoder.decode(LinkPreview.self, from: Data($0.utf8)) }
         return message
     }
 
@@ -115,6 +119,7 @@ package struct MessageRecord: Sendable, Hashable, JSONWritable {
             if let hidden { json.key("hidden"); json.string(hidden.rawValue) }
             json.key("id"); json.string(id)
             if replyCount > 0, let lastReplyAt { json.key("lastReplyAt"); json.date(milliseconds: lastReplyAt) }
+            if let linkPreviewJSON { json.key("linkPreview"); json.raw(linkPreviewJSON) }
             if let mentionsJSON { json.key("mentions"); json.raw(mentionsJSON) }
             if let metadataJSON { json.key("metadata"); json.raw(metadataJSON) }
             if let myReactions {

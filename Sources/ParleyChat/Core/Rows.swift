@@ -44,7 +44,8 @@ extension Chat {
         m.content AS m_content, m.metadata AS m_metadata, m.reply_to AS m_reply_to, m.author_id AS m_author_key,
         m.reactions AS m_reactions, m.mentions AS m_mentions, m.pinned_at AS m_pinned_at, m.pinned_by AS m_pinned_by,
         m.thread_root AS m_thread_root, m.in_conversation AS m_in_conversation, m.reply_count AS m_reply_count,
-        m.last_reply_at AS m_last_reply_at, m.shadow AS m_shadow, u.photo_public AS m_sender_photo, m.poll AS m_poll
+        m.last_reply_at AS m_last_reply_at, m.shadow AS m_shadow, u.photo_public AS m_sender_photo, m.poll AS m_poll,
+        m.link_preview AS m_link_preview
         """
 
     /// Messages `viewer` may see: all but others' shadow messages (a shadow-banned author's,
@@ -105,7 +106,7 @@ extension Chat {
             pinnedAt: try row.get("m_pinned_at"), pinnedBy: try row.get("m_pinned_by"), threadRoot: try row.get("m_thread_root"),
             alsoInConversation: try row.get("m_in_conversation", as: Int64.self) != 0, replyCount: Int(try row.get("m_reply_count", as: Int64.self)),
             lastReplyAt: try row.get("m_last_reply_at"), senderPhotoURL: avatarURL(try row.get("m_sender_photo")),
-            pollJSON: try row.get("m_poll"))
+            pollJSON: try row.get("m_poll"), linkPreviewJSON: try row.get("m_link_preview"))
     }
 
     /// A stored name of a closed set (a conversation kind, a role, an event type). A value

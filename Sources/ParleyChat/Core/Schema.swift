@@ -884,6 +884,40 @@ package enum Schema: Sendable {
                     PRIMARY KEY (message_id, user_id, option_index))
                 """)
         }
+        migrator.register("0029 link previews") { db in
+            // A message's preview is canonical JSON on its row (as a poll's results are, so a
+            // history page reads nothing more); link_preview_off remembers a sender's "no
+            // preview" for later edits. Fetched pages are cached per app and URL (one fetch
+            // for every message with the same link); a job is a message waiting for its
+            // preview, claimed by one node at a time.
+            try db.execute("ALTER TABLE message ADD COLUMN link_preview text")
+            try db.execute("ALTER TABLE message ADD COLUMN link_preview_off integer NOT NULL DEFAULT 0")
+            try db.execute("ALTER TABLE app ADD COLUMN link_previews integer NOT NULL DEFAULT 1")
+            try db.execute(SQL(stringLiteral: """
+                CREATE TABLE link_preview (
+                    id \(key),
+                    app_id bigint NOT NULL REFERENCES app(id) ON DELETE CASCADE,
+                    url text NOT NULL,
+                    public_id text NOT NULL UNIQUE,
+                    preview text,
+                    thumb_blob text,
+                    fetched_at bigint NOT NULL,
+                    used_at bigint NOT NULL,
+                    UNIQUE (app_id, url))
+                """))
+            try db.execute("CREATE INDEX link_preview_thumb ON link_preview (thumb_blob) WHERE thumb_blob IS NOT NULL")
+            try db.execute("""
+                CREATE TABLE link_preview_job (
+                    message_id bigint PRIMARY KEY REFERENCES message(id) ON DELETE CASCADE,
+                    app_id bigint NOT NULL,
+                    url text NOT NULL,
+                    created_at bigint NOT NULL,
+                    attempts integer NOT NULL DEFAULT 0,
+                    claimed_by text,
+                    claimed_until bigint)
+                """)
+            try db.execute("CREATE INDEX link_preview_job_due ON link_preview_job (created_at)")
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

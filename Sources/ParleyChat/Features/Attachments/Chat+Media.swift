@@ -308,7 +308,8 @@ extension Chat {
 
     static func markGarbage(_ db: any Database, _ blobs: Set<String>, now: Int64) throws {
         for blob in blobs where try db.fetchOne("""
-            SELECT 1 FROM attachment WHERE blob = \(blob) UNION ALL SELECT 1 FROM attachment WHERE thumb_blob = \(blob) LIMIT 1
+            SELECT 1 FROM attachment WHERE blob = \(blob) UNION ALL SELECT 1 FROM attachment WHERE thumb_blob = \(blob)
+            UNION ALL SELECT 1 FROM link_preview WHERE thumb_blob = \(blob) LIMIT 1
             """) == nil {
             try db.execute("INSERT INTO blob_garbage (blob, since) VALUES (\(blob), \(now)) ON CONFLICT (blob) DO NOTHING")
         }
