@@ -120,6 +120,7 @@ let package = Package(
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleySync", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleySync", "ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleySync", "ParleyMedia", "ParleyCrypto", "ParleyWire"]),
+        .testTarget(name: "ParleyLinkPreviewTests", dependencies: ["ParleyLinkPreview", "ParleyWire", "ParleyOutbound"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleySync", "ParleyServer", "ParleyServerTesting", "ParleyChatTesting", "ParleyStore", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleyMediaService"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleySync", "ParleyRedis", "ParleyChat", "ParleyChatTesting", "ParleyStore", "ParleyWire"]),
         .testTarget(name: "ParleyWebhooksTests", dependencies: ["ParleySync", "ParleyWebhooks", "ParleyChat", "ParleyCrypto", "ParleyWire"]),

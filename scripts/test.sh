@@ -39,7 +39,7 @@ swift_tests() {
 }
 replay_fuzz_inputs() {
     local status=0
-    for target in http websocket wire realtime media pusher bus webhooks filter; do
+    for target in http websocket wire realtime media pusher bus webhooks filter linkpreview; do
         local inputs=(Fuzz/corpus/$target/* Fuzz/regressions/$target/*)
         local existing=()
         for input in "${inputs[@]}"; do [[ -f "$input" ]] && existing+=("$input"); done

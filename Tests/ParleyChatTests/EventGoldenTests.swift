@@ -14,12 +14,12 @@ struct EventGoldenTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../Fixtures/events").standardized
 
-    /// Each id (`c_…`, `u_…`, `m_…`, `a_…`) becomes `<prefix>_<n>` by order of appearance, so
+    /// Each id (`c_…`, `u_…`, `m_…`, `a_…`, `lp_…`) becomes `<prefix>_<n>` by order of appearance, so
     /// random ids compare.
     static func normalized(_ json: String, names: inout [String: String]) -> String {
         var result = ""
         var rest = Substring(json)
-        let pattern = /(c|u|m|a|rp)_[A-Za-z0-9]{8,}/
+        let pattern = /(c|u|m|a|rp|lp)_[A-Za-z0-9]{8,}/
         while let match = rest.firstMatch(of: pattern) {
             result += rest[..<match.range.lowerBound]
             let id = String(rest[match.range])
@@ -97,6 +97,13 @@ struct EventGoldenTests {
             question: "Lunch?", options: ["Pizza", "Sushi"])))).0
         _ = try await chat.polls.vote(bob, conversation: channel, message: poll.id, options: [1])
         _ = try await chat.polls.close(ana, conversation: channel, message: poll.id)
+        // A link in the channel, and the preview worker's write with what its fetch found.
+        _ = try await chat.send(ana, to: channel, SendMessageRequest(clientID: "g7", content: .text("see https://example.com/post")))
+        for job in try await chat.linkPreviews.claim(holder: "golden") {
+            let found = LinkPreview(url: job.url, title: "A post", description: "About chat", siteName: "Example")
+            try await chat.linkPreviews.finish(job, holder: "golden", fetched: CachedLinkPreview(
+                preview: found, thumbnail: (String(repeating: "ab", count: 32), 512, 268), fetchedAt: 1_000))
+        }
         try await read()
         return seen.values.sorted { $0.position < $1.position }
     }

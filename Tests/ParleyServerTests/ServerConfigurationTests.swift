@@ -263,7 +263,7 @@ struct OptionDeclarationTests {
             // One valid value for each: the lowest of its range is always accepted.
             var fromFlag = ServerConfiguration(), fromEnvironment = ServerConfiguration()
             var value = option.flag == "--max-message-bytes" ? "125" : option.flag == "--max-queued-bytes" ? "65536"
-                : option.flag == "--thumbnail-size" ? "16" : "1"
+                : option.flag == "--thumbnail-size" ? "16" : option.flag == "--link-preview-cache" ? "60" : "1"
             _ = try parser.parse([option.flag, value], environment: [:], into: &fromFlag)
             if fromFlag == ServerConfiguration() {
                 // The lowest value is this option's default (--delivery-update-interval): the next one is not.

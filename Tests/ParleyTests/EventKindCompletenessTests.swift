@@ -49,7 +49,7 @@ struct EventKindCompletenessTests {
     }
 
     @Test func everyKindHasAGoldenFrameThatReadsAsItsShape() throws {
-        #expect(Self.conversationKinds.count == 27)
+        #expect(Self.conversationKinds.count == 28)
         for kind in Self.conversationKinds {
             let event = try Self.golden(kind)
             #expect(event.type == kind)
