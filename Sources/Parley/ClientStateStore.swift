@@ -44,6 +44,8 @@ public struct OutboxItem: Codable, Sendable, Hashable {
     public var threadID: MessageID? = nil
     /// A thread reply shown in the conversation too.
     public var alsoInConversation: Bool? = nil
+    /// `false`: the sender asked for no link preview.
+    public var previewLinks: Bool? = nil
 }
 
 /// Where a client's state lives. The Keychain (token) plus a file (the rest) is the obvious

@@ -33,8 +33,18 @@ extension Message {
     /// MessageKit's `kind`, case for case (a tombstone is `.text("")` with `deletedAt` set; a
     /// message from someone the user blocked is `.custom(type: "hidden", payload: {"reason":
     /// "blocked"})`, for the app's "message from a blocked user" cell).
+    ///
+    /// A text or Markdown message with a ``linkPreview`` is `.linkPreview` (MessageKit's
+    /// `LinkItem`: the text, the link, its title and teaser, and the thumbnail to load).
     public var messageKind: MessageKindMirror {
         if let hidden, deletedAt == nil { return .custom(type: "hidden", payload: .object(["reason": .string(hidden.rawValue)])) }
+        if let linkPreview, let url = URL(string: linkPreview.url) {
+            switch content {
+            case .text(let text)?: return .linkPreview(LinkItemMirror(text: text, markdown: nil, url: url, preview: linkPreview))
+            case .markdown(let markdown)?: return .linkPreview(LinkItemMirror(text: nil, markdown: markdown, url: url, preview: linkPreview))
+            default: break
+            }
+        }
         return switch content {
         case .text(let text)?: .text(text)
         case .markdown(let markdown)?: .attributedText(markdown: markdown)
@@ -74,6 +84,35 @@ public enum MessageKindMirror: Sendable, Hashable {
     case file(Attachment)
     /// `.custom(Any?)`.
     case custom(type: String, payload: JSONValue)
+    /// `.linkPreview(LinkItem)`: a text with the preview of its first link.
+    case linkPreview(LinkItemMirror)
+}
+
+/// MessageKit's `LinkItem`, with the preview's thumbnail as the server's path (the app loads
+/// it, relative to the server's URL, into `thumbnailImage`).
+public struct LinkItemMirror: Sendable, Hashable {
+    /// `text`: the message's text (nil for Markdown).
+    public var text: String?
+    /// `attributedText`: the message's Markdown, to render (nil for plain text).
+    public var markdown: String?
+    /// `url`: the link.
+    public var url: URL
+    /// `title`: the page's title.
+    public var title: String?
+    /// `teaser`: the page's description, or its site's name.
+    public var teaser: String
+    /// The thumbnail's path on the server (`/v1/previews/…`), nil when the page had no picture.
+    public var thumbnailPath: String?
+
+    /// The item for a message's `text` or `markdown` and its `preview`.
+    public init(text: String?, markdown: String?, url: URL, preview: LinkPreview) {
+        self.text = text
+        self.markdown = markdown
+        self.url = url
+        self.title = preview.title
+        self.teaser = preview.description ?? preview.siteName ?? ""
+        self.thumbnailPath = preview.image?.url
+    }
 }
 
 extension Message {

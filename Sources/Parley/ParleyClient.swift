@@ -332,14 +332,16 @@ public actor ParleyClient {
     /// With `inThread`, the message is a reply in the thread under that message (shown in the
     /// conversation too when `alsoInConversation`). `clientID` is the draft's
     /// (``Draft/clientID``) when the message is the draft being sent: the draft then clears on
-    /// every device of the user; nil makes a new one.
+    /// every device of the user; nil makes a new one. `previewLinks: false` asks the server for
+    /// no link preview (``Message/linkPreview``), now or after an edit.
     @discardableResult
     public func send(_ content: MessageContent, to conversation: ConversationID, metadata: [String: String]? = nil,
                      replyTo: MessageID? = nil, inThread root: MessageID? = nil, alsoInConversation: Bool = false,
-                     clientID: String? = nil) throws -> String {
+                     clientID: String? = nil, previewLinks: Bool = true) throws -> String {
         guard state.token != nil else { throw ParleyError.notSignedIn }
         let item = OutboxItem(clientID: clientID ?? UUID().uuidString.lowercased(), conversationID: conversation, content: content,
-                              metadata: metadata, replyTo: replyTo, threadID: root, alsoInConversation: root != nil && alsoInConversation ? true : nil)
+                              metadata: metadata, replyTo: replyTo, threadID: root, alsoInConversation: root != nil && alsoInConversation ? true : nil,
+                              previewLinks: previewLinks ? nil : false)
         state.outbox.append(item)
         try store.save(state)
         publish(OutgoingUpdate(clientID: item.clientID, conversationID: conversation, status: .sending))
@@ -826,7 +828,8 @@ public actor ParleyClient {
         sends.sent(item.clientID, as: id)
         write(.send(id: id, conversationID: item.conversationID,
                     message: SendMessageRequest(clientID: item.clientID, content: item.content, metadata: item.metadata, replyTo: item.replyTo,
-                                                threadID: item.threadID, alsoInConversation: item.alsoInConversation)))
+                                                threadID: item.threadID, alsoInConversation: item.alsoInConversation,
+                                                previewLinks: item.previewLinks)))
     }
 
     private func sendAnswered(_ clientID: String, _ frame: ServerFrame) {
