@@ -1269,3 +1269,39 @@ def test_a_poll_is_voted_on_the_page_and_counts_and_closing_arrive_live(server, 
     ida.wait(lambda: any([o.find_element(By.CSS_SELECTOR, ".count").text for o in p.find_elements(By.CSS_SELECTOR, ".poll-option")] == ["1", "1", "0"]
                          for p in ida.find(".messages .poll")), "Max's two answers, live")
     assert not ida.console(), ida.console()
+
+
+def test_a_link_preview_arrives_live_as_a_card_with_the_servers_thumbnail(browsers):
+    """A message with a link shows at once; its preview (a card with the page's title, site
+    and the server's own thumbnail, its size reserved) arrives live, and the card opens the link."""
+    from localsite import Site, html
+    site = Site({"/hike": html('<meta property="og:title" content="Ridge trail, 14 km">'
+                               '<meta property="og:description" content="A day walk above the lake.">'
+                               '<meta property="og:site_name" content="Trails">'
+                               '<meta property="og:image" content="/ridge.jpg">'),
+                 "/ridge.jpg": (200, {"Content-Type": "image/jpeg"}, landscape_jpeg())})
+    running = Server("--link-previews-allow-private", f"127.0.0.1:{site.port}")
+    try:
+        ida_name, max_name = name("ida"), name("max")
+        ida = Browser(running); browsers.append(ida)
+        ida.sign_up(ida_name, "Ida Berg")
+        max_api = Client(running).register(max_name, display_name="Max Roth")
+        status, room = max_api.post("/v1/conversations", {"kind": "direct", "members": [ida_name]})
+        assert status in (200, 201)
+        ida.open_conversation("Max Roth")
+        status, _ = max_api.send(room["id"], f"Saturday? {site.url}/hike")
+        assert status == 201
+        card = ida.wait(lambda: next(iter(ida.find(".messages .link-preview")), None), "the preview card, live")
+        assert card.find_element(By.CSS_SELECTOR, ".link-preview-title").text == "Ridge trail, 14 km"
+        assert card.find_element(By.CSS_SELECTOR, ".link-preview-site").text == "Trails"
+        assert card.get_attribute("href") == f"{site.url}/hike" and "noopener" in card.get_attribute("rel")
+        image = card.find_element(By.CSS_SELECTOR, "img.link-preview-image")
+        assert image.get_attribute("src").startswith(running.url + "/v1/previews/lp_")
+        assert (image.get_dom_attribute("width"), image.get_dom_attribute("height")) == ("512", "341")
+        ida.wait(lambda: ida.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", image) == 512, "the thumbnail loaded")
+        assert site.hits.get("/ridge.jpg") == 1, "the browser never fetched the site's own picture"
+        ida.screenshot("link-preview.png")
+        assert not ida.console(), ida.console()
+    finally:
+        running.stop()
+        site.close()

@@ -468,6 +468,7 @@ function renderMessage(message, conversation, showName) {
   } else {
     if (message.pinnedAt) bubble.append(h("span", { class: "pinned-mark", title: `Pinned by ${memberName(message.pinnedBy)}` }, "📌 Pinned"));
     bubble.append(renderContent(message));
+    if (message.linkPreview) bubble.append(renderLinkPreview(message.linkPreview));
   }
   const meta = h("span", { class: "meta" },
     message.editedAt && !message.deletedAt ? h("span", { class: "edited" }, "edited") : null,
@@ -560,6 +561,24 @@ function renderContent(message) {
     case "poll": return renderPoll(message, content);
     default: return h("div", { class: "text custom" }, `[${content.customType ?? "message"}]`);
   }
+}
+
+/** A link's preview, as the server read it: a card that opens the link, with the server's own
+ *  thumbnail (the reader's browser never contacts the site until they click). The image's
+ *  size is reserved from the preview, so the chat does not jump when it loads. */
+function renderLinkPreview(preview) {
+  let host = preview.url;
+  try { host = new URL(preview.url).host; } catch { /* the server only previews http(s) links */ }
+  const image = preview.image
+    ? h("img", { class: "link-preview-image", src: preview.image.url, alt: "", loading: "lazy",
+                 width: String(preview.image.width), height: String(preview.image.height) })
+    : null;
+  return h("a", { class: "link-preview", href: preview.url, rel: "noopener noreferrer nofollow", target: "_blank", "data-url": preview.url },
+    image,
+    h("span", { class: "link-preview-text" },
+      h("span", { class: "link-preview-site" }, preview.siteName ?? host),
+      preview.title ? h("strong", { class: "link-preview-title", dir: "auto" }, preview.title) : null,
+      preview.description ? h("span", { class: "link-preview-description", dir: "auto" }, preview.description) : null));
 }
 
 /** A poll: each option a button with its share of the voters as a bar and its count (pressed

@@ -4,7 +4,7 @@
 const SAFE_ATTRIBUTES = new Set(["class", "id", "type", "name", "value", "placeholder", "title", "role", "tabindex",
   "for", "accept", "autocomplete", "aria-label", "aria-live", "aria-pressed", "aria-selected", "aria-hidden",
   "aria-modal", "aria-checked", "data-id", "data-seq", "data-kind", "alt", "minlength", "maxlength", "rows", "dir",
-  "download", "rel", "target", "width", "height", "inputmode", "enterkeyhint", "spellcheck", "lang", "data-emoji"]);
+  "download", "rel", "target", "width", "height", "inputmode", "enterkeyhint", "spellcheck", "lang", "data-emoji", "loading", "data-url"]);
 
 /** Only http(s) and mailto links, and our own paths: anything else (javascript:, data:) is refused. */
 export function safeURL(value) {

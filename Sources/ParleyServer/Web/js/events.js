@@ -86,6 +86,7 @@ export function handlers(page) {
     "message.deleted": message,
     "reaction.added": annotation,
     "reaction.removed": annotation,
+    "message.previewed": annotation,
     "poll.voted": annotation,
     "poll.closed": annotation,
     "message.pinned": annotation,
