@@ -263,7 +263,7 @@ enum ChatScreen {
                         pending.removeAll { $0.clientID == message.clientID && message.sender.id == me.id }
                         messages.append(message)
                     }
-                    typing[message.sender.id] = nil
+                    if event.type != .messagePreviewed { typing[message.sender.id] = nil }  // the server's doing, not theirs
                 }
             case .live(.typing(let conversation, let user, let isTyping, let expiresIn, nil)) where conversation == id:
                 typing[user] = isTyping ? (names[user] ?? "someone", Date().addingTimeInterval(Double(expiresIn.components.seconds))) : nil
@@ -309,8 +309,8 @@ enum ChatScreen {
 
     static func describe(_ message: Message) -> String {
         switch message.content {
-        case .text(let text)?: text
-        case .markdown(let text)?: ChatLayout.plainMarkdown(text)
+        case .text(let text)?: text + previewLine(message)
+        case .markdown(let text)?: ChatLayout.plainMarkdown(text) + previewLine(message)
         case .location(let location)?:
             "📍 \(location.latitude),\(location.longitude)" + (location.name.map { " \($0)" } ?? "") + (location.caption.map { " — \($0)" } ?? "")
         case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:

@@ -134,6 +134,7 @@ struct CommandLineSettings {
     var audio: String?
     var file: String?
     var thumbnailImage: String?
+    var noPreview = false
     var duration: Double?
     var thumbnail = false
     var output: String?
@@ -213,6 +214,7 @@ struct Arguments {
                 .text("--audio", nil, \.audio, value: "<path>", help: "Upload and send an audio clip."),
                 .text("--file", nil, \.file, value: "<path>", help: "Upload and send any file."),
                 .text("--thumbnail", nil, \.thumbnailImage, value: "<image>", help: "A video's still (JPEG or PNG)."),
+                .toggle("--no-preview", nil, \.noPreview, help: "No link preview for this message, now or after an edit."),
                 seconds,
             ],
             "download": [.toggle("--thumbnail", nil, \.thumbnail, help: "Save a photo's server-made thumbnail instead."),
@@ -367,10 +369,17 @@ func text(of message: Message) -> String {
     return pin + body(of: message) + reactions
 }
 
+/// A message's link preview on one line (`  🔗 Ridge trail, 14 km — Trails`); "" without one.
+func previewLine(_ message: Message) -> String {
+    guard let preview = message.linkPreview else { return "" }
+    let parts = [preview.title, preview.siteName ?? URLComponents(string: preview.url)?.host].compactMap { $0 }
+    return parts.isEmpty ? "" : "  🔗 " + parts.joined(separator: " — ")
+}
+
 func body(of message: Message) -> String {
     switch message.content {
-    case .text(let text)?: return text + (message.editedAt != nil ? " (edited)" : "")
-    case .markdown(let text)?: return ChatLayout.plainMarkdown(text) + (message.editedAt != nil ? " (edited)" : "")
+    case .text(let text)?: return text + (message.editedAt != nil ? " (edited)" : "") + previewLine(message)
+    case .markdown(let text)?: return ChatLayout.plainMarkdown(text) + (message.editedAt != nil ? " (edited)" : "") + previewLine(message)
     case .location(let location)?: return "📍 \(location.latitude),\(location.longitude)" + (location.caption.map { " — \($0)" } ?? "")
     case .photo(let media)?, .video(let media)?, .audio(let media)?, .file(let media)?:
         return "[\(message.content?.typeName ?? "media")] \(media.name ?? media.caption ?? media.attachmentID)"
@@ -555,7 +564,8 @@ func run(_ raw: [String]) async throws {
             output("\(planned.id)\tscheduled for \(time(planned.sendAt))")
         } else {
             guard let conversation = words.first else { throw UsageError(message: "send needs a conversation id or --to usernames") }
-            let clientID = try await client.send(try content(arguments, words: words.dropFirst()), to: ConversationID(rawValue: conversation))
+            let clientID = try await client.send(try content(arguments, words: words.dropFirst()), to: ConversationID(rawValue: conversation),
+                                                 previewLinks: !settings.noPreview)
             let message = try await deliverOutbox(client, waitingFor: clientID)
             output("\(message.id.rawValue)\tseq \(message.seq)")
         }

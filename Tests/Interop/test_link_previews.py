@@ -247,3 +247,32 @@ def test_the_option_names_what_is_wrong():
     result = subprocess.run([parley.BINARY, "--link-previews-allow-private", "intranet:80", "--port", "0"],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode != 0 and "intranet:80" in result.stderr and "is not an address and port" in result.stderr
+
+
+def test_the_terminal_client_shows_the_preview_and_sends_without_one(server, site, pair):
+    import os
+    import subprocess
+    import tempfile
+    ana, ben, room = pair
+    cli = os.environ.get("PARLEY_CLI", os.path.join(parley.ROOT, ".build", "debug", "parley"))
+    home = tempfile.mkdtemp(prefix="parley-cli-")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}, "PARLEY_HOME": home}
+
+    def run(*args, password=None):
+        return subprocess.run([cli, "--server", server.url, "--app-key", server.app_key, *args], input=(password or "") + "\n",
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    assert run("login", ben.user["username"], password="correct horse battery").returncode == 0
+    phone = Device(server, ana.token)
+    phone.wait_ready()
+    quiet = run("send", room["id"], "--no-preview", f"{site.url}/article9")
+    assert quiet.returncode == 0, quiet.stderr
+    loud = run("send", room["id"], f"{site.url}/article10")
+    assert loud.returncode == 0, loud.stderr
+    loud_id = loud.stdout.split("\t")[0]
+    phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == loud_id)
+    history = run("history", room["id"])
+    lines = history.stdout.splitlines()
+    assert lines[-1].endswith(f"{site.url}/article10  🔗 Parley & friends: chat you own — Parley blog"), lines[-1]
+    assert "🔗" not in lines[-2] and "/article9" not in site.hits
+    phone.close()
