@@ -44,7 +44,7 @@ package final class LinkPreviewService: Sendable {
 
     /// A worker for `chat`'s jobs, woken by `wakeup` (the one the chat's sends signal).
     package init(chat: Chat, media: MediaService, fetcher: LinkPreviewFetcher, wakeup: Wakeup, cacheLifetime: Duration = .seconds(86_400),
-                 emptyLifetime: Duration = .seconds(600), concurrency: Int = 4, logger: Logger) {
+                 emptyLifetime: Duration = .seconds(600), concurrency: Int = 8, logger: Logger) {
         self.chat = chat
         self.media = media
         self.fetcher = fetcher

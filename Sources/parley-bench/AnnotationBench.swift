@@ -6,7 +6,7 @@ import ParleyWire
 // whose messages carry reactions, mentions, pins and thread counts against one whose carry none,
 // in the same run on the same server. See docs/benchmarks.md.
 
-/// `annotations`: three timed phases on one server —
+/// `annotations`: six timed phases on one server —
 /// 1. sends: `--senders` keep-alive connections each sending text to one of `--conversations` groups;
 /// 2. reactions: the same connections each toggling reactions on one message of its group
 ///    (ten emoji added, then the same ten taken back: every request changes something);
@@ -17,6 +17,9 @@ import ParleyWire
 /// 5. history: latest-50 pages on one connection, of a group whose 50 newest messages have no
 ///    reactions, then of one whose 50 newest have three reactions each, a mention, every fifth
 ///    a pin and every other a thread of two replies (reply counts on the page).
+/// 6. (after the history pages) sends with a link: as 1, each text with a different link, so
+///    each leaves a link-preview job the node works on meanwhile (issue 33: the send must not
+///    wait for its preview);
 func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
     guard let url = options.string("url"), let appKey = options.string("app-key") else {
         throw BenchError("annotations needs --url http://HOST:PORT and --app-key KEY")
@@ -136,11 +139,21 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
             httpRequest("GET", path, host: host, appKey: appKey, token: token)
         })
     }
+    // Last, so the previews still being made when it ends touch no other phase: the same
+    // connections send text with a link, each a different one, so every send leaves a preview
+    // job and every job is a fetch (of a TEST-NET address, which the outbound check refuses
+    // without touching the network: the node's own cost of a preview, not a site's time).
+    progress("annotations: sends with a link, \(senders) connections for \(Int(duration)) s…")
+    let linked = try await runLoad(url: url, connections: senders, duration: duration, group: group) { connection, index in
+        let body = #"{"clientId":"\#(run)-l\#(connection)-\#(index)","content":{"type":"text","text":"benchmark message \#(index) see https://192.0.2.1/a/\#(run)/\#(connection)/\#(index)"}}"#
+        return httpRequest("POST", "/v1/conversations/\(groups[connection % conversationCount])/messages",
+                           host: host, appKey: appKey, token: tokens[connection], body: body)
+    }
     let rate = { (result: (latencies: [UInt64], failures: [Int: Int], lastFailure: String, elapsed: Double)) in
         Double(result.latencies.count) / result.elapsed
     }
     for (name, result) in [("sends", sends), ("reactions", reactions), ("drafts", drafts), ("votes", votes), ("plain pages", history[0]),
-                           ("decorated pages", history[1])]
+                           ("decorated pages", history[1]), ("sends with a link", linked)]
     where !result.failures.isEmpty {
         progress("annotations: \(name) failures by status \(result.failures); last: \(result.lastFailure)")
     }
@@ -162,7 +175,12 @@ func runAnnotations(_ options: Options, group: EventLoopGroup) async throws {
         "decorated_pages_per_s": String(format: "%.0f", rate(history[1])),
         "decorated_p50_ms": String(format: "%.3f", percentile(history[1].latencies, 0.5) / 1000),
         "decorated_vs_plain": String(format: "%.2f", rate(history[1]) / max(rate(history[0]), 1)),
-        "errors": "\([sends, reactions, drafts, votes, history[0], history[1]].map { $0.failures.values.reduce(0, +) }.reduce(0, +))",
+        "linked_sends_per_s": String(format: "%.0f", rate(linked)),
+        "send_p50_ms": String(format: "%.2f", percentile(sends.latencies, 0.5) / 1000),
+        "linked_p50_ms": String(format: "%.2f", percentile(linked.latencies, 0.5) / 1000),
+        "linked_p99_ms": String(format: "%.2f", percentile(linked.latencies, 0.99) / 1000),
+        "link_vs_send": String(format: "%.2f", rate(linked) / max(rate(sends), 1)),
+        "errors": "\([sends, reactions, drafts, votes, history[0], history[1], linked].map { $0.failures.values.reduce(0, +) }.reduce(0, +))",
     ])
 }
 

@@ -33,6 +33,16 @@ struct Media: MediaItem {
     var size: CGSize { CGSize(width: 240, height: 240) }
 }
 
+struct Link: LinkItem {
+    var item: LinkItemMirror
+    init(_ item: LinkItemMirror) { self.item = item }
+    var text: String? { item.text }
+    var attributedText: NSAttributedString? { item.markdown.map { NSAttributedString(string: $0) } }
+    var url: URL { item.url }
+    var title: String? { item.title }
+    var teaser: String { item.teaser }
+}
+
 struct Audio: AudioItem {
     var attachment: Attachment
     init(_ attachment: Attachment) { self.attachment = attachment }

@@ -24,6 +24,14 @@ public protocol AudioItem {
     var size: CGSize { get }
 }
 
+public protocol LinkItem {
+    var text: String? { get }
+    var attributedText: NSAttributedString? { get }
+    var url: URL { get }
+    var title: String? { get }
+    var teaser: String { get }
+}
+
 public enum MessageKind {
     case text(String)
     case attributedText(NSAttributedString)
@@ -32,6 +40,7 @@ public enum MessageKind {
     case location(any LocationItem)
     case emoji(String)
     case audio(any AudioItem)
+    case linkPreview(any LinkItem)
     case custom(Any?)
 }
 
