@@ -732,12 +732,18 @@ package final class MediaService: Sendable {
     package func avatar(_ request: Request, id: String) async throws -> Response {
         let attachment = try await chat.attachments.avatar(id)
         guard let thumbnail = attachment.thumbnailBlob else { throw ChatError.thumbnailNotFound }
-        let etag = "\"\(thumbnail)\""
+        return try publicThumbnail(request, blob: thumbnail, missing: .attachmentNotFound)
+    }
+
+    /// A thumbnail anyone with its path may read (an avatar, a link preview's): a JPEG cached
+    /// publicly for a day, named by its blob (the bytes of a blob never change).
+    private func publicThumbnail(_ request: Request, blob: String, missing: ChatError) throws -> Response {
+        let etag = "\"\(blob)\""
         var headers = HTTPHeaders()
         headers.add(name: "ETag", value: etag)
         headers.add(name: "Cache-Control", value: "public, max-age=86400")
         if request.ifNoneMatch(etag) { return Response(status: .notModified, headers: headers) }
-        guard let key = BlobKey(hex: thumbnail), let file = try blobs.open(key) else { throw ChatError.attachmentNotFound }
+        guard let key = BlobKey(hex: blob), let file = try blobs.open(key) else { throw missing }
         headers.add(name: "Content-Type", value: "image/jpeg")
         headers.add(name: "X-Content-Type-Options", value: "nosniff")
         headers.add(name: "Content-Security-Policy", value: "default-src 'none'; sandbox")
@@ -751,18 +757,7 @@ package final class MediaService: Sendable {
     /// id no preview has.
     package func previewImage(_ request: Request, id: String) async throws -> Response {
         guard let thumbnail = try await chat.linkPreviews.thumbnail(publicID: id) else { throw ChatError.thumbnailNotFound }
-        let etag = "\"\(thumbnail)\""
-        var headers = HTTPHeaders()
-        headers.add(name: "ETag", value: etag)
-        headers.add(name: "Cache-Control", value: "public, max-age=86400")
-        if request.ifNoneMatch(etag) { return Response(status: .notModified, headers: headers) }
-        guard let key = BlobKey(hex: thumbnail), let file = try blobs.open(key) else { throw ChatError.thumbnailNotFound }
-        headers.add(name: "Content-Type", value: "image/jpeg")
-        headers.add(name: "X-Content-Type-Options", value: "nosniff")
-        headers.add(name: "Content-Security-Policy", value: "default-src 'none'; sandbox")
-        var response = Response(status: .ok, headers: headers)
-        response.file = FileRegion(descriptor: file.descriptor, offset: 0, length: file.size, owner: file)
-        return response
+        return try publicThumbnail(request, blob: thumbnail, missing: .thumbnailNotFound)
     }
 
     // MARK: - Download

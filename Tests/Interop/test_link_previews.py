@@ -82,6 +82,11 @@ def send(client, room, text, **extra):
     return message
 
 
+def previewed(phone, message):
+    """The `message.previewed` event of `message`, as the device receives it."""
+    return phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == message["id"])["event"]
+
+
 def refusals(server):
     return sum(1 for line in server.log if "no link preview" in line)
 
@@ -94,9 +99,9 @@ def test_a_links_preview_reaches_members_live_without_a_seq_is_in_history_and_it
     # The send answered before any fetch: no preview in its answer.
     assert "linkPreview" not in message
     created = phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == message["id"])["event"]
-    previewed = phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == message["id"])["event"]
-    assert "seq" not in previewed and previewed["position"] > created["position"]
-    preview = previewed["message"]["linkPreview"]
+    event = previewed(phone, message)
+    assert "seq" not in event and event["position"] > created["position"]
+    preview = event["message"]["linkPreview"]
     assert preview["url"] == f"{site.url}/article1"
     assert preview["title"] == "Parley & friends: chat you own"      # og:title over <title>, entities decoded, not the script's
     assert preview["description"] == "One Swift server and one SDK."
@@ -125,9 +130,9 @@ def test_the_same_link_is_read_once_for_every_message_of_the_app(server, site, p
     phone = Device(server, ana.token)
     phone.wait_ready()
     first = send(ana, room, f"{site.url}/article2")
-    phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == first["id"])["event"]
+    previewed(phone, first)
     second = send(ben, room, f"again {site.url}/article2 !")
-    again = phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == second["id"])["event"]
+    again = previewed(phone, second)
     assert again["message"]["linkPreview"]["title"] == "Parley & friends: chat you own"
     assert site.hits["/article2"] == 1
     phone.close()
@@ -138,7 +143,7 @@ def test_oembed_fills_in_what_the_page_does_not_say(server, site, pair):
     phone = Device(server, ben.token)
     phone.wait_ready()
     message = send(ana, room, f"watch {site.url}/oembed")
-    preview = phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == message["id"])["event"]["message"]["linkPreview"]
+    preview = previewed(phone, message)["message"]["linkPreview"]
     assert preview["title"] == "A talk about chat" and preview["siteName"] == "Tube" and preview["description"] == "by Maria"
     assert "image" not in preview
     phone.close()
@@ -149,7 +154,7 @@ def test_a_link_to_a_picture_previews_the_picture(server, site, pair):
     phone = Device(server, ben.token)
     phone.wait_ready()
     message = send(ana, room, f"{site.url}/picture.png")
-    preview = phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == message["id"])["event"]["message"]["linkPreview"]
+    preview = previewed(phone, message)["message"]["linkPreview"]
     assert preview["siteName"] == "127.0.0.1" and (preview["image"]["width"], preview["image"]["height"]) == (512, 512)
     phone.close()
 
@@ -173,7 +178,7 @@ def test_an_image_on_a_private_address_is_not_fetched_and_the_preview_has_none(s
     phone = Device(server, ben.token)
     phone.wait_ready()
     message = send(ana, room, f"{site.url}/image-inside")
-    preview = phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == message["id"])["event"]["message"]["linkPreview"]
+    preview = previewed(phone, message)["message"]["linkPreview"]
     assert preview["title"] == "An image inside" and "image" not in preview
     assert internal.total_hits() == 0
     phone.close()
@@ -185,13 +190,13 @@ def test_a_sender_can_opt_out_and_an_edit_to_another_link_previews_that_one(serv
     phone.wait_ready()
     quiet = send(ana, room, f"no preview please {site.url}/article3", previewLinks=False)
     loud = send(ana, room, f"{site.url}/article4")
-    phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == loud["id"])["event"]
+    previewed(phone, loud)
     # The opt-out's edit keeps it out; an edit of the previewed one to another link previews that one.
     status, _ = ana.patch(f"/v1/conversations/{room['id']}/messages/{quiet['id']}", {"content": {"type": "text", "text": f"{site.url}/article5"}})
     assert status == 200
     status, edited = ana.patch(f"/v1/conversations/{room['id']}/messages/{loud['id']}", {"content": {"type": "text", "text": f"now {site.url}/oembed"}})
     assert status == 200 and "linkPreview" not in edited
-    again = phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == loud["id"])["event"]
+    again = previewed(phone, loud)
     assert again["message"]["linkPreview"]["title"] == "A talk about chat"
     status, fetched = ben.get(f"/v1/conversations/{room['id']}/messages/{quiet['id']}")
     assert "linkPreview" not in fetched
@@ -215,7 +220,7 @@ def test_the_apps_switch_turns_previews_off_and_on(server, site, pair):
         status, settings = backend.request("PUT", "/v1/server/link-previews", {"enabled": True}, headers=secret)
         assert status == 200 and settings == {"enabled": True}
         on = send(ana, room, f"{site.url}/article7")
-        phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == on["id"])["event"]
+        previewed(phone, on)
         status, fetched = ben.get(f"/v1/conversations/{room['id']}/messages/{off['id']}")
         assert "linkPreview" not in fetched and "/article6" not in site.hits
     finally:
@@ -270,7 +275,7 @@ def test_the_terminal_client_shows_the_preview_and_sends_without_one(server, sit
     loud = run("send", room["id"], f"{site.url}/article10")
     assert loud.returncode == 0, loud.stderr
     loud_id = loud.stdout.split("\t")[0]
-    phone.wait_event(lambda e: e["type"] == "message.previewed" and e["message"]["id"] == loud_id)
+    previewed(phone, {"id": loud_id})
     history = run("history", room["id"])
     lines = history.stdout.splitlines()
     assert lines[-1].endswith(f"{site.url}/article10  🔗 Parley & friends: chat you own — Parley blog"), lines[-1]
