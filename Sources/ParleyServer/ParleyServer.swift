@@ -263,7 +263,7 @@ package final class ParleyServer: Sendable {
         var busStatistics: (@Sendable () -> RedisBus.Statistics)?
         if let redisBus { busStatistics = { redisBus.currentStatistics } }
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
-                                 pusher: pusher, bus: busStatistics, push: push, webhooks: webhooks, chat: chat)
+                                 pusher: pusher, bus: busStatistics, push: push, webhooks: webhooks, chat: chat, linkPreviews: linkPreviews)
         ChatRoutes.add(to: &router, chat: chat)
         ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond)
         MediaRoutes.add(to: &router, media: media, chat: chat)

@@ -11,13 +11,14 @@ import ParleyStore
 import ParleyStoreSQLite
 import ParleySync
 import ParleyMediaService
+import ParleyLinkPreview
 
 /// The server's HTTP and WebSocket routes.
 enum Routes {
     static func make(configuration: ServerConfiguration, group: EventLoopGroup, startedAt: ContinuousClock.Instant, store: any GroupCommitStore,
                      fanout: Fanout<EncodedWebSocketFrame>? = nil, media: MediaService? = nil, pusher: PusherService? = nil,
                      bus: (@Sendable () -> RedisBus.Statistics)? = nil, push: PushService? = nil, webhooks: WebhookService? = nil,
-                     chat: Chat? = nil) -> Router {
+                     chat: Chat? = nil, linkPreviews: LinkPreviewService? = nil) -> Router {
         var router = Router()
         // Liveness probes hit this constantly: the JSON is written by hand (three fields, no
         // user input) because Foundation's JSONEncoder cost 18% of the server's CPU under wrk.
@@ -55,7 +56,8 @@ enum Routes {
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
                                                         push: push, webhooks: hooks, storage: chat.map { $0.storage.current },
                                                         workers: chat?.workers.all, outbox: outbox, reports: reports,
-                                                        reportResolution: chat?.reportResolution, dataDirectory: configuration.dataDirectory))
+                                                        reportResolution: chat?.reportResolution, dataDirectory: configuration.dataDirectory,
+                                                        linkPreviews: linkPreviews?.metrics.withLock { $0 }))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             response.logLevel = .debug
             return response
@@ -124,7 +126,7 @@ enum Metrics {
                        push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil,
                        workers: [Workers.Worker]? = nil, outbox: [(kind: String, waiting: Int, overdueSeconds: Double)]? = nil,
                        reports: (open: Int, oldestSeconds: Double)? = nil, reportResolution: LatencyHistogram? = nil,
-                       dataDirectory: String? = nil) -> String {
+                       dataDirectory: String? = nil, linkPreviews: LinkPreviewMetrics? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -213,6 +215,12 @@ enum Metrics {
             metric("parley_media_downloads_total", "counter", "Downloads answered with bytes (200 and 206).", [("", "\(media.downloads)")])
             metric("parley_media_files_removed_total", "counter", "Stored files removed because no upload uses them any more.",
                    [("", "\(media.blobsRemoved)")])
+        }
+        if let linkPreviews {
+            metric("parley_link_preview_links_total", "counter", "Links this node worked on, by what it took: a fetch that found something, the app's cache, or a page that gave nothing.",
+                   [("{outcome=\"fetched\"}", "\(linkPreviews.fetched)"), ("{outcome=\"cached\"}", "\(linkPreviews.cached)"),
+                    ("{outcome=\"empty\"}", "\(linkPreviews.empty)")])
+            metric("parley_link_previews_total", "counter", "Messages this node put a link preview on.", [("", "\(linkPreviews.previewed)")])
         }
         if let pusher {
             metric("parley_pusher_connections", "gauge", "Open Pusher-protocol sockets on this node.", [("", "\(pusher.connections)")])

@@ -119,6 +119,10 @@ def test_a_links_preview_reaches_members_live_without_a_seq_is_in_history_and_it
     assert thumbnail.format == "JPEG" and thumbnail.size == (image["width"], image["height"])
     status, _, _ = Client(server).request_bytes("GET", "/v1/previews/lp_doesnotexist000000000", authenticated=False)
     assert status == 404
+    # The node counts what it did.
+    status, text, _ = Client(server).request_bytes("GET", "/metrics", authenticated=False)
+    lines = dict(line.rsplit(" ", 1) for line in text.decode().splitlines() if line.startswith("parley_link_preview"))
+    assert int(lines['parley_link_preview_links_total{outcome="fetched"}']) >= 1 and int(lines["parley_link_previews_total"]) >= 1
     # Unread counts did not move for the preview: ben has one unread message.
     status, listing = ben.get("/v1/conversations")
     assert [c for c in listing["conversations"] if c["id"] == room["id"]][0]["unreadCount"] == 1

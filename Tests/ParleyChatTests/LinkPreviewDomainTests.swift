@@ -103,4 +103,29 @@ struct LinkPreviewDomainTests {
         let retouched = try await chat.edit(ann, conversation: room, message: kept.id, EditMessageRequest(content: .text("https://example.com/three (fixed)")))
         #expect(retouched.linkPreview?.title == "Three")
     }
+
+    @Test func aCachedPageNoMessageShowsIsCollectedWithItsThumbnailAndOneShownIsKept() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let (ann, ben, room) = try await harness.twoInAGroup()
+        func preview(_ clientID: String, _ url: String, blob: String) async throws -> Message {
+            let sent = try await chat.send(ann, to: room, SendMessageRequest(clientID: clientID, content: .text(url))).0
+            let job = try #require(try await chat.linkPreviews.claim(holder: "n1").first)
+            var page = found(url)
+            page.thumbnail = (blob, 512, 300)
+            #expect(try await chat.linkPreviews.finish(job, holder: "n1", fetched: page))
+            return try await chat.message(ben, conversation: room, message: sent.id)
+        }
+        let kept = try await preview("c1", "https://example.com/kept", blob: String(repeating: "1a", count: 32))
+        let dropped = try await preview("c2", "https://example.com/dropped", blob: String(repeating: "2b", count: 32))
+        _ = try await chat.delete(ann, conversation: room, messages: [dropped.id])
+        #expect(try await chat.attachments.collect(policy: Chat.MediaPolicy()).isEmpty, "used today: kept")
+        harness.clock.advance(by: 2 * 86_400)
+        let garbage = try await chat.attachments.collect(policy: Chat.MediaPolicy())
+        #expect(garbage == [String(repeating: "2b", count: 32)])
+        func id(_ message: Message) throws -> String { String(try #require(message.linkPreview?.image?.url).dropFirst("/v1/previews/".count)) }
+        #expect(try await chat.linkPreviews.thumbnail(publicID: try id(dropped)) == nil)
+        #expect(try await chat.linkPreviews.thumbnail(publicID: try id(kept)) == String(repeating: "1a", count: 32), "a message still shows it")
+    }
 }

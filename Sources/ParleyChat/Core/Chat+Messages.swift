@@ -427,7 +427,7 @@ extension Chat {
                 // Another link (or none) now: the old preview goes, and the new link is previewed
                 // unless the sender turned previews off for this message.
                 if LinkPreview.firstLink(in: oldContent) != LinkPreview.firstLink(in: prepared.value) {
-                    try db.execute("UPDATE message SET link_preview = NULL WHERE id = \(key)")
+                    try db.execute("UPDATE message SET link_preview = NULL, link_preview_key = NULL WHERE id = \(key)")
                     try db.execute("DELETE FROM link_preview_job WHERE message_id = \(key)")
                     if let previewLink, try row.get("m_shadow", as: Int64.self) == 0,
                        try db.fetchValue(Int64.self, "SELECT link_preview_off FROM message WHERE id = \(key)") == 0 {
@@ -480,7 +480,7 @@ extension Chat {
                           activity: Bool, now: Int64) throws {
         try db.execute("""
             UPDATE message SET content = NULL, metadata = NULL, deleted_at = \(now), reactions = NULL, mentions = NULL, poll = NULL,
-                               pinned_at = NULL, pinned_by = NULL, link_preview = NULL
+                               pinned_at = NULL, pinned_by = NULL, link_preview = NULL, link_preview_key = NULL
             WHERE id = \(key)
             """)
         try db.execute("DELETE FROM reaction WHERE message_id = \(key)")

@@ -892,6 +892,9 @@ package enum Schema: Sendable {
             // preview, claimed by one node at a time.
             try db.execute("ALTER TABLE message ADD COLUMN link_preview text")
             try db.execute("ALTER TABLE message ADD COLUMN link_preview_off integer NOT NULL DEFAULT 0")
+            // Which cache entry's picture the preview shows: an entry no message shows is
+            // collected a day after its last use (with its thumbnail).
+            try db.execute("ALTER TABLE message ADD COLUMN link_preview_key bigint")
             try db.execute("ALTER TABLE app ADD COLUMN link_previews integer NOT NULL DEFAULT 1")
             try db.execute(SQL(stringLiteral: """
                 CREATE TABLE link_preview (
@@ -906,6 +909,8 @@ package enum Schema: Sendable {
                     UNIQUE (app_id, url))
                 """))
             try db.execute("CREATE INDEX link_preview_thumb ON link_preview (thumb_blob) WHERE thumb_blob IS NOT NULL")
+            try db.execute("CREATE INDEX link_preview_unused ON link_preview (used_at)")
+            try db.execute("CREATE INDEX message_link_preview ON message (link_preview_key) WHERE link_preview_key IS NOT NULL")
             try db.execute("""
                 CREATE TABLE link_preview_job (
                     message_id bigint PRIMARY KEY REFERENCES message(id) ON DELETE CASCADE,

@@ -186,6 +186,8 @@ extension Attachments {
                     candidates.insert(try row.get("blob"))
                     if let thumb = try row.get("thumb_blob", as: String?.self) { candidates.insert(thumb) }
                 }
+                // Link previews' cached pages no message shows, with their thumbnails.
+                candidates.formUnion(try LinkPreviews.collect(db, now: now, limit: limit))
                 try Chat.markGarbage(db, candidates, now: now)
                 // Marked as being removed in this transaction: an upload of the same bytes
                 // (on another node) waits until ``forgetGarbage(_:)`` says the files are gone.

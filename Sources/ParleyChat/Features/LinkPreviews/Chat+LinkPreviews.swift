@@ -216,15 +216,16 @@ extension LinkPreviews {
                     return false
                 }
                 try tx.execute("DELETE FROM link_preview_job WHERE message_id = \(job.message)")
-                let entry: (publicID: String, cached: CachedLinkPreview)
+                let entry: (key: Int64, publicID: String, cached: CachedLinkPreview)
                 if let fetched {
-                    entry = (try Self.store(tx, app: job.app, url: job.url, fetched, now: now), fetched)
+                    let stored = try Self.store(tx, app: job.app, url: job.url, fetched, now: now)
+                    entry = (stored.key, stored.publicID, fetched)
                 } else {
                     guard let row = try tx.fetchOne("""
-                        SELECT public_id, preview, thumb_blob, fetched_at FROM link_preview WHERE app_id = \(job.app) AND url = \(job.url)
+                        SELECT id, public_id, preview, thumb_blob, fetched_at FROM link_preview WHERE app_id = \(job.app) AND url = \(job.url)
                         """) else { return false }
                     try tx.execute("UPDATE link_preview SET used_at = \(now) WHERE app_id = \(job.app) AND url = \(job.url)")
-                    entry = (try row.get("public_id"), try Self.cachedPreview(row))
+                    entry = (try row.get("id"), try row.get("public_id"), try Self.cachedPreview(row))
                 }
                 guard var preview = entry.cached.preview else { return false }
                 if let thumbnail = entry.cached.thumbnail {
@@ -240,7 +241,9 @@ extension LinkPreviews {
                     let content = try? JSONDecoder().decode(MessageContent.self, from: Data(contentJSON.utf8)),
                     LinkPreview.firstLink(in: content) == job.url else { return false }
                 preview.url = job.url
-                try tx.execute("UPDATE message SET link_preview = \(try Chat.canonicalJSON(preview)) WHERE id = \(job.message)")
+                try tx.execute("""
+                    UPDATE message SET link_preview = \(try Chat.canonicalJSON(preview)), link_preview_key = \(entry.key) WHERE id = \(job.message)
+                    """)
                 try tx.append(conversation: try row.get("conversation_id"), kind: .messagePreviewed, actor: nil, message: job.message, now: now)
                 return true
             }
@@ -248,8 +251,8 @@ extension LinkPreviews {
     }
 
     /// Writes a fetched page into the app's cache (replacing an older copy, whose thumbnail
-    /// becomes garbage unless something else uses it); the entry's public id.
-    static func store(_ tx: Transaction, app: Int64, url: String, _ fetched: CachedLinkPreview, now: Int64) throws -> String {
+    /// becomes garbage unless something else uses it); the entry's row and public id.
+    static func store(_ tx: Transaction, app: Int64, url: String, _ fetched: CachedLinkPreview, now: Int64) throws -> (key: Int64, publicID: String) {
         // The thumbnail's size is kept with the preview; its path is the entry's, added when read.
         var stored = fetched.preview
         if let thumbnail = fetched.thumbnail { stored?.image = LinkPreviewImage(url: "", width: thumbnail.width, height: thumbnail.height) }
@@ -262,7 +265,7 @@ extension LinkPreviews {
             }
             try tx.execute("DELETE FROM blob_garbage WHERE blob = \(blob)")
         }
-        let old = try tx.fetchOne("SELECT public_id, thumb_blob FROM link_preview WHERE app_id = \(app) AND url = \(url)")
+        let old = try tx.fetchOne("SELECT id, public_id, thumb_blob FROM link_preview WHERE app_id = \(app) AND url = \(url)")
         if let old {
             let publicID: String = try old.get("public_id")
             try tx.execute("""
@@ -272,14 +275,28 @@ extension LinkPreviews {
             if let oldBlob = try old.get("thumb_blob", as: String?.self), oldBlob != fetched.thumbnail?.blob {
                 try Chat.markGarbage(tx, [oldBlob], now: now)
             }
-            return publicID
+            return (try old.get("id"), publicID)
         }
         let publicID = Crypto.randomID(prefix: "lp_", length: 22)
-        try tx.execute("""
+        guard let key = try tx.fetchValue(Int64.self, """
             INSERT INTO link_preview (app_id, url, public_id, preview, thumb_blob, fetched_at, used_at)
-            VALUES (\(app), \(url), \(publicID), \(previewJSON), \(fetched.thumbnail?.blob), \(fetched.fetchedAt), \(now))
+            VALUES (\(app), \(url), \(publicID), \(previewJSON), \(fetched.thumbnail?.blob), \(fetched.fetchedAt), \(now)) RETURNING id
+            """) else { throw ChatError.internalError }
+        return (key, publicID)
+    }
+
+    /// Forgets cache entries no message shows that were last used more than a day ago (at most
+    /// `limit`); the thumbnails they held, for ``Chat/markGarbage(_:_:now:)``.
+    static func collect(_ db: any Database, now: Int64, limit: Int) throws -> Set<String> {
+        let rows = try db.fetchAll("""
+            SELECT lp.id, lp.thumb_blob FROM link_preview lp
+            WHERE lp.used_at < \(now - 86_400_000) AND NOT EXISTS (SELECT 1 FROM message m WHERE m.link_preview_key = lp.id)
+            LIMIT \(limit)
             """)
-        return publicID
+        guard !rows.isEmpty else { return [] }
+        let keys: [Int64] = try rows.map { try $0.get("id") }
+        try db.execute("DELETE FROM link_preview WHERE id IN (\(list: keys))")
+        return Set(try rows.compactMap { try $0.get("thumb_blob", as: String?.self) })
     }
 
     static func cachedPreview(_ row: Row) throws -> CachedLinkPreview {
