@@ -65,7 +65,8 @@ let package = Package(
                                                      "ParleyPusher", "ParleyStorePostgres", "ParleyRedis", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleySync", "ParleyOutbound"],
                 resources: [.copy("Web")]),
         // The SDK: ParleyNet's WebSocket client on Linux, URLSessionWebSocketTask on Apple platforms.
-        .target(name: "Parley", dependencies: ["ParleyWire", "ParleySync", .target(name: "ParleyNet", condition: .when(platforms: [.linux]))]),
+        .target(name: "Parley", dependencies: ["ParleyWire", "ParleySync", .target(name: "ParleyNet", condition: .when(platforms: [.linux])),
+                                             .target(name: "CParleySQLite", condition: .when(platforms: [.linux]))]),
 
         .executableTarget(name: "parley-server", dependencies: ["ParleyServer", "ParleyLog"]),
         // The terminal client; its screen layout and key decoding are a library so tests read them as data.

@@ -55,3 +55,37 @@ extension Conversation {
         return updated
     }
 }
+
+extension Conversation {
+    /// This conversation as a conversation list shows it after `event`: ``updated(by:)``, and
+    /// a new message (not a reply only in its thread) becomes ``lastMessage``, moves
+    /// ``lastSeq`` and ``lastPosition`` and counts as unread unless `me` sent it (sending marks
+    /// everything before it read); an edit, deletion or preview of the last message shows in
+    /// it; retention that removed it leaves none; the user's read watermark reaching the last
+    /// message clears the unread count. ``ConversationListModel`` and ``LocalStore`` keep their
+    /// lists with it.
+    public func listed(after event: ConversationEvent, me: UserID?) -> Conversation {
+        guard event.conversationID == id else { return self }
+        var updated = updated(by: event)
+        switch event.type {
+        case .messageCreated where event.message.map { $0.threadID == nil || $0.alsoInConversation == true } ?? false:
+            updated.lastMessage = event.message
+            updated.lastPosition = max(updated.lastPosition, event.position)
+            if let seq = event.seq { updated.lastSeq = max(updated.lastSeq, seq) }
+            if event.message?.sender.id == me {
+                updated.unreadCount = 0   // sending marks everything up to it read
+            } else {
+                updated.unreadCount = min(updated.unreadCount + 1, 9_999)
+            }
+        case .messageCreated, .messageEdited, .messageDeleted, .messagePreviewed:
+            if let message = event.message, message.id == updated.lastMessage?.id { updated.lastMessage = message }
+        case .messagesExpired:
+            if let through = event.throughSeq, let last = updated.lastMessage, last.seq <= through { updated.lastMessage = nil }
+        case .receiptUpdated where event.userID == me:
+            if let read = event.readSeq, read >= updated.lastSeq { updated.unreadCount = 0 }
+        default:
+            break
+        }
+        return updated
+    }
+}

@@ -7,7 +7,7 @@ public import ParleyWire
 /// stream — a new message moves its conversation up (pinned ones stay first, in the user's
 /// order) and counts as unread, reading it on any device clears the count, a conversation the
 /// user joins appears and one they leave, are removed from or archive goes, and a `resync`
-/// reads the list again. Nothing here is kept on disk yet (issue 34's local store).
+/// reads the list again. With the client's ``LocalStore`` the list the device kept shows first.
 ///
 /// ```swift
 /// let list = ConversationListModel(client: client)
@@ -70,9 +70,13 @@ public final class ConversationListModel: LiveModel {
 
     /// Reads the first page and follows the live stream until ``stop()``. The client's socket
     /// is the app's to open (``ParleyClient/connect()``).
+    ///
+    /// With the client's ``LocalStore``, what the device kept shows at once (without a
+    /// network too); the server's first page then replaces it.
     public func start() async {
         guard following == nil else { return }
         me = await client.currentUser?.id
+        if conversations.isEmpty { conversations = await client.cachedConversations() }
         following = follow(await client.events())
         await reload()
     }
@@ -100,7 +104,7 @@ public final class ConversationListModel: LiveModel {
         defer { isLoading = false }
         do {
             let page = try await client.conversations(limit: pageSize, before: after)
-            if after == nil { conversations = [] }
+            if after == nil { conversations = [] }   // the server's list replaces the device's
             let known = Set(conversations.map(\.id))
             conversations += page.conversations.filter { !known.contains($0.id) }
             cursor = page.nextCursor
@@ -131,24 +135,7 @@ public final class ConversationListModel: LiveModel {
             insert(fetched)
             return
         }
-        var updated = conversations[index].updated(by: event)
-        switch event.type {
-        case .messageCreated where event.message.map { $0.threadID == nil || $0.alsoInConversation == true } ?? false:
-            updated.lastMessage = event.message
-            updated.lastPosition = max(updated.lastPosition, event.position)
-            if let seq = event.seq { updated.lastSeq = max(updated.lastSeq, seq) }
-            if event.message?.sender.id == me {
-                updated.unreadCount = 0   // sending marks everything up to it read
-            } else {
-                updated.unreadCount = min(updated.unreadCount + 1, 9_999)
-            }
-        case .messageCreated, .messageEdited, .messageDeleted:
-            if let message = event.message, message.id == updated.lastMessage?.id { updated.lastMessage = message }
-        case .receiptUpdated where event.userID == me:
-            if let read = event.readSeq, read >= updated.lastSeq { updated.unreadCount = 0 }
-        default:
-            break
-        }
+        let updated = conversations[index].listed(after: event, me: me)
         conversations.remove(at: index)
         if updated.archived != true { insert(updated) }
     }
@@ -192,10 +179,15 @@ public final class MessagesModel: LiveModel {
     public private(set) var isLoading = false
     /// What the last read that failed said (nil after one that worked).
     public private(set) var lastError: String?
+    /// The user's messages to this conversation still in the outbox (``ParleyClient/outbox``),
+    /// oldest first: show them after ``messages`` as "sending". Each leaves when the server
+    /// has it (it is then in ``messages``).
+    public private(set) var sending: [OutboxItem] = []
 
     @ObservationIgnored private let client: ParleyClient
     @ObservationIgnored private let pageSize: Int
     @ObservationIgnored private var following: Task<Void, Never>?
+    @ObservationIgnored private var outgoing: Task<Void, Never>?
     @ObservationIgnored private var me = UserID(rawValue: "")
 
     /// The messages of `conversation`, read `pageSize` at a time.
@@ -206,10 +198,22 @@ public final class MessagesModel: LiveModel {
     }
 
     /// Reads the newest page and follows the conversation's live events until ``stop()``.
+    /// With the client's ``LocalStore``, the messages the device kept show at once (without a
+    /// network too), and the outbox's in ``sending``; the server's newest page then replaces them.
     public func start() async {
         guard following == nil else { return }
         me = await client.currentUser?.id ?? me
+        if messages.isEmpty { messages = await client.cachedHistory(of: conversationID, limit: pageSize) }
+        await refreshSending()
         following = follow(await client.events())
+        let updates = await client.outgoingUpdates()
+        let id = conversationID
+        outgoing = Task { [weak self] in
+            for await update in updates where update.conversationID == id {
+                guard let self else { return }
+                await self.refreshSending()
+            }
+        }
         await reload()
     }
 
@@ -217,6 +221,13 @@ public final class MessagesModel: LiveModel {
     public func stop() {
         following?.cancel()
         following = nil
+        outgoing?.cancel()
+        outgoing = nil
+    }
+
+    private func refreshSending() async {
+        let id = conversationID
+        sending = await client.outbox.filter { $0.conversationID == id }
     }
 
     /// Reads the newest page again, replacing what is shown.
@@ -252,7 +263,10 @@ public final class MessagesModel: LiveModel {
     func shows(_ event: ConversationEvent) -> Bool { event.conversationID == conversationID }
 
     /// The messages after one stored change of this conversation.
-    func apply(_ event: ConversationEvent) {
+    func apply(_ event: ConversationEvent) async {
         messages = messages.applying(event, me: me)
+        if event.type == .messageCreated, let sent = event.message?.clientID, sending.contains(where: { $0.clientID == sent }) {
+            sending.removeAll { $0.clientID == sent }
+        }
     }
 }

@@ -100,6 +100,8 @@ public actor ParleyClient {
     let mediaCache: URL
     /// The most bytes the media cache keeps; the least recently used files go first.
     let mediaCacheBytes: Int64
+    /// What the user has seen, kept on the device (nil: nothing is kept but the state).
+    public nonisolated let localStore: LocalStore?
     private var state: ClientState
     private var connection: (any RealtimeConnection)?
     private var connectionState = ConnectionState.offline
@@ -119,9 +121,12 @@ public actor ParleyClient {
     /// A client of the server at `server` (`http://host:port`) for the app with `appKey`,
     /// keeping its token, position and outbox in `store` (default: memory only) and
     /// downloaded attachments in `mediaCache` (default: a folder in the temporary directory),
-    /// at most `mediaCacheBytes` of them (default: 256 MiB).
+    /// at most `mediaCacheBytes` of them (default: 256 MiB). With `localStore`, the
+    /// conversations, history and live events it reads are kept there for offline reading
+    /// (``cachedConversations(archived:)``, ``cachedHistory(of:before:limit:)``).
     public init(server: String, appKey: String, store: any ClientStateStore = MemoryStateStore(), mediaCache: URL? = nil,
-                mediaCacheBytes: Int64 = 256 << 20) {
+                mediaCacheBytes: Int64 = 256 << 20, localStore: LocalStore? = nil) {
+        self.localStore = localStore
         let base = server.hasSuffix("/") ? String(server.dropLast()) : server
         self.mediaCache = mediaCache ?? FileManager.default.temporaryDirectory.appendingPathComponent("parley-media-\(appKey)")
         self.mediaCacheBytes = mediaCacheBytes
@@ -193,6 +198,7 @@ public actor ParleyClient {
         disconnect()
         state = ClientState()
         try store.save(state)
+        try localStore?.reset()   // nothing of the account stays on the device
     }
 
     /// Deletes the signed-in account for good (what App Store guideline 5.1.1(v) asks an app to
@@ -211,10 +217,12 @@ public actor ParleyClient {
         disconnect()
         state = ClientState()
         try store.save(state)
+        try localStore?.reset()
     }
 
     private func adopt(_ signedIn: SignedIn) async throws -> User {
         if state.user?.id != signedIn.user.id { state = ClientState() }  // another account: nothing carries over
+        if let localStore, localStore.userID != signedIn.user.id { try localStore.reset(user: signedIn.user.id) }
         state.token = signedIn.session.token
         state.user = signedIn.user
         if state.position == nil {
@@ -288,8 +296,10 @@ public actor ParleyClient {
     public func conversations(limit: Int = 30, before cursor: String? = nil, customData: [String: String] = [:],
                               archived: Bool = false) async throws -> ConversationPage {
         let fields = customData.sorted { $0.key < $1.key }.map { ("customData." + $0.key, $0.value) }
-        return try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? []) + fields
-                                   + (archived ? [("archived", "true")] : []), token: try requireToken())
+        let page: ConversationPage = try await http.call("GET", "/v1/conversations", query: [("limit", "\(limit)")] + (cursor.map { [("before", $0)] } ?? [])
+                                                         + fields + (archived ? [("archived", "true")] : []), token: try requireToken())
+        keep { try $0.save(conversations: page.conversations) }
+        return page
     }
 
     /// Public channels whose title starts with `query` (all when empty).
@@ -321,8 +331,49 @@ public actor ParleyClient {
     /// A page of history, oldest first: the newest `limit` messages, or those before `seq`
     /// ("load earlier": pass the oldest seq shown, and the page ends right where the view began).
     public func history(of conversation: ConversationID, before seq: Int64? = nil, limit: Int = 50) async throws -> MessagePage {
-        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/messages",
-                            query: [("limit", "\(limit)")] + (seq.map { [("before", "\($0)")] } ?? []), token: try requireToken())
+        let page: MessagePage = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/messages",
+                                                    query: [("limit", "\(limit)")] + (seq.map { [("before", "\($0)")] } ?? []), token: try requireToken())
+        keep { try $0.save(messages: page.messages) }
+        return page
+    }
+
+    // MARK: - Offline (the local store)
+
+    /// The conversations kept on the device (``LocalStore``), as the list shows them; empty
+    /// without a local store. Needs no network.
+    public func cachedConversations(archived: Bool = false) -> [Conversation] {
+        (try? localStore?.conversations(archived: archived)) ?? []
+    }
+
+    /// A conversation's messages kept on the device before `seq` (the newest when nil), oldest
+    /// first; empty without a local store. Needs no network.
+    public func cachedHistory(of conversation: ConversationID, before seq: Int64? = nil, limit: Int = 50) -> [Message] {
+        (try? localStore?.messages(in: conversation, before: seq, limit: limit)) ?? []
+    }
+
+    /// Messages kept on the device whose text has every word of `text`, newest first. Needs no network.
+    public func searchLocally(_ text: String, limit: Int = 20) -> [Message] {
+        (try? localStore?.search(text, limit: limit)) ?? []
+    }
+
+    /// ``searchMessages(_:in:filters:limit:cursor:)``'s first page merged with what the device
+    /// holds: the server's matches first, then the device's it did not return (offline: the
+    /// device's alone).
+    public func searchMessagesAnywhere(_ text: String, limit: Int = 20) async -> [Message] {
+        let here = searchLocally(text, limit: limit)
+        guard let there = try? await searchMessages(text, limit: limit).messages else { return here }
+        let seen = Set(there.map(\.id))
+        return Array((there + here.filter { !seen.contains($0.id) }).prefix(limit))
+    }
+
+    /// Writes to the local store, telling the app when it cannot (``LiveEvent/saveFailed(_:)``).
+    private func keep(_ write: (LocalStore) throws -> Void) {
+        guard let localStore else { return }
+        do {
+            try write(localStore)
+        } catch {
+            emit(.saveFailed(.stateNotSaved("the local store: \(error)")))
+        }
     }
 
     /// Queues a message and returns its client id at once. It goes out over the socket as soon
@@ -744,6 +795,9 @@ public actor ParleyClient {
             } else {
                 advance(to: resync.position)
             }
+            // What the device kept may have gaps now: empty it; the reads the app makes next
+            // (the resync tells its screens to reload) fill it again.
+            keep { try $0.reset(user: self.state.user?.id) }
             emit(.resync(position: resync.position))
         case .ack(let id, _), .error(let id?, _), .pong(let id?):
             if let clientID = sends.answered(id) { sendAnswered(clientID, frame) }
@@ -775,6 +829,9 @@ public actor ParleyClient {
     }
 
     private func apply(_ event: ConversationEvent) {
+        // Kept on the device before the position moves: a crash between the two replays the
+        // event, and applying it again changes nothing.
+        if let me = state.user?.id { keep { try $0.apply(event, me: me) } }
         advance(to: event.position)
         emit(.event(event))
         let me = state.user?.id
