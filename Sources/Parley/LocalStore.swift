@@ -8,8 +8,10 @@ import CParleySQLite
 #endif
 
 /// What the user has seen, kept on the device so an app shows it without a network: the
-/// conversation list, the newest messages of each conversation (with their reactions, pins,
-/// polls, previews and thread counts), and how far the live stream was applied. A
+/// conversation list (with the user's drafts, receipts and unread counts), the newest
+/// messages of each conversation (with their reactions, pins, polls, previews and thread
+/// counts) and of its threads, members with their receipts, and how far the live stream was
+/// applied. A
 /// ``ParleyClient`` given one writes through it — every list and history page it reads, every
 /// live event in position order — and reads it back with
 /// ``ParleyClient/cachedConversations(archived:)``, ``ParleyClient/cachedHistory(of:before:limit:)``
@@ -111,8 +113,12 @@ public final class LocalStore: @unchecked Sendable {
                 CREATE TABLE conversation (id TEXT PRIMARY KEY, json BLOB NOT NULL, pinned_rank INTEGER, last_position INTEGER NOT NULL,
                                            archived INTEGER NOT NULL);
                 CREATE TABLE message (id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, seq INTEGER NOT NULL, sent_at REAL NOT NULL,
-                                      sender_id TEXT NOT NULL, json BLOB NOT NULL, text TEXT);
-                CREATE INDEX message_place ON message (conversation_id, seq);
+                                      sender_id TEXT NOT NULL, json BLOB NOT NULL, text TEXT,
+                                      in_conversation INTEGER NOT NULL, thread_root TEXT);
+                CREATE INDEX message_place ON message (conversation_id, in_conversation, seq);
+                CREATE INDEX message_thread ON message (thread_root, seq) WHERE thread_root IS NOT NULL;
+                CREATE TABLE member (conversation_id TEXT NOT NULL, user_id TEXT NOT NULL, json BLOB NOT NULL,
+                                     PRIMARY KEY (conversation_id, user_id));
                 CREATE INDEX message_age ON message (sent_at);
                 PRAGMA user_version = \(Self.schemaVersion);
                 COMMIT;
@@ -146,7 +152,7 @@ public final class LocalStore: @unchecked Sendable {
     /// `resync`: what is kept may have gaps). The file shrinks back.
     public func reset(user: UserID? = nil) throws {
         try lock.withLock { _ in
-            try execute("BEGIN; DELETE FROM message; DELETE FROM conversation; DELETE FROM meta; COMMIT")
+            try execute("BEGIN; DELETE FROM message; DELETE FROM member; DELETE FROM conversation; DELETE FROM meta; COMMIT")
             if let user { try run("INSERT INTO meta (name, value) VALUES ('user', ?)", [.text(user.rawValue)]) }
             try execute("PRAGMA incremental_vacuum")
         }
@@ -175,6 +181,14 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
+    /// Keeps members of a conversation as the server listed them (replacing earlier copies).
+    public func save(members: [Member], in conversation: ConversationID) throws {
+        guard !members.isEmpty else { return }
+        try transaction {
+            for member in members { try self.put(member, in: conversation) }
+        }
+    }
+
     /// Applies one live event, as the chat screens do (``Swift/Array/applying(_:me:)``,
     /// ``Conversation/listed(after:me:)``), and records its position. A kind the store does
     /// not show changes nothing but the position. Idempotent: an event applied twice (a crash
@@ -183,13 +197,16 @@ public final class LocalStore: @unchecked Sendable {
         try transaction {
             let conversationID = event.conversationID
             if [.memberRemoved, .memberBanned].contains(event.type), event.userID == me {
-                try self.run("DELETE FROM message WHERE conversation_id = ?", [.text(conversationID.rawValue)])
+                for table in ["message", "member"] {
+                    try self.run("DELETE FROM \(table) WHERE conversation_id = ?", [.text(conversationID.rawValue)])
+                }
                 try self.run("DELETE FROM conversation WHERE id = ?", [.text(conversationID.rawValue)])
             } else {
                 if let stored = try self.conversation(conversationID) {
                     try self.put(stored.listed(after: event, me: me))
                 }
                 try self.applyToMessages(event, me: me)
+                try self.applyToMembers(event)
             }
             try self.run("INSERT INTO meta (name, value) VALUES ('position', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                          [.text(String(max(event.position, self.storedPosition() ?? 0)))])
@@ -204,6 +221,10 @@ public final class LocalStore: @unchecked Sendable {
             let stored = try ids.compactMap { try self.message($0) }
             let after = stored.applying(event, me: me)
             for message in after { try put(message) }
+            // A reply only in its thread is not the conversation's, but the device keeps it for the thread.
+            if event.type == .messageCreated, let reply = event.message, reply.threadID != nil, reply.alsoInConversation != true {
+                try put(reply)
+            }
             if event.type == .messageCreated, let message = event.message { try holdMessageBudget(message.conversationID) }
         case .expiry(let throughSeq, _):
             try run("DELETE FROM message WHERE conversation_id = ? AND seq <= ?", [.text(event.conversationID.rawValue), .integer(throughSeq)])
@@ -214,6 +235,40 @@ public final class LocalStore: @unchecked Sendable {
         case .bare, .membership, .conversation, .receipt, .deliveries, .restriction, .notifications, .state, .draft, .scheduled, .report, .unknown:
             break
         }
+    }
+
+    private func applyToMembers(_ event: ConversationEvent) throws {
+        let conversation = event.conversationID.rawValue
+        switch event.body {
+        case .membership(let user, _) where [.memberRemoved, .memberBanned].contains(event.type):
+            try run("DELETE FROM member WHERE conversation_id = ? AND user_id = ?", [.text(conversation), .text(user.rawValue)])
+        case .membership(let user, let role?) where event.type == .memberUpdated:
+            try change(user, in: event.conversationID) { $0.role = role }
+        case .receipt(let user, let delivered, let read):
+            try change(user, in: event.conversationID) { member in
+                member.receipt.deliveredSeq = max(member.receipt.deliveredSeq, delivered)
+                member.receipt.readSeq = max(member.receipt.readSeq, read)
+            }
+        case .restriction(let user, let until, _) where event.type == .memberMuted:
+            try change(user, in: event.conversationID) { $0.mutedUntil = until }
+        case .membership(let user, _) where event.type == .memberUnmuted:
+            try change(user, in: event.conversationID) { $0.mutedUntil = nil }
+        case .profile(let user, let photoURL, let displayName):
+            try change(user, in: event.conversationID) { member in
+                if let displayName { member.user.displayName = displayName }
+                if let photoURL { member.user.photoURL = photoURL.isEmpty ? nil : photoURL }
+            }
+        default:
+            break
+        }
+    }
+
+    private func change(_ user: UserID, in conversation: ConversationID, _ edit: (inout Member) -> Void) throws {
+        guard let data = try rows("SELECT json FROM member WHERE conversation_id = ? AND user_id = ?",
+                                  [.text(conversation.rawValue), .text(user.rawValue)]).first else { return }
+        var member = try WireCoding.decoder().decode(Member.self, from: data)
+        edit(&member)
+        try put(member, in: conversation)
     }
 
     // MARK: - Reading it back
@@ -232,8 +287,24 @@ public final class LocalStore: @unchecked Sendable {
     /// `limit`, oldest first.
     public func messages(in conversation: ConversationID, before seq: Int64? = nil, limit: Int = 50) throws -> [Message] {
         try lock.withLock { _ in
-            try messages(sql: "SELECT json FROM message WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            try messages(sql: "SELECT json FROM message WHERE conversation_id = ? AND in_conversation = 1 AND seq < ? ORDER BY seq DESC LIMIT ?",
                          [.text(conversation.rawValue), .integer(seq ?? Int64.max), .integer(Int64(max(0, limit)))]).reversed()
+        }
+    }
+
+    /// The kept replies in the thread under `root`, oldest first.
+    public func thread(_ root: MessageID, limit: Int = 50) throws -> [Message] {
+        try lock.withLock { _ in
+            try messages(sql: "SELECT json FROM message WHERE thread_root = ? ORDER BY seq DESC LIMIT ?",
+                         [.text(root.rawValue), .integer(Int64(max(0, limit)))]).reversed()
+        }
+    }
+
+    /// The kept members of a conversation, by when they joined.
+    public func members(of conversation: ConversationID) throws -> [Member] {
+        try lock.withLock { _ in
+            try rows("SELECT json FROM member WHERE conversation_id = ?", [.text(conversation.rawValue)])
+                .map { try WireCoding.decoder().decode(Member.self, from: $0) }.sorted { $0.joinedAt < $1.joinedAt }
         }
     }
 
@@ -265,12 +336,22 @@ public final class LocalStore: @unchecked Sendable {
 
     private func put(_ message: Message) throws {
         let text = message.deletedAt == nil && message.hidden == nil ? message.content?.searchableText.lowercased() : nil
+        let inConversation = message.threadID == nil || message.alsoInConversation == true
         try run("""
-            INSERT INTO message (id, conversation_id, seq, sent_at, sender_id, json, text) VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO message (id, conversation_id, seq, sent_at, sender_id, json, text, in_conversation, thread_root)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (id) DO UPDATE SET json = excluded.json, text = excluded.text, seq = excluded.seq
             """, [.text(message.id.rawValue), .text(message.conversationID.rawValue), .integer(message.seq),
                   .real(message.sentAt.timeIntervalSince1970), .text(message.sender.id.rawValue),
-                  .blob(try WireCoding.encoder().encode(message)), text.map { .text($0) } ?? .null])
+                  .blob(try WireCoding.encoder().encode(message)), text.map { .text($0) } ?? .null,
+                  .integer(inConversation ? 1 : 0), message.threadID.map { .text($0.rawValue) } ?? .null])
+    }
+
+    private func put(_ member: Member, in conversation: ConversationID) throws {
+        try run("""
+            INSERT INTO member (conversation_id, user_id, json) VALUES (?, ?, ?)
+            ON CONFLICT (conversation_id, user_id) DO UPDATE SET json = excluded.json
+            """, [.text(conversation.rawValue), .text(member.user.id.rawValue), .blob(try WireCoding.encoder().encode(member))])
     }
 
     private func conversation(_ id: ConversationID) throws -> Conversation? {
@@ -299,6 +380,7 @@ public final class LocalStore: @unchecked Sendable {
     private func holdConversationBudget() throws {
         let kept = "SELECT id FROM conversation ORDER BY pinned_rank IS NULL, pinned_rank, last_position DESC LIMIT ?"
         try run("DELETE FROM message WHERE conversation_id NOT IN (\(kept))", [.integer(Int64(budget.conversations))])
+        try run("DELETE FROM member WHERE conversation_id NOT IN (\(kept))", [.integer(Int64(budget.conversations))])
         try run("DELETE FROM conversation WHERE id NOT IN (\(kept))", [.integer(Int64(budget.conversations))])
     }
 

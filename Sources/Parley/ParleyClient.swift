@@ -322,8 +322,10 @@ public actor ParleyClient {
 
     /// A page of the conversation's members.
     public func members(of conversation: ConversationID, limit: Int = 100, offset: Int = 0) async throws -> MemberList {
-        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/members", query: [("limit", "\(limit)"), ("offset", "\(offset)")],
-                            token: try requireToken())
+        let list: MemberList = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/members",
+                                                   query: [("limit", "\(limit)"), ("offset", "\(offset)")], token: try requireToken())
+        keep { try $0.save(members: list.members, in: conversation) }
+        return list
     }
 
     // MARK: - Messages
@@ -349,6 +351,17 @@ public actor ParleyClient {
     /// first; empty without a local store. Needs no network.
     public func cachedHistory(of conversation: ConversationID, before seq: Int64? = nil, limit: Int = 50) -> [Message] {
         (try? localStore?.messages(in: conversation, before: seq, limit: limit)) ?? []
+    }
+
+    /// The replies kept on the device in the thread under `root`, oldest first. Needs no network.
+    public func cachedThread(_ root: MessageID, limit: Int = 50) -> [Message] {
+        (try? localStore?.thread(root, limit: limit)) ?? []
+    }
+
+    /// A conversation's members kept on the device (with their receipts as the live stream
+    /// last said), by when they joined. Needs no network.
+    public func cachedMembers(of conversation: ConversationID) -> [Member] {
+        (try? localStore?.members(of: conversation)) ?? []
     }
 
     /// Messages kept on the device whose text has every word of `text`, newest first. Needs no network.
@@ -544,8 +557,10 @@ public actor ParleyClient {
 
     /// A page of a thread's replies, oldest first: the newest `limit`, or those before `seq`.
     public func threadHistory(_ root: MessageID, in conversation: ConversationID, before seq: Int64? = nil, limit: Int = 50) async throws -> MessagePage {
-        try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/threads/\(root.rawValue)/messages",
-                            query: [("limit", "\(limit)")] + (seq.map { [("before", "\($0)")] } ?? []), token: try requireToken())
+        let page: MessagePage = try await http.call("GET", "/v1/conversations/\(conversation.rawValue)/threads/\(root.rawValue)/messages",
+                                                    query: [("limit", "\(limit)")] + (seq.map { [("before", "\($0)")] } ?? []), token: try requireToken())
+        keep { try $0.save(messages: page.messages) }
+        return page
     }
 
     /// The conversation's threads, latest reply first; pass the last one's `lastReplyAt` as `before` for more.

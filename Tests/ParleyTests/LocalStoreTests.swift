@@ -46,6 +46,16 @@ struct LocalStoreTests {
         await alice.connect()
         let live = try await bob.waitUntilSent(try await bob.send(.text("a fourth, live"), to: chat.id))
         _ = try await first(events) { $0.message?.id == live.id }
+        // A reply only in its thread is kept for the thread, not the conversation; members with
+        // their receipts as the live stream moves them.
+        let members = try await alice.members(of: chat.id).members
+        #expect(Set(members.map(\.user.username)) == ["alice", "bob"])
+        let reply = try await bob.waitUntilSent(try await bob.send(.text("in the thread"), to: chat.id, inThread: live.id))
+        _ = try await first(events) { $0.message?.id == reply.id }
+        let mine = try await alice.waitUntilSent(try await alice.send(.text("read this, bob"), to: chat.id))
+        _ = try await first(events) { $0.message?.id == mine.id }
+        try await bob.markRead(chat.id, upTo: mine.seq)
+        _ = try await first(events) { $0.type == .receiptUpdated && $0.readSeq == mine.seq }
         await alice.disconnect()
         await list.stop()
         await screen.stop()
@@ -55,17 +65,22 @@ struct LocalStoreTests {
         let offline = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: folder + "/state.json"),
                                    localStore: try LocalStore(path: folder + "/local.sqlite"))
         #expect(await offline.cachedConversations().map(\.id) == [chat.id])
-        #expect(await offline.cachedConversations().first?.lastMessage?.id == live.id, "the list's last message came live")
+        #expect(await offline.cachedConversations().first?.lastMessage?.id == mine.id, "the list's last message came live")
         #expect(await offline.cachedHistory(of: chat.id).map(\.content) == [.text("note 1 from bob"), .text("note 2 from bob"),
-                                                                           .text("note 3 from bob"), .text("a fourth, live")])
-        let queued = try await offline.send(.text("written on the train"), to: chat.id)
+                                                                           .text("note 3 from bob"), .text("a fourth, live"),
+                                                                           .text("read this, bob")])
+        #expect(await offline.cachedThread(live.id).map(\.id) == [reply.id])
+        #expect(await offline.cachedHistory(of: chat.id).first { $0.id == live.id }?.replyCount == 1, "the root shows its reply count")
+        let bobSeen = await offline.cachedMembers(of: chat.id).first { $0.user.username == "bob" }
+        #expect(bobSeen?.receipt.readSeq == mine.seq, "bob's receipt as the live stream said")
+                let queued = try await offline.send(.text("written on the train"), to: chat.id)
         let coldList = await ConversationListModel(client: offline)
         await coldList.start()
         #expect(await coldList.conversations.map(\.id) == [chat.id], "shown from disk")
         #expect(await coldList.lastError != nil, "the server's read failed")
         let coldScreen = await MessagesModel(client: offline, conversation: chat.id)
         await coldScreen.start()
-        #expect(await coldScreen.messages.count == 4)
+        #expect(await coldScreen.messages.count == 5)
         #expect(await coldScreen.sending.map(\.clientID) == [queued], "the outbox shows as sending")
         #expect(await offline.searchLocally("TRAIN").isEmpty, "the outbox is not searched: it is not a message yet")
         #expect(await offline.searchLocally("fourth live").map(\.id) == [live.id])
