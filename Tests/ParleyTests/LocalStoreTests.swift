@@ -86,7 +86,21 @@ struct LocalStoreTests {
         #expect(await offline.searchLocally("fourth live").map(\.id) == [live.id])
         #expect(await offline.searchMessagesAnywhere("note 2").map(\.content) == [.text("note 2 from bob")], "offline: the device's results")
         await coldList.stop()
+
+        // The server comes back: the outbox drains, what was missed is replayed into the store,
+        // and the chat's "sending" empties as its message arrives.
+        try server.start()
+        let away = try await bob.waitUntilSent(try await bob.send(.text("while you were away"), to: chat.id))
+        let caughtUp = await offline.events(in: chat.id)
+        await offline.connect()
+        let sent = try await offline.waitUntilSent(queued)
+        _ = try await first(caughtUp) { $0.message?.id == away.id }
+        _ = try await first(caughtUp) { $0.message?.id == sent.id }
+        let kept = await offline.cachedHistory(of: chat.id).map(\.id)
+        #expect(kept.contains(away.id) && kept.contains(sent.id))
+        try await untilObserved("the chat's sending list to empty") { coldScreen.sending.isEmpty }
         await coldScreen.stop()
+        await offline.disconnect()
     }
 
     @Test func deletedAndExpiredTextIsGoneFromTheFileAndAResyncOrAnotherUserEmptiesIt() async throws {

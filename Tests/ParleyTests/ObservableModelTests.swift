@@ -11,19 +11,9 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2)))
 @MainActor
 struct ObservableModelTests {
-    /// Waits until `condition` holds, woken by the models' own change notifications
-    /// (`withObservationTracking`), failing after `timeout`.
+    /// Waits until `condition` holds (``untilObserved(_:timeout:_:)``).
     func until(_ what: String, timeout: Duration = .seconds(15), _ condition: @escaping @MainActor () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw ModelTimeout(what: what) }
-            let once = Once()
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                once.set(continuation)
-                withObservationTracking { _ = condition() } onChange: { once.resume() }
-                Task { try? await Task.sleep(until: deadline); once.resume() }
-            }
-        }
+        try await untilObserved(what, timeout: timeout, condition)
     }
 
     @Test func theListFollowsMessagesPinsReadsAndArchivesMadeElsewhere() async throws {
@@ -103,13 +93,13 @@ struct ObservableModelTests {
     }
 }
 
-private struct ModelTimeout: Error, CustomStringConvertible {
+struct ModelTimeout: Error, CustomStringConvertible {
     var what: String
     var description: String { "timed out waiting for \(what)" }
 }
 
 /// A continuation resumed once, by whichever of the change and the deadline comes first.
-private final class Once: @unchecked Sendable {
+final class Once: @unchecked Sendable {
     // @unchecked: `continuation` is read and written only under `lock`.
     private let lock = NSLock()
     private var continuation: CheckedContinuation<Void, Never>?
@@ -122,5 +112,21 @@ private final class Once: @unchecked Sendable {
             return continuation
         }
         taken?.resume()
+    }
+}
+
+/// Waits until `condition` holds, woken by the models' own change notifications
+/// (`withObservationTracking`), failing after `timeout`.
+@MainActor
+func untilObserved(_ what: String, timeout: Duration = .seconds(15), _ condition: @escaping @MainActor () -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw ModelTimeout(what: what) }
+        let once = Once()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            once.set(continuation)
+            withObservationTracking { _ = condition() } onChange: { once.resume() }
+            Task { try? await Task.sleep(until: deadline); once.resume() }
+        }
     }
 }
