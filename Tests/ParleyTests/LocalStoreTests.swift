@@ -139,6 +139,44 @@ struct LocalStoreTests {
         #expect(!contains(fileBytes(local.path), "still here for alice"))
     }
 
+    @Test func aResyncEmptiesTheStoreAndTheScreensReloadFillItAgain() async throws {
+        let server = ServerProcess()
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let folder = directory()
+        let state = FileStateStore(path: folder + "/state.json")
+        let local = try LocalStore(path: folder + "/local.sqlite")
+        let alice = ParleyClient(server: server.url, appKey: server.appKey, store: state, localStore: local)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await bob.directConversation(with: "alice")
+        await bob.connect()
+        _ = try await bob.waitUntilSent(try await bob.send(.text("before the restore"), to: chat.id))
+        _ = try await alice.history(of: chat.id)
+        _ = try await alice.conversations()
+        #expect(await alice.cachedHistory(of: chat.id).count == 1)
+        // The server's history changed under the device (a restore from a backup): it answers
+        // the resume with a resync, and what the device kept may not be that history.
+        var saved = try state.load()
+        saved.epoch = "an-epoch-of-another-history"
+        try state.save(saved)
+        let relaunched = ParleyClient(server: server.url, appKey: server.appKey, store: state, localStore: local)
+        let live = await relaunched.events()
+        let list = await ConversationListModel(client: relaunched)
+        await relaunched.connect()
+        _ = try await first(live) { if case .resync = $0 { true } else { false } }
+        #expect(await relaunched.cachedHistory(of: chat.id).isEmpty)
+        #expect(await relaunched.cachedConversations().isEmpty)
+        #expect(local.userID?.rawValue == (await relaunched.currentUser)?.id.rawValue, "still the same user's store")
+        await list.start()
+        #expect(await relaunched.cachedConversations().map(\.id) == [chat.id], "the list's reload filled it again")
+        _ = try await relaunched.history(of: chat.id)
+        #expect(await relaunched.cachedHistory(of: chat.id).map(\.content) == [.text("before the restore")])
+        await list.stop()
+        await relaunched.disconnect()
+    }
+
     @Test func theBudgetsHoldAndAFileOfAnotherVersionOrNoDatabaseIsRebuilt() async throws {
         let folder = directory()
         let path = folder + "/local.sqlite"
