@@ -121,7 +121,10 @@ struct LocalStoreTests {
         _ = try await first(events) { $0.message?.id == secret.id }
         _ = try await alice.history(of: chat.id)
         #expect(contains(fileBytes(local.path), "4711-zebra"))
+        // Deleted while Alice's device is offline: the resume replays the deletion into the file.
+        await alice.disconnect()
         try await bob.delete([secret.id], in: chat.id)
+        await alice.connect()
         _ = try await first(events) { $0.type == .messageDeleted && $0.message?.id == secret.id }
         #expect(await alice.cachedHistory(of: chat.id).first?.deletedAt != nil)
         #expect(!contains(fileBytes(local.path), "4711-zebra"), "a deleted message's text is overwritten in the file")
