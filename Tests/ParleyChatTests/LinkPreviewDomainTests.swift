@@ -128,4 +128,26 @@ struct LinkPreviewDomainTests {
         #expect(try await chat.linkPreviews.thumbnail(publicID: try id(dropped)) == nil)
         #expect(try await chat.linkPreviews.thumbnail(publicID: try id(kept)) == String(repeating: "1a", count: 32), "a message still shows it")
     }
+
+    @Test(.enabled(if: TestEngine.isPostgres, "two nodes need PostgreSQL (SQLite has one)"))
+    func twoNodesOnOneDatabaseTakeDifferentJobsAndOnlyTheHolderFinishes() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (other, otherStore) = try #require(try harness.anotherNode())
+        defer { otherStore.close() }
+        let chat = harness.chat
+        let (ann, ben, room) = try await harness.twoInAGroup()
+        var sent: [MessageID] = []
+        for n in 0..<6 {
+            sent.append(try await chat.send(ann, to: room, SendMessageRequest(clientID: "n\(n)", content: .text("https://example.com/\(n)"))).0.id)
+        }
+        async let mine = chat.linkPreviews.claim(holder: "node-a", limit: 6)
+        async let theirs = other.linkPreviews.claim(holder: "node-b", limit: 6)
+        let (a, b) = try await (mine, theirs)
+        #expect(Set(a.map(\.message)).isDisjoint(with: Set(b.map(\.message))) && a.count + b.count == 6, "each job is one node's")
+        for job in b { #expect(try await chat.linkPreviews.finish(job, holder: "node-a", fetched: found(job.url)) == false, "not node a's to finish") }
+        for job in b { #expect(try await other.linkPreviews.finish(job, holder: "node-b", fetched: found(job.url))) }
+        for job in a { #expect(try await chat.linkPreviews.finish(job, holder: "node-a", fetched: found(job.url))) }
+        for id in sent { #expect(try await chat.message(ben, conversation: room, message: id).linkPreview != nil) }
+    }
 }
