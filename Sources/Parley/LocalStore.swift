@@ -393,6 +393,7 @@ public final class LocalStore: @unchecked Sendable {
             let count = try integer("SELECT count(*) FROM message") ?? 0
             guard count > 0 else { break }
             try run("DELETE FROM message WHERE id IN (SELECT id FROM message ORDER BY sent_at LIMIT ?)", [.integer(max(1, count / 10))])
+            try execute("PRAGMA incremental_vacuum")   // the file shrinks with what left it
         }
     }
 

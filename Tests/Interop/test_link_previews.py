@@ -51,6 +51,10 @@ def site(internal):
         "/to-file": redirect("file:///etc/passwd"),
         "/hop": redirect("/to-loopback"),
         "/loop": redirect("/loop"),
+        "/pdf": (200, {"Content-Type": "application/pdf"}, b"%PDF-1.4\n% not a page\n"),
+        "/late-head": html("<!-- " + "padding " * 80_000 + " -->" + '<meta property="og:title" content="past the limit">'),
+        "/huge-picture": html('<meta property="og:title" content="A huge picture"><meta property="og:image" content="/huge.png">'),
+        "/huge.png": (200, {"Content-Type": "image/png"}, media.png(64, 64) + b"\0" * (6 << 20)),
         "/image-inside": html(f'<meta property="og:title" content="An image inside"><meta property="og:image" content="{internal.url}/secret.png">'),
     }
     for n in range(1, 12):
@@ -163,8 +167,12 @@ def test_a_link_to_a_picture_previews_the_picture(server, site, pair):
     phone.close()
 
 
-@pytest.mark.parametrize("path", ["/to-loopback", "/to-loopback-v6", "/to-private", "/to-metadata", "/to-file", "/hop", "/loop", "/no-head"])
-def test_redirects_to_private_addresses_are_never_followed_and_give_no_preview(server, site, internal, pair, path):
+@pytest.mark.parametrize("path", ["/to-loopback", "/to-loopback-v6", "/to-private", "/to-metadata", "/to-file", "/hop", "/loop", "/no-head",
+                                  "/pdf", "/late-head"])
+def test_redirects_to_private_addresses_are_never_followed_and_pages_that_say_nothing_give_no_preview(server, site, internal, pair, path):
+    """Redirects to loopback, private and link-local addresses or to `file:`, a chain, a loop;
+    a page with nothing in its head, one that is not HTML, one whose head is past the first
+    512 KiB read."""
     ana, ben, room = pair
     before = refusals(server)
     message = send(ana, room, f"{site.url}{path}")
@@ -174,7 +182,18 @@ def test_redirects_to_private_addresses_are_never_followed_and_give_no_preview(s
     assert status == 200 and "linkPreview" not in fetched
     # The log names the host and why, never the link's path.
     said = [line for line in server.log if "no link preview" in line][-1]
-    assert "127.0.0.1" in said and path.strip("/") not in said.replace("link-previews", "")
+    assert "127.0.0.1" in said and "why=" in said and "http://" not in said and f"{site.port}{path}" not in said
+
+
+def test_a_picture_past_the_size_limit_is_cut_off_and_the_preview_has_none(server, site, pair):
+    ana, ben, room = pair
+    phone = Device(server, ben.token)
+    phone.wait_ready()
+    message = send(ana, room, f"{site.url}/huge-picture")
+    preview = previewed(phone, message)["message"]["linkPreview"]
+    assert preview["title"] == "A huge picture" and "image" not in preview
+    assert site.hits["/huge.png"] == 1
+    phone.close()
 
 
 def test_an_image_on_a_private_address_is_not_fetched_and_the_preview_has_none(server, site, internal, pair):

@@ -81,9 +81,12 @@ struct PageMetadataTests {
     }
 
     @Test func unfinishedMarkupEndsTheReadQuietly() {
-        for text in ["<head><meta property=\"og:title\" content=\"open", "<head><title>never closed", "<!-- forever", "<script>",
-                     "<", "<meta", "<meta =x>", "<<<>>>"] {
-            _ = PageMetadata.parse(Array(text.utf8), base: base)
+        // A value or a title cut off by the end of what was read is kept as far as it goes.
+        #expect(PageMetadata.parse(Array("<head><meta property=\"og:title\" content=\"open".utf8), base: base).title == "open")
+        #expect(PageMetadata.parse(Array("<head><title>never closed".utf8), base: base).title == "never closed")
+        // What a comment or a script hides stays hidden, however it ends.
+        for text in ["<!-- forever <title>hidden</title>", "<script><title>hidden</title>", "<", "<meta", "<meta =x>", "<<<>>>"] {
+            #expect(PageMetadata.parse(Array(text.utf8), base: base).isEmpty, "\(text)")
         }
     }
 

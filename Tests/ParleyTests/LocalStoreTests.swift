@@ -206,6 +206,21 @@ struct LocalStoreTests {
         #expect(try local.messages(in: ConversationID(rawValue: "c_3")).map(\.seq) == [7, 8] && local.position == 100)
         #expect(!contains(fileBytes(path), "message number 5"))
 
+        // The byte budget: a megabyte of text in one big conversation, the oldest messages go.
+        let big = try LocalStore(path: folder + "/big.sqlite", budget: LocalStore.Budget(messagesPerConversation: 10_000, bytes: 1 << 20))
+        let filler = String(repeating: "lorem ipsum dolor sit amet ", count: 80)   // about 2 KB
+        for batch in 0..<8 {
+            try big.save(messages: (0..<100).map { n in
+                let seq = batch * 100 + n + 1
+                return Message(id: MessageID(rawValue: "m_b\(seq)"), conversationID: ConversationID(rawValue: "c_big"), seq: Int64(seq), sender: sender,
+                               clientID: "b\(seq)", sentAt: Date(timeIntervalSince1970: Double(seq)), content: .text("\(seq) \(filler)"))
+            })
+        }
+        let kept = try big.messages(in: ConversationID(rawValue: "c_big"), limit: 10_000)
+        #expect(kept.count < 800 && kept.last?.seq == 800, "the newest stay, the oldest went")
+        let size = (try FileManager.default.attributesOfItem(atPath: folder + "/big.sqlite")[.size] as? Int) ?? 0
+        #expect(size <= (1 << 20) + (256 << 10), "the file stays near its budget: \(size) bytes")
+
         // A store of another version: rebuilt empty, never a crash.
         try local.reset()
         try await Task.sleep(for: .zero)
