@@ -73,7 +73,7 @@ package struct LinkPreviewFetcher: Sendable {
             return .found(metadata, image: FetchedImage(bytes: page.response.body, format: format))
         }
         guard type == "text/html" || type == "application/xhtml+xml" else { return .nothing("the page is \(type.isEmpty ? "of no type" : type), not HTML") }
-        var metadata = PageMetadata.parse(page.response.body, base: base)
+        var metadata = PageMetadata.parse(PageMetadata.utf8(page.response.body, contentType: page.response.headers["content-type"]), base: base)
         if let oEmbed = metadata.oEmbed, metadata.title == nil || metadata.image == nil,
            let document = try? get(oEmbed, accept: "application/json", maxBody: limits.maxOEmbedBytes + 1),
            (200..<300).contains(document.response.status), !document.response.truncated {

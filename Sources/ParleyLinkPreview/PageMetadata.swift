@@ -68,6 +68,22 @@ package struct PageMetadata: Sendable, Hashable {
         return page
     }
 
+    /// A page's bytes as UTF-8: pages in ISO-8859-1 or Windows-1252 (said by the
+    /// `Content-Type` header's `charset`, or a `<meta charset>` / `http-equiv` in the first
+    /// 1,024 bytes) are converted; UTF-8 and anything else are read as UTF-8.
+    package static func utf8(_ page: [UInt8], contentType: String?) -> [UInt8] {
+        func charset(in text: String) -> String? {
+            guard let range = text.range(of: "charset=", options: .caseInsensitive) else { return nil }
+            let rest = text[range.upperBound...].drop { $0 == "\"" || $0 == "'" || $0 == " " }
+            return String(rest.prefix { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }).lowercased()
+        }
+        let declared = contentType.flatMap(charset(in:)) ?? charset(in: String(decoding: page.prefix(1024), as: UTF8.self))
+        guard let declared, ["iso-8859-1", "latin1", "iso8859-1", "windows-1252", "cp1252", "us-ascii"].contains(declared),
+              page.contains(where: { $0 >= 0x80 }),
+              let text = String(bytes: page, encoding: .windowsCP1252) else { return page }
+        return Array(text.utf8)
+    }
+
     /// Adds what an oEmbed JSON document says where the page said nothing (title, provider,
     /// thumbnail); a document that is not a JSON object changes nothing.
     package mutating func merge(oEmbedJSON json: some Collection<UInt8>, base: URL?) {

@@ -4,7 +4,7 @@ import ParleyNetTesting
 import ParleyWire
 
 /// libFuzzer entry for what link previews read from strangers: the first byte picks a
-/// reader, the rest is its input. Promises checked: nothing traps or hangs; a page's title,
+/// reader, the rest is its input (a page is read as UTF-8 and as Windows-1252). Promises checked: nothing traps or hangs; a page's title,
 /// description and site name are within their limits and hold no control characters; an
 /// image or oEmbed URL it keeps is absolute http(s) with a host and no user name; the link
 /// found in a message's text is a prefix-free piece of that text that parses as such a URL.
@@ -25,6 +25,8 @@ private let base = URL(string: "https://example.com/a/b?c=d")
 
 private func page(_ bytes: [UInt8]) {
     check(PageMetadata.parse(bytes, base: base))
+    // As a page that says it is Windows-1252: converted first, then read.
+    check(PageMetadata.parse(PageMetadata.utf8(bytes, contentType: "text/html; charset=windows-1252"), base: base))
 }
 
 private func oEmbed(_ bytes: [UInt8]) {

@@ -51,6 +51,7 @@ def site(internal):
         "/to-file": redirect("file:///etc/passwd"),
         "/hop": redirect("/to-loopback"),
         "/loop": redirect("/loop"),
+        "/latin1": (200, {"Content-Type": "text/html; charset=iso-8859-1"}, b"<html><head><title>Caf\xe9 Ren\xe9</title></head></html>"),
         "/pdf": (200, {"Content-Type": "application/pdf"}, b"%PDF-1.4\n% not a page\n"),
         "/late-head": html("<!-- " + "padding " * 80_000 + " -->" + '<meta property="og:title" content="past the limit">'),
         "/huge-picture": html('<meta property="og:title" content="A huge picture"><meta property="og:image" content="/huge.png">'),
@@ -183,6 +184,15 @@ def test_redirects_to_private_addresses_are_never_followed_and_pages_that_say_no
     # The log names the host and why, never the link's path.
     said = [line for line in server.log if "no link preview" in line][-1]
     assert "127.0.0.1" in said and "why=" in said and "http://" not in said and f"{site.port}{path}" not in said
+
+
+def test_a_page_in_latin1_is_read_as_what_it_says(server, site, pair):
+    ana, ben, room = pair
+    phone = Device(server, ben.token)
+    phone.wait_ready()
+    message = send(ana, room, f"{site.url}/latin1")
+    assert previewed(phone, message)["message"]["linkPreview"]["title"] == "Café René"
+    phone.close()
 
 
 def test_a_picture_past_the_size_limit_is_cut_off_and_the_preview_has_none(server, site, pair):

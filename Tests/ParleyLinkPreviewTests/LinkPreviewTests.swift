@@ -90,6 +90,17 @@ struct PageMetadataTests {
         }
     }
 
+    @Test func pagesInLatin1AndWindows1252AreReadAsWhatTheySay() {
+        let latin1: [UInt8] = Array("<head><title>Caf".utf8) + [0xE9] + Array(" du coin</title></head>".utf8)
+        #expect(PageMetadata.parse(PageMetadata.utf8(latin1, contentType: "text/html; charset=ISO-8859-1"), base: base).title == "Café du coin")
+        let windows: [UInt8] = Array("<head><meta charset=\"windows-1252\"><title>".utf8) + [0x93] + Array("quoted".utf8) + [0x94]
+            + Array("</title></head>".utf8)
+        #expect(PageMetadata.parse(PageMetadata.utf8(windows, contentType: "text/html"), base: base).title == "“quoted”")
+        let utf8 = Array("<head><title>Café</title></head>".utf8)
+        #expect(PageMetadata.utf8(utf8, contentType: "text/html; charset=utf-8") == utf8)
+        #expect(PageMetadata.utf8(utf8, contentType: nil) == utf8, "no charset: UTF-8")
+    }
+
     @Test func oEmbedFillsOnlyWhatThePageLeftOut() {
         var page = PageMetadata()
         page.title = "From the page"
