@@ -424,11 +424,11 @@ extension Chat {
                     """)
                 try FullTextSearch.unindex(db, message: key, text: oldContent.searchableText)
                 try FullTextSearch.index(db, message: key, text: prepared.value.searchableText)
-                // Another link (or none) now: the old preview goes, and the new link is previewed
-                // unless the sender turned previews off for this message.
+                // Another link (or none) now: the old preview goes (a job for the old link no
+                // longer stands), and the new link is previewed unless the sender turned
+                // previews off for this message.
                 if LinkPreview.firstLink(in: oldContent) != LinkPreview.firstLink(in: prepared.value) {
                     try db.execute("UPDATE message SET link_preview = NULL, link_preview_key = NULL WHERE id = \(key)")
-                    try db.execute("DELETE FROM link_preview_job WHERE message_id = \(key)")
                     if let previewLink, try row.get("m_shadow", as: Int64.self) == 0,
                        try db.fetchValue(Int64.self, "SELECT link_preview_off FROM message WHERE id = \(key)") == 0 {
                         try Chat.enqueuePreview(db, message: key, app: caller.appID, link: previewLink, now: now)
@@ -485,7 +485,6 @@ extension Chat {
             """)
         try db.execute("DELETE FROM reaction WHERE message_id = \(key)")
         try db.execute("DELETE FROM poll_vote WHERE message_id = \(key)")
-        try db.execute("DELETE FROM link_preview_job WHERE message_id = \(key)")
         try db.execute("DELETE FROM mention WHERE message_id = \(key)")
         if let content { try FullTextSearch.unindex(db, message: key, text: content.searchableText) }
         try Chat.setMedia(db, message: key, keys: [], now: now)

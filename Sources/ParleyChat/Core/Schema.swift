@@ -888,8 +888,8 @@ package enum Schema: Sendable {
             // A message's preview is canonical JSON on its row (as a poll's results are, so a
             // history page reads nothing more); link_preview_off remembers a sender's "no
             // preview" for later edits. Fetched pages are cached per app and URL (one fetch
-            // for every message with the same link); a job is a message waiting for its
-            // preview, claimed by one node at a time.
+            // for every message with the same link). A message waiting for its preview is a
+            // `link-preview` row of the outbox.
             try db.execute("ALTER TABLE message ADD COLUMN link_preview text")
             try db.execute("ALTER TABLE message ADD COLUMN link_preview_off integer NOT NULL DEFAULT 0")
             // Which cache entry's picture the preview shows: an entry no message shows is
@@ -911,17 +911,6 @@ package enum Schema: Sendable {
             try db.execute("CREATE INDEX link_preview_thumb ON link_preview (thumb_blob) WHERE thumb_blob IS NOT NULL")
             try db.execute("CREATE INDEX link_preview_unused ON link_preview (used_at)")
             try db.execute("CREATE INDEX message_link_preview ON message (link_preview_key) WHERE link_preview_key IS NOT NULL")
-            try db.execute("""
-                CREATE TABLE link_preview_job (
-                    message_id bigint PRIMARY KEY REFERENCES message(id) ON DELETE CASCADE,
-                    app_id bigint NOT NULL,
-                    url text NOT NULL,
-                    created_at bigint NOT NULL,
-                    attempts integer NOT NULL DEFAULT 0,
-                    claimed_by text,
-                    claimed_until bigint)
-                """)
-            try db.execute("CREATE INDEX link_preview_job_due ON link_preview_job (created_at)")
         }
     }
 

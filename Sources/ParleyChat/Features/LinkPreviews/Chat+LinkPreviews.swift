@@ -3,9 +3,9 @@ import ParleyCrypto
 import ParleyStore
 package import ParleyWire
 
-// Link previews (docs/link-previews.md): a send whose text has a link leaves a job beside
-// the message (in the same write, pipelined: the send never waits for a fetch); a node's
-// preview worker claims the job, reads the page through the outbound address check (or the
+// Link previews (docs/link-previews.md): a send whose text has a link leaves a job in the
+// outbox (`link-preview` rows, in the same write, pipelined: the send never waits for a
+// fetch); a node's preview worker claims the job, reads the page through the outbound address check (or the
 // app's cache of it), and writes the preview onto the message row, announced with
 // `message.previewed` (a position, no seq: readers' unread counts do not move).
 
@@ -27,20 +27,30 @@ extension Chat {
         return LinkPreview.firstLink(in: content)
     }
 
-    /// Leaves the job of previewing `link` for message `key` — unless the app has previews
-    /// off — pipelined with the send (no wait of its own).
+    /// Leaves the job of previewing `link` for message `key` in the outbox — unless the app has
+    /// previews off — pipelined with the send (no wait of its own). Whether the job still
+    /// stands when it is claimed (the message not deleted or edited to another link, the app's
+    /// previews still on) is checked then.
     static func enqueuePreview(_ tx: Transaction, message key: Int64, app: Int64, link: String, now: Int64) throws {
+        let payload = [UInt8](try JSONEncoder().encode(LinkPreviewJob.Payload(message: key, app: app, url: link)))
         _ = try tx.enqueue("""
-            INSERT INTO link_preview_job (message_id, app_id, url, created_at)
-            SELECT \(key), id, \(link), \(now) FROM app WHERE id = \(app) AND link_previews = 1
-            ON CONFLICT (message_id) DO UPDATE SET url = excluded.url, created_at = excluded.created_at, attempts = 0,
-                                                   claimed_by = NULL, claimed_until = NULL
+            INSERT INTO outbox (kind, payload, due_at, created_at)
+            SELECT \(LinkPreviews.outboxKind), \(payload), \(now), \(now) FROM app WHERE id = \(app) AND link_previews = 1
             """)
     }
 }
 
-/// A message waiting for its preview.
+/// A message waiting for its preview: a row of the outbox.
 package struct LinkPreviewJob: Sendable, Hashable {
+    /// What the send wrote in the outbox row.
+    struct Payload: Codable {
+        var message: Int64
+        var app: Int64
+        var url: String
+    }
+
+    /// The outbox row.
+    package var id: Int64
     /// The message's row.
     package var message: Int64
     /// Its app's row.
@@ -81,6 +91,8 @@ package struct CachedLinkPreview: Sendable, Hashable {
 extension LinkPreviews {
     /// Tries a job gets before it is dropped (the message keeps no preview).
     package static let maxAttempts = 3
+    /// The outbox's kind for link-preview jobs (`/metrics`' outbox depths show it).
+    package static let outboxKind = "link-preview"
 
     // MARK: - The app's switch
 
@@ -94,7 +106,7 @@ extension LinkPreviews {
     }
 
     /// Turns the app's previews on or off (messages already previewed keep theirs; waiting
-    /// jobs are dropped when turned off).
+    /// jobs are dropped when claimed while off).
     package func setSettings(_ server: ServerApp, _ settings: LinkPreviewSettings) async throws -> LinkPreviewSettings {
         try await setEnabled(app: server.app.id, settings.enabled)
         return settings
@@ -117,62 +129,55 @@ extension LinkPreviews {
         try await run {
             try await store.write { db in
                 try db.execute("UPDATE app SET link_previews = \(enabled ? 1 : 0) WHERE id = \(app)")
-                if !enabled { try db.execute("DELETE FROM link_preview_job WHERE app_id = \(app)") }
             }
         }
     }
 
     // MARK: - Jobs
 
-    /// Claims up to `limit` waiting jobs for `holder` until `lease` from now (nodes sharing a
-    /// database take different ones; a node that dies holding some leaves them to be claimed
-    /// again after the lease).
+    /// Claims up to `limit` waiting jobs for `holder` until `lease` from now (``Chat/claimOutbox(kind:holder:limit:lease:)``:
+    /// nodes sharing a database take different ones; a node that dies holding some leaves them
+    /// to be claimed again after the lease). Jobs that no longer stand — the message deleted,
+    /// edited to another link or opted out, its app's previews off — are removed here, unworked.
     package func claim(holder: String, limit: Int = 8, lease: Duration = .seconds(30)) async throws -> [LinkPreviewJob] {
-        let now = nowMilliseconds
-        let until = now + Chat.milliseconds(lease)
-        return try await run {
-            try await store.write { db in
-                let lock: SQL = db.dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
-                let rows = try db.fetchAll("""
-                    SELECT message_id, app_id, url, attempts FROM link_preview_job
-                    WHERE claimed_until IS NULL OR claimed_until < \(now) ORDER BY created_at, message_id LIMIT \(limit)
-                    """ + lock)
-                guard !rows.isEmpty else { return [] }
-                let keys: [Int64] = try rows.map { try $0.get("message_id") }
-                try db.execute("UPDATE link_preview_job SET claimed_by = \(holder), claimed_until = \(until) WHERE message_id IN (\(list: keys))")
-                return try rows.map { row in
-                    LinkPreviewJob(message: try row.get("message_id"), app: try row.get("app_id"), url: try row.get("url"),
-                                   attempts: Int(try row.get("attempts", as: Int64.self)))
-                }
+        let items = try await core.claimOutbox(kind: Self.outboxKind, holder: holder, limit: limit, lease: lease)
+        guard !items.isEmpty else { return [] }
+        let decoder = JSONDecoder()
+        let jobs: [LinkPreviewJob?] = items.map { item in
+            (try? decoder.decode(LinkPreviewJob.Payload.self, from: Data(item.payload))).map {
+                LinkPreviewJob(id: item.id, message: $0.message, app: $0.app, url: $0.url, attempts: item.attempts)
             }
         }
-    }
-
-    /// Whether any job waits (the worker's idle check).
-    package func hasWaitingJobs() async throws -> Bool {
-        let now = nowMilliseconds
-        return try await run {
+        let standing: Set<Int64> = try await run {
             try await store.read { db in
-                try db.fetchOne("SELECT 1 FROM link_preview_job WHERE claimed_until IS NULL OR claimed_until < \(now) LIMIT 1") != nil
+                let messages = jobs.compactMap { $0?.message }
+                guard !messages.isEmpty else { return [] }
+                let rows = try db.fetchAll("""
+                    SELECT m.id, m.content FROM message m JOIN conversation c ON c.id = m.conversation_id JOIN app a ON a.id = c.app_id
+                    WHERE m.id IN (\(list: messages)) AND m.deleted_at IS NULL AND m.link_preview_off = 0 AND m.shadow = 0 AND a.link_previews = 1
+                    """)
+                return Set(try rows.compactMap { row -> Int64? in
+                    guard let text = try row.get("content", as: String?.self),
+                          let content = try? decoder.decode(MessageContent.self, from: Data(text.utf8)),
+                          let link = LinkPreview.firstLink(in: content) else { return nil }
+                    let key: Int64 = try row.get("id")
+                    return jobs.contains { $0?.message == key && $0?.url == link } ? key : nil
+                })
             }
         }
+        let live = jobs.compactMap { $0 }.filter { standing.contains($0.message) }
+        let stale = items.map(\.id).filter { id in !live.contains { $0.id == id } }
+        try await core.finishOutbox(stale, holder: holder)
+        return live
     }
 
-    /// A job whose fetch failed for a reason that may pass (a timeout, the store): tried again
-    /// after `delay`, or dropped after ``maxAttempts``.
+    /// A job whose write failed for a reason that may pass (the store): tried again after
+    /// `delay`, or dropped after ``maxAttempts``.
     package func retry(_ job: LinkPreviewJob, holder: String, after delay: Duration) async throws {
-        let until = nowMilliseconds + Chat.milliseconds(delay)
-        try await run {
-            try await store.write { db in
-                if job.attempts + 1 >= Self.maxAttempts {
-                    try db.execute("DELETE FROM link_preview_job WHERE message_id = \(job.message) AND claimed_by = \(holder)")
-                } else {
-                    try db.execute("""
-                        UPDATE link_preview_job SET attempts = attempts + 1, claimed_by = NULL, claimed_until = \(until)
-                        WHERE message_id = \(job.message) AND claimed_by = \(holder)
-                        """)
-                }
-            }
+        if job.attempts + 1 >= Self.maxAttempts {
+            try await core.finishOutbox([job.id], holder: holder)
+        } else {
+            try await core.retryOutbox(job.id, holder: holder, after: delay)
         }
     }
 
@@ -212,10 +217,7 @@ extension LinkPreviews {
         return try await run {
             try await write { tx in
                 // Still ours: a node that took the job over after our lease ran out finishes it.
-                guard try tx.fetchOne("SELECT 1 FROM link_preview_job WHERE message_id = \(job.message) AND claimed_by = \(holder)") != nil else {
-                    return false
-                }
-                try tx.execute("DELETE FROM link_preview_job WHERE message_id = \(job.message)")
+                guard try tx.execute("DELETE FROM outbox WHERE id = \(job.id) AND claimed_by = \(holder)") == 1 else { return false }
                 let entry: (key: Int64, publicID: String, cached: CachedLinkPreview)
                 if let fetched {
                     let stored = try Self.store(tx, app: job.app, url: job.url, fetched, now: now)
