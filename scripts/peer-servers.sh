@@ -31,11 +31,21 @@ run_parley() {  # label, extra fanout flags…
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 }
 
+# With REDIS_DURABLE=1, the durable reference: redis-server appends every write to its AOF and
+# fsyncs it before any reply or published message leaves (`--appendfsync always`), and the load
+# generator stores each message (XADD) and receipt (SET) before publishing it.
 run_redis() {  # label, extra fanout flags…
-    local label=$1 port
+    local label=$1 port durable=()
     shift
     port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$work/redis.log" &
+    if [[ "${REDIS_DURABLE:-0}" == 1 ]]; then
+        rm -rf "$work/$label-aof"; mkdir -p "$work/$label-aof"
+        durable=(--appendonly yes --appendfsync always --dir "$work/$label-aof")
+        set -- "$@" --redis-durable 1
+    else
+        durable=(--appendonly no)
+    fi
+    redis-server --port "$port" --bind 127.0.0.1 --save '' "${durable[@]}" --daemonize no --logfile "$work/redis.log" &
     pid=$!
     for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
     idle_memory "$label" "$pid"

@@ -408,6 +408,11 @@ func runFanoutRedis(_ options: Options, plan: FanoutPlan, redis: String, group: 
     guard parts.count == 2, let port = UInt16(parts[1]), let address = try SocketAddress.resolve(host: String(parts[0]), port: port).first
     else { throw BenchError("--redis must be HOST:PORT") }
     let stats = FanoutStats()
+    // --redis-durable 1: each message is also appended to the room's stream (XADD) and each
+    // receipt stored (SET) before its PUBLISH, in one pipeline; with redis-server's
+    // `--appendonly yes --appendfsync always` those writes are fsynced before any reply or
+    // published message leaves the server, as Parley's are before its ack and deliveries.
+    let durable = try options.int("redis-durable", 0) == 1
     var subscribers: [RedisFanoutSubscriber] = []
     var publishers: [Connection] = []
     for user in 0..<plan.users {
@@ -424,7 +429,8 @@ func runFanoutRedis(_ options: Options, plan: FanoutPlan, redis: String, group: 
             var command: [UInt8] = []
             for mark in ["d", "r"] {
                 let receipt = mark + payload.prefix(24)
-                command += Array("*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(receipt.utf8.count)\r\n\(receipt)\r\n".utf8)
+                if durable { command += redisCommand(["SET", "rc:\(channel):u\(user):\(mark)", String(receipt)]) }
+                command += redisCommand(["PUBLISH", channel, String(receipt)])
             }
             let bytes = command
             publishing.executeOnLoop { $0.write(bytes) }
@@ -438,10 +444,20 @@ func runFanoutRedis(_ options: Options, plan: FanoutPlan, redis: String, group: 
     try await driveRates(plan, stats: stats, options: options, benchmark: "fanout-redis") { user, _ in
         let channel = "g\(plan.group(of: user))"
         let payload = plan.text(sender: user)
-        let command = Array("*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(payload.utf8.count)\r\n\(payload)\r\n".utf8)
-        targets[user].executeOnLoop { $0.write(command) }
+        var command: [UInt8] = []
+        if durable { command += redisCommand(["XADD", "h\(channel)", "MAXLEN", "~", "10000", "*", "b", payload]) }
+        command += redisCommand(["PUBLISH", channel, payload])
+        let bytes = command
+        targets[user].executeOnLoop { $0.write(bytes) }
     }
     _ = subscribers
+}
+
+/// One command in RESP's array-of-bulk-strings form.
+func redisCommand(_ parts: [String]) -> [UInt8] {
+    var text = "*\(parts.count)\r\n"
+    for part in parts { text += "$\(part.utf8.count)\r\n\(part)\r\n" }
+    return Array(text.utf8)
 }
 
 // MARK: - Many idle authenticated sockets

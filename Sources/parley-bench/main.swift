@@ -40,6 +40,8 @@ let usage = """
                     --users N (1000)  --group-size N (10)  --rates R,R,… (1000,2000,4000,8000)
                     --duration S (5)  --body-bytes N (each text padded to N bytes)
                     --receipts 1 (every receiver marks each message delivered and read)
+                    --redis-durable 1 (redis: each message XADDed and each receipt SET before
+                      its PUBLISH; run redis-server with --appendonly yes --appendfsync always)
                     --server-pid PID[,PID…] (report the server's CPU ms per message and its memory)
       connections Many idle authenticated realtime sockets from several source addresses; with
                   --restart-wait, the time to reconnect them all after the server restarts.
