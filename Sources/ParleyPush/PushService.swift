@@ -278,6 +278,7 @@ package final class PushService: Sendable {
         switch outcome {
         case .sent:
             count(provider) { $0.sent += 1 }
+            chat.sendToDelivered.observe(provider, sentAt: notice.sentAt)
         case .removeDevice:
             await log.attempt("cannot remove a dead device") { try await chat.notifications.removeDeadDevice(id: notice.deviceID) }
             log.info("device removed: the provider said its token is dead", metadata: ["provider": .string(provider), "device.id": .string(notice.deviceID)])

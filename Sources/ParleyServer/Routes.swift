@@ -56,7 +56,7 @@ enum Routes {
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
                                                         push: push, webhooks: hooks, storage: chat.map { $0.storage.current },
                                                         workers: chat?.workers.all, outbox: outbox, reports: reports,
-                                                        reportResolution: chat?.reportResolution, dataDirectory: configuration.dataDirectory,
+                                                        reportResolution: chat?.reportResolution, sendToDelivered: chat?.sendToDelivered, dataDirectory: configuration.dataDirectory,
                                                         linkPreviews: linkPreviews?.metrics.withLock { $0 }))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             response.logLevel = .debug
@@ -126,6 +126,7 @@ enum Metrics {
                        push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil,
                        workers: [Workers.Worker]? = nil, outbox: [(kind: String, waiting: Int, overdueSeconds: Double)]? = nil,
                        reports: (open: Int, oldestSeconds: Double)? = nil, reportResolution: LatencyHistogram? = nil,
+                       sendToDelivered: SendToDelivered? = nil,
                        dataDirectory: String? = nil, linkPreviews: LinkPreviewMetrics? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
@@ -160,6 +161,16 @@ enum Metrics {
             metric("parley_reports_open", "gauge", "Reports no moderator has resolved yet (every app, all nodes).", [("", "\(reports.open)")])
             metric("parley_reports_oldest_open_seconds", "gauge", "How long the oldest open report has waited (App Review asks for action within 24 hours).",
                    [("", String(format: "%.0f", reports.oldestSeconds))])
+        }
+        if let sendToDelivered {
+            out += "# HELP parley_send_to_delivered_seconds From a new message stored to a device reached: routed to its socket on this node (socket), or its push accepted by the provider (apns, fcm).\n"
+            out += "# TYPE parley_send_to_delivered_seconds histogram\n"
+            for platform in SendToDelivered.platforms {
+                guard let histogram = sendToDelivered.histogram(platform) else { continue }
+                for sample in histogram.samples(labels: "platform=\"\(platform)\"") {
+                    out += "parley_send_to_delivered_seconds\(sample.suffix)\(sample.labels) \(sample.value)\n"
+                }
+            }
         }
         if let reportResolution {
             histogram("parley_report_resolution_seconds", "From a report to its resolution, for reports this node resolved.", reportResolution)

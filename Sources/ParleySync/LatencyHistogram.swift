@@ -14,14 +14,15 @@ public final class LatencyHistogram: Sendable {
         state = LockedValue((Array(repeating: 0, count: bounds.count), 0, 0))
     }
 
-    /// Counts one duration.
-    public func observe(nanoseconds: UInt64) {
+    /// Counts one duration, or `count` equal ones (one message reaching several devices at once).
+    public func observe(nanoseconds: UInt64, count: Int = 1) {
         // Non-cumulative here; cumulative when read.
+        guard count > 0 else { return }
         let index = boundsNanoseconds.firstIndex { nanoseconds <= $0 }
         state.withLock { state in
-            if let index { state.buckets[index] += 1 }
-            state.count += 1
-            state.sumNanoseconds &+= nanoseconds
+            if let index { state.buckets[index] += count }
+            state.count += count
+            state.sumNanoseconds &+= nanoseconds &* UInt64(count)
         }
     }
 

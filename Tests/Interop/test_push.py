@@ -71,8 +71,16 @@ def test_the_start_banner_says_which_providers_push_or_that_push_is_off(server):
         plain.stop()
 
 
+def delivered_count(server, platform):
+    """`/metrics`' send → delivered count for one platform (issue 35)."""
+    metrics = Client(server).request_bytes("GET", "/metrics", authenticated=False)[1].decode()
+    name = f'parley_send_to_delivered_seconds_count{{platform="{platform}"}}'
+    return int(float(next(line.split()[1] for line in metrics.splitlines() if line.startswith(name))))
+
+
 def test_an_offline_member_is_pushed_within_two_seconds_with_what_apns_expects(fake, server):
     ana, bob = person(server, "ana", "Ana"), person(server, "bob", "Bob")
+    pushed_before = delivered_count(server, "apns")
     token = apns_token()
     device = register(bob, "apns", token.upper())
     assert device["token"] == token and device["environment"] == "production"
@@ -91,11 +99,15 @@ def test_an_offline_member_is_pushed_within_two_seconds_with_what_apns_expects(f
                                  "position": payload["parley"]["position"]}
     assert headers["apns-collapse-id"] == message["id"] and headers["apns-priority"] == "10"
     assert int(headers["apns-expiration"]) > time.time()
+    wait_until(lambda: delivered_count(server, "apns") >= pushed_before + 1, what="the push in send → delivered")
     barrier(fake, server)
+    wait_until(lambda: delivered_count(server, "apns") >= pushed_before + 2, what="the barrier's push in send → delivered")
     assert len(fake.pushes_to(token)) == 1, "once"
     assert not [r for r in fake.refusals if r[1] in (400, 403)], f"the fake refused a request: {fake.refusals}"
     assert not [p for p in fake.pushes if p[3].get("parley", {}).get("messageId") == message["id"] and p[1] != token], \
         "the sender's own device was not pushed"
+    # The provider's acceptance counts in send → delivered, once, as APNs (and the barrier's push).
+    assert delivered_count(server, "apns") == pushed_before + 2
 
 
 def test_groups_say_who_and_where_and_kinds_say_what(fake, server):
@@ -194,6 +206,7 @@ def test_fcm_is_pushed_with_an_oauth_token_and_unregistered_removes_the_device(f
     register(bob, "fcm", token)
     register(cy, "fcm", dead)
     room = direct(ana, bob)
+    pushed_before = delivered_count(server, "fcm")
     status, message = ana.send(room["id"], "via Firebase")
     ana.send(direct(ana, cy)["id"], "to a dead token")
     pushes = fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
@@ -204,6 +217,10 @@ def test_fcm_is_pushed_with_an_oauth_token_and_unregistered_removes_the_device(f
     assert sent["android"]["collapse_key"] == message["id"] and sent["apns"]["payload"]["aps"]["thread-id"] == room["id"]
     assert fake.tokens_issued >= 1
     wait_until(lambda: cy.get("/v1/devices")[1]["devices"] == [], what="the UNREGISTERED token's device to be removed")
+    # Only the push FCM accepted counts in send → delivered (not the dead token's).
+    wait_until(lambda: delivered_count(server, "fcm") >= pushed_before + 1, what="the push in send → delivered")
+    barrier(fake, server)
+    assert delivered_count(server, "fcm") == pushed_before + 1
 
 
 def test_bad_devices_are_refused_with_nothing_stored(server):

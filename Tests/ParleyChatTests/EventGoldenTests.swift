@@ -114,6 +114,43 @@ struct EventGoldenTests {
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 
+    /// `/metrics`' send → delivered reads a frame's time without decoding it: the time of
+    /// every new message (a thread reply, a poll, a link among them), and of nothing else.
+    @Test func sendToDeliveredReadsTheTimeOfNewMessagesFramesOnly() async throws {
+        let records = try await Self.scriptedEvents()
+        #expect(records.contains { $0.type == .messageCreated })
+        for record in records {
+            let read = EventRecord.messageSentAt(frame: record.frame)
+            #expect(read == (record.type == .messageCreated ? record.createdAt : nil), "\(record.type.rawValue)")
+        }
+        // Every message.created the script stored, not only the first of the kind.
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let ana = try await harness.register("ana").caller
+        let bob = try await harness.register("bob").caller
+        let room = try await harness.chat.createConversation(ana, CreateConversationRequest(kind: .group, members: ["bob"], title: "t")).0.id
+        for text in ["plain", "https://example.com/x", "\"quoted\" \\ and \u{1F44B}", String(repeating: "long ", count: 500)] {
+            _ = try await harness.chat.send(ana, to: room, SendMessageRequest(clientID: UUID().uuidString, content: .text(text)))
+        }
+        for record in try await harness.chat.feed(bob, afterPosition: 0, limit: 100).records where record.type == .messageCreated {
+            #expect(EventRecord.messageSentAt(frame: record.frame) == record.createdAt)
+        }
+    }
+
+    @Test func theFrameTimeReaderInvertsTheWritersDatesAndRefusesAnythingElse() {
+        for milliseconds: Int64 in [0, 1, 951_782_400_000, 1_709_164_800_123, 1_796_515_199_999, 4_102_444_800_000, 253_402_300_799_999] {
+            var writer = JSONWriter(capacity: 32)
+            writer.date(milliseconds: milliseconds)
+            let quoted = writer.bytes
+            #expect(EventRecord.milliseconds(iso: quoted[1..<(quoted.count - 1)]) == milliseconds)
+        }
+        for bad in ["2026-12-06T17:00:00.000", "2026-13-06T17:00:00.000Z", "2026-12-06 17:00:00.000Z", "2026-12-06T17:00:0x.000Z", "2026-12-06T25:00:00.000Z"] {
+            #expect(EventRecord.milliseconds(iso: ArraySlice(Array(bad.utf8))) == nil, "\(bad)")
+        }
+        #expect(EventRecord.messageSentAt(frame: Array(#"{"type":"message.created"},"type":"event"}"#.utf8)) == nil)
+        #expect(EventRecord.messageSentAt(frame: []) == nil)
+    }
+
     @Test func everyKindIsWrittenAsItWasAndTheSDKReadsItBackWhole() async throws {
         let records = try await Self.scriptedEvents()
         let record = ProcessInfo.processInfo.environment["PARLEY_RECORD_GOLDEN"] == "1"

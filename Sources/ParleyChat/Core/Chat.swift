@@ -90,6 +90,8 @@ package final class Chat: Sendable {
     let receipts = ReceiptCoalescer()
     /// How long reports waited for a moderator, as this node resolved them (`/metrics`).
     package let reportResolution = LatencyHistogram(bounds: [60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600, 7 * 86_400])
+    /// How long new messages took to reach devices, by socket and by push (`/metrics`).
+    package let sendToDelivered = SendToDelivered()
     /// Whether writes commit, as the last one found (`/healthz`'s `storage`).
     package let storage = StorageHealth()
     /// The node's background workers and their beats (`/metrics`, the log's stall warnings).

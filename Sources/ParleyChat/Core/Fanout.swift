@@ -265,8 +265,13 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                 if let joins { membershipChanged(user: joins, conversation: conversation, position: position, joined: true) }
                 var frame: Frame?
                 var hiding: Hiding?
+                var reached = 0
                 forEachRecipient(of: audience) { subscriber in
-                    deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding) { .event(position: position, frame: $0) }
+                    if deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding, { .event(position: position, frame: $0) }) { reached += 1 }
+                }
+                // One observation per message and node, weighted by the devices it reached.
+                if reached > 0, let sentAt = EventRecord.messageSentAt(frame: bytes) {
+                    chat.sendToDelivered.observe("socket", sentAt: sentAt, count: reached)
                 }
                 if let leaves { membershipChanged(user: leaves, conversation: conversation, position: position, joined: false) }
             case .ephemeral(let audience, let bytes):
@@ -301,13 +306,15 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// Hands `bytes` to one recipient: as they are (one frame made for every recipient), or,
     /// for a device whose user blocks someone, as what ``BlockedFrames`` says, read once per
     /// publication the first time such a device is met.
-    @inline(__always)
+    /// True when the frame went as it is (false: withheld, or a stub in its place).
+    @inline(__always) @discardableResult
     private func deliver(_ bytes: [UInt8], to subscriber: Subscriber, frame: inout Frame?, hiding: inout Hiding?,
-                         _ delivery: (Frame) -> Delivery) {
-        if !subscriber.blocked.isEmpty, deliverHiding(bytes, to: subscriber, hiding: &hiding, delivery) { return }
+                         _ delivery: (Frame) -> Delivery) -> Bool {
+        if !subscriber.blocked.isEmpty, deliverHiding(bytes, to: subscriber, hiding: &hiding, delivery) { return false }
         let made = frame ?? makeFrame(bytes)
         frame = made
         subscriber.receive(delivery(made))
+        return true
     }
 
     /// The rare path of ``deliver(_:to:frame:hiding:_:)``: true when it delivered a stub or
