@@ -44,26 +44,40 @@ protocol PushProvider: Sendable {
     func request(for notice: PushNotice, over http: OutboundMultiplexer) async throws(NotSendable) -> ProviderRequest
     /// What the provider's answer means.
     func outcome(of response: OutboundResponse) -> PushOutcome
+    /// The provider's name for an accepted push (APNs's `apns-id`, FCM's message name), for
+    /// the delivery trace.
+    func providerID(of response: OutboundResponse) -> String?
     /// Forgets cached credentials made before `date` (the provider said they expired): those
     /// made since are already new, so many requests refused at once renew them once.
     func renewCredentials(madeBefore date: Date)
 }
 
+/// One attempt's result: what it means, and what the provider said (for the trace).
+struct PushAttempt: Sendable, Equatable {
+    var outcome: PushOutcome
+    /// The provider's HTTP status; nil when no answer came.
+    var status: Int? = nil
+    /// The provider's id of an accepted push.
+    var providerID: String? = nil
+}
+
 extension PushProvider {
     /// Sends one notice over `http`, on a stream of a shared connection.
-    func send(_ notice: PushNotice, over http: OutboundMultiplexer) async -> PushOutcome {
+    func send(_ notice: PushNotice, over http: OutboundMultiplexer) async -> PushAttempt {
         let request: ProviderRequest
         do {
             request = try await self.request(for: notice, over: http)
         } catch {
-            return error.outcome
+            return PushAttempt(outcome: error.outcome)
         }
         do {
-            return outcome(of: try await http.post(request.url, headers: request.headers, body: request.body))
+            let response = try await http.post(request.url, headers: request.headers, body: request.body)
+            let outcome = outcome(of: response)
+            return PushAttempt(outcome: outcome, status: response.status, providerID: outcome == .sent ? providerID(of: response) : nil)
         } catch let error as OutboundError where error.local {
-            return .postpone(error.description)
+            return PushAttempt(outcome: .postpone(error.description))
         } catch {
-            return .retry("\(name == "apns" ? "APNs" : "FCM") did not answer: \(error)")
+            return PushAttempt(outcome: .retry("\(name == "apns" ? "APNs" : "FCM") did not answer: \(error)"))
         }
     }
 }
@@ -151,6 +165,8 @@ final class APNsProvider: PushProvider, Sendable {
         ]
         return ProviderRequest(url: base + "/3/device/" + notice.token, headers: headers, body: payload.bytes)
     }
+
+    func providerID(of response: OutboundResponse) -> String? { response.headers["apns-id"] }
 
     func outcome(of response: OutboundResponse) -> PushOutcome {
         let reason = (try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)))?["reason"]?.stringValue ?? ""
@@ -297,6 +313,10 @@ final class FCMProvider: PushProvider, Sendable {
             }
         }
         return ProviderRequest(url: sendURL, headers: ["authorization: Bearer \(token)", "content-type: application/json"], body: body.bytes)
+    }
+
+    func providerID(of response: OutboundResponse) -> String? {
+        (try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)))?["name"]?.stringValue
     }
 
     func outcome(of response: OutboundResponse) -> PushOutcome {

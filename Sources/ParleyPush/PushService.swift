@@ -247,14 +247,15 @@ package final class PushService: Sendable {
             return
         }
         let started = Date()
-        var outcome = await provider.send(notice, over: http)
-        if case .renewCredentials = outcome {
+        var attempt = await provider.send(notice, over: http)
+        if case .renewCredentials = attempt.outcome {
             // Credentials made since this request started are already new: renewed once, not per stream.
             provider.renewCredentials(madeBefore: started)
-            outcome = await provider.send(notice, over: http)
-            if case .renewCredentials(let why) = outcome { outcome = .failed("credentials refused after renewing: \(why)") }
+            attempt = await provider.send(notice, over: http)
+            if case .renewCredentials(let why) = attempt.outcome { attempt.outcome = .failed("credentials refused after renewing: \(why)") }
         }
-        if await settle(row, notice, outcome, provider: provider.name, holder: holder) { done.withLock { $0.append(row.id) } }
+        trace(attempt, notice, row: row, provider: provider.name)
+        if await settle(row, notice, attempt.outcome, provider: provider.name, holder: holder) { done.withLock { $0.append(row.id) } }
     }
 
     /// Removes the rows done (sent, given up, device removed) every 50 ms, in one write, and
@@ -270,6 +271,30 @@ package final class PushService: Sendable {
             if !ids.isEmpty { await log.attempt("cannot remove pushes sent; they may be sent again") { try await chat.finishOutbox(ids, holder: holder) } }
             if stopping { return }
         }
+    }
+
+    /// The trace's `push.attempt` step (and `push.removed` when the token was dead): what the
+    /// provider answered, for `GET /v1/server/messages/{id}/trace` (docs/trace.md).
+    private func trace(_ attempt: PushAttempt, _ notice: PushNotice, row: OutboxItem, provider: String) {
+        let recorder = chat.traceRecorder
+        guard recorder.isOn else { return }
+        let (outcome, reason): (String?, String?) = switch attempt.outcome {
+        case .sent: ("sent", nil)
+        case .removeDevice(let why): ("removed", why)
+        case .retry(let why): (row.attempts + 1 < configuration.maxAttempts ? "retry" : "failed", why)
+        case .failed(let why), .renewCredentials(let why): ("failed", why)
+        case .postpone: (nil, nil)  // not attempted: nothing to trace
+        }
+        guard let outcome else { return }
+        let at = recorder.now()
+        var rows = [TraceRecorder.Row(position: notice.position, step: "push.attempt", user: nil, device: notice.deviceID, at: at,
+                                      detail: TraceRecorder.detail(platform: provider, status: attempt.status, reason: reason,
+                                                                   providerID: attempt.providerID, outcome: outcome))]
+        if outcome == "removed" {
+            rows.append(TraceRecorder.Row(position: notice.position, step: "push.removed", device: notice.deviceID, at: at,
+                                          detail: TraceRecorder.detail(platform: provider, reason: reason)))
+        }
+        recorder.record(rows)
     }
 
     /// Counts the outcome and deals with the device; true when the row is done (to remove),

@@ -40,6 +40,9 @@ package struct AdminCommand: Equatable, Sendable {
                                            Delete the account for good (a deletion asked for by e-mail);
                                            --erase turns every message they sent into a tombstone
           conversation <id>                Show a conversation and its members
+          trace <message-id>               Where a message went: each recipient's devices, live, on
+                                           resume or by push (with the provider's answers), or why
+                                           no push was sent; and the webhook attempts
           webhooks                         List webhook endpoints with their state
           failed <webhook-id>              List an endpoint's failed deliveries
           replay <webhook-id> [<delivery>] Queue failed deliveries again (all, or one)
@@ -81,7 +84,7 @@ package struct AdminCommand: Equatable, Sendable {
         guard let verb = command.words.first else { throw ServerConfiguration.UsageError(message: "name an admin command; see 'parley-server admin help'") }
         let counts: [String: ClosedRange<Int>] = [
             "help": 0...0, "users": 0...1, "user": 1...1, "reset-password": 1...1, "deactivate": 1...1, "reactivate": 1...1,
-            "sign-out": 1...1, "delete-user": 1...1, "conversation": 1...1, "webhooks": 0...0, "failed": 1...1, "replay": 1...2,
+            "sign-out": 1...1, "delete-user": 1...1, "conversation": 1...1, "trace": 1...1, "webhooks": 0...0, "failed": 1...1, "replay": 1...2,
             "reports": 0...1, "blocklists": 0...0, "blocklist": 1...1, "blocklist-set": 3...3, "blocklist-delete": 1...1,
         ]
         guard let range = counts[verb] else {
@@ -165,6 +168,10 @@ package enum Admin: Sendable {
             let list = try WireCoding.decoder().decode(MemberList.self, from: members)
             return (["\(found.id.rawValue)  \(found.kind.rawValue)  \(found.title ?? "(no title)")  \(found.memberCount) members  last seq \(found.lastSeq)"]
                     + list.members.map { "  \($0.role.rawValue)\t\($0.user.username)\t\($0.user.displayName)" }).joined(separator: "\n")
+        case "trace":
+            return try show(try await client.call("GET", "/v1/server/messages/" + segment(words[1]) + "/trace")) { data in
+                describe(try WireCoding.decoder().decode(MessageTrace.self, from: data))
+            }
         case "webhooks":
             return try show(try await client.call("GET", "/v1/server/webhooks")) { data in
                 let list = try WireCoding.decoder().decode(WebhookEndpointList.self, from: data)
@@ -259,6 +266,42 @@ package enum Admin: Sendable {
     static func describe(_ user: ServerUser) -> String {
         let state = user.deactivatedAt.map { "deactivated \(iso($0))" } ?? "active"
         return "\(user.user.username)\t\(user.user.displayName)\t\(user.user.id.rawValue)\t\(state)\t\(user.sessionCount) sessions"
+    }
+
+    /// A trace as lines: the message, then each recipient's outcome and steps, then webhooks.
+    static func describe(_ trace: MessageTrace) -> String {
+        func time(_ date: Date) -> String {
+            let milliseconds = Int((date.timeIntervalSince(trace.createdAt) * 1000).rounded())
+            return milliseconds >= 0 ? "+\(milliseconds) ms" : "\(milliseconds) ms"
+        }
+        func line(_ step: TraceStep) -> String {
+            var parts = [time(step.at), step.step, "on \(step.node)"]
+            if let session = step.session { parts.append("session \(session)") }
+            if let device = step.device { parts.append("device \(device)") }
+            if let platform = step.platform { parts.append(platform) }
+            if let endpoint = step.endpoint { parts.append(endpoint) }
+            if let outcome = step.outcome { parts.append(outcome) }
+            if let status = step.status { parts.append("HTTP \(status)") }
+            if let reason = step.reason, !reason.isEmpty { parts.append("(\(reason))") }
+            if let id = step.providerId { parts.append("id \(id)") }
+            if step.idOnly == true { parts.append("id-only: no text") }
+            if let seq = step.deliveredSeq { parts.append("delivered through \(seq)") }
+            if let seq = step.readSeq { parts.append("read through \(seq)") }
+            return "    " + parts.joined(separator: "  ")
+        }
+        var lines = ["\(trace.messageId.rawValue) in \(trace.conversationId.rawValue), seq \(trace.seq), position \(trace.position), by \(trace.authorId.rawValue)",
+                     "  stored \(iso(trace.createdAt))" + (trace.committedOn.map { " on \($0)" } ?? "") + "; trace kept until \(iso(trace.keptUntil))"]
+        if trace.shadow { lines.append("  only its author sees it: they were shadow-banned when they sent it") }
+        for recipient in trace.recipients {
+            lines.append("  \(recipient.userId.rawValue): \(recipient.outcome)" + (recipient.notPushed.map { ", not pushed: \($0)" } ?? ""))
+            lines += recipient.steps.map(line)
+        }
+        if trace.recipients.isEmpty { lines.append("  no recipient steps recorded") }
+        if !trace.webhooks.isEmpty {
+            lines.append("  webhooks:")
+            lines += trace.webhooks.map(line)
+        }
+        return lines.joined(separator: "\n")
     }
 
     static func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }

@@ -346,6 +346,31 @@ package final class ParleyServer: Sendable {
                             try? await Task.sleep(for: wait)
                         }
                     }
+                    if chat.tracing.isOn {
+                        // Delivery traces: this node's steps written once a second, old ones
+                        // removed once a minute (docs/trace.md).
+                        let traceLog = logger.labelled("parley.trace")
+                        group.addTask {
+                            let worker = chat.workers.register("trace")
+                            defer { worker.stopped() }
+                            var swept = ContinuousClock.now
+                            while true {
+                                let stopping = Task.isCancelled
+                                worker.idle()
+                                if !stopping { try? await Task.sleep(for: .seconds(1)) }
+                                do {
+                                    try await chat.tracing.flush()
+                                    if ContinuousClock.now - swept >= .seconds(60) {
+                                        swept = .now
+                                        try await chat.tracing.sweep()
+                                    }
+                                } catch {
+                                    traceLog.warning("cannot write delivery traces; retrying", metadata: ["error": .string("\(error)")])
+                                }
+                                if stopping { break }  // the steps of the last second written, once more
+                            }
+                        }
+                    }
                     if let linkPreviews {
                         // Link previews: jobs sends left, on this node or another (docs/link-previews.md).
                         group.addTask { await linkPreviews.run() }
@@ -412,6 +437,13 @@ package final class ParleyServer: Sendable {
 
     /// Opens the store (PostgreSQL at `--database-url`, else SQLite in the data directory) and
     /// brings its schema up to date.
+    /// `<hostname>:<port>` (`<hostname>/<pid>` on an ephemeral port): a node's name in traces.
+    static func defaultNodeName(port: UInt16) -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count) == 0 ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "node"
+        return port == 0 ? "\(host)/\(getpid())" : "\(host):\(port)"
+    }
+
     static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil, sharedCounters: (any SharedCounters)? = nil,
                          beforeSend: (any BeforeSendTransport)? = nil, jwks: (any JWKSFetcher)? = nil,
                          logger: Logger = .discarding()) async throws -> (any GroupCommitStore, Chat) {
@@ -452,6 +484,8 @@ package final class ParleyServer: Sendable {
         chatConfiguration.beforeSendTransport = beforeSend
         chatConfiguration.jwksFetcher = jwks
         chatConfiguration.logger = logger.labelled("parley.chat")
+        chatConfiguration.traceRetention = configuration.traceRetentionHours > 0 ? .seconds(configuration.traceRetentionHours * 3600) : nil
+        chatConfiguration.nodeName = configuration.nodeName ?? Self.defaultNodeName(port: configuration.port)
         do {
             chatConfiguration.sealer = try secretsKey(configuration, logger: logger)
         } catch {

@@ -253,6 +253,13 @@ final class RealtimeSession: @unchecked Sendable {
                 while true {
                     let page = try await chat.replay(caller, after: after, limit: 200)
                     let frames = page.frames.map(\.frame)
+                    if chat.traceRecorder.isOn {
+                        let at = chat.traceRecorder.now()
+                        chat.traceRecorder.record(page.frames.compactMap { replayed in
+                            EventRecord.messageSentAt(frame: replayed.frame) == nil ? nil
+                                : TraceRecorder.Row(position: replayed.position, step: "replayed", user: caller.userKey, session: caller.sessionKey, at: at)
+                        })
+                    }
                     let open: Bool = await withCheckedContinuation { continuation in
                         onLoop { session in session.sendPaced(frames, from: 0) { continuation.resume(returning: $0) } }
                     }

@@ -103,6 +103,11 @@ package struct ServerConfiguration: Sendable, Equatable {
     /// Seconds between retention sweeps (removal of messages older than their policy);
     /// 0: never on this node. `--retention-interval`. Default: 3600.
     package var retentionIntervalSeconds = 3600
+    /// Hours each new message's delivery trace is kept (docs/trace.md); 0 records none.
+    /// `--trace-retention`. Default: 24.
+    package var traceRetentionHours = 24
+    /// The name this node's trace steps carry. `--node-name`. Default: `<hostname>:<port>`.
+    package var nodeName: String?
     /// How long a rotated-out app secret keeps working (`apps rotate-secret`).
     /// `--secret-grace`. Default: 24 hours.
     package var secretGrace: Duration = .seconds(24 * 3600)
@@ -297,6 +302,16 @@ package struct ServerConfiguration: Sendable, Equatable {
                      value: "<s>", help: "Seconds an upload no message uses is kept (default 86400)."),
             O.integer("--media-gc-interval", "PARLEY_MEDIA_GC_INTERVAL", in: 0...86_400, \.media.collectionIntervalSeconds, value: "<s>",
                      help: "Seconds between removals of unused uploads (default 300); 0: never on this node (several nodes: collect on one)."),
+            O.integer("--trace-retention", "PARLEY_TRACE_RETENTION", in: 0...720, \.traceRetentionHours, value: "<hours>",
+                      help: "Hours each new message's delivery trace is kept (GET /v1/server/messages/{id}/trace; default 24); 0: record none."),
+            O("--node-name", value: "<name>", environment: "PARLEY_NODE_NAME",
+              help: "This node's name in delivery traces (default <hostname>:<port>); letters, digits, . _ : -, at most 64.") { configuration, text, source in
+                guard (1...64).contains(text.utf8.count),
+                      text.utf8.allSatisfy({ $0 < 128 && (isalnum(Int32($0)) != 0 || [46, 95, 58, 45].contains($0)) }) else {
+                    throw OptionError("\(source): '\(text)' is not a node name: letters, digits, . _ : - (at most 64)")
+                }
+                configuration.nodeName = text
+            },
             O.integer("--retention-interval", "PARLEY_RETENTION_INTERVAL", in: 0...86_400, \.retentionIntervalSeconds, value: "<s>",
                       help: "Seconds between removals of messages older than their retention policy (default 3600); 0: never on this node."),
             O.seconds("--delivery-update-interval", "PARLEY_DELIVERY_UPDATE_INTERVAL", in: 1...3600, \.deliveryUpdateInterval,

@@ -46,6 +46,11 @@ enum ServerRoutes {
                 await api.respond { try await chat.retention.setPolicy(app, try await request.decode(RetentionPolicy.self)) }
             }
         }
+        router.get("/v1/server/messages/:messageId/trace") { request in
+            await server.handle(request) { app in
+                await api.respond { try await chat.tracing.trace(app, message: MessageID(rawValue: try request.parameter("messageId"))) }
+            }
+        }
         router.get("/v1/server/link-previews") { request in
             await server.handle(request) { app in await api.respond { try await chat.linkPreviews.settings(app) } }
         }

@@ -190,6 +190,7 @@ package final class WebhookService: Sendable {
             case .success(let response): "HTTP \(response.status)"
             case .failure(let error): error.description
             }
+            trace(delivery, endpoint: batch.endpointID, result: result, problem: problem)
             guard let problem else {
                 statistics.withLock { $0.delivered += 1 }
                 delivered.append(delivery)
@@ -213,6 +214,16 @@ package final class WebhookService: Sendable {
             return
         }
         await record()
+    }
+
+    /// The trace's `webhook.attempt` step for a new message's delivery (docs/trace.md).
+    private func trace(_ delivery: WebhookMessage, endpoint: String, result: Result<OutboundResponse, OutboundError>, problem: String?) {
+        let recorder = chat.traceRecorder
+        guard recorder.isOn, delivery.type == EventKind.messageCreated.rawValue, let position = delivery.eventPosition else { return }
+        let status: Int? = if case .success(let response) = result { response.status } else { nil }
+        let outcome = problem == nil ? "sent" : (delivery.item.attempts + 1 < configuration.maxAttempts ? "retry" : "failed")
+        recorder.record(TraceRecorder.Row(position: position, step: "webhook.attempt", at: recorder.now(),
+                                          detail: TraceRecorder.detail(status: status, reason: problem, outcome: outcome, endpoint: endpoint)))
     }
 
     /// The body and headers of one attempt: Parley's signed envelope, or Pusher's.

@@ -13,6 +13,7 @@ A token's answer can be held back (`delays[token] = seconds`). Each token's answ
 the list is empty). Every accepted push is recorded."""
 import asyncio
 import json
+import uuid
 import os
 import tempfile
 import threading
@@ -139,7 +140,10 @@ class FakePush:
                 self.pending -= 1
                 self.changed.notify_all()
         status, answer = self._handle(scope, headers, body)
-        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+        extra = []
+        if scope["path"].startswith("/3/device/"):  # APNs names every answer: the request's apns-id, or one of its own
+            extra = [(b"apns-id", (headers.get("apns-id") or str(uuid.uuid4()).upper()).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")] + extra})
         await send({"type": "http.response.body", "body": json.dumps(answer).encode() if answer is not None else b""})
 
     def _handle(self, scope, headers, body):

@@ -55,10 +55,11 @@ extension Chat {
                         if taken == nil { taken = receipts.takeAll() }
                         return taken ?? []
                     }
+                    var traced: [TraceRecorder.Row]? = traceRecorder.isOn ? [] : nil
                     let outcomes: [(Result<Receipt, any Error>, WatermarkMove?)] = try batch.map { waiting in
                         do {
                             let (receipt, moved) = try Chat.moveWatermarks(db, caller: waiting.caller, conversation: waiting.key.conversation,
-                                                                           to: waiting.update, now: now)
+                                                                           to: waiting.update, now: now, traced: &traced)
                             return (.success(receipt), moved)
                         } catch let error as ChatError {
                             // Refused before it wrote anything (moveWatermarks checks first):
@@ -68,7 +69,9 @@ extension Chat {
                     }
                     // Answered on the writer's thread as the commit returns, beside the
                     // receipt.updated events it publishes: the sockets' loops wake once for both.
+                    let steps = traced ?? []
                     db.onCommit { [self] in
+                        traceRecorder.record(steps)
                         for (waiting, (outcome, moved)) in zip(batch, outcomes) {
                             if let moved { noteDelivery(conversation: moved.conversation, from: moved.old, to: moved.new) }
                             waiting.answer.settle(outcome)
@@ -89,7 +92,7 @@ extension Chat {
     /// that can refuse it (a ``ChatError``) comes before its first statement that writes, so a
     /// refusal leaves the transaction as it found it for the other receipts in the write.
     static func moveWatermarks(_ db: Transaction, caller: Caller, conversation id: ConversationID, to update: ReceiptUpdate,
-                               now: Int64) throws -> (Receipt, WatermarkMove?) {
+                               now: Int64, traced: inout [TraceRecorder.Row]?) throws -> (Receipt, WatermarkMove?) {
         let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
         let read = min(update.readSeq ?? 0, access.lastSeq)
         let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
@@ -100,6 +103,10 @@ extension Chat {
         let new = (delivered: max(old.delivered, delivered), read: max(old.read, read))
         let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
         guard new != old else { return (receipt, nil) }
+        // The trace's receipt step: this device moved the member's marks (docs/trace.md).
+        traced?.append(TraceRecorder.Row(position: 0, conversation: access.key, step: "receipt", user: caller.userKey, session: caller.sessionKey,
+                                         at: now, detail: TraceRecorder.detail(deliveredSeq: delivered > old.delivered ? delivered : nil,
+                                                                               readSeq: read > old.read ? read : nil)))
         try db.enqueue("""
             UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
             WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)

@@ -65,6 +65,10 @@ package final class Chat: Sendable {
         /// Where the domain logs what an operator needs: storage failures it retried or gave
         /// up on. Default: nowhere.
         package var logger: Logger = .discarding(label: "parley.chat")
+        /// How long delivery traces are kept (docs/trace.md); nil records none. Default: a day.
+        package var traceRetention: Duration? = .seconds(86_400)
+        /// The name this node's trace steps carry (`--node-name`). Default: `local`.
+        package var nodeName = "local"
         /// The defaults.
         package init() {}
     }
@@ -92,6 +96,8 @@ package final class Chat: Sendable {
     package let reportResolution = LatencyHistogram(bounds: [60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600, 7 * 86_400])
     /// How long new messages took to reach devices, by socket and by push (`/metrics`).
     package let sendToDelivered = SendToDelivered()
+    /// Delivery steps waiting to be written to the trace (docs/trace.md).
+    package let traceRecorder: TraceRecorder
     /// Whether writes commit, as the last one found (`/healthz`'s `storage`).
     package let storage = StorageHealth()
     /// The node's background workers and their beats (`/metrics`, the log's stall warnings).
@@ -130,6 +136,7 @@ package final class Chat: Sendable {
         self.configuration = configuration
         self.bus = bus
         self.hooks = hooks
+        traceRecorder = TraceRecorder(isOn: configuration.traceRetention != nil, node: configuration.nodeName, clock: configuration.now)
         let shared = configuration.sharedCounters
         failedSignInsByAccount = RateLimiter(rule: .init(limit: configuration.failedSignInsPerAccount, window: configuration.failedSignInWindow),
                                              name: "signin-account", shared: shared)
@@ -223,6 +230,7 @@ package final class Chat: Sendable {
         let hooks = hooks
         let needsEvents = bus != nil || !hooks.isEmpty
         let links = bus?.linksEvents ?? false
+        let recorder = traceRecorder
         return try await store.write({ db in
             let transaction = Transaction(db, links: links)
             let value = try body(transaction)
@@ -235,6 +243,13 @@ package final class Chat: Sendable {
                 for index in events.indices where events[index].channelEvent == nil { events[index].json = events[index].eventJSON }
             }
             for hook in hooks { try hook.didAppend(events, in: transaction) }
+            // The trace's first step: which node stored each new message (docs/trace.md).
+            if recorder.isOn, events.contains(where: { $0.record.type == .messageCreated }) {
+                let at = recorder.now()
+                let rows = events.filter { $0.record.type == .messageCreated }
+                    .map { TraceRecorder.Row(position: $0.record.position, step: "committed", at: at) }
+                transaction.onCommit { recorder.record(rows) }
+            }
             return Committed(value: value, publications: events.map(\.publication), link: transaction.link,
                              afterCommit: transaction.committedCallbacks)
         }, afterCommit: { [storage] committed in

@@ -265,13 +265,26 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                 if let joins { membershipChanged(user: joins, conversation: conversation, position: position, joined: true) }
                 var frame: Frame?
                 var hiding: Hiding?
+                // A new message's time is read once (nil for every other kind): `/metrics`
+                // observes it once per node, weighted by the devices it reached, and the trace
+                // records each of those devices (docs/trace.md).
+                let sentAt = EventRecord.messageSentAt(frame: bytes)
+                let tracing = sentAt != nil && chat.traceRecorder.isOn
                 var reached = 0
+                var traced: [TraceRecorder.Row] = []
+                let at = tracing ? chat.traceRecorder.now() : 0
                 forEachRecipient(of: audience) { subscriber in
-                    if deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding, { .event(position: position, frame: $0) }) { reached += 1 }
+                    if deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding, { .event(position: position, frame: $0) }) {
+                        reached += 1
+                        if tracing {
+                            traced.append(TraceRecorder.Row(position: position, step: "routed", user: subscriber.caller.userKey,
+                                                            session: subscriber.caller.sessionKey, at: at))
+                        }
+                    }
                 }
-                // One observation per message and node, weighted by the devices it reached.
-                if reached > 0, let sentAt = EventRecord.messageSentAt(frame: bytes) {
+                if reached > 0, let sentAt {
                     chat.sendToDelivered.observe("socket", sentAt: sentAt, count: reached)
+                    chat.traceRecorder.record(traced)
                 }
                 if let leaves { membershipChanged(user: leaves, conversation: conversation, position: position, joined: false) }
             case .ephemeral(let audience, let bytes):

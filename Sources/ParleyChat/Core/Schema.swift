@@ -912,6 +912,31 @@ package enum Schema: Sendable {
             try db.execute("CREATE INDEX link_preview_unused ON link_preview (used_at)")
             try db.execute("CREATE INDEX message_link_preview ON message (link_preview_key) WHERE link_preview_key IS NOT NULL")
         }
+        migrator.register("0030 delivery traces") { db in
+            // What happened to each new message on its way to devices, kept for the trace's
+            // retention (docs/trace.md): `position` is the message's `message.created` event;
+            // `step` is routed / replayed (a socket on `node`), push.queued / push.attempt /
+            // push.removed (a push device, `device`), push.skipped (why a member was not
+            // pushed), webhook.attempt, committed (the node that stored it); receipt rows
+            // (position 0) name their conversation and the seqs a device marked. No foreign keys: a trace outlives the sessions and
+            // devices it names, and the sweep removes it whole.
+            try db.execute(SQL(stringLiteral: """
+                CREATE TABLE delivery_trace (
+                    id \(key),
+                    position bigint NOT NULL,
+                    conversation_id bigint,
+                    step text NOT NULL,
+                    user_id bigint,
+                    session_id bigint,
+                    device text,
+                    node text NOT NULL,
+                    at bigint NOT NULL,
+                    detail text)
+                """))
+            try db.execute("CREATE INDEX delivery_trace_position ON delivery_trace (position)")
+            try db.execute("CREATE INDEX delivery_trace_at ON delivery_trace (at)")
+            try db.execute("CREATE INDEX delivery_trace_receipts ON delivery_trace (conversation_id, at) WHERE conversation_id IS NOT NULL")
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

@@ -131,15 +131,19 @@ extension Notifications {
     package func expand(_ items: [OutboxItem], holder: String) async throws -> Int {
         let now = nowMilliseconds
         let sources = items.compactMap { PushSource($0.payload) }
-        return try await run {
-            try await store.write { db in
+        let recorder = core.traceRecorder
+        let (total, traced) = try await run {
+            try await store.write { db -> (Int, [TraceRecorder.Row]) in
                 var total = 0
                 var badges: [Int64: Int] = [:]
-                for source in sources { total += try Chat.expand(db, source, now: now, badges: &badges) }
+                var traced: [TraceRecorder.Row]? = recorder.isOn ? [] : nil
+                for source in sources { total += try Chat.expand(db, source, now: now, badges: &badges, traced: &traced) }
                 try db.execute("DELETE FROM outbox WHERE id IN (\(list: items.map(\.id))) AND claimed_by = \(holder)")
-                return total
+                return (total, traced ?? [])
             }
         }
+        recorder.record(traced)
+        return total
     }
 
     /// Removes a device the provider said is gone (410, `Unregistered`, `BadDeviceToken`, …).
@@ -162,7 +166,8 @@ extension Notifications {
 
 extension Chat {
     /// One message's devices to push, written to the providers' outboxes.
-    static func expand(_ db: any Database, _ source: PushSource, now: Int64, badges: inout [Int64: Int]) throws -> Int {
+    static func expand(_ db: any Database, _ source: PushSource, now: Int64, badges: inout [Int64: Int],
+                       traced: inout [TraceRecorder.Row]?) throws -> Int {
         guard let row = try db.fetchOne("""
             SELECT m.id, m.thread_id, m.in_conversation, m.author_id, m.created_at, m.deleted_at, m.content, u.display_name, c.kind, c.title, c.public_id AS conversation_id,
                    a.push_content
@@ -179,7 +184,9 @@ extension Chat {
         // A reply in a thread only reaches the thread's participants: the root's author and
         // everyone who replied (and, below, whoever it mentions).
         var audience: SQL = ""
+        var threadOnlyRoot: Int64?
         if let root = try row.get("thread_id", as: Int64?.self), try row.get("in_conversation", as: Int64.self) == 0 {
+            threadOnlyRoot = root
             audience = "AND (mn.user_id IS NOT NULL OR mb.user_id IN (SELECT author_id FROM message WHERE id = \(root) OR thread_id = \(root)))"
         }
         // A mentioned member is pushed even when they muted the conversation or chose mentions
@@ -211,6 +218,11 @@ extension Chat {
                   AND (mn.user_id IS NOT NULL OR (\(unmuted) AND (mb.push_level IS NULL OR mb.push_level = 'all'))) AND \(notBlocking) \(audience)
                 ORDER BY d.id
                 """)
+        if traced != nil {
+            traced? += try skippedMembers(db, source, message: messageKey, author: author, public: kind == .public,
+                                          threadRoot: threadOnlyRoot,
+                                          pushed: Set(try devices.map { try $0.get("user_id", as: Int64.self) }), now: now)
+        }
         var count = 0
         for device in devices {
             let user: Int64 = try device.get("user_id")
@@ -223,9 +235,56 @@ extension Chat {
                                     subtitle: kind == .direct || idOnly ? nil : sender, body: idOnly ? nil : pushBody(content),
                                     badge: badges[user] ?? 0, sentAt: try row.get("created_at"))
             try Outbox.add(db, kind: "push-" + platform.rawValue, payload: Array(try JSONEncoder().encode(notice)), now: now)
+            traced?.append(TraceRecorder.Row(position: source.position, step: "push.queued", user: user, device: notice.deviceID, at: now,
+                                             detail: TraceRecorder.detail(platform: platform.rawValue, idOnly: idOnly ? true : nil)))
             count += 1
         }
         return count
+    }
+
+    /// The trace's `push.skipped` steps (docs/trace.md): each member the expansion passed
+    /// over, and why, in the order the expansion's rules apply. In a public channel only the
+    /// members it could have pushed (mentioned, or who chose every message) are named.
+    static func skippedMembers(_ db: any Database, _ source: PushSource, message: Int64, author: Int64, public: Bool,
+                               threadRoot: Int64?, pushed: Set<Int64>, now: Int64) throws -> [TraceRecorder.Row] {
+        let candidates: SQL = `public` ? "AND (mn.user_id IS NOT NULL OR mb.push_level = 'all')" : ""
+        let members = try db.fetchAll("""
+            SELECT mb.user_id, mb.delivered_seq, mb.muted_until, mb.push_level, mn.user_id AS mentioned,
+                   (SELECT 1 FROM block bl WHERE bl.blocker_id = mb.user_id AND bl.blocked_id = \(author)) AS blocking,
+                   (SELECT 1 FROM push_device d WHERE d.user_id = mb.user_id LIMIT 1) AS has_device
+            FROM member mb LEFT JOIN mention mn ON mn.user_id = mb.user_id AND mn.message_id = \(message)
+            WHERE mb.conversation_id = \(source.conversation) AND mb.user_id <> \(author) \(candidates)
+            """)
+        var participants: Set<Int64>?
+        if let threadRoot {
+            participants = Set(try db.fetchAll("SELECT DISTINCT author_id FROM message WHERE id = \(threadRoot) OR thread_id = \(threadRoot)")
+                .map { try $0.get("author_id", as: Int64.self) })
+        }
+        var rows: [TraceRecorder.Row] = []
+        for member in members {
+            let user: Int64 = try member.get("user_id")
+            guard !pushed.contains(user) else { continue }
+            let mentioned = try member.get("mentioned", as: Int64?.self) != nil
+            let reason: String
+            if try member.get("blocking", as: Int64?.self) != nil {
+                reason = "blocked"
+            } else if let participants, !mentioned, !participants.contains(user) {
+                reason = "thread_not_followed"
+            } else if try member.get("delivered_seq", as: Int64.self) >= source.seq {
+                reason = "delivered"
+            } else if !mentioned, let until = try member.get("muted_until", as: Int64?.self), until > now {
+                reason = "muted"
+            } else if !mentioned, try member.get("push_level", as: String?.self) == "mentions" || (`public` && (try member.get("push_level", as: String?.self)) != "all") {
+                reason = "mentions_only"
+            } else if try member.get("has_device", as: Int64?.self) == nil {
+                reason = "no_device"
+            } else {
+                continue
+            }
+            rows.append(TraceRecorder.Row(position: source.position, step: "push.skipped", user: user, at: now,
+                                          detail: TraceRecorder.detail(reason: reason)))
+        }
+        return rows
     }
 
     /// What a push says of a message: its text (cut at 180 characters), or its kind.

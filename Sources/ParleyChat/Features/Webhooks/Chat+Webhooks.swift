@@ -95,6 +95,8 @@ package struct WebhookMessage: Sendable, Hashable {
     package var createdAt: Int64
     /// The event's data, as JSON.
     package var data: [UInt8]
+    /// The position of the log's event the data was read from (the delivery trace's key).
+    package var eventPosition: Int64?
 
     /// The log position the data is read from, when the row names one (`@<position>`).
     var position: Int64? {
@@ -549,6 +551,7 @@ extension Chat {
             guard var message, let position = message.position else { return message }
             guard let data = json[position] else { return nil }
             message.data = data
+            message.eventPosition = position
             return message
         }
     }
