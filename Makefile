@@ -53,6 +53,7 @@ bench: ## Run the benchmarks against nginx, Redis, the sqlite3 CLI and vipsthumb
 	@scripts/bench-channels.sh
 	@scripts/bench-deliveries.sh
 	@scripts/bench-peer.sh
+	@ROUNDS=2 scripts/bench-trace.sh
 	@scripts/bench-channel-peer.sh
 
 clean: ## Remove build products and tool caches

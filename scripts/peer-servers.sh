@@ -2,7 +2,7 @@
 # workload against parley-server or redis-server, its JSON line appended to $work/results.jsonl
 # with a "label". The caller sets: server, bench (binaries), work (a scratch directory),
 # threads (parley-server's --threads), workload (an array of parley-bench fanout flags, with
-# --json), and pid="" with a trap that kills "$pid".
+# --json), and pid="" with a trap that kills "$pid". PARLEY_FLAGS adds flags to parley-server.
 
 # The memory of a server just started, before any client (RSS and private MiB from
 # smaps_rollup), appended to $work/idle.jsonl.
@@ -21,7 +21,7 @@ run_parley() {  # label, extra fanout flags…
     log="$work/$label.log"
     rm -rf "$work/$label"
     "$server" --port "$port" --threads "$threads" --data-dir "$work/$label" --signups-per-hour 1000000 \
-        --argon2-passes 1 --argon2-memory-mib 1 --log-level warn >"$log" 2>&1 &
+        --argon2-passes 1 --argon2-memory-mib 1 --log-level warn ${PARLEY_FLAGS:-} >"$log" 2>&1 &
     pid=$!
     for _ in $(seq 1 400); do grep -q "^Health:" "$log" && break; sleep 0.05; done
     key=$(grep -m1 "app key:" "$log" | grep -oE "pk_[A-Za-z0-9_-]+") || { echo "parley-server did not start:" >&2; cat "$log" >&2; exit 1; }

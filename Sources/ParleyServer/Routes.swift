@@ -56,7 +56,7 @@ enum Routes {
                                                         media: media?.metrics.withLock { $0 }, pusher: pusherCounts, bus: bus?(),
                                                         push: push, webhooks: hooks, storage: chat.map { $0.storage.current },
                                                         workers: chat?.workers.all, outbox: outbox, reports: reports,
-                                                        reportResolution: chat?.reportResolution, sendToDelivered: chat?.sendToDelivered, dataDirectory: configuration.dataDirectory,
+                                                        reportResolution: chat?.reportResolution, sendToDelivered: chat?.sendToDelivered, traceRecorder: chat?.traceRecorder, dataDirectory: configuration.dataDirectory,
                                                         linkPreviews: linkPreviews?.metrics.withLock { $0 }))
             response.headers.replaceOrAdd(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
             response.logLevel = .debug
@@ -126,7 +126,7 @@ enum Metrics {
                        push: PushService? = nil, webhooks: WebhookMetrics? = nil, storage: StorageHealth.Problem?? = nil,
                        workers: [Workers.Worker]? = nil, outbox: [(kind: String, waiting: Int, overdueSeconds: Double)]? = nil,
                        reports: (open: Int, oldestSeconds: Double)? = nil, reportResolution: LatencyHistogram? = nil,
-                       sendToDelivered: SendToDelivered? = nil,
+                       sendToDelivered: SendToDelivered? = nil, traceRecorder: TraceRecorder? = nil,
                        dataDirectory: String? = nil, linkPreviews: LinkPreviewMetrics? = nil) -> String {
         let net = NetMetrics.shared.snapshot()
         var out = ""
@@ -161,6 +161,10 @@ enum Metrics {
             metric("parley_reports_open", "gauge", "Reports no moderator has resolved yet (every app, all nodes).", [("", "\(reports.open)")])
             metric("parley_reports_oldest_open_seconds", "gauge", "How long the oldest open report has waited (App Review asks for action within 24 hours).",
                    [("", String(format: "%.0f", reports.oldestSeconds))])
+        }
+        if let traceRecorder, traceRecorder.isOn {
+            metric("parley_trace_steps_dropped_total", "counter", "Delivery-trace steps dropped because too many waited to be written (docs/trace.md).",
+                   [("", "\(traceRecorder.dropped)")])
         }
         if let sendToDelivered {
             out += "# HELP parley_send_to_delivered_seconds From a new message stored to a device reached: routed to its socket on this node (socket), or its push accepted by the provider (apns, fcm).\n"

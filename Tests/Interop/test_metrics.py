@@ -52,6 +52,7 @@ def test_the_exposition_is_valid_and_carries_what_an_operator_acts_on():
         assert sample(text, 'parley_errors_total{code="conversation_not_found",via="rest"}') >= 1
         assert sample(text, 'parley_worker_state{worker="webhooks/0",state="stopped"}') == 0
         assert "# TYPE parley_outbox_waiting gauge" in text
+        assert sample(text, "parley_trace_steps_dropped_total") == 0
     finally:
         server.stop()
 

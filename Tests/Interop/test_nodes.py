@@ -175,6 +175,37 @@ def test_users_on_different_nodes_talk_live_and_a_sign_out_on_one_node_closes_so
         device.close()
 
 
+def test_a_trace_read_on_any_node_shows_the_node_that_stored_it_and_the_one_that_routed_it(cluster):
+    """docs/trace.md: each node writes its own steps to the shared database."""
+    one, two, three = cluster.nodes
+    ana = Client(one).register(f"ana{uuid.uuid4().hex[:6]}")
+    bob = Client(two).register(f"bob{uuid.uuid4().hex[:6]}")
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "traced", "members": [bob.user["username"]]})
+    assert status == 201
+    phone = Device(two, bob.token)
+    try:
+        phone.wait_ready()
+        status, sent = ana.send(room["id"], "across nodes")
+        assert status == 201
+        phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == sent["id"])
+        backend = Client(three, app_key="")
+        backend.app_key = None
+
+        def traced():
+            status, body = backend.request("GET", f"/v1/server/messages/{sent['id']}/trace",
+                                           headers={"Authorization": f"Bearer {one.app_secret}"})
+            assert status == 200, body
+            bobs = next(r for r in body["recipients"] if r["userId"] == bob.user["id"])
+            return body if body.get("committedOn") and bobs["outcome"] == "socket" else None
+        wait_until(lambda: traced() is not None, what="both nodes' steps in the trace")
+        body = traced()
+        routed = next(s for r in body["recipients"] for s in r["steps"] if s["step"] == "routed")
+        assert body["committedOn"].endswith(f"/{one.process.pid}"), body["committedOn"]
+        assert routed["node"].endswith(f"/{two.process.pid}"), routed["node"]
+    finally:
+        phone.close()
+
+
 def test_a_block_made_on_one_node_hides_the_person_on_devices_connected_to_the_others(cluster):
     one, two, three = cluster.nodes
     ana = Client(one).register(f"ana{uuid.uuid4().hex[:6]}")

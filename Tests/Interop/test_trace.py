@@ -196,6 +196,32 @@ def test_why_no_push_went_is_traced_for_each_member(fake, server):
         phone.close()
 
 
+def test_a_thread_reply_says_who_does_not_follow_the_thread(fake, server):
+    ana, bob, cy = person(server, "ana"), person(server, "bob"), person(server, "cy")
+    for member in (bob, cy):
+        register(member, apns_token())
+    room = group(ana, bob, cy)
+    _, root = bob.send(room, "saturday?")
+    status, reply = ana.send(room, "hike", threadId=root["id"])
+    assert status == 201
+    pushed, _ = wait_recipient(server, reply["id"], bob, lambda r: r["outcome"] == "pushed", "the thread's starter pushed")
+    left_out, _ = wait_recipient(server, reply["id"], cy, lambda r: r.get("notPushed") is not None, "cy left out")
+    assert left_out["notPushed"] == "thread_not_followed" and left_out["outcome"] == "not_pushed"
+
+
+def test_on_a_server_without_push_the_trace_says_push_is_off():
+    server = Server()
+    try:
+        ana, bob = person(server, "ana"), person(server, "bob")
+        status, message = ana.send(group(ana, bob), "no push here")
+        assert status == 201
+        seen, body = wait_recipient(server, message["id"], bob, lambda r: r.get("notPushed") == "push_off", "push_off")
+        assert seen["outcome"] == "not_pushed" and seen["steps"] == []
+        wait_until(lambda: trace(server, message["id"]).get("committedOn"), what="the committing node")
+    finally:
+        server.stop()
+
+
 def test_an_id_only_push_and_a_webhook_are_traced(fake, server):
     backend = Backend(server)
     receiver = Receiver()

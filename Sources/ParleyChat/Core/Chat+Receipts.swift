@@ -55,7 +55,7 @@ extension Chat {
                         if taken == nil { taken = receipts.takeAll() }
                         return taken ?? []
                     }
-                    var traced: [TraceRecorder.Row]? = traceRecorder.isOn ? [] : nil
+                    var traced: [Int64: String]? = traceRecorder.isOn ? [:] : nil
                     let outcomes: [(Result<Receipt, any Error>, WatermarkMove?)] = try batch.map { waiting in
                         do {
                             let (receipt, moved) = try Chat.moveWatermarks(db, caller: waiting.caller, conversation: waiting.key.conversation,
@@ -69,7 +69,8 @@ extension Chat {
                     }
                     // Answered on the writer's thread as the commit returns, beside the
                     // receipt.updated events it publishes: the sockets' loops wake once for both.
-                    let steps = traced ?? []
+                    // One trace row per conversation of the write, naming each device that moved its marks.
+                    let steps = (traced ?? [:]).map { TraceRecorder.Row(position: 0, conversation: $0.key, step: "receipt", devices: $0.value, at: now) }
                     db.onCommit { [self] in
                         traceRecorder.record(steps)
                         for (waiting, (outcome, moved)) in zip(batch, outcomes) {
@@ -92,7 +93,7 @@ extension Chat {
     /// that can refuse it (a ``ChatError``) comes before its first statement that writes, so a
     /// refusal leaves the transaction as it found it for the other receipts in the write.
     static func moveWatermarks(_ db: Transaction, caller: Caller, conversation id: ConversationID, to update: ReceiptUpdate,
-                               now: Int64, traced: inout [TraceRecorder.Row]?) throws -> (Receipt, WatermarkMove?) {
+                               now: Int64, traced: inout [Int64: String]?) throws -> (Receipt, WatermarkMove?) {
         let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
         let read = min(update.readSeq ?? 0, access.lastSeq)
         let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
@@ -104,9 +105,11 @@ extension Chat {
         let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
         guard new != old else { return (receipt, nil) }
         // The trace's receipt step: this device moved the member's marks (docs/trace.md).
-        traced?.append(TraceRecorder.Row(position: 0, conversation: access.key, step: "receipt", user: caller.userKey, session: caller.sessionKey,
-                                         at: now, detail: TraceRecorder.detail(deliveredSeq: delivered > old.delivered ? delivered : nil,
-                                                                               readSeq: read > old.read ? read : nil)))
+        if traced != nil {
+            let entry = "\(caller.userKey):\(caller.sessionKey):\(delivered > old.delivered ? delivered : 0):\(read > old.read ? read : 0)"
+            let earlier = traced?[access.key]
+            traced?[access.key] = earlier.map { $0 + "," + entry } ?? entry
+        }
         try db.enqueue("""
             UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
             WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)

@@ -271,20 +271,22 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                 let sentAt = EventRecord.messageSentAt(frame: bytes)
                 let tracing = sentAt != nil && chat.traceRecorder.isOn
                 var reached = 0
-                var traced: [TraceRecorder.Row] = []
-                let at = tracing ? chat.traceRecorder.now() : 0
+                var devices = ""
                 forEachRecipient(of: audience) { subscriber in
                     if deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding, { .event(position: position, frame: $0) }) {
                         reached += 1
                         if tracing {
-                            traced.append(TraceRecorder.Row(position: position, step: "routed", user: subscriber.caller.userKey,
-                                                            session: subscriber.caller.sessionKey, at: at))
+                            if !devices.isEmpty { devices += "," }
+                            devices += "\(subscriber.caller.userKey):\(subscriber.caller.sessionKey)"
                         }
                     }
                 }
                 if reached > 0, let sentAt {
                     chat.sendToDelivered.observe("socket", sentAt: sentAt, count: reached)
-                    chat.traceRecorder.record(traced)
+                    // One row for every device this node reached with the message.
+                    if tracing {
+                        chat.traceRecorder.record(TraceRecorder.Row(position: position, step: "routed", devices: devices, at: chat.traceRecorder.now()))
+                    }
                 }
                 if let leaves { membershipChanged(user: leaves, conversation: conversation, position: position, joined: false) }
             case .ephemeral(let audience, let bytes):

@@ -917,8 +917,11 @@ package enum Schema: Sendable {
             // retention (docs/trace.md): `position` is the message's `message.created` event;
             // `step` is routed / replayed (a socket on `node`), push.queued / push.attempt /
             // push.removed (a push device, `device`), push.skipped (why a member was not
-            // pushed), webhook.attempt, committed (the node that stored it); receipt rows
-            // (position 0) name their conversation and the seqs a device marked. No foreign keys: a trace outlives the sessions and
+            // pushed), webhook.attempt, committed (the node that stored it). A node's routing
+            // of one message is one row whatever the room's size: `devices` lists
+            // `<user>:<session>` of every device reached. A receipt write is one row per
+            // conversation (position 0): `devices` lists `<user>:<session>:<delivered>:<read>`
+            // of each device that moved its member's marks. No foreign keys: a trace outlives the sessions and
             // devices it names, and the sweep removes it whole.
             try db.execute(SQL(stringLiteral: """
                 CREATE TABLE delivery_trace (
@@ -929,6 +932,7 @@ package enum Schema: Sendable {
                     user_id bigint,
                     session_id bigint,
                     device text,
+                    devices text,
                     node text NOT NULL,
                     at bigint NOT NULL,
                     detail text)

@@ -15,18 +15,22 @@ package final class TraceRecorder: Sendable {
         package var user: Int64?
         package var session: Int64?
         package var device: String?
+        /// Several devices in one row: `<user>:<session>` (routed) or
+        /// `<user>:<session>:<delivered>:<read>` (receipts), comma-separated.
+        package var devices: String?
         package var at: Int64
         package var detail: String?
 
         /// Creates the value; each argument sets the property of the same name.
         package init(position: Int64, conversation: Int64? = nil, step: String, user: Int64? = nil, session: Int64? = nil,
-                     device: String? = nil, at: Int64, detail: String? = nil) {
+                     device: String? = nil, devices: String? = nil, at: Int64, detail: String? = nil) {
             self.position = position
             self.conversation = conversation
             self.step = step
             self.user = user
             self.session = session
             self.device = device
+            self.devices = devices
             self.at = at
             self.detail = detail
         }

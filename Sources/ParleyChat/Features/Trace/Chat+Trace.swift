@@ -26,17 +26,13 @@ extension Tracing {
         guard !rows.isEmpty else { return 0 }
         let node = core.traceRecorder.node
         do {
+            // One statement, prepared once, run per row (SQLite) or queued in the pipeline (PostgreSQL).
             try await write { db in
-                var start = 0
-                while start < rows.count {
-                    let chunk = rows[start..<min(rows.count, start + 200)]
-                    var sql: SQL = "INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, node, at, detail) VALUES "
-                    for (index, row) in chunk.enumerated() {
-                        if index > 0 { sql = sql + ", " }
-                        sql = sql + "(\(row.position), \(row.conversation), \(row.step), \(row.user), \(row.session), \(row.device), \(node), \(row.at), \(row.detail))"
-                    }
-                    try db.execute(sql)
-                    start += chunk.count
+                for row in rows {
+                    try db.enqueue("""
+                        INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
+                        VALUES (\(row.position), \(row.conversation), \(row.step), \(row.user), \(row.session), \(row.device), \(row.devices), \(node), \(row.at), \(row.detail))
+                        """)
                 }
             }
         } catch {
@@ -74,10 +70,10 @@ extension Tracing {
                 let seq: Int64 = try row.get("seq")
                 let createdAt: Int64 = try row.get("created_at")
                 let steps = try db.fetchAll("""
-                    SELECT step, user_id, session_id, device, node, at, detail FROM delivery_trace WHERE position = \(position) ORDER BY at, id
+                    SELECT step, user_id, session_id, device, devices, node, at, detail FROM delivery_trace WHERE position = \(position) ORDER BY at, id
                     """)
                 let receipts = try db.fetchAll("""
-                    SELECT user_id, session_id, node, at, detail FROM delivery_trace
+                    SELECT devices, node, at FROM delivery_trace
                     WHERE conversation_id = \(conversationKey) AND step = 'receipt' AND at >= \(createdAt) ORDER BY at, id
                     """)
                 let kind = try row.get("kind", as: String.self)
@@ -87,9 +83,19 @@ extension Tracing {
                 // Public ids of the users and sessions the steps name.
                 var userKeys = Set(members)
                 var sessionKeys = Set<Int64>()
-                for step in steps + receipts {
+                for step in steps {
                     if let user = try step.get("user_id", as: Int64?.self) { userKeys.insert(user) }
                     if let session = try step.get("session_id", as: Int64?.self) { sessionKeys.insert(session) }
+                    for entry in Self.entries(try step.get("devices", as: String?.self)) where entry.count >= 2 {
+                        userKeys.insert(entry[0])
+                        sessionKeys.insert(entry[1])
+                    }
+                }
+                for receipt in receipts {
+                    for entry in Self.entries(try receipt.get("devices", as: String?.self)) where entry.count == 4 && (entry[2] >= seq || entry[3] >= seq) {
+                        userKeys.insert(entry[0])
+                        sessionKeys.insert(entry[1])
+                    }
                 }
                 userKeys.remove(author)
                 let users = try publicIDs(db, table: "account", keys: userKeys)
@@ -110,8 +116,16 @@ extension Tracing {
                     let name: String = try step.get("step")
                     let detail = try TraceDetail.read(try step.get("detail", as: String?.self))
                     let node: String = try step.get("node")
+                    let at = Date(milliseconds: try step.get("at"))
+                    // A node's routing of the message: one row for every device it reached.
+                    if let devices = try step.get("devices", as: String?.self) {
+                        for entry in Self.entries(devices) where entry.count == 2 && entry[0] != author {
+                            byUser[entry[0], default: []].append(TraceStep(step: name, at: at, node: node, session: sessions[entry[1]] ?? "ended"))
+                        }
+                        continue
+                    }
                     let session = try step.get("session_id", as: Int64?.self).map { sessions[$0] ?? "ended" }
-                    let traced = TraceStep(step: name, at: Date(milliseconds: try step.get("at")), node: node, session: session,
+                    let traced = TraceStep(step: name, at: at, node: node, session: session,
                                            device: try step.get("device", as: String?.self), platform: detail.platform, status: detail.status,
                                            reason: detail.reason, providerId: detail.providerId, outcome: detail.outcome, idOnly: detail.idOnly,
                                            endpoint: detail.endpoint)
@@ -128,17 +142,15 @@ extension Tracing {
                 // A device's receipt: the first that marked this message delivered, and the first that marked it read.
                 var marked: Set<String> = []
                 for receipt in receipts {
-                    guard let user = try receipt.get("user_id", as: Int64?.self), user != author,
-                          let sessionKey = try receipt.get("session_id", as: Int64?.self) else { continue }
-                    let detail = try TraceDetail.read(try receipt.get("detail", as: String?.self))
-                    let session = sessions[sessionKey] ?? "ended"
-                    let delivered = (detail.deliveredSeq ?? 0) >= seq && marked.insert("d \(sessionKey)").inserted
-                    let read = (detail.readSeq ?? 0) >= seq && marked.insert("r \(sessionKey)").inserted
-                    guard delivered || read else { continue }
-                    byUser[user, default: []].append(TraceStep(step: "receipt", at: Date(milliseconds: try receipt.get("at")),
-                                                               node: try receipt.get("node"), session: session,
-                                                               deliveredSeq: delivered ? detail.deliveredSeq : nil,
-                                                               readSeq: read ? detail.readSeq : nil))
+                    let at = Date(milliseconds: try receipt.get("at"))
+                    let node: String = try receipt.get("node")
+                    for entry in Self.entries(try receipt.get("devices", as: String?.self)) where entry.count == 4 && entry[0] != author {
+                        let delivered = entry[2] >= seq && marked.insert("d \(entry[1])").inserted
+                        let read = entry[3] >= seq && marked.insert("r \(entry[1])").inserted
+                        guard delivered || read else { continue }
+                        byUser[entry[0], default: []].append(TraceStep(step: "receipt", at: at, node: node, session: sessions[entry[1]] ?? "ended",
+                                                                       deliveredSeq: delivered ? entry[2] : nil, readSeq: read ? entry[3] : nil))
+                    }
                 }
                 let recipients = userKeys.sorted().compactMap { user -> TraceRecipient? in
                     guard let id = users[user] else { return nil }
@@ -177,6 +189,12 @@ extension Tracing {
                                     keptUntil: Date(milliseconds: createdAt + Chat.milliseconds(retention ?? .zero)))
             }
         }
+    }
+
+    /// A `devices` column's entries: comma-separated, each colon-separated integers.
+    static func entries(_ text: String?) -> [[Int64]] {
+        guard let text, !text.isEmpty else { return [] }
+        return text.split(separator: ",").map { $0.split(separator: ":").compactMap { Int64($0) } }
     }
 
     /// `id → public_id` of the rows of `table` (account or session) with these keys.

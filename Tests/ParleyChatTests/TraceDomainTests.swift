@@ -1,0 +1,83 @@
+import Foundation
+@testable import ParleyChat
+import ParleyChatTesting
+import ParleyWire
+import Testing
+
+/// Delivery traces on both engines (docs/trace.md): steps written once and read back per
+/// recipient, why no push went, the sweep, and a recorder that cannot grow without bound.
+struct TraceDomainTests {
+    private static func server(_ harness: ChatHarness) async throws -> ServerApp {
+        let secret = try #require(try await harness.chat.backend.rotateSecret(app: "test", grace: .zero).secret)
+        return try await harness.chat.backend.authenticateApp(secret: secret)
+    }
+
+    @Test func aSendsStepsAreWrittenOnceAndReadBackPerRecipientUntilTheSweep() async throws {
+        let harness = try await ChatHarness.make(bus: InProcessBus(), hooks: [PushOutboxHook(confirmationWindow: .zero)]) {
+            $0.nodeName = "node-1"
+        }
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        let server = try await Self.server(harness)
+        let ana = try await harness.register("ana").caller
+        let bob = try await harness.register("bob").caller
+        let cy = try await harness.register("cyd").caller
+        let room = try await chat.createConversation(ana, CreateConversationRequest(kind: .group, members: ["bob", "cyd"], title: "t")).0.id
+        _ = try await chat.notifications.register(bob, RegisterDeviceRequest(platform: .apns, token: String(repeating: "ab", count: 32)))
+        _ = try await chat.notifications.mute(cy, conversation: room, MuteRequest())
+        let (message, _) = try await chat.send(ana, to: room, SendMessageRequest(clientID: "t1", content: .text("hello")))
+        // Bob's device marks it delivered and read (one receipt write, traced per session).
+        _ = try await chat.updateReceipt(bob, conversation: room, ReceiptUpdate(deliveredSeq: message.seq, readSeq: message.seq))
+        // The push worker's expansion: Bob's device queued, Cy skipped (muted).
+        let rows = try await chat.claimOutbox(kind: PushOutboxHook.kind, holder: "x", limit: 10, lease: .seconds(30))
+        #expect(try await chat.notifications.expand(rows, holder: "x") == 0, "Bob's receipt came first: delivered, not pushed")
+        #expect(try await chat.tracing.flush() > 0)
+        #expect(try await chat.tracing.flush() == 0, "written once")
+
+        let trace = try await chat.tracing.trace(server, message: message.id)
+        #expect(trace.committedOn == "node-1" && trace.seq == message.seq && trace.authorId == ana.userID && !trace.shadow)
+        #expect(Set(trace.recipients.map(\.userId)) == [bob.userID, cy.userID])
+        let bobs = try #require(trace.recipients.first { $0.userId == bob.userID })
+        #expect(bobs.notPushed == "delivered" && bobs.outcome == "not_pushed")
+        let receipt = try #require(bobs.steps.first { $0.step == "receipt" })
+        #expect(receipt.deliveredSeq == message.seq && receipt.readSeq == message.seq && receipt.node == "node-1")
+        let cys = try #require(trace.recipients.first { $0.userId == cy.userID })
+        #expect(cys.notPushed == "muted" && cys.steps.map(\.step) == ["push.skipped"])
+        // Another app's backend sees nothing of it.
+        _ = try await chat.createApp(name: "other")
+        let otherServer = try await chat.backend.authenticateApp(secret: try #require(try await chat.backend.rotateSecret(app: "other", grace: .zero).secret))
+        #expect(await code { _ = try await chat.tracing.trace(otherServer, message: message.id) } == "message_not_found")
+
+        // A day and an hour later the sweep removes every step; the message stays.
+        harness.clock.advance(by: 25 * 3600)
+        #expect(try await chat.tracing.sweep() > 0)
+        let swept = try await chat.tracing.trace(server, message: message.id)
+        #expect(swept.committedOn == nil && swept.recipients.allSatisfy { $0.steps.isEmpty })
+    }
+
+    @Test func withTracingOffNothingIsRecorded() async throws {
+        let harness = try await ChatHarness.make(bus: InProcessBus()) { $0.traceRetention = nil }
+        defer { harness.tearDown() }
+        let (ann, _, room) = try await harness.twoInAGroup()
+        _ = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "t1", content: .text("x")))
+        #expect(!harness.chat.tracing.isOn)
+        #expect(try await harness.chat.tracing.flush() == 0)
+        #expect(try await harness.chat.tracing.sweep() == 0)
+    }
+
+    @Test func theRecorderDropsPastItsCapacityAndCountsWhatItDropped() {
+        let recorder = TraceRecorder(isOn: true, node: "n", capacity: 3)
+        recorder.record((1...2).map { TraceRecorder.Row(position: $0, step: "routed", at: 0) })
+        recorder.record((3...5).map { TraceRecorder.Row(position: $0, step: "routed", at: 0) })
+        #expect(recorder.dropped == 2)
+        let taken = recorder.take()
+        #expect(taken.map(\.position) == [1, 2, 3])
+        recorder.record(TraceRecorder.Row(position: 9, step: "routed", at: 0))
+        recorder.putBack(taken)
+        #expect(recorder.take().map(\.position) == [1, 2, 9], "a failed write's steps go first, as room allows")
+        #expect(recorder.dropped == 3)
+        let off = TraceRecorder(isOn: false, node: "n")
+        off.record(TraceRecorder.Row(position: 1, step: "routed", at: 0))
+        #expect(off.take().isEmpty)
+    }
+}
