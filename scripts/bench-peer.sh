@@ -21,22 +21,11 @@ seconds=${PEER_SECONDS:-20}
 rates=${PEER_RATES:-50,500}
 cores=$(nproc)
 command -v redis-server >/dev/null || { echo "bench-peer.sh needs redis-server (scripts/install-deps.sh --bench)" >&2; exit 1; }
-if [[ "$tree" == "$(pwd)" ]]; then
-    echo "Building release binaries…" >&2
-    swift build -c release --product parley-server >/dev/null
-    swift build -c release --product parley-bench >/dev/null
-fi
-server="$tree/.build/release/parley-server"
-bench="$(pwd)/.build/release/parley-bench"
-[[ -x "$server" && -x "$bench" ]] || { echo "missing release builds: swift build -c release in $tree and here" >&2; exit 1; }
-work=$(mktemp -d /tmp/parley-bench-peer.XXXXXX)
-pid=""
-cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-threads="$cores"
-workload=(--users 200 --group-size 10 --rates "$rates" --duration "$seconds" --body-bytes 100 --json)
 # shellcheck source=scripts/peer-servers.sh
 . scripts/peer-servers.sh
+peer_setup "$tree" parley-bench-peer
+threads="$cores"
+workload=(--users 200 --group-size 10 --rates "$rates" --duration "$seconds" --body-bytes 100 --json)
 
 echo "Parley: 200 users in 20 rooms of 10, $rates msgs/s, ${seconds}s each…" >&2
 run_parley parley

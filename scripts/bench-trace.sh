@@ -14,22 +14,11 @@ tree=$(cd "${1:-.}" && pwd)
 rounds=${ROUNDS:-3}
 rates=${RATES:-50,500}
 seconds=${SECONDS_PER_RUN:-15}
-if [[ "$tree" == "$(pwd)" ]]; then
-    echo "Building release binaries…" >&2
-    swift build -c release --product parley-server >/dev/null
-    swift build -c release --product parley-bench >/dev/null
-fi
-server="$tree/.build/release/parley-server"
-bench="$(pwd)/.build/release/parley-bench"
-[[ -x "$server" && -x "$bench" ]] || { echo "missing release builds: swift build -c release in $tree and here" >&2; exit 1; }
-work=$(mktemp -d /tmp/parley-bench-trace.XXXXXX)
-pid=""
-cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-threads=$(nproc)
-workload=(--users 200 --group-size 10 --rates "$rates" --duration "$seconds" --body-bytes 100 --json --receipts 1)
 # shellcheck source=scripts/peer-servers.sh
 . scripts/peer-servers.sh
+peer_setup "$tree" parley-bench-trace
+threads=$(nproc)
+workload=(--users 200 --group-size 10 --rates "$rates" --duration "$seconds" --body-bytes 100 --json --receipts 1)
 for round in $(seq 1 "$rounds"); do
     echo "round $round of $rounds: tracing on, then off (swapped every other round)…" >&2
     if (( round % 2 )); then order=(on off); else order=(off on); fi

@@ -4,6 +4,24 @@
 # threads (parley-server's --threads), workload (an array of parley-bench fanout flags, with
 # --json), and pid="" with a trap that kills "$pid". PARLEY_FLAGS adds flags to parley-server.
 
+# Release binaries for a run against TREE (built first when TREE is this checkout): sets
+# server (TREE's parley-server), bench (this checkout's parley-bench), work (a scratch
+# directory, removed on exit) and pid="" with the trap that kills "$pid".
+peer_setup() {  # tree, scratch directory prefix
+    local tree=$1
+    if [[ "$tree" == "$(pwd)" ]]; then
+        echo "Building release binaries…" >&2
+        swift build -c release --product parley-server >/dev/null
+        swift build -c release --product parley-bench >/dev/null
+    fi
+    server="$tree/.build/release/parley-server"
+    bench="$(pwd)/.build/release/parley-bench"
+    [[ -x "$server" && -x "$bench" ]] || { echo "missing release builds: swift build -c release in $tree and here" >&2; exit 1; }
+    work=$(mktemp -d "/tmp/$2.XXXXXX")
+    pid=""
+    trap 'if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null; fi; rm -rf "$work"' EXIT
+}
+
 # The memory of a server just started, before any client (RSS and private MiB from
 # smaps_rollup), appended to $work/idle.jsonl.
 idle_memory() {  # label, pid
