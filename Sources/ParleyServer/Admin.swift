@@ -280,6 +280,7 @@ package enum Admin: Sendable {
             if let device = step.device { parts.append("device \(device)") }
             if let platform = step.platform { parts.append(platform) }
             if let endpoint = step.endpoint { parts.append(endpoint) }
+            if let event = step.event { parts.append(event) }
             if let outcome = step.outcome { parts.append(outcome) }
             if let status = step.status { parts.append("HTTP \(status)") }
             if let reason = step.reason, !reason.isEmpty { parts.append("(\(reason))") }

@@ -216,14 +216,16 @@ package final class WebhookService: Sendable {
         await record()
     }
 
-    /// The trace's `webhook.attempt` step for a new message's delivery (docs/trace.md).
+    /// The trace's `webhook.attempt` step for a delivery of a logged event (docs/trace.md):
+    /// a message's trace shows those of its own events (created, edited, reacted to …).
     private func trace(_ delivery: WebhookMessage, endpoint: String, result: Result<OutboundResponse, OutboundError>, problem: String?) {
         let recorder = chat.traceRecorder
-        guard recorder.isOn, delivery.type == EventKind.messageCreated.rawValue, let position = delivery.eventPosition else { return }
+        guard recorder.isOn, let position = delivery.eventPosition else { return }
         let status: Int? = if case .success(let response) = result { response.status } else { nil }
         let outcome = problem == nil ? "sent" : (delivery.item.attempts + 1 < configuration.maxAttempts ? "retry" : "failed")
         recorder.record(TraceRecorder.Row(position: position, step: "webhook.attempt", at: recorder.now(),
-                                          detail: TraceRecorder.detail(status: status, reason: problem, outcome: outcome, endpoint: endpoint)))
+                                          detail: TraceRecorder.detail(status: status, reason: problem, outcome: outcome, endpoint: endpoint,
+                                                                       event: delivery.type)))
     }
 
     /// The body and headers of one attempt: Parley's signed envelope, or Pusher's.

@@ -26,7 +26,8 @@ public struct MessageTrace: Hashable, Codable, Sendable {
     /// Its recipients (the conversation's other members; in a public channel, those any step
     /// names), each with what reached which of their devices, or why nothing did.
     public var recipients: [TraceRecipient]
-    /// Each attempt to deliver its `message.created` to the app's webhook endpoints.
+    /// Each attempt to deliver its events (`message.created`, and later edits, reactions …) to
+    /// the app's webhook endpoints.
     public var webhooks: [TraceStep]
     /// When this trace's steps are removed (the server's `--trace-retention` after the message).
     public var keptUntil: Date
@@ -103,6 +104,8 @@ public struct TraceStep: Hashable, Codable, Sendable {
     public var idOnly: Bool?
     /// The webhook endpoint (`wh_…`).
     public var endpoint: String?
+    /// The event a webhook attempt delivered (`message.created`, `message.edited`, …).
+    public var event: String?
     /// The highest seq the device marked delivered or read, for a receipt step.
     public var deliveredSeq: Int64?
     /// See ``deliveredSeq``.
@@ -111,7 +114,7 @@ public struct TraceStep: Hashable, Codable, Sendable {
     /// Creates the value; each argument sets the property of the same name.
     public init(step: String, at: Date, node: String, session: String? = nil, device: String? = nil, platform: String? = nil,
                 status: Int? = nil, reason: String? = nil, providerId: String? = nil, outcome: String? = nil, idOnly: Bool? = nil,
-                endpoint: String? = nil, deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
+                endpoint: String? = nil, event: String? = nil, deliveredSeq: Int64? = nil, readSeq: Int64? = nil) {
         self.step = step
         self.at = at
         self.node = node
@@ -124,6 +127,7 @@ public struct TraceStep: Hashable, Codable, Sendable {
         self.outcome = outcome
         self.idOnly = idOnly
         self.endpoint = endpoint
+        self.event = event
         self.deliveredSeq = deliveredSeq
         self.readSeq = readSeq
     }

@@ -226,7 +226,7 @@ def test_an_id_only_push_and_a_webhook_are_traced(fake, server):
     backend = Backend(server)
     receiver = Receiver()
     try:
-        status, hook = backend.call("POST", "/v1/server/webhooks", {"url": receiver.url, "events": ["message.created"]})
+        status, hook = backend.call("POST", "/v1/server/webhooks", {"url": receiver.url, "events": ["message.created", "message.edited"]})
         assert status == 201
         receiver.secret = hook["secret"]
         assert server.apps("push-content", "default", "id-only").returncode == 0
@@ -238,9 +238,13 @@ def test_an_id_only_push_and_a_webhook_are_traced(fake, server):
         seen, body = wait_recipient(server, message["id"], bob, lambda r: r["outcome"] == "pushed", "the id-only push")
         queued = next(s for s in seen["steps"] if s["step"] == "push.queued")
         assert queued["idOnly"] is True
-        wait_until(lambda: any(w["outcome"] == "sent" for w in trace(server, message["id"])["webhooks"]), what="the webhook attempt")
-        attempt = next(w for w in trace(server, message["id"])["webhooks"] if w["outcome"] == "sent")
-        assert attempt["endpoint"] == hook["id"] and attempt["status"] == 200 and attempt["node"] == "node-a"
+        # Its later edit's delivery is the message's too.
+        assert ana.patch(f"/v1/conversations/{room}/messages/{message['id']}", {"content": {"type": "text", "text": "plans"}})[0] == 200
+        wait_until(lambda: {w["event"] for w in trace(server, message["id"])["webhooks"] if w["outcome"] == "sent"}
+                   == {"message.created", "message.edited"}, what="both webhook attempts")
+        attempts = trace(server, message["id"])["webhooks"]
+        assert [w["event"] for w in attempts] == ["message.created", "message.edited"]
+        assert all(w["endpoint"] == hook["id"] and w["status"] == 200 and w["node"] == "node-a" for w in attempts)
     finally:
         server.apps("push-content", "default", "full")
         backend.call("DELETE", f"/v1/server/webhooks/{hook['id']}")

@@ -97,12 +97,13 @@ package final class TraceRecorder: Sendable {
 
     /// A step's details as the JSON object the trace reads back (only the fields given).
     package static func detail(platform: String? = nil, status: Int? = nil, reason: String? = nil, providerID: String? = nil,
-                               outcome: String? = nil, idOnly: Bool? = nil, endpoint: String? = nil,
+                               outcome: String? = nil, idOnly: Bool? = nil, endpoint: String? = nil, event: String? = nil,
                                deliveredSeq: Int64? = nil, readSeq: Int64? = nil) -> String {
         var writer = JSONWriter(capacity: 96)
         writer.object { json in
             if let deliveredSeq { json.key("deliveredSeq"); json.integer(deliveredSeq) }
             if let endpoint { json.key("endpoint"); json.string(endpoint) }
+            if let event { json.key("event"); json.string(event) }
             if let idOnly { json.key("idOnly"); json.bool(idOnly) }
             if let outcome { json.key("outcome"); json.string(outcome) }
             if let platform { json.key("platform"); json.string(platform) }

@@ -72,6 +72,14 @@ extension Tracing {
                 let steps = try db.fetchAll("""
                     SELECT step, user_id, session_id, device, devices, node, at, detail FROM delivery_trace WHERE position = \(position) ORDER BY at, id
                     """)
+                // The message's later events (edits, reactions, pins …), whose webhook attempts it shows too.
+                let later = try db.fetchAll("""
+                    SELECT e.position FROM event e JOIN message m ON m.id = e.message_id
+                    WHERE e.conversation_id = \(conversationKey) AND e.position > \(position) AND m.public_id = \(message.rawValue)
+                    """).map { try $0.get("position", as: Int64.self) }
+                let laterWebhooks = later.isEmpty ? [] : try db.fetchAll("""
+                    SELECT node, at, detail FROM delivery_trace WHERE position IN (\(list: later)) AND step = 'webhook.attempt' ORDER BY at, id
+                    """)
                 let receipts = try db.fetchAll("""
                     SELECT devices, node, at FROM delivery_trace
                     WHERE conversation_id = \(conversationKey) AND step = 'receipt' AND at >= \(createdAt) ORDER BY at, id
@@ -128,7 +136,7 @@ extension Tracing {
                     let traced = TraceStep(step: name, at: at, node: node, session: session,
                                            device: try step.get("device", as: String?.self), platform: detail.platform, status: detail.status,
                                            reason: detail.reason, providerId: detail.providerId, outcome: detail.outcome, idOnly: detail.idOnly,
-                                           endpoint: detail.endpoint)
+                                           endpoint: detail.endpoint, event: detail.event)
                     switch name {
                     case "committed": committedOn = committedOn ?? node
                     case "webhook.attempt": webhooks.append(traced)
@@ -139,6 +147,13 @@ extension Tracing {
                         byUser[user, default: []].append(traced)
                     }
                 }
+                for attempt in laterWebhooks {
+                    let detail = try TraceDetail.read(try attempt.get("detail", as: String?.self))
+                    webhooks.append(TraceStep(step: "webhook.attempt", at: Date(milliseconds: try attempt.get("at")), node: try attempt.get("node"),
+                                              status: detail.status, reason: detail.reason, outcome: detail.outcome, endpoint: detail.endpoint,
+                                              event: detail.event))
+                }
+                webhooks.sort { $0.at < $1.at }
                 // A device's receipt: the first that marked this message delivered, and the first that marked it read.
                 var marked: Set<String> = []
                 for receipt in receipts {
@@ -217,6 +232,7 @@ private struct TraceDetail: Decodable {
     var outcome: String?
     var idOnly: Bool?
     var endpoint: String?
+    var event: String?
     var deliveredSeq: Int64?
     var readSeq: Int64?
 
