@@ -165,7 +165,7 @@ package final class PushService: Sendable {
     private func waitForDueRows(_ kind: String) async -> Bool {
         var wait = Duration.milliseconds(200)
         if let next = await log.attempt("cannot read when the next push is due", { try await chat.nextOutboxDue(kind: kind) }) ?? nil {
-            let seconds = next.timeIntervalSinceNow
+            let seconds = next.timeIntervalSince(chat.now)  // the chat's clock: test mode moves it
             if seconds <= 0 { return true }
             wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))
         }

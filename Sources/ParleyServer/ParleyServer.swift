@@ -238,6 +238,7 @@ package final class ParleyServer: Sendable {
             httpConfiguration.connections.perAddressCoversPrivate = true
         }
         httpConfiguration.logger = logger.labelled("parley.http")
+        if configuration.testMode { httpConfiguration.everyResponse = [("Parley-Test-Mode", "on")] }
         let startedAt = ContinuousClock.now
         // With several nodes, who is online is decided across them (in Redis, under the database's epoch).
         let presence = redisBus.map { RedisPresence(url: $0.url, node: $0.node, prefix: "parley:\(chat.epoch)") }
@@ -265,7 +266,7 @@ package final class ParleyServer: Sendable {
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
                                  pusher: pusher, bus: busStatistics, push: push, webhooks: webhooks, chat: chat, linkPreviews: linkPreviews)
         ChatRoutes.add(to: &router, chat: chat)
-        ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond)
+        ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond, testMode: configuration.testMode)
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = LockedValue((existingApps.first { $0.name == "default" } ?? existingApps.first)?.publicKey)
         WebRoutes.add(to: &router) { webAppKey.withLock { $0 } }
@@ -341,7 +342,7 @@ package final class ParleyServer: Sendable {
                             if settled > 0 { continue }
                             var wait = Duration.seconds(1)
                             if let next = try? await chat.scheduling.nextDue() {
-                                wait = min(wait, .milliseconds(max(10, Int(next.timeIntervalSinceNow * 1000) + 1)))
+                                wait = min(wait, .milliseconds(max(10, Int(next.timeIntervalSince(chat.now) * 1000) + 1)))
                             }
                             try? await Task.sleep(for: wait)
                         }
@@ -397,6 +398,9 @@ package final class ParleyServer: Sendable {
             logger.info("listening", metadata: ["url": .string(server.url), "threads": .integer(Int64(group.loops.count)),
                                                 "push": .string(push?.providerNames.joined(separator: ",") ?? "off"),
                                                 "nodes": redisBus == nil ? "one" : "several"])
+            if configuration.testMode {
+                logger.warning("test mode: tests may move this server's clock; never serve users with it (docs/test-mode.md)")
+            }
             return server
         } catch let error as IOError where error.code == EADDRINUSE {
             group.shutdown()
@@ -484,6 +488,7 @@ package final class ParleyServer: Sendable {
         chatConfiguration.beforeSendTransport = beforeSend
         chatConfiguration.jwksFetcher = jwks
         chatConfiguration.logger = logger.labelled("parley.chat")
+        if configuration.testMode { chatConfiguration.now = { TestClock.now() } }
         chatConfiguration.traceRetention = configuration.traceRetentionHours > 0 ? .seconds(configuration.traceRetentionHours * 3600) : nil
         chatConfiguration.nodeName = configuration.nodeName ?? Self.defaultNodeName(port: configuration.port)
         do {

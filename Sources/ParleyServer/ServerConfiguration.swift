@@ -103,6 +103,14 @@ package struct ServerConfiguration: Sendable, Equatable {
     /// Seconds between retention sweeps (removal of messages older than their policy);
     /// 0: never on this node. `--retention-interval`. Default: 3600.
     package var retentionIntervalSeconds = 3600
+    /// Test mode (docs/test-mode.md): a clock tests move, under `/v1/test/`; every response
+    /// says so. Refused with TLS on an address other than loopback. `--test-mode`.
+    package var testMode = false
+    /// Whether `host` is a loopback address or `localhost`.
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+    }
+
     /// Hours each new message's delivery trace is kept (docs/trace.md); 0 records none.
     /// `--trace-retention`. Default: 24.
     package var traceRetentionHours = 24
@@ -302,6 +310,8 @@ package struct ServerConfiguration: Sendable, Equatable {
                      value: "<s>", help: "Seconds an upload no message uses is kept (default 86400)."),
             O.integer("--media-gc-interval", "PARLEY_MEDIA_GC_INTERVAL", in: 0...86_400, \.media.collectionIntervalSeconds, value: "<s>",
                      help: "Seconds between removals of unused uploads (default 300); 0: never on this node (several nodes: collect on one)."),
+            O.toggle("--test-mode", "PARLEY_TEST_MODE", \.testMode,
+                     help: "For an app's CI, never production: a clock tests move (POST /v1/test/clock) under /v1/test/ (docs/test-mode.md)."),
             O.integer("--trace-retention", "PARLEY_TRACE_RETENTION", in: 0...720, \.traceRetentionHours, value: "<hours>",
                       help: "Hours each new message's delivery trace is kept (GET /v1/server/messages/{id}/trace; default 24); 0: record none."),
             O("--node-name", value: "<name>", environment: "PARLEY_NODE_NAME",
@@ -405,6 +415,10 @@ package struct ServerConfiguration: Sendable, Equatable {
                 throw UsageError(message: "--tls-cert-file and --tls-key-file go together: give both, or neither for plain HTTP")
             }
             if let problem = configuration.push.problem { throw UsageError(message: problem) }
+            if configuration.testMode, configuration.tlsCertificateFile != nil, !Self.isLoopback(configuration.host) {
+                throw UsageError(message: "--test-mode is for tests: it is refused with TLS on \(configuration.host); "
+                                 + "serve tests on 127.0.0.1 (or without --tls-cert-file), never a public address with a certificate")
+            }
             return .run(configuration)
         }
         let apps = parsed.words

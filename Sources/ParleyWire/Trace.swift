@@ -132,3 +132,26 @@ public struct TraceStep: Hashable, Codable, Sendable {
         self.readSeq = readSeq
     }
 }
+
+// Test mode (`parley-server --test-mode`, docs/test-mode.md).
+
+/// `GET` and `POST /v1/test/clock`: the server's clock in test mode.
+public struct TestClockState: Hashable, Codable, Sendable {
+    /// Now, by the server's clock.
+    public var now: Date
+    /// How far ahead of the wall clock it is, in seconds.
+    public var offsetSeconds: Double
+    /// Creates the value; each argument sets the property of the same name.
+    public init(now: Date, offsetSeconds: Double) {
+        self.now = now
+        self.offsetSeconds = offsetSeconds
+    }
+}
+
+/// `POST /v1/test/clock`: moves the server's clock forward.
+public struct AdvanceClockRequest: Hashable, Codable, Sendable {
+    /// Seconds to move it by: more than 0, at most ten years (315,360,000).
+    public var advanceSeconds: Double
+    /// Creates the value; each argument sets the property of the same name.
+    public init(advanceSeconds: Double) { self.advanceSeconds = advanceSeconds }
+}

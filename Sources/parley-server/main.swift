@@ -83,6 +83,10 @@ case .run(let configuration):
         fail("\(error)", code: 69)  // EX_UNAVAILABLE
     }
     say("Parley \(ParleyVersion.current) listening on \(server.url) (data in \(configuration.dataDirectory))")
+    if configuration.testMode {
+        say("*** TEST MODE: for an app's CI, never production. Tests move this server's clock (POST /v1/test/clock); "
+            + "every response says Parley-Test-Mode: on. docs/test-mode.md ***")
+    }
     // The first app's secret goes to the screen only when a person is there to read it.
     for line in server.appsBanner(toTerminal: isatty(STDOUT_FILENO) == 1) { say(line) }
     say(server.pushBanner)

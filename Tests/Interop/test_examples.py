@@ -54,6 +54,28 @@ def test_the_pusher_tutorials_backend_runs_over_the_server_api_and_webhooks():
         server.stop()
 
 
+def test_an_apps_ci_moves_the_test_mode_clock_instead_of_waiting():
+    """Examples/TestMode: a ban of an hour and a message scheduled for tomorrow, each tested in
+    seconds against `parley-server --test-mode` (docs/test-mode.md)."""
+    server = Server("--test-mode")
+    try:
+        script = os.path.join(ROOT, "Examples", "TestMode", "app_ci.py")
+        result = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), script, "--server", server.url, "--app-key", server.app_key,
+                                 "--app-secret", server.app_secret], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"TestMode failed:\n{result.stdout}\n{result.stderr}"
+        assert result.stdout.count("  ok in ") == 2 and result.stdout.strip().endswith("TestMode: ok")
+    finally:
+        server.stop()
+    # Against a server that is not in test mode it says what to start.
+    plain = Server()
+    try:
+        result = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), script, "--server", plain.url, "--app-key", plain.app_key,
+                                 "--app-secret", plain.app_secret], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 1 and "--test-mode" in result.stdout
+    finally:
+        plain.stop()
+
+
 def test_an_example_without_a_server_says_how_to_run_it():
     result = subprocess.run([os.path.join(ROOT, ".build", "debug", "MessageMe")], capture_output=True, text=True, timeout=30,
                             env={k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")})

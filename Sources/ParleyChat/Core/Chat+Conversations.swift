@@ -435,7 +435,7 @@ extension Chat {
     }
 
     /// The wall clock in milliseconds, where no `now` was passed in.
-    static var nowWallClock: Int64 { milliseconds(Date()) }
+    static var nowWallClock: Int64 { milliseconds(TestClock.now()) }
 
     /// Creates a conversation with its first members. Their `member.added` events come first
     /// and `conversation.created` last, so every first member receives the creation (a member

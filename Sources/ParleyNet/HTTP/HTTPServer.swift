@@ -20,6 +20,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var writeBudget = WriteBudget()
     /// The `Server` response header, or `nil` for none. Default: `parley`.
     public var serverName: String? = "parley"
+    /// Headers every response carries (test mode's `Parley-Test-Mode`). Default: none.
+    public var everyResponse: [(name: String, value: String)] = []
     /// HTTPS and WSS: the certificate every connection is accepted with (reloadable). Default:
     /// none (plain HTTP).
     public var tls: TLSCertificateStore? = nil
@@ -142,11 +144,14 @@ final class HTTPServerShared: Sendable {
     let serverName: String?
     /// Served over TLS: responses carry `Strict-Transport-Security`.
     let isHTTPS: Bool
+    /// Headers every response carries.
+    let everyResponse: [(name: String, value: String)]
 
     init(configuration: HTTPServerConfiguration, router: Router) {
         self.configuration = configuration
         self.router = router
         serverName = configuration.serverName
+        everyResponse = configuration.everyResponse
         isHTTPS = configuration.tls != nil
     }
 }
@@ -502,6 +507,7 @@ final class HTTPServerHandler: ConnectionHandler, ShutdownParticipant, @unchecke
         if closing { keepAlive = false }
         var response = response
         if let serverName = shared.serverName { response.headers.replaceOrAdd(name: "Server", value: serverName) }
+        for header in shared.everyResponse { response.headers.replaceOrAdd(name: header.name, value: header.value) }
         // Over HTTPS, browsers are told to use nothing else for two years (Mozilla's advice).
         if shared.isHTTPS { response.headers.replaceOrAdd(name: "Strict-Transport-Security", value: "max-age=63072000") }
         if let current {

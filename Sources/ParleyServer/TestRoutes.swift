@@ -1,0 +1,34 @@
+import Foundation
+import ParleyChat
+import ParleyNet
+import ParleyWire
+
+/// Test mode's routes (`parley-server --test-mode`, docs/test-mode.md), under `/v1/test/`,
+/// with the app secret as the server API: what an app's CI uses to make time testable.
+extension ServerRoutes {
+    /// The most the clock moves in one call: ten years.
+    static let maxClockAdvanceSeconds = 315_360_000.0
+
+    static func addTestRoutes(to router: inout Router, chat: Chat, server: ServerAPI, api: API) {
+        @Sendable func state() -> TestClockState {
+            TestClockState(now: TestClock.now(), offsetSeconds: Double(TestClock.offset) / 1000)
+        }
+        router.get("/v1/test/clock") { request in
+            await server.handle(request) { _ in await api.respond { state() } }
+        }
+        router.post("/v1/test/clock") { request in
+            await server.handle(request) { app in
+                await api.respond {
+                    let move = try await request.decode(AdvanceClockRequest.self)
+                    guard move.advanceSeconds.isFinite, move.advanceSeconds > 0, move.advanceSeconds <= maxClockAdvanceSeconds else {
+                        throw ChatError.invalid("advanceSeconds must be more than 0 and at most \(Int(maxClockAdvanceSeconds)) (ten years)")
+                    }
+                    TestClock.advance(byMilliseconds: Int64((move.advanceSeconds * 1000).rounded()))
+                    // Retention sweeps on an interval of real time: the moved clock's sweep runs now.
+                    _ = try await chat.retention.sweep()
+                    return state()
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+"""Test mode (issue 35, item 2; docs/test-mode.md): `parley-server --test-mode` says so on every
+response and in its banner, is refused with TLS on a public address, and gives an app's CI a
+clock it moves (`POST /v1/test/clock`) that every timed rule follows: a ban ends after an hour
+of test time, a scheduled message goes out at its time, a session ends after its lifetime."""
+import datetime
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from parley import BINARY, Client, Server
+from realtime import Device
+from test_server_api import Backend
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = Server("--test-mode", "--server-api-requests-per-second", "1000")
+    yield running
+    assert running.stop() == 0
+
+
+def person(server, name):
+    return Client(server).register(f"{name}{uuid.uuid4().hex[:6]}")
+
+
+def clock(server):
+    status, body = Backend(server).call("GET", "/v1/test/clock")
+    assert status == 200, body
+    return body
+
+
+def advance(server, seconds):
+    status, body = Backend(server).call("POST", "/v1/test/clock", {"advanceSeconds": seconds})
+    assert status == 200, body
+    return body
+
+
+def iso(text, seconds=0):
+    when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00")) + datetime.timedelta(seconds=seconds)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def test_every_response_says_test_mode_and_a_server_without_it_has_no_test_routes(server):
+    client = Client(server)
+    for path, authenticated in (("/healthz", False), ("/v1/nope", False), ("/v1/me", False)):
+        status, _, headers = client.request_bytes("GET", path, authenticated=authenticated)
+        assert headers.get("parley-test-mode") == "on", (path, status)
+    plain = Server()
+    try:
+        status, _, headers = Client(plain).request_bytes("GET", "/healthz", authenticated=False)
+        assert "parley-test-mode" not in headers
+        assert Backend(plain).call("GET", "/v1/test/clock")[0] == 404
+        assert Backend(plain).call("POST", "/v1/test/clock", {"advanceSeconds": 60})[0] == 404
+    finally:
+        plain.stop()
+
+
+def test_the_banner_says_it_and_tls_on_a_public_address_is_refused():
+    data = tempfile.mkdtemp(prefix="parley-test-mode-")
+    refused = subprocess.run([BINARY, "--test-mode", "--host", "0.0.0.0", "--port", "0", "--data-dir", data,
+                              "--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"],
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and "--test-mode" in refused.stderr and "0.0.0.0" in refused.stderr
+    running = Server("--test-mode")
+    try:
+        assert any("TEST MODE" in line for line in running.banner)
+    finally:
+        running.stop()
+
+
+def test_only_the_backend_moves_the_clock_and_only_forward(server):
+    before = clock(server)
+    user = person(server, "ana")
+    assert user.post("/v1/test/clock", {"advanceSeconds": 60})[0] == 401
+    for bad in (0, -5, 315_360_001, "soon", None):
+        status, error = Backend(server).call("POST", "/v1/test/clock", {"advanceSeconds": bad})
+        assert status == 400, (bad, error)
+    moved = advance(server, 90)
+    assert moved["offsetSeconds"] == pytest.approx(before["offsetSeconds"] + 90)
+    assert iso(moved["now"]) >= iso(before["now"], 90)
+
+
+def test_a_ban_for_an_hour_ends_after_an_hour_of_test_time(server):
+    owner, bob = person(server, "own"), person(server, "bob")
+    status, channel = owner.post("/v1/conversations", {"kind": "public", "title": f"town-{uuid.uuid4().hex[:6]}"})
+    assert status == 201 and bob.post(f"/v1/conversations/{channel['id']}/join")[0] == 200
+    until = iso(clock(server)["now"], 3600)
+    status, ban = owner.post(f"/v1/conversations/{channel['id']}/bans", {"userId": bob.user["id"], "until": until})
+    assert status == 201, ban
+    status, error = bob.post(f"/v1/conversations/{channel['id']}/join")
+    assert status == 403 and error["error"]["code"] == "user_banned"
+    advance(server, 1800)
+    assert bob.post(f"/v1/conversations/{channel['id']}/join")[0] == 403, "half an hour in: still banned"
+    advance(server, 1801)
+    assert bob.post(f"/v1/conversations/{channel['id']}/join")[0] == 200, "an hour and a second in: the ban is over"
+    assert bob.send(channel["id"], "back")[0] == 201
+
+
+def test_a_scheduled_message_goes_out_at_its_test_time(server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "later", "members": [bob.user["username"]]})
+    assert status == 201
+    send_at = iso(clock(server)["now"], 86_400)
+    status, planned = ana.post(f"/v1/conversations/{room['id']}/scheduled",
+                               {"sendAt": send_at, "message": {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": "good morning"}}})
+    assert status == 201, planned
+    phone = Device(server, bob.token)
+    try:
+        phone.wait_ready()
+        advance(server, 3600)
+        assert phone.command("ping")["type"] == "pong"
+        assert not [e for e in phone.events if e["type"] == "message.created"], "not yet: an hour of the day passed"
+        started = time.monotonic()
+        advance(server, 86_400)
+        event = phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["content"]["text"] == "good morning", timeout=5)
+        assert time.monotonic() - started < 5 and event["event"]["actorId"] == ana.user["id"]
+    finally:
+        phone.close()
+
+
+def test_a_session_ends_after_its_lifetime_of_test_time():
+    running = Server("--test-mode")
+    try:
+        ana = person(running, "ana")
+        assert ana.get("/v1/me")[0] == 200
+        advance(running, 29 * 86_400)
+        assert ana.get("/v1/me")[0] == 200, "29 days in: still signed in"
+        advance(running, 2 * 86_400)
+        status, error = ana.get("/v1/me")
+        assert status == 401, "a session lasts 30 days (docs/api.md)"
+    finally:
+        running.stop()
