@@ -10,7 +10,9 @@ The tests:
 
 - a member banned from a channel for an hour cannot join it, and can after an hour of test time;
 - a message scheduled for tomorrow morning reaches a connected phone when the clock gets there,
-  not before.
+  not before;
+- a phone that is asleep gets a push (the server's built-in APNs keeps it), and the app's
+  notification extension fetches the message the push names.
 
 Each prints its steps and the wall time it took (at most 10 s each); the run ends with
 "TestMode: ok" (exit 0), or says what did not happen (exit 1). Needs Python 3.9+ and the
@@ -136,6 +138,35 @@ def test_a_scheduled_message_arrives_at_its_time(app, backend):
         raise Failed("the scheduled message did not arrive")
 
 
+def test_a_phone_asleep_gets_a_push_the_extension_can_resolve(app, backend):
+    ana, _ = app.register(f"ana{uuid.uuid4().hex[:6]}")
+    bob, bob_user = app.register(f"bob{uuid.uuid4().hex[:6]}")
+    token = uuid.uuid4().hex + uuid.uuid4().hex
+    status, _, _ = bob.call("POST", "/v1/devices", {"platform": "apns", "token": token})
+    if status != 201:
+        raise Failed(f"registering bob's iPhone: {status}")
+    status, room, _ = ana.call("POST", "/v1/conversations", {"kind": "direct", "members": [bob_user["username"]]})
+    status, message, _ = ana.call("POST", f"/v1/conversations/{room['id']}/messages",
+                                  {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": "are you up?"}})
+    print("  ana writes to bob, whose phone is asleep")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        status, found, _ = backend.call("GET", f"/v1/test/pushes?token={token}")
+        if found["pushes"]:
+            break
+        time.sleep(0.05)
+    else:
+        raise Failed("no push reached the built-in APNs")
+    payload = found["pushes"][0]["payload"]
+    print(f"  APNs got: {json.dumps(payload['aps']['alert'])}")
+    # What the app's notification service extension does with the payload's `parley` keys.
+    keys = payload["parley"]
+    status, fetched, _ = bob.call("GET", f"/v1/conversations/{keys['conversationId']}/messages/{keys['messageId']}")
+    if status != 200 or fetched["content"]["text"] != "are you up?":
+        raise Failed(f"the extension could not fetch the message: {status}")
+    print("  the extension fetches the message the push names")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", required=True, help="the test-mode server, e.g. http://127.0.0.1:8080")
@@ -145,7 +176,8 @@ def main():
     app = Parley(arguments.server, arguments.app_key)
     backend = Parley(arguments.server, arguments.app_key, secret=arguments.app_secret)
     try:
-        for test in (test_a_ban_for_an_hour_ends_after_an_hour, test_a_scheduled_message_arrives_at_its_time):
+        for test in (test_a_ban_for_an_hour_ends_after_an_hour, test_a_scheduled_message_arrives_at_its_time,
+                     test_a_phone_asleep_gets_a_push_the_extension_can_resolve):
             print(test.__name__.removeprefix("test_").replace("_", " "))
             started = time.monotonic()
             test(app, backend)

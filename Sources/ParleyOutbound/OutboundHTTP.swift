@@ -13,6 +13,14 @@ package struct OutboundResponse: Sendable {
     package var body: [UInt8]
     /// The body went on past the limit and the transfer was stopped there (``OutboundHTTP/get(_:headers:maxBody:)``).
     package var truncated = false
+
+    /// An answer; each argument sets the property of the same name.
+    package init(status: Int, headers: [String: String], body: [UInt8], truncated: Bool = false) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.truncated = truncated
+    }
 }
 
 /// Why a request got no answer: the other side could not be reached (or its address is not

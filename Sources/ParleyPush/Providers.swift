@@ -41,7 +41,7 @@ protocol PushProvider: Sendable {
     /// The request that sends `notice` (fetching credentials over `http` when needed).
     ///
     /// - Throws: ``NotSendable`` with the outcome to record.
-    func request(for notice: PushNotice, over http: OutboundMultiplexer) async throws(NotSendable) -> ProviderRequest
+    func request(for notice: PushNotice, over http: any PushTransport) async throws(NotSendable) -> ProviderRequest
     /// What the provider's answer means.
     func outcome(of response: OutboundResponse) -> PushOutcome
     /// The provider's name for an accepted push (APNs's `apns-id`, FCM's message name), for
@@ -63,7 +63,7 @@ struct PushAttempt: Sendable, Equatable {
 
 extension PushProvider {
     /// Sends one notice over `http`, on a stream of a shared connection.
-    func send(_ notice: PushNotice, over http: OutboundMultiplexer) async -> PushAttempt {
+    func send(_ notice: PushNotice, over http: any PushTransport) async -> PushAttempt {
         let request: ProviderRequest
         do {
             request = try await self.request(for: notice, over: http)
@@ -88,7 +88,8 @@ extension PushProvider {
 /// (Apple refuses tokens older than an hour and throttles renewing more than every 20).
 final class APNsProvider: PushProvider, Sendable {
     let name = "apns"
-    private let key: SigningKey
+    /// Nil in test mode: the built-in fake takes any provider token (docs/test-mode.md).
+    private let key: SigningKey?
     private let keyID: String
     private let teamID: String
     private let topic: String
@@ -99,21 +100,33 @@ final class APNsProvider: PushProvider, Sendable {
         guard let pem = FileManager.default.contents(atPath: keyFile) else {
             throw OutboundError(description: "cannot read the APNs key \(keyFile) (--apns-key-file): download the .p8 key from developer.apple.com")
         }
+        let read: SigningKey
         do {
-            key = try SigningKey(pem: String(decoding: pem, as: UTF8.self))
+            read = try SigningKey(pem: String(decoding: pem, as: UTF8.self))
         } catch {
             throw OutboundError(description: "the APNs key \(keyFile) is not usable: \(error)")
         }
-        guard key.algorithm == .es256 else { throw OutboundError(description: "the APNs key \(keyFile) is not an EC P-256 .p8 key") }
+        guard read.algorithm == .es256 else { throw OutboundError(description: "the APNs key \(keyFile) is not an EC P-256 .p8 key") }
+        key = read
         self.keyID = keyID
         self.teamID = teamID
         self.topic = topic
         self.url = url
     }
 
+    /// Test mode's APNs: the same requests, to the built-in fake, with no key.
+    init(testTopic topic: String) {
+        key = nil
+        keyID = "TESTMODE00"
+        teamID = "TESTMODE00"
+        self.topic = topic
+        url = TestPushes.apnsURL
+    }
+
     /// The provider token, made again when 40 minutes old.
     func providerToken() throws -> String {
-        try cached.withLock { cached in
+        guard let key else { return "test-mode" }
+        return try cached.withLock { cached in
             if let cached, Date().timeIntervalSince(cached.madeAt) < 40 * 60 { return cached.token }
             let now = Date()
             let token = try key.jwt(headerFields: "\"kid\":\(jsonString(keyID))",
@@ -137,7 +150,7 @@ final class APNsProvider: PushProvider, Sendable {
         }
     }
 
-    func request(for notice: PushNotice, over http: OutboundMultiplexer) async throws(NotSendable) -> ProviderRequest {
+    func request(for notice: PushNotice, over http: any PushTransport) async throws(NotSendable) -> ProviderRequest {
         let token: String
         do { token = try providerToken() } catch { throw NotSendable(outcome: .failed("cannot sign the APNs token: \(error)")) }
         let base = url ?? (notice.environment == .sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com")
@@ -186,7 +199,8 @@ final class APNsProvider: PushProvider, Sendable {
 /// before it expires.
 final class FCMProvider: PushProvider, Sendable {
     let name = "fcm"
-    private let key: SigningKey
+    /// Nil in test mode: the built-in fake's token endpoint takes any assertion.
+    private let key: SigningKey?
     private let keyID: String?
     private let clientEmail: String
     private let tokenURI: String
@@ -212,16 +226,27 @@ final class FCMProvider: PushProvider, Sendable {
               tokenURI.hasPrefix("https://") else {
             throw OutboundError(description: "\(credentialsFile) is not a service account file (it needs private_key, client_email, project_id and an https token_uri)")
         }
+        let read: SigningKey
         do {
-            key = try SigningKey(pem: pem)
+            read = try SigningKey(pem: pem)
         } catch {
             throw OutboundError(description: "the private_key in \(credentialsFile) is not usable: \(error)")
         }
-        guard key.algorithm == .rs256 else { throw OutboundError(description: "the private_key in \(credentialsFile) is not an RSA key") }
+        guard read.algorithm == .rs256 else { throw OutboundError(description: "the private_key in \(credentialsFile) is not an RSA key") }
+        key = read
         keyID = account["private_key_id"]?.stringValue
         clientEmail = email
         self.tokenURI = tokenURI
         sendURL = url ?? "https://fcm.googleapis.com/v1/projects/\(project)/messages:send"
+    }
+
+    /// Test mode's FCM: the same requests, to the built-in fake, with no service account.
+    init(testProject project: String) {
+        key = nil
+        keyID = nil
+        clientEmail = "parley@\(project).iam.gserviceaccount.com"
+        tokenURI = TestPushes.fcmTokenURL
+        sendURL = TestPushes.fcmBaseURL + "/v1/projects/\(project)/messages:send"
     }
 
     func renewCredentials(madeBefore date: Date) {
@@ -229,7 +254,7 @@ final class FCMProvider: PushProvider, Sendable {
     }
 
     /// The access token, fetched again a minute before it expires.
-    private func accessToken(over http: OutboundMultiplexer) async throws -> String {
+    private func accessToken(over http: any PushTransport) async throws -> String {
         let task: Task<AccessToken, any Error> = tokens.withLock { tokens in
             if let cached = tokens.cached, cached.expires > Date() { return Task { cached } }
             if let fetching = tokens.fetching { return fetching }
@@ -250,12 +275,12 @@ final class FCMProvider: PushProvider, Sendable {
         }
     }
 
-    private func fetchAccessToken(over http: OutboundMultiplexer) async throws -> AccessToken {
+    private func fetchAccessToken(over http: any PushTransport) async throws -> AccessToken {
         let made = Date()
         let now = Int(made.timeIntervalSince1970)
-        let assertion = try key.jwt(headerFields: keyID.map { "\"kid\":\(jsonString($0))" } ?? "",
-                                    claims: "{\"iss\":\(jsonString(clientEmail)),\"scope\":\"https://www.googleapis.com/auth/firebase.messaging\","
-                                        + "\"aud\":\(jsonString(tokenURI)),\"iat\":\(now),\"exp\":\(now + 3600)}")
+        let claims = "{\"iss\":\(jsonString(clientEmail)),\"scope\":\"https://www.googleapis.com/auth/firebase.messaging\","
+            + "\"aud\":\(jsonString(tokenURI)),\"iat\":\(now),\"exp\":\(now + 3600)}"
+        let assertion = try key?.jwt(headerFields: keyID.map { "\"kid\":\(jsonString($0))" } ?? "", claims: claims) ?? "test-mode"
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
         let response = try await http.post(tokenURI, headers: ["content-type: application/x-www-form-urlencoded"], body: Array(form.utf8))
         guard response.status == 200, let answer = try? JSONValue.decode(String(decoding: response.body, as: UTF8.self)),
@@ -266,7 +291,7 @@ final class FCMProvider: PushProvider, Sendable {
         return AccessToken(token: token, madeAt: made, expires: Date().addingTimeInterval(max(60, lifetime - 60)))
     }
 
-    func request(for notice: PushNotice, over http: OutboundMultiplexer) async throws(NotSendable) -> ProviderRequest {
+    func request(for notice: PushNotice, over http: any PushTransport) async throws(NotSendable) -> ProviderRequest {
         let token: String
         do { token = try await accessToken(over: http) } catch { throw NotSendable(outcome: .retry("no FCM access token: \(error)")) }
         let title = [notice.title, notice.subtitle].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " · ")

@@ -88,7 +88,7 @@ package final class PushService: Sendable {
     private let node = Crypto.randomID(prefix: "push_", length: 10)
     private let statistics = LockedValue([String: PushStatistics]())
     private let tasks = LockedValue([Task<Void, Never>]())
-    private let multiplexers: [OutboundMultiplexer]
+    private let multiplexers: [any PushTransport]
     private let wake = Wakeup()
     private let log: Logger
 
@@ -97,7 +97,7 @@ package final class PushService: Sendable {
     /// - Parameter logger: where retries, give-ups, removed devices and the workers' own
     ///   failures are logged (never a key or a device token).
     /// - Throws: a message naming the file or option to fix.
-    package init(chat: Chat, configuration: PushConfiguration, logger: Logger = .discarding()) throws {
+    package init(chat: Chat, configuration: PushConfiguration, testPushes: TestPushes? = nil, logger: Logger = .discarding()) throws {
         if let problem = configuration.problem { throw OutboundError(description: problem) }
         self.chat = chat
         log = logger.labelled("parley.push")
@@ -111,12 +111,21 @@ package final class PushService: Sendable {
         if let file = configuration.fcmCredentialsFile {
             providers.append(try FCMProvider(credentialsFile: file, url: configuration.fcmURL))
         }
+        if let testPushes, providers.isEmpty {
+            // Test mode with no real provider: the built-in fakes answer (docs/test-mode.md).
+            self.providers = [APNsProvider(testTopic: configuration.apnsTopic ?? "com.example.app"), FCMProvider(testProject: "parley-test")]
+            multiplexers = [testPushes, testPushes]
+            return
+        }
         self.providers = providers
         let trust = trust
         multiplexers = try providers.map { _ in
             try OutboundMultiplexer(trust: trust, timeout: configuration.requestTimeout, policy: .push, connections: configuration.connections)
         }
     }
+
+    /// Pushing to test mode's built-in fakes, not to Apple and Google.
+    package var isTestMode: Bool { multiplexers.first is TestPushes }
 
     /// The providers this node pushes through (`apns`, `fcm`).
     package var providerNames: [String] { providers.map(\.name) }
@@ -184,7 +193,7 @@ package final class PushService: Sendable {
     /// Keeps up to ``PushConfiguration/concurrency`` notices of one provider in flight: claims
     /// due rows while there is room, sends each on its own stream and settles it when its
     /// answer comes. Rows done are removed in batches by a finisher (one write for many).
-    private func sendLoop(_ provider: any PushProvider, over http: OutboundMultiplexer) async {
+    private func sendLoop(_ provider: any PushProvider, over http: any PushTransport) async {
         let kind = "push-" + provider.name
         let holder = "\(node)/\(provider.name)"
         let window = max(1, configuration.concurrency)
@@ -236,7 +245,7 @@ package final class PushService: Sendable {
     }
 
     /// Sends one notice and settles it; a row done goes to `done` for the finisher.
-    private func deliver(_ row: OutboxItem, _ provider: any PushProvider, over http: OutboundMultiplexer, holder: String,
+    private func deliver(_ row: OutboxItem, _ provider: any PushProvider, over http: any PushTransport, holder: String,
                          done: LockedValue<[Int64]>) async {
         let notice: PushNotice
         do {

@@ -169,8 +169,11 @@ package final class ParleyServer: Sendable {
             throw StartError(message: "cannot read the apps: \(error)")
         }
         let push: PushService?
+        // Test mode without real providers pushes to its built-in APNs and FCM (docs/test-mode.md).
+        let testPushes = configuration.testMode ? TestPushes() : nil
         do {
-            push = configuration.push.isOn ? try PushService(chat: chat, configuration: configuration.push, logger: logger) : nil
+            push = configuration.push.isOn || testPushes != nil
+                ? try PushService(chat: chat, configuration: configuration.push, testPushes: testPushes, logger: logger) : nil
         } catch {
             store.close()
             throw StartError(message: "cannot set up push: \(error)")
@@ -266,7 +269,8 @@ package final class ParleyServer: Sendable {
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
                                  pusher: pusher, bus: busStatistics, push: push, webhooks: webhooks, chat: chat, linkPreviews: linkPreviews)
         ChatRoutes.add(to: &router, chat: chat)
-        ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond, testMode: configuration.testMode)
+        ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond, testPushes: testPushes,
+                         testMode: configuration.testMode)
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = LockedValue((existingApps.first { $0.name == "default" } ?? existingApps.first)?.publicKey)
         WebRoutes.add(to: &router) { webAppKey.withLock { $0 } }
@@ -503,7 +507,9 @@ package final class ParleyServer: Sendable {
             // The push hook first: its row is queued, and the webhook hook's read carries it, so
             // a write ends on a wait and its savepoint's release need not wait (PostgreSQL).
             var hooks: [any TransactionHook] = []
-            if configuration.push.isOn { hooks.append(PushOutboxHook(confirmationWindow: configuration.push.confirmationWindow)) }
+            if configuration.push.isOn || configuration.testMode {
+                hooks.append(PushOutboxHook(confirmationWindow: configuration.push.confirmationWindow))
+            }
             hooks.append(WebhookHook())
             let chat = Chat(store: store, configuration: chatConfiguration, bus: bus, hooks: hooks)
             for name in try await chat.migrate() {
@@ -614,6 +620,7 @@ package final class ParleyServer: Sendable {
     /// What the start banner says of push: the providers, or that it is off and how to turn it on.
     package var pushBanner: String {
         guard let push else { return "Push: off (give --apns-key-file … or --fcm-credentials-file; docs/push.md)" }
+        if push.isTestMode { return "Push: test mode's built-in APNs and FCM (GET /v1/test/pushes)" }
         return "Push: " + push.providerNames.joined(separator: ", ")
     }
 

@@ -2,13 +2,14 @@ import Foundation
 import ParleyChat
 import ParleyLog
 import ParleyNet
+import ParleyPush
 import ParleyWire
 
 /// The server API (`/v1/server/…`, docs/server-api.md): what an app's own backend calls with
 /// the app secret. Each call is authenticated with the secret, counted against the app's
 /// budget (shared across nodes), and logged with the app's name, never the secret.
 enum ServerRoutes {
-    static func add(to router: inout Router, chat: Chat, requestsPerSecond: Int, testMode: Bool = false) {
+    static func add(to router: inout Router, chat: Chat, requestsPerSecond: Int, testPushes: TestPushes? = nil, testMode: Bool = false) {
         let api = API(chat: chat)
         let server = ServerAPI(chat: chat, api: api, rate: SharedRate(name: "server-api", rate: Double(requestsPerSecond),
                                                                      burst: Double(2 * requestsPerSecond), shared: chat.sharedCounters),
@@ -51,7 +52,7 @@ enum ServerRoutes {
                 await api.respond { try await chat.tracing.trace(app, message: MessageID(rawValue: try request.parameter("messageId"))) }
             }
         }
-        if testMode { addTestRoutes(to: &router, chat: chat, server: server, api: api) }
+        if testMode { addTestRoutes(to: &router, chat: chat, server: server, api: api, pushes: testPushes) }
         router.get("/v1/server/link-previews") { request in
             await server.handle(request) { app in await api.respond { try await chat.linkPreviews.settings(app) } }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import ParleyChat
 import ParleyNet
+import ParleyPush
 import ParleyWire
 
 /// Test mode's routes (`parley-server --test-mode`, docs/test-mode.md), under `/v1/test/`,
@@ -9,7 +10,7 @@ extension ServerRoutes {
     /// The most the clock moves in one call: ten years.
     static let maxClockAdvanceSeconds = 315_360_000.0
 
-    static func addTestRoutes(to router: inout Router, chat: Chat, server: ServerAPI, api: API) {
+    static func addTestRoutes(to router: inout Router, chat: Chat, server: ServerAPI, api: API, pushes: TestPushes?) {
         @Sendable func state() -> TestClockState {
             TestClockState(now: TestClock.now(), offsetSeconds: Double(TestClock.offset) / 1000)
         }
@@ -29,6 +30,25 @@ extension ServerRoutes {
                     return state()
                 }
             }
+        }
+        guard let pushes else { return }  // real providers configured: their pushes go to Apple and Google
+        router.get("/v1/test/pushes") { request in
+            await server.handle(request) { _ in
+                await api.respond {
+                    let token = request.queryItems["token"]
+                    let platform = request.queryItems["platform"]
+                    return TestPushList(pushes: pushes.pushes(token: token).filter { platform == nil || $0.platform == platform })
+                }
+            }
+        }
+        router.delete("/v1/test/pushes") { request in
+            await server.handle(request) { _ in await api.respondEmpty { pushes.clear() } }
+        }
+        router.put("/v1/test/push-tokens/:token/dead") { request in
+            await server.handle(request) { _ in await api.respondEmpty { pushes.setDead(try request.parameter("token"), true) } }
+        }
+        router.delete("/v1/test/push-tokens/:token/dead") { request in
+            await server.handle(request) { _ in await api.respondEmpty { pushes.setDead(try request.parameter("token"), false) } }
         }
     }
 }

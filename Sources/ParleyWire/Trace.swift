@@ -155,3 +155,37 @@ public struct AdvanceClockRequest: Hashable, Codable, Sendable {
     /// Creates the value; each argument sets the property of the same name.
     public init(advanceSeconds: Double) { self.advanceSeconds = advanceSeconds }
 }
+
+/// One push test mode's built-in APNs or FCM accepted (`GET /v1/test/pushes`).
+public struct TestPush: Hashable, Codable, Sendable {
+    /// `apns` or `fcm`.
+    public var platform: String
+    /// The device token it went to.
+    public var token: String
+    /// The request's headers as the provider got them (names lowercased; never `authorization`).
+    public var headers: [String: String]
+    /// The request's JSON body, exactly: APNs's payload (`aps`, `parley`), or FCM's `{message}`.
+    public var payload: JSONValue
+    /// What the provider answered as its id (`apns-id`, or the FCM message name).
+    public var providerId: String
+    /// When it was accepted (wall clock).
+    public var at: Date
+
+    /// Creates the value; each argument sets the property of the same name.
+    public init(platform: String, token: String, headers: [String: String], payload: JSONValue, providerId: String, at: Date) {
+        self.platform = platform
+        self.token = token
+        self.headers = headers
+        self.payload = payload
+        self.providerId = providerId
+        self.at = at
+    }
+}
+
+/// `GET /v1/test/pushes`.
+public struct TestPushList: Hashable, Codable, Sendable {
+    /// Oldest first.
+    public var pushes: [TestPush]
+    /// Creates the value; each argument sets the property of the same name.
+    public init(pushes: [TestPush]) { self.pushes = pushes }
+}

@@ -55,15 +55,15 @@ def test_the_pusher_tutorials_backend_runs_over_the_server_api_and_webhooks():
 
 
 def test_an_apps_ci_moves_the_test_mode_clock_instead_of_waiting():
-    """Examples/TestMode: a ban of an hour and a message scheduled for tomorrow, each tested in
-    seconds against `parley-server --test-mode` (docs/test-mode.md)."""
+    """Examples/TestMode: a ban of an hour, a message scheduled for tomorrow and a push to a
+    sleeping phone, each tested in seconds against `parley-server --test-mode` (docs/test-mode.md)."""
     server = Server("--test-mode")
     try:
         script = os.path.join(ROOT, "Examples", "TestMode", "app_ci.py")
         result = subprocess.run([os.path.join(ROOT, ".venv", "bin", "python"), script, "--server", server.url, "--app-key", server.app_key,
                                  "--app-secret", server.app_secret], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, f"TestMode failed:\n{result.stdout}\n{result.stderr}"
-        assert result.stdout.count("  ok in ") == 2 and result.stdout.strip().endswith("TestMode: ok")
+        assert result.stdout.count("  ok in ") == 3 and result.stdout.strip().endswith("TestMode: ok")
     finally:
         server.stop()
     # Against a server that is not in test mode it says what to start.

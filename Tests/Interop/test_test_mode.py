@@ -1,7 +1,9 @@
 """Test mode (issue 35, item 2; docs/test-mode.md): `parley-server --test-mode` says so on every
 response and in its banner, is refused with TLS on a public address, and gives an app's CI a
 clock it moves (`POST /v1/test/clock`) that every timed rule follows: a ban ends after an hour
-of test time, a scheduled message goes out at its time, a session ends after its lifetime."""
+of test time, a scheduled message goes out at its time, a session ends after its lifetime;
+and, with no Apple or Google account, built-in APNs and FCM that keep the exact requests a
+provider would get (`GET /v1/test/pushes`) and answer a token declared dead as Apple does."""
 import datetime
 import subprocess
 import tempfile
@@ -133,3 +135,77 @@ def test_a_session_ends_after_its_lifetime_of_test_time():
         assert status == 401, "a session lasts 30 days (docs/api.md)"
     finally:
         running.stop()
+
+
+def pushes(server, token):
+    status, body = Backend(server).call("GET", f"/v1/test/pushes?token={token}")
+    assert status == 200, body
+    return body["pushes"]
+
+
+def wait_for_push(server, token, count=1, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = pushes(server, token)
+        if len(found) >= count:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no push to {token[:8]}… within {timeout} s")
+
+
+def test_a_phone_asleep_gets_the_push_apns_and_fcm_would_get_without_any_account(server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    apns, fcm = uuid.uuid4().hex + uuid.uuid4().hex, "fcm:" + uuid.uuid4().hex
+    assert bob.post("/v1/devices", {"platform": "apns", "token": apns})[0] == 201
+    assert bob.post("/v1/devices", {"platform": "fcm", "token": fcm})[0] == 201
+    status, room = ana.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+    assert status in (200, 201)
+    status, message = ana.send(room["id"], "dinner at 8?")
+    assert status == 201
+    [to_iphone] = wait_for_push(server, apns)
+    assert to_iphone["platform"] == "apns" and to_iphone["payload"]["aps"]["alert"]["body"] == "dinner at 8?"
+    assert to_iphone["payload"]["parley"]["messageId"] == message["id"] and to_iphone["payload"]["aps"]["mutable-content"] == 1
+    assert to_iphone["headers"]["apns-push-type"] == "alert" and to_iphone["headers"]["apns-collapse-id"] == message["id"]
+    assert "authorization" not in to_iphone["headers"] and len(to_iphone["providerId"]) == 36
+    [to_android] = wait_for_push(server, fcm)
+    assert to_android["payload"]["message"]["token"] == fcm and to_android["payload"]["message"]["data"]["messageId"] == message["id"]
+    assert to_android["providerId"].startswith("projects/parley-test/messages/")
+    # Users cannot read pushes.
+    assert bob.get(f"/v1/test/pushes?token={apns}")[0] == 401
+
+
+def test_an_id_only_push_is_resolved_by_the_app_as_its_notification_extension_would(server):
+    assert server.apps("push-content", "default", "id-only").returncode == 0
+    try:
+        ana, bob = person(server, "ana"), person(server, "bob")
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        assert bob.post("/v1/devices", {"platform": "apns", "token": token})[0] == 201
+        status, room = ana.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+        status, message = ana.send(room["id"], "the secret plan")
+        assert status == 201
+        [push] = wait_for_push(server, token)
+        assert "the secret plan" not in str(push["payload"]), "id-only: no text leaves the server"
+        keys = push["payload"]["parley"]
+        # What PushPayload + message(for:) do in the app's notification service extension:
+        status, fetched = bob.get(f"/v1/conversations/{keys['conversationId']}/messages/{keys['messageId']}")
+        assert status == 200 and fetched["content"]["text"] == "the secret plan"
+    finally:
+        server.apps("push-content", "default", "full")
+
+
+def test_a_token_declared_dead_is_answered_as_apple_would_and_the_device_removed(server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    token = uuid.uuid4().hex + uuid.uuid4().hex
+    assert bob.post("/v1/devices", {"platform": "apns", "token": token})[0] == 201
+    assert Backend(server).call("PUT", f"/v1/test/push-tokens/{token}/dead")[0] == 204
+    status, room = ana.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+    status, message = ana.send(room["id"], "anyone there?")
+    assert status == 201
+    deadline = time.monotonic() + 10
+    while bob.get("/v1/devices")[1]["devices"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert bob.get("/v1/devices")[1]["devices"] == [], "410 Unregistered removes the device"
+    assert pushes(server, token) == []
+    assert Backend(server).call("DELETE", f"/v1/test/push-tokens/{token}/dead")[0] == 204
+    assert Backend(server).call("DELETE", "/v1/test/pushes")[0] == 204
+    assert pushes(server, uuid.uuid4().hex * 2) == []
