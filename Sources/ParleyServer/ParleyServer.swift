@@ -123,7 +123,10 @@ package final class ParleyServer: Sendable {
         } catch {
             throw StartError(message: "cannot set up key set fetching: \(error)")
         }
-        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters, beforeSend: beforeSend, jwks: jwks, logger: logger)
+        // Test mode's faults: a store made unavailable, webhooks made to fail (docs/test-mode.md).
+        let faults = configuration.testMode ? TestFaults() : nil
+        let (store, chat) = try await openChat(configuration, bus: bus, sharedCounters: counters, beforeSend: beforeSend, jwks: jwks,
+                                               faults: faults, logger: logger)
         counters?.setNamespace("parley:\(chat.epoch)")
         if let postgres = store as? PostgresStore {
             // Each node fans out only to its own devices: without a bus between nodes, a second
@@ -183,7 +186,8 @@ package final class ParleyServer: Sendable {
             var settings = configuration.webhooks
             settings.userAgent = "Parley-Webhooks/\(ParleyVersion.current)"
             let signal = chat.webhooks.webhookHook?.signal ?? WebhookSignal()
-            webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal, beforeSend: beforeSend, logger: logger)
+            webhooks = try WebhookService(chat: chat, configuration: settings, signal: signal, beforeSend: beforeSend,
+                                          failing: { faults?.webhookFails($0) ?? false }, logger: logger)
         } catch {
             store.close()
             throw StartError(message: "cannot set up webhooks: \(error)")
@@ -269,8 +273,8 @@ package final class ParleyServer: Sendable {
         var router = Routes.make(configuration: configuration, group: group, startedAt: startedAt, store: store, fanout: fanout, media: media,
                                  pusher: pusher, bus: busStatistics, push: push, webhooks: webhooks, chat: chat, linkPreviews: linkPreviews)
         ChatRoutes.add(to: &router, chat: chat)
-        ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond, testPushes: testPushes,
-                         testMode: configuration.testMode)
+        ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond,
+                         test: faults.map { TestModeParts(faults: $0, pushes: testPushes, fanout: fanout) })
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = LockedValue((existingApps.first { $0.name == "default" } ?? existingApps.first)?.publicKey)
         WebRoutes.add(to: &router) { webAppKey.withLock { $0 } }
@@ -453,14 +457,14 @@ package final class ParleyServer: Sendable {
     }
 
     static func openChat(_ configuration: ServerConfiguration, bus: (any Bus)? = nil, sharedCounters: (any SharedCounters)? = nil,
-                         beforeSend: (any BeforeSendTransport)? = nil, jwks: (any JWKSFetcher)? = nil,
+                         beforeSend: (any BeforeSendTransport)? = nil, jwks: (any JWKSFetcher)? = nil, faults: TestFaults? = nil,
                          logger: Logger = .discarding()) async throws -> (any GroupCommitStore, Chat) {
         do {
             try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         } catch {
             throw StartError(message: "cannot create the data directory \(configuration.dataDirectory): \(error.localizedDescription); choose another with --data-dir")
         }
-        let store: any GroupCommitStore
+        var store: any GroupCommitStore
         let path: String
         if let url = configuration.databaseURL {
             do {
@@ -480,6 +484,7 @@ package final class ParleyServer: Sendable {
                 throw StartError(message: "\(error); check that \(path) is a Parley database and the directory is writable")
             }
         }
+        if let faults { store = TestFaultStore(store, faults: faults) }
         var chatConfiguration = Chat.Configuration()
         chatConfiguration.passwordCost = Crypto.PasswordCost(passes: configuration.argon2Passes, memoryBytes: configuration.argon2MemoryMiB << 20)
         chatConfiguration.concurrentPasswordHashes = configuration.passwordHashes

@@ -180,6 +180,8 @@ final class RealtimeSession: @unchecked Sendable {
                 socket.send(frame)
             case .close(let code, let reason):
                 socket.close(code: WebSocketCloseCode(rawValue: code), reason: reason)
+            case .drop:
+                socket.drop()
             case .detach:
                 if let subscriber { context.fanout.detach(subscriber) }
                 subscriber = nil

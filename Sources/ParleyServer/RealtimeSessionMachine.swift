@@ -37,6 +37,8 @@ struct RealtimeSessionMachine<Frame: Sendable> {
         case sendFrame(Frame)
         /// Close with this code and reason.
         case close(code: UInt16, reason: String)
+        /// Cut the connection without a close frame (test mode's fault).
+        case drop
         /// Stop receiving deliveries (the socket closed).
         case detach
     }
@@ -183,6 +185,12 @@ struct RealtimeSessionMachine<Frame: Sendable> {
 
     /// A delivery from the fan-out.
     mutating func delivered(_ delivery: Delivery) -> [Action] {
+        if case .dropped = delivery {
+            guard phase != .closed else { return [] }
+            phase = .closed
+            held = []
+            return [.drop, .cancelAuthDeadline, .detach]
+        }
         switch phase {
         case .live:
             return live(delivery)
@@ -215,6 +223,8 @@ struct RealtimeSessionMachine<Frame: Sendable> {
             return [.sendFrame(frame)]
         case .signedOut:
             return fail(ChatError.unauthenticated, id: nil, close: RealtimeCloseCode.unauthorized, reason: "signed out")
+        case .dropped:
+            return []  // handled in delivered(_:)
         }
     }
 

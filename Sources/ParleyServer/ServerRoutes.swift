@@ -9,7 +9,7 @@ import ParleyWire
 /// the app secret. Each call is authenticated with the secret, counted against the app's
 /// budget (shared across nodes), and logged with the app's name, never the secret.
 enum ServerRoutes {
-    static func add(to router: inout Router, chat: Chat, requestsPerSecond: Int, testPushes: TestPushes? = nil, testMode: Bool = false) {
+    static func add(to router: inout Router, chat: Chat, requestsPerSecond: Int, test: TestModeParts? = nil) {
         let api = API(chat: chat)
         let server = ServerAPI(chat: chat, api: api, rate: SharedRate(name: "server-api", rate: Double(requestsPerSecond),
                                                                      burst: Double(2 * requestsPerSecond), shared: chat.sharedCounters),
@@ -52,7 +52,7 @@ enum ServerRoutes {
                 await api.respond { try await chat.tracing.trace(app, message: MessageID(rawValue: try request.parameter("messageId"))) }
             }
         }
-        if testMode { addTestRoutes(to: &router, chat: chat, server: server, api: api, pushes: testPushes) }
+        if let test { addTestRoutes(to: &router, chat: chat, server: server, api: api, test: test) }
         router.get("/v1/server/link-previews") { request in
             await server.handle(request) { app in await api.respond { try await chat.linkPreviews.settings(app) } }
         }

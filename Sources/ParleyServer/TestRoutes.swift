@@ -10,7 +10,38 @@ extension ServerRoutes {
     /// The most the clock moves in one call: ten years.
     static let maxClockAdvanceSeconds = 315_360_000.0
 
-    static func addTestRoutes(to router: inout Router, chat: Chat, server: ServerAPI, api: API, pushes: TestPushes?) {
+    static func addTestRoutes(to router: inout Router, chat: Chat, server: ServerAPI, api: API, test: TestModeParts) {
+        let faults = test.faults, fanout = test.fanout
+        router.post("/v1/test/faults/store") { request in
+            // Authenticated past the fault it may be ending (the app secret is read from the store).
+            await TestFaults.$bypassingStoreFault.withValue(true) {
+                await server.handle(request) { _ in
+                    await api.respondEmpty {
+                        let fault = try await request.decode(StoreFault.self)
+                        guard fault.unavailableSeconds.isFinite, (0...3600).contains(fault.unavailableSeconds) else {
+                            throw ChatError.invalid("unavailableSeconds must be 0 (back now) to 3600")
+                        }
+                        faults.storeDown(for: .milliseconds(Int64(fault.unavailableSeconds * 1000)))
+                    }
+                }
+            }
+        }
+        router.post("/v1/test/faults/drop-connections") { request in
+            await server.handle(request) { app in
+                await api.respond {
+                    let target = try await request.decode(DropConnections.self)
+                    let key = try await chat.backend.userKey(app, username: target.username)
+                    return DroppedConnections(dropped: fanout.dropConnections(user: key))
+                }
+            }
+        }
+        router.put("/v1/test/faults/webhooks/:webhookId") { request in
+            await server.handle(request) { _ in await api.respondEmpty { faults.setWebhookFailing(try request.parameter("webhookId"), true) } }
+        }
+        router.delete("/v1/test/faults/webhooks/:webhookId") { request in
+            await server.handle(request) { _ in await api.respondEmpty { faults.setWebhookFailing(try request.parameter("webhookId"), false) } }
+        }
+        let pushes = test.pushes
         @Sendable func state() -> TestClockState {
             TestClockState(now: TestClock.now(), offsetSeconds: Double(TestClock.offset) / 1000)
         }
@@ -51,4 +82,12 @@ extension ServerRoutes {
             await server.handle(request) { _ in await api.respondEmpty { pushes.setDead(try request.parameter("token"), false) } }
         }
     }
+}
+
+/// What test mode's routes work with.
+struct TestModeParts: Sendable {
+    let faults: TestFaults
+    /// The built-in APNs and FCM; nil when real providers are configured.
+    let pushes: TestPushes?
+    let fanout: Fanout<EncodedWebSocketFrame>
 }

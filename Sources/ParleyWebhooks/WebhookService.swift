@@ -86,9 +86,13 @@ package final class WebhookService: Sendable {
     ///     deliveries commits (other nodes' deliveries are found within a second).
     ///   - logger: where retries, give-ups and the workers' own failures are logged.
     ///   - beforeSend: the before-send hooks' client, stopped with this service.
+    /// Test mode: whether deliveries to an endpoint are made to fail (docs/test-mode.md).
+    private let failing: @Sendable (String) -> Bool
+
     package init(chat: Chat, configuration: WebhookConfiguration, signal: WebhookSignal, beforeSend: BeforeSendClient? = nil,
-                 logger: Logger = .discarding()) throws {
+                 failing: @escaping @Sendable (String) -> Bool = { _ in false }, logger: Logger = .discarding()) throws {
         self.chat = chat
+        self.failing = failing
         self.beforeSend = beforeSend
         log = logger.labelled("parley.webhooks")
         self.configuration = configuration
@@ -167,7 +171,10 @@ package final class WebhookService: Sendable {
         }
         for delivery in batch.deliveries {
             let request = Self.request(for: delivery, in: batch, userAgent: configuration.userAgent)
-            let result: Result<OutboundResponse, OutboundError> = await queue.run {
+            // Test mode's fault: this endpoint's deliveries fail as a receiver answering 503 would.
+            let result: Result<OutboundResponse, OutboundError> = failing(batch.endpointID)
+                ? .success(OutboundResponse(status: 503, headers: [:], body: Array("test mode: made to fail".utf8)))
+                : await queue.run {
                 do { return .success(try http.post(batch.url, headers: request.headers, body: request.body)) } catch let error as OutboundError {
                     return .failure(error)
                 } catch {

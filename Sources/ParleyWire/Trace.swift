@@ -189,3 +189,27 @@ public struct TestPushList: Hashable, Codable, Sendable {
     /// Creates the value; each argument sets the property of the same name.
     public init(pushes: [TestPush]) { self.pushes = pushes }
 }
+
+/// `POST /v1/test/faults/store`: the store answers as an unreachable database does.
+public struct StoreFault: Hashable, Codable, Sendable {
+    /// For this many seconds from now (0 to 3600; 0: back at once).
+    public var unavailableSeconds: Double
+    /// Creates the value; each argument sets the property of the same name.
+    public init(unavailableSeconds: Double) { self.unavailableSeconds = unavailableSeconds }
+}
+
+/// `POST /v1/test/faults/drop-connections`: cuts a user's sockets as a network would.
+public struct DropConnections: Hashable, Codable, Sendable {
+    /// The user (their username).
+    public var username: String
+    /// Creates the value; each argument sets the property of the same name.
+    public init(username: String) { self.username = username }
+}
+
+/// The answer to ``DropConnections``.
+public struct DroppedConnections: Hashable, Codable, Sendable {
+    /// How many of the user's sockets were cut (on this node).
+    public var dropped: Int
+    /// Creates the value; each argument sets the property of the same name.
+    public init(dropped: Int) { self.dropped = dropped }
+}

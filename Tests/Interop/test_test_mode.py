@@ -209,3 +209,94 @@ def test_a_token_declared_dead_is_answered_as_apple_would_and_the_device_removed
     assert Backend(server).call("DELETE", f"/v1/test/push-tokens/{token}/dead")[0] == 204
     assert Backend(server).call("DELETE", "/v1/test/pushes")[0] == 204
     assert pushes(server, uuid.uuid4().hex * 2) == []
+
+
+def test_a_store_made_unavailable_answers_503_and_a_retried_send_lands_once_when_it_is_back(server):
+    ana, bob = person(server, "ana"), person(server, "bob")
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "outage", "members": [bob.user["username"]]})
+    assert status == 201
+    phone = Device(server, ana.token)
+    try:
+        phone.wait_ready()
+        assert Backend(server).call("POST", "/v1/test/faults/store", {"unavailableSeconds": 2})[0] == 204
+        status, error = ana.post(f"/v1/conversations/{room['id']}/messages",
+                                 {"clientId": "during-the-outage", "content": {"type": "text", "text": "are you there?"}})
+        assert status == 503 and error["error"]["code"] == "store_unavailable"
+        answer = phone.command("message.send", conversationId=room["id"],
+                               message={"clientId": "from-the-phone", "content": {"type": "text", "text": "hello?"}})
+        assert answer["type"] == "error" and answer["error"]["code"] == "store_unavailable", answer
+        # What an app's outbox does: the same sends again once the store is back.
+        deadline = time.monotonic() + 10
+        while True:
+            status, sent = ana.post(f"/v1/conversations/{room['id']}/messages",
+                                    {"clientId": "during-the-outage", "content": {"type": "text", "text": "are you there?"}})
+            if status != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert status == 201, sent
+        again = phone.send_text(room["id"], "hello?", client_id="from-the-phone")
+        assert again["type"] == "ack" and again["result"]["created"] is True
+        status, history = bob.get(f"/v1/conversations/{room['id']}/messages")
+        assert sorted(m["clientId"] for m in history["messages"] if m.get("clientId")) == ["during-the-outage", "from-the-phone"]
+    finally:
+        phone.close()
+    for bad in (-1, 3601, "long"):
+        assert Backend(server).call("POST", "/v1/test/faults/store", {"unavailableSeconds": bad})[0] == 400
+    # A long outage can be ended early.
+    assert Backend(server).call("POST", "/v1/test/faults/store", {"unavailableSeconds": 600})[0] == 204
+    assert ana.get("/v1/me")[0] == 503
+    assert Backend(server).call("POST", "/v1/test/faults/store", {"unavailableSeconds": 0})[0] == 204
+    assert ana.get("/v1/me")[0] == 200
+
+
+def test_a_users_connections_dropped_come_back_and_resume_what_they_missed(server):
+    from websockets.exceptions import ConnectionClosed
+    ana, bob = person(server, "ana"), person(server, "bob")
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "tunnel", "members": [bob.user["username"]]})
+    phone = Device(server, bob.token)
+    phone.wait_ready()
+    position = phone.ready["position"]
+    status, dropped = Backend(server).call("POST", "/v1/test/faults/drop-connections", {"username": bob.user["username"]})
+    assert status == 200 and dropped["dropped"] == 1
+    with pytest.raises(ConnectionClosed) as closed:
+        phone.socket.recv(timeout=5)
+    assert closed.value.rcvd is None, "no close frame: the network dropped it"
+    status, missed = ana.send(room["id"], "while you were in the tunnel")
+    back = Device(server, bob.token, position=position)
+    try:
+        back.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == missed["id"])
+    finally:
+        back.close()
+    assert Backend(server).call("POST", "/v1/test/faults/drop-connections", {"username": "nobody-here"})[0] == 404
+
+
+def test_a_webhook_endpoint_made_to_fail_is_retried_and_delivered_once_healed():
+    from webhookreceiver import Receiver
+    running = Server("--test-mode", "--webhooks-allow-private", "--webhook-first-retry", "100")
+    receiver = Receiver()
+    try:
+        backend = Backend(running)
+        status, hook = backend.call("POST", "/v1/server/webhooks", {"url": receiver.url, "events": ["message.created"]})
+        assert status == 201
+        receiver.secret = hook["secret"]
+        assert backend.call("PUT", f"/v1/test/faults/webhooks/{hook['id']}")[0] == 204
+        ana, bob = person(running, "ana"), person(running, "bob")
+        status, room = ana.post("/v1/conversations", {"kind": "group", "title": "hooks", "members": [bob.user["username"]]})
+        status, message = ana.send(room["id"], "heard?")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            status, listed = backend.call("GET", "/v1/server/webhooks")
+            endpoint = next(w for w in listed["webhooks"] if w["id"] == hook["id"])
+            if endpoint.get("failingSince"):
+                break
+            time.sleep(0.05)
+        assert endpoint.get("failingSince") and "503" in endpoint.get("lastError", ""), endpoint
+        assert receiver.deliveries == [], "nothing reached the receiver while it was made to fail"
+        assert backend.call("DELETE", f"/v1/test/faults/webhooks/{hook['id']}")[0] == 204
+        deadline = time.monotonic() + 10
+        while not any(d["data"].get("message", {}).get("id") == message["id"] for d in receiver.deliveries) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [d["data"]["message"]["id"] for d in receiver.deliveries if d["type"] == "message.created"] == [message["id"]]
+    finally:
+        receiver.close()
+        running.stop()

@@ -28,6 +28,7 @@ struct RealtimeDomainTests {
             switch try await deliveries.next(timeout: 10) {
             case .event(_, let frame), .ephemeral(let frame): return try WireCoding.decoder().decode(ServerFrame.self, from: Data(frame))
             case .signedOut: return .error(id: nil, ChatError.unauthenticated)
+            case .dropped: return .error(id: nil, ChatError.storeUnavailable)
             }
         }
 

@@ -30,6 +30,8 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
         case ephemeral(Frame)
         /// The device's session was signed out.
         case signedOut
+        /// Test mode cut the device's connection (it reconnects and resumes).
+        case dropped
     }
 
     /// One connected device.
@@ -196,6 +198,17 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     /// Detaches a device (its connection closed). The user goes offline once no device has
     /// been attached for the grace period.
+    /// Test mode's fault: cuts every connection of `user`'s devices on this node, as a network
+    /// would; returns how many.
+    @discardableResult
+    package func dropConnections(user: Int64) -> Int {
+        lock.withLock { _ in
+            let devices = Array((byUser[user] ?? [:]).values)
+            for subscriber in devices { subscriber.receive(.dropped) }
+            return devices.count
+        }
+    }
+
     package func detach(_ subscriber: Subscriber) {
         lock.withLock { _ in
             let id = ObjectIdentifier(subscriber)

@@ -146,6 +146,10 @@ public final class WebSocket: Sendable {
         withCore { $0.send(opcode: .ping, payload: Array(payload.prefix(125))) }
     }
 
+    /// Cuts the connection without a close frame, as a network that drops it would (the peer
+    /// sees 1006): test mode's fault (docs/test-mode.md).
+    public func drop() { withCore { $0.closeNow() } }
+
     /// Starts the close handshake with `code` and `reason`.
     public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") {
         withCore { $0.initiateClose(code: code, reason: reason) }

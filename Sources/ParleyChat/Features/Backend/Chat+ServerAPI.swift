@@ -346,6 +346,13 @@ extension AppBackend {
     }
 }
 
+extension AppBackend {
+    /// An active user's internal key by username (test mode's faults name users so).
+    package func userKey(_ server: ServerApp, username: String) async throws -> Int64 {
+        try await run { try await store.read { db in try Chat.userKey(db, app: server.app.id, username: username) } }
+    }
+}
+
 extension Chat {
 
     // MARK: - Inside a transaction
