@@ -79,6 +79,7 @@ let package = Package(
         .executableTarget(name: "SyncanoChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/SyncanoChat"),
         .executableTarget(name: "DeliveryStatus", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/DeliveryStatus"),
         .executableTarget(name: "BackendlessChat", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/BackendlessChat"),
+        .executableTarget(name: "TestModeSuite", dependencies: ["ExampleSupport", "Parley", "ParleyWire"], path: "Examples/TestModeSuite"),
         .executableTarget(name: "parley-bench", dependencies: ["ParleyNet", "ParleyWire", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyMedia",
                                                           "ParleyRedis", "ParleySync"]),
 

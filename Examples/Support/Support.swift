@@ -18,6 +18,7 @@ public func exampleSettings() throws -> (server: String, appKey: String) {
         switch argument {
         case "--server": server = arguments.popFirst()
         case "--app-key": appKey = arguments.popFirst()
+        case "--app-secret": _ = arguments.popFirst()  // read by exampleAppSecret()
         default:
             print("usage: \(CommandLine.arguments[0]) --server http://127.0.0.1:8080 --app-key pk_…")
             exit(argument == "--help" || argument == "-h" ? 0 : 2)
@@ -28,6 +29,14 @@ public func exampleSettings() throws -> (server: String, appKey: String) {
         exit(2)
     }
     return (server, appKey)
+}
+
+/// The app secret, for an example that acts as the app's backend too: `--app-secret KEY`, else
+/// PARLEY_APP_SECRET.
+public func exampleAppSecret() -> String? {
+    var arguments = CommandLine.arguments.dropFirst()
+    while let argument = arguments.popFirst() { if argument == "--app-secret" { return arguments.popFirst() } }
+    return ProcessInfo.processInfo.environment["PARLEY_APP_SECRET"]
 }
 
 /// Connects each client and waits until all are online. A client with no saved position

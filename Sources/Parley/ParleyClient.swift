@@ -110,6 +110,9 @@ public actor ParleyClient {
     private var waiting: [String: CheckedContinuation<ServerFrame, any Error>] = [:]
     /// What of the outbox is on the wire, and how recent sends ended.
     private var sends = SendTracker()
+    /// Sends refused for a moment (rate limited, the store unavailable): how many times each
+    /// was retried, for its backoff.
+    private var temporaryRefusals: [String: Int] = [:]
     private var eventListeners = Listeners<LiveEvent>()
     private var stateListeners = Listeners<ConnectionState>()
     private var outgoingListeners = Listeners<OutgoingUpdate>()
@@ -908,19 +911,37 @@ public actor ParleyClient {
         guard let index = state.outbox.firstIndex(where: { $0.clientID == clientID }) else { return }
         let item = state.outbox[index]
         if case .ack(_, .sent(_, let message)) = frame {
+            temporaryRefusals[clientID] = nil
             state.outbox.remove(at: index)
             persist()
             sends.finished(clientID, .success(message))
             publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .sent(message)))
             publish(receipts.sent(clientID, seq: message.seq, in: item.conversationID))
         } else if let error = frame.error, !error.isTemporary {
+            temporaryRefusals[clientID] = nil
             state.outbox.remove(at: index)
             persist()
             sends.finished(clientID, .failure(.server(error)))
             publish(OutgoingUpdate(clientID: clientID, conversationID: item.conversationID, status: .failed(.server(error))))
+        } else if let error = frame.error {
+            // A temporary refusal (rate limited, the store unavailable) stays in the outbox and
+            // goes again after the server's Retry-After, else after a jittered backoff (0.5 s,
+            // 1 s, 2 s … up to 30 s), or sooner on the next reconnect.
+            let retries = temporaryRefusals[clientID, default: 0]
+            temporaryRefusals[clientID] = retries + 1
+            let backoff = min(30.0, 0.5 * pow(2.0, Double(min(retries, 6)))) * Double.random(in: 0.75...1.25)
+            let delay = error.retryAfterSeconds.map { Double(max(1, $0)) } ?? backoff
+            Task { [weak self] in
+                try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+                await self?.retransmit(clientID)
+            }
         }
-        // A temporary refusal (rate limited) stays in the outbox and goes again on the next
-        // reconnect or send.
+    }
+
+    /// Sends an outbox item again after a temporary refusal, if it is still waiting.
+    private func retransmit(_ clientID: String) {
+        guard let item = state.outbox.first(where: { $0.clientID == clientID }) else { return }
+        transmit(item)
     }
 
 

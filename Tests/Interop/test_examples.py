@@ -76,6 +76,22 @@ def test_an_apps_ci_moves_the_test_mode_clock_instead_of_waiting():
         plain.stop()
 
 
+def test_an_ios_apps_ci_suite_with_the_sdk_runs_against_test_mode():
+    """Examples/TestModeSuite: the SDK against `--test-mode` — an id-only push the extension
+    resolves, a ban of an hour, a scheduled message, the outbox through a store outage."""
+    server = Server("--test-mode")
+    try:
+        assert server.apps("push-content", "default", "id-only").returncode == 0
+        binary = os.path.join(ROOT, ".build", "debug", "TestModeSuite")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
+        result = subprocess.run([binary, "--server", server.url, "--app-key", server.app_key, "--app-secret", server.app_secret],
+                                capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, f"TestModeSuite failed:\n{result.stdout}\n{result.stderr}"
+        assert result.stdout.count("  ok in ") == 4 and result.stdout.strip().endswith("TestModeSuite: ok")
+    finally:
+        server.stop()
+
+
 def test_an_example_without_a_server_says_how_to_run_it():
     result = subprocess.run([os.path.join(ROOT, ".build", "debug", "MessageMe")], capture_output=True, text=True, timeout=30,
                             env={k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")})

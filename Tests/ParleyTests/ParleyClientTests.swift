@@ -19,6 +19,8 @@ final class ServerProcess: @unchecked Sendable {
     }()
 
     let data = NSTemporaryDirectory() + "parley-sdk-\(UUID().uuidString)"
+    /// More options for the server (limits a test wants tight).
+    var extraArguments: [String] = []
     private(set) var port: UInt16 = 0
     private(set) var appKey = ""
     private var process: Process?
@@ -29,7 +31,7 @@ final class ServerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["--port", "\(port)", "--threads", "2", "--data-dir", data, "--argon2-passes", "1", "--argon2-memory-mib", "1",
-                             "--signups-per-hour", "1000000", "--presence-grace", "1"]
+                             "--signups-per-hour", "1000000", "--presence-grace", "1"] + extraArguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -171,6 +173,38 @@ struct ParleyClientTests {
         #expect(statuses == ["sending", "sent", "delivered", "read"])
         await alice.disconnect()
         await bob.disconnect()
+    }
+
+    /// A send the server refuses for a moment (here: past the socket's command rate) waits in
+    /// the outbox and goes again by itself, after the server's Retry-After: no other send and
+    /// no reconnect needed, and each message is stored once.
+    @Test func sendsRefusedForAMomentGoAgainByThemselves() async throws {
+        let server = ServerProcess()
+        server.extraArguments = ["--commands-per-second", "1"]
+        try server.start()
+        defer { withExtendedLifetime(server) {} }
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        let bob = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let chat = try await alice.directConversation(with: "bob")
+        let updates = await alice.outgoingUpdates()
+        try await connectUntilOnline(alice)
+        var sending: Set<String> = []
+        for index in 0..<6 { sending.insert(try await alice.send(.text("burst \(index)"), to: chat.id)) }
+        let clientIDs = sending
+        try await withTimeout(30) {
+            var sent: Set<String> = []
+            for await update in updates {
+                if case .sent = update.status { sent.insert(update.clientID) }
+                if case .failed = update.status { Issue.record("a temporary refusal failed the send") }
+                if sent == clientIDs { return }
+            }
+        }
+        #expect(await alice.outbox.isEmpty)
+        let history = try await bob.history(of: chat.id, limit: 50)
+        #expect(history.messages.map(\.clientID).sorted() == clientIDs.sorted(), "each once")
+        await alice.disconnect()
     }
 
     @Test func whatHappensBetweenSigningInAndConnectingIsReplayedNotMissed() async throws {
