@@ -42,6 +42,9 @@ package final class TestPushes: PushTransport, Sendable {
     /// Forgets the pushes accepted so far (dead tokens stay dead).
     package func clear() { state.withLock { $0.pushes.removeAll() } }
 
+    /// Every token alive again (test mode's reset).
+    package func reviveAll() { state.withLock { $0.dead.removeAll() } }
+
     /// Makes `token` answer as a dead one (or alive again): APNs 410 `Unregistered`, FCM 404 `UNREGISTERED`.
     package func setDead(_ token: String, _ dead: Bool) {
         state.withLock { state in

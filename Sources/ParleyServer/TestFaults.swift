@@ -33,6 +33,9 @@ final class TestFaults: Sendable {
         }
     }
 
+    /// No fault any more (test mode's reset).
+    func clear() { state.withLock { $0 = (nil, []) } }
+
     /// Whether deliveries to `endpoint` fail now.
     func webhookFails(_ endpoint: String) -> Bool { state.withLock { $0.failingWebhooks.contains(endpoint) } }
 }

@@ -41,6 +41,22 @@ extension ServerRoutes {
         router.delete("/v1/test/faults/webhooks/:webhookId") { request in
             await server.handle(request) { _ in await api.respondEmpty { faults.setWebhookFailing(try request.parameter("webhookId"), false) } }
         }
+        router.post("/v1/test/reset") { request in
+            // Past a store fault too: a reset ends it.
+            await TestFaults.$bypassingStoreFault.withValue(true) {
+                await server.handle(request) { _ in
+                    await api.respond {
+                        faults.clear()
+                        let removed = try await chat.resetForTests()
+                        fanout.dropAllConnections()
+                        test.pushes?.clear()
+                        test.pushes?.reviveAll()
+                        TestClock.reset()
+                        return TestReset(removedRows: removed)
+                    }
+                }
+            }
+        }
         let pushes = test.pushes
         @Sendable func state() -> TestClockState {
             TestClockState(now: TestClock.now(), offsetSeconds: Double(TestClock.offset) / 1000)

@@ -213,3 +213,11 @@ public struct DroppedConnections: Hashable, Codable, Sendable {
     /// Creates the value; each argument sets the property of the same name.
     public init(dropped: Int) { self.dropped = dropped }
 }
+
+/// The answer to `POST /v1/test/reset`.
+public struct TestReset: Hashable, Codable, Sendable {
+    /// Rows removed (users, conversations, messages, devices, sessions, outboxes, traces …).
+    public var removedRows: Int
+    /// Creates the value; each argument sets the property of the same name.
+    public init(removedRows: Int) { self.removedRows = removedRows }
+}

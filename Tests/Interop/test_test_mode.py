@@ -300,3 +300,42 @@ def test_a_webhook_endpoint_made_to_fail_is_retried_and_delivered_once_healed():
     finally:
         receiver.close()
         running.stop()
+
+
+def test_a_reset_empties_the_data_between_tests_and_keeps_the_apps_setup():
+    running = Server("--test-mode", "--server-api-requests-per-second", "1000")
+    try:
+        backend = Backend(running)
+        status, hook = backend.call("POST", "/v1/server/webhooks", {"url": "https://example.com/hooks", "events": ["message.created"]})
+        assert status == 201
+        ana, bob = person(running, "ana"), person(running, "bob")
+        status, room = ana.post("/v1/conversations", {"kind": "group", "title": "before", "members": [bob.user["username"]]})
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        assert bob.post("/v1/devices", {"platform": "apns", "token": token})[0] == 201
+        assert ana.send(room["id"], "from the last test")[0] == 201
+        wait_for_push(running, token)
+        phone = Device(running, bob.token)
+        phone.wait_ready()
+        advance(running, 86_400)
+        status, reset = backend.call("POST", "/v1/test/reset")
+        assert status == 200 and reset["removedRows"] > 10, reset
+        # The last test's people, sessions, sockets, conversations and pushes are gone …
+        assert ana.get("/v1/me")[0] == 401 and bob.get("/v1/me")[0] == 401
+        from websockets.exceptions import ConnectionClosed
+        with pytest.raises(ConnectionClosed):
+            while True:
+                phone.socket.recv(timeout=5)
+        assert pushes(running, token) == []
+        assert clock(running)["offsetSeconds"] == 0
+        # … the app's setup stays: the same key and secret, its webhook endpoint, its system sender.
+        status, listed = backend.call("GET", "/v1/server/webhooks")
+        assert [w["id"] for w in listed["webhooks"]] == [hook["id"]]
+        again = person(running, "ana")  # the same username is free again
+        status, room = backend.call("POST", "/v1/server/conversations", {"kind": "group", "title": "after", "members": [again.user["username"]]})
+        assert status == 201, room
+        status, said = backend.call("POST", f"/v1/server/conversations/{room['id']}/messages",
+                                    {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": "from the app"}})
+        assert status == 201, said
+        assert [c["id"] for c in again.get("/v1/conversations")[1]["conversations"]] == [room["id"]]
+    finally:
+        running.stop()

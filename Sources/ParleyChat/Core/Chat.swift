@@ -415,6 +415,9 @@ final class SessionCache: Sendable {
         }
     }
 
+    /// Forgets every session (test mode's reset removed them all).
+    func removeAll() { table.withLock { $0 = Table() } }
+
     func remove(user: Int64) {
         table.withLock { table in
             for hash in table.byUser[user] ?? [] { table.forget(hash) }

@@ -209,6 +209,16 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
         }
     }
 
+    /// Test mode's reset: cuts every device's connection on this node; returns how many.
+    @discardableResult
+    package func dropAllConnections() -> Int {
+        lock.withLock { _ in
+            let devices = byUser.values.flatMap(\.values)
+            for subscriber in devices { subscriber.receive(.dropped) }
+            return devices.count
+        }
+    }
+
     package func detach(_ subscriber: Subscriber) {
         lock.withLock { _ in
             let id = ObjectIdentifier(subscriber)
