@@ -532,6 +532,9 @@ def test_users_and_webhooks_are_their_apps_backends_alone(world):
         return next((d["id"] for d in answer.get("deliveries", []) if d.get("failedAt")), None) if status == 200 else None
     wait_until(lambda: failed_delivery() is not None, timeout=30, what="a failed delivery to replay")
     assert cid
+    status, sent = world.backend.request("POST", f"/v1/server/conversations/{cid}/messages",
+                                         {"clientId": uuid.uuid4().hex, "content": {"type": "text", "text": "traced"}})
+    assert status == 201, sent  # a message of this app, whose trace only its backend reads
     for method, path in sorted(op for op, asks in OPERATIONS.items() if asks == "backend"):
         target = f"svc{uuid.uuid4().hex[:8]}"
         assert world.backend.request("POST", "/v1/server/users", {"username": target})[0] == 201
@@ -548,9 +551,10 @@ def test_users_and_webhooks_are_their_apps_backends_alone(world):
             check_allowed(world.backend, filled, world.backend.request(method, filled, body))
             continue
         filled = (path.replace("{username}", target).replace("{webhookId}", hook["id"])
-                  .replace("{deliveryId}", failed_delivery() or "whd_none"))
+                  .replace("{deliveryId}", failed_delivery() or "whd_none").replace("{messageId}", sent["id"]))
         body = {"password": "correct horse battery"} if path.endswith("/password") else ({} if method in ("POST", "PUT", "PATCH") else None)
-        not_found = "webhook_not_found" if "{webhookId}" in path else "user_not_found"
+        not_found = ("webhook_not_found" if "{webhookId}" in path else "message_not_found" if "{messageId}" in path
+                     else "user_not_found")
         check_refusal(world.other_backend, filled, world.other_backend.request(method, filled, body), (404, not_found), f)
         for nobody in (world.ana_as_backend, world.revoked):
             check_refusal(nobody, filled, nobody.request(method, filled, body), (401, "invalid_app_secret"), f)
