@@ -78,8 +78,9 @@ func first<S: AsyncSequence & Sendable>(_ stream: S, within seconds: Double = 20
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct ParleyClientTests {
     /// A fresh server with Alice and Bob registered, each on their own client.
-    func aliceAndBob() async throws -> (ServerProcess, ParleyClient, ParleyClient) {
+    func aliceAndBob(serverArguments: [String] = []) async throws -> (ServerProcess, ParleyClient, ParleyClient) {
         let server = ServerProcess()
+        server.extraArguments = serverArguments
         try server.start()
         let alice = ParleyClient(server: server.url, appKey: server.appKey)
         let bob = ParleyClient(server: server.url, appKey: server.appKey)
@@ -179,14 +180,8 @@ struct ParleyClientTests {
     /// the outbox and goes again by itself, after the server's Retry-After: no other send and
     /// no reconnect needed, and each message is stored once.
     @Test func sendsRefusedForAMomentGoAgainByThemselves() async throws {
-        let server = ServerProcess()
-        server.extraArguments = ["--commands-per-second", "1"]
-        try server.start()
-        defer { withExtendedLifetime(server) {} }
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        let bob = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
-        try await bob.register(username: "bob", password: "correct horse battery")
+        let (server, alice, bob) = try await aliceAndBob(serverArguments: ["--commands-per-second", "1"])
+        defer { withExtendedLifetime(server) {} }  // killed when released: it lives as long as the test
         let chat = try await alice.directConversation(with: "bob")
         let updates = await alice.outgoingUpdates()
         try await connectUntilOnline(alice)
