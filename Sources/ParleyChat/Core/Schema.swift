@@ -921,7 +921,8 @@ package enum Schema: Sendable {
             // of one message is one row whatever the room's size: `devices` lists
             // `<user>:<session>` of every device reached. A receipt write is one row per
             // conversation (position 0): `devices` lists `<user>:<session>:<delivered>:<read>`
-            // of each device that moved its member's marks. No foreign keys: a trace outlives the sessions and
+            // of each device that moved its member's marks. The push expansion's reasons are one
+            // row per reason, `devices` listing its members (`<user>`). No foreign keys: a trace outlives the sessions and
             // devices it names, and the sweep removes it whole.
             try db.execute(SQL(stringLiteral: """
                 CREATE TABLE delivery_trace (

@@ -260,7 +260,7 @@ extension Chat {
             participants = Set(try db.fetchAll("SELECT DISTINCT author_id FROM message WHERE id = \(threadRoot) OR thread_id = \(threadRoot)")
                 .map { try $0.get("author_id", as: Int64.self) })
         }
-        var rows: [TraceRecorder.Row] = []
+        var skipped: [String: [Int64]] = [:]
         for member in members {
             let user: Int64 = try member.get("user_id")
             guard !pushed.contains(user) else { continue }
@@ -281,10 +281,13 @@ extension Chat {
             } else {
                 continue
             }
-            rows.append(TraceRecorder.Row(position: source.position, step: "push.skipped", user: user, at: now,
-                                          detail: TraceRecorder.detail(reason: reason)))
+            skipped[reason, default: []].append(user)
         }
-        return rows
+        // One row per reason, naming its members: a large group costs a few rows, not one per member.
+        return skipped.sorted { $0.key < $1.key }.map { reason, users in
+            TraceRecorder.Row(position: source.position, step: "push.skipped", devices: users.map(String.init).joined(separator: ","), at: now,
+                              detail: TraceRecorder.detail(reason: reason))
+        }
     }
 
     /// What a push says of a message: its text (cut at 180 characters), or its kind.

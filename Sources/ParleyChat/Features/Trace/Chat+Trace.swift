@@ -94,9 +94,9 @@ extension Tracing {
                 for step in steps {
                     if let user = try step.get("user_id", as: Int64?.self) { userKeys.insert(user) }
                     if let session = try step.get("session_id", as: Int64?.self) { sessionKeys.insert(session) }
-                    for entry in Self.entries(try step.get("devices", as: String?.self)) where entry.count >= 2 {
+                    for entry in Self.entries(try step.get("devices", as: String?.self)) where !entry.isEmpty {
                         userKeys.insert(entry[0])
-                        sessionKeys.insert(entry[1])
+                        if entry.count >= 2 { sessionKeys.insert(entry[1]) }
                     }
                 }
                 for receipt in receipts {
@@ -125,10 +125,16 @@ extension Tracing {
                     let detail = try TraceDetail.read(try step.get("detail", as: String?.self))
                     let node: String = try step.get("node")
                     let at = Date(milliseconds: try step.get("at"))
-                    // A node's routing of the message: one row for every device it reached.
+                    // A node's routing of the message: one row for every device it reached; the
+                    // push expansion's: one row per reason for the members it passed over.
                     if let devices = try step.get("devices", as: String?.self) {
-                        for entry in Self.entries(devices) where entry.count == 2 && entry[0] != author {
-                            byUser[entry[0], default: []].append(TraceStep(step: name, at: at, node: node, session: sessions[entry[1]] ?? "ended"))
+                        for entry in Self.entries(devices) where !entry.isEmpty && entry[0] != author {
+                            if entry.count == 2 {
+                                byUser[entry[0], default: []].append(TraceStep(step: name, at: at, node: node, session: sessions[entry[1]] ?? "ended"))
+                            } else if name == "push.skipped", let reason = detail.reason {
+                                skipped[entry[0]] = reason
+                                byUser[entry[0], default: []].append(TraceStep(step: name, at: at, node: node, reason: reason))
+                            }
                         }
                         continue
                     }
