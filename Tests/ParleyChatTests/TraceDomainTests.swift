@@ -55,6 +55,32 @@ struct TraceDomainTests {
         #expect(swept.committedOn == nil && swept.recipients.allSatisfy { $0.steps.isEmpty })
     }
 
+    /// The fan-out's step: one row per message and node naming each device it reached, the
+    /// first ones of a large audience, counting the rest.
+    @Test func theFanoutNamesEachDeviceItReachedUpToItsCap() async throws {
+        let bus = InProcessBus()
+        let harness = try await ChatHarness.make(bus: bus) { $0.nodeName = "node-f" }
+        defer { harness.tearDown() }
+        let fanout = Fanout<[UInt8]>(chat: harness.chat, bus: bus, presenceGrace: .seconds(60), tracedDevicesPerMessage: 2) { $0 }
+        let server = try await Self.server(harness)
+        let (ana, _) = try await harness.register("ana")
+        var members: [Caller] = []
+        for name in ["bob", "cyd", "dee"] { members.append(try await harness.register(name).caller) }
+        let probes = members.map { RealtimeDomainTests.Probe($0) }
+        for probe in probes { try await fanout.attach(probe.subscriber) }
+        let room = try await harness.chat.createConversation(ana, CreateConversationRequest(kind: .group, members: ["bob", "cyd", "dee"])).0.id
+        let (message, _) = try await harness.chat.send(ana, to: room, SendMessageRequest(clientID: "t", content: .text("hi")))
+        for probe in probes { _ = try await probe.nextEvent { $0.type == .messageCreated } }
+        _ = try await harness.chat.tracing.flush()
+        let trace = try await harness.chat.tracing.trace(server, message: message.id)
+        let routed = trace.recipients.flatMap { recipient in recipient.steps.filter { $0.step == "routed" }.map { (recipient.userId, $0) } }
+        #expect(routed.count == 2, "the first two of three devices are named")
+        #expect(routed.allSatisfy { $0.1.node == "node-f" && $0.1.session?.hasPrefix("s_") == true })
+        #expect(routed.allSatisfy { $0.1.reason?.hasPrefix("3 devices reached on this node") == true })
+        #expect(Set(routed.map(\.0)).isSubset(of: Set(members.map(\.userID))))
+        #expect(trace.recipients.filter { $0.outcome == "socket" }.count == 2)
+    }
+
     @Test func withTracingOffNothingIsRecorded() async throws {
         let harness = try await ChatHarness.make(bus: InProcessBus()) { $0.traceRetention = nil }
         defer { harness.tearDown() }

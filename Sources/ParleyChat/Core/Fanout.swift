@@ -67,6 +67,9 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     }
 
     private let chat: Chat
+    /// The most devices one message's trace row names on this node (a channel of thousands
+    /// counts the rest): a trace must not cost what the message does.
+    private let tracedDevicesPerMessage: Int
     private let bus: any Bus
     private let directory: (any PresenceDirectory)?
     private let makeFrame: @Sendable ([UInt8]) -> Frame
@@ -99,8 +102,10 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
     /// it when a user comes and goes here, announces only what is news everywhere, and asks
     /// it about users connected elsewhere.
     package init(chat: Chat, bus: any Bus, presenceGrace: Duration, maxRecentWhileAttaching: Int = 65_536,
-                directory: (any PresenceDirectory)? = nil, makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
+                directory: (any PresenceDirectory)? = nil, tracedDevicesPerMessage: Int = 1_000,
+                makeFrame: @escaping @Sendable ([UInt8]) -> Frame) {
         self.maxRecentWhileAttaching = max(2, maxRecentWhileAttaching)
+        self.tracedDevicesPerMessage = max(1, tracedDevicesPerMessage)
         self.directory = directory
         self.chat = chat
         self.bus = bus
@@ -298,7 +303,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                 forEachRecipient(of: audience) { subscriber in
                     if deliver(bytes, to: subscriber, frame: &frame, hiding: &hiding, { .event(position: position, frame: $0) }) {
                         reached += 1
-                        if tracing {
+                        if tracing, reached <= tracedDevicesPerMessage {
                             if !devices.isEmpty { devices += "," }
                             devices += "\(subscriber.caller.userKey):\(subscriber.caller.sessionKey)"
                         }
@@ -308,7 +313,11 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
                     chat.sendToDelivered.observe("socket", sentAt: sentAt, count: reached)
                     // One row for every device this node reached with the message.
                     if tracing {
-                        chat.traceRecorder.record(TraceRecorder.Row(position: position, step: "routed", devices: devices, at: chat.traceRecorder.now()))
+                        // A large channel's message names its first devices and counts the rest.
+                        let more = reached > tracedDevicesPerMessage
+                            ? TraceRecorder.detail(reason: "\(reached) devices reached on this node; the first \(tracedDevicesPerMessage) are listed") : nil
+                        chat.traceRecorder.record(TraceRecorder.Row(position: position, step: "routed", devices: devices, at: chat.traceRecorder.now(),
+                                                                    detail: more))
                     }
                 }
                 if let leaves { membershipChanged(user: leaves, conversation: conversation, position: position, joined: false) }

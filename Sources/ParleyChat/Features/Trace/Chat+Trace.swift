@@ -130,7 +130,8 @@ extension Tracing {
                     if let devices = try step.get("devices", as: String?.self) {
                         for entry in Self.entries(devices) where !entry.isEmpty && entry[0] != author {
                             if entry.count == 2 {
-                                byUser[entry[0], default: []].append(TraceStep(step: name, at: at, node: node, session: sessions[entry[1]] ?? "ended"))
+                                byUser[entry[0], default: []].append(TraceStep(step: name, at: at, node: node, session: sessions[entry[1]] ?? "ended",
+                                                                               reason: detail.reason))
                             } else if name == "push.skipped", let reason = detail.reason {
                                 skipped[entry[0]] = reason
                                 byUser[entry[0], default: []].append(TraceStep(step: name, at: at, node: node, reason: reason))
