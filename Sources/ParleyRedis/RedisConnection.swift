@@ -1,6 +1,7 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import ParleySync
 #endif
 
 /// Where Redis is: `redis://[[user]:password@]host[:port][/db]`.
@@ -57,6 +58,40 @@ package enum RedisError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// Test mode's fault (docs/test-mode.md): Redis made unreachable for a while. Every open
+/// connection is cut at once (a blocked read returns), and none can be made, read or written
+/// until the time passes: the node sees what it sees when Redis dies, and recovers as it does.
+package enum RedisFault {
+    private static let state = LockedValue<(until: ContinuousClock.Instant?, open: [ObjectIdentifier: Int32])>((nil, [:]))
+
+    /// Redis is unreachable for `duration` from now (zero: reachable again at once).
+    package static func unavailable(for duration: Duration) {
+        let open = state.withLock { state -> [Int32] in
+            state.until = duration > .zero ? .now + duration : nil
+            return state.until == nil ? [] : Array(state.open.values)
+        }
+        for descriptor in open { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+
+    /// Whether Redis is made unreachable now.
+    static var isDown: Bool {
+        state.withLock { state in
+            guard let until = state.until else { return false }
+            if ContinuousClock.now < until { return true }
+            state.until = nil
+            return false
+        }
+    }
+
+    static func opened(_ connection: RedisConnection, _ descriptor: Int32) {
+        state.withLock { $0.open[ObjectIdentifier(connection)] = descriptor }
+    }
+
+    static func closed(_ connection: RedisConnection) {
+        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(connection)) }
+    }
+}
+
 /// One blocking connection to Redis, used by one thread at a time: the bus keeps one for
 /// publishing and one for its subscription, each on a thread of its own, so nothing here
 /// ever runs on an event loop.
@@ -67,6 +102,7 @@ final class RedisConnection {
 
     /// Connects (within `timeout`), then authenticates if the URL has a password.
     init(_ url: RedisURL, timeout: Duration) throws(RedisError) {
+        if RedisFault.isDown { throw .connection("cannot connect to \(url): test mode made Redis unavailable") }
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -92,6 +128,7 @@ final class RedisConnection {
         }
         guard connected >= 0 else { throw .connection("cannot connect to \(url): \(lastError)") }
         descriptor = connected
+        RedisFault.opened(self, connected)
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_KEEPALIVE, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -114,6 +151,7 @@ final class RedisConnection {
     func close() {
         guard !closed else { return }
         closed = true
+        RedisFault.closed(self)
         shutdown(descriptor, Int32(SHUT_RDWR))
         Glibc.close(descriptor)
     }
@@ -131,6 +169,7 @@ final class RedisConnection {
 
     /// Writes every byte (commands may be pipelined: several in one write).
     func write(_ bytes: [UInt8]) throws(RedisError) {
+        if RedisFault.isDown { throw .connection("test mode made Redis unavailable") }
         var sent = 0
         while sent < bytes.count {
             let result = bytes.withUnsafeBytes { buffer in

@@ -274,7 +274,7 @@ package final class ParleyServer: Sendable {
                                  pusher: pusher, bus: busStatistics, push: push, webhooks: webhooks, chat: chat, linkPreviews: linkPreviews)
         ChatRoutes.add(to: &router, chat: chat)
         ServerRoutes.add(to: &router, chat: chat, requestsPerSecond: configuration.serverAPIRequestsPerSecond,
-                         test: faults.map { TestModeParts(faults: $0, pushes: testPushes, fanout: fanout) })
+                         test: faults.map { TestModeParts(faults: $0, pushes: testPushes, fanout: fanout, hasRedis: configuration.redisURL != nil) })
         MediaRoutes.add(to: &router, media: media, chat: chat)
         let webAppKey = LockedValue((existingApps.first { $0.name == "default" } ?? existingApps.first)?.publicKey)
         WebRoutes.add(to: &router) { webAppKey.withLock { $0 } }

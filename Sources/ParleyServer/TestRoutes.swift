@@ -2,6 +2,7 @@ import Foundation
 import ParleyChat
 import ParleyNet
 import ParleyPush
+import ParleyRedis
 import ParleyWire
 
 /// Test mode's routes (`parley-server --test-mode`, docs/test-mode.md), under `/v1/test/`,
@@ -26,6 +27,18 @@ extension ServerRoutes {
                 }
             }
         }
+        router.post("/v1/test/faults/redis") { request in
+            await server.handle(request) { _ in
+                await api.respondEmpty {
+                    let fault = try await request.decode(StoreFault.self)
+                    guard test.hasRedis else { throw ChatError.invalid("this server has no Redis (--redis-url): nothing to make unavailable") }
+                    guard fault.unavailableSeconds.isFinite, (0...3600).contains(fault.unavailableSeconds) else {
+                        throw ChatError.invalid("unavailableSeconds must be 0 (back now) to 3600")
+                    }
+                    RedisFault.unavailable(for: .milliseconds(Int64(fault.unavailableSeconds * 1000)))
+                }
+            }
+        }
         router.post("/v1/test/faults/drop-connections") { request in
             await server.handle(request) { app in
                 await api.respond {
@@ -47,6 +60,7 @@ extension ServerRoutes {
                 await server.handle(request) { _ in
                     await api.respond {
                         faults.clear()
+                        if test.hasRedis { RedisFault.unavailable(for: .zero) }
                         let removed = try await chat.resetForTests()
                         fanout.dropAllConnections()
                         test.pushes?.clear()
@@ -106,4 +120,6 @@ struct TestModeParts: Sendable {
     /// The built-in APNs and FCM; nil when real providers are configured.
     let pushes: TestPushes?
     let fanout: Fanout<EncodedWebSocketFrame>
+    /// Given `--redis-url`: Redis can be made unavailable.
+    let hasRedis: Bool
 }

@@ -206,6 +206,48 @@ def test_a_trace_read_on_any_node_shows_the_node_that_stored_it_and_the_one_that
         phone.close()
 
 
+def test_test_modes_redis_fault_on_a_node_loses_and_duplicates_nothing(services):
+    """docs/test-mode.md: Redis made unavailable to one node for two seconds; messages sent
+    through it meanwhile reach a device on the other node once each, through the database."""
+    cluster = Cluster(services, count=2, extra=("--test-mode",))
+    try:
+        one, two = cluster.nodes
+        ana = Client(one).register(f"ana{uuid.uuid4().hex[:6]}")
+        bob = Client(two).register(f"bob{uuid.uuid4().hex[:6]}")
+        status, room = ana.post("/v1/conversations", {"kind": "group", "title": "outage", "members": [bob.user["username"]]})
+        assert status == 201
+        phone = Device(two, bob.token)
+        phone.wait_ready()
+        backend = Client(one, app_key="")
+        backend.app_key = None
+        secret = {"Authorization": f"Bearer {one.app_secret}"}
+        assert backend.request("POST", "/v1/test/faults/redis", {"unavailableSeconds": 2}, headers=secret)[0] == 204
+        sent = []
+        for n in range(5):
+            status, message = ana.send(room["id"], f"during the outage {n}")
+            assert status == 201, message
+            sent.append(message["id"])
+        for message_id in sent:
+            phone.wait_event(lambda e: e["type"] == "message.created" and e["message"]["id"] == message_id, timeout=20)
+        phone.drain(quiet=1)
+        got = [e["message"]["id"] for e in phone.events if e["type"] == "message.created"]
+        assert sorted(got) == sorted(sent), "each once"
+        metrics = backend.request_bytes("GET", "/metrics", authenticated=False)[1].decode()
+        failures = next(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("parley_bus_publish_failures_total"))
+        assert failures >= 1, "the node could not publish through Redis meanwhile: the fault was real"
+        phone.close()
+        plain = Server()
+        try:
+            refused = Client(plain, app_key="")
+            refused.app_key = None
+            assert refused.request("POST", "/v1/test/faults/redis", {"unavailableSeconds": 2},
+                                   headers={"Authorization": f"Bearer {plain.app_secret}"})[0] == 404, "no test mode: no such route"
+        finally:
+            plain.stop()
+    finally:
+        cluster.stop()
+
+
 def test_a_block_made_on_one_node_hides_the_person_on_devices_connected_to_the_others(cluster):
     one, two, three = cluster.nodes
     ana = Client(one).register(f"ana{uuid.uuid4().hex[:6]}")
