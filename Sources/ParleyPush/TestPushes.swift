@@ -1,5 +1,6 @@
 import Foundation
 package import ParleyOutbound
+import ParleyCrypto
 import ParleySync
 package import ParleyWire
 
@@ -58,7 +59,7 @@ package final class TestPushes: PushTransport, Sendable {
         }
         if url.hasPrefix(Self.apnsURL + "/3/device/") {
             let token = String(url.dropFirst((Self.apnsURL + "/3/device/").count))
-            let apnsID = UUID().uuidString
+            let apnsID = Self.uuid()
             guard token.utf8.count == 64, token.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
                 return Self.answer(400, #"{"reason":"BadDeviceToken"}"#, ["apns-id": apnsID])
             }
@@ -99,6 +100,17 @@ package final class TestPushes: PushTransport, Sendable {
             state.pushes.append(push)
             if state.pushes.count > Self.capacity { state.pushes.removeFirst(state.pushes.count - Self.capacity) }
         }
+    }
+
+    /// An `apns-id` as APNs makes them: a random UUID in upper case (from libsodium's random
+    /// bytes: Foundation's `UUID()` repeats itself when no descriptor is left).
+    static func uuid() -> String {
+        var bytes = Crypto.randomBytes(16)
+        bytes[6] = (bytes[6] & 0x0F) | 0x40
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let hex = bytes.map { String(format: "%02X", $0) }.joined()
+        let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
+        return parts.joined(separator: "-")
     }
 
     private static func answer(_ status: Int, _ body: String, _ headers: [String: String] = [:]) -> OutboundResponse {
