@@ -18,7 +18,7 @@ extension ServerRoutes {
             await TestFaults.$bypassingStoreFault.withValue(true) {
                 await server.handle(request) { _ in
                     await api.respondEmpty {
-                        let fault = try await request.decode(StoreFault.self)
+                        let fault = try await request.decode(Outage.self)
                         guard fault.unavailableSeconds.isFinite, (0...3600).contains(fault.unavailableSeconds) else {
                             throw ChatError.invalid("unavailableSeconds must be 0 (back now) to 3600")
                         }
@@ -30,7 +30,7 @@ extension ServerRoutes {
         router.post("/v1/test/faults/redis") { request in
             await server.handle(request) { _ in
                 await api.respondEmpty {
-                    let fault = try await request.decode(StoreFault.self)
+                    let fault = try await request.decode(Outage.self)
                     guard test.hasRedis else { throw ChatError.invalid("this server has no Redis (--redis-url): nothing to make unavailable") }
                     guard fault.unavailableSeconds.isFinite, (0...3600).contains(fault.unavailableSeconds) else {
                         throw ChatError.invalid("unavailableSeconds must be 0 (back now) to 3600")

@@ -190,8 +190,8 @@ public struct TestPushList: Hashable, Codable, Sendable {
     public init(pushes: [TestPush]) { self.pushes = pushes }
 }
 
-/// `POST /v1/test/faults/store`: the store answers as an unreachable database does.
-public struct StoreFault: Hashable, Codable, Sendable {
+/// `POST /v1/test/faults/store` and `/redis`: the store (or Redis) is out of reach.
+public struct Outage: Hashable, Codable, Sendable {
     /// For this many seconds from now (0 to 3600; 0: back at once).
     public var unavailableSeconds: Double
     /// Creates the value; each argument sets the property of the same name.

@@ -105,6 +105,22 @@ struct ServerConfigurationTests {
         #expect(help.words == ["help"])
     }
 
+    @Test func traceAndTestModeOptions() throws {
+        guard case .run(let configuration) = try ServerConfiguration.parse(["--trace-retention", "0", "--node-name", "chat-1:8080", "--test-mode"]) else {
+            Issue.record("not a run command")
+            return
+        }
+        #expect(configuration.traceRetentionHours == 0 && configuration.nodeName == "chat-1:8080" && configuration.testMode)
+        #expect(ServerConfiguration().traceRetentionHours == 24 && ServerConfiguration().nodeName == nil && !ServerConfiguration().testMode)
+        // Test mode with TLS is for loopback only; plain HTTP anywhere (a CI container's address).
+        _ = try ServerConfiguration.parse(["--test-mode", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"])
+        _ = try ServerConfiguration.parse(["--test-mode", "--host", "0.0.0.0"])
+        for bad in [["--trace-retention", "721"], ["--trace-retention", "-1"], ["--node-name", "chat 1"], ["--node-name", String(repeating: "n", count: 65)],
+                    ["--node-name", ""], ["--test-mode", "--host", "0.0.0.0", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"]] {
+            #expect(throws: ServerConfiguration.UsageError.self, "\(bad)") { try ServerConfiguration.parse(bad) }
+        }
+    }
+
     @Test func aDatabaseURLIsShownWithoutItsPassword() {
         #expect(PostgresStore.redact("postgres://parley:s3cret@db:5432/parley") == "postgres://parley:REDACTED@db:5432/parley")
         #expect(!PostgresStore.redact("host=db user=parley password=s3cret dbname=parley").contains("s3cret"))

@@ -162,13 +162,13 @@ extension Tracing {
                 }
                 webhooks.sort { $0.at < $1.at }
                 // A device's receipt: the first that marked this message delivered, and the first that marked it read.
-                var marked: Set<String> = []
+                var deliveredBy = Set<Int64>(), readBy = Set<Int64>()  // sessions
                 for receipt in receipts {
                     let at = Date(milliseconds: try receipt.get("at"))
                     let node: String = try receipt.get("node")
                     for entry in Self.entries(try receipt.get("devices", as: String?.self)) where entry.count == 4 && entry[0] != author {
-                        let delivered = entry[2] >= seq && marked.insert("d \(entry[1])").inserted
-                        let read = entry[3] >= seq && marked.insert("r \(entry[1])").inserted
+                        let delivered = entry[2] >= seq && deliveredBy.insert(entry[1]).inserted
+                        let read = entry[3] >= seq && readBy.insert(entry[1]).inserted
                         guard delivered || read else { continue }
                         byUser[entry[0], default: []].append(TraceStep(step: "receipt", at: at, node: node, session: sessions[entry[1]] ?? "ended",
                                                                        deliveredSeq: delivered ? entry[2] : nil, readSeq: read ? entry[3] : nil))
