@@ -106,11 +106,6 @@ package struct ServerConfiguration: Sendable, Equatable {
     /// Test mode (docs/test-mode.md): a clock tests move, under `/v1/test/`; every response
     /// says so. Refused with TLS on an address other than loopback. `--test-mode`.
     package var testMode = false
-    /// Whether `host` is a loopback address or `localhost`.
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
-    }
-
     /// Hours each new message's delivery trace is kept (docs/trace.md); 0 records none.
     /// `--trace-retention`. Default: 24.
     package var traceRetentionHours = 24
@@ -376,6 +371,11 @@ package struct ServerConfiguration: Sendable, Equatable {
         SIGNALS: SIGINT or SIGTERM stop accepting, close WebSockets with 1001, finish
         in-flight requests and exit 0 within the shutdown timeout.
         """
+    }
+
+    /// Whether `host` is a loopback address or `localhost` (where test mode may serve TLS).
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
     }
 
     /// Parses arguments (without the program name) over environment defaults.
