@@ -11,31 +11,31 @@ extension ServerRoutes {
     /// The most the clock moves in one call: ten years.
     static let maxClockAdvanceSeconds = 315_360_000.0
 
+    /// An outage's length from its body: 0 (over now) to an hour.
+    @Sendable static func outage(_ request: Request) async throws -> Duration {
+        let fault = try await request.decode(Outage.self)
+        guard fault.unavailableSeconds.isFinite, (0...3600).contains(fault.unavailableSeconds) else {
+            throw ChatError.invalid("unavailableSeconds must be 0 (back now) to 3600")
+        }
+        return .milliseconds(Int64(fault.unavailableSeconds * 1000))
+    }
+
     static func addTestRoutes(to router: inout Router, chat: Chat, server: ServerAPI, api: API, test: TestModeParts) {
         let faults = test.faults, fanout = test.fanout
         router.post("/v1/test/faults/store") { request in
             // Authenticated past the fault it may be ending (the app secret is read from the store).
             await TestFaults.$bypassingStoreFault.withValue(true) {
                 await server.handle(request) { _ in
-                    await api.respondEmpty {
-                        let fault = try await request.decode(Outage.self)
-                        guard fault.unavailableSeconds.isFinite, (0...3600).contains(fault.unavailableSeconds) else {
-                            throw ChatError.invalid("unavailableSeconds must be 0 (back now) to 3600")
-                        }
-                        faults.storeDown(for: .milliseconds(Int64(fault.unavailableSeconds * 1000)))
-                    }
+                    await api.respondEmpty { faults.storeDown(for: try await outage(request)) }
                 }
             }
         }
         router.post("/v1/test/faults/redis") { request in
             await server.handle(request) { _ in
                 await api.respondEmpty {
-                    let fault = try await request.decode(Outage.self)
+                    let duration = try await outage(request)
                     guard test.hasRedis else { throw ChatError.invalid("this server has no Redis (--redis-url): nothing to make unavailable") }
-                    guard fault.unavailableSeconds.isFinite, (0...3600).contains(fault.unavailableSeconds) else {
-                        throw ChatError.invalid("unavailableSeconds must be 0 (back now) to 3600")
-                    }
-                    RedisFault.unavailable(for: .milliseconds(Int64(fault.unavailableSeconds * 1000)))
+                    RedisFault.unavailable(for: duration)
                 }
             }
         }
@@ -48,12 +48,17 @@ extension ServerRoutes {
                 }
             }
         }
-        router.put("/v1/test/faults/webhooks/:webhookId") { request in
-            await server.handle(request) { _ in await api.respondEmpty { faults.setWebhookFailing(try request.parameter("webhookId"), true) } }
+        @Sendable func failWebhook(_ request: Request, _ failing: Bool) async -> Response {
+            await server.handle(request) { app in
+                await api.respondEmpty {
+                    // One of this app's endpoints (webhook_not_found otherwise): a typo fails loudly.
+                    let endpoint = try await chat.webhooks.endpoint(app, id: try request.parameter("webhookId"))
+                    faults.setWebhookFailing(endpoint.id, failing)
+                }
+            }
         }
-        router.delete("/v1/test/faults/webhooks/:webhookId") { request in
-            await server.handle(request) { _ in await api.respondEmpty { faults.setWebhookFailing(try request.parameter("webhookId"), false) } }
-        }
+        router.put("/v1/test/faults/webhooks/:webhookId") { request in await failWebhook(request, true) }
+        router.delete("/v1/test/faults/webhooks/:webhookId") { request in await failWebhook(request, false) }
         router.post("/v1/test/reset") { request in
             // Past a store fault too: a reset ends it.
             await TestFaults.$bypassingStoreFault.withValue(true) {
@@ -79,7 +84,7 @@ extension ServerRoutes {
             await server.handle(request) { _ in await api.respond { state() } }
         }
         router.post("/v1/test/clock") { request in
-            await server.handle(request) { app in
+            await server.handle(request) { _ in
                 await api.respond {
                     let move = try await request.decode(AdvanceClockRequest.self)
                     guard move.advanceSeconds.isFinite, move.advanceSeconds > 0, move.advanceSeconds <= maxClockAdvanceSeconds else {

@@ -279,6 +279,8 @@ def test_a_webhook_endpoint_made_to_fail_is_retried_and_delivered_once_healed():
         status, hook = backend.call("POST", "/v1/server/webhooks", {"url": receiver.url, "events": ["message.created"]})
         assert status == 201
         receiver.secret = hook["secret"]
+        status, error = backend.call("PUT", "/v1/test/faults/webhooks/wh_nosuchendpoint")
+        assert status == 404 and error["error"]["code"] == "webhook_not_found", "a typo fails loudly"
         assert backend.call("PUT", f"/v1/test/faults/webhooks/{hook['id']}")[0] == 204
         ana, bob = person(running, "ana"), person(running, "bob")
         status, room = ana.post("/v1/conversations", {"kind": "group", "title": "hooks", "members": [bob.user["username"]]})
