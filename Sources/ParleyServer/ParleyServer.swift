@@ -173,7 +173,7 @@ package final class ParleyServer: Sendable {
         }
         let push: PushService?
         // Test mode without real providers pushes to its built-in APNs and FCM (docs/test-mode.md).
-        let testPushes = configuration.testMode ? TestPushes() : nil
+        let testPushes = configuration.testMode && !configuration.push.isOn ? TestPushes() : nil
         do {
             push = configuration.push.isOn || testPushes != nil
                 ? try PushService(chat: chat, configuration: configuration.push, testPushes: testPushes, logger: logger) : nil

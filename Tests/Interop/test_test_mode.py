@@ -341,3 +341,22 @@ def test_a_reset_empties_the_data_between_tests_and_keeps_the_apps_setup():
         assert [c["id"] for c in again.get("/v1/conversations")[1]["conversations"]] == [room["id"]]
     finally:
         running.stop()
+
+
+def test_with_real_provider_options_pushes_go_to_those_providers_not_the_built_in_ones():
+    from fakepush import FakePush
+    from tlscerts import Authority
+    fake = FakePush(Authority())
+    running = Server("--test-mode", *fake.server_flags())
+    try:
+        assert Backend(running).call("GET", "/v1/test/pushes")[0] == 404, "no built-in providers: nothing kept here"
+        assert not any("built-in APNs" in line for line in running.banner)
+        ana, bob = person(running, "ana"), person(running, "bob")
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        assert bob.post("/v1/devices", {"platform": "apns", "token": token})[0] == 201
+        status, room = ana.post("/v1/conversations", {"kind": "direct", "members": [bob.user["username"]]})
+        assert ana.send(room["id"], "through the configured APNs")[0] == 201
+        fake.wait_for(lambda pushes: any(p[1] == token for p in pushes))
+    finally:
+        running.stop()
+        fake.stop()
