@@ -901,10 +901,14 @@ def test_a_voice_message_shows_as_a_player_with_its_waveform_and_length(server, 
                                                   "voice": True, "waveform": waveform})
     assert status == 201
     ida.open_conversation("Max Roth")
-    player = ida.wait(lambda: next(iter(ida.find(".messages .voice")), None), "the voice message")
-    assert len(player.find_elements(By.CSS_SELECTOR, ".waveform .bar")) == len(waveform)
-    assert player.find_element(By.CSS_SELECTOR, ".voice-length").text == "1:07"
-    ida.wait(lambda: (player.find_element(By.CSS_SELECTOR, "audio").get_attribute("src") or "").startswith("http"), "the player's signed source")
+
+    def player():
+        # Found again on every look: the chat view re-renders its messages on every change
+        # (a receipt arriving), which leaves an element found before it stale.
+        return ida.wait(lambda: next(iter(ida.find(".messages .voice")), None), "the voice message")
+    ida.wait(lambda: len(player().find_elements(By.CSS_SELECTOR, ".waveform .bar")) == len(waveform), "the waveform's bars")
+    ida.wait(lambda: player().find_element(By.CSS_SELECTOR, ".voice-length").text == "1:07", "the length, 1:07")
+    ida.wait(lambda: (player().find_element(By.CSS_SELECTOR, "audio").get_attribute("src") or "").startswith("http"), "the player's signed source")
     ida.wait(lambda: any("Voice message" in c.text for c in ida.find(".conversation")), "the list's preview")
     ida.screenshot("voice-message.png")
     assert not ida.console(), ida.console()
