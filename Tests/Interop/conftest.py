@@ -2,7 +2,9 @@
 import pytest
 
 import parley
+from fakepush import FakePush
 from parley import BINARY, ROOT  # noqa: F401 (tests import them from here)
+from tlscerts import Authority
 
 
 class Server(parley.Server):
@@ -26,3 +28,12 @@ def fresh_server():
     yield running
     if running.process.poll() is None:
         running.stop()
+
+
+@pytest.fixture(scope="module")
+def fake():
+    """Fake APNs and FCM (Tests/Interop/fakepush.py) for one test module: give a server
+    `*fake.server_flags()`."""
+    running = FakePush(Authority())
+    yield running
+    running.stop()

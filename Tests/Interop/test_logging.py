@@ -13,18 +13,9 @@ import pytest
 
 import media
 import parley
-from fakepush import FakePush
 from parley import Client, Server, wait_until
 from realtime import Device
 from test_server_api import Backend
-from tlscerts import Authority
-
-
-@pytest.fixture(scope="module")
-def fake():
-    running = FakePush(Authority())
-    yield running
-    running.stop()
 
 
 def test_a_whole_session_leaves_a_log_of_json_lines_without_a_secret(fake):

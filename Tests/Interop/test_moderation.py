@@ -9,20 +9,11 @@ import uuid
 import pytest
 
 import parley
-from fakepush import FakePush
 from realtime import Device
 from test_server_api import Backend
-from tlscerts import Authority
 from webhookreceiver import Receiver
 
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager:DeprecationWarning")
-
-
-@pytest.fixture(scope="module")
-def fake():
-    running = FakePush(Authority())
-    yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

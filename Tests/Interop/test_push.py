@@ -11,17 +11,8 @@ import uuid
 
 import pytest
 
-from fakepush import FakePush
 from parley import Client, Server, wait_until
 from realtime import Device
-from tlscerts import Authority
-
-
-@pytest.fixture(scope="module")
-def fake():
-    running = FakePush(Authority())
-    yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,19 +8,10 @@ import uuid
 
 import pytest
 
-from fakepush import FakePush
 from parley import BINARY, Client, Server, wait_until
 from realtime import Device
 from test_server_api import Backend
-from tlscerts import Authority
 from webhookreceiver import Receiver
-
-
-@pytest.fixture(scope="module")
-def fake():
-    running = FakePush(Authority())
-    yield running
-    running.stop()
 
 
 @pytest.fixture(scope="module")
