@@ -39,9 +39,9 @@ public func exampleAppSecret() -> String? {
     return ProcessInfo.processInfo.environment["PARLEY_APP_SECRET"]
 }
 
-/// Connects each client and waits until all are online. A client with no saved position
+/// Connects each client and waits until all are online. A client with no saved cursor
 /// starts live from the moment it is attached, so a flow that sends and expects others to
-/// see it live waits for this first (later reconnects resume from the saved position).
+/// see it live waits for this first (later reconnects resume from the saved cursor).
 public func connectAll(_ clients: [ParleyClient], within seconds: Double = 15) async throws {
     for client in clients {
         let states = await client.connectionStates()

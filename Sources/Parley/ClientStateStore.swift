@@ -15,9 +15,13 @@ public struct ClientState: Codable, Sendable, Hashable {
     public var token: String?
     /// The signed-in user.
     public var user: User?
-    /// The last event position processed.
+    /// The newest event position processed (with a log of one shard, the whole of `cursor`;
+    /// what a state saved before cursors holds).
     public var position: Int64?
-    /// The epoch `position` belongs to (the server's `ready`/`resync`); sent back on resume so
+    /// Where the client stands in the server's log: the newest position processed of each of
+    /// its shards (docs/protocol.md, "Resuming"). Sent back on resume.
+    public var cursor: LogCursor?
+    /// The epoch `cursor` belongs to (the server's `ready`/`resync`); sent back on resume so
     /// that a server restored from a backup answers `resync` instead of replaying another history.
     public var epoch: String?
     /// Sends waiting for the server's acknowledgement, oldest first.
@@ -25,6 +29,9 @@ public struct ClientState: Codable, Sendable, Hashable {
 
     /// An empty state.
     public init() {}
+
+    /// Where to resume from: `cursor`, or in a state saved before cursors, `position`.
+    public var resumePoint: LogCursor? { cursor ?? position.map { LogCursor(position: $0) } }
 }
 
 /// A send made by this client and not yet acknowledged. Its `clientID` is the idempotency

@@ -228,12 +228,15 @@ public actor ParleyClient {
         if let localStore, localStore.userID != signedIn.user.id { try localStore.reset(user: signedIn.user.id) }
         state.token = signedIn.session.token
         state.user = signedIn.user
-        if state.position == nil {
-            // Live starts here, not when the socket first attaches: the newest position of the
-            // account's conversations (the list is newest activity first), or 0 for none. So
-            // whatever happens between signing in and connecting is replayed, never missed.
+        if state.resumePoint == nil {
+            // Live starts here, not when the socket first attaches: where the log stood when
+            // the account's conversations were read (from a server before cursors, the newest
+            // position of those conversations, or 0 for none). So whatever happens between
+            // signing in and connecting is replayed, never missed.
             let page: ConversationPage? = try? await http.call("GET", "/v1/conversations", query: [("limit", "1")], token: state.token)
-            state.position = page?.conversations.first?.lastPosition ?? 0
+            let cursor = page?.liveCursor ?? LogCursor(position: page?.conversations.first?.lastPosition ?? 0)
+            state.cursor = cursor
+            state.position = cursor.newest
         }
         try store.save(state)
         return signedIn.user
@@ -713,8 +716,12 @@ public actor ParleyClient {
         outgoingListeners.add(buffer: 10_000) { id in Task { await self.forget(id, from: .outgoing) } }
     }
 
-    /// The last event position processed (what a reconnect resumes from).
-    public var position: Int64? { state.position }
+    /// The newest event position processed.
+    public var position: Int64? { state.resumePoint?.newest }
+
+    /// Where a reconnect resumes from: the newest position processed of each shard of the
+    /// server's log (docs/protocol.md, "Resuming").
+    public var cursor: LogCursor? { state.resumePoint }
 
     private enum ListenerKind: Sendable { case events, states, outgoing }
 
@@ -752,7 +759,8 @@ public actor ParleyClient {
             do {
                 let connection = try await RealtimeTransport.connect(url: realtimeURL, appKey: appKey)
                 self.connection = connection
-                write(.auth(ClientFrame.Auth(token: token, position: state.position, epoch: state.position == nil ? nil : state.epoch)))
+                let resume = state.resumePoint
+                write(.auth(ClientFrame.Auth(token: token, position: resume?.newest, cursor: resume, epoch: resume == nil ? nil : state.epoch)))
                 setState(.resyncing)
                 for await text in connection.frames {
                     if handle(text) { failures = 0 }
@@ -791,7 +799,7 @@ public actor ParleyClient {
                 state.epoch = epoch
                 persist()
             }
-            advance(to: ready.position)
+            advance(to: ready.resumePoint)
             setState(.online)
             for item in state.outbox { transmit(item) }
             return true
@@ -808,10 +816,11 @@ public actor ParleyClient {
             if let epoch = resync.epoch, epoch != state.epoch {
                 // Another history: its positions are not comparable with ours.
                 state.epoch = epoch
-                state.position = resync.position
+                state.cursor = resync.resumePoint
+                state.position = resync.resumePoint.newest
                 persist()
             } else {
-                advance(to: resync.position)
+                advance(to: resync.resumePoint)
             }
             // What the device kept may have gaps now: empty it; the reads the app makes next
             // (the resync tells its screens to reload) fill it again.
@@ -830,9 +839,23 @@ public actor ParleyClient {
         eventListeners.yield(event)
     }
 
+    /// Takes one event's position as processed (in its own shard).
     private func advance(to position: Int64) {
-        guard position > (state.position ?? 0) else { return }
-        state.position = position
+        var cursor = state.resumePoint ?? LogCursor(shards: 1)
+        guard cursor.advance(to: position) else { return }
+        state.cursor = cursor
+        state.position = cursor.newest
+        persist()
+    }
+
+    /// Takes the server's cursor (`ready`, `resync`): the newest of each shard; one of another
+    /// number of shards (a server that now has another log) replaces ours.
+    private func advance(to server: LogCursor) {
+        var cursor = state.resumePoint ?? server
+        if cursor.shards == server.shards { cursor.advance(to: server) } else { cursor = server }
+        guard cursor != state.cursor else { return }
+        state.cursor = cursor
+        state.position = cursor.newest
         persist()
     }
 

@@ -301,7 +301,7 @@ enum ChatRoutes {
                                   afterSeq: try api.integer(request, "after") ?? 0, limit: try api.integer(request, "limit"))
         }
         api.user(&router, .GET, "/v1/events") { request, caller in
-            try await chat.feed(caller, afterPosition: try api.integer(request, "after") ?? 0,
+            try await chat.feed(caller, after: try request.cursor("after", shards: chat.logShards),
                                 limit: try api.integer(request, "limit"))
         }
         api.user(&router, .GET, "/v1/search") { request, caller in

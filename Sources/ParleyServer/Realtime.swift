@@ -170,8 +170,8 @@ final class RealtimeSession: @unchecked Sendable {
             case .cancelAuthDeadline:
                 if let authTimer { socket.loop.cancel(authTimer) }
                 authTimer = nil
-            case .authenticate(let token, let position, let epoch):
-                authenticate(token: token, position: position, epoch: epoch)
+            case .authenticate(let token, let resume, let epoch):
+                authenticate(token: token, resume: resume, epoch: epoch)
             case .runCommand(let frame):
                 command(frame)
             case .send(let bytes):
@@ -192,7 +192,7 @@ final class RealtimeSession: @unchecked Sendable {
 
     // MARK: - Authentication and catching up
 
-    private func authenticate(token: String, position: Int64?, epoch: String?) {
+    private func authenticate(token: String, resume: LogCursor?, epoch: String?) {
         defer { authentication = chain }
         chain = Task(executorPreference: socket.loop.taskExecutor) { [self] in
             let caller: Caller
@@ -212,7 +212,7 @@ final class RealtimeSession: @unchecked Sendable {
                     guard session.machine.attached() else { return continuation.resume(returning: false) }
                     session.subscriber = subscriber
                     session.context.logger.info("socket authenticated", metadata: ["app.id": .integer(session.app.id), "user.id": .string(caller.userID.rawValue),
-                                                                           "resume": position.map { .integer($0) } ?? "fresh"])
+                                                                           "resume": resume.map { .string($0.description) } ?? "fresh"])
                     continuation.resume(returning: true)
                 }
             }
@@ -229,7 +229,7 @@ final class RealtimeSession: @unchecked Sendable {
                     context.fanout.detach(subscriber)
                     return
                 }
-                try await catchUp(caller, from: position, epoch: epoch, asOf: asOf)
+                try await catchUp(caller, from: resume, epoch: epoch, asOf: asOf)
             } catch {
                 context.logger.failed("cannot catch a device up; it will reconnect", error)
                 onLoop { $0.perform($0.machine.catchUpFailed()) }
@@ -237,19 +237,19 @@ final class RealtimeSession: @unchecked Sendable {
         }
     }
 
-    /// Replays what the device missed, then goes live. A device without a position starts
+    /// Replays what the device missed, then goes live. A device without a cursor starts
     /// at `asOf`: the fanout holds what was published while it attached (``Fanout/attach(_:)``),
-    /// so nothing after `ready.position` is missed.
-    private func catchUp(_ caller: Caller, from position: Int64?, epoch: String?, asOf: Int64) async throws {
-        var after = position ?? asOf
+    /// so nothing after `ready.cursor` is missed.
+    private func catchUp(_ caller: Caller, from resume: LogCursor?, epoch: String?, asOf: LogCursor) async throws {
+        var after = resume ?? asOf
         var newest = asOf
         let serverEpoch = chat.epoch
-        if let position {
-            switch try await chat.catchUp(caller, after: position, epoch: epoch, maxEvents: context.configuration.maxReplayEvents) {
+        if let resume {
+            switch try await chat.catchUp(caller, after: resume, epoch: epoch, maxEvents: context.configuration.maxReplayEvents) {
             case .resync(let current, let reason):
                 after = current
                 newest = current
-                let frame = RealtimeFrames.resync(position: current, epoch: serverEpoch, reason: reason)
+                let frame = RealtimeFrames.resync(cursor: current, epoch: serverEpoch, reason: reason)
                 onLoop { $0.perform([.send(frame)]) }
             case .replay:
                 while true {
@@ -266,18 +266,20 @@ final class RealtimeSession: @unchecked Sendable {
                         onLoop { session in session.sendPaced(frames, from: 0) { continuation.resume(returning: $0) } }
                     }
                     guard open else { return }
-                    after = page.frames.last?.position ?? after
+                    for replayed in page.frames { after.advance(to: replayed.position) }
                     newest = page.newest
                     if !page.hasMore { break }
                 }
             }
         }
         let replayedUpTo = after
-        let readyAt = max(after, newest)
+        var current = after
+        current.advance(to: newest)
+        let readyAt = current
         let heartbeat = context.heartbeatSeconds
         onLoop { session in
-            session.perform(session.machine.replayFinished(replayedUpTo: replayedUpTo, readyAt: readyAt) { position in
-                RealtimeFrames.ready(position: position, epoch: serverEpoch, userID: caller.userID.rawValue, heartbeatSeconds: heartbeat)
+            session.perform(session.machine.replayFinished(replayedUpTo: replayedUpTo, readyAt: readyAt) { cursor in
+                RealtimeFrames.ready(cursor: cursor, epoch: serverEpoch, userID: caller.userID.rawValue, heartbeatSeconds: heartbeat)
             })
         }
     }

@@ -28,7 +28,8 @@ struct RealtimeSessionMachine<Frame: Sendable> {
         /// Disarm it.
         case cancelAuthDeadline
         /// Check the token (then report ``authenticated(_:)`` or ``authenticationFailed(_:)``).
-        case authenticate(token: String, position: Int64?, epoch: String?)
+        /// `resume` is the device's cursor (or its one position, from a client before cursors).
+        case authenticate(token: String, resume: LogCursor?, epoch: String?)
         /// Run a command after the ones before it; report ``commandAnswered(_:)``.
         case runCommand(ClientFrame)
         /// Send these bytes (a frame the server wrote).
@@ -44,8 +45,8 @@ struct RealtimeSessionMachine<Frame: Sendable> {
     }
 
     private(set) var phase = Phase.awaitingAuth
-    /// The newest position sent to the device; live events at or before it are skipped.
-    private(set) var lastPosition: Int64 = 0
+    /// The newest position of each shard sent to the device; live events at or before it are skipped.
+    private(set) var sent = LogCursor(shards: 1)
     private var held: [Delivery] = []
     private(set) var inFlight = 0
     private var bucket: TokenBucket
@@ -107,7 +108,7 @@ struct RealtimeSessionMachine<Frame: Sendable> {
                 return fail(ChatError.invalid("position must not be negative"), id: auth.id, close: RealtimeCloseCode.protocolViolation, reason: "bad auth")
             }
             phase = .authenticating
-            return [.cancelAuthDeadline, .authenticate(token: auth.token, position: auth.position, epoch: auth.epoch)]
+            return [.cancelAuthDeadline, .authenticate(token: auth.token, resume: auth.cursor ?? auth.position.map { LogCursor(position: $0) }, epoch: auth.epoch)]
         }
         switch frame {
         case .auth(let auth):
@@ -162,17 +163,17 @@ struct RealtimeSessionMachine<Frame: Sendable> {
 
     /// The replay sent everything up to `replayedUpTo`, and the device is current as of
     /// `readyAt`: send what was held (skipping what the replay sent), then `ready`.
-    mutating func replayFinished(replayedUpTo: Int64, readyAt: Int64, ready: (Int64) -> [UInt8]) -> [Action] {
+    mutating func replayFinished(replayedUpTo: LogCursor, readyAt: LogCursor, ready: (LogCursor) -> [UInt8]) -> [Action] {
         guard phase == .catchingUp else { return [] }
-        lastPosition = replayedUpTo
+        sent = replayedUpTo
         phase = .live
         let waiting = held
         held = []
         var actions: [Action] = []
         for delivery in waiting { actions += live(delivery) }
         guard phase == .live else { return actions }
-        lastPosition = max(lastPosition, readyAt)
-        actions.append(.send(ready(lastPosition)))
+        sent.advance(to: readyAt)
+        actions.append(.send(ready(sent)))
         return actions
     }
 
@@ -216,8 +217,7 @@ struct RealtimeSessionMachine<Frame: Sendable> {
     private mutating func live(_ delivery: Delivery) -> [Action] {
         switch delivery {
         case .event(let position, let frame):
-            guard position > lastPosition else { return [] }
-            lastPosition = position
+            guard sent.advance(to: position) else { return [] }
             return [.sendFrame(frame)]
         case .ephemeral(let frame):
             return [.sendFrame(frame)]

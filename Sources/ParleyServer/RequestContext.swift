@@ -19,6 +19,27 @@ extension Request {
         return value
     }
 
+    /// A log cursor in the query (`after=1041`, or one position per shard of the log:
+    /// `after=1040,1037,1042,1039`); absent, the start of a log of `shards` shards.
+    func cursor(_ name: String, shards: Int) throws -> LogCursor {
+        guard let text = queryItems[name] else { return LogCursor(shards: shards) }
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count <= LogCursor.maximumShards else { throw ChatError.invalid("\(name) has more positions than a log has shards") }
+        var positions: [Int64] = []
+        for part in parts {
+            guard let position = Int64(part) else {
+                throw ChatError.invalid("\(name) must be a position, or one position per shard separated by commas")
+            }
+            guard position >= 0 else { throw ChatError.invalid("\(name) must not be negative") }
+            positions.append(position)
+        }
+        do {
+            return try LogCursor(positions: positions)
+        } catch let error as ChatError {
+            throw ChatError.invalid("\(name): \(error.message)")
+        }
+    }
+
     /// The `:conversationId` of the path.
     func conversationID() throws -> ConversationID { ConversationID(rawValue: try parameter("conversationId")) }
     /// The `:messageId` of the path.

@@ -6,7 +6,7 @@ public import Foundation
 /// client's command id that the answer echoes, and the other keys are the command's fields.
 ///
 /// ```json
-/// {"type":"auth","token":"…","position":1041,"epoch":"e_…"}
+/// {"type":"auth","token":"…","cursor":[1041],"epoch":"e_…"}
 /// {"type":"message.send","id":"7","conversationId":"c_…","message":{"clientId":"a1","content":{"type":"text","text":"hi"}}}
 /// ```
 ///
@@ -45,18 +45,23 @@ public enum ClientFrame: Hashable, Sendable, Codable {
     public struct Auth: Hashable, Sendable {
         /// The session token from sign-in.
         public var token: String
-        /// The last position this device processed; events after it are replayed.
+        /// The last position this device processed, from a client before cursors; events after
+        /// it are replayed. A server whose log has more than one shard answers it `resync`.
         public var position: Int64?
-        /// The epoch that position belongs to (from `ready` or `resync`); when it is not the
+        /// Where this device stands, one position per shard of the log (from `ready`, `resync`
+        /// and the events since); events after it are replayed. Wins over `position`.
+        public var cursor: LogCursor?
+        /// The epoch that cursor belongs to (from `ready` or `resync`); when it is not the
         /// server's, the device is told to resync instead of resuming.
         public var epoch: String?
         /// An optional id, echoed by an error about this frame.
         public var id: String?
 
         /// Creates the value; each argument sets the property of the same name.
-        public init(token: String, position: Int64? = nil, epoch: String? = nil, id: String? = nil) {
+        public init(token: String, position: Int64? = nil, cursor: LogCursor? = nil, epoch: String? = nil, id: String? = nil) {
             self.token = token
             self.position = position
+            self.cursor = cursor
             self.epoch = epoch
             self.id = id
         }
@@ -127,7 +132,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case type, id, token, position, epoch, conversationID = "conversationId", message, messageID = "messageId",
+        case type, id, token, position, cursor, epoch, conversationID = "conversationId", message, messageID = "messageId",
              messageIDs = "messageIds", content, metadata, seq, userIDs = "userIds", emoji, threadID = "threadId"
     }
 
@@ -153,6 +158,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
             switch kind {
             case .auth:
                 self = .auth(Auth(token: try required(.token), position: try container.decodeIfPresent(Int64.self, forKey: .position),
+                                  cursor: try container.decodeIfPresent(LogCursor.self, forKey: .cursor),
                                   epoch: try container.decodeIfPresent(String.self, forKey: .epoch), id: optionalID))
             case .send:
                 self = .send(id: try commandID(), conversationID: try required(.conversationID), message: try required(.message))
@@ -210,6 +216,7 @@ public enum ClientFrame: Hashable, Sendable, Codable {
         case .auth(let auth):
             try container.encode(auth.token, forKey: .token)
             try container.encodeIfPresent(auth.position, forKey: .position)
+            try container.encodeIfPresent(auth.cursor, forKey: .cursor)
             try container.encodeIfPresent(auth.epoch, forKey: .epoch)
         case .send(_, _, let message):
             try container.encode(message, forKey: .message)
@@ -262,8 +269,12 @@ public enum ServerFrame: Hashable, Sendable, Codable {
 
     /// `ready`'s fields.
     public struct Ready: Hashable, Sendable, Codable {
-        /// The position the device is now at.
+        /// The newest position the device is now at (with one shard, the whole of `cursor`).
         public var position: Int64
+        /// Where the device now stands, one position per shard (nil from servers before cursors).
+        public var cursor: LogCursor?
+        /// How many shards the server's log has (nil from servers before cursors: one).
+        public var shards: Int?
         /// The name of the history `position` belongs to (nil from servers before epochs).
         public var epoch: String?
         /// Who is signed in.
@@ -271,15 +282,20 @@ public enum ServerFrame: Hashable, Sendable, Codable {
         /// The interval at which the server pings, and expects the client to be heard.
         public var heartbeatSeconds: Int
 
-        enum CodingKeys: String, CodingKey { case position, epoch, userID = "userId", heartbeatSeconds }
+        enum CodingKeys: String, CodingKey { case position, cursor, shards, epoch, userID = "userId", heartbeatSeconds }
 
         /// Creates the value; each argument sets the property of the same name.
-        public init(position: Int64, epoch: String?, userID: UserID, heartbeatSeconds: Int) {
+        public init(position: Int64, cursor: LogCursor? = nil, shards: Int? = nil, epoch: String?, userID: UserID, heartbeatSeconds: Int) {
             self.position = position
+            self.cursor = cursor
+            self.shards = shards
             self.epoch = epoch
             self.userID = userID
             self.heartbeatSeconds = heartbeatSeconds
         }
+
+        /// Where the device stands: `cursor`, or from a server before cursors, `position`.
+        public var resumePoint: LogCursor { cursor ?? LogCursor(position: position) }
     }
 
     /// `blocks`' fields.
@@ -297,19 +313,25 @@ public enum ServerFrame: Hashable, Sendable, Codable {
 
     /// `resync`'s fields.
     public struct Resync: Hashable, Sendable, Codable {
-        /// The position to continue from after reloading.
+        /// The newest position to continue from after reloading (with one shard, the whole of `cursor`).
         public var position: Int64
-        /// The history's name; keep it with `position`.
+        /// Where to continue from after reloading, one position per shard (nil from servers before cursors).
+        public var cursor: LogCursor?
+        /// The history's name; keep it with `cursor`.
         public var epoch: String?
         /// Why the device must reload.
         public var reason: String
 
         /// Creates the value; each argument sets the property of the same name.
-        public init(position: Int64, epoch: String?, reason: String) {
+        public init(position: Int64, cursor: LogCursor? = nil, epoch: String?, reason: String) {
             self.position = position
+            self.cursor = cursor
             self.epoch = epoch
             self.reason = reason
         }
+
+        /// Where to continue from: `cursor`, or from a server before cursors, `position`.
+        public var resumePoint: LogCursor { cursor ?? LogCursor(position: position) }
     }
 
     /// `typing`'s fields.
@@ -570,15 +592,17 @@ public enum RealtimeFrames: Sendable {
         return writer.bytes
     }
 
-    /// `{"epoch":…,"heartbeatSeconds":…,"position":…,"type":"ready","userId":…}`: the
-    /// ``ServerFrame/ready(_:)`` value, encoded (once per connection; not a hot path).
-    public static func ready(position: Int64, epoch: String, userID: String, heartbeatSeconds: Int) -> [UInt8] {
-        encoded(.ready(.init(position: position, epoch: epoch, userID: UserID(rawValue: userID), heartbeatSeconds: heartbeatSeconds)))
+    /// `{"cursor":[…],"epoch":…,"heartbeatSeconds":…,"position":…,"shards":…,"type":"ready","userId":…}`:
+    /// the ``ServerFrame/ready(_:)`` value, encoded (once per connection; not a hot path).
+    /// `position` is the cursor's newest, for clients before cursors.
+    public static func ready(cursor: LogCursor, epoch: String, userID: String, heartbeatSeconds: Int) -> [UInt8] {
+        encoded(.ready(.init(position: cursor.newest, cursor: cursor, shards: cursor.shards, epoch: epoch,
+                             userID: UserID(rawValue: userID), heartbeatSeconds: heartbeatSeconds)))
     }
 
-    /// `{"epoch":…,"position":…,"reason":…,"type":"resync"}`: ``ServerFrame/resync(_:)``, encoded.
-    public static func resync(position: Int64, epoch: String, reason: String) -> [UInt8] {
-        encoded(.resync(.init(position: position, epoch: epoch, reason: reason)))
+    /// `{"cursor":[…],"epoch":…,"position":…,"reason":…,"type":"resync"}`: ``ServerFrame/resync(_:)``, encoded.
+    public static func resync(cursor: LogCursor, epoch: String, reason: String) -> [UInt8] {
+        encoded(.resync(.init(position: cursor.newest, cursor: cursor, epoch: epoch, reason: reason)))
     }
 
     /// A frame through the wire encoder (sorted keys), for the frames rare enough not to need

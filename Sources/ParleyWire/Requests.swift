@@ -392,10 +392,15 @@ public struct ConversationPage: Hashable, Codable, Sendable {
     public var conversations: [Conversation]
     /// Pass as `before` for the next page; nil on the last page.
     public var nextCursor: String?
+    /// Where the realtime stream stood when this page was read (the log's newest position of
+    /// each shard): a device that shows this page and then resumes from it misses nothing
+    /// after it (nil from servers before cursors).
+    public var liveCursor: LogCursor?
     /// Creates the value; each argument sets the property of the same name.
-    public init(conversations: [Conversation], nextCursor: String?) {
+    public init(conversations: [Conversation], nextCursor: String?, liveCursor: LogCursor? = nil) {
         self.conversations = conversations
         self.nextCursor = nextCursor
+        self.liveCursor = liveCursor
     }
 }
 

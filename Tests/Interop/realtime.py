@@ -15,7 +15,7 @@ class Device:
 
     _ids = itertools.count(1)
 
-    def __init__(self, server, token, position=None, app_key=None, max_queue=256, authenticate=True):
+    def __init__(self, server, token, position=None, app_key=None, max_queue=256, authenticate=True, cursor=None):
         self.server = server
         self.token = token
         key = app_key or server.app_key
@@ -29,18 +29,22 @@ class Device:
         self.backlog = []  # received while waiting for something else; `until` looks here first
         self.ready = None
         self.position = position
+        self.cursor = list(cursor) if isinstance(cursor, list) else cursor  # one position per shard of the server's log, from `ready` and the events
         if authenticate:
-            self.auth(position)
+            self.auth(position, cursor)
 
-    def auth(self, position=None):
+    def auth(self, position=None, cursor=None):
         frame = {"type": "auth", "token": self.token}
         if position is not None:
             frame["position"] = position
+        if cursor is not None:
+            frame["cursor"] = cursor
         self.socket.send(json.dumps(frame))
 
     def wait_ready(self, timeout=10):
         self.ready = self.until(lambda f: f["type"] in ("ready",), timeout)
         self.position = self.ready["position"]
+        self.cursor = list(self.ready["cursor"])
         return self.ready
 
     def next(self, timeout=10):
@@ -50,7 +54,11 @@ class Device:
         self.frames.append(frame)
         if frame["type"] == "event":
             self.events.append(frame["event"])
-            self.position = max(self.position or 0, frame["event"]["position"])
+            position = frame["event"]["position"]
+            self.position = max(self.position or 0, position)
+            if self.cursor:
+                shard = position % len(self.cursor)
+                self.cursor[shard] = max(self.cursor[shard], position)
         return frame
 
     def until(self, predicate, timeout=10):

@@ -169,6 +169,50 @@ def test_a_position_the_server_never_issued_or_too_far_behind_gets_resync(server
     assert not [f for f in behind.frames if f["type"] == "event"], "a resync replays nothing"
 
 
+def test_a_device_resumes_from_its_cursor_and_a_client_before_cursors_from_its_position(server):
+    """docs/protocol.md, "Resuming": `ready` names the log's shards and the device's cursor (one
+    position per shard; this server's log has one); `auth.cursor` resumes exactly as today's
+    `position` does, and wins over it; a cursor of another log's shape is answered `resync`."""
+    alice, bob = people(server)
+    room = group(alice, bob)
+    bobs = Device(server, bob.token)
+    ready = bobs.wait_ready()
+    assert ready["shards"] == 1 and ready["cursor"] == [ready["position"]]
+    start = list(ready["cursor"])
+    bobs.close()
+    sent = [alice.send(room, f"c{i}")[1]["id"] for i in range(3)]
+
+    by_cursor = Device(server, bob.token, cursor=start, position=10**12)  # the cursor wins
+    by_cursor.wait_ready()
+    by_position = Device(server, bob.token, position=start[0])
+    by_position.wait_ready()
+    for device in (by_cursor, by_position):
+        assert [e["message"]["id"] for e in device.events if e["type"] == "message.created"] == sent, device.frames
+        assert device.ready["cursor"] == [max(e["position"] for e in device.events)]
+        assert not [f for f in device.frames if f["type"] == "resync"]
+
+    # The REST feed takes the same cursor; the conversation list says where live starts.
+    status, page = bob.get(f"/v1/events?after={start[0]}")
+    assert status == 200 and [e["message"]["id"] for e in page["events"] if e["type"] == "message.created"] == sent
+    status, listed = bob.get("/v1/conversations?limit=1")
+    assert status == 200 and listed["liveCursor"] == by_cursor.ready["cursor"]
+    status, refused = bob.get("/v1/events?after=0,1")
+    assert status == 400 and "has 1 shard:" in refused["error"]["message"], refused
+
+    # Two shards asked of a log of one: another log's cursor, answered with a resync (reload,
+    # then continue from the cursor it gives), never a replay into the wrong history.
+    other = Device(server, bob.token, cursor=[2, 1])
+    resync = other.until(lambda f: f["type"] == "resync")
+    assert resync["cursor"] == by_cursor.ready["cursor"] and "2 positions" in resync["reason"]
+    assert other.wait_ready()["cursor"] == resync["cursor"]
+    assert not [f for f in other.frames if f["type"] == "event"]
+
+    # Not a cursor at all: refused at auth, as a bad position is.
+    for bad in ([], [-1], [3, 3], "7"):
+        device = Device(server, bob.token, cursor=bad)
+        assert device.close_code() == 4003, bad
+
+
 def test_typing_goes_to_the_other_members_only_and_presence_follows_connections(server):
     alice, bob = people(server)
     room = group(alice, bob)

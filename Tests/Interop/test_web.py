@@ -297,6 +297,14 @@ def test_a_page_asleep_while_the_server_restarts_catches_up_without_a_reload(bro
                    "the three messages, once each, in order")
         assert alice.driver.execute_script("return window.sameDocument") == "yes", "caught up without a reload"
         alice.one(".connection.online", "Alice online again")
+        # Where the page resumes from is a cursor, one position per shard of the server's log
+        # (docs/protocol.md, "Resuming"), kept with the epoch.
+        alice.wait(lambda: alice.driver.execute_script("return JSON.parse(localStorage.getItem('parley.session')).cursor") is not None,
+                   "the cursor kept")
+        kept = alice.driver.execute_script("return JSON.parse(localStorage.getItem('parley.session'))")
+        assert isinstance(kept["cursor"], list) and len(kept["cursor"]) == 1 and kept["epoch"].startswith("e_")
+        status, feed = Client(server).sign_in(alice_name).get(f"/v1/events?after={kept['cursor'][0]}")
+        assert status == 200 and not [e for e in feed["events"] if e["type"] == "message.created"], "nothing newer than the kept cursor"
     finally:
         server.kill()
 

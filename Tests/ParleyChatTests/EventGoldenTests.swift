@@ -73,7 +73,7 @@ struct EventGoldenTests {
         var seen: [String: EventRecord] = [:]
         func read() async throws {
             for viewer in [ana, bob] {
-                for record in try await chat.feed(viewer, afterPosition: 0, limit: 200).records where seen[record.type.rawValue] == nil {
+                for record in try await chat.feed(viewer, after: LogCursor(position: 0), limit: 200).records where seen[record.type.rawValue] == nil {
                     seen[record.type.rawValue] = record
                 }
             }
@@ -132,7 +132,7 @@ struct EventGoldenTests {
         for text in ["plain", "https://example.com/x", "\"quoted\" \\ and \u{1F44B}", String(repeating: "long ", count: 500)] {
             _ = try await harness.chat.send(ana, to: room, SendMessageRequest(clientID: UUID().uuidString, content: .text(text)))
         }
-        for record in try await harness.chat.feed(bob, afterPosition: 0, limit: 100).records where record.type == .messageCreated {
+        for record in try await harness.chat.feed(bob, after: LogCursor(position: 0), limit: 100).records where record.type == .messageCreated {
             #expect(EventRecord.messageSentAt(frame: record.frame) == record.createdAt)
         }
     }

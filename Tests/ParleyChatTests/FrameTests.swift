@@ -148,15 +148,32 @@ struct FrameTests {
 
     @Test func theServersFramesDecodeIntoTheirCases() throws {
         let decoder = WireCoding.decoder()
-        let ready = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.ready(position: 5, epoch: "e_a", userID: "u_1", heartbeatSeconds: 30)))
-        #expect(ready == .ready(.init(position: 5, epoch: "e_a", userID: UserID(rawValue: "u_1"), heartbeatSeconds: 30)))
-        let resync = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.resync(position: 7, epoch: "e_b", reason: "why")))
-        #expect(resync == .resync(.init(position: 7, epoch: "e_b", reason: "why")))
+        let ready = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.ready(cursor: LogCursor(position: 5), epoch: "e_a", userID: "u_1", heartbeatSeconds: 30)))
+        #expect(ready == .ready(.init(position: 5, cursor: LogCursor(position: 5), shards: 1, epoch: "e_a", userID: UserID(rawValue: "u_1"), heartbeatSeconds: 30)))
+        let resync = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.resync(cursor: LogCursor(position: 7), epoch: "e_b", reason: "why")))
+        #expect(resync == .resync(.init(position: 7, cursor: LogCursor(position: 7), epoch: "e_b", reason: "why")))
+        // Four shards: `position` (for clients before cursors) is the newest of them.
+        let sharded = RealtimeFrames.ready(cursor: try LogCursor(positions: [8, 13, 6, 0]), epoch: "e_a", userID: "u_1", heartbeatSeconds: 30)
+        #expect(String(decoding: sharded, as: UTF8.self)
+                == #"{"cursor":[8,13,6,0],"epoch":"e_a","heartbeatSeconds":30,"position":13,"shards":4,"type":"ready","userId":"u_1"}"#)
+        // From a server before cursors: the one position is the place to resume from.
+        let old = try decoder.decode(ServerFrame.self, from: Data(#"{"type":"ready","position":9,"userId":"u_1","heartbeatSeconds":30}"#.utf8))
+        guard case .ready(let oldReady) = old else { Issue.record("got \(old)"); return }
+        #expect(oldReady.resumePoint == LogCursor(position: 9) && oldReady.shards == nil)
         let error = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.error(id: "3", ChatError.notMember)))
         #expect(error == .error(id: "3", ChatError.notMember))
         let typing = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.typing(conversationID: "c", userID: "u", typing: true, expiresInMs: 6000)))
         #expect(typing == .typing(.init(conversationID: ConversationID(rawValue: "c"), userID: UserID(rawValue: "u"), isTyping: true, expiresInMs: 6000)))
         let other = try decoder.decode(ServerFrame.self, from: Data(RealtimeFrames.ack(id: "9", result: Array(#"{"deliveredSeq":1}"#.utf8))))
         #expect(other == .ack(id: "9", result: .value(.object(["deliveredSeq": .number(1)]))))
+    }
+}
+
+@Suite struct LogCursorCodingTests {
+    @Test func aCursorIsAnArrayOfPositionsOnTheWire() throws {
+        let page = ConversationPage(conversations: [], nextCursor: nil, liveCursor: try LogCursor(positions: [8, 13, 6, 0]))
+        let bytes = try WireCoding.encoder().encode(page)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"conversations":[],"liveCursor":[8,13,6,0]}"#)
+        #expect(try WireCoding.decoder().decode(ConversationPage.self, from: bytes) == page)
     }
 }

@@ -128,7 +128,7 @@ struct WritePathTests {
         let (alice, _) = try await harness.register("alice")
         _ = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "notes"))
         let (_, _, asOf) = try await harness.chat.memberships(alice)
-        #expect(asOf == (try await log(harness)).last)
+        #expect(asOf == LogCursor(position: (try await log(harness)).last ?? 0))
         try await harness.chat.migrate()
         #expect(harness.chat.epoch == epoch, "migrating again keeps the history's name")
     }
@@ -199,7 +199,7 @@ struct RetryTests {
         defer { harness.tearDown() }
         let (alice, _) = try await harness.register("alice")
         let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "notes"))
-        #expect(try await harness.chat.feed(alice, afterPosition: 0, limit: 10).records.count == 2)
+        #expect(try await harness.chat.feed(alice, after: LogCursor(position: 0), limit: 10).records.count == 2)
         // What a damaged database, or one written by a binary that knows more kinds, holds.
         try await harness.store.write { db in
             try db.execute("""
@@ -207,6 +207,6 @@ struct RetryTests {
                 SELECT id, last_seq + 1, 'conversation.archived', created_by, created_at FROM conversation WHERE public_id = \(room.id.rawValue)
                 """)
         }
-        await #expect(throws: ChatError.internalError) { _ = try await harness.chat.feed(alice, afterPosition: 0, limit: 10) }
+        await #expect(throws: ChatError.internalError) { _ = try await harness.chat.feed(alice, after: LogCursor(position: 0), limit: 10) }
     }
 }

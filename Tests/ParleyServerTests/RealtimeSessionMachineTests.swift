@@ -39,8 +39,8 @@ struct RealtimeSessionMachineTests {
         var machine = Machine(configuration: configuration)
         _ = machine.opened()
         let actions = machine.received(try frame(#"{"type":"auth","token":"pt_x","position":3}"#), now: .now)
-        let asked = actions.lazy.compactMap { if case .authenticate(let token, let position, _) = $0 { (token, position) } else { nil } }.first
-        #expect(asked?.0 == "pt_x" && asked?.1 == 3)
+        let asked = actions.lazy.compactMap { if case .authenticate(let token, let resume, _) = $0 { (token, resume) } else { nil } }.first
+        #expect(asked?.0 == "pt_x" && asked?.1 == LogCursor(position: 3), "a client before cursors: its one position is a cursor of one shard")
         let attached = machine.attached()
         #expect(attached)
         return machine
@@ -95,15 +95,44 @@ struct RealtimeSessionMachineTests {
         #expect(held.allSatisfy { $0.isEmpty }, "held, not sent")
         #expect(machine.heldCount == 3)
         // The replay sent everything up to 10: e10 is not sent again.
-        let actions = machine.replayFinished(replayedUpTo: 10, readyAt: 11) { #"{"position":\#($0),"type":"ready"}"# .utf8.map { $0 } }
-        #expect(sent(actions) == ["typing", "e12", #"{"position":12,"type":"ready"}"#])
-        #expect(machine.phase == .live && machine.lastPosition == 12)
+        let actions = machine.replayFinished(replayedUpTo: LogCursor(position: 10), readyAt: LogCursor(position: 11)) { #"{"cursor":\#($0),"type":"ready"}"# .utf8.map { $0 } }
+        #expect(sent(actions) == ["typing", "e12", #"{"cursor":[12],"type":"ready"}"#])
+        #expect(machine.phase == .live && machine.sent == LogCursor(position: 12))
         let again = machine.delivered(.event(position: 12, frame: "again"))
         #expect(sent(again).isEmpty, "no duplicate")
         let next = machine.delivered(.event(position: 13, frame: "e13"))
         #expect(sent(next) == ["e13"])
         let signedOut = machine.delivered(.signedOut)
         #expect(closeCode(signedOut) == RealtimeCloseCode.unauthorized)
+    }
+
+    /// A log of four shards: each shard's positions arrive in order, but shards interleave, so
+    /// the device's place is one position per shard and a duplicate is judged in its own shard.
+    @Test func withShardsAnEventIsJudgedAgainstItsOwnShard() throws {
+        var machine = Machine(configuration: RealtimeConfiguration())
+        _ = machine.opened()
+        let actions = machine.received(try frame(#"{"type":"auth","token":"pt_x","cursor":[8,5,2,0],"position":8}"#), now: .now)
+        let asked = actions.lazy.compactMap { if case .authenticate(_, let resume, _) = $0 { resume } else { nil } }.first
+        #expect(asked == (try LogCursor(positions: [8, 5, 2, 0])), "the cursor wins over the old position")
+        let attached = machine.attached()
+        #expect(attached)
+        _ = machine.delivered(.event(position: 9, frame: "e9"))    // shard 1, after 5
+        _ = machine.delivered(.event(position: 12, frame: "e12"))  // shard 0, after 8
+        _ = machine.delivered(.event(position: 3, frame: "e3"))    // shard 3: lower than 12, still new
+        _ = machine.delivered(.event(position: 6, frame: "e6"))    // shard 2, replayed already
+        let ready = machine.replayFinished(replayedUpTo: try LogCursor(positions: [8, 9, 6, 0]), readyAt: try LogCursor(positions: [8, 5, 2, 0])) {
+            "ready \($0)".utf8.map { $0 }
+        }
+        #expect(sent(ready) == ["e12", "e3", "ready [12,9,6,3]"])
+        #expect(sent(machine.delivered(.event(position: 7, frame: "e7"))) == ["e7"], "shard 3 moves on from 3")
+        #expect(sent(machine.delivered(.event(position: 3, frame: "again"))).isEmpty, "no duplicate in its shard")
+    }
+
+    @Test func aCursorThatCannotBeOneIsRefusedAtAuth() throws {
+        for text in [#"{"type":"auth","token":"pt_x","cursor":[]}"#, #"{"type":"auth","token":"pt_x","cursor":[4,4]}"#,
+                     #"{"type":"auth","token":"pt_x","cursor":[-2]}"#, #"{"type":"auth","token":"pt_x","cursor":3}"#] {
+            #expect(throws: (any Error).self, "\(text)") { try frame(text) }
+        }
     }
 
     @Test func aDeviceTooFarBehindWhileCatchingUpIsToldToResume() throws {
@@ -122,7 +151,7 @@ struct RealtimeSessionMachineTests {
         configuration.commandsPerSecond = 1
         configuration.maxCommandsInFlight = 1
         var machine = try attached(configuration)
-        _ = machine.replayFinished(replayedUpTo: 0, readyAt: 0) { _ in [] }
+        _ = machine.replayFinished(replayedUpTo: LogCursor(position: 0), readyAt: LogCursor(position: 0)) { _ in [] }
         let start = ContinuousClock.now
         let typing = try frame(#"{"type":"typing.start","conversationId":"c_1","id":"t1"}"#)
         let first = machine.received(typing, now: start)

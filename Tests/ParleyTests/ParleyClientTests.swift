@@ -217,6 +217,49 @@ struct ParleyClientTests {
         await bob.disconnect()
     }
 
+    /// The client keeps a cursor (one position per shard of the server's log) and resumes from
+    /// it; a state saved by an SDK before cursors (a position only) resumes from that position.
+    @Test func aStateSavedBeforeCursorsResumesFromItsPositionThenKeepsACursor() async throws {
+        let server = ServerProcess()
+        defer { withExtendedLifetime(server) {} }
+        try server.start()
+        let file = NSTemporaryDirectory() + "parley-state-\(UUID().uuidString)/state.json"
+        let bob = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
+        try await bob.register(username: "bob", password: "correct horse battery")
+        let alice = ParleyClient(server: server.url, appKey: server.appKey)
+        try await alice.register(username: "alice", password: "correct horse battery")
+        _ = try await alice.directConversation(with: "bob")
+        try await connectUntilOnline(bob)
+        await bob.disconnect()
+        let cursor = try #require(await bob.cursor)
+        let position = await bob.position
+        #expect(cursor.shards == 1 && cursor[0] == position, "this server's log has one shard")
+
+        // The file as an SDK before cursors wrote it: the position, no cursor.
+        var saved = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        #expect(saved["cursor"] as? [Int] == [Int(cursor[0])])
+        saved.removeValue(forKey: "cursor")
+        try JSONSerialization.data(withJSONObject: saved).write(to: URL(fileURLWithPath: file))
+
+        let missed = try #require(try await alice.send(.text("while you were away"), toUsernames: ["bob"]).message?.id)
+        let relaunched = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
+        let resumeFrom = await relaunched.cursor
+        #expect(resumeFrom == cursor, "the old position is a cursor of one shard")
+        let events = await relaunched.events()
+        await relaunched.connect()
+        let received = try await first(events) {
+            switch $0 {
+            case .event(let event): event.message?.id == missed
+            case .resync: true
+            default: false
+            }
+        }
+        guard case .event(let event) = received else { Issue.record("resynced instead of resuming: \(received)"); return }
+        let after = await relaunched.cursor
+        #expect(after == LogCursor(position: event.position))
+        await relaunched.disconnect()
+    }
+
     @Test func aSendMadeOfflineSurvivesARelaunchInAPrivateFile() async throws {
         let server = ServerProcess()
         defer { withExtendedLifetime(server) {} }

@@ -132,8 +132,10 @@ extension Chat {
         let (before, afterRank) = (position, rank)
         let now = Chat.nowWallClock
         let place: SQL = archived ? "AND \(Chat.archivedSQL(now: now))" : "AND mb.pinned_rank IS NULL AND NOT \(Chat.archivedSQL(now: now))"
+        let shards = logShards
         return try await run {
             try await store.read { db in
+                let live = try EventLog.committedCursor(db, shards: shards)
                 var conversations: [Conversation] = []
                 var next: String?
                 if let afterRank {
@@ -149,7 +151,7 @@ extension Chat {
                             WHERE mb.user_id = \(caller.userKey) \(place) \(filter) LIMIT 1
                             """)
                         let more = pinned.count > limit || !others.isEmpty
-                        return ConversationPage(conversations: conversations, nextCursor: more ? "p\(last.rank)" : nil)
+                        return ConversationPage(conversations: conversations, nextCursor: more ? "p\(last.rank)" : nil, liveCursor: live)
                     }
                 }
                 let room = limit - conversations.count
@@ -160,7 +162,7 @@ extension Chat {
                     """).map { try $0.get("id") }
                 let rest = try keys.prefix(room).map { try Chat.view(db, key: $0, caller: caller) }
                 if keys.count > room { next = rest.last.map { String($0.lastPosition) } }
-                return ConversationPage(conversations: conversations + rest, nextCursor: next)
+                return ConversationPage(conversations: conversations + rest, nextCursor: next, liveCursor: live)
             }
         }
     }

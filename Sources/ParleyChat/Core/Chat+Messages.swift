@@ -197,7 +197,7 @@ extension Chat {
         }
     }
 
-    /// Every event after `position` that the caller's devices receive, in position order:
+    /// Every event after `cursor` that the caller's devices receive, in position order:
     /// what a device that was offline (or a second device of the same account) fetches to
     /// catch up, whatever conversations the changes were in.
     ///
@@ -205,12 +205,14 @@ extension Chat {
     /// member up to and including the `member.removed` that ended it, exactly as the live
     /// socket delivers them (docs/protocol.md). An event with one recipient (its kind's
     /// audience, or a shadow message's) goes to that member alone, live and here alike.
-    package func feed(_ caller: Caller, afterPosition position: Int64, limit: Int?) async throws -> EventRecordPage {
+    package func feed(_ caller: Caller, after cursor: LogCursor, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
-        guard position >= 0 else { throw ChatError.invalid("after must not be negative") }
+        guard cursor.shards == logShards else {
+            throw ChatError.invalid("this server's log has \(logShards) shard\(logShards == 1 ? "" : "s"): after needs one position per shard (it has \(cursor.shards))")
+        }
         return try await run {
             try await store.read { db in
-                let rows = try Chat.feedRows(db, user: caller.userKey, after: position, limit: limit + 1)
+                let rows = try Chat.feedRows(db, user: caller.userKey, after: cursor, limit: limit + 1)
                 let records = try Chat.storedEvents(db, rows.prefix(limit), viewer: caller.userKey,
                                                     hiding: try Chat.blockedKeys(db, viewer: caller.userKey)).map(\.record)
                 return EventRecordPage(records: records, hasMore: rows.count > limit)
@@ -218,10 +220,10 @@ extension Chat {
         }
     }
 
-    /// Rows of `eventColumns` for ``feed(_:afterPosition:limit:)``.
-    static func feedRows(_ db: any Database, user: Int64, after position: Int64, limit: Int) throws -> [Row] {
+    /// Rows of `eventColumns` for ``feed(_:after:limit:)``.
+    static func feedRows(_ db: any Database, user: Int64, after cursor: LogCursor, limit: Int) throws -> [Row] {
         // The spans a user sees: each current membership from its join on, and each membership
-        // that ended after `position` from the join before its removal up to the removal. Then
+        // that ended after `cursor` from the join before its removal up to the removal. Then
         // one index range per span (event_by_position), merged by position.
         try db.fetchAll("""
             WITH span (conversation_id, since, until) AS (
@@ -231,9 +233,9 @@ extension Chat {
                        coalesce((SELECT max(j.position) FROM event j WHERE j.type = 'member.added' AND j.user_id = \(user)
                                  AND j.conversation_id = r.conversation_id AND j.position < r.position), 0),
                        r.position
-                FROM event r WHERE r.type = 'member.removed' AND r.user_id = \(user) AND r.position > \(position))
+                FROM event r WHERE r.type = 'member.removed' AND r.user_id = \(user) AND \(EventLog.after("r.position", cursor)))
             SELECT \(Chat.eventColumns) FROM span s
-            JOIN event e ON e.conversation_id = s.conversation_id AND e.position > \(position)
+            JOIN event e ON e.conversation_id = s.conversation_id AND \(EventLog.after("e.position", cursor))
                  AND e.position >= s.since AND e.position <= s.until
             \(Chat.eventJoins)
             WHERE (e.recipient_id IS NULL OR e.recipient_id = \(user)

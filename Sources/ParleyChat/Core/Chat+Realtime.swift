@@ -8,69 +8,90 @@ package struct ReplayPage: Sendable {
     package var frames: [(position: Int64, frame: [UInt8])]
     /// More events follow.
     package var hasMore: Bool
-    /// The newest position in the store when the page was read: once a page has no more,
-    /// the device has everything up to here.
-    package var newest: Int64
+    /// The newest position of each shard in the store when the page was read: once a page
+    /// has no more, the device has everything up to here.
+    package var newest: LogCursor
 }
 
 /// How a reconnecting device catches up.
 package enum CatchUp: Sendable, Hashable {
-    /// Replay the events after the position, page by page.
+    /// Replay the events after the cursor, page by page.
     case replay
-    /// Too much was missed (or the position was never issued here): reload over REST, then
-    /// continue live from `position`.
-    case resync(position: Int64, reason: String)
+    /// Too much was missed (or the cursor was never issued here): reload over REST, then
+    /// continue live from `cursor`.
+    case resync(cursor: LogCursor, reason: String)
 }
 
 extension Chat {
     /// How long a typing indicator lasts unless the typist repeats it.
     package static let typingLifetimeMilliseconds = 6_000
 
+    /// How many shards the event log has (docs/decisions/0026, part 4): a position belongs to
+    /// shard `position % logShards`, and a device's resume point is a ``LogCursor`` of that
+    /// many positions. Both engines write a log of one shard (a cursor is then today's single
+    /// position); the protocol, the feed and replay take any number.
+    package var logShards: Int { 1 }
+
     /// The conversations whose events `caller`'s devices receive, the people the caller
-    /// blocked (public ids: decision 0027), and the position the answer holds at (the newest
-    /// in the same snapshot).
-    package func memberships(_ caller: Caller) async throws -> (conversations: [Int64], blocked: Set<String>, asOf: Int64) {
-        try await run {
+    /// blocked (public ids: decision 0027), and the cursor the answer holds at (the newest
+    /// of each shard in the same snapshot).
+    package func memberships(_ caller: Caller) async throws -> (conversations: [Int64], blocked: Set<String>, asOf: LogCursor) {
+        let shards = logShards
+        return try await run {
             try await store.read { db in
                 let keys = try db.fetchAll("SELECT conversation_id FROM member WHERE user_id = \(caller.userKey)").map { try $0.get("conversation_id", as: Int64.self) }
                 let blocked = try Chat.blockedIDs(db, viewer: caller.userKey)
-                let newest = try EventLog.committedPosition(db)
+                let newest = try EventLog.committedCursor(db, shards: shards)
                 return (keys, blocked, newest)
             }
         }
     }
 
-    /// Whether a device at `position` can replay what it missed: not when its position is of
-    /// another history (`epoch` differs: a restored backup, another server) or was never
-    /// issued here, nor when more than `maxEvents` are waiting (reloading the conversation
-    /// list and the newest history is quicker).
-    package func catchUp(_ caller: Caller, after position: Int64, epoch: String?, maxEvents: Int) async throws -> CatchUp {
+    /// The newest position of each shard now committed: where a device that starts fresh,
+    /// or reloads, continues from.
+    package func committedCursor() async throws -> LogCursor {
+        let shards = logShards
+        return try await run { try await store.read { db in try EventLog.committedCursor(db, shards: shards) } }
+    }
+
+    /// Whether a device at `cursor` can replay what it missed: not when its cursor is of
+    /// another history (`epoch` differs: a restored backup, another server), of a log with
+    /// another number of shards, or was never issued here, nor when more than `maxEvents` are
+    /// waiting (reloading the conversation list and the newest history is quicker).
+    package func catchUp(_ caller: Caller, after cursor: LogCursor, epoch: String?, maxEvents: Int) async throws -> CatchUp {
         let current = self.epoch
+        let shards = logShards
         return try await run {
             try await store.read { db in
-                let newest = try EventLog.committedPosition(db)
+                let newest = try EventLog.committedCursor(db, shards: shards)
                 if let epoch, epoch != current {
-                    return .resync(position: newest, reason: "the server's history changed (epoch \(epoch) is not \(current)): reload, then continue")
+                    return .resync(cursor: newest, reason: "the server's history changed (epoch \(epoch) is not \(current)): reload, then continue")
                 }
-                if position > newest {
-                    return .resync(position: newest, reason: "position \(position) was never issued by this server")
+                guard cursor.shards == shards else {
+                    return .resync(cursor: newest, reason: cursor.shards == 1
+                        ? "this server's log has \(shards) shards: resume with a cursor of \(shards) positions (from ready or resync), not one position"
+                        : "the cursor has \(cursor.shards) positions, this server's log has \(shards) shards")
                 }
-                let waiting = try Chat.feedRows(db, user: caller.userKey, after: position, limit: maxEvents + 1).count
+                if !newest.covers(cursor) {
+                    return .resync(cursor: newest, reason: "cursor \(cursor) was never issued by this server")
+                }
+                let waiting = try Chat.feedRows(db, user: caller.userKey, after: cursor, limit: maxEvents + 1).count
                 if waiting > maxEvents {
-                    return .resync(position: newest, reason: "more than \(maxEvents) events were missed")
+                    return .resync(cursor: newest, reason: "more than \(maxEvents) events were missed")
                 }
                 return .replay
             }
         }
     }
 
-    /// The next page of events after `position` for `caller`'s devices, as socket frames
+    /// The next page of events after `cursor` for `caller`'s devices, as socket frames
     /// (messages without a per-viewer status, exactly as the live frames).
-    package func replay(_ caller: Caller, after position: Int64, limit: Int) async throws -> ReplayPage {
-        try await run {
+    package func replay(_ caller: Caller, after cursor: LogCursor, limit: Int) async throws -> ReplayPage {
+        let shards = logShards
+        return try await run {
             try await store.read { db in
-                let newest = try EventLog.committedPosition(db)
-                let rows = try Chat.feedRows(db, user: caller.userKey, after: position, limit: limit + 1)
+                let newest = try EventLog.committedCursor(db, shards: shards)
+                let rows = try Chat.feedRows(db, user: caller.userKey, after: cursor, limit: limit + 1)
                 let hiding = try Chat.blockedKeys(db, viewer: caller.userKey)
                 let frames = try Chat.storedEvents(db, rows.prefix(limit), viewer: nil, hiding: hiding).map { ($0.record.position, $0.record.frame) }
                 return ReplayPage(frames: frames, hasMore: rows.count > limit, newest: newest)

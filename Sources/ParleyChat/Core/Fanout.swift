@@ -1,6 +1,6 @@
 import Foundation
 import ParleySync
-import ParleyWire
+package import ParleyWire
 
 /// One node's router from the ``Bus`` to the connected devices: who is subscribed to which
 /// conversation, who is online. Its state is guarded by one lock, and publications are routed
@@ -119,30 +119,30 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
 
     // MARK: - Devices
 
-    /// Attaches a device: it receives every event after the returned position for its
+    /// Attaches a device: it receives every event after the returned cursor for its
     /// conversations, including those published while it was attaching (held, then delivered
-    /// in order before anything newer). Events at or before that position are for the caller
+    /// in order before anything newer). Events at or before that cursor are for the caller
     /// to replay from the store (``Chat/replay(_:after:limit:)``) when the device resumes; the
     /// two may overlap, never leave a gap, and the device drops what it already has by position.
     ///
-    /// - Returns: the committed position the memberships were read at (``EventLog``): every
+    /// - Returns: the committed cursor the memberships were read at (``EventLog``): every
     ///   event after it reaches the device.
     /// - Throws: the store's error, or ``ChatError/storeUnavailable`` when more events arrived
     ///   while attaching than the device may hold.
     @discardableResult
-    package func attach(_ subscriber: Subscriber) async throws -> Int64 {
+    package func attach(_ subscriber: Subscriber) async throws -> LogCursor {
         try await attach(subscriber, beforeSubscribing: nil)
     }
 
     /// ``attach(_:)`` with a hook between reading the memberships and subscribing, where tests
     /// make the membership changes that must not be lost.
-    func attach(_ subscriber: Subscriber, beforeSubscribing: (@Sendable () async throws -> Void)?) async throws -> Int64 {
+    func attach(_ subscriber: Subscriber, beforeSubscribing: (@Sendable () async throws -> Void)?) async throws -> LogCursor {
         underLock {
             self.byUser[subscriber.caller.userKey, default: [:]][ObjectIdentifier(subscriber)] = subscriber
             self.attaching[ObjectIdentifier(subscriber)] = subscriber
             subscriber.attachedFrom = self.routedEvents
         }
-        let memberships: (conversations: [Int64], blocked: Set<String>, asOf: Int64)
+        let memberships: (conversations: [Int64], blocked: Set<String>, asOf: LogCursor)
         do {
             memberships = try await chat.memberships(subscriber.caller)
         } catch {
@@ -169,7 +169,7 @@ package final class Fanout<Frame: Sendable>: @unchecked Sendable {
             var conversations = Set(memberships.conversations)
             for publication in pending {
                 guard case .event(let position, let conversation, let audience, let joins, let leaves, let bytes) = publication,
-                      position > memberships.asOf else { continue }
+                      !memberships.asOf.includes(position) else { continue }
                 if joins == user { conversations.insert(conversation) }
                 let receives = switch audience {
                 case .members(let key): conversations.contains(key)

@@ -91,6 +91,27 @@ enum EventLog {
         try db.fetchValue(Int64.self, "SELECT coalesce(max(position), 0) FROM event") ?? 0
     }
 
+    /// Rule 2 for each shard of a log of `shards` (docs/decisions/0026, part 4): the newest
+    /// position of each shard in `db`'s snapshot.
+    static func committedCursor(_ db: any Database, shards: Int) throws -> LogCursor {
+        guard shards > 1 else { return LogCursor(position: try committedPosition(db)) }
+        var positions = Array(repeating: Int64(0), count: shards)
+        for row in try db.fetchAll("SELECT position % \(Int64(shards)) AS shard, max(position) AS newest FROM event GROUP BY position % \(Int64(shards))") {
+            let shard = Int(try row.get("shard", as: Int64.self))
+            if positions.indices.contains(shard) { positions[shard] = try row.get("newest", as: Int64.self) }
+        }
+        return try LogCursor(positions: positions)
+    }
+
+    /// `column` is after `cursor`: past the newest position of its own shard. With one shard
+    /// this is `column > position`, which an index range answers.
+    static func after(_ column: SQL, _ cursor: LogCursor) -> SQL {
+        guard cursor.shards > 1 else { return "\(column) > \(cursor[0])" }
+        var condition: SQL = "\(column) > CASE \(column) % \(Int64(cursor.shards))"
+        for shard in 0..<cursor.shards { condition = "\(condition) WHEN \(Int64(shard)) THEN \(cursor[shard])" }
+        return "\(condition) END"
+    }
+
     /// Takes the conversation's next seq (rule 1).
     static func nextSeq(_ db: any Database, conversation: Int64) throws -> Int64 {
         guard let seq = try db.fetchValue(Int64.self, nextSeqStatement(conversation: conversation)) else {

@@ -49,7 +49,7 @@ function enterApp(session) {
   state.live = new Live({
     appKey: config.appKey,
     token: session.token,
-    position: session.position ?? null,
+    cursor: session.cursor ?? (session.position != null ? [session.position] : null),
     epoch: session.epoch ?? null,
     onState: (connection) => { state.connection = connection; renderStatus(); },
     onReady: () => { flushPending(); queryPresence(); if (state.current) markRead(state.current); },
@@ -59,12 +59,17 @@ function enterApp(session) {
     onEvent: handleEvent,
     onEphemeral: handleEphemeral,
     onSignedOut: () => signedOut("You were signed out (on another device, or the password changed). Sign in again."),
-    onPosition: (position, epoch) => persist({ position, epoch }),
+    onCursor: (cursor, epoch) => persist({ cursor, epoch }),
   });
   loadScheduled();
   loadConversations().then(() => {
-    if (session.position == null) persist({ position: Math.max(0, ...[...state.conversations.values()].map((c) => c.lastPosition ?? 0)) });
-    state.live.position = store.load()?.position ?? null;
+    // Live starts where the log stood when the list was read (a server before cursors: the
+    // newest position of the conversations), so nothing between the two is missed.
+    if (session.cursor == null && session.position == null) {
+      persist({ cursor: state.liveCursor ?? [Math.max(0, ...[...state.conversations.values()].map((c) => c.lastPosition ?? 0))] });
+    }
+    const saved = store.load();
+    state.live.cursor = saved?.cursor ?? (saved?.position != null ? [saved.position] : null);
     state.live.connect();
   });
 }
@@ -133,6 +138,7 @@ async function loadConversations() {
     if (load !== conversationLoads) return;
     state.conversations.clear();
     for (const conversation of [...page.conversations, ...archived.conversations]) state.conversations.set(conversation.id, conversation);
+    if (Array.isArray(page.liveCursor)) state.liveCursor = page.liveCursor;
     renderList();
     routeFromHash();
     if (state.connection === "online") queryPresence();

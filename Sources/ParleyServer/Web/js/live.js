@@ -1,10 +1,11 @@
 // The realtime half (docs/protocol.md): one WebSocket, the token in the first frame, resume
-// from the last processed position, commands answered by id, reconnection with jittered
-// backoff, and a heartbeat that notices a socket that died while the laptop slept.
+// from the cursor processed (the newest position of each shard of the server's log), commands
+// answered by id, reconnection with jittered backoff, and a heartbeat that notices a socket
+// that died while the laptop slept.
 
 export class Live {
-  constructor({ appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onBlocks, onSignedOut, onPosition }) {
-    Object.assign(this, { appKey, token, position, epoch, onEvent, onEphemeral, onState, onReady, onResync, onBlocks, onSignedOut, onPosition });
+  constructor({ appKey, token, cursor, epoch, onEvent, onEphemeral, onState, onReady, onResync, onBlocks, onSignedOut, onCursor }) {
+    Object.assign(this, { appKey, token, cursor, epoch, onEvent, onEphemeral, onState, onReady, onResync, onBlocks, onSignedOut, onCursor });
     this.socket = null;
     this.pending = new Map();
     this.counter = 0;
@@ -33,8 +34,11 @@ export class Live {
     socket.onopen = () => {
       this.lastHeard = Date.now();
       const auth = { type: "auth", token: this.token };
-      if (this.position != null) auth.position = this.position;
-      if (this.position != null && this.epoch) auth.epoch = this.epoch;
+      if (this.cursor != null) {
+        auth.cursor = this.cursor;
+        auth.position = Math.max(...this.cursor);  // for a server before cursors
+        if (this.epoch) auth.epoch = this.epoch;
+      }
       socket.send(JSON.stringify(auth));
       this.setState("resyncing");
     };
@@ -66,14 +70,14 @@ export class Live {
     switch (frame.type) {
       case "ready":
         this.attempt = 0;
-        this.saveEpoch(frame.epoch, frame.position);
-        this.savePosition(frame.position);
+        this.saveEpoch(frame.epoch, cursorOf(frame));
+        this.saveCursor(cursorOf(frame));
         this.setState("online");
         this.onReady?.();
         break;
       case "resync":
-        this.saveEpoch(frame.epoch, frame.position);
-        this.savePosition(frame.position);
+        this.saveEpoch(frame.epoch, cursorOf(frame));
+        this.saveCursor(cursorOf(frame));
         this.onResync?.();
         break;
       case "event":
@@ -101,19 +105,32 @@ export class Live {
     }
   }
 
-  /** A new epoch is another history: its positions restart, so the one given replaces ours. */
-  saveEpoch(epoch, position) {
+  /** A new epoch is another history: its positions restart, so the cursor given replaces ours. */
+  saveEpoch(epoch, cursor) {
     if (typeof epoch !== "string" || epoch === this.epoch) return;
     const changed = this.epoch != null;
     this.epoch = epoch;
-    if (changed && typeof position === "number") this.position = position;
-    this.onPosition?.(this.position, epoch);
+    if (changed && cursor) this.cursor = cursor;
+    this.onCursor?.(this.cursor, epoch);
   }
 
+  /** The server's cursor (ready, resync): the newest of each shard; one of another number of shards replaces ours. */
+  saveCursor(cursor) {
+    if (!cursor) return;
+    const next = this.cursor && this.cursor.length === cursor.length ? this.cursor.map((mine, shard) => Math.max(mine, cursor[shard])) : cursor;
+    if (this.cursor && next.every((position, shard) => position === this.cursor[shard])) return;
+    this.cursor = next;
+    this.onCursor?.(next, this.epoch);
+  }
+
+  /** One event's position, in its own shard (`position % shards`). */
   savePosition(position) {
-    if (typeof position !== "number" || (this.position != null && position <= this.position)) return;
-    this.position = position;
-    this.onPosition?.(position, this.epoch);
+    if (typeof position !== "number") return;
+    const cursor = this.cursor ?? [0];
+    const shard = position % cursor.length;
+    if (position <= cursor[shard]) return;
+    this.cursor = cursor.map((mine, index) => (index === shard ? position : mine));
+    this.onCursor?.(this.cursor, this.epoch);
   }
 
   /** Sends a command; resolves with its `ack` result, rejects with its `error`. */
@@ -173,4 +190,10 @@ export class Live {
     this.socket?.close(1000);
     this.socket = null;
   }
+}
+
+/** A ready or resync frame's cursor (from a server before cursors, its one position). */
+export function cursorOf(frame) {
+  if (Array.isArray(frame.cursor) && frame.cursor.length > 0 && frame.cursor.every((p) => Number.isSafeInteger(p) && p >= 0)) return frame.cursor;
+  return typeof frame.position === "number" ? [frame.position] : null;
 }

@@ -35,7 +35,7 @@ export function showSignIn(root, appKey, signedIn, mode = "signin", problem = ""
       if (mode === "signin") answer = await api.post("/v1/sessions", { username: data.username, password: data.password, device: "web" });
       else if (mode === "signup") answer = await api.post("/v1/users", { username: data.username, password: data.password, displayName: data.displayName || undefined, device: "web" });
       else answer = await api.post("/v1/sessions/guest", { displayName: data.displayName, device: "web" });
-      const session = { token: answer.session.token, user: answer.user, position: null };
+      const session = { token: answer.session.token, user: answer.user, cursor: null };
       store.save(session);
       state.api = new Api(appKey, session.token);
       state.me = answer.user;

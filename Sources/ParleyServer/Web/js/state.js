@@ -28,9 +28,10 @@ export const state = {
   selected: new Set(),
   editing: null,
   typingSentAt: 0,
+  liveCursor: null,          // where the log stood when the conversation list was last read
 };
 
-/** Merges `changes` into the stored session (position, epoch, pending sends). */
+/** Merges `changes` into the stored session (cursor, epoch, pending sends). */
 export function persist(changes) {
   const session = store.load();
   if (!session) return;
