@@ -47,7 +47,7 @@ let package = Package(
         // The Pusher Channels protocol (WebSocket and HTTP API) as an adapter over the event log.
         .target(name: "ParleyPusher", dependencies: ["ParleyNet", "ParleyChat", "ParleyCrypto", "ParleyWire", "ParleySync"]),
         // The bus between nodes: Redis Pub/Sub over a RESP client of our own (decision 0018).
-        .target(name: "ParleyRedis", dependencies: ["ParleyChat", "ParleyCrypto", "ParleySync", "ParleyLog"]),
+        .target(name: "ParleyRedis", dependencies: ["ParleyChat", "ParleyWire", "ParleyCrypto", "ParleySync", "ParleyLog"]),
         // Outbound HTTP (libcurl): push providers and webhook receivers, with an address guard.
         .target(name: "ParleyOutbound", dependencies: ["CParleyCurl", "ParleyWire", "ParleySync"]),
         // Push notifications: APNs and FCM from the push outbox (docs/push.md).

@@ -39,6 +39,13 @@ package enum TestEngine: Sendable {
         return .sqlite
     }
 
+    /// The shards of the event log the domain tests' PostgreSQL databases are created with:
+    /// `PARLEY_TEST_LOG_SHARDS` (default 1), so the whole domain suite also runs on a log of
+    /// several shards (scripts/test.sh).
+    package static var logShards: Int {
+        ProcessInfo.processInfo.environment["PARLEY_TEST_LOG_SHARDS"].flatMap { Int($0) } ?? 1
+    }
+
     /// True when tests run on PostgreSQL.
     package static var isPostgres: Bool {
         if case .postgres = current { return true }
@@ -99,6 +106,7 @@ package final class ChatHarness: Sendable {
         let store: any Store
         var drop: (@Sendable () -> Void)?
         var database: String?
+        var shards: Int?
         switch TestEngine.current {
         case .sqlite:
             store = try SQLiteStore(path: directory + "/parley.sqlite")
@@ -107,6 +115,7 @@ package final class ChatHarness: Sendable {
             var configuration = PostgresStore.Configuration()
             configuration.readers = 2
             store = try PostgresStore(url: fresh.conninfo, configuration: configuration)
+            shards = TestEngine.logShards
             database = fresh.conninfo
             drop = fresh.drop
         }
@@ -114,6 +123,7 @@ package final class ChatHarness: Sendable {
         var configuration = Chat.Configuration()
         configuration.passwordCost = .minimum
         configuration.now = { clock.now }
+        configuration.logShards = shards
         configure(&configuration)
         let chat = Chat(store: wrap?(store) ?? store, configuration: configuration, bus: bus, hooks: hooks)
         try await chat.migrate()
@@ -137,15 +147,18 @@ package final class ChatHarness: Sendable {
     }
 
     /// On PostgreSQL, a second node on the same database: its own store (connections) and
-    /// domain, the same clock. Nil on SQLite, which has one node. The caller closes the store.
-    package func anotherNode() throws -> (chat: Chat, store: any Store)? {
+    /// domain, the same clock, started as a server starts one (its migration finds nothing to
+    /// do and reads the log's shards). Nil on SQLite, which has one node. The caller closes the store.
+    package func anotherNode() async throws -> (chat: Chat, store: any Store)? {
         guard let conninfo else { return nil }
         let store = try PostgresStore(url: conninfo)
         var configuration = Chat.Configuration()
         configuration.passwordCost = .minimum
         let clock = clock
         configuration.now = { clock.now }
-        return (Chat(store: store, configuration: configuration), store)
+        let chat = Chat(store: store, configuration: configuration)
+        try await chat.migrate()
+        return (chat, store)
     }
 
     /// Registers `username` and returns the signed-in caller and their token.
@@ -211,5 +224,21 @@ package func code(_ work: () async throws -> Void) async -> String? {
         return nil
     } catch {
         return (error as? ChatError)?.code ?? "\(error)"
+    }
+}
+
+extension Chat {
+    /// The cursor that has every position up to `position`, in this log's shards: for tests
+    /// that write one thing after another and read what came after a point. (Positions of a
+    /// log of several shards are taken from one counter, so "after this point" is the same in
+    /// every shard; a live device cannot use this, since shards commit independently.)
+    package func cursor(through position: Int64) -> LogCursor {
+        let shards = Int64(logShards)
+        guard shards > 1 else { return LogCursor(position: position) }
+        let positions = (0..<shards).map { shard -> Int64 in
+            let below = position - ((position - shard) % shards + shards) % shards
+            return below > 0 ? below : 0
+        }
+        return (try? LogCursor(positions: positions)) ?? LogCursor(shards: Int(shards))
     }
 }

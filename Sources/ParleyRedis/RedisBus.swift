@@ -1,5 +1,6 @@
 import Foundation
 package import ParleyChat
+import ParleyWire
 import ParleyCrypto
 import ParleySync
 
@@ -13,7 +14,8 @@ import ParleySync
 /// missing span has not arrived within the gap timeout (a node died between commit and publish,
 /// Redis dropped the message or restarted) the node reads it from the database and delivers
 /// it from there. A node that hears nothing polls the committed position, so a lost last
-/// message is found too. Losing Redis therefore only delays delivery; nothing acknowledged is
+/// message is found too. In a log of several shards (decision 0026, part 4) each shard is its
+/// own chain with its own head, and a write to several shards is one message per shard. Losing Redis therefore only delays delivery; nothing acknowledged is
 /// lost and nothing is delivered twice (a write already delivered is recognised by its link).
 ///
 /// A node's own writes are delivered locally at once (not through Redis), so its devices do
@@ -56,7 +58,7 @@ package final class RedisBus: Bus, @unchecked Sendable {
         package var duplicates = 0
         /// True while the subscription is up.
         package var subscribed = false
-        /// The newest position delivered on this node.
+        /// The newest position delivered on this node (of any shard).
         package var head: Int64 = 0
     }
 
@@ -72,11 +74,14 @@ package final class RedisBus: Bus, @unchecked Sendable {
     // On `queue` only:
     private let queue = DispatchQueue(label: "parley.redis-bus")
     private var source: (any BusSource)?
-    private var head: Int64 = -1
-    private var pending: [Int64: (link: EventLink, publications: [Publication])] = [:]
-    private var repairing = false
-    private var gapCheckScheduled = false
-    private var behind: (target: Int64, since: ContinuousClock.Instant)?
+    /// Per shard: the newest position delivered (empty before ``start(source:channel:)``),
+    /// writes waiting for a gap before them (by their `previous`), whether a repair is running
+    /// or a gap check due, and since when the head has been behind the database.
+    private var heads: [Int64] = []
+    private var pending: [[Int64: (link: EventLink, publications: [Publication])]] = []
+    private var repairing: Set<Int> = []
+    private var gapCheckScheduled: Set<Int> = []
+    private var behind: [(target: Int64, since: ContinuousClock.Instant)?] = []
     private var poller: (any DispatchSourceTimer)?
 
     // The publisher's queue.
@@ -105,15 +110,16 @@ package final class RedisBus: Bus, @unchecked Sendable {
     }
 
     package func publish(_ publications: [Publication]) {
-        publish(publications, link: nil)
+        publish(publications, links: [])
     }
 
-    package func publish(_ publications: [Publication], link: EventLink?) {
+    package func publish(_ publications: [Publication], links: [EventLink]) {
         guard !publications.isEmpty else { return }
-        queue.async { self.accept(link, publications) }
-        let message = BusCodec.encode(BusCodec.Message(node: node, link: link, publications: publications))
+        let parts = EventLink.parts(of: publications, links: links)
+        queue.async { for part in parts { self.accept(part.link, part.publications) } }
+        let messages = parts.map { BusCodec.encode(BusCodec.Message(node: node, link: $0.link, publications: $0.publications)) }
         outgoing.withLock {
-            outgoingMessages.append(message)
+            outgoingMessages += messages
             if outgoingMessages.count > configuration.maxOutgoing {
                 let dropped = outgoingMessages.count - configuration.maxOutgoing
                 outgoingMessages.removeFirst(dropped)
@@ -124,18 +130,20 @@ package final class RedisBus: Bus, @unchecked Sendable {
     }
 
     /// Starts ordering, publishing and receiving on `channel` (every node of one database must
-    /// use the same: the server names it after the database's epoch). The head starts at the
-    /// database's committed position.
+    /// use the same: the server names it after the database's epoch). Each shard's head starts
+    /// at the database's committed position of that shard.
     ///
-    /// - Throws: the store's error when the committed position cannot be read.
+    /// - Throws: the store's error when the committed positions cannot be read.
     package func start(source: any BusSource, channel: String) async throws {
-        let start = try await source.committedPosition()
+        let start = try await source.committedCursor()
         self.channel = Array(channel.utf8)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
                 self.source = source
-                self.head = start
-                self.statistics.withLock { $0.head = start }
+                self.heads = start.positions
+                self.pending = Array(repeating: [:], count: start.shards)
+                self.behind = Array(repeating: nil, count: start.shards)
+                self.statistics.withLock { $0.head = start.newest }
                 let interval = self.configuration.pollInterval
                 self.poller = self.queue.repeating(every: interval, after: interval) { [weak self] in self?.poll() }
                 continuation.resume()
@@ -162,119 +170,124 @@ package final class RedisBus: Bus, @unchecked Sendable {
     // MARK: - Ordering (on `queue`)
 
     private func accept(_ link: EventLink?, _ publications: [Publication]) {
-        guard let link, head >= 0 else { return deliver(publications) }
-        if link.last <= head {
+        guard let link, !heads.isEmpty else { return deliver(publications) }
+        guard heads.indices.contains(link.shard), link.shards == heads.count else {
+            // A link of another shape of log than the one this node read at start: not ours to
+            // order (a node of another database on the same channel); deliver nothing of it.
+            statistics.withLock { $0.undecodable += 1 }
+            return
+        }
+        let shard = link.shard
+        if link.last <= heads[shard] {
             statistics.withLock { $0.duplicates += 1 }
             return
         }
-        if link.previous <= head {
-            deliver(after: head, publications)
-            advance(to: link.last)
-            drain()
+        if link.previous <= heads[shard] {
+            deliver(after: heads[shard], publications)
+            advance(shard, to: link.last)
+            drain(shard)
             return
         }
-        pending[link.previous] = (link, publications)
-        scheduleGapCheck()
+        pending[shard][link.previous] = (link, publications)
+        scheduleGapCheck(shard)
     }
 
-    /// Delivers the waiting writes that now follow on.
-    private func drain() {
-        while !pending.isEmpty {
-            if let next = pending.removeValue(forKey: head) {
+    /// Delivers the waiting writes of a shard that now follow on.
+    private func drain(_ shard: Int) {
+        while !pending[shard].isEmpty {
+            if let next = pending[shard].removeValue(forKey: heads[shard]) {
                 deliver(next.publications)
-                advance(to: next.link.last)
+                advance(shard, to: next.link.last)
                 continue
             }
-            let stale = pending.filter { $0.value.link.last <= head }.map(\.key)
-            for key in stale { pending.removeValue(forKey: key) }
+            let head = heads[shard]
+            let stale = pending[shard].filter { $0.value.link.last <= head }.map(\.key)
+            for key in stale { pending[shard].removeValue(forKey: key) }
             statistics.withLock { $0.duplicates += stale.count }
-            guard let overlapping = pending.first(where: { $0.key < head }) else { break }
-            pending.removeValue(forKey: overlapping.key)
+            guard let overlapping = pending[shard].first(where: { $0.key < head }) else { break }
+            pending[shard].removeValue(forKey: overlapping.key)
             deliver(after: head, overlapping.value.publications)
-            advance(to: overlapping.value.link.last)
+            advance(shard, to: overlapping.value.link.last)
         }
     }
 
-    private func advance(to position: Int64) {
-        guard position > head else { return }
-        head = position
-        statistics.withLock { $0.head = position }
+    private func advance(_ shard: Int, to position: Int64) {
+        guard position > heads[shard] else { return }
+        heads[shard] = position
+        statistics.withLock { $0.head = max($0.head, position) }
     }
 
-    private func scheduleGapCheck() {
-        guard !gapCheckScheduled else { return }
-        gapCheckScheduled = true
+    private func scheduleGapCheck(_ shard: Int) {
+        guard !gapCheckScheduled.contains(shard) else { return }
+        gapCheckScheduled.insert(shard)
         queue.asyncAfter(deadline: .now() + configuration.gapTimeout.dispatchInterval) { [weak self] in
             guard let self else { return }
-            gapCheckScheduled = false
-            guard let lowest = pending.keys.min(), lowest > head else { return }
-            repair(upTo: lowest)
+            gapCheckScheduled.remove(shard)
+            guard let lowest = pending[shard].keys.min(), lowest > heads[shard] else { return }
+            repair(shard, upTo: lowest)
         }
     }
 
-    /// An idle node's check: a head still behind what the database had committed one poll ago
-    /// means a message was lost.
+    /// An idle node's check: a shard's head still behind what the database had committed one
+    /// poll ago means a message was lost.
     private func poll() {
-        guard let source, !repairing else { return }
+        guard let source else { return }
         Task {
-            guard let committed = try? await source.committedPosition() else { return }
+            guard let committed = try? await source.committedCursor() else { return }
             queue.async { [self] in
-                if let behind, head < behind.target, ContinuousClock.now - behind.since >= configuration.gapTimeout {
-                    self.behind = nil
-                    repair(upTo: behind.target)
-                } else if committed > head {
-                    if behind == nil || head >= (behind?.target ?? 0) { behind = (committed, ContinuousClock.now) }
-                } else {
-                    behind = nil
+                guard committed.shards == heads.count else { return }
+                for shard in heads.indices where !repairing.contains(shard) {
+                    let head = heads[shard]
+                    if let since = behind[shard], head < since.target, ContinuousClock.now - since.since >= configuration.gapTimeout {
+                        behind[shard] = nil
+                        repair(shard, upTo: since.target)
+                    } else if committed[shard] > head {
+                        if behind[shard] == nil || head >= (behind[shard]?.target ?? 0) { behind[shard] = (committed[shard], ContinuousClock.now) }
+                    } else {
+                        behind[shard] = nil
+                    }
                 }
             }
         }
     }
 
-    /// Reads the events after the head up to `upTo` from the database and delivers them.
-    private func repair(upTo: Int64) {
-        guard let source, !repairing, upTo > head else { return }
-        repairing = true
-        let from = head
+    /// Reads the events of a shard after its head up to `upTo` from the database and delivers them.
+    private func repair(_ shard: Int, upTo: Int64) {
+        guard let source, !repairing.contains(shard), upTo > heads[shard] else { return }
+        repairing.insert(shard)
+        let from = heads[shard]
         let limit = configuration.repairBatch
         Task {
-            let result = try? await source.publications(after: from, upTo: upTo, limit: limit)
+            let result = try? await source.publications(shard: shard, after: from, upTo: upTo, limit: limit)
             queue.async { [self] in
-                repairing = false
+                repairing.remove(shard)
                 guard let result else {
-                    scheduleGapCheck()  // the database is down too: try again shortly
+                    scheduleGapCheck(shard)  // the database is down too: try again shortly
                     return
                 }
-                let fresh = result.publications.filter { Self.position(of: $0).map { $0 > head } ?? false }
+                let head = heads[shard]
+                let fresh = result.publications.filter { $0.position.map { $0 > head } ?? false }
                 deliver(fresh)
                 statistics.withLock {
                     $0.repairs += 1
                     $0.repairedEvents += fresh.count
                 }
-                advance(to: result.through)
-                drain()
-                if head < upTo || (pending.keys.min().map { $0 > head } ?? false) {
-                    repair(upTo: max(upTo, pending.keys.min() ?? upTo))
+                advance(shard, to: result.through)
+                drain(shard)
+                if heads[shard] < upTo || (pending[shard].keys.min().map { $0 > heads[shard] } ?? false) {
+                    repair(shard, upTo: max(upTo, pending[shard].keys.min() ?? upTo))
                 }
             }
         }
     }
 
     private func deliver(after position: Int64, _ publications: [Publication]) {
-        deliver(publications.filter { Self.position(of: $0).map { $0 > position } ?? true })
+        deliver(publications.filter { $0.position.map { $0 > position } ?? true })
     }
 
     private func deliver(_ publications: [Publication]) {
         guard !publications.isEmpty else { return }
         for receiver in receivers.withLock({ $0 }) { receiver(publications) }
-    }
-
-    private static func position(of publication: Publication) -> Int64? {
-        switch publication {
-        case .event(let position, _, _, _, _, _): position
-        case .channel(let event): event.position
-        case .ephemeral, .signedOut, .channelUserTerminated, .uploadWanted, .blocksChanged: nil
-        }
     }
 
     // MARK: - Threads
@@ -382,10 +395,13 @@ package final class RedisBus: Bus, @unchecked Sendable {
             // and only in the database: read up to what is committed now.
             guard let source = queue.sync(execute: { self.source }) else { return }
             Task {
-                guard let committed = try? await source.committedPosition() else { return }
+                guard let committed = try? await source.committedCursor() else { return }
                 queue.async { [self] in
-                    behind = nil
-                    repair(upTo: committed)
+                    guard committed.shards == heads.count else { return }
+                    for shard in heads.indices {
+                        behind[shard] = nil
+                        repair(shard, upTo: committed[shard])
+                    }
                 }
             }
         case "message":

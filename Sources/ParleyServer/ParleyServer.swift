@@ -436,6 +436,9 @@ package final class ParleyServer: Sendable {
 
     /// The bus to the other nodes, when `--redis-url` names one.
     static func makeRedisBus(_ configuration: ServerConfiguration) throws -> RedisBus? {
+        if (configuration.logShards ?? 1) > 1, configuration.databaseURL == nil {
+            throw StartError(message: "--log-shards is for PostgreSQL (--database-url): SQLite has one writer, and one writer is one shard")
+        }
         guard let text = configuration.redisURL else { return nil }
         guard configuration.databaseURL != nil else {
             throw StartError(message: "--redis-url joins nodes that share one PostgreSQL database: give --database-url as well")
@@ -500,6 +503,7 @@ package final class ParleyServer: Sendable {
         if configuration.testMode { chatConfiguration.now = { TestClock.now() } }
         chatConfiguration.traceRetention = configuration.traceRetentionHours > 0 ? .seconds(configuration.traceRetentionHours * 3600) : nil
         chatConfiguration.nodeName = configuration.nodeName ?? Self.defaultNodeName(port: configuration.port)
+        chatConfiguration.logShards = configuration.logShards
         do {
             chatConfiguration.sealer = try secretsKey(configuration, logger: logger)
         } catch {

@@ -57,6 +57,9 @@ package struct ServerConfiguration: Sendable, Equatable {
     /// The bus between nodes that share one PostgreSQL database: `redis://[:password@]host:port`.
     /// `--redis-url`, `PARLEY_REDIS_URL`. Default: none (one node).
     package var redisURL: String? = nil
+    /// Shards of the event log when this server creates a PostgreSQL database (docs/decisions/0026,
+    /// part 4; docs/operations.md); fixed from then on. `--log-shards`. Default: 1.
+    package var logShards: Int? = nil
     /// HTTPS and WSS: the certificate chain (PEM, leaf first). `--tls-cert-file`,
     /// `PARLEY_TLS_CERT_FILE`; with `--tls-key-file`. Reloaded on SIGHUP. Default: none (HTTP).
     package var tlsCertificateFile: String? = nil
@@ -205,6 +208,8 @@ package struct ServerConfiguration: Sendable, Equatable {
                 }
                 configuration.redisURL = text
             },
+            O.integer("--log-shards", "PARLEY_LOG_SHARDS", in: 1...16, \.logShards,
+                      help: "Shards of the event log when this server creates its PostgreSQL database (default 1): writes to different shards commit in parallel. Fixed once the database exists (docs/operations.md)."),
             O.text("--tls-cert-file", "PARLEY_TLS_CERT_FILE", \.tlsCertificateFile, value: "<pem>",
                    help: "Serve HTTPS and WSS with this certificate chain (PEM, leaf first); with --tls-key-file. SIGHUP reloads both."),
             O.text("--tls-key-file", "PARLEY_TLS_KEY_FILE", \.tlsKeyFile, value: "<pem>",

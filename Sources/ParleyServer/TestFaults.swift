@@ -71,6 +71,13 @@ final class TestFaultStore: GroupCommitStore {
         return try await base.write(body, afterCommit: afterCommit)
     }
 
+    func write<T: Sendable>(shard: Int?, _ body: @escaping @Sendable (any Database) throws -> T,
+                            afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try check()
+        return try await base.write(shard: shard, body, afterCommit: afterCommit)
+    }
+
+    func useLogShards(_ shards: Int) async { await base.useLogShards(shards) }
     func close() { base.close() }
     func reclaim() async { await base.reclaim() }
     var commitStatistics: (writes: Int, transactions: Int) { base.commitStatistics }

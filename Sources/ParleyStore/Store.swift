@@ -24,6 +24,21 @@ package protocol Store: Sendable {
     func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
                             afterCommit: @escaping @Sendable (T) -> Void) async throws -> T
 
+    /// Runs `body` in a write transaction that appends events to one shard of the event log
+    /// only (docs/decisions/0026, part 4), then `afterCommit` as ``write(_:afterCommit:)``.
+    /// An engine with a writer per shard commits it beside the other shards' writes; nil, or
+    /// an engine with one writer, runs it as ``write(_:afterCommit:)``. Hooks run in commit
+    /// order within a shard.
+    @discardableResult
+    func write<T: Sendable>(shard: Int?, _ body: @escaping @Sendable (any Database) throws -> T,
+                            afterCommit: @escaping @Sendable (T) -> Void) async throws -> T
+
+    /// Learns how many shards the event log has, once the schema says (after migrating). An
+    /// engine that commits shards in parallel starts a writer per shard, and its writer for
+    /// every shard takes every shard's lock from then on; others need nothing. No default: a
+    /// store that wraps another must pass it on, or the engine would lock one shard of several.
+    func useLogShards(_ shards: Int) async
+
     /// Stops the engine's threads and closes its connections. Later calls throw.
     func close()
 
@@ -35,6 +50,13 @@ package protocol Store: Sendable {
 extension Store {
     /// Engines whose files need nothing (PostgreSQL: its vacuum) do nothing.
     package func reclaim() async {}
+
+    /// One writer for every shard (SQLite: one writer is one shard).
+    @discardableResult
+    package func write<T: Sendable>(shard: Int?, _ body: @escaping @Sendable (any Database) throws -> T,
+                                    afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try await write(body, afterCommit: afterCommit)
+    }
 
     /// A write with no after-commit work: every engine's `write(_:)` is this.
     @discardableResult

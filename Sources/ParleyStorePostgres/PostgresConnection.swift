@@ -54,6 +54,12 @@ final class PostgresConnection: Database {
         }
     }
 
+    /// A connection to `conninfo` not made yet: its first use connects (a writer started while
+    /// the server is briefly unreachable).
+    init(unconnected conninfo: String) {
+        self.conninfo = conninfo
+    }
+
     deinit {
         if let handle { PQfinish(handle) }
     }

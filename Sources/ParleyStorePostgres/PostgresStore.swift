@@ -21,6 +21,13 @@ import ParleyLog
 /// committed-up-to, as on SQLite. The lock also serialises migrations when several nodes
 /// start at once.
 ///
+/// **A log of several shards** (docs/decisions/0026, part 4) has a lock per shard (shard 0's
+/// is the log's lock above, so a log of one shard is exactly the above). Each shard gets a
+/// writer of its own, with its own connection, which takes only its shard's lock: writes to
+/// different shards commit in parallel, from one node and from several, and within a shard the
+/// rule above holds. A write that may append to any shard goes to the writer that takes every
+/// shard's lock, in ascending order (no deadlock with a shard's writer, which holds one).
+///
 /// A lost connection (the server restarted, the network dropped) fails the batch with
 /// ``StoreError/retryable(_:)`` and the next batch connects again; the domain retries and
 /// then answers 503, so nothing is acknowledged that was not committed.
@@ -44,6 +51,12 @@ package final class PostgresStore: GroupCommitStore {
     /// Where the store connects, with any password removed (for messages and logs).
     package let redactedURL: String
     private let writer: WorkerThread<WriteJob>
+    /// One writer per shard once the log has several (``useLogShards(_:)``); empty before.
+    private let shardWriters = LockedValue<[WorkerThread<WriteJob>]>([])
+    /// What the writer for every shard begins with: the locks of every shard, ascending.
+    private let beginAll: LockedValue<String>
+    private let shardRoundTrips = LockedValue<[RoundTrips]>([])
+    private let configuration: Configuration
     private let readers: WorkerThread<ReadJob<PostgresConnection>>
     private let batchSizes = BatchStatistics()
     private let writerRoundTrips: RoundTrips
@@ -82,11 +95,13 @@ package final class PostgresStore: GroupCommitStore {
             throw StoreError.cannotOpen("\(redactedURL): \(cause)")
         }
         let statistics = batchSizes
+        self.configuration = configuration
         writerRoundTrips = writeConnection.roundTrips
-        let begin = configuration.takesLogLock ? "BEGIN; SELECT pg_advisory_xact_lock(\(Self.logLock))" : "BEGIN"
+        let beginAll = LockedValue(Self.begin(locking: configuration.takesLogLock ? [0] : []))
+        self.beginAll = beginAll
         writer = WorkerThread(name: "pg-writer", contexts: [writeConnection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
             statistics.record(jobs.count)
-            Self.commit(jobs, on: connection, begin: begin)
+            Self.commit(jobs, on: connection, begin: beginAll.withLock { $0 })
         }
         readerRoundTrips = readConnections.map(\.roundTrips)
         readers = WorkerThread(name: "pg-reader", contexts: readConnections, maxBatch: 1) { connection, jobs in
@@ -134,8 +149,49 @@ package final class PostgresStore: GroupCommitStore {
         try await writer.write(body, afterCommit: afterCommit)
     }
 
+    /// A write to one shard goes to that shard's writer (once the log has several); anything
+    /// else to the writer that takes every shard's lock.
+    @discardableResult
+    package func write<T: Sendable>(shard: Int?, _ body: @escaping @Sendable (any Database) throws -> T,
+                                   afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        if let shard, let own = shardWriters.withLock({ $0.indices.contains(shard) ? $0[shard] : nil }) {
+            return try await own.write(body, afterCommit: afterCommit)
+        }
+        return try await writer.write(body, afterCommit: afterCommit)
+    }
+
+    /// Starts a writer per shard, each on a connection of its own taking its shard's lock,
+    /// and makes the writer for every shard take all of them. Nothing changes for one shard.
+    /// A connection that cannot be made now is made by the writer's first batch.
+    package func useLogShards(_ shards: Int) async {
+        guard shards > 1, shardWriters.withLock({ $0.isEmpty }) else { return }
+        let locks = configuration.takesLogLock
+        beginAll.withLock { $0 = Self.begin(locking: locks ? Array(0..<shards) : []) }
+        var writers: [WorkerThread<WriteJob>] = []
+        var trips: [RoundTrips] = []
+        let statistics = batchSizes
+        for shard in 0..<shards {
+            let connection = (try? PostgresConnection(conninfo: url)) ?? PostgresConnection(unconnected: url)
+            trips.append(connection.roundTrips)
+            let begin = Self.begin(locking: locks ? [shard] : [])
+            writers.append(WorkerThread(name: "pg-writer-s\(shard)", contexts: [connection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
+                statistics.record(jobs.count)
+                Self.commit(jobs, on: connection, begin: begin)
+            })
+        }
+        shardRoundTrips.withLock { $0 = trips }
+        shardWriters.withLock { $0 = writers }
+    }
+
+    /// BEGIN, then each of these shards' locks in ascending order (separate statements, so the
+    /// order is the order they are taken). Shard `k`'s lock is the log's lock plus `k`.
+    static func begin(locking shards: [Int]) -> String {
+        (["BEGIN"] + shards.sorted().map { "SELECT pg_advisory_xact_lock(\(logLock + Int64($0)))" }).joined(separator: "; ")
+    }
+
     package func close() {
         writer.stop()
+        for shardWriter in shardWriters.withLock({ $0 }) { shardWriter.stop() }
         readers.stop()
         claim.withLock { claim in
             claim.timer?.cancel()
@@ -211,7 +267,7 @@ package final class PostgresStore: GroupCommitStore {
     package var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
 
     /// How many times the writer has waited for PostgreSQL (round trips, every write together).
-    package var writeRoundTrips: Int? { writerRoundTrips.total }
+    package var writeRoundTrips: Int? { writerRoundTrips.total + shardRoundTrips.withLock { $0.reduce(0) { $0 + $1.total } } }
 
     /// How many times the readers have waited for PostgreSQL (round trips, every read together).
     package var readRoundTrips: Int { readerRoundTrips.reduce(0) { $0 + $1.total } }

@@ -17,6 +17,9 @@ package import ParleyStore
 /// COMMIT returned, so an acknowledged write is on disk (with `synchronous=FULL`) or in the
 /// operating system (with `NORMAL`): see docs/storage.md.
 package final class SQLiteStore: GroupCommitStore {
+    /// One writer is one shard: nothing to start (``Chat`` never makes a SQLite log of several).
+    package func useLogShards(_ shards: Int) async {}
+
     /// How hard SQLite works to survive power loss (PRAGMA synchronous). See docs/storage.md.
     package enum Synchronous: String, Sendable, CaseIterable {
         /// fsync the WAL on every commit: a committed write survives power loss.

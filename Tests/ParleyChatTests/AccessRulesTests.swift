@@ -62,13 +62,13 @@ struct AccessRulesTests {
         let ana = try await harness.register("ana").caller
         _ = try await harness.register("bob")
         let direct = try await chat.createConversation(ana, CreateConversationRequest(kind: .direct, members: ["bob"])).0
-        let before = try await chat.feed(ana, after: LogCursor(position: 0), limit: 200).records.count
+        let before = try await chat.feed(ana, after: chat.cursor(through: 0), limit: 200).records.count
         for days in [1, 0, -1] {
             #expect(await code { _ = try await chat.updateConversation(ana, id: direct.id, UpdateConversationRequest(retentionDays: days)) }
                     == "invalid_request", "retentionDays \(days)")
         }
         #expect(try await chat.conversation(ana, id: direct.id).retentionDays == nil)
-        #expect(try await chat.feed(ana, after: LogCursor(position: 0), limit: 200).records.count == before, "a refusal appends no event")
+        #expect(try await chat.feed(ana, after: chat.cursor(through: 0), limit: 200).records.count == before, "a refusal appends no event")
         // Custom data stays theirs; the app's backend, which owns the policy, may set one.
         _ = try await chat.updateConversation(ana, id: direct.id, UpdateConversationRequest(customData: .object(["pinned": .bool(true)])))
         let server = try await chat.backend.authenticateApp(secret: try #require(try await chat.backend.rotateSecret(app: "test", grace: .zero).secret))

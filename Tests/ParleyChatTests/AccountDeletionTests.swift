@@ -34,7 +34,7 @@ struct AccountDeletionTests {
         _ = try await chat.send(bob, to: group, SendMessageRequest(clientID: "b", content: .text("zebra from bob")))
         _ = try await chat.notifications.register(ana, RegisterDeviceRequest(platform: .apns, token: String(repeating: "ab", count: 32)))
         #expect(try await chat.search(bob, query: "zebra", conversation: nil, limit: nil).messages.count == 5)
-        let position = try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let position = try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
 
         // Nothing happens without the password, or with a wrong one.
         await #expect(throws: ChatError.self) { try await chat.deleteAccount(ana, DeleteAccountRequest(erase: true), address: "10.0.0.1") }
@@ -60,7 +60,7 @@ struct AccountDeletionTests {
         let hers = history.filter { said.contains($0.id) }
         #expect(hers.count == 3 && hers.allSatisfy { $0.deletedAt != nil && $0.content == nil && $0.sender.displayName == "Deleted user" })
         #expect(try await chat.search(bob, query: "zebra", conversation: nil, limit: nil).messages.map(\.content) == [.text("zebra from bob")])
-        let events = try await chat.feed(bob, after: LogCursor(position: position), limit: 200).page().events
+        let events = try await chat.feed(bob, after: chat.cursor(through: position), limit: 200).page().events
         #expect(events.filter { $0.type == .messageDeleted }.count == 4)
         #expect(events.contains { $0.type == .memberRemoved && $0.conversationID == group })
         #expect(try await chat.conversation(bob, id: direct).kind == .direct, "bob keeps the direct conversation")

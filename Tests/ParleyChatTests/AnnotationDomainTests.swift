@@ -28,7 +28,7 @@ struct AnnotationDomainTests {
         let message = try await send(chat, alice, room, "lunch?")
         _ = try await chat.updateReceipt(bob, conversation: room, ReceiptUpdate(readSeq: message.seq))
         let before = try await chat.conversation(bob, id: room)
-        let position = try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let position = try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
 
         #expect(try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "👍").changed)
         #expect(try await chat.annotations.react(bob, conversation: room, message: message.id, emoji: "👍\u{FE0F}").changed == false,
@@ -46,7 +46,7 @@ struct AnnotationDomainTests {
                 "reactions neither count as unread nor move the conversation up the list")
 
         // Every member's devices get each change in order, with who and what, and no seq.
-        let events = try await chat.feed(alice, after: LogCursor(position: position), limit: 200).page().events
+        let events = try await chat.feed(alice, after: chat.cursor(through: position), limit: 200).page().events
         #expect(events.map(\.type) == [.reactionAdded, .reactionAdded, .reactionAdded])
         #expect(events.map(\.emoji) == ["👍", "👍", "👨‍👩‍👧"] && events.map(\.userID) == [bob.userID, carol.userID, bob.userID])
         #expect(events.allSatisfy { $0.seq == nil } && events.last?.message?.reactions?.count == 2)
@@ -158,12 +158,12 @@ struct ProfileEventTests {
         let bob = try await harness.register("bob").caller
         let one = try await chat.createConversation(alice, CreateConversationRequest(kind: .direct, members: ["bob"])).0.id
         let two = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "g")).0.id
-        let position = try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let position = try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         let photo = try await harness.upload(alice, kind: .photo)
         let user = try await chat.attachments.setProfilePhoto(alice, attachment: photo.id)
         #expect(user.photoURL == "/v1/avatars/\(photo.id)")
         _ = try await chat.updateProfile(alice, UpdateProfileRequest(displayName: "Alice L."))
-        let events = try await chat.feed(bob, after: LogCursor(position: position), limit: 100).page().events
+        let events = try await chat.feed(bob, after: chat.cursor(through: position), limit: 100).page().events
         #expect(events.allSatisfy { $0.type == .userUpdated && $0.seq == nil && $0.userID == alice.userID })
         #expect(Set(events.map(\.conversationID)) == [one, two] && events.count == 4)
         #expect(events.last?.displayName == "Alice L." && events.last?.photoURL == user.photoURL)

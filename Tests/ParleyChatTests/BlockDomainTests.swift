@@ -21,7 +21,7 @@ struct BlockDomainTests {
         func send(_ caller: Caller, _ text: String, thread: MessageID? = nil) async throws -> Message {
             try await chat.send(caller, to: room, SendMessageRequest(clientID: UUID().uuidString, content: .text(text), threadID: thread)).0
         }
-        let before = try await chat.feed(alice, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let before = try await chat.feed(alice, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         try await chat.moderation.block(alice, user: bob.userID)
         let rude = try await send(bob, "pineapple on pizza, @alice")
         let fine = try await send(carol, "pineapple is fine")
@@ -47,7 +47,7 @@ struct BlockDomainTests {
         let pins = try await chat.annotations.pins(alice, conversation: room).messages
         #expect(pins.map(\.id) == [rude.id] && pins[0].hidden == .blocked)
         // The feed: message events carry the stub; bob's reaction is left out, carol's is not.
-        let events = try await chat.feed(alice, after: LogCursor(position: before), limit: 200).page().events
+        let events = try await chat.feed(alice, after: chat.cursor(through: before), limit: 200).page().events
         let created = events.compactMap { event -> Message? in
             if case .message(let message, _) = event.body, event.type == .messageCreated { return message }
             return nil
@@ -58,7 +58,7 @@ struct BlockDomainTests {
             return nil
         }
         #expect(reactors == [carol.userID], "bob's reaction never reaches alice")
-        #expect(try await chat.feed(carol, after: LogCursor(position: before), limit: 200).page().events.filter { $0.type == .reactionAdded }.count == 2)
+        #expect(try await chat.feed(carol, after: chat.cursor(through: before), limit: 200).page().events.filter { $0.type == .reactionAdded }.count == 2)
         // Search and mentions never find it; unread does not count it; the last message is a stub.
         #expect(try await chat.search(alice, query: "pineapple", conversation: nil, limit: nil).messages.map(\.id) == [fine.id])
         #expect(Set(try await chat.search(carol, query: "pineapple", conversation: nil, limit: nil).messages.map(\.id)) == [rude.id, fine.id, reply.id])

@@ -138,6 +138,6 @@ struct DeliveryTests {
     }
 
     private func feed(_ chat: Chat, _ caller: Caller) async throws -> [ConversationEvent] {
-        try await chat.feed(caller, after: LogCursor(position: 0), limit: 200).records.map { try $0.event() }
+        try await chat.feed(caller, after: chat.cursor(through: 0), limit: 200).records.map { try $0.event() }
     }
 }

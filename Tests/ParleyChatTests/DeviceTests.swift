@@ -131,7 +131,7 @@ struct MuteTests {
         let (alice, _) = try await harness.register("alice")
         let (bob, _) = try await harness.register("bob")
         let (room, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "room"))
-        let start = try await chat.feed(alice, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let start = try await chat.feed(alice, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         let before = try await chat.conversation(alice, id: room.id)
         let hour = harness.clock.now.addingTimeInterval(3600)
         _ = try await chat.notifications.mute(alice, conversation: room.id, MuteRequest(until: hour))
@@ -139,11 +139,11 @@ struct MuteTests {
         try await chat.notifications.unmute(alice, conversation: room.id)
         try await chat.notifications.unmute(alice, conversation: room.id)
 
-        let mine = try await chat.feed(alice, after: LogCursor(position: start), limit: 200).page().events
+        let mine = try await chat.feed(alice, after: chat.cursor(through: start), limit: 200).page().events
         #expect(mine.map(\.type) == [.notificationsUpdated, .notificationsUpdated], "a repeat changes nothing and says nothing")
         #expect(mine.allSatisfy { $0.seq == nil && $0.userID == alice.userID && $0.notifications == .all })
         #expect(mine.first?.until.map { abs($0.timeIntervalSince(hour)) < 0.001 } == true && mine.last?.until == nil)
-        #expect(try await chat.feed(bob, after: LogCursor(position: start), limit: 200).records.isEmpty, "bob never learns alice muted the room")
+        #expect(try await chat.feed(bob, after: chat.cursor(through: start), limit: 200).records.isEmpty, "bob never learns alice muted the room")
         let after = try await chat.conversation(alice, id: room.id)
         #expect(after.lastPosition == before.lastPosition && after.lastSeq == before.lastSeq && after.unreadCount == 0)
     }
@@ -157,7 +157,7 @@ struct MuteTests {
         let (room, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"], title: "room"))
         let (channel, _) = try await chat.createConversation(alice, CreateConversationRequest(kind: .public, members: [], title: "town"))
         #expect(room.notifications == .all && channel.notifications == .mentions, "the defaults: all, and mentions in public channels")
-        let start = try await chat.feed(alice, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let start = try await chat.feed(alice, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
 
         let chosen = try await chat.notifications.setLevel(bob, conversation: room.id, NotificationsRequest(level: .mentions))
         #expect(chosen.notifications == .mentions)
@@ -165,9 +165,9 @@ struct MuteTests {
         #expect(try await chat.conversation(alice, id: room.id).notifications == .all, "a level is one member's")
         let back = try await chat.notifications.setLevel(bob, conversation: room.id, NotificationsRequest(level: nil))
         #expect(back.notifications == .all)
-        let events = try await chat.feed(bob, after: LogCursor(position: start), limit: 200).page().events
+        let events = try await chat.feed(bob, after: chat.cursor(through: start), limit: 200).page().events
         #expect(events.map(\.notifications) == [.mentions, .all], "one event per change, none for a repeat")
-        #expect(try await chat.feed(alice, after: LogCursor(position: start), limit: 200).records.isEmpty)
+        #expect(try await chat.feed(alice, after: chat.cursor(through: start), limit: 200).records.isEmpty)
         await #expect(throws: ChatError.self) {
             _ = try await chat.notifications.setLevel(bob, conversation: channel.id, NotificationsRequest(level: .all))
         }

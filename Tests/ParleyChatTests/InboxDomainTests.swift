@@ -145,17 +145,17 @@ struct InboxDomainTests {
         defer { harness.tearDown() }
         let chat = harness.chat
         let (ann, ben, room) = try await harness.twoInAGroup()
-        let annBefore = try await chat.feed(ann, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
-        let benBefore = try await chat.feed(ben, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let annBefore = try await chat.feed(ann, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
+        let benBefore = try await chat.feed(ben, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         _ = try await chat.inbox.setState(ann, conversation: room, ConversationStateRequest(pinned: true, markedUnread: true))
         _ = try await chat.inbox.setState(ann, conversation: room, ConversationStateRequest(pinned: true))   // nothing changes: nothing said
         _ = try await chat.inbox.setState(ann, conversation: room, ConversationStateRequest(archived: true))
-        let events = try await chat.feed(ann, after: LogCursor(position: annBefore), limit: 200).records.map { try $0.event() }
+        let events = try await chat.feed(ann, after: chat.cursor(through: annBefore), limit: 200).records.map { try $0.event() }
         #expect(events.map(\.type) == [.stateUpdated, .stateUpdated])
         #expect(events.map(\.state) == [ConversationState(pinnedRank: 0, archived: false, markedUnread: true),
                                         ConversationState(pinnedRank: nil, archived: true, markedUnread: true)])
         #expect(events.allSatisfy { $0.seq == nil && $0.userID == ann.userID })
-        #expect(try await chat.feed(ben, after: LogCursor(position: benBefore), limit: 200).records.isEmpty)
+        #expect(try await chat.feed(ben, after: chat.cursor(through: benBefore), limit: 200).records.isEmpty)
     }
 
     @Test func aDraftIsTheLatestSaveByTheDevicesClockAndGoesWithTheSendThatCarriesItsClientID() async throws {
@@ -208,12 +208,12 @@ struct InboxDomainTests {
         defer { harness.tearDown() }
         let chat = harness.chat
         let (ann, ben, room) = try await harness.twoInAGroup()
-        let benBefore = try await chat.feed(ben, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
-        let annBefore = try await chat.feed(ann, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let benBefore = try await chat.feed(ben, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
+        let annBefore = try await chat.feed(ann, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         _ = try await chat.inbox.saveDraft(ann, conversation: room, Draft(text: "secret plan", clientID: "x", updatedAt: harness.clock.now))
-        let events = try await chat.feed(ann, after: LogCursor(position: annBefore), limit: 200).records.map { try $0.event() }
+        let events = try await chat.feed(ann, after: chat.cursor(through: annBefore), limit: 200).records.map { try $0.event() }
         #expect(events.map(\.type) == [.draftUpdated] && events.first?.draft?.text == "secret plan" && events.first?.seq == nil)
-        #expect(try await chat.feed(ben, after: LogCursor(position: benBefore), limit: 200).records.isEmpty)
+        #expect(try await chat.feed(ben, after: chat.cursor(through: benBefore), limit: 200).records.isEmpty)
         try await chat.deleteAccount(ann, DeleteAccountRequest(password: "correct horse battery", erase: false), address: "127.0.0.1")
         let left = try await chat.store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM draft") }
         #expect(left == 0)

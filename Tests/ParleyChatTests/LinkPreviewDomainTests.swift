@@ -25,12 +25,12 @@ struct LinkPreviewDomainTests {
         let jobs = try await chat.linkPreviews.claim(holder: "n1")
         #expect(jobs.map(\.url) == ["https://example.com/a"])
         #expect(try await chat.linkPreviews.claim(holder: "n2").isEmpty, "a claimed job is no other node's")
-        let last = try await chat.feed(ben, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let last = try await chat.feed(ben, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         #expect(try await chat.linkPreviews.finish(try #require(jobs.first), holder: "n1", fetched: found("https://example.com/a")))
         let seen = try await chat.message(ben, conversation: room, message: sent.id)
         #expect(seen.linkPreview?.title == "A page" && seen.linkPreview?.image?.url.hasPrefix("/v1/previews/lp_") == true)
         #expect(seen.linkPreview?.image?.width == 512 && seen.linkPreview?.url == "https://example.com/a")
-        let events = try await chat.feed(ben, after: LogCursor(position: last), limit: 10).records
+        let events = try await chat.feed(ben, after: chat.cursor(through: last), limit: 10).records
         #expect(events.map(\.type) == [.messagePreviewed] && events.first?.seq == nil)
         let conversation = try await chat.conversation(ben, id: room)
         #expect(conversation.lastSeq == sent.seq, "the preview is not part of the history")
@@ -92,10 +92,10 @@ struct LinkPreviewDomainTests {
         let taken = try #require(try await chat.linkPreviews.claim(holder: "n2").first)
         #expect(try await chat.linkPreviews.finish(second, holder: "n1", fetched: found(second.url, title: "Stale")) == false)
         // A page that gave nothing: no preview, no event.
-        let last = try await chat.feed(ben, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let last = try await chat.feed(ben, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         #expect(try await chat.linkPreviews.finish(taken, holder: "n2", fetched: CachedLinkPreview(preview: nil, fetchedAt: 1_000)) == false)
         #expect(try await chat.message(ben, conversation: room, message: sent.id).linkPreview == nil)
-        #expect(try await chat.feed(ben, after: LogCursor(position: last), limit: 10).records.isEmpty)
+        #expect(try await chat.feed(ben, after: chat.cursor(through: last), limit: 10).records.isEmpty)
         // An edit that keeps the link keeps the preview.
         let kept = try await chat.send(ann, to: room, SendMessageRequest(clientID: "e2", content: .text("https://example.com/three"))).0
         let third = try #require(try await chat.linkPreviews.claim(holder: "n1").first)
@@ -133,7 +133,7 @@ struct LinkPreviewDomainTests {
     func twoNodesOnOneDatabaseTakeDifferentJobsAndOnlyTheHolderFinishes() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
-        let (other, otherStore) = try #require(try harness.anotherNode())
+        let (other, otherStore) = try #require(try await harness.anotherNode())
         defer { otherStore.close() }
         let chat = harness.chat
         let (ann, ben, room) = try await harness.twoInAGroup()

@@ -23,16 +23,16 @@ struct ModerationDomainTests {
         _ = try await chat.updateMember(owner, id: channel, user: admin.userID, UpdateMemberRequest(role: .admin))
         #expect(await code { _ = try await chat.moderation.ban(bob, conversation: channel, BanRequest(userID: admin.userID)) } == "forbidden")
         #expect(await code { _ = try await chat.moderation.ban(admin, conversation: channel, BanRequest(userID: owner.userID)) } == "forbidden")
-        let position = try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let position = try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         let ban = try await chat.moderation.ban(admin, conversation: channel, BanRequest(userID: bob.userID, until: harness.clock.now.addingTimeInterval(60),
                                                                                reason: "spam links"))
         #expect(ban.user.id == bob.userID && ban.bannedBy == admin.userID && ban.reason == "spam links")
         // Bob's devices get the ban, then the removal, and nothing of the channel after it.
-        let seen = try await chat.feed(bob, after: LogCursor(position: position), limit: 100).page().events
+        let seen = try await chat.feed(bob, after: chat.cursor(through: position), limit: 100).page().events
         #expect(seen.map(\.type) == [.memberBanned, .memberRemoved] && seen.first?.actorID == admin.userID && seen.first?.reason == "spam links")
         #expect(seen.first?.until != nil)
         _ = try await text(chat, owner, channel, "after the ban")
-        #expect(try await chat.feed(bob, after: LogCursor(position: seen.last?.position ?? 0), limit: 100).records.isEmpty)
+        #expect(try await chat.feed(bob, after: chat.cursor(through: seen.last?.position ?? 0), limit: 100).records.isEmpty)
         #expect(await code { _ = try await chat.join(bob, id: channel) } == "user_banned")
         #expect(await code { _ = try await chat.addMembers(owner, id: channel, AddMembersRequest(usernames: ["bob"])) } == "user_banned")
         #expect(try await chat.moderation.bans(owner, conversation: channel).bans.map(\.user.username) == ["bob"])
@@ -45,7 +45,7 @@ struct ModerationDomainTests {
         _ = try await chat.moderation.ban(owner, conversation: channel, BanRequest(userID: bob.userID))
         try await chat.moderation.unban(owner, conversation: channel, user: bob.userID)
         _ = try await chat.join(bob, id: channel)
-        let events = try await chat.feed(owner, after: LogCursor(position: 0), limit: 200).page().events.map(\.type)
+        let events = try await chat.feed(owner, after: chat.cursor(through: 0), limit: 200).page().events.map(\.type)
         #expect(events.contains(.memberUnbanned))
     }
 
@@ -67,13 +67,13 @@ struct ModerationDomainTests {
         #expect(await code { _ = try await text(chat, bob, room, "again?") } == "member_muted")
         #expect(try await chat.moderation.unmuteMember(owner, conversation: room, user: bob.userID).mutedUntil == nil)
         #expect(await code { _ = try await chat.moderation.muteMember(bob, conversation: room, user: owner.userID, MuteMemberRequest()) } == "forbidden")
-        let kinds = try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).page().events.map(\.type)
+        let kinds = try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).page().events.map(\.type)
         #expect(kinds.filter { $0 == .memberMuted }.count == 2 && kinds.contains(.memberUnmuted))
 
         // Slow mode: one message per 10 s for members; owners are exempt; the event says it.
         let updated = try await chat.updateConversation(owner, id: room, UpdateConversationRequest(slowModeSeconds: 10))
         #expect(updated.slowModeSeconds == 10)
-        #expect(try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).page().events.last?.slowModeSeconds == 10)
+        #expect(try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).page().events.last?.slowModeSeconds == 10)
         harness.clock.advance(by: 11)
         _ = try await text(chat, bob, room, "one")
         harness.clock.advance(by: 4)
@@ -100,14 +100,14 @@ struct ModerationDomainTests {
         let mallory = try await harness.register("mallory").caller
         let room = try await chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob", "mallory"], title: "g")).0.id
         let server = try await chat.backend.authenticateApp(secret: try #require(try await chat.backend.rotateSecret(app: "test", grace: .zero).secret))
-        let position = try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let position = try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         try await chat.moderation.setShadowBan(server, username: "mallory", banned: true)
         let hidden = try await text(chat, mallory, room, "buy cheap stuff @bob")
         #expect(hidden.mentions == nil, "a shadow message mentions nobody")
         #expect(try await chat.history(mallory, id: room, HistoryQuery()).page().messages.map(\.id).contains(hidden.id), "she sees it")
         #expect(try await chat.history(bob, id: room, HistoryQuery()).page().messages.map(\.id).contains(hidden.id) == false)
-        #expect(try await chat.feed(bob, after: LogCursor(position: position), limit: 100).records.isEmpty)
-        #expect(try await chat.feed(mallory, after: LogCursor(position: position), limit: 100).records.map(\.message?.id) == [hidden.id.rawValue])
+        #expect(try await chat.feed(bob, after: chat.cursor(through: position), limit: 100).records.isEmpty)
+        #expect(try await chat.feed(mallory, after: chat.cursor(through: position), limit: 100).records.map(\.message?.id) == [hidden.id.rawValue])
         #expect(await code { _ = try await chat.message(bob, conversation: room, message: hidden.id) } == "message_not_found")
         #expect(try await chat.conversation(bob, id: room).unreadCount == 0)
         #expect(try await chat.annotations.mentions(bob, before: nil, limit: nil).messages.isEmpty)

@@ -72,7 +72,7 @@ struct OutboxTests {
     func nodesClaimingAtOnceNeverTakeOneRowTwice() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
-        let other = try #require(try harness.anotherNode())
+        let other = try #require(try await harness.anotherNode())
         defer { other.store.close() }
         try await add(harness, 600)
         let nodes = [("a", harness.chat), ("b", other.chat)]

@@ -61,7 +61,7 @@ struct PollDomainTests {
         #expect(counts(both) == [1, 0, 1] && both.poll?.voterCount == 1 && both.myVotes == [0, 2])
 
         // Each change is a poll.voted event with no seq, naming the voter.
-        let events = try await chat.feed(ann, after: LogCursor(position: 0), limit: 200).records.filter { $0.type == .pollVoted }
+        let events = try await chat.feed(ann, after: chat.cursor(through: 0), limit: 200).records.filter { $0.type == .pollVoted }
         #expect(events.count == 5 && events.allSatisfy { $0.seq == nil })
         #expect(events.first?.actorID == ben.userID.rawValue)
     }
@@ -77,7 +77,7 @@ struct PollDomainTests {
         #expect(counts(voted) == [0, 0, 1] && voted.myVotes == [2], "the voter's own answer says their vote")
         #expect(voted.poll?.options.allSatisfy { $0.voterIDs == nil } == true)
         for viewer in [ann, ben] {
-            let events = try await chat.feed(viewer, after: LogCursor(position: 0), limit: 200).records.filter { $0.type == .pollVoted }
+            let events = try await chat.feed(viewer, after: chat.cursor(through: 0), limit: 200).records.filter { $0.type == .pollVoted }
             #expect(events.count == 1 && events.allSatisfy { $0.actorID == nil && $0.userID == nil }, "the event names nobody")
         }
         let asAuthor = try await chat.history(ann, id: room, HistoryQuery(limit: 10)).page().messages.first { $0.id == sent.id }
@@ -99,7 +99,7 @@ struct PollDomainTests {
         #expect(closed.changed && closed.0.poll?.closedAt != nil && counts(closed.0) == [0, 1, 0])
         #expect(try await !chat.polls.close(ben, conversation: room, message: asked.id).changed, "closing a closed poll changes nothing")
         await #expect(throws: ChatError.pollClosed) { try await chat.polls.vote(cat, conversation: room, message: asked.id, options: [0]) }
-        #expect(try await chat.feed(cat, after: LogCursor(position: 0), limit: 200).records.filter { $0.type == .pollClosed }.map(\.actorID) == [ann.userID.rawValue])
+        #expect(try await chat.feed(cat, after: chat.cursor(through: 0), limit: 200).records.filter { $0.type == .pollClosed }.map(\.actorID) == [ann.userID.rawValue])
 
         // A closing time stops the votes by itself.
         let timed = try await chat.send(ben, to: room, SendMessageRequest(clientID: "timed", content: poll(closesAt: harness.clock.now.addingTimeInterval(3600)))).0

@@ -33,7 +33,7 @@ struct RetentionDomainTests {
         _ = try await chat.send(alice, to: keeper, SendMessageRequest(clientID: "k", content: .text("xylophone kept")))
         harness.clock.advance(by: 2 * 86_400)
         let fresh = try await chat.send(bob, to: room, SendMessageRequest(clientID: "f", content: .text("xylophone fresh"))).0
-        let before = try await chat.feed(bob, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let before = try await chat.feed(bob, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
 
         let sweep = try await chat.retention.sweep()
         #expect(sweep.messages == old.count + 1 && sweep.conversations == 1)
@@ -48,7 +48,7 @@ struct RetentionDomainTests {
         let refs = try await harness.store.read { db in try db.fetchValue(Int64.self, "SELECT refs FROM attachment WHERE public_id = \(photo.id)") }
         #expect(refs == 0, "the photo's file is now unused and collectable")
         // Devices are told, in two batches, through which seq.
-        let expired = try await chat.feed(bob, after: LogCursor(position: before), limit: 100).page().events.filter { $0.type == .messagesExpired }
+        let expired = try await chat.feed(bob, after: chat.cursor(through: before), limit: 100).page().events.filter { $0.type == .messagesExpired }
         #expect(expired.map(\.count) == [Chat.retentionBatch, 4] && expired.last?.throughSeq == withPhoto.seq)
         #expect(expired.allSatisfy { $0.seq != nil })
         // A second sweep finds nothing.

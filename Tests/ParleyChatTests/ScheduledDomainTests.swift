@@ -87,17 +87,17 @@ struct ScheduledDomainTests {
         defer { harness.tearDown() }
         let chat = harness.chat
         let (ann, ben, room) = try await harness.twoInAGroup()
-        let benBefore = try await chat.feed(ben, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
-        let annBefore = try await chat.feed(ann, after: LogCursor(position: 0), limit: 200).records.last?.position ?? 0
+        let benBefore = try await chat.feed(ben, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
+        let annBefore = try await chat.feed(ann, after: chat.cursor(through: 0), limit: 200).records.last?.position ?? 0
         // Muted by a moderator before its time: it fails, and Ben's devices hear why.
         let planned = try await chat.scheduling.schedule(ben, conversation: room, later(harness, 60, "see you"))
         _ = try await chat.moderation.muteMember(ann, conversation: room, user: ben.userID, MuteMemberRequest(until: nil))
         harness.clock.advance(by: 60)
         #expect(try await chat.scheduling.sendDue(holder: "a") == 1)
-        let events = try await chat.feed(ben, after: LogCursor(position: benBefore), limit: 200).records.map { try $0.event() }.filter { $0.type == .scheduledUpdated }
+        let events = try await chat.feed(ben, after: chat.cursor(through: benBefore), limit: 200).records.map { try $0.event() }.filter { $0.type == .scheduledUpdated }
         #expect(events.map { $0.scheduled?.status } == [.scheduled, .failed])
         #expect(events.last?.scheduled?.id == planned.id && events.last?.scheduled?.error?.isEmpty == false)
-        let annSaw = try await chat.feed(ann, after: LogCursor(position: annBefore), limit: 200).records.map(\.type)
+        let annSaw = try await chat.feed(ann, after: chat.cursor(through: annBefore), limit: 200).records.map(\.type)
         #expect(!annSaw.contains(.scheduledUpdated) && !annSaw.contains(.messageCreated))
         // Removed before its time: it fails too, and stays listed (with why) until dismissed.
         _ = try await chat.moderation.unmuteMember(ann, conversation: room, user: ben.userID)

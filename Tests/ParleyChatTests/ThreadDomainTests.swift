@@ -57,14 +57,14 @@ struct ThreadDomainTests {
         #expect(list.threads.map(\.root.id) == [root.id] && !list.hasMore)
 
         // Every member's devices get the replies, with the root's count after each.
-        let events = try await chat.feed(dave, after: LogCursor(position: before.lastPosition), limit: 100).page().events
+        let events = try await chat.feed(dave, after: chat.cursor(through: before.lastPosition), limit: 100).page().events
         #expect(events.compactMap(\.thread?.replyCount) == [1, 2, 3])
         #expect(events.allSatisfy { $0.seq != nil })
 
         // A deleted reply leaves the count.
         _ = try await chat.delete(bob, conversation: room, messages: [first.id])
         #expect(try await chat.message(dave, conversation: room, message: root.id).replyCount == 2)
-        let deleted = try await chat.feed(dave, after: LogCursor(position: events.last?.position ?? 0), limit: 10).page().events
+        let deleted = try await chat.feed(dave, after: chat.cursor(through: events.last?.position ?? 0), limit: 10).page().events
         #expect(deleted.first?.type == .messageDeleted && deleted.first?.thread?.replyCount == 2)
     }
 

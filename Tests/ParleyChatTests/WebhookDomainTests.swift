@@ -122,7 +122,7 @@ struct WebhookDomainTests {
     func nodesClaimingLanesAtOnceNeverShareOne() async throws {
         let (harness, server) = try await backend()
         defer { harness.tearDown() }
-        let other = try #require(try harness.anotherNode())
+        let other = try #require(try await harness.anotherNode())
         defer { other.store.close() }
         let chat = harness.chat
         for index in 0..<6 { _ = try await chat.webhooks.create(server, CreateWebhookRequest(url: "http://127.0.0.1:9/\(index)", events: [.userCreated])) }

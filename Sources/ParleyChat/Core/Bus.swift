@@ -89,8 +89,9 @@ package protocol Bus: Sendable {
     /// store's writer thread.
     func publish(_ publications: [Publication])
     /// Hands the events one committed write appended to every receiver, with their place in
-    /// the log (``EventLink``) when ``linksEvents`` asked the domain for it.
-    func publish(_ publications: [Publication], link: EventLink?)
+    /// the log (``EventLink``, one per shard it appended to) when ``linksEvents`` asked the
+    /// domain for it.
+    func publish(_ publications: [Publication], links: [EventLink])
     /// Whether the bus wants each write's ``EventLink``: a bus between nodes orders what it
     /// receives and finds what it lost by the links; in one process nothing is lost.
     var linksEvents: Bool { get }
@@ -99,27 +100,59 @@ package protocol Bus: Sendable {
 }
 
 extension Bus {
-    package func publish(_ publications: [Publication], link: EventLink?) { publish(publications) }
+    package func publish(_ publications: [Publication], links: [EventLink]) { publish(publications) }
     package var linksEvents: Bool { false }
 }
 
-/// Where one committed write's events sit in the event log: after `previous` (the newest
-/// position committed before the write, taken under the log's lock) up to `last` (its own
-/// newest). The links of consecutive writes chain (each `previous` is the last `last`), so a
-/// node that receives a write whose `previous` is past what it has delivered knows that
-/// something is missing and reads it from the database (docs/decisions/0018-positions-across-nodes.md).
+/// Where one committed write's events sit in one shard of the event log: after `previous`
+/// (the newest position of the shard committed before the write, taken under the shard's
+/// lock) up to `last` (its own newest there). The links of consecutive writes to a shard chain
+/// (each `previous` is the last `last`), so a node that receives a write whose `previous` is
+/// past what it has delivered of that shard knows that something is missing and reads it
+/// from the database (docs/decisions/0018-positions-across-nodes.md; per shard: 0026, part 4).
+/// A log of one shard has one chain, shard 0 of 1.
 package struct EventLink: Sendable, Hashable {
-    /// The newest position committed before the write.
+    /// The shard, and how many the log has.
+    package var shard: Int
+    package var shards: Int
+    /// The newest position of the shard committed before the write.
     package var previous: Int64
-    /// The write's newest position.
+    /// The write's newest position in the shard.
     package var last: Int64
 
     /// Creates the value; each argument sets the property of the same name.
-    package init(previous: Int64, last: Int64) {
+    package init(shard: Int = 0, shards: Int = 1, previous: Int64, last: Int64) {
+        self.shard = shard
+        self.shards = shards
         self.previous = previous
         self.last = last
     }
+
+    /// One write's publications cut by shard, each part with its link: an event goes with its
+    /// shard's link, anything without a position with the first part. One link: one part.
+    package static func parts(of publications: [Publication], links: [EventLink]) -> [(link: EventLink?, publications: [Publication])] {
+        guard links.count > 1 else { return [(links.first, publications)] }
+        var parts: [Int: [Publication]] = [:]
+        let first = links[0].shard
+        for publication in publications {
+            let shard = publication.position.map { Int($0 % Int64(links[0].shards)) } ?? first
+            parts[shard, default: []].append(publication)
+        }
+        return links.map { ($0, parts[$0.shard] ?? []) }
+    }
 }
+
+extension Publication {
+    /// The stored event's position (nil for what is not stored).
+    package var position: Int64? {
+        switch self {
+        case .event(let position, _, _, _, _, _): position
+        case .channel(let event): event.position
+        case .ephemeral, .signedOut, .channelUserTerminated, .uploadWanted, .blocksChanged: nil
+        }
+    }
+}
+
 
 /// The one-node bus: a publish calls every receiver directly, in order.
 package final class InProcessBus: Bus {

@@ -1,10 +1,14 @@
+import ParleyWire
+
 /// The bytes a bus between nodes carries: one message per published batch, naming the node
 /// that sent it and the batch's ``EventLink``. Binary, length-prefixed, big-endian; decoding
 /// is strict (every length checked against what is left, every tag known, nothing after the
 /// end), because a message comes off a network.
 ///
 /// ```
-/// "PB1" node:string link:u8 [previous:i64 last:i64] count:u32 publication*
+/// "PB1" node:string link count:u32 publication*
+/// link        = 0 | 1 previous:i64 last:i64 (a log of one shard)
+///             | 2 shard:u8 shards:u8 previous:i64 last:i64 (a log of several)
 /// publication = 1 position:i64 conversation:i64 audience joins:opt-i64 leaves:opt-i64 frame:bytes
 ///             | 2 audience frame:bytes
 ///             | 3 user:i64 only:opt-i64 except:opt-i64
@@ -49,7 +53,13 @@ package enum BusCodec: Sendable {
         var out = magic
         out.reserveCapacity(256)
         string(message.node, &out)
-        if let link = message.link {
+        if let link = message.link, link.shards > 1 {
+            out.append(2)
+            out.append(UInt8(clamping: link.shard))
+            out.append(UInt8(clamping: link.shards))
+            integer(link.previous, &out)
+            integer(link.last, &out)
+        } else if let link = message.link {
             out.append(1)
             integer(link.previous, &out)
             integer(link.last, &out)
@@ -120,7 +130,17 @@ package enum BusCodec: Sendable {
             let last = try reader.integer()
             guard previous >= 0, last > previous else { throw DecodingError(description: "link \(previous)…\(last) is not a span of positions") }
             link = EventLink(previous: previous, last: last)
-        case let other: throw DecodingError(description: "link flag \(other) is neither 0 nor 1")
+        case 2:
+            let shard = Int(try reader.byte())
+            let shards = Int(try reader.byte())
+            guard (2...LogCursor.maximumShards).contains(shards), shard < shards else {
+                throw DecodingError(description: "link of shard \(shard) of \(shards) is not a shard of a log of 2 to \(LogCursor.maximumShards)")
+            }
+            let previous = try reader.integer()
+            let last = try reader.integer()
+            guard previous >= 0, last > previous else { throw DecodingError(description: "link \(previous)…\(last) is not a span of positions") }
+            link = EventLink(shard: shard, shards: shards, previous: previous, last: last)
+        case let other: throw DecodingError(description: "link flag \(other) is not 0, 1 or 2")
         }
         let count = try reader.count(minimumBytesEach: 1)
         var publications: [Publication] = []

@@ -446,8 +446,9 @@ extension Chat {
                                    customData: String?, directKey: String?, creator: Int64, members: [(Int64, MemberRole)],
                                    now: Int64) throws -> Int64 {
         guard let key = try db.fetchValue(Int64.self, """
-            INSERT INTO conversation (app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by, created_at)
-            VALUES (\(app), \(publicID), \(kind.rawValue), \(title), \(title?.lowercased()), \(customData), \(directKey), \(creator), \(now))
+            INSERT INTO conversation (app_id, public_id, kind, title, title_key, custom_data, direct_key, created_by, created_at, shard)
+            VALUES (\(app), \(publicID), \(kind.rawValue), \(title), \(title?.lowercased()), \(customData), \(directKey), \(creator), \(now),
+                    \(Int64(Chat.shard(of: publicID, shards: db.logShards))))
             RETURNING id
             """) else { throw ChatError.internalError }
         if let customData { try writeFields(db, conversation: key, customData: try JSONValue.decode(customData)) }

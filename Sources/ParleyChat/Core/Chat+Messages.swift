@@ -58,7 +58,7 @@ extension Chat {
         let previewLink = linkToPreview(prepared.value, request: request.previewLinks)
         let previewWakeup = configuration.linkPreviewWakeup
         return try await run {
-            try await write { tx -> (MessageRecord, created: Bool) in
+            try await write(in: id) { tx -> (MessageRecord, created: Bool) in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .post, sending: prepared.clientID)
                 var prepared = prepared
                 let media = try Chat.bindMedia(tx, caller: caller, prepared: &prepared)
@@ -205,8 +205,10 @@ extension Chat {
     /// member up to and including the `member.removed` that ended it, exactly as the live
     /// socket delivers them (docs/protocol.md). An event with one recipient (its kind's
     /// audience, or a shadow message's) goes to that member alone, live and here alike.
-    package func feed(_ caller: Caller, after cursor: LogCursor, limit: Int?) async throws -> EventRecordPage {
+    package func feed(_ caller: Caller, after given: LogCursor, limit: Int?) async throws -> EventRecordPage {
         let limit = try Validate.limit(limit, in: Limits.historyPage, default: 100)
+        // `0` is the start whatever the number of shards.
+        let cursor = given == LogCursor(position: 0) ? LogCursor(shards: logShards) : given
         guard cursor.shards == logShards else {
             throw ChatError.invalid("this server's log has \(logShards) shard\(logShards == 1 ? "" : "s"): after needs one position per shard (it has \(cursor.shards))")
         }
@@ -410,7 +412,7 @@ extension Chat {
         let previewLink = linkToPreview(prepared.value, request: nil)
         let previewWakeup = configuration.linkPreviewWakeup
         return try await run {
-            try await write { db in
+            try await write(in: id) { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .editOwnMessage)
                 let (row, key) = try Chat.messageRow(db, access: access, id: messageID)
                 let old = try Chat.message(row)
@@ -455,7 +457,7 @@ extension Chat {
         guard (1...Limits.namesPerRequest).contains(ids.count) else { throw ChatError.invalid("ids must list 1–\(Limits.namesPerRequest) messages") }
         let now = nowMilliseconds
         return try await run {
-            try await write { db in
+            try await write(in: id) { db in
                 let access = try Chat.access(db, caller: caller, id: id, for: .deleteOwnMessage)
                 var targets: [(key: Int64, message: Message)] = []
                 for messageID in ids where !targets.contains(where: { $0.message.id == messageID }) {

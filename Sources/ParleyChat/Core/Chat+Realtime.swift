@@ -26,11 +26,6 @@ extension Chat {
     /// How long a typing indicator lasts unless the typist repeats it.
     package static let typingLifetimeMilliseconds = 6_000
 
-    /// How many shards the event log has (docs/decisions/0026, part 4): a position belongs to
-    /// shard `position % logShards`, and a device's resume point is a ``LogCursor`` of that
-    /// many positions. Both engines write a log of one shard (a cursor is then today's single
-    /// position); the protocol, the feed and replay take any number.
-    package var logShards: Int { 1 }
 
     /// The conversations whose events `caller`'s devices receive, the people the caller
     /// blocked (public ids: decision 0027), and the cursor the answer holds at (the newest

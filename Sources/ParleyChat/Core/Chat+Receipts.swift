@@ -29,27 +29,29 @@ extension Chat {
         guard update.deliveredSeq != nil || update.readSeq != nil else { return answer(.failure(ChatError.invalid("give deliveredSeq, readSeq or both"))) }
         guard (update.deliveredSeq ?? 0) >= 0, (update.readSeq ?? 0) >= 0 else { return answer(.failure(ChatError.invalid("seq values are not negative"))) }
         let key = ReceiptCoalescer.Key(user: caller.userKey, session: caller.sessionKey, asApp: caller.actsAsApp, conversation: id)
-        let (entry, leads) = receipts.enter(key, caller: caller, update)
+        // In a log of several shards, receipts gather per shard: each shard's go to its writer.
+        let shard = logShards > 1 ? shard(of: id) : nil
+        let (entry, leads) = receipts.coalescer(shard).enter(key, caller: caller, update)
         entry.whenSettled(answer)
         guard leads else { return }
         // One task per write, whatever the number of receipts in it.
         let gathering = configuration.receiptGathering
         Task {
             if gathering > .zero { try? await Task.sleep(for: gathering) }
-            await writeReceipts()
+            await writeReceipts(shard: shard)
         }
     }
 
-    /// The gathered receipts' write: takes every receipt waiting as the writer begins it,
-    /// moves each member's watermarks, and settles every call it took.
-    private func writeReceipts() async {
+    /// The gathered receipts' write: takes every receipt of the shard waiting as the writer
+    /// begins it, moves each member's watermarks, and settles every call it took.
+    private func writeReceipts(shard: Int?) async {
         let now = nowMilliseconds
-        let receipts = receipts
+        let receipts = receipts.coalescer(shard)
         // What this write took from the coalescer, kept if the store runs the body again.
         let taken = LockedValue<[ReceiptCoalescer.Waiting]?>(nil)
         do {
             try await run {
-                try await write { [self] db in
+                try await write(inShard: shard) { [self] db in
                     // From here on, a new receipt starts a write of its own.
                     let batch = taken.withLock { taken in
                         if taken == nil { taken = receipts.takeAll() }
@@ -198,6 +200,26 @@ extension Chat {
 /// Receipts waiting for the writer (decision 0026, part 3): one write takes every one of them;
 /// a member's receipts in one conversation join into one entry with the highest marks, whose
 /// calls all get that entry's answer.
+/// The receipts waiting, one coalescer per shard of the log (one for a log of one shard).
+final class ReceiptCoalescers: Sendable {
+    private let byShard = LockedValue<[Int: ReceiptCoalescer]>([:])
+
+    /// The shard's coalescer (nil: the one of a log of one shard).
+    func coalescer(_ shard: Int?) -> ReceiptCoalescer {
+        byShard.withLock { table in
+            if let existing = table[shard ?? 0] { return existing }
+            let made = ReceiptCoalescer()
+            table[shard ?? 0] = made
+            return made
+        }
+    }
+
+    /// How many calls wait on entries in a conversation that no write has taken yet.
+    func waitingCalls(in conversation: ConversationID) -> Int {
+        byShard.withLock { Array($0.values) }.reduce(0) { $0 + $1.waitingCalls(in: conversation) }
+    }
+}
+
 final class ReceiptCoalescer: Sendable {
     /// One member's receipts in one conversation, from one session (the caller's standing is
     /// the session's, so two sessions never share an entry).

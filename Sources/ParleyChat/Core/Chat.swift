@@ -65,6 +65,10 @@ package final class Chat: Sendable {
         /// Where the domain logs what an operator needs: storage failures it retried or gave
         /// up on. Default: nowhere.
         package var logger: Logger = .discarding(label: "parley.chat")
+        /// The shards of the event log when ``Chat/migrate()`` creates the database's log
+        /// (PostgreSQL; docs/decisions/0026, part 4); nil or 1: one. A log's shards are fixed
+        /// when it is created: for an existing database this is only compared and reported.
+        package var logShards: Int? = nil
         /// How long delivery traces are kept (docs/trace.md); nil records none. Default: a day.
         package var traceRetention: Duration? = .seconds(86_400)
         /// The name this node's trace steps carry (`--node-name`). Default: `local`.
@@ -91,7 +95,7 @@ package final class Chat: Sendable {
     let apps = AppCache()
     let deliveries = DeliveryCoalescer()
     /// Receipts waiting for the writer, joined per member and conversation (decision 0026).
-    let receipts = ReceiptCoalescer()
+    let receipts = ReceiptCoalescers()
     /// How long reports waited for a moderator, as this node resolved them (`/metrics`).
     package let reportResolution = LatencyHistogram(bounds: [60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600, 7 * 86_400])
     /// How long new messages took to reach devices, by socket and by push (`/metrics`).
@@ -119,6 +123,7 @@ package final class Chat: Sendable {
     /// Senders as before-send hooks are told of them, by user key, and when each was read.
     let hookSenders = LockedValue([Int64: (sender: Sender, readAt: ContinuousClock.Instant)]())
     private let loadedEpoch = LockedValue<String?>(nil)
+    private let loadedShards = LockedValue(1)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).
     let decoyPasswordHash: DecoyHash
@@ -172,7 +177,37 @@ package final class Chat: Sendable {
         }
         guard let epoch else { throw StoreError.decoding("the database has no event-log epoch (setting \(EventLog.epochSetting))") }
         loadedEpoch.withLock { $0 = epoch }
+        let shards = try await settleLogShards(dialect: dialect)
+        loadedShards.withLock { $0 = shards }
+        await store.useLogShards(shards)
         return applied
+    }
+
+    /// Reads how many shards the log has, deciding it when the log is new: the configured
+    /// number for a PostgreSQL database whose log is empty and has none recorded, else one.
+    /// Recorded in the same write that decides it (nodes starting together agree: the write
+    /// takes the log's lock), with the index that answers each shard's newest position.
+    private func settleLogShards(dialect: SQLDialect) async throws -> Int {
+        let wanted = max(1, min(configuration.logShards ?? 1, LogCursor.maximumShards))
+        let logger = configuration.logger
+        let shards = try await store.write { db -> Int in
+            if let recorded = try db.fetchValue([UInt8].self, "SELECT value FROM setting WHERE name = \(EventLog.shardsSetting)") {
+                guard let shards = Int(String(decoding: recorded, as: UTF8.self)), (1...LogCursor.maximumShards).contains(shards) else {
+                    throw StoreError.decoding("the setting \(EventLog.shardsSetting) is not a number of shards from 1 to \(LogCursor.maximumShards)")
+                }
+                return shards
+            }
+            let empty = try db.fetchValue(Int64.self, "SELECT count(*) FROM (SELECT 1 FROM event LIMIT 1) AS any_event") == 0
+            let shards = dialect == .postgres && empty ? wanted : 1
+            try db.execute("INSERT INTO setting (name, value) VALUES (\(EventLog.shardsSetting), \(Array(String(shards).utf8)))")
+            if shards > 1 { try db.execute(EventLog.shardIndexStatement(shards: shards)) }
+            return shards
+        }
+        if wanted != shards, configuration.logShards != nil {
+            logger.warning("the event log's shards are fixed when its database is created; this one has \(shards), so the option's \(wanted) is not used",
+                           metadata: ["shards": .integer(Int64(shards)), "asked": .integer(Int64(wanted))])
+        }
+        return shards
     }
 
     /// Names a new history of positions (after a restore from a backup): every device that
@@ -195,6 +230,32 @@ package final class Chat: Sendable {
     /// carry it; a device that resumes with another epoch is told to resync
     /// (docs/protocol.md, "Epochs"). Empty before ``migrate()``.
     package var epoch: String { loadedEpoch.withLock { $0 } ?? "" }
+
+    /// How many shards the event log has (docs/decisions/0026, part 4), fixed when the
+    /// database was created: a position belongs to shard `position % logShards`, a
+    /// conversation to ``shard(of:)``, and a device's resume point is a ``LogCursor`` of that
+    /// many positions. SQLite's log, and every log made before shards, has one. 1 before
+    /// ``migrate()``.
+    package var logShards: Int { loadedShards.withLock { $0 } }
+
+    /// The shard of the log a conversation's events go to: a hash of its public id (so it is
+    /// known before a write begins), 0 in a log of one shard. The same as the conversation
+    /// row's `shard`, written when it was made.
+    package func shard(of conversation: ConversationID) -> Int {
+        Self.shard(of: conversation.rawValue, shards: logShards)
+    }
+
+    /// 64-bit FNV-1a of the id's bytes, modulo the shards: stable across processes, versions
+    /// and machines (a conversation's shard never changes).
+    static func shard(of publicID: String, shards: Int) -> Int {
+        guard shards > 1 else { return 0 }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in publicID.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return Int(hash % UInt64(shards))
+    }
 
     // MARK: - Shared helpers
 
@@ -225,14 +286,25 @@ package final class Chat: Sendable {
     /// hand them over already; every ``TransactionHook`` adds its rows in the same
     /// transaction; the store's after-commit hook publishes in commit order. A write that
     /// fails rolls back its change, its events and every hook's rows together.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+    ///
+    /// `in`: the conversation every event of the write belongs to, when there is one. In a log
+    /// of several shards the write then commits on that shard's writer, beside other shards'
+    /// writes (docs/decisions/0026, part 4); an event in another conversation's shard fails it.
+    /// Without it the write may append anywhere and holds every shard's lock.
+    func write<T: Sendable>(in conversation: ConversationID? = nil, _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+        try await write(inShard: conversation.map { shard(of: $0) }, body)
+    }
+
+    /// ``write(in:_:)`` for a write whose events all go to one shard of the log (nil: any).
+    func write<T: Sendable>(inShard target: Int?, _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
         let bus = bus
         let hooks = hooks
         let needsEvents = bus != nil || !hooks.isEmpty
         let links = bus?.linksEvents ?? false
         let recorder = traceRecorder
-        return try await store.write({ db in
-            let transaction = Transaction(db, links: links)
+        let shards = logShards
+        return try await store.write(shard: shards > 1 ? target : nil, { db in
+            let transaction = Transaction(db, links: links, shards: shards, shard: target)
             let value = try body(transaction)
             guard needsEvents, transaction.hasEvents else {
                 return Committed(value: value, publications: [], afterCommit: transaction.committedCallbacks)
@@ -250,13 +322,13 @@ package final class Chat: Sendable {
                     .map { TraceRecorder.Row(position: $0.record.position, step: "committed", at: at) }
                 transaction.onCommit { recorder.record(rows) }
             }
-            return Committed(value: value, publications: events.map(\.publication), link: transaction.link,
+            return Committed(value: value, publications: events.map(\.publication), links: transaction.links,
                              afterCommit: transaction.committedCallbacks)
         }, afterCommit: { [storage] committed in
             storage.committed()
             for callback in committed.afterCommit { callback() }
             guard !committed.publications.isEmpty else { return }
-            bus?.publish(committed.publications, link: committed.link)
+            bus?.publish(committed.publications, links: committed.links)
         }).value
     }
 
@@ -306,7 +378,7 @@ package final class Chat: Sendable {
 struct Committed<Value: Sendable>: Sendable {
     var value: Value
     var publications: [Publication]
-    var link: EventLink? = nil
+    var links: [EventLink] = []
     /// What hooks asked to run once the write committed (``Transaction/onCommit(_:)``).
     var afterCommit: [@Sendable () -> Void] = []
 }

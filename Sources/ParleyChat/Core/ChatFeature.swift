@@ -1,4 +1,5 @@
 import ParleyStore
+import ParleyWire
 
 /// A feature over the chat core (docs/decisions/0025-chat-core-and-feature-services.md):
 /// moderation, retention, exports, webhooks and the app's backend, push, threads and
@@ -24,7 +25,9 @@ extension ChatFeature {
     func run<T: Sendable>(_ work: () async throws -> T) async throws -> T { try await core.run(work) }
 
     /// The core's one write path (``Chat/write(_:)``).
-    func write<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T { try await core.write(body) }
+    func write<T: Sendable>(in conversation: ConversationID? = nil, _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+        try await core.write(in: conversation, body)
+    }
 
     /// A secret as it is stored (``Chat/seal(_:)``).
     func seal(_ secret: String) -> String { core.seal(secret) }

@@ -942,6 +942,16 @@ package enum Schema: Sendable {
             try db.execute("CREATE INDEX delivery_trace_at ON delivery_trace (at)")
             try db.execute("CREATE INDEX delivery_trace_receipts ON delivery_trace (conversation_id, at) WHERE conversation_id IS NOT NULL")
         }
+        migrator.register("0031 log shards") { db in
+            // A conversation's shard of the event log (docs/decisions/0026, part 4), fixed when
+            // it is made: 0 in a log of one shard, which every database before this one is.
+            try db.execute("ALTER TABLE conversation ADD COLUMN shard INTEGER NOT NULL DEFAULT 0")
+            if db.dialect == .postgres {
+                // The counter of a log of several shards, whose positions are n × shards + shard;
+                // a log of one shard keeps the event table's own identity.
+                try db.execute("CREATE SEQUENCE log_counter")
+            }
+        }
     }
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a

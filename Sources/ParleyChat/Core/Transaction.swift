@@ -92,16 +92,29 @@ enum EventLog {
     }
 
     /// Rule 2 for each shard of a log of `shards` (docs/decisions/0026, part 4): the newest
-    /// position of each shard in `db`'s snapshot.
+    /// position of each shard in `db`'s snapshot, one index probe per shard
+    /// (``shardIndexStatement(shards:)``). Within a shard, positions commit in order (the
+    /// shard's lock), so each is that shard's committed-up-to.
     static func committedCursor(_ db: any Database, shards: Int) throws -> LogCursor {
         guard shards > 1 else { return LogCursor(position: try committedPosition(db)) }
-        var positions = Array(repeating: Int64(0), count: shards)
-        for row in try db.fetchAll("SELECT position % \(Int64(shards)) AS shard, max(position) AS newest FROM event GROUP BY position % \(Int64(shards))") {
-            let shard = Int(try row.get("shard", as: Int64.self))
-            if positions.indices.contains(shard) { positions[shard] = try row.get("newest", as: Int64.self) }
-        }
-        return try LogCursor(positions: positions)
+        let columns = (0..<shards).map { "(\(newestStatement(shard: $0, shards: shards))) AS s\($0)" }.joined(separator: ", ")
+        guard let row = try db.fetchOne(SQL(stringLiteral: "SELECT " + columns)) else { return LogCursor(shards: shards) }
+        return try LogCursor(positions: try (0..<shards).map { try row.get("s\($0)", as: Int64?.self) ?? 0 })
     }
+
+    /// The newest position of one shard, as SQL text: the shard's expression is written out
+    /// (not bound) so that PostgreSQL answers it from ``shardIndexStatement(shards:)``.
+    static func newestStatement(shard: Int, shards: Int) -> String {
+        "SELECT coalesce(max(position), 0) FROM event WHERE position % \(shards) = \(shard)"
+    }
+
+    /// The index of a log of several shards: by shard, then position.
+    static func shardIndexStatement(shards: Int) -> SQL {
+        SQL(stringLiteral: "CREATE INDEX event_by_shard ON event ((position % \(shards)), position)")
+    }
+
+    /// The setting that records how many shards the log has; see ``Chat/logShards``.
+    static let shardsSetting = "log.shards"
 
     /// `column` is after `cursor`: past the newest position of its own shard. With one shard
     /// this is `column > position`, which an index range answers.
@@ -143,27 +156,67 @@ final class Transaction: Database {
 
     let db: any Database
     private var entries: [Entry] = []
-    /// Whether to note the newest position before this write's first event (for ``link``).
-    private let links: Bool
-    private var previous: Int64?
+    /// Whether to note the newest position before this write's first event (for ``links``).
+    private let linking: Bool
+    /// How many shards the log has, and the one this write may append to (nil: any; it then
+    /// holds every shard's lock).
+    let shards: Int
+    private let shard: Int?
 
-    init(_ db: any Database, links: Bool = false) {
+    /// How many shards the log has (``Chat/logShards``), for rows that record a shard.
+    var logShards: Int { shards }
+    /// The newest position of each shard before this write's first event in it, once noted.
+    private var previous: [Int: Int64] = [:]
+
+    init(_ db: any Database, links: Bool = false, shards: Int = 1, shard: Int? = nil) {
         self.db = db
-        self.links = links
+        self.linking = links
+        self.shards = max(1, shards)
+        self.shard = shards > 1 ? shard : nil
     }
 
-    /// The write's place in the log, when it appended events and links were asked for.
-    var link: EventLink? {
-        guard let previous, let last = entries.last?.position else { return nil }
-        return EventLink(previous: previous, last: last)
+    /// The write's place in the log, one link per shard it appended to, when it appended
+    /// events and links were asked for.
+    var links: [EventLink] {
+        guard linking, !entries.isEmpty else { return [] }
+        var last: [Int: Int64] = [:]
+        for entry in entries {
+            let shard = Int(entry.position % Int64(shards))
+            last[shard] = max(last[shard] ?? 0, entry.position)
+        }
+        return last.keys.sorted().compactMap { shard in
+            guard let previous = previous[shard], let last = last[shard] else { return nil }
+            return EventLink(shard: shard, previous: previous, last: last)
+        }
     }
 
-    /// Before the first event: the newest committed position, read inside the transaction
-    /// (under the log's lock on PostgreSQL, alone on SQLite), so it is exactly the one before
-    /// this write's.
+    /// Before the first event: the newest committed position of each shard the write may
+    /// append to, read inside the transaction (under the shards' locks on PostgreSQL, alone on
+    /// SQLite), so each is exactly the one before this write's.
     private func notePrevious() throws {
-        guard links, previous == nil else { return }
-        previous = try EventLog.committedPosition(db)
+        guard linking, previous.isEmpty else { return }
+        if shards == 1 {
+            previous[0] = try EventLog.committedPosition(db)
+        } else if let shard {
+            previous[shard] = try db.fetchValue(Int64.self, SQL(stringLiteral: EventLog.newestStatement(shard: shard, shards: shards))) ?? 0
+        } else {
+            let cursor = try EventLog.committedCursor(db, shards: shards)
+            for shard in 0..<shards { previous[shard] = cursor[shard] }
+        }
+    }
+
+    /// An event's position, as the insert writes it: the event table's own identity in a log
+    /// of one shard; in a log of several, the next of the log's counter times the shards plus
+    /// the conversation's shard, so positions of every shard keep the order they were taken in.
+    private func positionValue(conversation: Int64) -> SQL {
+        "nextval('log_counter') * \(Int64(shards)) + (SELECT shard FROM conversation WHERE id = \(conversation))"
+    }
+
+    /// A write declared for one shard appends only there; anything else is a mistake in the
+    /// domain that must not commit (its events would be out of their shard's order).
+    private func checkShard(_ position: Int64) throws {
+        guard let shard, Int(position % Int64(shards)) != shard else { return }
+        throw StoreError.decoding("a write declared for shard \(shard) appended position \(position), of shard \(position % Int64(shards)): declare the write's conversation, or none")
     }
 
     var dialect: SQLDialect { db.dialect }
@@ -222,12 +275,19 @@ final class Transaction: Database {
         case .members: message.map { "(SELECT CASE WHEN shadow = 1 THEN author_id END FROM message WHERE id = \($0))" } ?? "NULL"
         case .channel: "NULL"
         }
-        guard let position = try db.fetchValue(Int64.self, """
+        let insert: SQL = shards == 1 ? """
             INSERT INTO \(Self.eventColumns)
             VALUES (\(conversation), \(seq), \(kind.rawValue), \(actor), \(message), \(user), \(role?.rawValue), \(payload.stored), \(now),
                     \(recipient))
             RETURNING position
-            """) else { throw ChatError.internalError }
+            """ : """
+            INSERT INTO \(Self.shardedEventColumns)
+            VALUES (\(positionValue(conversation: conversation)), \(conversation), \(seq), \(kind.rawValue), \(actor), \(message), \(user),
+                    \(role?.rawValue), \(payload.stored), \(now), \(recipient))
+            RETURNING position
+            """
+        guard let position = try db.fetchValue(Int64.self, insert) else { throw ChatError.internalError }
+        try checkShard(position)
         if rule.audience == .subjectAndAuthors, let others = recipients?.dropFirst(), !others.isEmpty {
             try db.enqueue("INSERT INTO event_recipient (position, user_id) SELECT \(position), id FROM account WHERE id IN (\(list: Array(others)))")
         }
@@ -237,6 +297,8 @@ final class Transaction: Database {
 
     /// The event table and the columns an append writes.
     private static let eventColumns: SQL = "event (conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at, recipient_id)"
+    /// The same with the position, which a log of several shards computes (``positionValue(conversation:)``).
+    private static let shardedEventColumns: SQL = "event (position, conversation_id, seq, type, actor_id, message_id, user_id, role, payload, created_at, recipient_id)"
 
     /// Appends a history event of `kind` together with the message it is about, in one
     /// statement and one wait (PostgreSQL): `rows` is data-modifying common table expressions,
@@ -251,19 +313,32 @@ final class Transaction: Database {
         guard let rule = kind.rule, rule.history, rule.audience == .members else {
             throw StoreError.decoding("appendInserting is for history events every member receives, not \(kind.rawValue)")
         }
-        // Before the first event, the newest position so far, read in the same statement (its
-        // snapshot does not see the row it inserts).
-        let notesPrevious = links && previous == nil
-        let prior: SQL = notesPrevious ? "(SELECT coalesce(max(position), 0) FROM event)" : "NULL"
-        guard let row = try db.fetchOne("""
+        // Before the first event, the newest position so far (of the write's shard), read in the
+        // same statement (its snapshot does not see the row it inserts). A write that may
+        // append to any shard of several reads every shard's first.
+        if linking, previous.isEmpty, shards > 1, shard == nil { try notePrevious() }
+        let notesPrevious = linking && previous.isEmpty
+        let prior: SQL = !notesPrevious ? "NULL"
+            : shards == 1 ? "(SELECT coalesce(max(position), 0) FROM event)"
+            : SQL(stringLiteral: "(\(EventLog.newestStatement(shard: shard ?? 0, shards: shards)))")
+        let insert: SQL = shards == 1 ? """
             WITH \(rows)
             INSERT INTO \(Self.eventColumns)
             SELECT \(conversation), inserted.seq, \(kind.rawValue), \(actor), inserted.id, NULL, NULL, \(payload.stored), \(now), \(recipient)
             FROM inserted
             RETURNING position, seq, message_id, \(prior) AS previous
-            """) else { return nil }
+            """ : """
+            WITH \(rows)
+            INSERT INTO \(Self.shardedEventColumns)
+            SELECT \(positionValue(conversation: conversation)), \(conversation), inserted.seq, \(kind.rawValue), \(actor), inserted.id, NULL, NULL,
+                   \(payload.stored), \(now), \(recipient)
+            FROM inserted
+            RETURNING position, seq, message_id, \(prior) AS previous
+            """
+        guard let row = try db.fetchOne(insert) else { return nil }
         let (seq, message, position): (Int64, Int64, Int64) = (try row.get("seq"), try row.get("message_id"), try row.get("position"))
-        if notesPrevious { previous = try row.get("previous", as: Int64?.self) ?? 0 }
+        try checkShard(position)
+        if notesPrevious { previous[shard ?? 0] = try row.get("previous", as: Int64?.self) ?? 0 }
         try appended(position: position, conversation: conversation, rule: rule, message: message, activity: activity, prebuilt: nil)
         return (seq, message, position)
     }

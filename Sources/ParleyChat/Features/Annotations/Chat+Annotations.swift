@@ -41,7 +41,7 @@ extension Annotations {
                                 adding: Bool) async throws -> (Message, changed: Bool) {
         let now = nowMilliseconds
         return try await run {
-            try await write { tx in
+            try await write(in: id) { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .react)
                 let (_, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 // The message row is the lock every change of its counts takes first, so two
@@ -133,7 +133,7 @@ extension Annotations {
     private func changePin(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID, pinning: Bool) async throws -> (Message, changed: Bool) {
         let now = nowMilliseconds
         return try await run {
-            try await write { tx in
+            try await write(in: id) { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .pin)
                 let (row, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 guard try row.get("m_deleted_at", as: Int64?.self) == nil else { throw ChatError.messageDeleted }

@@ -177,8 +177,8 @@ extension Chat {
         }
         let publicID = Crypto.randomID(prefix: "ch_")
         guard let key = try tx.fetchValue(Int64.self, """
-            INSERT INTO conversation (app_id, public_id, kind, title, title_key, created_by, created_at)
-            VALUES (\(app), \(publicID), 'pusher', \(name), \(name), NULL, \(now)) RETURNING id
+            INSERT INTO conversation (app_id, public_id, kind, title, title_key, created_by, created_at, shard)
+            VALUES (\(app), \(publicID), 'pusher', \(name), \(name), NULL, \(now), \(Int64(Chat.shard(of: publicID, shards: tx.logShards)))) RETURNING id
             """) else { throw ChatError.internalError }
         return (key, publicID)
     }

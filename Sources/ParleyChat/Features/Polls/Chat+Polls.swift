@@ -30,7 +30,7 @@ extension Polls {
         let chosen = options.sorted()
         let now = nowMilliseconds
         return try await run {
-            try await write { tx in
+            try await write(in: id) { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .react)
                 let (_, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 let (poll, results) = try Polls.lockedPoll(tx, key: key)
@@ -68,7 +68,7 @@ extension Polls {
     package func close(_ caller: Caller, conversation id: ConversationID, message messageID: MessageID) async throws -> (Message, changed: Bool) {
         let now = nowMilliseconds
         return try await run {
-            try await write { tx in
+            try await write(in: id) { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .editOwnMessage)
                 let (row, key) = try Chat.messageRow(tx, access: access, id: messageID)
                 try access.require(try row.get("m_author_key", as: Int64.self) == caller.userKey ? .editOwnMessage : .moderate)

@@ -79,7 +79,7 @@ extension Threads {
     package func markRead(_ caller: Caller, conversation id: ConversationID, root rootID: MessageID, seq: Int64) async throws -> ThreadInfo {
         guard seq >= 0 else { throw ChatError.invalid("seq must not be negative") }
         return try await run {
-            try await write { tx in
+            try await write(in: id) { tx in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .keepOwnState)
                 let (row, key) = try Chat.messageRow(tx, access: access, id: rootID)
                 let newest = try tx.fetchValue(Int64.self, "SELECT coalesce(max(seq), 0) FROM message WHERE thread_id = \(key)") ?? 0
