@@ -119,7 +119,7 @@ let package = Package(
         .target(name: "ParleyChatTesting", dependencies: ["ParleyChat", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyCrypto", "ParleyWire", "ParleySync"]),
 
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleySync", "ParleyNet", "ParleyNetTesting", "ParleyTesting"]),
-        .testTarget(name: "ParleyStoreTests", dependencies: ["ParleySync", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting"]),
+        .testTarget(name: "ParleyStoreTests", dependencies: ["ParleySync", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting", "ParleyTesting"]),
         .testTarget(name: "ParleyChatTests", dependencies: ["ParleySync", "ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleySync", "ParleyMedia", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyLinkPreviewTests", dependencies: ["ParleyLinkPreview", "ParleyWire", "ParleyOutbound"]),

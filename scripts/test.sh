@@ -56,6 +56,10 @@ swift_tests_postgres() (
         | grep -vE "^(􀟈|◇|↳)|started\.$"
     exit "${PIPESTATUS[0]}"
 )
+swift_tests_postgres_shards() (
+    export PARLEY_TEST_LOG_SHARDS=4
+    swift_tests_postgres
+)
 interop_tests() {
     PARLEY_SERVER_BINARY=.build/debug/parley-server .venv/bin/python -m pytest -q -p no:cacheprovider Tests/Interop
 }
@@ -74,6 +78,7 @@ step "Python test tools (.venv)" scripts/venv.sh
 step "Swift tests" swift_tests
 step "PostgreSQL and Redis on 127.0.0.1 (scripts/services.sh)" scripts/services.sh start "$services_dir"
 step "Swift domain, store, server and bus tests on PostgreSQL + Redis" swift_tests_postgres
+step "the same on a PostgreSQL log of four shards (PARLEY_TEST_LOG_SHARDS)" swift_tests_postgres_shards
 step "fuzz input replay" replay_fuzz_inputs
 step "interop and API (curl, h11, websockets, http.client)" interop_tests
 step "interop and API on PostgreSQL" interop_tests_postgres

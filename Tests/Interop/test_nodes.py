@@ -661,7 +661,7 @@ class Load:
                 node = alive[entry["reconnects"] % len(alive)]
                 entry["reconnects"] += 1
                 try:
-                    resumed = Device(node, entry["token"], position=device.position)
+                    resumed = Device(node, entry["token"], position=device.position, cursor=device.cursor)
                     resumed.wait_ready()
                     entry["device"] = resumed
                     entry["devices"].append(resumed)
@@ -710,14 +710,20 @@ class Load:
                     stored[client_id] = (room, event["message"]["id"], event["seq"])
         for client_id, acked in self.acked.items():
             assert stored.get(client_id) == acked, f"acknowledged {client_id} {acked} is stored as {stored.get(client_id)}"
-        newest = max(positions)
-        # Every device catches up to the newest event (from Redis, a repair or a resume) …
+        # A log of several shards orders each shard apart (docs/protocol.md, "Resuming").
+        shards = self.listeners[0]["devices"][0].ready.get("shards", 1)
+        newest = {shard: max(p for p in positions if p % shards == shard) for shard in {p % shards for p in positions}}
+        # Every device catches up to the newest event of each shard (from Redis, a repair or a resume) …
         for entry in self.listeners:
-            wait_until(lambda entry=entry: any(e["position"] >= newest for e in self.events(entry)), timeout=30,
-                       what=f"listener {entry['node']} to reach position {newest}")
+            wait_until(lambda entry=entry: all(any(e["position"] >= last and e["position"] % shards == shard for e in self.events(entry))
+                                               for shard, last in newest.items()), timeout=30,
+                       what=f"listener {entry['node']} to reach {newest}")
         for entry in self.listeners:
             seen = [e["position"] for e in self.events(entry)]
-            assert seen == sorted(set(seen)), f"listener {entry['node']}: each event once, in position order"
+            assert len(seen) == len(set(seen)), f"listener {entry['node']}: each event once"
+            for shard in range(shards):
+                in_shard = [p for p in seen if p % shards == shard]
+                assert in_shard == sorted(in_shard), f"listener {entry['node']}: shard {shard}'s events in position order"
             got = {e["message"]["clientId"] for e in self.events(entry) if e["type"] == "message.created"}
             missing = {client_id for client_id, (room, _, _) in stored.items()} - got
             assert not missing, f"listener {entry['node']} missed {len(missing)} messages, e.g. {sorted(missing)[:3]}"
@@ -740,6 +746,35 @@ def test_kill_9_one_node_mid_load_loses_and_duplicates_nothing(cluster):
     stored = load.verify(cluster.nodes[0])
     assert len(stored) >= 450
     assert load.listeners[1]["reconnects"] >= 1, "the killed node's device resumed elsewhere"
+
+
+def test_on_a_log_of_four_shards_kill_9_of_a_node_and_of_redis_lose_and_duplicate_nothing(services):
+    """Decision 0026, part 4: a database made with --log-shards 4 commits each shard on its own
+    writer; every guarantee of the load above holds per shard — through kill -9 of a node and
+    of Redis — and devices resume from their cursors."""
+    sharded = Cluster(services, extra=("--log-shards", "4"))
+    try:
+        load = Load(sharded, rooms=8)  # spread over the shards (all in one: 4 × 4^-8)
+        load.start()
+        load.wait_for_acks(150)
+        sharded.nodes[1].kill()
+        killed = len(load.acked)
+        load.wait_for_acks(killed + 150)
+        sharded.services.kill_redis()
+        during = len(load.acked)
+        load.wait_for_acks(during + 100)
+        sharded.services.start_redis()
+        after = len(load.acked)
+        load.wait_for_acks(after + 100)
+        load.finish()
+        stored = load.verify(sharded.nodes[0])
+        assert len(stored) >= 500
+        assert load.listeners[0]["devices"][0].ready["shards"] == 4
+        assert load.listeners[1]["reconnects"] >= 1, "the killed node's device resumed elsewhere from its cursor"
+        shards_used = {position % 4 for position in (e["position"] for entry in load.listeners for e in Load.events(entry))}
+        assert len(shards_used) > 1, "the rooms' events are spread over the shards"
+    finally:
+        sharded.stop()
 
 
 def test_redis_killed_mid_load_and_started_again_loses_nothing(cluster):

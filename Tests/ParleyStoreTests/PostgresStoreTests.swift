@@ -1,5 +1,6 @@
 import Foundation
 import ParleyChatTesting
+import ParleyTesting
 import ParleyStore
 import ParleySync
 @testable import ParleyStorePostgres
@@ -350,6 +351,89 @@ struct PostgresStoreTests {
         } else {
             // Without the rule the trap is real: this is what the test above guards against.
             #expect(missed == [positionA], "without the lock, A's position \(positionA) commits below the reader's \(committed)")
+        }
+    }
+}
+
+extension PostgresStoreTests {
+    /// Decision 0018's trap, per shard (decision 0026, part 4): in a log of two shards, node A
+    /// takes position p of shard 1 and has not committed; node B appends to shard 1 too. With
+    /// the shard's lock B waits for A, so a reader's newest of shard 1 never passes p while p
+    /// is still to commit; without it (the same test, locks off) B commits above p and p
+    /// commits below what the reader took as that shard's committed-up-to. Meanwhile a write
+    /// to shard 0 commits at once: shards do not wait for each other.
+    @Test(arguments: [true, false])
+    func aReaderNeverPassesAPositionThatCommitsLaterInItsShard(withTheLock: Bool) async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        var configuration = PostgresStore.Configuration()
+        configuration.takesLogLock = withTheLock
+        let nodeA = try PostgresStore(url: database.conninfo, configuration: configuration)
+        let nodeB = try PostgresStore(url: database.conninfo, configuration: configuration)
+        let reader = try PostgresStore(url: database.conninfo, configuration: configuration)
+        defer { nodeA.close(); nodeB.close(); reader.close() }
+        try await nodeA.write { db in
+            try db.execute("CREATE TABLE event (position bigint PRIMARY KEY, node text NOT NULL)")
+            try db.execute("CREATE SEQUENCE log_counter")
+        }
+        await nodeA.useLogShards(2)
+        await nodeB.useLogShards(2)
+        let append: @Sendable (String, Int) -> SQL = { node, shard in
+            "INSERT INTO event (position, node) VALUES (nextval('log_counter') * 2 + \(Int64(shard)), \(node)) RETURNING position"
+        }
+        let newestOfShard1: SQL = "SELECT coalesce(max(position), 0) FROM event WHERE position % 2 = 1"
+
+        let (appended, announce) = AsyncStream.makeStream(of: Int64.self)
+        let release = DispatchSemaphore(value: 0)
+        let writeA = Task {
+            try await nodeA.write(shard: 1, { db -> Int64 in
+                let position = try db.fetchValue(Int64.self, append("a", 1)) ?? 0
+                announce.yield(position)
+                _ = release.wait(timeout: .now() + 20)
+                announce.finish()
+                return position
+            }, afterCommit: { _ in })
+        }
+        var positions = appended.makeAsyncIterator()
+        #expect(await positions.next() != nil, "A appended to shard 1")
+
+        // Another shard does not wait for A.
+        let other = try await withTimeout(10) {
+            try await nodeB.write(shard: 0, { db in try db.fetchValue(Int64.self, append("b", 0)) ?? 0 }, afterCommit: { _ in })
+        }
+        #expect(other % 2 == 0, "shard 0 committed while shard 1 was held")
+
+        let writeB = Task {
+            try await nodeB.write(shard: 1, { db in try db.fetchValue(Int64.self, append("b", 1)) ?? 0 }, afterCommit: { _ in })
+        }
+        let finishedB = LockedFlag()
+        Task { _ = try? await writeB.value; finishedB.set() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !finishedB.isSet, ContinuousClock.now < deadline {
+            let waiting = try await reader.read { db in
+                try db.fetchValue(Int64.self, """
+                    SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'
+                    """) ?? 0
+            }
+            if waiting > 0 { break }
+            await Task.yield()
+        }
+
+        let (committed, visible) = try await reader.read { db in
+            (try db.fetchValue(Int64.self, newestOfShard1) ?? 0,
+             Set(try db.fetchAll("SELECT position FROM event WHERE position % 2 = 1").map { try $0.get("position", as: Int64.self) }))
+        }
+        release.signal()
+        let positionA = try await writeA.value
+        _ = try await writeB.value
+        let missed = try await reader.read { db in
+            try db.fetchAll("SELECT position FROM event WHERE position % 2 = 1 AND position <= \(committed)").map { try $0.get("position", as: Int64.self) }
+        }.filter { !visible.contains($0) }
+
+        if withTheLock {
+            #expect(missed.isEmpty, "positions \(missed) of shard 1 committed at or below \(committed) after a reader had passed them")
+        } else {
+            #expect(missed == [positionA], "without the shard's lock, A's position \(positionA) commits below the reader's \(committed)")
         }
     }
 }
