@@ -126,6 +126,13 @@ def test_redis_without_postgresql_is_refused_with_what_to_give():
     assert result.returncode != 0 and "--database-url" in result.stderr
 
 
+def test_log_shards_on_sqlite_are_refused_with_why():
+    from parley import BINARY
+    result = subprocess.run([BINARY, "--port", "0", "--data-dir", tempfile.mkdtemp(), "--log-shards", "4"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "--log-shards is for PostgreSQL" in result.stderr and "one writer is one shard" in result.stderr
+
+
 def test_a_second_node_without_redis_is_refused_and_the_message_says_what_to_do(cluster):
     lone = subprocess.run([cluster.nodes[0].process.args[0], "--port", "0", "--data-dir", cluster.data, "--database-url",
                            cluster.services.database], capture_output=True, text=True, timeout=30)
@@ -775,6 +782,29 @@ def test_on_a_log_of_four_shards_kill_9_of_a_node_and_of_redis_lose_and_duplicat
         assert len(shards_used) > 1, "the rooms' events are spread over the shards"
     finally:
         sharded.stop()
+
+
+def test_a_logs_shards_are_fixed_when_its_database_is_made(services):
+    """--log-shards decides a new database's shards; a database that already has a log keeps
+    its own, and the node says so in its log instead of changing positions under devices."""
+    one = Cluster(services, count=1)
+    try:
+        node = one.nodes[0]
+        alice = Client(node).register("shardalice")
+        alice.post("/v1/conversations", {"kind": "group", "title": "before"})
+        node.stop()
+        again = Server(*one.flags, "--log-shards", "4", "--log-format", "json", data=one.data)
+        one.nodes = [again]
+        again.app_key = node.app_key
+        device = Device(again, Client(again).sign_in("shardalice").token)
+        assert device.wait_ready()["shards"] == 1 and len(device.ready["cursor"]) == 1
+        device.close()
+        again.stop()
+        logged = [json.loads(line) for line in again.log if line.startswith("{")]
+        warned = [entry for entry in logged if "shards are fixed" in entry.get("message", "")]
+        assert warned and warned[0]["level"] == "warn" and warned[0]["shards"] == 1 and warned[0]["asked"] == 4, logged[-5:]
+    finally:
+        one.stop()
 
 
 def test_redis_killed_mid_load_and_started_again_loses_nothing(cluster):
