@@ -5,6 +5,8 @@
 #   2. one node on PostgreSQL
 #   3. three nodes on PostgreSQL + Redis (sends spread over the nodes; fan-out devices dealt
 #      over the nodes, so most deliveries cross through Redis)
+#   4. and 5. the same two on a database made with LOG_SHARDS shards (default 4; 1 skips
+#      them): a writer per shard, no lock shared by every write (docs/decisions/0026, part 4)
 # and the CPU each process spent per message (nodes, PostgreSQL's processes, Redis), from
 # /proc/<pid>/stat before and after each run.
 # PostgreSQL runs with fsync on (durable, like SQLite's synchronous=FULL) from scripts/services.sh.
@@ -118,10 +120,26 @@ start_nodes pg3 3 --database-url "$url" --redis-url "$PARLEY_TEST_REDIS_URL"
 measure pg3
 stop_nodes
 
-python3 - "$tick" "$work" <<'EOF'
+shards=${LOG_SHARDS:-4}
+if [[ $shards -gt 1 ]]; then
+    url=$(fresh_database parley_bench_one_sharded)
+    start_nodes pg1s 1 --database-url "$url" --log-shards "$shards"
+    measure pg1s
+    stop_nodes
+
+    url=$(fresh_database parley_bench_three_sharded)
+    start_nodes pg3s 3 --database-url "$url" --redis-url "$PARLEY_TEST_REDIS_URL" --log-shards "$shards"
+    measure pg3s
+    stop_nodes
+fi
+
+python3 - "$tick" "$work" "$shards" <<'EOF'
 import json, os, sys
-tick, work = int(sys.argv[1]), sys.argv[2]
+tick, work, shards = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 labels = {"sqlite": "1 node, SQLite (reference)", "pg1": "1 node, PostgreSQL", "pg3": "3 nodes, PostgreSQL + Redis"}
+if shards > 1:
+    labels["pg1s"] = f"1 node, PostgreSQL, {shards} shards"
+    labels["pg3s"] = f"3 nodes, PostgreSQL + Redis, {shards} shards"
 def read(name, part):
     with open(os.path.join(work, f"{name}.{part}")) as file:
         text = file.read()

@@ -524,6 +524,9 @@ package final class ParleyServer: Sendable {
             for name in try await chat.migrate() {
                 logger.info("migration applied", metadata: ["migration": .string(name)])
             }
+            if chat.logShards > 1 {
+                logger.info("the event log has shards: a writer for each", metadata: ["shards": .integer(Int64(chat.logShards))])
+            }
             let sealed = try await chat.sealSecrets()
             if sealed > 0 { logger.info("secrets stored before sealing are sealed now", metadata: ["secrets": .integer(Int64(sealed))]) }
             return (store, chat)
