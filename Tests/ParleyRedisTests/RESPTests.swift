@@ -107,5 +107,31 @@ struct BusCodecTests {
         // A link that is not a span.
         let backwards = Array("PB1".utf8) + [0, 0, 0, 0] + [1] + [0, 0, 0, 0, 0, 0, 0, 9] + [0, 0, 0, 0, 0, 0, 0, 9] + [0, 0, 0, 0]
         #expect(throws: BusCodec.DecodingError.self) { _ = try BusCodec.decode(backwards) }
+        // A shard that is not one of its log's, or a log of one shard sent as several.
+        for (shard, shards): (UInt8, UInt8) in [(4, 4), (0, 1), (0, 65)] {
+            let outside = Array("PB1".utf8) + [0, 0, 0, 0] + [2, shard, shards] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 9] + [0, 0, 0, 0]
+            #expect(throws: BusCodec.DecodingError.self, "shard \(shard) of \(shards)") { _ = try BusCodec.decode(outside) }
+        }
+    }
+
+    /// A log of several shards (decision 0026, part 4): the link names its shard; a log of one
+    /// shard is sent exactly as before shards (flag 1), so older nodes read it.
+    @Test func aShardedLinkRoundTripsAndAOneShardLinkIsUnchanged() throws {
+        let sharded = BusCodec.Message(node: "n_1", link: EventLink(shard: 3, shards: 4, previous: 7, last: 11), publications: Self.everyKind)
+        let decoded = try BusCodec.decode(BusCodec.encode(sharded))
+        #expect(decoded.link == sharded.link && BusCodec.encode(decoded) == BusCodec.encode(sharded))
+        let single = BusCodec.encode(BusCodec.Message(node: "n", link: EventLink(previous: 8, last: 11), publications: []))
+        #expect(single[3 + 4 + 1] == 1, "flag 1 after the magic and the node's name")
+    }
+
+    /// A write to several shards is one part per shard, each with its own events; what has no
+    /// position goes with the first.
+    @Test func aWriteToSeveralShardsIsCutIntoOnePartPerShard() {
+        let links = [EventLink(shard: 1, shards: 4, previous: 1, last: 9), EventLink(shard: 2, shards: 4, previous: 2, last: 6)]
+        let event = { (position: Int64) in Publication.event(position: position, conversation: 1, audience: .members(conversation: 1), joins: nil, leaves: nil, frame: []) }
+        let parts = EventLink.parts(of: [event(5), event(6), .uploadWanted(user: 1, clientID: "x"), event(9)], links: links)
+        #expect(parts.map { $0.link } == links)
+        #expect(parts.map { $0.publications.compactMap(\.position) } == [[5, 9], [6]])
+        #expect(parts[0].publications.count == 3, "the upload news rides with the first shard's part")
     }
 }
