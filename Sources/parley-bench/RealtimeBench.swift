@@ -269,8 +269,9 @@ func connectDevice(url: String, appKey: String, token: String, from source: Sock
                    onClose: @escaping @Sendable () -> Void = {}, onText: @escaping @Sendable (String) -> Void) async throws -> WebSocket {
     let ready = Completion<Void>()
     let isReady = LockedValue(false)
-    // `ready` by its first key (sorted): `epoch` since epochs, `heartbeatSeconds` before.
-    let readyPrefixes = [Array(#"{"epoch":"#.utf8), Array(#"{"heartbeatSeconds":"#.utf8)]
+    // `ready` by its first key (sorted): `cursor` since cursors, `epoch` since epochs,
+    // `heartbeatSeconds` before.
+    let readyPrefixes = [Array(#"{"cursor":"#.utf8), Array(#"{"epoch":"#.utf8), Array(#"{"heartbeatSeconds":"#.utf8)]
     let handler = WebSocketHandler(
         onMessage: { _, message in
             guard case .text(let text) = message else { return }

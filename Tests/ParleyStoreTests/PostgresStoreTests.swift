@@ -320,18 +320,7 @@ struct PostgresStoreTests {
             try await nodeB.write { db in try db.fetchValue(Int64.self, "INSERT INTO event (node) VALUES ('b') RETURNING position") ?? 0 }
         }
         // Wait until B has either committed or is waiting for A's lock.
-        let finishedB = LockedFlag()
-        Task { _ = try? await writeB.value; finishedB.set() }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !finishedB.isSet, ContinuousClock.now < deadline {
-            let waiting = try await reader.read { db in
-                try db.fetchValue(Int64.self, """
-                    SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'
-                    """) ?? 0
-            }
-            if waiting > 0 { break }
-            await Task.yield()
-        }
+        try await committedOrWaitingForALock(writeB, seenBy: reader)
 
         // What a device catching up would see now: every position up to committed-up-to.
         let (committed, visible) = try await reader.read { db in
@@ -406,18 +395,7 @@ extension PostgresStoreTests {
         let writeB = Task {
             try await nodeB.write(shard: 1, { db in try db.fetchValue(Int64.self, append("b", 1)) ?? 0 }, afterCommit: { _ in })
         }
-        let finishedB = LockedFlag()
-        Task { _ = try? await writeB.value; finishedB.set() }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !finishedB.isSet, ContinuousClock.now < deadline {
-            let waiting = try await reader.read { db in
-                try db.fetchValue(Int64.self, """
-                    SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'
-                    """) ?? 0
-            }
-            if waiting > 0 { break }
-            await Task.yield()
-        }
+        try await committedOrWaitingForALock(writeB, seenBy: reader)
 
         let (committed, visible) = try await reader.read { db in
             (try db.fetchValue(Int64.self, newestOfShard1) ?? 0,
@@ -435,6 +413,23 @@ extension PostgresStoreTests {
         } else {
             #expect(missed == [positionA], "without the shard's lock, A's position \(positionA) commits below the reader's \(committed)")
         }
+    }
+}
+
+/// Returns once `write` has finished or some transaction of the database waits for an
+/// advisory lock (as `reader` sees in `pg_stat_activity`), within 10 s.
+private func committedOrWaitingForALock(_ write: Task<Int64, any Error>, seenBy reader: PostgresStore) async throws {
+    let finished = LockedFlag()
+    Task { _ = try? await write.value; finished.set() }
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !finished.isSet, ContinuousClock.now < deadline {
+        let waiting = try await reader.read { db in
+            try db.fetchValue(Int64.self, """
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'
+                """) ?? 0
+        }
+        if waiting > 0 { return }
+        await Task.yield()
     }
 }
 
