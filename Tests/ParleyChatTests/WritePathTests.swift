@@ -195,6 +195,35 @@ struct RetryTests {
         #expect(retried.created)
     }
 
+    /// In a log of several shards a write declared for one conversation runs on that shard's
+    /// writer; one that appends an event to another shard's conversation is refused whole, since
+    /// it would commit outside that shard's order (decision 0026, part 4). PostgreSQL only: a
+    /// SQLite log has one shard.
+    @Test func aWriteDeclaredForOneShardCannotAppendToAnother() async throws {
+        guard TestEngine.isPostgres else { return }
+        let harness = try await ChatHarness.make { $0.logShards = 4 }
+        defer { harness.tearDown() }
+        let chat = harness.chat
+        #expect(chat.logShards == 4)
+        let (alice, _) = try await harness.register("alice")
+        var rooms: [Conversation] = []
+        while Set(rooms.map { chat.shard(of: $0.id) }).count < 2 {
+            rooms.append(try await chat.createConversation(alice, CreateConversationRequest(kind: .group, title: "r\(rooms.count)")).0)
+        }
+        let here = try #require(rooms.first)
+        let there = try #require(rooms.first { chat.shard(of: $0.id) != chat.shard(of: here.id) })
+        let events = { try await chat.events(alice, conversation: there.id, afterSeq: 0, limit: 100).records.count }
+        let before = try await events()
+        let appendThere: @Sendable (Transaction) throws -> Void = { tx in
+            let key = try tx.fetchValue(Int64.self, "SELECT id FROM conversation WHERE public_id = \(there.id.rawValue)") ?? 0
+            try tx.append(conversation: key, kind: .conversationCreated, actor: nil, now: 0)
+        }
+        await #expect(throws: StoreError.self) { try await chat.write(in: here.id, appendThere) }
+        #expect(try await events() == before, "nothing of the refused write was stored")
+        try await chat.write(in: there.id, appendThere)
+        #expect(try await events() == before + 1, "declared for its own conversation, the same write commits")
+    }
+
     @Test func anUnknownStoredValueIsAnErrorNotRelabelled() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }

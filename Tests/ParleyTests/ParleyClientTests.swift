@@ -89,6 +89,19 @@ struct ParleyClientTests {
         return (server, alice, bob)
     }
 
+    /// A fresh server; `username` registered on a client that keeps its state in a file (the
+    /// file's path returned, for a relaunch), `other` on one in memory.
+    func savedInAFile(_ username: String, beside other: String) async throws -> (ServerProcess, String, ParleyClient, ParleyClient) {
+        let server = ServerProcess()
+        try server.start()
+        let file = NSTemporaryDirectory() + "parley-state-\(UUID().uuidString)/state.json"
+        let saved = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
+        try await saved.register(username: username, password: "correct horse battery")
+        let another = ParleyClient(server: server.url, appKey: server.appKey)
+        try await another.register(username: other, password: "correct horse battery")
+        return (server, file, saved, another)
+    }
+
     /// Connects each client and waits until it is online.
     func connectUntilOnline(_ clients: ParleyClient...) async throws {
         for client in clients {
@@ -220,14 +233,8 @@ struct ParleyClientTests {
     /// The client keeps a cursor (one position per shard of the server's log) and resumes from
     /// it; a state saved by an SDK before cursors (a position only) resumes from that position.
     @Test func aStateSavedBeforeCursorsResumesFromItsPositionThenKeepsACursor() async throws {
-        let server = ServerProcess()
+        let (server, file, bob, alice) = try await savedInAFile("bob", beside: "alice")
         defer { withExtendedLifetime(server) {} }
-        try server.start()
-        let file = NSTemporaryDirectory() + "parley-state-\(UUID().uuidString)/state.json"
-        let bob = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
-        try await bob.register(username: "bob", password: "correct horse battery")
-        let alice = ParleyClient(server: server.url, appKey: server.appKey)
-        try await alice.register(username: "alice", password: "correct horse battery")
         _ = try await alice.directConversation(with: "bob")
         try await connectUntilOnline(bob)
         await bob.disconnect()
@@ -261,14 +268,8 @@ struct ParleyClientTests {
     }
 
     @Test func aSendMadeOfflineSurvivesARelaunchInAPrivateFile() async throws {
-        let server = ServerProcess()
+        let (server, file, first, bob) = try await savedInAFile("ana", beside: "bob")
         defer { withExtendedLifetime(server) {} }
-        try server.start()
-        let file = NSTemporaryDirectory() + "parley-state-\(UUID().uuidString)/state.json"
-        let first = ParleyClient(server: server.url, appKey: server.appKey, store: FileStateStore(path: file))
-        try await first.register(username: "ana", password: "correct horse battery")
-        let bob = ParleyClient(server: server.url, appKey: server.appKey)
-        try await bob.register(username: "bob", password: "correct horse battery")
         let chat = try await first.directConversation(with: "bob")
         let clientID = try await first.send(.location(Location(latitude: 52.52, longitude: 13.405)), to: chat.id)  // never connected
         let attributes = try FileManager.default.attributesOfItem(atPath: file)
