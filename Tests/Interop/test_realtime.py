@@ -198,6 +198,11 @@ def test_a_device_resumes_from_its_cursor_and_a_client_before_cursors_from_its_p
     assert status == 200 and listed["liveCursor"] == by_cursor.ready["cursor"]
     status, refused = bob.get("/v1/events?after=0,1")
     assert status == 400 and "has 1 shard:" in refused["error"]["message"], refused
+    # Not a cursor at all: named, and nothing read.
+    for bad, says in (("x", "one position per shard"), ("-1", "must not be negative"), (",".join(["0"] * 65), "more positions"),
+                      ("3,3", "not of shard 0")):
+        status, refused = bob.get(f"/v1/events?after={bad}")
+        assert status == 400 and says in refused["error"]["message"], (bad, refused)
 
     # Two shards asked of a log of one: another log's cursor, answered with a resync (reload,
     # then continue from the cursor it gives), never a replay into the wrong history.
