@@ -289,6 +289,11 @@ enum Metrics {
                    "Times the writer waited for PostgreSQL: round trips per write is this over parley_store_writes_total.",
                    [("", "\(roundTrips)")])
         }
+        if let runAgain = store.batchesRunAgain {
+            metric("parley_store_batches_run_again_total", "counter",
+                   "Write batches rolled back whole because one write failed after it changed something, and run again without it.",
+                   [("", "\(runAgain)")])
+        }
         return out
     }
 

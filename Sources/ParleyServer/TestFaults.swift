@@ -82,4 +82,5 @@ final class TestFaultStore: GroupCommitStore {
     func reclaim() async { await base.reclaim() }
     var commitStatistics: (writes: Int, transactions: Int) { base.commitStatistics }
     var writeRoundTrips: Int? { base.writeRoundTrips }
+    var batchesRunAgain: Int? { base.batchesRunAgain }
 }

@@ -39,6 +39,17 @@ package final class WriteJob: @unchecked Sendable {
         }
     }
 
+    /// Runs the body and returns its error without telling the caller, so an engine that rolls
+    /// the whole batch back can run it again (``Store/write(_:)``: a body may run more than once).
+    package func attempt(_ connection: any Database) -> (any Error)? {
+        do {
+            try body(connection)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// The transaction committed: runs the after-commit hook, then resumes the caller.
     package func succeed() { resume(.success(())) }
     /// The transaction did not commit.

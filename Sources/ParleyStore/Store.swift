@@ -5,6 +5,12 @@
 /// transaction: it commits when the closure returns and rolls back when it throws. Engines
 /// may commit several callers' writes together (group commit); each caller still sees its
 /// own closure as atomic, and `write` returns only after the commit is durable.
+///
+/// A `write` closure may run more than once before it commits: an engine that commits a batch
+/// without a savepoint per write rolls the whole batch back when one write fails after it
+/// changed something, and runs the others again (PostgreSQL, docs/decisions/0026, part 5). So
+/// a closure changes nothing outside its transaction (what it must do once goes in its
+/// after-commit hook), and what it takes from elsewhere it keeps for its next run.
 package protocol Store: Sendable {
     /// Runs `body` in a read-only transaction that sees a consistent snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T) async throws -> T
@@ -250,9 +256,15 @@ package protocol GroupCommitStore: Store {
     /// How many times the writer waited for a database server (round trips); nil for an
     /// engine in the process (`/metrics`: `parley_store_round_trips_total`).
     var writeRoundTrips: Int? { get }
+    /// How many batches were rolled back whole because one write failed after it changed
+    /// something, and run again without it; nil for an engine that never does
+    /// (`/metrics`: `parley_store_batches_run_again_total`).
+    var batchesRunAgain: Int? { get }
 }
 
 extension GroupCommitStore {
     /// In the process: no round trips.
     package var writeRoundTrips: Int? { nil }
+    /// A savepoint per write: a batch is never run again.
+    package var batchesRunAgain: Int? { nil }
 }

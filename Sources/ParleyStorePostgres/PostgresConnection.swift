@@ -152,6 +152,7 @@ final class PostgresConnection: Database {
         readUnanswered()
         let (text, bindings) = sql.rendered { "$\($0)" }
         let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
+        noteChange(text)
         if !pending.isEmpty {
             let name = try preparedName(key, handle: handle, pipelined: true)
             guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
@@ -259,7 +260,42 @@ final class PostgresConnection: Database {
 
     /// The write whose statements are being sent: its place in the engine's batch, set before
     /// each write runs.
-    var currentWrite = 0
+    var currentWrite = 0 {
+        didSet { currentWriteChanged = false }
+    }
+
+    /// Whether the current write sent a statement that may have changed something: anything
+    /// but a `SELECT`. A write that fails before its first such statement leaves the
+    /// transaction as it found it, so a batch without savepoints goes on without it.
+    private(set) var currentWriteChanged = false
+
+    private func noteChange(_ text: String) {
+        if !currentWriteChanged && !Self.isSelect(text) { currentWriteChanged = true }
+    }
+
+    /// Whether `text` is a `SELECT` (its first word, after any white space, in any case). A
+    /// `SELECT` may still take a lock or draw from a sequence; neither is undone by a rollback
+    /// to a savepoint either, and both end with the transaction.
+    static func isSelect(_ text: String) -> Bool {
+        let space: Set<UInt8> = [0x20, 0x0A, 0x09, 0x0D]
+        let word = Array(text.utf8.drop(while: space.contains).prefix(7))
+        guard word.count >= 6, zip(word, "select".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return false }
+        return word.count == 6 || space.contains(word[6]) || word[6] == UInt8(ascii: "(")
+    }
+
+    /// Whether the transaction failed: a statement was refused, and the server ignores
+    /// everything until it is rolled back (read after every answer owed was read).
+    var transactionFailed: Bool {
+        guard let handle else { return true }
+        return PQtransactionStatus(handle) == PQTRANS_INERROR
+    }
+
+    /// Whether a statement was sent and not yet answered.
+    var owesAnswers: Bool { !pending.isEmpty }
+
+    /// Batches still to commit with a savepoint per write (a batch that was run again makes
+    /// the next ones safe first: docs/decisions/0026, part 5).
+    var batchesWithSavepoints = 0
 
     /// A queued statement's failure, and the write that queued it.
     struct QueuedFailure {
@@ -293,6 +329,7 @@ final class PostgresConnection: Database {
         }
         let (text, bindings) = sql.rendered { "$\($0)" }
         let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
+        noteChange(text)
         let name = try preparedName(key, handle: handle, pipelined: true)
         guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
         pending.append(Pending(text: text, isControl: false, write: currentWrite))

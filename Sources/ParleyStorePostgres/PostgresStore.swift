@@ -59,6 +59,8 @@ package final class PostgresStore: GroupCommitStore {
     private let configuration: Configuration
     private let readers: WorkerThread<ReadJob<PostgresConnection>>
     private let batchSizes = BatchStatistics()
+    /// Batches rolled back whole and run again (their `transactions`), and the writes in them.
+    private let batchesRerun = BatchStatistics()
     private let writerRoundTrips: RoundTrips
     private let readerRoundTrips: [RoundTrips]
     private let url: String
@@ -95,13 +97,14 @@ package final class PostgresStore: GroupCommitStore {
             throw StoreError.cannotOpen("\(redactedURL): \(cause)")
         }
         let statistics = batchSizes
+        let runAgain = batchesRerun
         self.configuration = configuration
         writerRoundTrips = writeConnection.roundTrips
         let beginAll = LockedValue(Self.begin(locking: configuration.takesLogLock ? [0] : []))
         self.beginAll = beginAll
         writer = WorkerThread(name: "pg-writer", contexts: [writeConnection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
             statistics.record(jobs.count)
-            Self.commit(jobs, on: connection, begin: beginAll.withLock { $0 })
+            Self.commit(jobs, on: connection, begin: beginAll.withLock { $0 }, runAgain: runAgain)
         }
         readerRoundTrips = readConnections.map(\.roundTrips)
         readers = WorkerThread(name: "pg-reader", contexts: readConnections, maxBatch: 1) { connection, jobs in
@@ -170,13 +173,14 @@ package final class PostgresStore: GroupCommitStore {
         var writers: [WorkerThread<WriteJob>] = []
         var trips: [RoundTrips] = []
         let statistics = batchSizes
+        let runAgain = batchesRerun
         for shard in 0..<shards {
             let connection = (try? PostgresConnection(conninfo: url)) ?? PostgresConnection(unconnected: url)
             trips.append(connection.roundTrips)
             let begin = Self.begin(locking: locks ? [shard] : [])
             writers.append(WorkerThread(name: "pg-writer-s\(shard)", contexts: [connection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
                 statistics.record(jobs.count)
-                Self.commit(jobs, on: connection, begin: begin)
+                Self.commit(jobs, on: connection, begin: begin, runAgain: runAgain)
             })
         }
         shardRoundTrips.withLock { $0 = trips }
@@ -267,6 +271,11 @@ package final class PostgresStore: GroupCommitStore {
     package var commitStatistics: (writes: Int, transactions: Int) { batchSizes.snapshot() }
 
     /// How many times the writer has waited for PostgreSQL (round trips, every write together).
+    package var batchesRunAgain: Int? { batchesRerun.snapshot().transactions }
+
+    /// Writes that ran once in a batch that was rolled back whole, and ran again.
+    package var writesRunAgain: Int { batchesRerun.snapshot().writes }
+
     package var writeRoundTrips: Int? { writerRoundTrips.total + shardRoundTrips.withLock { $0.reduce(0) { $0 + $1.total } } }
 
     /// How many times the readers have waited for PostgreSQL (round trips, every read together).
@@ -284,6 +293,104 @@ package final class PostgresStore: GroupCommitStore {
 
     // MARK: - Group commit
 
+    /// Batches committed with a savepoint per write after one was run again, before the
+    /// writer tries without them once more: a stream of writes that fail after they changed
+    /// something costs their neighbours a second run at most once in this many batches.
+    static let savepointBatchesAfterRunAgain = 32
+
+    /// One transaction for the batch, without a savepoint per write when the writer can
+    /// (``commitWithoutSavepoints(_:on:begin:)``), else with one
+    /// (``commitWithSavepoints(_:on:begin:)``).
+    private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String,
+                               runAgain: BatchStatistics) {
+        guard jobs.count > 1, connection.batchesWithSavepoints == 0 else {
+            if jobs.count > 1 { connection.batchesWithSavepoints -= 1 }
+            commitWithSavepoints(jobs, on: connection, begin: begin)
+            return
+        }
+        guard let (rest, ranTwice) = commitWithoutSavepoints(jobs, on: connection, begin: begin) else { return }
+        runAgain.record(ranTwice)
+        connection.batchesWithSavepoints = savepointBatchesAfterRunAgain
+        if !rest.isEmpty { commitWithSavepoints(rest, on: connection, begin: begin) }
+    }
+
+    /// The batch in one transaction with no savepoints: a savepoint per write is two more
+    /// statements and a subtransaction, whose row locks (a foreign key's check locks its
+    /// parent row) PostgreSQL keeps as MultiXacts; without them a batch of sends costs
+    /// PostgreSQL about a quarter less (docs/decisions/0026, part 5).
+    ///
+    /// A write that fails before it changed anything (a refusal after its reads, the common
+    /// failure) is answered and the batch goes on. A write that fails after it changed
+    /// something, or whose statement was refused (which fails the transaction), can be undone
+    /// only with everything: the transaction rolls back, that write gets its error, and the
+    /// writes not yet answered are returned, to be run again. Every statement in the pipeline
+    /// carries the place of its write, so the failed write is known whichever wait found it.
+    ///
+    /// - Returns: nil when every write was answered; else the writes still to run, in order,
+    ///   and how many of them had run already.
+    private static func commitWithoutSavepoints(_ jobs: [WriteJob], on connection: PostgresConnection,
+                                                begin: String) -> (rest: [WriteJob], ranTwice: Int)? {
+        connection.currentWrite = 0
+        do {
+            try Self.begin(begin, on: connection)
+        } catch {
+            rollBack(connection)
+            for job in jobs { job.fail(error) }
+            return nil
+        }
+        // The writes that ran and are not answered yet, with their place in the batch.
+        var ran: [(index: Int, job: WriteJob)] = []
+        /// Rolls back, answers the write at `failed` with `error`, and returns every other
+        /// write that ran, then `rest`.
+        func runAgain(failed: Int, error: any Error, rest: ArraySlice<WriteJob>) -> (rest: [WriteJob], ranTwice: Int) {
+            rollBack(connection)
+            var again: [WriteJob] = []
+            for entry in ran {
+                if entry.index == failed { entry.job.fail(error) } else { again.append(entry.job) }
+            }
+            let ranTwice = again.count + (rest.first.map { _ in rest.startIndex == failed ? 0 : 1 } ?? 0)
+            for (index, job) in zip(rest.indices, rest) {
+                if index == failed { job.fail(error) } else { again.append(job) }
+            }
+            return (again, ranTwice)
+        }
+        for (index, job) in jobs.enumerated() {
+            connection.currentWrite = index
+            let thrown = job.attempt(connection)
+            // A wait of this write that found an earlier write's statement failed (its own
+            // statements were skipped with it, and it threw).
+            if let earlier = connection.takeEarlierFailure() {
+                return runAgain(failed: earlier.write, error: earlier.error, rest: jobs[index...])
+            }
+            guard let thrown else {
+                ran.append((index, job))
+                continue
+            }
+            // What is still owed is read now: an earlier write's failure there is the cause.
+            if connection.owesAnswers, let found = connection.abandonPending() {
+                return runAgain(failed: found.write, error: found.error, rest: jobs[index...])
+            }
+            if !connection.currentWriteChanged && !connection.transactionFailed && connection.isConnected {
+                job.fail(thrown)
+                continue
+            }
+            return runAgain(failed: index, error: thrown, rest: jobs[index...])
+        }
+        do {
+            if let failure = try StoreMetrics.timedCommit({ try connection.flush(then: ["COMMIT"]) }) {
+                return runAgain(failed: failure.write, error: failure.error, rest: [])
+            }
+        } catch {
+            // COMMIT's answer never came: it may or may not have committed; the callers are
+            // told to retry (every write a client retries is idempotent by its client id).
+            rollBack(connection)
+            for entry in ran { entry.job.fail(error) }
+            return nil
+        }
+        for entry in ran { entry.job.succeed() }
+        return nil
+    }
+
     /// One transaction for the batch. Every wait for the server is a round trip, so they are
     /// merged: BEGIN, the lock and the first savepoint go together; a write's queued statements
     /// (``Database/enqueue(_:)``) travel with its next wait, and what it still owes at its end
@@ -293,7 +400,7 @@ package final class PostgresStore: GroupCommitStore {
     /// savepoint, the failed write gets its error and the next, whose statements were skipped,
     /// a retryable one (``Chat/run`` tries it again in a later batch). At most one write is
     /// unconfirmed: one that made no wait of its own waits at its end.
-    private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
+    private static func commitWithSavepoints(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
         let several = jobs.count > 1
         connection.currentWrite = 0
         do {

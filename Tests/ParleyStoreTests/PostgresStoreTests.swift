@@ -156,6 +156,81 @@ struct PostgresStoreTests {
         #expect(retried.withLock { $0 } > 0, "some write was confirmed by the next and found failed there")
     }
 
+    @Test func aBatchHasNoSavepointsAndAWriteThatFailsAfterChangingSomethingHasTheOthersRunAgain() async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let store = try PostgresStore(url: database.conninfo)
+        defer { store.close() }
+        try await store.write { db in try db.execute("CREATE TABLE item (owner bigint NOT NULL, n bigint NOT NULL, UNIQUE (owner, n))") }
+        let runs = LockedValue(0)
+        /// Runs `count` writes at once, each `body` with its number; answers which succeeded.
+        func together(_ count: Int, _ body: @escaping @Sendable (any Database, Int) throws -> Void) async -> [Int: Result<Void, any Error>] {
+            await withTaskGroup(of: (Int, Result<Void, any Error>).self) { group in
+                for writer in 0..<count {
+                    group.addTask {
+                        do {
+                            try await store.write { db in
+                                runs.withLock { $0 += 1 }
+                                try body(db, writer)
+                            }
+                            return (writer, .success(()))
+                        } catch {
+                            return (writer, .failure(error))
+                        }
+                    }
+                }
+                return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+        }
+        func stored() async throws -> [Int64] {
+            try await store.read { db in try db.fetchAll("SELECT owner FROM item ORDER BY owner").map { try $0.get("owner", as: Int64.self) } }
+        }
+
+        // Writes refused after their reads (the common failure) change nothing: each is
+        // answered alone and the batch goes on, so no body runs twice.
+        let before = store.commitStatistics
+        let refused = await together(300) { db, writer in
+            _ = try db.fetchAll("SELECT count(*) FROM item WHERE owner = \(writer)")
+            if writer % 5 == 0 { throw Planned() }
+            try db.enqueue("INSERT INTO item (owner, n) VALUES (\(writer), 1)")
+        }
+        #expect(store.commitStatistics.transactions - before.transactions < 300, "writes were batched")
+        let planned: [Int] = refused.compactMap { writer, outcome in
+            guard case .failure(let error) = outcome, error is Planned else { return nil }
+            return writer
+        }
+        #expect(planned.sorted() == (0..<300).filter { $0 % 5 == 0 })
+        #expect(try await stored() == (0..<300).filter { $0 % 5 != 0 }.map(Int64.init))
+        #expect(runs.withLock { $0 } == 300, "no write ran twice")
+        #expect(store.batchesRunAgain == 0)
+
+        // A write that fails after it changed something (every 9th throws after its insert;
+        // every 13th breaks a constraint, which fails the transaction) can only be undone with
+        // its batch: the batch rolls back, that write gets its own error, and the others run
+        // again and are stored once.
+        runs.withLock { $0 = 0 }
+        let mixed = await together(300) { db, writer in
+            let owner = 1_000 + writer
+            try db.enqueue("INSERT INTO item (owner, n) VALUES (\(owner), 1)")
+            if writer % 9 == 0 { throw Planned() }
+            if writer % 13 == 0 { try db.enqueue("INSERT INTO item (owner, n) VALUES (\(owner), 1)") }
+            _ = try db.fetchAll("SELECT n FROM item WHERE owner = \(owner)")
+        }
+        for (writer, outcome) in mixed {
+            switch outcome {
+            case .success: #expect(writer % 9 != 0 && writer % 13 != 0, "writer \(writer) succeeded")
+            case .failure(let error as StoreError): #expect(writer % 13 == 0 && writer % 9 != 0 && error.isConstraintViolation, "writer \(writer): \(error)")
+            case .failure(let error): #expect(writer % 9 == 0 && error is Planned, "writer \(writer): \(error)")
+            }
+        }
+        let good: [Int64] = (0..<300).filter { (writer: Int) -> Bool in writer % 9 != 0 && writer % 13 != 0 }
+            .map { (writer: Int) -> Int64 in Int64(1_000 + writer) }
+        let after: [Int64] = try await stored().filter { $0 >= 1_000 }
+        #expect(after == good, "every other write stored once")
+        #expect((store.batchesRunAgain ?? 0) > 0, "some failing write shared its batch")
+        #expect(runs.withLock { $0 } == 300 + store.writesRunAgain, "a write ran twice only when its batch was run again")
+    }
+
     @Test func aReadOfOneStatementIsOneRoundTripAndSeesOneSnapshot() async throws {
         let database = try freshDatabase()
         defer { database.drop() }
@@ -438,4 +513,17 @@ private final class LockedFlag: @unchecked Sendable {
     private var value = false
     func set() { lock.withLock { value = true } }
     var isSet: Bool { lock.withLock { value } }
+}
+
+/// What a batch without savepoints may go on after: a write that sent only `SELECT`s.
+struct PostgresStatementKindTests {
+    @Test func aSelectIsKnownByItsFirstWordWhateverItsCaseAndSpacing() {
+        for text in ["SELECT 1", "select count(*) FROM item", "\n  Select\tx FROM y", "SELECT(1)", "SELECT"] {
+            #expect(PostgresConnection.isSelect(text), "\(text)")
+        }
+        for text in ["INSERT INTO item VALUES (1)", "WITH m AS (INSERT INTO x DEFAULT VALUES) SELECT 1", "SELECTED", "SELEC", "",
+                     "UPDATE item SET n = 1", "  delete FROM item"] {
+            #expect(!PostgresConnection.isSelect(text), "\(text)")
+        }
+    }
 }
