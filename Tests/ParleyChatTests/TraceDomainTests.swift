@@ -1,6 +1,7 @@
 import Foundation
 @testable import ParleyChat
 import ParleyChatTesting
+import ParleyStore
 import ParleyWire
 import Testing
 
@@ -79,6 +80,42 @@ struct TraceDomainTests {
         #expect(routed.allSatisfy { $0.1.reason?.hasPrefix("3 devices reached on this node") == true })
         #expect(Set(routed.map(\.0)).isSubset(of: Set(members.map(\.userID))))
         #expect(trace.recipients.filter { $0.outcome == "socket" }.count == 2)
+    }
+
+    @Test func aFlushWritesEveryRowInOneStatementAsRecordedMissingValuesAndAwkwardTextIncluded() async throws {
+        let harness = try await ChatHarness.make { $0.nodeName = "node \"quoted\" \\ é" }
+        defer { harness.tearDown() }
+        let recorder = harness.chat.traceRecorder
+        let awkward = "quote \" backslash \\ newline \n tab \t emoji 👋 nul-free ' apostrophe"
+        var rows: [TraceRecorder.Row] = []
+        for index in 0..<150 {
+            let step = index % 2 == 0 ? "committed" : "routed"
+            rows.append(TraceRecorder.Row(position: Int64(index + 1), step: step, at: Int64(1_000 + index)))
+        }
+        rows.append(TraceRecorder.Row(position: 7, conversation: 42, step: "receipt", user: 3, session: 4, device: "apns:\(awkward)",
+                                      devices: "1:2,3:4:5:6", at: 2_000, detail: awkward))
+        recorder.record(rows)
+        #expect(try await harness.chat.tracing.flush() == rows.count)
+        let stored = try await harness.store.read { db in
+            try db.fetchAll("""
+                SELECT position, conversation_id, step, user_id, session_id, device, devices, node, at, detail FROM delivery_trace ORDER BY id
+                """).map { (row: Row) throws -> TraceRecorder.Row in
+                let position: Int64 = try row.get("position")
+                let conversation: Int64? = try row.get("conversation_id")
+                let step: String = try row.get("step")
+                let user: Int64? = try row.get("user_id")
+                let session: Int64? = try row.get("session_id")
+                let device: String? = try row.get("device")
+                let devices: String? = try row.get("devices")
+                let at: Int64 = try row.get("at")
+                let detail: String? = try row.get("detail")
+                return TraceRecorder.Row(position: position, conversation: conversation, step: step, user: user, session: session,
+                                         device: device, devices: devices, at: at, detail: detail)
+            }
+        }
+        #expect(stored == rows, "every row back as recorded, in order")
+        let nodes = try await harness.store.read { db in try db.fetchAll("SELECT DISTINCT node FROM delivery_trace").map { try $0.get("node", as: String.self) } }
+        #expect(nodes == ["node \"quoted\" \\ é"])
     }
 
     @Test func withTracingOffNothingIsRecorded() async throws {

@@ -26,20 +26,60 @@ extension Tracing {
         guard !rows.isEmpty else { return 0 }
         let node = core.traceRecorder.node
         do {
-            // One statement, prepared once, run per row (SQLite) or queued in the pipeline (PostgreSQL).
-            try await write { db in
-                for row in rows {
-                    try db.enqueue("""
-                        INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
-                        VALUES (\(row.position), \(row.conversation), \(row.step), \(row.user), \(row.session), \(row.device), \(row.devices), \(node), \(row.at), \(row.detail))
-                        """)
-                }
-            }
+            // Every row in one statement, whatever their number: each statement costs the
+            // database an execution of its own, and a step a message is a row a send. The rows
+            // travel as one JSON parameter, so the statement has one shape (prepared once,
+            // queued in the pipeline on PostgreSQL) and a missing value is a NULL.
+            let json = Self.json(rows, node: node)
+            try await write { db in _ = try db.enqueue(Self.insert(json, dialect: db.dialect)) }
         } catch {
             core.traceRecorder.putBack(rows)
             throw error
         }
         return rows.count
+    }
+
+    /// The rows as a JSON array of objects, a member only for a value that is there.
+    static func json(_ rows: [TraceRecorder.Row], node: String) -> String {
+        var writer = JSONWriter(capacity: rows.count * 96)
+        writer.array { writer in
+            for row in rows {
+                writer.object { writer in
+                    writer.key("position"); writer.integer(row.position)
+                    if let conversation = row.conversation { writer.key("conversation_id"); writer.integer(conversation) }
+                    writer.key("step"); writer.string(row.step)
+                    if let user = row.user { writer.key("user_id"); writer.integer(user) }
+                    if let session = row.session { writer.key("session_id"); writer.integer(session) }
+                    if let device = row.device { writer.key("device"); writer.string(device) }
+                    if let devices = row.devices { writer.key("devices"); writer.string(devices) }
+                    writer.key("node"); writer.string(node)
+                    writer.key("at"); writer.integer(row.at)
+                    if let detail = row.detail { writer.key("detail"); writer.string(detail) }
+                }
+            }
+        }
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// One `INSERT` of every row in `json` (``json(_:node:)``).
+    static func insert(_ json: String, dialect: SQLDialect) -> SQL {
+        switch dialect {
+        case .postgres:
+            """
+            INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
+            SELECT position, conversation_id, step, user_id, session_id, device, devices, node, at, detail
+            FROM json_to_recordset(\(json)::json) AS r(position bigint, conversation_id bigint, step text, user_id bigint,
+                                                       session_id bigint, device text, devices text, node text, at bigint, detail text)
+            """
+        case .sqlite:
+            """
+            INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
+            SELECT value ->> '$.position', value ->> '$.conversation_id', value ->> '$.step', value ->> '$.user_id',
+                   value ->> '$.session_id', value ->> '$.device', value ->> '$.devices', value ->> '$.node', value ->> '$.at',
+                   value ->> '$.detail'
+            FROM json_each(\(json))
+            """
+        }
     }
 
     /// Removes steps older than the retention; returns how many.
