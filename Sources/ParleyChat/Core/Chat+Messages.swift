@@ -570,8 +570,9 @@ extension Chat {
         // The seq from the conversation's counter (EventLog rule 1), the message, its event
         // (which moves the conversation's activity), the sender's own watermarks, the
         // full-text entry, and the attachments when there are any. On PostgreSQL the first
-        // three are one statement and the rest travel in the pipeline (Database.enqueue):
-        // a send waits once here, and for a reply or a mention once more.
+        // five are one statement (each statement costs PostgreSQL an execution of its own) and
+        // the rest travel in the pipeline (Database.enqueue): a send waits once here, and for
+        // a reply or a mention once more.
         try Validate.pollCloses(prepared.value, now: now)
         // A reply counts in its root (whose row lock orders concurrent replies) and is read by its author.
         var payload = EventPayload()
@@ -600,10 +601,15 @@ extension Chat {
         let position: Int64
         switch tx.dialect {
         case .postgres:
-            guard let appended = try tx.appendInserting("""
+            // The sender has seen their own message on the device that sent it.
+            var rows: SQL = """
                 counter AS (\(EventLog.nextSeqStatement(conversation: access.key))),
-                inserted AS (INSERT INTO \(columns) SELECT \(values(seq: "counter.last_seq")) FROM counter RETURNING id, seq)
-                """, conversation: access.key, kind: .messageCreated, actor: caller.userKey, recipient: shadow ? caller.userKey : nil,
+                inserted AS (INSERT INTO \(columns) SELECT \(values(seq: "counter.last_seq")) FROM counter RETURNING id, seq),
+                marked AS (UPDATE member SET delivered_seq = counter.last_seq, read_seq = counter.last_seq, last_posted_at = \(now)
+                           FROM counter WHERE member.conversation_id = \(access.key) AND member.user_id = \(caller.userKey))
+                """
+            if let search = FullTextSearch.postgresInsertingEntry(text: prepared.searchable) { rows = rows + ", " + search }
+            guard let appended = try tx.appendInserting(rows, conversation: access.key, kind: .messageCreated, actor: caller.userKey, recipient: shadow ? caller.userKey : nil,
                 payload: payload, now: now, activity: activity) else { throw ChatError.conversationNotFound }
             (seq, key, position) = (appended.seq, appended.message, appended.position)
         case .sqlite:
@@ -636,12 +642,14 @@ extension Chat {
                                 actorID: caller.userID.rawValue, createdAt: now, message: shared, payload: payload)
         tx.provide(AppendedEvent(record: event, conversationKey: access.key, conversationKind: access.kind, userKey: nil,
                                  recipient: shadow ? caller.userKey : nil))
-        // The sender has seen their own message on the device that sent it.
-        try tx.enqueue("""
-            UPDATE member SET delivered_seq = \(seq), read_seq = \(seq), last_posted_at = \(now)
-            WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
-            """)
-        try FullTextSearch.index(tx, message: key, text: prepared.searchable)
+        if tx.dialect == .sqlite {
+            // The sender has seen their own message on the device that sent it (PostgreSQL: above).
+            try tx.enqueue("""
+                UPDATE member SET delivered_seq = \(seq), read_seq = \(seq), last_posted_at = \(now)
+                WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+                """)
+            try FullTextSearch.index(tx, message: key, text: prepared.searchable)
+        }
         if !media.isEmpty { try setMedia(tx, message: key, keys: media, now: now) }
         if let previewLink { try enqueuePreview(tx, message: key, app: caller.appID, link: previewLink, now: now) }
         return record

@@ -21,13 +21,27 @@ enum FullTextSearch {
         switch db.dialect {
         case .sqlite: try db.enqueue("INSERT INTO message_fts (rowid, body) VALUES (\(key), \(text))")
         case .postgres:
-            let words = folded(Chat.searchWords(text))
-            guard !words.isEmpty else { return }
+            guard let words = postgresWords(text) else { return }
             try db.enqueue("""
-                INSERT INTO message_search (message_id, body) VALUES (\(key), to_tsvector('simple', \(words.joined(separator: " "))))
+                INSERT INTO message_search (message_id, body) VALUES (\(key), to_tsvector('simple', \(words)))
                 ON CONFLICT (message_id) DO UPDATE SET body = excluded.body
                 """)
         }
+    }
+
+    /// PostgreSQL: the words of `text` the index keeps, as `to_tsvector`'s argument; nil when
+    /// there are none (nothing to index).
+    static func postgresWords(_ text: String) -> String? {
+        guard !text.isEmpty else { return nil }
+        let words = folded(Chat.searchWords(text))
+        return words.isEmpty ? nil : words.joined(separator: " ")
+    }
+
+    /// PostgreSQL: a new message's entry as a common table expression of the statement that
+    /// inserts it (`inserted`, answering its `id`), so a send does not run it on its own; nil
+    /// when there is nothing to index.
+    static func postgresInsertingEntry(text: String) -> SQL? {
+        postgresWords(text).map { "searched AS (INSERT INTO message_search (message_id, body) SELECT id, to_tsvector('simple', \($0)) FROM inserted)" }
     }
 
     /// Removes a message's old text from the index (an edit, a delete).

@@ -302,7 +302,7 @@ final class Transaction: Database {
 
     /// Appends a history event of `kind` together with the message it is about, in one
     /// statement and one wait (PostgreSQL): `rows` is data-modifying common table expressions,
-    /// the last named `inserted` answering the new message's `id` and `seq` (the seq taken by
+    /// one named `inserted` answering the new message's `id` and `seq` (the seq taken by
     /// EventLog rule 1 inside `rows`). Otherwise as ``append(conversation:kind:seq:actor:message:user:role:payload:now:activity:recipients:prebuilt:)``,
     /// for a kind whose audience is the members (`recipient`: the one who alone receives it,
     /// for a shadow message). The event is handed over later with ``provide(_:)``, or read back.
