@@ -52,7 +52,13 @@ trap 'rm -rf "$work"' EXIT
 run() {  # tree label
     local tree=$1 label=$2 data="$work/$2-$RANDOM" port key result pid database=()
     if [[ "$postgres" == 1 ]]; then
-        local name="parley_ab_$RANDOM"
+        local name="parley_ab_$RANDOM" old_database
+        # The last run's database goes, and a checkpoint writes its pages now rather than
+        # during this run: each run starts from the same state.
+        for old_database in $(psql "$PARLEY_TEST_POSTGRES_URL" -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'parley_ab_%'"); do
+            psql "$PARLEY_TEST_POSTGRES_URL" -qc "DROP DATABASE $old_database" >/dev/null
+        done
+        psql "$PARLEY_TEST_POSTGRES_URL" -qc "CHECKPOINT" >/dev/null
         psql "$PARLEY_TEST_POSTGRES_URL" -qc "CREATE DATABASE $name" >/dev/null
         database=(--database-url "${PARLEY_TEST_POSTGRES_URL%/*}/$name")
     fi

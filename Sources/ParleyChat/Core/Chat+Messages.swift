@@ -592,25 +592,35 @@ extension Chat {
             \(thread == nil || thread?.alsoInConversation == true ? 1 : 0), \(shadow ? 1 : 0), \(prepared.pollJSON), \(previewOff ? 1 : 0)
             """
         }
-        let columns: SQL = """
-            message (public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
-                     thread_id, thread_root, in_conversation, shadow, poll, link_preview_off)
+        let messageColumns: SQL = """
+            public_id, conversation_id, seq, author_id, client_id, content, metadata, reply_to, created_at,
+            thread_id, thread_root, in_conversation, shadow, poll, link_preview_off
             """
+        let columns: SQL = "message (\(messageColumns))"
         let seq: Int64
         let key: Int64
         let position: Int64
         switch tx.dialect {
         case .postgres:
-            // The sender has seen their own message on the device that sent it.
-            var rows: SQL = """
+            // A send that moves the conversation's activity (most) moves it in the counter's
+            // update, with the message's key and the event's position drawn there.
+            let counted: SQL = activity ? """
+                counter AS (\(tx.counterMovingActivity(conversation: access.key))),
+                inserted AS (INSERT INTO message (id, \(messageColumns)) SELECT counter.message_id, \(values(seq: "counter.last_seq")) FROM counter
+                             RETURNING id, seq)
+                """ : """
                 counter AS (\(EventLog.nextSeqStatement(conversation: access.key))),
-                inserted AS (INSERT INTO \(columns) SELECT \(values(seq: "counter.last_seq")) FROM counter RETURNING id, seq),
+                inserted AS (INSERT INTO \(columns) SELECT \(values(seq: "counter.last_seq")) FROM counter RETURNING id, seq)
+                """
+            // The sender has seen their own message on the device that sent it.
+            var rows: SQL = counted + """
+                ,
                 marked AS (UPDATE member SET delivered_seq = counter.last_seq, read_seq = counter.last_seq, last_posted_at = \(now)
                            FROM counter WHERE member.conversation_id = \(access.key) AND member.user_id = \(caller.userKey))
                 """
             if let search = FullTextSearch.postgresInsertingEntry(text: prepared.searchable) { rows = rows + ", " + search }
             guard let appended = try tx.appendInserting(rows, conversation: access.key, kind: .messageCreated, actor: caller.userKey, recipient: shadow ? caller.userKey : nil,
-                payload: payload, now: now, activity: activity) else { throw ChatError.conversationNotFound }
+                payload: payload, now: now, activity: activity, activityMoved: activity) else { throw ChatError.conversationNotFound }
             (seq, key, position) = (appended.seq, appended.message, appended.position)
         case .sqlite:
             seq = try EventLog.nextSeq(tx, conversation: access.key)

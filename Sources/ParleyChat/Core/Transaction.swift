@@ -212,6 +212,22 @@ final class Transaction: Database {
         "nextval('log_counter') * \(Int64(shards)) + (SELECT shard FROM conversation WHERE id = \(conversation))"
     }
 
+    /// A new message's counter statement that also moves the conversation's activity to it
+    /// (PostgreSQL): it takes the seq (EventLog rule 1) and draws the message's key and its
+    /// event's position ahead of their inserts, so that the row it updates is updated once,
+    /// where the activity was a statement of its own. It answers `last_seq`, `position` and
+    /// `message_id`, for ``appendInserting(_:conversation:kind:actor:recipient:payload:now:activity:)``
+    /// with the counter named `counter`.
+    func counterMovingActivity(conversation: Int64) -> SQL {
+        let position: SQL = shards == 1 ? "nextval(pg_get_serial_sequence('event', 'position'))"
+            : "nextval('log_counter') * \(Int64(shards)) + shard"
+        return """
+            UPDATE conversation SET last_seq = last_seq + 1, last_position = \(position),
+                                    last_message_id = nextval(pg_get_serial_sequence('message', 'id'))
+            WHERE id = \(conversation) RETURNING last_seq, last_position AS position, last_message_id AS message_id
+            """
+    }
+
     /// A write declared for one shard appends only there; anything else is a mistake in the
     /// domain that must not commit (its events would be out of their shard's order).
     private func checkShard(_ position: Int64) throws {
@@ -306,10 +322,13 @@ final class Transaction: Database {
     /// EventLog rule 1 inside `rows`). Otherwise as ``append(conversation:kind:seq:actor:message:user:role:payload:now:activity:recipients:prebuilt:)``,
     /// for a kind whose audience is the members (`recipient`: the one who alone receives it,
     /// for a shadow message). The event is handed over later with ``provide(_:)``, or read back.
+    /// With `activityMoved`, `rows` has ``counterMovingActivity(conversation:)`` as `counter`:
+    /// the event takes the position it drew, and the activity needs no statement of its own.
     ///
     /// - Returns: the message's seq and key and the event's position; nil when `rows` inserted nothing.
     func appendInserting(_ rows: SQL, conversation: Int64, kind: EventKind, actor: Int64, recipient: Int64?,
-                         payload: EventPayload, now: Int64, activity: Bool) throws -> (seq: Int64, message: Int64, position: Int64)? {
+                         payload: EventPayload, now: Int64, activity: Bool,
+                         activityMoved: Bool = false) throws -> (seq: Int64, message: Int64, position: Int64)? {
         guard let rule = kind.rule, rule.history, rule.audience == .members else {
             throw StoreError.decoding("appendInserting is for history events every member receives, not \(kind.rawValue)")
         }
@@ -321,7 +340,14 @@ final class Transaction: Database {
         let prior: SQL = !notesPrevious ? "NULL"
             : shards == 1 ? "(SELECT coalesce(max(position), 0) FROM event)"
             : SQL(stringLiteral: "(\(EventLog.newestStatement(shard: shard ?? 0, shards: shards)))")
-        let insert: SQL = shards == 1 ? """
+        let insert: SQL = activityMoved ? """
+            WITH \(rows)
+            INSERT INTO \(Self.shardedEventColumns)
+            SELECT counter.position, \(conversation), inserted.seq, \(kind.rawValue), \(actor), inserted.id, NULL, NULL,
+                   \(payload.stored), \(now), \(recipient)
+            FROM inserted, counter
+            RETURNING position, seq, message_id, \(prior) AS previous
+            """ : shards == 1 ? """
             WITH \(rows)
             INSERT INTO \(Self.eventColumns)
             SELECT \(conversation), inserted.seq, \(kind.rawValue), \(actor), inserted.id, NULL, NULL, \(payload.stored), \(now), \(recipient)
@@ -339,7 +365,8 @@ final class Transaction: Database {
         let (seq, message, position): (Int64, Int64, Int64) = (try row.get("seq"), try row.get("message_id"), try row.get("position"))
         try checkShard(position)
         if notesPrevious { previous[shard ?? 0] = try row.get("previous", as: Int64?.self) ?? 0 }
-        try appended(position: position, conversation: conversation, rule: rule, message: message, activity: activity, prebuilt: nil)
+        try appended(position: position, conversation: conversation, rule: rule, message: message,
+                     activity: activity && !activityMoved, prebuilt: nil)
         return (seq, message, position)
     }
 
