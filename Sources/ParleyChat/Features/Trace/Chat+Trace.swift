@@ -26,12 +26,23 @@ extension Tracing {
         guard !rows.isEmpty else { return 0 }
         let node = core.traceRecorder.node
         do {
-            // Every row in one statement, whatever their number: each statement costs the
-            // database an execution of its own, and a step a message is a row a send. The rows
-            // travel as one JSON parameter, so the statement has one shape (prepared once,
-            // queued in the pipeline on PostgreSQL) and a missing value is a NULL.
-            let json = Self.json(rows, node: node)
-            try await write { db in _ = try db.enqueue(Self.insert(json, dialect: db.dialect)) }
+            // On PostgreSQL every row in one statement, whatever their number: each statement
+            // costs the server an execution of its own, and a step a message is a row a send.
+            // The rows travel as one JSON parameter, so the statement has one shape (prepared
+            // once, queued in the pipeline) and a missing value is a NULL. SQLite, in process,
+            // runs one prepared insert per row, which costs it less than reading JSON.
+            try await write { db in
+                if db.dialect == .postgres {
+                    _ = try db.enqueue(Self.insert(Self.json(rows, node: node)))
+                    return
+                }
+                for row in rows {
+                    _ = try db.enqueue("""
+                        INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
+                        VALUES (\(row.position), \(row.conversation), \(row.step), \(row.user), \(row.session), \(row.device), \(row.devices), \(node), \(row.at), \(row.detail))
+                        """)
+                }
+            }
         } catch {
             core.traceRecorder.putBack(rows)
             throw error
@@ -61,25 +72,14 @@ extension Tracing {
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 
-    /// One `INSERT` of every row in `json` (``json(_:node:)``).
-    static func insert(_ json: String, dialect: SQLDialect) -> SQL {
-        switch dialect {
-        case .postgres:
-            """
-            INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
-            SELECT position, conversation_id, step, user_id, session_id, device, devices, node, at, detail
-            FROM json_to_recordset(\(json)::json) AS r(position bigint, conversation_id bigint, step text, user_id bigint,
-                                                       session_id bigint, device text, devices text, node text, at bigint, detail text)
-            """
-        case .sqlite:
-            """
-            INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
-            SELECT value ->> '$.position', value ->> '$.conversation_id', value ->> '$.step', value ->> '$.user_id',
-                   value ->> '$.session_id', value ->> '$.device', value ->> '$.devices', value ->> '$.node', value ->> '$.at',
-                   value ->> '$.detail'
-            FROM json_each(\(json))
-            """
-        }
+    /// One `INSERT` of every row in `json` (``json(_:node:)``), on PostgreSQL.
+    static func insert(_ json: String) -> SQL {
+        """
+        INSERT INTO delivery_trace (position, conversation_id, step, user_id, session_id, device, devices, node, at, detail)
+        SELECT position, conversation_id, step, user_id, session_id, device, devices, node, at, detail
+        FROM json_to_recordset(\(json)::json) AS r(position bigint, conversation_id bigint, step text, user_id bigint,
+                                                   session_id bigint, device text, devices text, node text, at bigint, detail text)
+        """
     }
 
     /// Removes steps older than the retention; returns how many.
