@@ -11,7 +11,8 @@
 # /proc/<pid>/stat before and after each run.
 # PostgreSQL runs with fsync on (durable, like SQLite's synchronous=FULL) from scripts/services.sh.
 # BENCH_SECONDS (default 10) per sends run; FANOUT_RATE (default 2000 messages/s) offered to
-# FANOUT_USERS (default 1000) devices in groups of 10 for 5 s.
+# FANOUT_USERS (default 1000) devices in groups of 10 for 5 s. BENCH_BINARIES=<dir> runs the
+# parley-server and parley-bench in <dir> (another build's, for an A/B) instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${BENCH_SECONDS:-10}
@@ -29,11 +30,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "Building release binaries…" >&2
-swift build -c release --product parley-server >/dev/null
-swift build -c release --product parley-bench >/dev/null
-server=.build/release/parley-server
-bench=.build/release/parley-bench
+if [[ -n "${BENCH_BINARIES:-}" ]]; then
+    # Another build's binaries (an A/B against the build before): nothing is built.
+    server=$(cd "$BENCH_BINARIES" && pwd)/parley-server
+    bench=$(cd "$BENCH_BINARIES" && pwd)/parley-bench
+    [[ -x "$server" && -x "$bench" ]] || { echo "BENCH_BINARIES=$BENCH_BINARIES has no parley-server and parley-bench" >&2; exit 2; }
+else
+    echo "Building release binaries…" >&2
+    swift build -c release --product parley-server >/dev/null
+    swift build -c release --product parley-bench >/dev/null
+    server=.build/release/parley-server
+    bench=.build/release/parley-bench
+fi
 
 PARLEY_PG_FSYNC=on scripts/services.sh start "$work/services" >&2
 # shellcheck disable=SC1091
