@@ -61,6 +61,8 @@ package final class PostgresStore: GroupCommitStore {
     private let batchSizes = BatchStatistics()
     /// Batches rolled back whole and run again (their `transactions`), and the writes in them.
     private let batchesRerun = BatchStatistics()
+    /// Batches of several writes committed with a savepoint per write (after one was run again).
+    private let savepointBatches = BatchStatistics()
     private let writerRoundTrips: RoundTrips
     private let readerRoundTrips: [RoundTrips]
     private let url: String
@@ -98,13 +100,14 @@ package final class PostgresStore: GroupCommitStore {
         }
         let statistics = batchSizes
         let runAgain = batchesRerun
+        let withSavepoints = savepointBatches
         self.configuration = configuration
         writerRoundTrips = writeConnection.roundTrips
         let beginAll = LockedValue(Self.begin(locking: configuration.takesLogLock ? [0] : []))
         self.beginAll = beginAll
         writer = WorkerThread(name: "pg-writer", contexts: [writeConnection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
             statistics.record(jobs.count)
-            Self.commit(jobs, on: connection, begin: beginAll.withLock { $0 }, runAgain: runAgain)
+            Self.commit(jobs, on: connection, begin: beginAll.withLock { $0 }, runAgain: runAgain, withSavepoints: withSavepoints)
         }
         readerRoundTrips = readConnections.map(\.roundTrips)
         readers = WorkerThread(name: "pg-reader", contexts: readConnections, maxBatch: 1) { connection, jobs in
@@ -174,13 +177,14 @@ package final class PostgresStore: GroupCommitStore {
         var trips: [RoundTrips] = []
         let statistics = batchSizes
         let runAgain = batchesRerun
+        let withSavepoints = savepointBatches
         for shard in 0..<shards {
             let connection = (try? PostgresConnection(conninfo: url)) ?? PostgresConnection(unconnected: url)
             trips.append(connection.roundTrips)
             let begin = Self.begin(locking: locks ? [shard] : [])
             writers.append(WorkerThread(name: "pg-writer-s\(shard)", contexts: [connection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
                 statistics.record(jobs.count)
-                Self.commit(jobs, on: connection, begin: begin, runAgain: runAgain)
+                Self.commit(jobs, on: connection, begin: begin, runAgain: runAgain, withSavepoints: withSavepoints)
             })
         }
         shardRoundTrips.withLock { $0 = trips }
@@ -276,6 +280,10 @@ package final class PostgresStore: GroupCommitStore {
     /// Writes that ran once in a batch that was rolled back whole, and ran again.
     package var writesRunAgain: Int { batchesRerun.snapshot().writes }
 
+    /// Batches of several writes committed with a savepoint per write: those run again, and
+    /// the ones after them (``savepointBatchesAfterRunAgain``).
+    package var batchesWithSavepoints: Int { savepointBatches.snapshot().transactions }
+
     /// How many times the writer has waited for PostgreSQL (round trips, every write together).
     package var writeRoundTrips: Int? { writerRoundTrips.total + shardRoundTrips.withLock { $0.reduce(0) { $0 + $1.total } } }
 
@@ -303,16 +311,22 @@ package final class PostgresStore: GroupCommitStore {
     /// (``commitWithoutSavepoints(_:on:begin:)``), else with one
     /// (``commitWithSavepoints(_:on:begin:)``).
     private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String,
-                               runAgain: BatchStatistics) {
+                               runAgain: BatchStatistics, withSavepoints: BatchStatistics) {
         guard jobs.count > 1, connection.batchesWithSavepoints == 0 else {
-            if jobs.count > 1 { connection.batchesWithSavepoints -= 1 }
+            if jobs.count > 1 {
+                connection.batchesWithSavepoints -= 1
+                withSavepoints.record(jobs.count)
+            }
             commitWithSavepoints(jobs, on: connection, begin: begin)
             return
         }
         guard let (rest, ranTwice) = commitWithoutSavepoints(jobs, on: connection, begin: begin) else { return }
         runAgain.record(ranTwice)
         connection.batchesWithSavepoints = savepointBatchesAfterRunAgain
-        if !rest.isEmpty { commitWithSavepoints(rest, on: connection, begin: begin) }
+        if !rest.isEmpty {
+            withSavepoints.record(rest.count)
+            commitWithSavepoints(rest, on: connection, begin: begin)
+        }
     }
 
     /// The batch in one transaction with no savepoints: a savepoint per write is two more

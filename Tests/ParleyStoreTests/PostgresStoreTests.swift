@@ -203,6 +203,7 @@ struct PostgresStoreTests {
         #expect(try await stored() == (0..<300).filter { $0 % 5 != 0 }.map(Int64.init))
         #expect(runs.withLock { $0 } == 300, "no write ran twice")
         #expect(store.batchesRunAgain == 0)
+        #expect(store.batchesWithSavepoints == 0, "no batch took savepoints")
 
         // A write that fails after it changed something (every 9th throws after its insert;
         // every 13th breaks a constraint, which fails the transaction) can only be undone with
@@ -229,6 +230,10 @@ struct PostgresStoreTests {
         #expect(after == good, "every other write stored once")
         #expect((store.batchesRunAgain ?? 0) > 0, "some failing write shared its batch")
         #expect(runs.withLock { $0 } == 300 + store.writesRunAgain, "a write ran twice only when its batch was run again")
+        // Each batch run again ran with savepoints, and so did at most the 32 after it.
+        let runAgain = store.batchesRunAgain ?? 0
+        #expect(store.batchesWithSavepoints >= 1)
+        #expect(store.batchesWithSavepoints <= runAgain * (1 + PostgresStore.savepointBatchesAfterRunAgain))
     }
 
     @Test func aReadOfOneStatementIsOneRoundTripAndSeesOneSnapshot() async throws {
