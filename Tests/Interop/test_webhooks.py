@@ -182,13 +182,14 @@ def test_given_up_deliveries_pause_the_endpoint_and_can_be_replayed():
         assert len(receiver.attempts) == attempts_while_paused
         metrics = parley.Client(server).request_bytes("GET", "/metrics", authenticated=False)
         assert b"parley_webhook_endpoints_paused 1" in metrics[1]
-        # The receiver is fixed: replay the failed one and resume; all three arrive in order.
+        # The receiver is fixed: replay the failed one and resume; the three, then the message sent
+        # while it was paused, all arrive, in order.
         receiver.status = 200
         status, replayed = backend.call("POST", f"/v1/server/webhooks/{hook['id']}/replay")
         assert status == 200 and replayed["replayed"] == 1
         assert backend.call("PATCH", f"/v1/server/webhooks/{hook['id']}", {"paused": False})[0] == 200
-        deliveries = receiver.wait_for(lambda ds: len(ds) >= 3, what="three deliveries after resuming")
-        assert [d["data"]["message"]["id"] for d in deliveries] == [m["id"] for m in sent]
+        deliveries = receiver.wait_for(lambda ds: len(ds) >= 4, what="four deliveries after resuming")
+        assert [d["data"]["message"]["id"] for d in deliveries] == [m["id"] for m in sent] + [later["id"]]
     finally:
         receiver.close()
         server.stop()
