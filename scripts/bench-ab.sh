@@ -21,6 +21,7 @@
 # AB_POSTGRES=1 (sends, pages) runs each server on a fresh database of the PostgreSQL that
 # scripts/services.sh started (source its env first; start it with PARLEY_PG_FSYNC=on to
 # measure durable sends) and, for sends, adds the CPU ms per send of the server and of PostgreSQL.
+# AB_SHARDS=N (with AB_POSTGRES=1) makes each database a log of N shards (`--log-shards`).
 set -uo pipefail
 if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
     echo "usage: scripts/bench-ab.sh OLD_TREE NEW_TREE   (each with .build/release/parley-server and parley-bench)" >&2
@@ -61,6 +62,7 @@ run() {  # tree label
         psql "$PARLEY_TEST_POSTGRES_URL" -qc "CHECKPOINT" >/dev/null
         psql "$PARLEY_TEST_POSTGRES_URL" -qc "CREATE DATABASE $name" >/dev/null
         database=(--database-url "${PARLEY_TEST_POSTGRES_URL%/*}/$name")
+        [[ "${AB_SHARDS:-1}" -gt 1 ]] && database+=(--log-shards "$AB_SHARDS")
     fi
     "$tree/.build/release/parley-server" --port 0 --threads "$(nproc)" --data-dir "$data" --signups-per-hour 1000000 \
         --argon2-passes 1 --argon2-memory-mib 1 "${database[@]}" >"$data.log" 2>&1 &

@@ -248,4 +248,59 @@ struct RetryTests {
         }
         await #expect(throws: ChatError.internalError) { _ = try await harness.chat.feed(alice, after: harness.chat.cursor(through: 0), limit: 10) }
     }
+
+    /// Migration 0032: on PostgreSQL a send checks no foreign key against its conversation or
+    /// its author (rows never deleted), and still checks the ones against a message, which
+    /// retention deletes; SQLite checks them all.
+    @Test func theSendChecksForeignKeysOnlyAgainstRowsThatCanBeDeleted() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let alice = try await harness.register("alice").caller
+        let room = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: [], title: "keys")).0.id
+        _ = try await harness.chat.send(alice, to: room, SendMessageRequest(clientID: "k", content: .text("checked")))
+        let checked: Set<String> = try await harness.store.read { db in
+            switch db.dialect {
+            case .postgres:
+                return Set(try db.fetchAll("""
+                    SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
+                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                    WHERE c.contype = 'f' AND c.conrelid IN ('message'::regclass, 'event'::regclass, 'message_search'::regclass)
+                    """).map { try $0.get("name", as: String.self) })
+            case .sqlite:
+                var names: Set<String> = []
+                for table in ["message", "event"] {
+                    for row in try db.fetchAll(SQL(stringLiteral: "SELECT \"from\" AS name FROM pragma_foreign_key_list('\(table)')")) {
+                        names.insert(table + "." + (try row.get("name", as: String.self)))
+                    }
+                }
+                return names
+            }
+        }
+        let neverDeleted = Set(Schema.sendPathKeysToParentsNeverDeleted.map { $0.table + "." + $0.column })
+        #expect(checked.contains("event.message_id") && checked.contains("message.thread_id"))
+        if TestEngine.isPostgres {
+            #expect(checked.isDisjoint(with: neverDeleted))
+            #expect(checked.contains("message_search.message_id"))
+            // A kept check still refuses: an event about a message that does not exist (the same
+            // insert about one that does is stored).
+            @Sendable func insertEvent(about message: String) async throws {
+                try await harness.store.write { db in
+                    try db.execute(SQL(stringLiteral: """
+                        INSERT INTO event (position, conversation_id, seq, type, actor_id, message_id, payload, created_at)
+                        SELECT (SELECT max(position) + 4096 FROM event), conversation_id, NULL, 'reaction.added', author_id, \(message), '{}', 0
+                        FROM message LIMIT 1
+                        """))
+                }
+            }
+            try await insertEvent(about: "id")
+            do {
+                try await insertEvent(about: "-1")
+                Issue.record("an event about a message that does not exist was stored")
+            } catch let StoreError.statement(message, constraint) {
+                #expect(constraint && message.contains("foreign key"), "\(message)")
+            }
+        } else {
+            #expect(checked.isSuperset(of: neverDeleted))
+        }
+    }
 }

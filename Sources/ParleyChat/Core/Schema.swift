@@ -952,7 +952,35 @@ package enum Schema: Sendable {
                 try db.execute("CREATE SEQUENCE log_counter")
             }
         }
+        migrator.register("0032 no foreign-key checks on the send path against rows never deleted") { db in
+            // PostgreSQL runs a foreign key's check as a query of its own that also locks the
+            // parent row, per inserted row: four of a send's six were against its conversation
+            // and its author, which the send read in the same transaction and whose rows are
+            // never deleted (a deleted account keeps its row, emptied: docs/api.md, "Deleting
+            // your account"). Those four go; the checks against a message (which retention and
+            // erasing delete) stay. SQLite's checks are an index lookup each, without a lock,
+            // and stay (docs/decisions/0026, part 5).
+            guard db.dialect == .postgres else { return }
+            for (table, column) in Schema.sendPathKeysToParentsNeverDeleted {
+                let name = try db.fetchValue(String.self, """
+                    SELECT c.conname FROM pg_constraint c
+                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                    WHERE c.conrelid = \(table)::regclass AND c.contype = 'f' AND a.attname = \(column)
+                    """)
+                guard let name else {
+                    throw StoreError.decoding("\(table).\(column) has no foreign key before migration 0032; this database cannot be upgraded in place")
+                }
+                try db.execute(SQL(stringLiteral: "ALTER TABLE \(table) DROP CONSTRAINT \"\(name.replacingOccurrences(of: "\"", with: ""))\""))
+            }
+        }
     }
+
+    /// The columns of the send's rows whose foreign keys PostgreSQL no longer checks
+    /// (migration 0032): each names a conversation or an account, neither of which is ever
+    /// deleted while the server runs.
+    package static let sendPathKeysToParentsNeverDeleted: [(table: String, column: String)] = [
+        ("message", "conversation_id"), ("message", "author_id"), ("event", "conversation_id"), ("event", "actor_id"),
+    ]
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a
     /// CHECK leaves every stored row valid, so SQLite's table definition is changed in place
