@@ -957,8 +957,8 @@ package enum Schema: Sendable {
             // parent row, per inserted row: four of a send's six were against its conversation
             // and its author, which the send read in the same transaction and whose rows are
             // never deleted (a deleted account keeps its row, emptied: docs/api.md, "Deleting
-            // your account"). Those four go; the checks against a message (which retention and
-            // erasing delete) stay. SQLite's checks are an index lookup each, without a lock,
+            // your account"). Those four go; the checks against a message (which retention
+            // deletes) stay. SQLite's checks are an index lookup each, without a lock,
             // and stay (docs/decisions/0026, part 5).
             guard db.dialect == .postgres else { return }
             for (table, column) in Schema.sendPathKeysToParentsNeverDeleted {
