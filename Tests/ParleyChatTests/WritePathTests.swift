@@ -276,6 +276,9 @@ struct RetryTests {
                 return names
             }
         }
+        // The send draws its keys from sequences named once, when the database was opened.
+        #expect(harness.chat.logSequences == (TestEngine.isPostgres
+            ? Transaction.Sequences(message: "public.message_id_seq", event: "public.event_position_seq") : nil))
         let neverDeleted = Set(Schema.sendPathKeysToParentsNeverDeleted.map { $0.table + "." + $0.column })
         #expect(checked.contains("event.message_id") && checked.contains("message.thread_id"))
         if TestEngine.isPostgres {

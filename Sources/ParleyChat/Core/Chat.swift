@@ -124,6 +124,7 @@ package final class Chat: Sendable {
     let hookSenders = LockedValue([Int64: (sender: Sender, readAt: ContinuousClock.Instant)]())
     private let loadedEpoch = LockedValue<String?>(nil)
     private let loadedShards = LockedValue(1)
+    private let loadedSequences = LockedValue<Transaction.Sequences?>(nil)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).
     let decoyPasswordHash: DecoyHash
@@ -180,6 +181,14 @@ package final class Chat: Sendable {
         let shards = try await settleLogShards(dialect: dialect)
         loadedShards.withLock { $0 = shards }
         await store.useLogShards(shards)
+        if dialect == .postgres {
+            let sequences = try await store.read { db -> Transaction.Sequences? in
+                let row = try db.fetchOne("SELECT pg_get_serial_sequence('message', 'id') AS message, pg_get_serial_sequence('event', 'position') AS event")
+                guard let message = try row?.get("message", as: String?.self), let event = try row?.get("event", as: String?.self) else { return nil }
+                return Transaction.Sequences(message: message, event: event)
+            }
+            loadedSequences.withLock { $0 = sequences }
+        }
         return applied
     }
 
@@ -237,6 +246,10 @@ package final class Chat: Sendable {
     /// many positions. SQLite's log, and every log made before shards, has one. 1 before
     /// ``migrate()``.
     package var logShards: Int { loadedShards.withLock { $0 } }
+
+    /// The sequences a send draws its message's key and event's position from (PostgreSQL;
+    /// nil on SQLite and before ``migrate()``).
+    var logSequences: Transaction.Sequences? { loadedSequences.withLock { $0 } }
 
     /// The shard of the log a conversation's events go to: a hash of its public id (so it is
     /// known before a write begins), 0 in a log of one shard. The same as the conversation
@@ -303,8 +316,9 @@ package final class Chat: Sendable {
         let links = bus?.linksEvents ?? false
         let recorder = traceRecorder
         let shards = logShards
+        let sequences = loadedSequences.withLock { $0 }
         return try await store.write(shard: shards > 1 ? target : nil, { db in
-            let transaction = Transaction(db, links: links, shards: shards, shard: target)
+            let transaction = Transaction(db, links: links, shards: shards, shard: target, sequences: sequences)
             let value = try body(transaction)
             guard needsEvents, transaction.hasEvents else {
                 return Committed(value: value, publications: [], afterCommit: transaction.committedCallbacks)

@@ -168,11 +168,27 @@ final class Transaction: Database {
     /// The newest position of each shard before this write's first event in it, once noted.
     private var previous: [Int: Int64] = [:]
 
-    init(_ db: any Database, links: Bool = false, shards: Int = 1, shard: Int? = nil) {
+    /// The sequences of the message's key and the event's position (PostgreSQL), read once
+    /// when the database is opened (``Chat/migrate()``).
+    struct Sequences: Sendable, Equatable {
+        var message: String
+        var event: String
+
+        /// `nextval` of `sequence` named as a constant, which PostgreSQL resolves once when it
+        /// prepares the statement (`pg_get_serial_sequence` was a catalog scan per send).
+        static func next(_ sequence: String) -> SQL {
+            SQL(stringLiteral: "nextval('\(sequence.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''"))'::regclass)")
+        }
+    }
+    /// Nil until read (and always on SQLite): the send then looks them up in its statement.
+    private let sequences: Sequences?
+
+    init(_ db: any Database, links: Bool = false, shards: Int = 1, shard: Int? = nil, sequences: Sequences? = nil) {
         self.db = db
         self.linking = links
         self.shards = max(1, shards)
         self.shard = shards > 1 ? shard : nil
+        self.sequences = sequences
     }
 
     /// The write's place in the log, one link per shard it appended to, when it appended
@@ -219,11 +235,12 @@ final class Transaction: Database {
     /// `message_id`, for ``appendInserting(_:conversation:kind:actor:recipient:payload:now:activity:)``
     /// with the counter named `counter`.
     func counterMovingActivity(conversation: Int64) -> SQL {
-        let position: SQL = shards == 1 ? "nextval(pg_get_serial_sequence('event', 'position'))"
-            : "nextval('log_counter') * \(Int64(shards)) + shard"
+        let position: SQL = shards > 1 ? "nextval('log_counter') * \(Int64(shards)) + shard"
+            : sequences.map { Sequences.next($0.event) } ?? "nextval(pg_get_serial_sequence('event', 'position'))"
+        let message: SQL = sequences.map { Sequences.next($0.message) } ?? "nextval(pg_get_serial_sequence('message', 'id'))"
         return """
             UPDATE conversation SET last_seq = last_seq + 1, last_position = \(position),
-                                    last_message_id = nextval(pg_get_serial_sequence('message', 'id'))
+                                    last_message_id = \(message)
             WHERE id = \(conversation) RETURNING last_seq, last_position AS position, last_message_id AS message_id
             """
     }
