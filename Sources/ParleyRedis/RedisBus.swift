@@ -50,6 +50,9 @@ package final class RedisBus: Bus, @unchecked Sendable {
         package var received = 0
         /// Messages that could not be decoded.
         package var undecodable = 0
+        /// Messages from a node of another log (another database, or a log of another number
+        /// of shards) on the same channel: decoded, and not delivered.
+        package var foreign = 0
         /// Gaps filled from the database.
         package var repairs = 0
         /// Events delivered from the database rather than from Redis.
@@ -174,7 +177,7 @@ package final class RedisBus: Bus, @unchecked Sendable {
         guard heads.indices.contains(link.shard), link.shards == heads.count else {
             // A link of another shape of log than the one this node read at start: not ours to
             // order (a node of another database on the same channel); deliver nothing of it.
-            statistics.withLock { $0.undecodable += 1 }
+            statistics.withLock { $0.foreign += 1 }
             return
         }
         let shard = link.shard

@@ -253,6 +253,8 @@ enum Metrics {
             metric("parley_bus_repaired_events_total", "counter", "Events delivered from the database instead of Redis.", [("", "\(bus.repairedEvents)")])
             metric("parley_bus_duplicates_total", "counter", "Writes received after they were delivered, dropped.", [("", "\(bus.duplicates)")])
             metric("parley_bus_undecodable_total", "counter", "Bus messages that could not be decoded.", [("", "\(bus.undecodable)")])
+            metric("parley_bus_foreign_total", "counter", "Bus messages from a node of another log on the same channel, not delivered.",
+                   [("", "\(bus.foreign)")])
         }
         if let push {
             let counts = push.currentStatistics

@@ -780,6 +780,11 @@ def test_on_a_log_of_four_shards_kill_9_of_a_node_and_of_redis_lose_and_duplicat
         assert load.listeners[1]["reconnects"] >= 1, "the killed node's device resumed elsewhere from its cursor"
         shards_used = {position % 4 for position in (e["position"] for entry in load.listeners for e in Load.events(entry))}
         assert len(shards_used) > 1, "the rooms' events are spread over the shards"
+        # The other nodes' writes came through Redis, each message taken for this log's (not
+        # only found by the database poll).
+        body = Client(sharded.nodes[0]).request_bytes("GET", "/metrics", authenticated=False)[1].decode()
+        bus = {line.split()[0]: float(line.split()[-1]) for line in body.splitlines() if line.startswith("parley_bus_")}
+        assert bus["parley_bus_received_total"] > 0 and bus["parley_bus_undecodable_total"] == 0 and bus["parley_bus_foreign_total"] == 0, bus
     finally:
         sharded.stop()
 

@@ -68,9 +68,10 @@ struct RedisBusTests {
         let recorder = Recorder()
     }
 
-    private func node(_ conninfo: String, channel: String, withBus: Bool = true) async throws -> Node {
+    private func node(_ conninfo: String, channel: String, withBus: Bool = true, logShards: Int? = nil) async throws -> Node {
         var configuration = Chat.Configuration()
         configuration.passwordCost = .minimum
+        configuration.logShards = logShards
         let store = try PostgresStore(url: conninfo)
         var bus: RedisBus?
         if withBus, let redisURL {
@@ -97,12 +98,16 @@ struct RedisBusTests {
         try await store.read { db in try db.fetchAll("SELECT position FROM event ORDER BY position").map { try $0.get("position", as: Int64.self) } }
     }
 
-    @Test func writesOnEitherNodeReachEveryNodeOnceInPositionOrder() async throws {
+    /// On a log of one shard and of four (decision 0026, part 4): the writes come through
+    /// Redis, none is taken for another log's, none waits for the poll.
+    @Test(arguments: [1, 4])
+    func writesOnEitherNodeReachEveryNodeOnceInPositionOrder(logShards: Int) async throws {
         let database = try database()
         defer { database.drop() }
         let channel = "parley:test:\(UUID().uuidString)"
-        let a = try await node(database.conninfo, channel: channel)
-        let b = try await node(database.conninfo, channel: channel)
+        let a = try await node(database.conninfo, channel: channel, logShards: logShards)
+        let b = try await node(database.conninfo, channel: channel, logShards: logShards)
+        #expect(a.chat.logShards == logShards && b.chat.logShards == logShards)
         defer { for n in [a, b] { n.bus?.stop(); n.store.close() } }
 
         let app = try await a.chat.app(publicKey: try await a.chat.createApp(name: "nodes").publicKey)
@@ -132,6 +137,10 @@ struct RedisBusTests {
             #expect(delivered == stored, "each event once, in position order, none missing")
         }
         #expect((b.bus?.currentStatistics.received ?? 0) > 0 && (a.bus?.currentStatistics.received ?? 0) > 0, "they came through Redis")
+        for n in [a, b] {
+            let statistics = try #require(n.bus?.currentStatistics)
+            #expect(statistics.foreign == 0 && statistics.undecodable == 0, "every message was this log's: \(statistics)")
+        }
     }
 
     @Test func writesThatWereNeverPublishedAreReadFromTheDatabase() async throws {
@@ -166,5 +175,34 @@ struct RedisBusTests {
             #expect(n.recorder.delivered == stored)
             #expect((n.bus?.currentStatistics.repairs ?? 0) >= 1)
         }
+    }
+
+    /// A node of another log on the same channel (another database, here one of four shards):
+    /// its messages are counted as foreign, not as undecodable, and none is delivered.
+    @Test func aNodeOfAnotherLogOnTheSameChannelIsCountedAndNotDelivered() async throws {
+        let one = try database()
+        let four = try database()
+        defer { one.drop(); four.drop() }
+        let channel = "parley:test:\(UUID().uuidString)"
+        let listener = try await node(one.conninfo, channel: channel)
+        let stranger = try await node(four.conninfo, channel: channel, logShards: 4)
+        defer { for n in [listener, stranger] { n.bus?.stop(); n.store.close() } }
+        #expect(stranger.chat.logShards == 4 && listener.chat.logShards == 1)
+
+        let app = try await stranger.chat.app(publicKey: try await stranger.chat.createApp(name: "strangers").publicKey)
+        let alice = try await stranger.chat.register(RegisterRequest(username: "alice", password: "correct horse battery"), app: app, address: "127.0.0.1")
+        let aliceThere = try await stranger.chat.authenticate(token: alice.session.token ?? "", app: app)
+        let (room, _) = try await stranger.chat.createConversation(aliceThere, CreateConversationRequest(kind: .group, title: "elsewhere"))
+        _ = try await stranger.chat.send(aliceThere, to: room.id, SendMessageRequest(clientID: "x", content: .text("not for you")))
+        let published = try #require(stranger.bus?.currentStatistics.published)
+        #expect(published >= 1)
+        // Wait on the listener's count, then check nothing of it was delivered.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (listener.bus?.currentStatistics.foreign ?? 0) < published, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let statistics = try #require(listener.bus?.currentStatistics)
+        #expect(statistics.foreign == published && statistics.undecodable == 0, "\(statistics)")
+        #expect(listener.recorder.delivered.isEmpty)
     }
 }

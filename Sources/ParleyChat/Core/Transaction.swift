@@ -202,7 +202,7 @@ final class Transaction: Database {
         }
         return last.keys.sorted().compactMap { shard in
             guard let previous = previous[shard], let last = last[shard] else { return nil }
-            return EventLink(shard: shard, previous: previous, last: last)
+            return EventLink(shard: shard, shards: shards, previous: previous, last: last)
         }
     }
 
