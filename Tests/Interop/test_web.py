@@ -248,8 +248,18 @@ def test_guests_and_channels(server, browsers):
     guest.one(".connection.online", "online")
     guest.click_text("Channels")
     guest.one("input[name=search]").send_keys(title)
-    row = guest.wait(lambda: next((li for li in guest.find(".results li") if title in li.text), None), "the channel in the list")
-    row.find_element(By.XPATH, ".//button[text()='Join']").click()
+    # The results are drawn again on every keystroke's answer: finding the row and clicking Join
+    # are one step, tried again on a fresh list if the row went stale in between.
+    def join():
+        try:
+            row = next((li for li in guest.find(".results li") if title in li.text), None)
+            if row is None:
+                return False
+            row.find_element(By.XPATH, ".//button[text()='Join']").click()
+            return True
+        except StaleElementReferenceException:
+            return False
+    guest.wait(join, "the channel in the list, joined")
     guest.message("Welcome to the garden")
     # Issue 15, part 2: in a channel the guest's receipt reaches only the guest's devices, yet
     # the host's bubble moves on (delivery.updated): the guest has read it, the only other member.
