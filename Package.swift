@@ -120,7 +120,7 @@ let package = Package(
 
         .testTarget(name: "ParleyNetTests", dependencies: ["ParleySync", "ParleyNet", "ParleyNetTesting", "ParleyTesting"]),
         .testTarget(name: "ParleyStoreTests", dependencies: ["ParleySync", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyChatTesting", "ParleyNetTesting", "ParleyTesting"]),
-        .testTarget(name: "ParleyChatTests", dependencies: ["ParleySync", "ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyTesting"]),
+        .testTarget(name: "ParleyChatTests", dependencies: ["ParleySync", "ParleyChat", "ParleyChatTesting", "ParleyWire", "ParleyCrypto", "ParleyStore", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyTesting"]),
         .testTarget(name: "ParleyMediaTests", dependencies: ["ParleySync", "ParleyMedia", "ParleyCrypto", "ParleyWire"]),
         .testTarget(name: "ParleyLinkPreviewTests", dependencies: ["ParleyLinkPreview", "ParleyWire", "ParleyOutbound"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleySync", "ParleyServer", "ParleyServerTesting", "ParleyChatTesting", "ParleyStore", "ParleyNet", "ParleyNetTesting", "ParleyTesting", "ParleyStoreSQLite", "ParleyStorePostgres", "ParleyOptions", "ParleyPush", "ParleyWebhooks", "ParleyLog", "ParleyMediaService"]),

@@ -3,6 +3,7 @@ import Foundation
 import ParleyChatTesting
 import ParleyStore
 import ParleyStoreSQLite
+import ParleyStorePostgres
 import ParleyTesting
 import ParleyWire
 import Testing
@@ -252,6 +253,50 @@ struct RetryTests {
     /// Migration 0032: on PostgreSQL a send checks no foreign key against its conversation or
     /// its author (rows never deleted), and still checks the ones against a message, which
     /// retention deletes; SQLite checks them all.
+    /// Migration 0032 drops four named keys; a database missing one was not made by Parley's
+    /// migrations (or was changed by hand), and the migration refuses it, naming the column,
+    /// with nothing changed: every other key stays and 0032 is not recorded as applied.
+    @Test(.enabled(if: TestEngine.isPostgres)) func migration0032RefusesADatabaseMissingAKeyItDropsAndChangesNothing() async throws {
+        guard case .postgres(let conninfo) = TestEngine.current else { return }
+        let fresh = try TestEngine.freshPostgresDatabase(conninfo)
+        defer { fresh.drop() }
+        let store = try PostgresStore(url: fresh.conninfo)
+        defer { store.close() }
+        let schema = Schema.postgres
+        var before = Migrator()
+        for migration in schema.migrations where migration.name < "0032" { before.register(migration.name, migration.apply) }
+        try await before.migrate(store)
+        @Sendable func keys() async throws -> Set<String> {
+            try await store.read { db in
+                Set(try db.fetchAll("""
+                    SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
+                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                    WHERE c.contype = 'f' AND c.conrelid IN ('message'::regclass, 'event'::regclass)
+                    """).map { try $0.get("name", as: String.self) })
+            }
+        }
+        let all = try await keys()
+        #expect(all.isSuperset(of: Schema.sendPathKeysToParentsNeverDeleted.map { $0.table + "." + $0.column }))
+        try await store.write { db in
+            let name = try db.fetchValue(String.self, """
+                SELECT c.conname FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                WHERE c.conrelid = 'event'::regclass AND c.contype = 'f' AND a.attname = 'actor_id'
+                """) ?? ""
+            try db.execute(SQL(stringLiteral: "ALTER TABLE event DROP CONSTRAINT \"\(name)\""))
+        }
+        do {
+            try await schema.migrate(store)
+            Issue.record("migration 0032 ran on a database without event.actor_id's key")
+        } catch let StoreError.decoding(message) {
+            #expect(message.contains("event.actor_id") && message.contains("0032"), "\(message)")
+        }
+        #expect(try await keys() == all.subtracting(["event.actor_id"]))
+        let recorded = try await store.read { db in
+            try db.fetchOne("SELECT 1 FROM parley_migration WHERE name LIKE '0032%'") != nil
+        }
+        #expect(!recorded)
+    }
+
     @Test func theSendChecksForeignKeysOnlyAgainstRowsThatCanBeDeleted() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }

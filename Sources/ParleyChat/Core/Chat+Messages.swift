@@ -605,7 +605,7 @@ extension Chat {
             // A send that moves the conversation's activity (most) moves it in the counter's
             // update, with the message's key and the event's position drawn there.
             let counted: SQL = activity ? """
-                counter AS (\(tx.counterMovingActivity(conversation: access.key))),
+                counter AS (\(try tx.counterMovingActivity(conversation: access.key))),
                 inserted AS (INSERT INTO message (id, \(messageColumns)) SELECT counter.message_id, \(values(seq: "counter.last_seq")) FROM counter
                              RETURNING id, seq)
                 """ : """

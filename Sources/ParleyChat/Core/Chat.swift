@@ -182,9 +182,11 @@ package final class Chat: Sendable {
         loadedShards.withLock { $0 = shards }
         await store.useLogShards(shards)
         if dialect == .postgres {
-            let sequences = try await store.read { db -> Transaction.Sequences? in
+            let sequences = try await store.read { db -> Transaction.Sequences in
                 let row = try db.fetchOne("SELECT pg_get_serial_sequence('message', 'id') AS message, pg_get_serial_sequence('event', 'position') AS event")
-                guard let message = try row?.get("message", as: String?.self), let event = try row?.get("event", as: String?.self) else { return nil }
+                guard let message = try row?.get("message", as: String?.self), let event = try row?.get("event", as: String?.self) else {
+                    throw StoreError.decoding("the database has no sequence for message.id or event.position: it was not made by Parley's migrations; restore it from a backup")
+                }
                 return Transaction.Sequences(message: message, event: event)
             }
             loadedSequences.withLock { $0 = sequences }

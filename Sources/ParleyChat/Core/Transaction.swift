@@ -180,7 +180,7 @@ final class Transaction: Database {
             SQL(stringLiteral: "nextval('\(sequence.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''"))'::regclass)")
         }
     }
-    /// Nil until read (and always on SQLite): the send then looks them up in its statement.
+    /// Read by ``Chat/migrate()`` on PostgreSQL; nil on SQLite, which has no sequences.
     private let sequences: Sequences?
 
     init(_ db: any Database, links: Bool = false, shards: Int = 1, shard: Int? = nil, sequences: Sequences? = nil) {
@@ -234,10 +234,13 @@ final class Transaction: Database {
     /// where the activity was a statement of its own. It answers `last_seq`, `position` and
     /// `message_id`, for ``appendInserting(_:conversation:kind:actor:recipient:payload:now:activity:)``
     /// with the counter named `counter`.
-    func counterMovingActivity(conversation: Int64) -> SQL {
-        let position: SQL = shards > 1 ? "nextval('log_counter') * \(Int64(shards)) + shard"
-            : sequences.map { Sequences.next($0.event) } ?? "nextval(pg_get_serial_sequence('event', 'position'))"
-        let message: SQL = sequences.map { Sequences.next($0.message) } ?? "nextval(pg_get_serial_sequence('message', 'id'))"
+    /// Throws if the sequences were not read (a `Chat` used before ``Chat/migrate()``).
+    func counterMovingActivity(conversation: Int64) throws -> SQL {
+        guard let sequences else {
+            throw StoreError.decoding("the send's sequences are not known: open the database with Chat.migrate() before writing")
+        }
+        let position: SQL = shards > 1 ? "nextval('log_counter') * \(Int64(shards)) + shard" : Sequences.next(sequences.event)
+        let message = Sequences.next(sequences.message)
         return """
             UPDATE conversation SET last_seq = last_seq + 1, last_position = \(position),
                                     last_message_id = \(message)
