@@ -99,10 +99,9 @@ extension Chat {
         let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
         let read = min(update.readSeq ?? 0, access.lastSeq)
         let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
-        guard let before = try db.fetchOne("""
-            SELECT delivered_seq, read_seq FROM member WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
-            """) else { throw ChatError.notMember }
-        let old = (delivered: try before.get("delivered_seq", as: Int64.self), read: try before.get("read_seq", as: Int64.self))
+        // Read with the access, in this transaction: a receipt of the same member's other
+        // device earlier in the same write is already in them.
+        guard let old = access.watermarks else { throw ChatError.notMember }
         let new = (delivered: max(old.delivered, delivered), read: max(old.read, read))
         let receipt = Receipt(userID: caller.userID, deliveredSeq: new.delivered, readSeq: new.read)
         guard new != old else { return (receipt, nil) }
