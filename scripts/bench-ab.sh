@@ -18,7 +18,11 @@
 # AB_BENCH=pages: `parley-bench annotations`' history phases, latest-50 pages a second on one
 # connection (plain, and decorated with reactions, mentions, a pin and threads) with their p50:
 # a page is several reads, so this is the latency of the store's reads.
-# AB_POSTGRES=1 (sends, pages) runs each server on a fresh database of the PostgreSQL that
+# AB_BENCH=peer: issue 29's peer workload (200 users in rooms of 10, PEER_RATE messages/s,
+# default 50, 100-byte texts; with PEER_RECEIPTS=1, the default, every receiver marks each
+# message delivered and read): the server's CPU ms per message (and PostgreSQL's, with
+# AB_POSTGRES=1) and p99, every delivery counted.
+# AB_POSTGRES=1 (sends, pages, peer) runs each server on a fresh database of the PostgreSQL that
 # scripts/services.sh started (source its env first; start it with PARLEY_PG_FSYNC=on to
 # measure durable sends) and, for sends, adds the CPU ms per send of the server and of PostgreSQL.
 # AB_SHARDS=N (with AB_POSTGRES=1) makes each database a log of N shards (`--log-shards`).
@@ -32,7 +36,7 @@ seconds=${BENCH_SECONDS:-10}
 bench=${AB_BENCH:-sends}
 rates=${FANOUT_RATES:-2000,3000,4000}
 path=${AB_PATH:-/healthz}
-case "$bench" in sends|fanout|http|pages) ;; *) echo "AB_BENCH is sends, fanout, http or pages, not '$bench'" >&2; exit 2 ;; esac
+case "$bench" in sends|fanout|http|pages|peer) ;; *) echo "AB_BENCH is sends, fanout, http, pages or peer, not '$bench'" >&2; exit 2 ;; esac
 if [[ "$bench" == http ]] && ! command -v wrk >/dev/null; then echo "AB_BENCH=http needs wrk (make bench installs it)" >&2; exit 1; fi
 rounds=${ROUNDS:-3}
 for tree in "$old" "$new"; do
@@ -42,7 +46,7 @@ for tree in "$old" "$new"; do
 done
 postgres=${AB_POSTGRES:-0}
 if [[ "$postgres" == 1 ]]; then
-    [[ "$bench" == sends || "$bench" == pages ]] || { echo "AB_POSTGRES=1 measures sends and pages only" >&2; exit 2; }
+    [[ "$bench" == sends || "$bench" == pages || "$bench" == peer ]] || { echo "AB_POSTGRES=1 measures sends, pages and peer only" >&2; exit 2; }
     [[ -n "${PARLEY_TEST_POSTGRES_URL:-}" && -n "${PARLEY_PG_DATA:-}" ]] \
         || { echo "AB_POSTGRES=1 needs scripts/services.sh's env: source <dir>/env first" >&2; exit 2; }
 fi
@@ -107,6 +111,24 @@ for line in sys.argv[2].splitlines():
         return
     fi
     local node_before pg_before node_after pg_after
+    if [[ "$bench" == peer ]]; then
+        pg_before=0
+        [[ "$postgres" == 1 ]] && pg_before=$(ticks $(pg_pids))
+        result=$("$new/.build/release/parley-bench" fanout --url "http://127.0.0.1:$port" --app-key "$key" --users 200 --group-size 10 \
+                 --rates "${PEER_RATE:-50}" --duration "$seconds" --body-bytes 100 --receipts "${PEER_RECEIPTS:-1}" \
+                 --server-pid "$pid" --json 2>/dev/null)
+        pg_after=0
+        [[ "$postgres" == 1 ]] && pg_after=$(ticks $(pg_pids))
+        kill "$pid"; wait "$pid" 2>/dev/null
+        python3 -c "
+import json, sys
+label, r, pg, hz = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+complete = 'all delivered' if int(r['deliveries']) == int(r['expected_deliveries']) else 'LOST %d of %d' % (int(r['expected_deliveries']) - int(r['deliveries']), int(r['expected_deliveries']))
+print(label, r['offered_per_s'], 'cpu_ms_per_message node', r['server_cpu_ms_per_message'],
+      'postgresql %.3f' % (pg * 1000 / hz / max(int(r['sent']), 1)), 'p99_ms', r['p99_ms'], complete)" \
+            "$label" "$result" "$((pg_after - pg_before))" "$(getconf CLK_TCK)"
+        return
+    fi
     node_before=$(ticks "$pid"); pg_before=0
     [[ "$postgres" == 1 ]] && pg_before=$(ticks $(pg_pids))
     result=$("$new/.build/release/parley-bench" sends --url "http://127.0.0.1:$port" --app-key "$key" --senders 100 \
