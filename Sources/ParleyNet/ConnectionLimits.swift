@@ -9,6 +9,7 @@ import ParleySync
 /// descriptor limit.
 public struct ConnectionLimits: Sendable, Hashable {
     /// The most open connections in all; nil: the descriptor limit less ``reservedDescriptors``.
+    /// A value past that is lowered to it (``effectiveTotal``).
     public var total: Int? = nil
     /// The most open connections from one address (an IPv6 client: from one /64); 0 for no
     /// limit. Unless ``perAddressCoversPrivate``, loopback and private addresses are exempt:
@@ -25,12 +26,21 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// The defaults.
     public init() {}
 
-    /// ``total``, or what the process's descriptor limit allows.
-    public var effectiveTotal: Int {
-        if let total { return total }
+    /// ``total``, at most what the process's descriptor limit allows (``descriptorCeiling``).
+    ///
+    /// Client connections must never fill the descriptor table: other parts of the server can
+    /// fail for a moment and recover (an accept, an outbound request, a file), but libdispatch,
+    /// which runs Swift's tasks, checks its worker threads every second by opening
+    /// `/proc/<tid>/stat` while tasks wait, and aborts the process when it cannot (seen here:
+    /// SIGILL in `_dispatch_workq_monitor_pools`, within seconds of a full table).
+    public var effectiveTotal: Int { min(total ?? Self.descriptorCeiling, Self.descriptorCeiling) }
+
+    /// The most client connections the process's descriptor limit allows: the limit less
+    /// ``reservedDescriptors``, and at least 64.
+    public static var descriptorCeiling: Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < 1 << 40 else { return 1_000_000 }
-        return max(64, Int(limit.rlim_cur) - Self.reservedDescriptors)
+        return max(64, Int(limit.rlim_cur) - reservedDescriptors)
     }
 }
 
@@ -58,6 +68,11 @@ final class ConnectionGate: Sendable {
     init(_ limits: ConnectionLimits) {
         self.limits = limits
         total = limits.effectiveTotal
+        if let asked = limits.total, asked > total {
+            logger.warning("--max-connections is more than the descriptor limit allows; holding fewer (raise LimitNOFILE to hold more)",
+                           metadata: ["asked": .integer(Int64(asked)), "holding": .integer(Int64(total)),
+                                      "reserved": .integer(Int64(ConnectionLimits.reservedDescriptors))])
+        }
     }
 
     /// Takes a place for a connection from `peer`; nil (and counted) when it must be closed.

@@ -22,8 +22,8 @@ package struct ServerConfiguration: Sendable, Equatable {
     package var threads: Int? = nil
     /// Largest request body by default. `--max-body-bytes`, `PARLEY_MAX_BODY_BYTES`. Default: 1 MiB.
     package var maxBodyBytes = 1 << 20
-    /// Most open connections. `--max-connections`, `PARLEY_MAX_CONNECTIONS`. Default: the
-    /// descriptor limit less 256.
+    /// Most open connections. `--max-connections`, `PARLEY_MAX_CONNECTIONS`. Default, and the
+    /// most it may be: the descriptor limit less 256 (``ConnectionLimits/effectiveTotal``).
     package var maxConnections: Int? = nil
     /// Most open connections from one address (IPv6: one /64). `--max-connections-per-address`,
     /// `PARLEY_MAX_CONNECTIONS_PER_ADDRESS`. Default: 1000 for public addresses, none for
@@ -171,7 +171,7 @@ package struct ServerConfiguration: Sendable, Equatable {
             O.integer("--max-body-bytes", "PARLEY_MAX_BODY_BYTES", in: 0...(1 << 40), \.maxBodyBytes,
                      help: "Largest request body accepted (default 1048576)."),
             O.integer("--max-connections", "PARLEY_MAX_CONNECTIONS", in: 1...(1 << 24), \.maxConnections,
-                     help: "Most open connections; more are closed at once (default: the descriptor limit less 256)."),
+                     help: "Most open connections; more are closed at once (default and most: the descriptor limit less 256)."),
             O.integer("--max-connections-per-address", "PARLEY_MAX_CONNECTIONS_PER_ADDRESS", in: 0...(1 << 24), \.maxConnectionsPerAddress,
                      help: "Most open connections from one address, IPv6 /64 (default 1000, public addresses only; given, every address; 0: none)."),
             O.integer("--min-body-rate", "PARLEY_MIN_BODY_RATE", in: 0...(1 << 30), \.minBodyRate,

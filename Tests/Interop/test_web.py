@@ -62,8 +62,17 @@ class Browser:
         return self.wait(lambda: (self.find(css) or [None])[0], what or css)
 
     def click_text(self, text, css="button"):
-        button = self.wait(lambda: next((b for b in self.find(css) if b.text.strip() == text and b.is_displayed()), None), f"button {text}")
-        button.click()
+        # Finding and clicking are one step, tried again if the button was drawn again between.
+        def click():
+            try:
+                button = next((b for b in self.find(css) if b.text.strip() == text and b.is_displayed()), None)
+                if button is None:
+                    return False
+                button.click()
+                return True
+            except StaleElementReferenceException:
+                return False
+        self.wait(click, f"button {text}")
 
     def console(self):
         try:

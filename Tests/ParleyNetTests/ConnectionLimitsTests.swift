@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 @testable import ParleyNet
 
@@ -37,6 +40,23 @@ struct ConnectionLimitsTests {
         #expect(throws: ConnectionGate.Refusal.total) { try gate.admit(v4(198, 51, 100, 9)).get() }
         held[0]()
         _ = try gate.admit(v4(198, 51, 100, 9)).get()
+    }
+
+    /// A total past what the descriptor limit allows is lowered to it: a full descriptor table
+    /// brings the process down (libdispatch aborts it), so client connections never fill it.
+    @Test func aTotalPastTheDescriptorLimitIsLoweredToWhatItAllows() throws {
+        var limits = ConnectionLimits()
+        let ceiling = ConnectionLimits.descriptorCeiling
+        #expect(limits.effectiveTotal == ceiling)
+        limits.total = ceiling + 100_000
+        #expect(limits.effectiveTotal == ceiling)
+        limits.total = 3
+        #expect(limits.effectiveTotal == 3)
+        var descriptors = rlimit()
+        #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &descriptors) == 0)
+        if descriptors.rlim_cur < 1 << 40 {
+            #expect(ceiling < Int(descriptors.rlim_cur) || ceiling == 64)
+        }
     }
 
     @Test func aProxyInFrontIsNotAFloodUnlessTheOperatorSaysSo() throws {
