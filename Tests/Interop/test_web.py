@@ -61,18 +61,23 @@ class Browser:
     def one(self, css, what=None):
         return self.wait(lambda: (self.find(css) or [None])[0], what or css)
 
-    def click_text(self, text, css="button"):
-        # Finding and clicking are one step, tried again if the button was drawn again between.
+    def click_found(self, find, what):
+        """Clicks what `find` returns once it returns something. The page draws its lists again
+        when events arrive, so an element found a moment ago may be gone: finding and clicking
+        are one step, tried again on a fresh page."""
         def click():
             try:
-                button = next((b for b in self.find(css) if b.text.strip() == text and b.is_displayed()), None)
-                if button is None:
+                element = find()
+                if element is None:
                     return False
-                button.click()
+                element.click()
                 return True
             except StaleElementReferenceException:
                 return False
-        self.wait(click, f"button {text}")
+        self.wait(click, what)
+
+    def click_text(self, text, css="button"):
+        self.click_found(lambda: next((b for b in self.find(css) if b.text.strip() == text and b.is_displayed()), None), f"button {text}")
 
     def console(self):
         try:
@@ -102,18 +107,7 @@ class Browser:
         self.one(".composer-input")
 
     def open_conversation(self, label):
-        # The list is drawn again when an event arrives: a button found a moment ago may be gone,
-        # so finding and clicking are one step, tried again on a fresh list.
-        def click():
-            try:
-                button = next((b for b in self.find("button.conversation") if label in b.text), None)
-                if button is None:
-                    return False
-                button.click()
-                return True
-            except StaleElementReferenceException:
-                return False
-        self.wait(click, f"conversation {label}")
+        self.click_found(lambda: next((b for b in self.find("button.conversation") if label in b.text), None), f"conversation {label}")
         self.one(".composer-input")
 
     def type(self, text, enter=True):
@@ -257,18 +251,9 @@ def test_guests_and_channels(server, browsers):
     guest.one(".connection.online", "online")
     guest.click_text("Channels")
     guest.one("input[name=search]").send_keys(title)
-    # The results are drawn again on every keystroke's answer: finding the row and clicking Join
-    # are one step, tried again on a fresh list if the row went stale in between.
-    def join():
-        try:
-            row = next((li for li in guest.find(".results li") if title in li.text), None)
-            if row is None:
-                return False
-            row.find_element(By.XPATH, ".//button[text()='Join']").click()
-            return True
-        except StaleElementReferenceException:
-            return False
-    guest.wait(join, "the channel in the list, joined")
+    # The results are drawn again on every keystroke's answer.
+    guest.click_found(lambda: next((li.find_element(By.XPATH, ".//button[text()='Join']") for li in guest.find(".results li") if title in li.text), None),
+                      "the channel in the list, joined")
     guest.message("Welcome to the garden")
     # Issue 15, part 2: in a channel the guest's receipt reaches only the guest's devices, yet
     # the host's bubble moves on (delivery.updated): the guest has read it, the only other member.
