@@ -33,7 +33,10 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// which runs Swift's tasks, checks its worker threads every second by opening
     /// `/proc/<tid>/stat` while tasks wait, and aborts the process when it cannot (seen here:
     /// SIGILL in `_dispatch_workq_monitor_pools`, within seconds of a full table).
-    public var effectiveTotal: Int { min(total ?? Self.descriptorCeiling, Self.descriptorCeiling) }
+    public var effectiveTotal: Int {
+        let ceiling = Self.descriptorCeiling
+        return min(total ?? ceiling, ceiling)
+    }
 
     /// The most client connections the process's descriptor limit allows: the limit less
     /// ``reservedDescriptors``, and at least 64.

@@ -297,6 +297,25 @@ struct RetryTests {
         #expect(!recorded)
     }
 
+    /// The send draws its keys from the sequences read when the database opens; a database
+    /// whose columns own no sequence was not made by Parley's migrations, and opening it fails
+    /// saying so, rather than the send looking them up on every write.
+    @Test(.enabled(if: TestEngine.isPostgres)) func aDatabaseWithoutTheSendsSequencesIsRefusedWhenOpened() async throws {
+        guard case .postgres(let conninfo) = TestEngine.current else { return }
+        let fresh = try TestEngine.freshPostgresDatabase(conninfo)
+        defer { fresh.drop() }
+        let store = try PostgresStore(url: fresh.conninfo)
+        defer { store.close() }
+        try await Chat(store: store).migrate()
+        try await store.write { db in try db.execute("ALTER TABLE message ALTER COLUMN id DROP IDENTITY") }
+        do {
+            try await Chat(store: store).migrate()
+            Issue.record("a database without message.id's sequence was opened")
+        } catch let StoreError.decoding(message) {
+            #expect(message.contains("message.id") && message.contains("restore it from a backup"), "\(message)")
+        }
+    }
+
     @Test func theSendChecksForeignKeysOnlyAgainstRowsThatCanBeDeleted() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
