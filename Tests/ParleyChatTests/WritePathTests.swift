@@ -250,9 +250,6 @@ struct RetryTests {
         await #expect(throws: ChatError.internalError) { _ = try await harness.chat.feed(alice, after: harness.chat.cursor(through: 0), limit: 10) }
     }
 
-    /// Migration 0032: on PostgreSQL a send checks no foreign key against its conversation or
-    /// its author (rows never deleted), and still checks the ones against a message, which
-    /// retention deletes; SQLite checks them all.
     /// Migration 0032 drops four named keys; a database missing one was not made by Parley's
     /// migrations (or was changed by hand), and the migration refuses it, naming the column,
     /// with nothing changed: every other key stays and 0032 is not recorded as applied.
@@ -316,6 +313,9 @@ struct RetryTests {
         }
     }
 
+    /// Migration 0032: on PostgreSQL a send checks no foreign key against its conversation or
+    /// its author (rows never deleted), and still checks the ones against a message, which
+    /// retention deletes; SQLite checks them all.
     @Test func theSendChecksForeignKeysOnlyAgainstRowsThatCanBeDeleted() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
