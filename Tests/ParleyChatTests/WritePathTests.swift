@@ -250,15 +250,54 @@ struct RetryTests {
         await #expect(throws: ChatError.internalError) { _ = try await harness.chat.feed(alice, after: harness.chat.cursor(through: 0), limit: 10) }
     }
 
+    /// On PostgreSQL a receipt that names the authors it passed waits twice (decision 0026,
+    /// part 3): its access read, and one statement that moves the watermarks, reads the
+    /// authors, inserts the event and its recipients; with the write's BEGIN and COMMIT, four
+    /// round trips, where the authors' read was a fifth. They still hear it, and only they.
+    /// (Verified to count 5 with the statements of before.)
+    @Test(.enabled(if: TestEngine.isPostgres)) func aReceiptWaitsForTheDatabaseTwice() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let store = try #require(harness.store as? PostgresStore)
+        let (ann, ben, room) = try await harness.twoInAGroup()
+        let cat = try await harness.register("cat").caller
+        let dan = try await harness.register("dan").caller
+        _ = try await harness.chat.addMembers(ann, id: room, AddMembersRequest(usernames: ["cat", "dan"]))
+        let hello = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "r", content: .text("hello"))).0
+        // The first prepares the statements (a round trip each, once per connection).
+        _ = try await harness.chat.updateReceipt(cat, conversation: room, ReceiptUpdate(readSeq: hello.seq))
+        let before = store.writeRoundTrips ?? 0
+        let receipt = try await harness.chat.updateReceipt(ben, conversation: room, ReceiptUpdate(readSeq: hello.seq))
+        #expect((store.writeRoundTrips ?? 0) - before == 4)
+        #expect(receipt.readSeq == hello.seq && receipt.deliveredSeq == hello.seq)
+        for (caller, hears) in [(ann, true), (ben, true), (cat, false), (dan, false)] {
+            let feed = try await harness.chat.feed(caller, after: harness.chat.cursor(through: 0), limit: 200).records
+            #expect(feed.contains { $0.type == .receiptUpdated && $0.userID == ben.userID.rawValue } == hears)
+        }
+        let marks = try await harness.chat.receipts(ann, conversation: room, limit: nil, offset: nil).receipts
+        #expect(marks.first { $0.userID == ben.userID }?.readSeq == hello.seq)
+    }
+
+    /// A store on a fresh, empty PostgreSQL database, not migrated, and what closes it and
+    /// drops the database; nil when the tests run on SQLite.
+    private static func emptyPostgresStore() throws -> (PostgresStore, @Sendable () -> Void)? {
+        guard case .postgres(let conninfo) = TestEngine.current else { return nil }
+        let fresh = try TestEngine.freshPostgresDatabase(conninfo)
+        do {
+            let store = try PostgresStore(url: fresh.conninfo)
+            return (store, { store.close(); fresh.drop() })
+        } catch {
+            fresh.drop()
+            throw error
+        }
+    }
+
     /// Migration 0032 drops four named keys; a database missing one was not made by Parley's
     /// migrations (or was changed by hand), and the migration refuses it, naming the column,
     /// with nothing changed: every other key stays and 0032 is not recorded as applied.
     @Test(.enabled(if: TestEngine.isPostgres)) func migration0032RefusesADatabaseMissingAKeyItDropsAndChangesNothing() async throws {
-        guard case .postgres(let conninfo) = TestEngine.current else { return }
-        let fresh = try TestEngine.freshPostgresDatabase(conninfo)
-        defer { fresh.drop() }
-        let store = try PostgresStore(url: fresh.conninfo)
-        defer { store.close() }
+        guard let (store, done) = try Self.emptyPostgresStore() else { return }
+        defer { done() }
         let schema = Schema.postgres
         var before = Migrator()
         for migration in schema.migrations where migration.name < "0032" { before.register(migration.name, migration.apply) }
@@ -298,11 +337,8 @@ struct RetryTests {
     /// whose columns own no sequence was not made by Parley's migrations, and opening it fails
     /// saying so, rather than the send looking them up on every write.
     @Test(.enabled(if: TestEngine.isPostgres)) func aDatabaseWithoutTheSendsSequencesIsRefusedWhenOpened() async throws {
-        guard case .postgres(let conninfo) = TestEngine.current else { return }
-        let fresh = try TestEngine.freshPostgresDatabase(conninfo)
-        defer { fresh.drop() }
-        let store = try PostgresStore(url: fresh.conninfo)
-        defer { store.close() }
+        guard let (store, done) = try Self.emptyPostgresStore() else { return }
+        defer { done() }
         try await Chat(store: store).migrate()
         try await store.write { db in try db.execute("ALTER TABLE message ALTER COLUMN id DROP IDENTITY") }
         do {

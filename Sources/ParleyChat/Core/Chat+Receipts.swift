@@ -111,24 +111,34 @@ extension Chat {
             let earlier = traced?[access.key]
             traced?[access.key] = earlier.map { $0 + "," + entry } ?? entry
         }
-        try db.enqueue("""
-            UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
-            WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
-            """)
-        // Stored with a position and no seq: see EventKind.receiptUpdated.
-        let recipients = try Chat.receiptRecipients(db, access: access, member: caller.userKey, from: old, to: new)
         var payload = EventPayload()
         payload.deliveredSeq = new.delivered
         payload.readSeq = new.read
         // Built here, not read back after the write (decision 0026).
-        try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey,
-                      payload: payload, now: now, recipients: recipients) { position in
+        let build = { (position: Int64, recipients: [Int64]?) -> AppendedEvent in
             let record = EventRecord(position: position, conversationID: access.id.rawValue, seq: nil, type: .receiptUpdated,
                                      actorID: caller.userID.rawValue, createdAt: now, userID: caller.userID.rawValue, payload: payload)
             var event = AppendedEvent(record: record, conversationKey: access.key, conversationKind: access.kind,
                                       userKey: caller.userKey, recipient: recipients?.first)
             event.alsoTo = Array(recipients?.dropFirst() ?? [])
             return event
+        }
+        let move: SQL = """
+            UPDATE member SET delivered_seq = \(new.delivered), read_seq = \(new.read)
+            WHERE conversation_id = \(access.key) AND user_id = \(caller.userKey)
+            """
+        let audience = Chat.receiptAudience(access: access, member: caller.userKey, from: old, to: new)
+        // Stored with a position and no seq: see EventKind.receiptUpdated.
+        if db.dialect == .postgres {
+            // The move, the authors it passed, the event and its recipients: one statement, one wait.
+            try db.appendToSubjectAndAuthors("moved AS (\(move))", conversation: access.key, kind: .receiptUpdated,
+                                             actor: caller.userKey, subject: caller.userKey, audience: audience,
+                                             payload: payload, now: now, prebuilt: build)
+        } else {
+            try db.enqueue(move)
+            let recipients = try db.recipients(audience, subject: caller.userKey)
+            try db.append(conversation: access.key, kind: .receiptUpdated, actor: caller.userKey, user: caller.userKey,
+                          payload: payload, now: now, recipients: recipients) { build($0, recipients) }
         }
         // In a public channel the author learns it through delivery.updated (Chat+Deliveries).
         guard access.kind == .public else { return (receipt, nil) }
@@ -144,23 +154,28 @@ extension Chat {
 
     /// Who hears a member's watermarks move (``EventAudience/subjectAndAuthors``, decision
     /// 0028): the member's own devices and the members whose messages the move passed, from
-    /// `old` to `new` — they show delivered and read, nobody else does. Nil (every member) in a
+    /// `old` to `new` — they show delivered and read, nobody else does. Every member in a
     /// direct chat, where that is everyone anyway, and when the authors are more than
     /// ``receiptAuthorsNamed`` or all the others; the member alone in a public channel, whose
     /// authors hear counts instead (decision 0017).
-    static func receiptRecipients(_ db: any Database, access: Access, member: Int64,
-                                  from old: (delivered: Int64, read: Int64), to new: (delivered: Int64, read: Int64)) throws -> [Int64]? {
-        if access.kind == .public { return [member] }
-        if access.memberCount <= 2 { return nil }
-        let authors = try db.fetchAll("""
-            SELECT DISTINCT m.author_id AS author FROM message m
-            JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = m.author_id
-            WHERE m.conversation_id = \(access.key) AND m.author_id != \(member)
-              AND ((m.seq > \(old.read) AND m.seq <= \(new.read)) OR (m.seq > \(old.delivered) AND m.seq <= \(new.delivered)))
-            LIMIT \(receiptAuthorsNamed + 1)
-            """).map { try $0.get("author", as: Int64.self) }
-        guard authors.count <= receiptAuthorsNamed, authors.count + 1 < access.memberCount else { return nil }
-        return [member] + authors
+    static func receiptAudience(access: Access, member: Int64, from old: (delivered: Int64, read: Int64),
+                                to new: (delivered: Int64, read: Int64)) -> Transaction.DecidedAudience {
+        if access.kind == .public { return .subject }
+        if access.memberCount <= 2 { return .everyone }
+        return .subjectAndAuthors(authors: authorsPassed(access: access, member: member, from: old, to: new),
+                                  most: receiptAuthorsNamed, memberCount: access.memberCount)
+    }
+
+    /// The members, other than `member`, whose messages a move of `member`'s watermarks from
+    /// `old` to `new` passed: one column, `author`, each once.
+    static func authorsPassed(access: Access, member: Int64, from old: (delivered: Int64, read: Int64),
+                              to new: (delivered: Int64, read: Int64)) -> SQL {
+        """
+        SELECT DISTINCT m.author_id AS author FROM message m
+        JOIN member mb ON mb.conversation_id = m.conversation_id AND mb.user_id = m.author_id
+        WHERE m.conversation_id = \(access.key) AND m.author_id != \(member)
+          AND ((m.seq > \(old.read) AND m.seq <= \(new.read)) OR (m.seq > \(old.delivered) AND m.seq <= \(new.delivered)))
+        """
     }
 
     /// Every member's watermarks, a page at a time.

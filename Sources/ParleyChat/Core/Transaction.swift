@@ -390,6 +390,88 @@ final class Transaction: Database {
         return (seq, message, position)
     }
 
+    /// Who hears an event whose audience the write decides (``EventAudience/subjectAndAuthors``),
+    /// for ``appendToSubjectAndAuthors(_:conversation:kind:actor:subject:audience:payload:now:prebuilt:)``.
+    enum DecidedAudience {
+        /// Every member.
+        case everyone
+        /// The subject alone.
+        case subject
+        /// The subject and the users `authors` answers (one column, `author`, distinct), unless
+        /// they are more than `most` or, with the subject, all `memberCount` members: then
+        /// every member.
+        case subjectAndAuthors(authors: SQL, most: Int, memberCount: Int)
+    }
+
+    /// The recipients `audience` names, read in a statement of their own (SQLite, in process),
+    /// as ``append(conversation:kind:seq:actor:message:user:role:payload:now:activity:recipients:prebuilt:)``
+    /// takes them: nil for every member, else `subject` first.
+    func recipients(_ audience: DecidedAudience, subject: Int64) throws -> [Int64]? {
+        switch audience {
+        case .everyone: return nil
+        case .subject: return [subject]
+        case .subjectAndAuthors(let authors, let most, let memberCount):
+            let found = try db.fetchAll(authors + " LIMIT \(Int64(most + 1))").map { try $0.get("author", as: Int64.self) }
+            guard found.count <= most, found.count + 1 < memberCount else { return nil }
+            return [subject] + found
+        }
+    }
+
+    /// Appends an annotation whose audience the write decides (a `receipt.updated`) after
+    /// `rows`, data-modifying common table expressions (the watermarks it announces), in one
+    /// statement and one wait (PostgreSQL): the authors it names are read, the event inserted
+    /// with its recipients, and the rows changed, where they were four statements and three
+    /// waits. `prebuilt` builds the event from its position and recipients (nil: every
+    /// member; else the subject first).
+    ///
+    /// - Returns: the recipients, as ``append(conversation:kind:seq:actor:message:user:role:payload:now:activity:recipients:prebuilt:)`` takes them.
+    @discardableResult
+    func appendToSubjectAndAuthors(_ rows: SQL, conversation: Int64, kind: EventKind, actor: Int64, subject: Int64,
+                                   audience: DecidedAudience, payload: EventPayload, now: Int64,
+                                   prebuilt: (_ position: Int64, _ recipients: [Int64]?) -> AppendedEvent) throws -> [Int64]? {
+        guard let rule = kind.rule, !rule.history, rule.audience == .subjectAndAuthors else {
+            throw StoreError.decoding("appendToSubjectAndAuthors is for annotations whose audience the write decides, not \(kind.rawValue)")
+        }
+        if linking, previous.isEmpty, shards > 1, shard == nil { try notePrevious() }
+        let notesPrevious = linking && previous.isEmpty
+        let prior: SQL = !notesPrevious ? "NULL"
+            : shards == 1 ? "(SELECT coalesce(max(position), 0) FROM event)"
+            : SQL(stringLiteral: "(\(EventLog.newestStatement(shard: shard ?? 0, shards: shards)))")
+        // `named`: the others who hear it besides the subject, NULL for every member.
+        let named: SQL = switch audience {
+        case .everyone: "named AS (SELECT NULL::bigint[] AS authors)"
+        case .subject: "named AS (SELECT '{}'::bigint[] AS authors)"
+        case .subjectAndAuthors(let authors, let most, let memberCount): """
+            authors AS (\(authors) LIMIT \(Int64(most + 1))),
+            named AS (SELECT CASE WHEN count(*) <= \(Int64(most)) AND count(*) + 1 < \(Int64(memberCount))
+                                  THEN coalesce(array_agg(author), '{}') END AS authors FROM authors)
+            """
+        }
+        // A log of one shard: the event table's identity; of several, drawn here.
+        let (columns, drawn): (SQL, SQL) = shards == 1 ? (Self.eventColumns, "")
+            : (Self.shardedEventColumns, positionValue(conversation: conversation) + ", ")
+        let row = try db.fetchOne("""
+            WITH \(rows), \(named),
+            appended AS (
+                INSERT INTO \(columns)
+                SELECT \(drawn)\(conversation), NULL, \(kind.rawValue), \(actor), NULL, \(subject), NULL, \(payload.stored), \(now),
+                       CASE WHEN named.authors IS NULL THEN NULL ELSE \(subject) END
+                FROM named RETURNING position),
+            recipients AS (INSERT INTO event_recipient (position, user_id) SELECT appended.position, unnest(named.authors) FROM appended, named)
+            SELECT appended.position, array_to_string(named.authors, ',') AS authors, \(prior) AS previous FROM appended, named
+            """)
+        guard let row else { throw ChatError.internalError }
+        let position: Int64 = try row.get("position")
+        try checkShard(position)
+        if notesPrevious { previous[shard ?? 0] = try row.get("previous", as: Int64?.self) ?? 0 }
+        let recipients: [Int64]? = try row.get("authors", as: String?.self).map { authors in
+            [subject] + authors.split(separator: ",").compactMap { Int64($0) }
+        }
+        try appended(position: position, conversation: conversation, rule: rule, message: nil, activity: false,
+                     prebuilt: prebuilt(position, recipients))
+        return recipients
+    }
+
     /// Hands the write path an event appended without it (``appendInserting``), so it is not
     /// read back at the end of the write.
     func provide(_ event: AppendedEvent) {
