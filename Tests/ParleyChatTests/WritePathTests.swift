@@ -349,9 +349,10 @@ struct RetryTests {
         }
     }
 
-    /// Migration 0032: on PostgreSQL a send checks no foreign key against its conversation or
-    /// its author (rows never deleted), and still checks the ones against a message, which
-    /// retention deletes; SQLite checks them all.
+    /// Migrations 0032 and 0033: on PostgreSQL a send checks no foreign key against its
+    /// conversation or its author, nor a receipt against the accounts it names (rows never
+    /// deleted), and both still check the ones against a message or an event, which retention
+    /// deletes; SQLite checks them all.
     @Test func theSendChecksForeignKeysOnlyAgainstRowsThatCanBeDeleted() async throws {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
@@ -364,11 +365,12 @@ struct RetryTests {
                 return Set(try db.fetchAll("""
                     SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
                     JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-                    WHERE c.contype = 'f' AND c.conrelid IN ('message'::regclass, 'event'::regclass, 'message_search'::regclass)
+                    WHERE c.contype = 'f'
+                      AND c.conrelid IN ('message'::regclass, 'event'::regclass, 'message_search'::regclass, 'event_recipient'::regclass)
                     """).map { try $0.get("name", as: String.self) })
             case .sqlite:
                 var names: Set<String> = []
-                for table in ["message", "event"] {
+                for table in ["message", "event", "event_recipient"] {
                     for row in try db.fetchAll(SQL(stringLiteral: "SELECT \"from\" AS name FROM pragma_foreign_key_list('\(table)')")) {
                         names.insert(table + "." + (try row.get("name", as: String.self)))
                     }
@@ -379,8 +381,8 @@ struct RetryTests {
         // The send draws its keys from sequences named once, when the database was opened.
         #expect(harness.chat.logSequences == (TestEngine.isPostgres
             ? Transaction.Sequences(message: "public.message_id_seq", event: "public.event_position_seq") : nil))
-        let neverDeleted = Set(Schema.sendPathKeysToParentsNeverDeleted.map { $0.table + "." + $0.column })
-        #expect(checked.contains("event.message_id") && checked.contains("message.thread_id"))
+        let neverDeleted = Set((Schema.sendPathKeysToParentsNeverDeleted + Schema.receiptPathKeysToAccounts).map { $0.table + "." + $0.column })
+        #expect(checked.contains("event.message_id") && checked.contains("message.thread_id") && checked.contains("event_recipient.position"))
         if TestEngine.isPostgres {
             #expect(checked.isDisjoint(with: neverDeleted))
             #expect(checked.contains("message_search.message_id"))

@@ -961,17 +961,33 @@ package enum Schema: Sendable {
             // deletes) stay. SQLite's checks are an index lookup each, without a lock,
             // and stay (docs/decisions/0026, part 5).
             guard db.dialect == .postgres else { return }
-            for (table, column) in Schema.sendPathKeysToParentsNeverDeleted {
-                let name = try db.fetchValue(String.self, """
-                    SELECT c.conname FROM pg_constraint c
-                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-                    WHERE c.conrelid = \(table)::regclass AND c.contype = 'f' AND a.attname = \(column)
-                    """)
-                guard let name else {
-                    throw StoreError.decoding("\(table).\(column) has no foreign key before migration 0032; this database cannot be upgraded in place")
-                }
-                try db.execute(SQL(stringLiteral: "ALTER TABLE \(table) DROP CONSTRAINT \"\(name.replacingOccurrences(of: "\"", with: ""))\""))
+            try Schema.dropForeignKeys(db, Schema.sendPathKeysToParentsNeverDeleted, migration: "0032")
+        }
+        migrator.register("0033 no foreign-key checks on the receipt path against accounts") { db in
+            // The same for a receipt (docs/decisions/0026, part 5): its event names the member
+            // twice (the subject, and the one who alone receives it) and each further recipient
+            // is a row naming an account: three to four checks per receipt, each a query that
+            // locks an account's row, against rows never deleted. The recipients' key to their
+            // event stays (retention deletes events, and the rows go with them).
+            guard db.dialect == .postgres else { return }
+            try Schema.dropForeignKeys(db, Schema.receiptPathKeysToAccounts, migration: "0033")
+        }
+    }
+
+    /// Drops the foreign key of each column (PostgreSQL), or throws naming the first column
+    /// without one: a database without it was not made by Parley's migrations, and nothing of
+    /// `migration` is kept (the migration's transaction rolls back).
+    static func dropForeignKeys(_ db: any Database, _ columns: [(table: String, column: String)], migration: String) throws {
+        for (table, column) in columns {
+            let name = try db.fetchValue(String.self, """
+                SELECT c.conname FROM pg_constraint c
+                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                WHERE c.conrelid = \(table)::regclass AND c.contype = 'f' AND a.attname = \(column)
+                """)
+            guard let name else {
+                throw StoreError.decoding("\(table).\(column) has no foreign key before migration \(migration); this database cannot be upgraded in place")
             }
+            try db.execute(SQL(stringLiteral: "ALTER TABLE \(table) DROP CONSTRAINT \"\(name.replacingOccurrences(of: "\"", with: ""))\""))
         }
     }
 
@@ -980,6 +996,12 @@ package enum Schema: Sendable {
     /// deleted while the server runs.
     package static let sendPathKeysToParentsNeverDeleted: [(table: String, column: String)] = [
         ("message", "conversation_id"), ("message", "author_id"), ("event", "conversation_id"), ("event", "actor_id"),
+    ]
+
+    /// The columns of a receipt's rows whose foreign keys PostgreSQL no longer checks
+    /// (migration 0033): each names an account, which is never deleted while the server runs.
+    package static let receiptPathKeysToAccounts: [(table: String, column: String)] = [
+        ("event", "user_id"), ("event", "recipient_id"), ("event_recipient", "user_id"),
     ]
 
     /// Widens the event table's CHECK of which kinds take no seq (`from` → `to`). Widening a
