@@ -278,6 +278,46 @@ struct RetryTests {
         #expect(marks.first { $0.userID == ben.userID }?.readSeq == hello.seq)
     }
 
+    /// Migration 0034: on PostgreSQL the one-column CHECKs of the rows a send and a receipt
+    /// write are domains (no table CHECK re-parsed per statement), and each still refuses what
+    /// the table CHECK refused; the CHECK across two columns stays on its table.
+    @Test(.enabled(if: TestEngine.isPostgres)) func theHotRowsOneColumnChecksAreDomainsThatStillRefuse() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let (ann, _, room) = try await harness.twoInAGroup()
+        _ = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "d", content: .text("checked")))
+        let tableChecks: Set<String> = try await harness.store.read { db in
+            Set(try db.fetchAll("""
+                SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
+                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                WHERE c.contype = 'c' AND c.conrelid IN ('conversation'::regclass, 'member'::regclass, 'event'::regclass)
+                """).map { try $0.get("name", as: String.self) })
+        }
+        #expect(tableChecks.isDisjoint(with: Schema.checksAsDomains.map { $0.table + "." + $0.column }))
+        #expect(tableChecks.contains("member.read_seq"), "read never passes delivered: still the table's")
+        let refused: [SQL] = [
+            "UPDATE member SET role = 'king'",
+            "UPDATE member SET push_level = 'sometimes'",
+            "UPDATE conversation SET kind = 'forum'",
+            "UPDATE event SET seq = 0 WHERE seq IS NOT NULL",
+            "UPDATE member SET read_seq = delivered_seq + 1",
+        ]
+        for statement in refused {
+            do {
+                try await harness.store.write { db in try db.execute(statement) }
+                Issue.record("stored: \(statement)")
+            } catch let error as StoreError {
+                #expect(error.isConstraintViolation, "\(statement): \(error)")
+            }
+        }
+        // What the domains allow is stored, and read back as the type it was.
+        try await harness.store.write { db in try db.execute("UPDATE member SET role = 'admin', push_level = 'mentions'") }
+        let (role, seq) = try await harness.store.read { db in
+            (try db.fetchValue(String.self, "SELECT role FROM member LIMIT 1"), try db.fetchValue(Int64.self, "SELECT max(seq) FROM event"))
+        }
+        #expect(role == "admin" && (seq ?? 0) >= 1)
+    }
+
     /// A store on a fresh, empty PostgreSQL database, not migrated, and what closes it and
     /// drops the database; nil when the tests run on SQLite.
     private static func emptyPostgresStore() throws -> (PostgresStore, @Sendable () -> Void)? {

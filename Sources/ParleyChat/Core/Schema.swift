@@ -972,6 +972,31 @@ package enum Schema: Sendable {
             guard db.dialect == .postgres else { return }
             try Schema.dropForeignKeys(db, Schema.receiptPathKeysToAccounts, migration: "0033")
         }
+        migrator.register("0034 the one-column CHECKs of rows every send and receipt writes, as domains") { db in
+            // PostgreSQL evaluates every CHECK of a table on every row a statement inserts or
+            // updates, whichever columns changed, and parses each one's stored expression again
+            // for every statement (docs/decisions/0026, part 5): a receipt's update of the
+            // member's marks checked its role and notification level. A domain's CHECK runs only
+            // when a value of it is written, and its expression is parsed once per backend. The
+            // table CHECK goes first, so changing the column's type to a domain over the same
+            // type rewrites nothing; adding the domain's CHECK then checks every stored value.
+            guard db.dialect == .postgres else { return }
+            for check in Schema.checksAsDomains {
+                let name = try db.fetchValue(String.self, """
+                    SELECT c.conname FROM pg_constraint c
+                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                    WHERE c.conrelid = \(check.table)::regclass AND c.contype = 'c' AND cardinality(c.conkey) = 1
+                      AND a.attname = \(check.column)
+                    """)
+                guard let name else {
+                    throw StoreError.decoding("\(check.table).\(check.column) has no CHECK before migration 0034; this database cannot be upgraded in place")
+                }
+                try db.execute(SQL(stringLiteral: "ALTER TABLE \(check.table) DROP CONSTRAINT \"\(name.replacingOccurrences(of: "\"", with: ""))\""))
+                try db.execute(SQL(stringLiteral: "CREATE DOMAIN \(check.domain) AS \(check.type)"))
+                try db.execute(SQL(stringLiteral: "ALTER TABLE \(check.table) ALTER COLUMN \(check.column) TYPE \(check.domain)"))
+                try db.execute(SQL(stringLiteral: "ALTER DOMAIN \(check.domain) ADD CONSTRAINT \(check.domain)_values CHECK (\(check.check))"))
+            }
+        }
     }
 
     /// Drops the foreign key of each column (PostgreSQL), or throws naming the first column
@@ -996,6 +1021,16 @@ package enum Schema: Sendable {
     /// deleted while the server runs.
     package static let sendPathKeysToParentsNeverDeleted: [(table: String, column: String)] = [
         ("message", "conversation_id"), ("message", "author_id"), ("event", "conversation_id"), ("event", "actor_id"),
+    ]
+
+    /// The one-column CHECKs that are domains on PostgreSQL (migration 0034): the column, the
+    /// domain, its type and its CHECK of `VALUE`, which is the table CHECK it replaced. A later
+    /// migration that widens one changes the domain's CHECK (`ALTER DOMAIN`), not the table.
+    package static let checksAsDomains: [(table: String, column: String, domain: String, type: String, check: String)] = [
+        ("conversation", "kind", "conversation_kind", "text", "VALUE IN ('direct', 'group', 'public', 'private', 'pusher')"),
+        ("member", "role", "member_role", "text", "VALUE IN ('owner', 'admin', 'member')"),
+        ("member", "push_level", "member_push_level", "text", "VALUE IN ('all', 'mentions')"),
+        ("event", "seq", "event_seq", "bigint", "VALUE >= 1"),
     ]
 
     /// The columns of a receipt's rows whose foreign keys PostgreSQL no longer checks
