@@ -352,14 +352,7 @@ final class Transaction: Database {
         guard let rule = kind.rule, rule.history, rule.audience == .members else {
             throw StoreError.decoding("appendInserting is for history events every member receives, not \(kind.rawValue)")
         }
-        // Before the first event, the newest position so far (of the write's shard), read in the
-        // same statement (its snapshot does not see the row it inserts). A write that may
-        // append to any shard of several reads every shard's first.
-        if linking, previous.isEmpty, shards > 1, shard == nil { try notePrevious() }
-        let notesPrevious = linking && previous.isEmpty
-        let prior: SQL = !notesPrevious ? "NULL"
-            : shards == 1 ? "(SELECT coalesce(max(position), 0) FROM event)"
-            : SQL(stringLiteral: "(\(EventLog.newestStatement(shard: shard ?? 0, shards: shards)))")
+        let (prior, notesPrevious) = try priorInStatement()
         let insert: SQL = activityMoved ? """
             WITH \(rows)
             INSERT INTO \(Self.shardedEventColumns)
@@ -432,11 +425,7 @@ final class Transaction: Database {
         guard let rule = kind.rule, !rule.history, rule.audience == .subjectAndAuthors else {
             throw StoreError.decoding("appendToSubjectAndAuthors is for annotations whose audience the write decides, not \(kind.rawValue)")
         }
-        if linking, previous.isEmpty, shards > 1, shard == nil { try notePrevious() }
-        let notesPrevious = linking && previous.isEmpty
-        let prior: SQL = !notesPrevious ? "NULL"
-            : shards == 1 ? "(SELECT coalesce(max(position), 0) FROM event)"
-            : SQL(stringLiteral: "(\(EventLog.newestStatement(shard: shard ?? 0, shards: shards)))")
+        let (prior, notesPrevious) = try priorInStatement()
         // `named`: the others who hear it besides the subject, NULL for every member.
         let named: SQL = switch audience {
         case .everyone: "named AS (SELECT NULL::bigint[] AS authors)"
@@ -470,6 +459,18 @@ final class Transaction: Database {
         try appended(position: position, conversation: conversation, rule: rule, message: nil, activity: false,
                      prebuilt: prebuilt(position, recipients))
         return recipients
+    }
+
+    /// For a statement that appends the write's first event: a column answering the newest
+    /// position so far (of the write's shard), read in that statement (its snapshot does not
+    /// see the row it inserts), and whether the write notes it (linking, and nothing noted yet);
+    /// `NULL` otherwise. A write that may append to any shard of several reads every shard's
+    /// first, in a statement of its own.
+    private func priorInStatement() throws -> (column: SQL, notes: Bool) {
+        if linking, previous.isEmpty, shards > 1, shard == nil { try notePrevious() }
+        guard linking && previous.isEmpty else { return ("NULL", false) }
+        return (shards == 1 ? "(SELECT coalesce(max(position), 0) FROM event)"
+                : SQL(stringLiteral: "(\(EventLog.newestStatement(shard: shard ?? 0, shards: shards)))"), true)
     }
 
     /// Hands the write path an event appended without it (``appendInserting``), so it is not
