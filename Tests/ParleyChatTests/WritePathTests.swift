@@ -373,6 +373,41 @@ struct RetryTests {
         #expect(!recorded)
     }
 
+    /// Migration 0034 turns four named CHECKs into domains; a database missing one was not
+    /// made by Parley's migrations, and the migration refuses it, naming the column, with
+    /// nothing changed: no domain made, every other CHECK still on its table, 0034 not recorded.
+    @Test(.enabled(if: TestEngine.isPostgres)) func migration0034RefusesADatabaseMissingACheckItMovesAndChangesNothing() async throws {
+        guard let (store, done) = try Self.emptyPostgresStore() else { return }
+        defer { done() }
+        var before = Migrator()
+        for migration in Schema.postgres.migrations where migration.name < "0034" { before.register(migration.name, migration.apply) }
+        try await before.migrate(store)
+        @Sendable func checks() async throws -> Set<String> {
+            try await store.read { db in
+                Set(try db.fetchAll("""
+                    SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
+                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                    WHERE c.contype = 'c' AND c.conrelid IN ('conversation'::regclass, 'member'::regclass, 'event'::regclass)
+                    """).map { try $0.get("name", as: String.self) })
+            }
+        }
+        let all = try await checks()
+        #expect(all.isSuperset(of: Schema.checksAsDomains.map { $0.table + "." + $0.column }))
+        try await store.write { db in try db.execute("ALTER TABLE member DROP CONSTRAINT member_push_level_check") }
+        do {
+            try await Schema.postgres.migrate(store)
+            Issue.record("migration 0034 ran on a database without member.push_level's CHECK")
+        } catch let StoreError.decoding(message) {
+            #expect(message.contains("member.push_level") && message.contains("0034"), "\(message)")
+        }
+        #expect(try await checks() == all.subtracting(["member.push_level"]))
+        let (domains, recorded) = try await store.read { db in
+            (try db.fetchValue(Int.self, "SELECT count(*) FROM pg_type WHERE typtype = 'd' AND typname IN ('conversation_kind', 'member_role', 'member_push_level', 'event_seq')"),
+             try db.fetchOne("SELECT 1 FROM parley_migration WHERE name LIKE '0034%'") != nil)
+        }
+        #expect(domains == 0 && !recorded)
+    }
+
     /// The send draws its keys from the sequences read when the database opens; a database
     /// whose columns own no sequence was not made by Parley's migrations, and opening it fails
     /// saying so, rather than the send looking them up on every write.
