@@ -286,12 +286,8 @@ struct RetryTests {
         defer { harness.tearDown() }
         let (ann, _, room) = try await harness.twoInAGroup()
         _ = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "d", content: .text("checked")))
-        let tableChecks: Set<String> = try await harness.store.read { db in
-            Set(try db.fetchAll("""
-                SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
-                JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-                WHERE c.contype = 'c' AND c.conrelid IN ('conversation'::regclass, 'member'::regclass, 'event'::regclass)
-                """).map { try $0.get("name", as: String.self) })
+        let tableChecks = try await harness.store.read { db in
+            try Self.constrainedColumns(db, kind: "c", of: ["conversation", "member", "event"])
         }
         #expect(tableChecks.isDisjoint(with: Schema.checksAsDomains.map { $0.table + "." + $0.column }))
         #expect(tableChecks.contains("member.read_seq"), "read never passes delivered: still the table's")
@@ -318,6 +314,23 @@ struct RetryTests {
         #expect(role == "admin" && (seq ?? 0) >= 1)
     }
 
+    /// Runs PostgreSQL's migrations up to, not including, the one whose name starts `name`.
+    private static func migrate(_ store: PostgresStore, before name: String) async throws {
+        var before = Migrator()
+        for migration in Schema.postgres.migrations where migration.name < name { before.register(migration.name, migration.apply) }
+        try await before.migrate(store)
+    }
+
+    /// The `table.column` of every constraint of `kind` (`f` foreign key, `c` CHECK) on the
+    /// tables (PostgreSQL), by its first column.
+    static func constrainedColumns(_ db: any Database, kind: String, of tables: [String]) throws -> Set<String> {
+        Set(try db.fetchAll("""
+            SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
+            JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+            WHERE c.contype = \(kind) AND c.conrelid::regclass::text IN (\(list: tables))
+            """).map { try $0.get("name", as: String.self) })
+    }
+
     /// A store on a fresh, empty PostgreSQL database, not migrated, and what closes it and
     /// drops the database; nil when the tests run on SQLite.
     private static func emptyPostgresStore() throws -> (PostgresStore, @Sendable () -> Void)? {
@@ -339,17 +352,9 @@ struct RetryTests {
         guard let (store, done) = try Self.emptyPostgresStore() else { return }
         defer { done() }
         let schema = Schema.postgres
-        var before = Migrator()
-        for migration in schema.migrations where migration.name < "0032" { before.register(migration.name, migration.apply) }
-        try await before.migrate(store)
+        try await Self.migrate(store, before: "0032")
         @Sendable func keys() async throws -> Set<String> {
-            try await store.read { db in
-                Set(try db.fetchAll("""
-                    SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
-                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-                    WHERE c.contype = 'f' AND c.conrelid IN ('message'::regclass, 'event'::regclass)
-                    """).map { try $0.get("name", as: String.self) })
-            }
+            try await store.read { db in try Self.constrainedColumns(db, kind: "f", of: ["message", "event"]) }
         }
         let all = try await keys()
         #expect(all.isSuperset(of: Schema.sendPathKeysToParentsNeverDeleted.map { $0.table + "." + $0.column }))
@@ -379,17 +384,9 @@ struct RetryTests {
     @Test(.enabled(if: TestEngine.isPostgres)) func migration0034RefusesADatabaseMissingACheckItMovesAndChangesNothing() async throws {
         guard let (store, done) = try Self.emptyPostgresStore() else { return }
         defer { done() }
-        var before = Migrator()
-        for migration in Schema.postgres.migrations where migration.name < "0034" { before.register(migration.name, migration.apply) }
-        try await before.migrate(store)
+        try await Self.migrate(store, before: "0034")
         @Sendable func checks() async throws -> Set<String> {
-            try await store.read { db in
-                Set(try db.fetchAll("""
-                    SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
-                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-                    WHERE c.contype = 'c' AND c.conrelid IN ('conversation'::regclass, 'member'::regclass, 'event'::regclass)
-                    """).map { try $0.get("name", as: String.self) })
-            }
+            try await store.read { db in try Self.constrainedColumns(db, kind: "c", of: ["conversation", "member", "event"]) }
         }
         let all = try await checks()
         #expect(all.isSuperset(of: Schema.checksAsDomains.map { $0.table + "." + $0.column }))
@@ -437,12 +434,7 @@ struct RetryTests {
         let checked: Set<String> = try await harness.store.read { db in
             switch db.dialect {
             case .postgres:
-                return Set(try db.fetchAll("""
-                    SELECT c.conrelid::regclass::text || '.' || a.attname AS name FROM pg_constraint c
-                    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-                    WHERE c.contype = 'f'
-                      AND c.conrelid IN ('message'::regclass, 'event'::regclass, 'message_search'::regclass, 'event_recipient'::regclass)
-                    """).map { try $0.get("name", as: String.self) })
+                return try Self.constrainedColumns(db, kind: "f", of: ["message", "event", "message_search", "event_recipient"])
             case .sqlite:
                 var names: Set<String> = []
                 for table in ["message", "event", "event_recipient"] {
