@@ -76,6 +76,11 @@ class Browser:
                 return False
         self.wait(click, what)
 
+    def click(self, css):
+        """Clicks the first element `css` matches, found again if the page drew it anew between
+        the look and the click (search results and lists are redrawn as answers arrive)."""
+        self.click_found(lambda: (self.find(css) or [None])[0], css)
+
     def click_text(self, text, css="button"):
         self.click_found(lambda: next((b for b in self.find(css) if b.text.strip() == text and b.is_displayed()), None), f"button {text}")
 
@@ -90,20 +95,20 @@ class Browser:
         self.one("input[name=username]").send_keys(username)
         self.one("input[name=password]").send_keys("correct horse battery")
         self.one("input[name=displayName]").send_keys(display_name)
-        self.one("form button[type=submit]").click()
+        self.click("form button[type=submit]")
         self.one(".connection.online", "online")
 
     def sign_in(self, username):
         self.one("input[name=username]").send_keys(username)
         self.one("input[name=password]").send_keys("correct horse battery")
-        self.one("form button[type=submit]").click()
+        self.click("form button[type=submit]")
         self.one(".connection.online", "online")
 
     def start_chat(self, search, username):
         """New chat: search for someone and open the conversation with them."""
         self.click_text("New chat")
         self.one("input[name=search]").send_keys(search)
-        self.one(f"button.person[data-id='{username}']").click()
+        self.click(f"button.person[data-id='{username}']")
         self.one(".composer-input")
 
     def open_conversation(self, label):
@@ -229,7 +234,7 @@ def test_two_people_chat_live_and_a_third_session_sees_the_same_history(server, 
     # On a phone's width: one pane at a time, with a way back.
     bob.driver.set_window_size(390, 844)
     bob.screenshot("phone-chat.png")
-    bob.one("button.back").click()
+    bob.click("button.back")
     bob.one("button.conversation")
     assert not bob.one(".chat").is_displayed()
     bob.screenshot("phone-list.png")
@@ -247,7 +252,7 @@ def test_guests_and_channels(server, browsers):
     guest = Browser(server); browsers.append(guest)
     guest.click_text("Guest")
     guest.one("input[name=displayName]").send_keys("Visitor")
-    guest.one("form button[type=submit]").click()
+    guest.click("form button[type=submit]")
     guest.one(".connection.online", "online")
     guest.click_text("Channels")
     guest.one("input[name=search]").send_keys(title)
@@ -323,14 +328,14 @@ def test_groups_load_earlier_keeps_the_place_locations_and_jump_to_newest(server
     olga.click_text("New group")
     olga.one("input[name=title]").send_keys("Book club")
     olga.one("input[name=search]").send_keys("Finn")
-    olga.one(f"button.person[data-id='{friend_name}']").click()
+    olga.click(f"button.person[data-id='{friend_name}']")
     olga.wait(lambda: any("Finn" in chip.text for chip in olga.find(".chip")), "Finn chosen")
     # Chosen people are marked in the results; a second click takes one back.
     finn = f"button.person[data-id='{friend_name}']"
     olga.wait(lambda: olga.one(finn).get_attribute("aria-pressed") == "true" and olga.one(finn + " .chosen-mark").text == "✓", "Finn marked")
-    olga.one(finn).click()
+    olga.click(finn)
     olga.wait(lambda: olga.one(finn).get_attribute("aria-pressed") == "false" and not olga.find(".chip"), "Finn taken back")
-    olga.one(finn).click()
+    olga.click(finn)
     olga.wait(lambda: any("Finn" in chip.text for chip in olga.find(".chip")), "Finn chosen again")
     olga.click_text("Create group")
     olga.one(".composer-input")
@@ -361,7 +366,7 @@ def test_groups_load_earlier_keeps_the_place_locations_and_jump_to_newest(server
     olga.wait(lambda: olga.driver.execute_script(
         "const m = arguments[0]; return m.scrollHeight - m.scrollTop - m.clientHeight < 80", olga.one(".messages")), "at the newest")
     # A location, typed in when the browser will not tell where it is.
-    olga.one("button[aria-label='Share a location']").click()
+    olga.click("button[aria-label='Share a location']")
     prompt = olga.wait(lambda: olga.driver.switch_to.alert, "the location prompt", timeout=20)
     prompt.send_keys("52.52, 13.405")
     prompt.accept()
@@ -672,7 +677,7 @@ def test_a_thread_in_two_browsers(server, browsers):
     ana.one(".thread-input").send_keys("booked")
     ben.wait(lambda: "typing" in ben.one(".thread-typing").text, "Ana typing, in Ben's thread panel")
     assert "typing" not in ben.one(".chat .typing:not(.thread-typing)").text
-    ana.one("input[name=alsoInConversation]").click()
+    ana.click("input[name=alsoInConversation]")
     ana.one(".thread-input").send_keys(" the train", Keys.ENTER)
     ben.wait(lambda: "typing" not in ben.one(".thread-typing").text, "the typing ended by the reply")
     ben.wait(lambda: any("booked the train" in li.text for li in ben.find(".thread-replies li")), "live in Ben's open thread")
@@ -730,9 +735,9 @@ def test_reporting_and_moderating_in_two_browsers(server, browsers):
     assert "Ban" not in seen and "Mute" not in seen and "Delete" not in seen
     assert not [b for b in bob.find(".chat-header button") if b.text == "Moderate"]
     click_action(bob, "house rules", "Report")
-    bob.one(".report-form input[value=abuse]").click()
+    bob.click(".report-form input[value=abuse]")
     bob.one(".report-form textarea[name=note]").send_keys("not kind at all")
-    bob.one(".report-form button[type=submit]").click()
+    bob.click(".report-form button[type=submit]")
     bob.wait(lambda: any("Reported" in t.text for t in bob.find(".toast")), "the confirmation")
 
     # The owner's list flags the conversation live (report.created reaches moderators only),
@@ -806,14 +811,14 @@ def test_notifications_are_chosen_on_the_page_and_follow_the_other_devices(serve
         ana.wait(attempt, f"{select_name} = {value}")
 
     ana.wait(lambda: ana.one(".notifications-button").text == "🔔", "the bell, not muted")
-    ana.one(".notifications-button").click()
+    ana.click(".notifications-button")
     choose("notificationLevel", "mentions")
     ana.wait(lambda: ana_phone.get(f"/v1/conversations/{group['id']}")[1].get("notifications") == "mentions", "mentions only, stored")
     choose("mute", "8")
     ana.wait(lambda: ana_phone.get(f"/v1/conversations/{group['id']}")[1].get("mutedUntil"), "a mute, stored")
     ana.wait(lambda: "until" in ana.one(".dialog .mute-until").text, "the mute's end shown")
     ana.screenshot("notifications.png")
-    ana.one(".dialog [aria-label=Close]").click()
+    ana.click(".dialog [aria-label=Close]")
     ana.wait(lambda: ana.one(".notifications-button").text == "🔕", "the bell, muted")
     ana.wait(lambda: ana.find(f".conversation[data-id='{group['id']}'] .muted-mark"), "🔕 in the list")
 
@@ -840,7 +845,7 @@ def test_a_person_deletes_their_account_from_the_page_and_the_other_sees_tombsto
 
     ida.click_text("Delete account…")
     ida.one("input[name=password]").send_keys("wrong horse battery")
-    ida.one("input[name=erase]").click()
+    ida.click("input[name=erase]")
     ida.click_text("Delete my account")
     ida.click_text("Yes, delete it for good")
     ida.wait(lambda: "wrong username or password" in ida.one(".dialog .form-error").text, "the refusal")
@@ -946,7 +951,7 @@ def test_searching_messages_with_filters_and_opening_a_result(server, browsers):
              all("Cy Park" in li.text for li in ida.find(".search-results li[data-id]")) and len(ida.find(".search-results li[data-id]")) == 1,
              "only Cy's")
     ida.screenshot("search.png")
-    ida.one(".search-results li[data-id] button.found").click()
+    ida.click(".search-results li[data-id] button.found")
     ida.wait(lambda: "Cycling club" in ida.one(".chat-header").text, "the conversation opened")
     ida.message(f"my {word} has a flat")
     assert not ida.console(), ida.console()
@@ -1013,7 +1018,7 @@ def test_pinning_archiving_and_marking_unread_on_the_page_and_from_the_phone(ser
 
     ana.wait(lambda: order()[:1] == [groups["Trips"]["id"]], "the newest first")
     ana.open_conversation("Garden")
-    ana.one(".place-menu summary").click()
+    ana.click(".place-menu summary")
     ana.click_text("Pin to the top")
     ana.wait(lambda: order()[:1] == [groups["Garden"]["id"]], "Garden pinned to the top")
     ana.wait(lambda: ana.find(f".conversation[data-id='{groups['Garden']['id']}'] .pin-mark"), "the pin mark")
@@ -1021,7 +1026,7 @@ def test_pinning_archiving_and_marking_unread_on_the_page_and_from_the_phone(ser
 
     # Archived from the menu: out of the list, into "Archived (1)".
     ana.open_conversation("Books")
-    ana.one(".place-menu summary").click()
+    ana.click(".place-menu summary")
     ana.click_text("Archive")
     ana.wait(lambda: groups["Books"]["id"] not in order(), "Books gone from the list")
     ana.click_text("🗄 Archived (1)")
@@ -1195,13 +1200,13 @@ def test_a_message_scheduled_on_the_page_is_sent_by_the_server_at_its_time_and_o
 
     def schedule(text, seconds):
         ana.type(text, enter=False)
-        ana.one("button[name=send-later]").click()
+        ana.click("button[name=send-later]")
         when = ana.one(".dialog input[name=sendAt]")
         # datetime-local holds local time; seconds make a test wait for seconds, not a minute.
         ana.driver.execute_script("""
             const at = new Date(Date.now() + arguments[1] * 1000);
             arguments[0].value = new Date(at.getTime() - at.getTimezoneOffset() * 60000).toISOString().slice(0, 19);""", when, seconds)
-        ana.one(".dialog button[name=schedule]").click()
+        ana.click(".dialog button[name=schedule]")
         ana.wait(lambda: not ana.find(".dialog"), "the dialog closed")
 
     schedule("stand-up notes: all green", 4)
@@ -1209,13 +1214,13 @@ def test_a_message_scheduled_on_the_page_is_sent_by_the_server_at_its_time_and_o
     assert ana.one(".composer-input").get_attribute("value") == "", "the composer is free again"
     schedule("never mind this one", 600)
     ana.wait(lambda: "⏰ 2 scheduled" in ana.one(".scheduled-bar").text, "two scheduled")
-    ana.one("button[name=open-scheduled]").click()
+    ana.click("button[name=open-scheduled]")
     ana.wait(lambda: len(ana.find(".scheduled-list .scheduled-item")) == 2, "both listed")
     ana.screenshot("scheduled.png")
     item = next(i for i in ana.find(".scheduled-list .scheduled-item") if "never mind" in i.text)
     item.find_element(By.XPATH, ".//button[text()='Cancel']").click()
     ana.wait(lambda: len(ana.find(".scheduled-list .scheduled-item")) == 1, "one left")
-    ana.one(".dialog [aria-label=Close]").click()
+    ana.click(".dialog [aria-label=Close]")
     # At its time the server sends it: Ben has it, the page shows it and the bar goes.
     ana.message("stand-up notes: all green")
     ana.wait(lambda: ana.one(".scheduled-bar").get_attribute("hidden") is not None, "the bar gone", timeout=20)
@@ -1269,13 +1274,13 @@ def test_a_poll_is_voted_on_the_page_and_counts_and_closing_arrive_live(server, 
     ida.wait(lambda: any("📊 Where to?" in c.text for c in ida.find(".conversation")), "the list's preview")
 
     # Ida asks one back from the page: the dialog, a third option, several answers allowed.
-    ida.one("button[name=new-poll]").click()
+    ida.click("button[name=new-poll]")
     ida.one(".dialog input[name=question]").send_keys("Bring what?")
-    ida.one(".dialog button[name=add-option]").click()
+    ida.click(".dialog button[name=add-option]")
     for field, text in zip(ida.find(".dialog input[name=option]"), ["Tea", "Cake", "Rug"]):
         field.send_keys(text)
-    ida.one(".dialog input[name=multiple]").click()
-    ida.one(".dialog button[name=send-poll]").click()
+    ida.click(".dialog input[name=multiple]")
+    ida.click(".dialog button[name=send-poll]")
     ida.wait(lambda: not ida.find(".dialog"), "the dialog closed")
     status, page = max_api.get(f"/v1/conversations/{room['id']}/messages")
     asked = next((m for m in page["messages"] if m["content"].get("question") == "Bring what?"), None)
