@@ -64,11 +64,16 @@ private final class ResultBox<T>: @unchecked Sendable {
 extension WorkerThread where Job == WriteJob {
     /// Queues `body` as a write and waits for its commit (or its failure); a stopped engine
     /// answers ``StoreError/closed``.
+    ///
+    /// `ridingWithin`: the write may wait that long for a batch begun for another write and
+    /// commit in it (``WorkerThread/enqueue(_:ridingWithin:)``); nil begins a batch at once.
     package func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
+                                    ridingWithin within: Duration? = nil,
                                     afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             let job = WriteJob(body: body, afterCommit: afterCommit, continuation: continuation)
-            if !enqueue(job) { continuation.resume(throwing: StoreError.closed) }
+            let queued = within.map { enqueue(job, ridingWithin: $0) } ?? enqueue(job)
+            if !queued { continuation.resume(throwing: StoreError.closed) }
         }
     }
 }

@@ -39,6 +39,15 @@ package protocol Store: Sendable {
     func write<T: Sendable>(shard: Int?, _ body: @escaping @Sendable (any Database) throws -> T,
                             afterCommit: @escaping @Sendable (T) -> Void) async throws -> T
 
+    /// ``write(shard:_:afterCommit:)`` for a write that need not begin a transaction of its own
+    /// (gathered receipts, decision 0026 part 3): it waits up to `within` for the writer to
+    /// begin a batch for another write and commits in it, sharing its transaction and its
+    /// flush to disk, or goes alone once `within` has passed. An engine without group commit
+    /// runs it at once. No default: a store that wraps another must pass it on.
+    @discardableResult
+    func write<T: Sendable>(shard: Int?, ridingWithin within: Duration, _ body: @escaping @Sendable (any Database) throws -> T,
+                            afterCommit: @escaping @Sendable (T) -> Void) async throws -> T
+
     /// Learns how many shards the event log has, once the schema says (after migrating). An
     /// engine that commits shards in parallel starts a writer per shard, and its writer for
     /// every shard takes every shard's lock from then on; others need nothing. No default: a

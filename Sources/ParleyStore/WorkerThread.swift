@@ -3,10 +3,12 @@ import Foundation
 /// Threads that take jobs from one queue, each with its own context (a connection).
 /// A thread takes up to `maxBatch` queued jobs at once and hands them to `work` together.
 package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable {
-    // @unchecked: `queue`, `head`, `stopped` and `running` are read and written only while `condition` is locked; `maxBatch` is constant.
+    // @unchecked: `queue`, `head`, `riders`, `stopped` and `running` are read and written only while `condition` is locked; `maxBatch` is constant.
     private let condition = NSCondition()
     private var queue: [Job] = []
     private var head = 0
+    /// Jobs that go with the next batch taken for another job, or alone at their deadline.
+    private var riders: [(job: Job, deadline: Date)] = []
     private var stopped = false
     private var running = 0
     private let maxBatch: Int
@@ -38,6 +40,20 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
         }
     }
 
+    /// Queues a job that need not make a batch of its own: it goes with the next batch a thread
+    /// takes for another job, or alone once `within` has passed (so a write that can wait a
+    /// little shares another's transaction and commit). False once stopped.
+    package func enqueue(_ job: Job, ridingWithin within: Duration) -> Bool {
+        let seconds = Double(within.components.seconds) + Double(within.components.attoseconds) / 1e18
+        return condition.withLock {
+            guard !stopped else { return false }
+            riders.append((job, Date(timeIntervalSinceNow: max(0, seconds))))
+            // A thread waiting for work must learn the new deadline.
+            condition.signal()
+            return true
+        }
+    }
+
     /// Finishes the queued jobs, then stops every thread and waits for them.
     package func stop() {
         condition.withLock {
@@ -47,11 +63,18 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
         }
     }
 
+    /// The next batch: up to `maxBatch` queued jobs and every rider after them; or the riders
+    /// alone once the first of their deadlines has passed (or the threads are stopping).
     private func take() -> [Job]? {
         condition.withLock {
             while head == queue.count {
-                if stopped { return nil }
-                condition.wait()
+                if let first = riders.map(\.deadline).min() {
+                    if stopped || first.timeIntervalSinceNow <= 0 { return takeRiders() }
+                    _ = condition.wait(until: first)
+                } else {
+                    if stopped { return nil }
+                    condition.wait()
+                }
             }
             let end = min(queue.count, head + maxBatch)
             let jobs = Array(queue[head..<end])
@@ -60,8 +83,15 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
                 queue.removeAll(keepingCapacity: true)
                 head = 0
             }
-            return jobs
+            return jobs + takeRiders()
         }
+    }
+
+    /// Every rider, oldest first; called with `condition` locked.
+    private func takeRiders() -> [Job] {
+        guard !riders.isEmpty else { return [] }
+        defer { riders.removeAll(keepingCapacity: true) }
+        return riders.map(\.job)
     }
 }
 

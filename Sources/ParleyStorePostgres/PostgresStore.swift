@@ -160,10 +160,20 @@ package final class PostgresStore: GroupCommitStore {
     @discardableResult
     package func write<T: Sendable>(shard: Int?, _ body: @escaping @Sendable (any Database) throws -> T,
                                    afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
-        if let shard, let own = shardWriters.withLock({ $0.indices.contains(shard) ? $0[shard] : nil }) {
-            return try await own.write(body, afterCommit: afterCommit)
-        }
-        return try await writer.write(body, afterCommit: afterCommit)
+        try await writer(for: shard).write(body, afterCommit: afterCommit)
+    }
+
+    /// A write that rides the next batch of its shard's writer (or of the writer for every
+    /// shard), or goes alone after `within`.
+    @discardableResult
+    package func write<T: Sendable>(shard: Int?, ridingWithin within: Duration, _ body: @escaping @Sendable (any Database) throws -> T,
+                                   afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try await writer(for: shard).write(body, ridingWithin: within, afterCommit: afterCommit)
+    }
+
+    private func writer(for shard: Int?) -> WorkerThread<WriteJob> {
+        guard let shard else { return writer }
+        return shardWriters.withLock { $0.indices.contains(shard) ? $0[shard] : nil } ?? writer
     }
 
     /// Starts a writer per shard, each on a connection of its own taking its shard's lock,

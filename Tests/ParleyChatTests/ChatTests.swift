@@ -207,6 +207,40 @@ struct ChatTests {
         #expect(members.first { $0.user.id == carol.userID }?.receipt.readSeq == 3)
     }
 
+    /// Issue 29: gathered receipts ride the next write begun for something else (a send) and
+    /// commit in its transaction: the receipt costs no commit of its own and is answered with
+    /// it, long before its wait would have run out.
+    @Test func gatheredReceiptsCommitInTheNextSendsTransaction() async throws {
+        let harness = try await ChatHarness.make(configure: { $0.receiptRiding = .seconds(60) })
+        defer { harness.tearDown() }
+        let (alice, _) = try await harness.register("alice")
+        let (bob, _) = try await harness.register("bob")
+        let (room, _) = try await harness.chat.createConversation(alice, CreateConversationRequest(kind: .group, members: ["bob"]))
+        _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "first", content: .text("hi")))
+        let store = try #require(harness.store as? any GroupCommitStore)
+        let before = store.commitStatistics
+        let started = ContinuousClock.now
+        let chat = harness.chat
+        let answered = LockedValue<Receipt?>(nil)
+        let receipt = Task {
+            let receipt = try await chat.updateReceipt(bob, conversation: room.id, ReceiptUpdate(readSeq: 1))
+            answered.set(receipt)
+        }
+        var sends = 0
+        while answered.get() == nil, sends < 1_000 {
+            sends += 1
+            _ = try await harness.chat.send(alice, to: room.id, SendMessageRequest(clientID: "more-\(sends)", content: .text("and more")))
+        }
+        try await receipt.value
+        let after = store.commitStatistics
+        #expect(answered.get()?.readSeq == 1, "bob's read mark moved")
+        #expect(ContinuousClock.now - started < .seconds(30), "the receipt did not wait out its minute")
+        #expect(after.writes - before.writes == sends + 1)
+        #expect(after.transactions - before.transactions == sends, "the receipt shared a send's transaction")
+        let members = try await harness.chat.members(alice, id: room.id, limit: nil, offset: nil).members
+        #expect(members.first { $0.user.id == bob.userID }?.receipt.readSeq == 1)
+    }
+
     /// Issue 31, item 3: a full disk is answered `storage_full` (not a 500), stores nothing of
     /// what it refused, loses nothing acknowledged, shows in `storage`, and passes when space
     /// comes back. SQLite's own SQLITE_FULL, from a page limit on the writer's connection.

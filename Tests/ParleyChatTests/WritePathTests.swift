@@ -164,6 +164,11 @@ struct RetryTests {
             if shouldFail() { throw StoreError.retryable("database is locked") }
             return try await base.write(body, afterCommit: afterCommit)
         }
+        func write<T: Sendable>(shard: Int?, ridingWithin within: Duration, _ body: @escaping @Sendable (any Database) throws -> T,
+                                afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+            if shouldFail() { throw StoreError.retryable("database is locked") }
+            return try await base.write(shard: shard, ridingWithin: within, body, afterCommit: afterCommit)
+        }
         func useLogShards(_ shards: Int) async { await base.useLogShards(shards) }
         func close() { base.close() }
     }

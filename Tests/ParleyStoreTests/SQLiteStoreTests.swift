@@ -1,6 +1,7 @@
 import Foundation
 import ParleyStore
 import ParleyStoreSQLite
+import ParleySync
 import Testing
 
 /// A fresh database file in its own directory.
@@ -70,6 +71,38 @@ struct SQLiteStoreTests {
         let after = store.commitStatistics
         #expect(after.writes - before.writes == 400)
         #expect(after.transactions - before.transactions < 400, "writes queued together commit together")
+    }
+
+    /// A write that may ride commits in the transaction of the next write begun for something
+    /// else (no transaction of its own), and alone once its wait is over if none comes.
+    @Test func aRidingWriteCommitsWithTheNextWriteOrAloneWhenItsWaitIsOver() async throws {
+        let (store, _) = try makeStore()
+        defer { store.close() }
+        try await store.write { db in try db.execute("CREATE TABLE item (name TEXT NOT NULL)") }
+        // Alone: nothing else is written, so it goes when its 20 ms are over, in a transaction of its own.
+        var before = store.commitStatistics
+        try await store.write(shard: nil, ridingWithin: .milliseconds(20), { db in try db.execute("INSERT INTO item VALUES ('alone')") }, afterCommit: { _ in })
+        var after = store.commitStatistics
+        #expect(after.writes - before.writes == 1 && after.transactions - before.transactions == 1)
+        // Riding: it may wait a minute, but goes with the next plain write, adding no transaction.
+        before = store.commitStatistics
+        let started = ContinuousClock.now
+        let rode = LockedValue(false)
+        let rider = Task {
+            try await store.write(shard: nil, ridingWithin: .seconds(60), { db in try db.execute("INSERT INTO item VALUES ('rider')") },
+                                  afterCommit: { _ in rode.set(true) })
+        }
+        var plain = 0
+        while !rode.get(), plain < 1_000 {
+            plain += 1
+            try await store.write { db in try db.execute("INSERT INTO item VALUES ('plain')") }
+        }
+        _ = try await rider.value
+        after = store.commitStatistics
+        #expect(ContinuousClock.now - started < .seconds(30), "it did not wait out its minute")
+        #expect(after.writes - before.writes == plain + 1)
+        #expect(after.transactions - before.transactions == plain, "the rider shared a plain write's transaction")
+        #expect(try await store.read { db in try db.fetchValue(Int.self, "SELECT count(*) FROM item WHERE name = 'rider'") } == 1)
     }
 
     @Test func aConstraintViolationIsTypedAndRollsBackOnlyItsWrite() async throws {

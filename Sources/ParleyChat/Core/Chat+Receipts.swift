@@ -51,7 +51,8 @@ extension Chat {
         let taken = LockedValue<[ReceiptCoalescer.Waiting]?>(nil)
         do {
             try await run {
-                try await write(inShard: shard) { [self] db in
+                // Rides the next write begun for something else, if one comes soon.
+                try await write(inShard: shard, ridingWithin: configuration.receiptRiding) { [self] db in
                     // From here on, a new receipt starts a write of its own.
                     let batch = taken.withLock { taken in
                         if taken == nil { taken = receipts.takeAll() }

@@ -37,6 +37,11 @@ package final class Chat: Sendable {
         /// are one write and one commit, not one each (decision 0026, part 3). Zero: to the
         /// writer at once (receipts still gather while it is busy). Default: 5 ms.
         package var receiptGathering: Duration = .milliseconds(5)
+        /// How long gathered receipts then wait for the writer to begin a write for something
+        /// else (a send), to commit in it: one transaction and one flush to disk for both,
+        /// instead of one each (decision 0026, part 3). Past it they are written alone. Zero:
+        /// at once. Default: 20 ms.
+        package var receiptRiding: Duration = .milliseconds(20)
         /// The time. Tests pass a clock they control.
         package var now: @Sendable () -> Date = { Date() }
         /// Where the sign-in and sign-up budgets are counted when several nodes share them
@@ -311,7 +316,10 @@ package final class Chat: Sendable {
     }
 
     /// ``write(in:_:)`` for a write whose events all go to one shard of the log (nil: any).
-    func write<T: Sendable>(inShard target: Int?, _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+    /// `ridingWithin`: the write may wait that long for a write begun for something else and
+    /// commit in it (``Store/write(shard:ridingWithin:_:afterCommit:)``); nil begins one at once.
+    func write<T: Sendable>(inShard target: Int?, ridingWithin riding: Duration? = nil,
+                            _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
         let bus = bus
         let hooks = hooks
         let needsEvents = bus != nil || !hooks.isEmpty
@@ -319,7 +327,7 @@ package final class Chat: Sendable {
         let recorder = traceRecorder
         let shards = logShards
         let sequences = loadedSequences.withLock { $0 }
-        return try await store.write(shard: shards > 1 ? target : nil, { db in
+        let body: @Sendable (any Database) throws -> Committed<T> = { db in
             let transaction = Transaction(db, links: links, shards: shards, shard: target, sequences: sequences)
             let value = try body(transaction)
             guard needsEvents, transaction.hasEvents else {
@@ -340,12 +348,18 @@ package final class Chat: Sendable {
             }
             return Committed(value: value, publications: events.map(\.publication), links: transaction.links,
                              afterCommit: transaction.committedCallbacks)
-        }, afterCommit: { [storage] committed in
+        }
+        let afterCommit: @Sendable (Committed<T>) -> Void = { [storage] committed in
             storage.committed()
             for callback in committed.afterCommit { callback() }
             guard !committed.publications.isEmpty else { return }
             bus?.publish(committed.publications, links: committed.links)
-        }).value
+        }
+        let shard = shards > 1 ? target : nil
+        if let riding, riding > .zero {
+            return try await store.write(shard: shard, ridingWithin: riding, body, afterCommit: afterCommit).value
+        }
+        return try await store.write(shard: shard, body, afterCommit: afterCommit).value
     }
 
     /// Runs a domain operation: storage failures that may pass (busy, serialization, a lost
