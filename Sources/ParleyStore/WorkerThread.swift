@@ -83,7 +83,7 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
                 queue.removeAll(keepingCapacity: true)
                 head = 0
             }
-            return jobs + takeRiders()
+            return riders.isEmpty ? jobs : jobs + takeRiders()
         }
     }
 
