@@ -33,15 +33,16 @@ package final class Chat: Sendable {
         /// `delivery.updated` per author per channel at most this often). Default: 1 s.
         package var deliveryUpdateInterval: Duration = .seconds(1)
         /// How long the first receipt waiting for the writer holds the door for others (every
-        /// member's, in every conversation), so that the receipts a message draws from a room
-        /// are one write and one commit, not one each (decision 0026, part 3). Zero: to the
-        /// writer at once (receipts still gather while it is busy). Default: 5 ms.
-        package var receiptGathering: Duration = .milliseconds(5)
+        /// member's, in every conversation), so that the receipts a burst of messages draws
+        /// from a room are one write, one commit and one move per member, not one each
+        /// (decision 0026, part 3). Zero: to the writer at once (receipts still gather while it
+        /// is busy). Default: 25 ms.
+        package var receiptGathering: Duration = .milliseconds(25)
         /// How long gathered receipts then wait for the writer to begin a write for something
         /// else (a send), to commit in it: one transaction and one flush to disk for both,
         /// instead of one each (decision 0026, part 3). Past it they are written alone. Zero:
-        /// at once. Default: 20 ms.
-        package var receiptRiding: Duration = .milliseconds(20)
+        /// at once. Default: 25 ms.
+        package var receiptRiding: Duration = .milliseconds(25)
         /// The time. Tests pass a clock they control.
         package var now: @Sendable () -> Date = { Date() }
         /// Where the sign-in and sign-up budgets are counted when several nodes share them
