@@ -334,7 +334,7 @@ package final class RedisBus: Bus, @unchecked Sendable {
                 connection?.close()
                 connection = nil
                 statistics.withLock { $0.droppedPublishes += batch.count }
-                Thread.sleep(forTimeInterval: pause.seconds)
+                Thread.sleep(forTimeInterval: pause.inSeconds)
                 pause = min(pause * 2, .seconds(1))
             }
         }
@@ -383,7 +383,7 @@ package final class RedisBus: Bus, @unchecked Sendable {
             }
             outgoing.withLock { subscriber = nil }
             guard !isStopped else { break }
-            Thread.sleep(forTimeInterval: pause.seconds)
+            Thread.sleep(forTimeInterval: pause.inSeconds)
             pause = min(pause * 2, .seconds(1))
         }
         statistics.withLock { $0.subscribed = false }
@@ -420,12 +420,5 @@ package final class RedisBus: Bus, @unchecked Sendable {
         default:
             break  // pong
         }
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

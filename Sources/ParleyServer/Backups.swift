@@ -2,6 +2,7 @@ import Foundation
 import ParleyChat
 import ParleyStore
 import ParleyStoreSQLite
+import ParleySync
 
 /// An exclusive lock on a data directory (`<data>/parley.lock`, flock), held by a running
 /// server for its whole life, so a second server, or a restore, cannot use the same files.
@@ -46,7 +47,7 @@ extension ParleyServer {
         } catch {
             throw StartError(message: "backup failed: \(error); nothing was written to \(file)")
         }
-        let seconds = Metrics.seconds(ContinuousClock.now - started)
+        let seconds = (ContinuousClock.now - started).inSeconds
         let media = (configuration.dataDirectory as NSString).appendingPathComponent("media")
         return """
             Backed up \(database) to \(file): \(summary.pages) pages, \(summary.bytes) bytes, one consistent snapshot (\(String(format: "%.1f", seconds)) s).

@@ -181,7 +181,7 @@ enum Metrics {
         }
         metric("parley_build_info", "gauge", "Version of this server.", [("{version=\"\(ParleyVersion.current)\"}", "1")])
         metric("parley_uptime_seconds", "gauge", "Seconds since start.",
-               [("", String(format: "%.3f", seconds(ContinuousClock.now - startedAt)))])
+               [("", String(format: "%.3f", (ContinuousClock.now - startedAt).inSeconds))])
         metric("parley_connections_open", "gauge", "Open TCP connections (HTTP and WebSocket).", [("", "\(net.openConnections)")])
         metric("parley_connections_total", "counter", "TCP connections opened since start.", [("", "\(net.connectionsTotal)")])
         let refused = NetMetrics.shared.connectionsRefused
@@ -196,7 +196,7 @@ enum Metrics {
                        Workers.State.allCases.map { ("{worker=\"\(name)\",state=\"\($0.rawValue)\"}", status.state == $0 ? "1" : "0") }
                    })
             metric("parley_worker_quiet_seconds", "gauge", "Seconds since each worker last went round; an idle one past 30 is stuck.",
-                   statuses.map { ("{worker=\"\($0.0)\"}", String(format: "%.3f", seconds($0.1.quiet))) })
+                   statuses.map { ("{worker=\"\($0.0)\"}", String(format: "%.3f", $0.1.quiet.inSeconds)) })
         }
         if let storage {
             metric("parley_storage_writable", "gauge", "1 while writes commit; 0 since a write failed for the store's sake (a full disk, a failure) until one commits.",
@@ -217,7 +217,7 @@ enum Metrics {
         metric("parley_websocket_slow_closed_total", "counter", "WebSockets closed for falling too far behind (they resume).",
                [("", "\(NetMetrics.shared.slowWebSocketsClosed)")])
         metric("parley_event_loop_lag_seconds", "gauge", "How late each loop's 100 ms heartbeat timer last fired.",
-               group.loops.map { loop in ("{loop=\"\(loop.index)\"}", String(format: "%.6f", seconds(loop.lag))) })
+               group.loops.map { loop in ("{loop=\"\(loop.index)\"}", String(format: "%.6f", loop.lag.inSeconds)) })
         if let realtime {
             metric("parley_realtime_devices", "gauge", "Authenticated realtime sockets attached on this node.", [("", "\(realtime.devices)")])
             metric("parley_realtime_published_total", "counter", "Publications (events, typing, presence) the fanout routed.",
@@ -298,12 +298,6 @@ enum Metrics {
         }
         return out
     }
-
-    /// A duration in seconds.
-    static func seconds(_ duration: Duration) -> Double {
-        let (whole, attoseconds) = duration.components
-        return Double(whole) + Double(attoseconds) / 1e18
-    }
 }
 
 /// The process's own figures, as Prometheus's client libraries name them (`process_*`).
@@ -324,7 +318,7 @@ struct ProcessFigures {
         let descriptors = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? 1) - 1  // less the listing's own
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        let uptime = Metrics.seconds(ContinuousClock.now - startedAt)
+        let uptime = (ContinuousClock.now - startedAt).inSeconds
         return ProcessFigures(cpuSeconds: cpu, residentBytes: residentPages * Int(sysconf(Int32(_SC_PAGESIZE))), openDescriptors: max(0, descriptors),
                               maxDescriptors: limit.rlim_cur > UInt64(Int.max) ? Int.max : Int(limit.rlim_cur),
                               startTime: Date().timeIntervalSince1970 - uptime)

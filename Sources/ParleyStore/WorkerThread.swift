@@ -1,4 +1,5 @@
 import Foundation
+import ParleySync
 
 /// Threads that take jobs from one queue, each with its own context (a connection).
 /// A thread takes up to `maxBatch` queued jobs at once and hands them to `work` together.
@@ -44,10 +45,10 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
     /// takes for another job, or alone once `within` has passed (so a write that can wait a
     /// little shares another's transaction and commit). False once stopped.
     package func enqueue(_ job: Job, ridingWithin within: Duration) -> Bool {
-        let seconds = Double(within.components.seconds) + Double(within.components.attoseconds) / 1e18
+        let deadline = Date(timeIntervalSinceNow: max(0, within.inSeconds))
         return condition.withLock {
             guard !stopped else { return false }
-            riders.append((job, Date(timeIntervalSinceNow: max(0, seconds))))
+            riders.append((job, deadline))
             // A thread waiting for work must learn the new deadline.
             condition.signal()
             return true
@@ -68,7 +69,7 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
     private func take() -> [Job]? {
         condition.withLock {
             while head == queue.count {
-                if let first = riders.map(\.deadline).min() {
+                if let first = riders.lazy.map(\.deadline).min() {
                     if stopped || first.timeIntervalSinceNow <= 0 { return takeRiders() }
                     _ = condition.wait(until: first)
                 } else {

@@ -12,8 +12,9 @@ extension Chat {
     /// receipt waiting by the time the writer begins it, of any member in any conversation,
     /// riding the writer's next batch for something else for up to
     /// ``Configuration/receiptRiding``; a member's receipts in one conversation in it become
-    /// one move to their highest marks and one `receipt.updated`. Each call is answered, once that write has committed, with the
-    /// watermarks it left; a call the write refused (not a member any more) gets its own error.
+    /// one move to their highest marks and one `receipt.updated`. Each call is answered, once
+    /// that write has committed, with the watermarks it left; a call the write refused (not a
+    /// member any more) gets its own error.
     ///
     /// - Throws: 400 for a negative value; 403 `not_member`; 404.
     package func updateReceipt(_ caller: Caller, conversation id: ConversationID, _ update: ReceiptUpdate) async throws -> Receipt {

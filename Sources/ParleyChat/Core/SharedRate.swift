@@ -105,10 +105,3 @@ package final class SharedRate: Sendable {
         }
     }
 }
-
-extension Duration {
-    /// The duration in seconds, fractions included.
-    package var inSeconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

@@ -1,3 +1,5 @@
+import ParleySync
+
 /// A token bucket: `rate` per second sustained, `burst` at once.
 package struct TokenBucket: Sendable {
     let rate: Double
