@@ -9,6 +9,7 @@ import math
 import re
 import shutil
 import socket
+import time
 import uuid
 
 import pytest
@@ -76,6 +77,23 @@ class Browser:
                 return False
         self.wait(click, what)
 
+    def look(self, look, timeout=10):
+        """`look()`'s value (whatever it is) once it runs through without meeting an element the
+        page drew again meanwhile: for an assertion over a list that events redraw."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return look()
+            except StaleElementReferenceException:
+                if time.monotonic() > deadline:
+                    raise
+
+    def read(self, css, read, what):
+        """The first truthy `read(element)` of the elements `css` matches, found and read in one
+        look: the page draws its lists again as events arrive (a receipt, an edit), so an element
+        found a moment ago may be gone before it is read."""
+        return self.wait(lambda: next((value for element in self.find(css) for value in [read(element)] if value), None), what)
+
     def click(self, css):
         """Clicks the first element `css` matches, found again if the page drew it anew between
         the look and the click (search results and lists are redrawn as answers arrive)."""
@@ -123,7 +141,7 @@ class Browser:
 
     def texts(self):
         """The bubbles' texts (content only), oldest first."""
-        return [b.find_element(By.CSS_SELECTOR, ":scope > :first-child").text for b in self.find(".messages .bubble")]
+        return self.look(lambda: [b.find_element(By.CSS_SELECTOR, ":scope > :first-child").text for b in self.find(".messages .bubble")])
 
     def message(self, contains):
         return self.wait(lambda: next((m for m in self.find(".messages .message") if contains in m.text), None), f"message {contains!r}")
@@ -179,7 +197,7 @@ def test_two_people_chat_live_and_a_third_session_sees_the_same_history(server, 
     bob.type("alert(1)</script> and [click](javascript:alert(2)) and https://example.org/x")
     alice.wait(lambda: "<script>alert(1)</script>" in alice.message("alert(1)").text, "the reply, as text")
     assert not alice.find(".messages script"), "no script element from a message"
-    assert all(not (link.get_attribute("href") or "").startswith("javascript") for link in alice.find(".messages a"))
+    assert alice.look(lambda: all(not (link.get_attribute("href") or "").startswith("javascript") for link in alice.find(".messages a")))
     assert alice.find(".messages a[href='https://example.org/x']"), "plain links are links"
     alice.wait(lambda: alice.one(".typing").text == "", "typing line cleared by the message")
 
@@ -199,16 +217,15 @@ def test_two_people_chat_live_and_a_third_session_sees_the_same_history(server, 
     photo = tmp_path / "sunset.jpg"
     photo.write_bytes(media.jpeg(1200, 800))
     alice.one("input[name=photo]").send_keys(str(photo))
-    image = bob.wait(lambda: next((i for i in bob.find(".messages img.photo")
-                                   if bob.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)), None),
+    width = bob.read(".messages img.photo", lambda i: bob.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i),
                      "Bob's thumbnail")
-    assert bob.driver.execute_script("return arguments[0].naturalWidth", image) == 512
+    assert width == 512
     report = tmp_path / "notes.txt"
     report.write_text("bring snacks")
     alice.one("input[name=file]").send_keys(str(report))
-    link = bob.wait(lambda: next((a for a in bob.find(".messages a.file") if "notes.txt" in a.text and a.get_attribute("href")), None), "file link")
-    assert "/v1/media/" in link.get_attribute("href") and "signature=" in link.get_attribute("href")
-    assert "token" not in link.get_attribute("href")
+    href = bob.read(".messages a.file", lambda a: "notes.txt" in a.text and a.get_attribute("href"), "file link")
+    assert "/v1/media/" in href and "signature=" in href
+    assert "token" not in href
 
     # Two more, then select both and delete them: tombstones for Bob.
     alice.type("one")
@@ -262,8 +279,7 @@ def test_guests_and_channels(server, browsers):
     guest.message("Welcome to the garden")
     # Issue 15, part 2: in a channel the guest's receipt reaches only the guest's devices, yet
     # the host's bubble moves on (delivery.updated): the guest has read it, the only other member.
-    welcome = owner.message("Welcome to the garden")
-    owner.wait(lambda: welcome.find_elements(By.CSS_SELECTOR, ".status.read"), "the host's bubble marked read")
+    owner.wait(lambda: owner.message("Welcome to the garden").find_elements(By.CSS_SELECTOR, ".status.read"), "the host's bubble marked read")
     guest.type("Hi, I'm new")
     owner.message("Hi, I'm new")
     guest.click_text("Sign out")
@@ -345,7 +361,7 @@ def test_groups_load_earlier_keeps_the_place_locations_and_jump_to_newest(server
     for index in range(60):
         friend.send(group_id, f"page {index:02d}")
     olga.message("page 59")
-    assert olga.find(".messages .sender")[0].text == "Finn"
+    assert olga.look(lambda: olga.find(".messages .sender")[0].text) == "Finn"
     # After a reload the conversation opens on its newest fifty.
     olga.driver.refresh()
     olga.message("page 59")
@@ -370,8 +386,8 @@ def test_groups_load_earlier_keeps_the_place_locations_and_jump_to_newest(server
     prompt = olga.wait(lambda: olga.driver.switch_to.alert, "the location prompt", timeout=20)
     prompt.send_keys("52.52, 13.405")
     prompt.accept()
-    place = olga.message("52.52000")
-    assert "openstreetmap.org" in place.find_element(By.CSS_SELECTOR, "a").get_attribute("href")
+    place = olga.wait(lambda: olga.message("52.52000").find_element(By.CSS_SELECTOR, "a").get_attribute("href"), "the place's link")
+    assert "openstreetmap.org" in place
     status, page = friend.get(f"/v1/conversations/{group_id}/messages?limit=1")
     assert page["messages"][-1]["content"] == {"type": "location", "latitude": 52.52, "longitude": 13.405}
 
@@ -411,8 +427,9 @@ def test_a_photo_shows_at_once_with_its_upload_progress_then_the_servers_thumbna
     photo.write_bytes(media.jpeg(1600, 1200, quality=100) + bytes(1 << 20))
     pia.one("input[name=photo]").send_keys(str(photo))
     # At once: the local picture, with a progress bar that moves.
-    preview = pia.one(".messages img.photo[src^='blob:']", "the local preview")
-    assert pia.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", preview) == 1600
+    preview = pia.read(".messages img.photo[src^='blob:']", lambda i: pia.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i),
+                       "the local preview")
+    assert preview == 1600
     widths = set()
     pia.wait(lambda: widths.add(pia.driver.execute_script(
         "const b = document.querySelector('.messages .upload-progress .bar'); return b ? b.style.width : 'gone'")) or
@@ -430,7 +447,7 @@ def test_a_photo_shows_at_once_with_its_upload_progress_then_the_servers_thumbna
     inside = ("const r = arguments[0].getBoundingClientRect(), m = document.querySelector('.messages').getBoundingClientRect();"
               "return r.bottom <= m.bottom + 1 && r.top >= m.top - 1")
     pia.wait(lambda: pia.driver.execute_script(inside, pia.message("nice picture")), "the new message in view")
-    assert not any(b.is_displayed() for b in pia.find("button.jump"))
+    assert not pia.look(lambda: any(b.is_displayed() for b in pia.find("button.jump")))
     assert latest is not None
 
 
@@ -569,8 +586,8 @@ def test_a_system_message_from_the_apps_backend_is_shown_apart(server, browsers)
     status, _ = backend.call("POST", f"/v1/server/conversations/{group['id']}/messages",
                              {"clientId": "welcome", "content": {"type": "system", "text": "Welcome to the club"}})
     assert status == 201
-    notice = reader.wait(lambda: next((n for n in reader.find(".system-notice") if "Welcome to the club" in n.text), None), "the notice")
-    assert not notice.find_elements(By.CSS_SELECTOR, ".bubble, .sender")
+    inside = reader.read(".system-notice", lambda n: "Welcome to the club" in n.text and (n.find_elements(By.CSS_SELECTOR, ".bubble, .sender"),), "the notice")
+    assert inside == ([],), "no bubble and no sender in a notice"
     assert not reader.console()
 
 
@@ -733,7 +750,7 @@ def test_reporting_and_moderating_in_two_browsers(server, browsers):
 
     seen = bob.wait(lambda: (lambda found: found if "Report" in found else None)(labels(bob, "house rules")), "Report")
     assert "Ban" not in seen and "Mute" not in seen and "Delete" not in seen
-    assert not [b for b in bob.find(".chat-header button") if b.text == "Moderate"]
+    assert not bob.look(lambda: [b for b in bob.find(".chat-header button") if b.text == "Moderate"])
     click_action(bob, "house rules", "Report")
     bob.click(".report-form input[value=abuse]")
     bob.one(".report-form textarea[name=note]").send_keys("not kind at all")
@@ -779,10 +796,9 @@ def test_faces_show_photos_where_people_set_them(server, browsers):
     assert status == 201
     ben_api.send(room["id"], "see my face?")
     ana.open_conversation("Faces")
-    face = ana.wait(lambda: next((i for i in ana.find(".messages img.face")
-                                  if ana.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)), None),
+    face = ana.read(".messages img.face", lambda i: ana.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i) and i.get_attribute("src"),
                     "Ben's photo beside his message")
-    assert face.get_attribute("src").endswith(f"/v1/avatars/{upload['id']}")
+    assert face.endswith(f"/v1/avatars/{upload['id']}")
     ana.screenshot("faces.png")
     assert not ana.console(), ana.console()
 
@@ -857,7 +873,7 @@ def test_a_person_deletes_their_account_from_the_page_and_the_other_sees_tombsto
     ida.click_text("Yes, delete it for good")
     ida.wait(lambda: "Your account and your messages were deleted" in ida.one(".auth-form .form-error, .form-error").text, "back at sign-in")
     max_.wait(lambda: any("This message was deleted" in m.text for m in max_.find(".messages .message")), "the tombstone, live")
-    assert not any("something I will take back" in m.text for m in max_.find(".messages .message"))
+    assert not max_.look(lambda: any("something I will take back" in m.text for m in max_.find(".messages .message")))
 
     # The username is free again: a new person signs up with it.
     again = Browser(server); browsers.append(again)
@@ -886,11 +902,11 @@ def test_blocking_someone_turns_their_messages_into_placeholders_live_and_unbloc
     click_action(ida, "terrible taste", "Block")
     ida.wait(lambda: ida.driver.switch_to.alert, "the confirmation").accept()
     ida.wait(lambda: any("Message from a blocked user" in m.text for m in ida.find(".messages .message")), "the placeholder")
-    assert not any("terrible taste" in m.text for m in ida.find(".messages .message"))
+    assert not ida.look(lambda: any("terrible taste" in m.text for m in ida.find(".messages .message")))
     cy_api.send(group["id"], "and another thing")
     max_.message("and another thing")
     ida.wait(lambda: len([m for m in ida.find(".messages .message.blocked-placeholder")]) == 2, "the second placeholder, live")
-    assert not any("another thing" in m.text for m in ida.find(".messages .message"))
+    assert not ida.look(lambda: any("another thing" in m.text for m in ida.find(".messages .message")))
     ida.screenshot("blocked-placeholder.png")
 
     ida.click_text("Blocked people…")
@@ -989,9 +1005,9 @@ def test_at_phone_width_the_header_keeps_the_name_and_actions_take_no_room_until
     # Read marks: a colour of their own.
     ida.type("my reply")
     max_api.post(f"/v1/conversations/{room['id']}/receipts", {"readSeq": 10_000})
-    mark = ida.wait(lambda: next(iter(ida.find(".message.mine .status.read")), None), "the read mark")
+    colour = ida.read(".message.mine .status.read", lambda mark: mark.value_of_css_property("color"), "the read mark")
     delivered_colour = "rgb(255, 255, 255)"
-    assert mark.value_of_css_property("color") not in (delivered_colour, "rgba(255, 255, 255, 1)")
+    assert colour not in (delivered_colour, "rgba(255, 255, 255, 1)")
     ida.screenshot("phone-width.png")
     assert not ida.console(), ida.console()
 
@@ -1014,7 +1030,7 @@ def test_pinning_archiving_and_marking_unread_on_the_page_and_from_the_phone(ser
         groups[title.split()[0]] = group
 
     def order():
-        return [b.get_attribute("data-id") for b in ana.find("button.conversation")]
+        return ana.look(lambda: [b.get_attribute("data-id") for b in ana.find("button.conversation")])
 
     ana.wait(lambda: order()[:1] == [groups["Trips"]["id"]], "the newest first")
     ana.open_conversation("Garden")
@@ -1242,7 +1258,7 @@ def test_a_poll_is_voted_on_the_page_and_counts_and_closing_arrive_live(server, 
     ida.wait(lambda: [o.text.split("\n")[0] for o in ida.find(".messages .poll .poll-option .poll-text")] == ["Lake", "Hills", "Town"], "the poll's options")
 
     def counts():
-        return [o.find_element(By.CSS_SELECTOR, ".count").text for o in ida.find(".messages .poll .poll-option")]
+        return ida.look(lambda: [o.find_element(By.CSS_SELECTOR, ".count").text for o in ida.find(".messages .poll .poll-option")])
 
     def click_option(index):
         def attempt():
@@ -1312,14 +1328,21 @@ def test_a_link_preview_arrives_live_as_a_card_with_the_servers_thumbnail(browse
         ida.open_conversation("Max Roth")
         status, _ = max_api.send(room["id"], f"Saturday? {site.url}/hike")
         assert status == 201
-        card = ida.wait(lambda: next(iter(ida.find(".messages .link-preview")), None), "the preview card, live")
-        assert card.find_element(By.CSS_SELECTOR, ".link-preview-title").text == "Ridge trail, 14 km"
-        assert card.find_element(By.CSS_SELECTOR, ".link-preview-site").text == "Trails"
-        assert card.get_attribute("href") == f"{site.url}/hike" and "noopener" in card.get_attribute("rel")
-        image = card.find_element(By.CSS_SELECTOR, "img.link-preview-image")
-        assert image.get_attribute("src").startswith(running.url + "/v1/previews/lp_")
-        assert (image.get_dom_attribute("width"), image.get_dom_attribute("height")) == ("512", "341")
-        ida.wait(lambda: ida.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", image) == 512, "the thumbnail loaded")
+        def card_parts(card):
+            image = next(iter(card.find_elements(By.CSS_SELECTOR, "img.link-preview-image")), None)
+            if image is None:
+                return None
+            return (card.find_element(By.CSS_SELECTOR, ".link-preview-title").text, card.find_element(By.CSS_SELECTOR, ".link-preview-site").text,
+                    card.get_attribute("href"), card.get_attribute("rel"), image.get_attribute("src"),
+                    image.get_dom_attribute("width"), image.get_dom_attribute("height"))
+        title, site_name, href, rel, src, width, height = ida.read(".messages .link-preview", card_parts, "the preview card, live")
+        assert title == "Ridge trail, 14 km" and site_name == "Trails"
+        assert href == f"{site.url}/hike" and "noopener" in rel
+        assert src.startswith(running.url + "/v1/previews/lp_")
+        assert (width, height) == ("512", "341")
+        loaded = ida.read(".messages .link-preview img.link-preview-image",
+                          lambda i: ida.driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i), "the thumbnail loaded")
+        assert loaded == 512
         assert site.hits.get("/ridge.jpg") == 1, "the browser never fetched the site's own picture"
         ida.screenshot("link-preview.png")
         assert not ida.console(), ida.console()
