@@ -249,6 +249,35 @@ def test_a_store_made_unavailable_answers_503_and_a_retried_send_lands_once_when
     assert ana.get("/v1/me")[0] == 200
 
 
+def test_a_receipt_while_the_store_is_unavailable_is_refused_moves_nothing_and_lands_when_it_is_back(server):
+    # Receipts gather and then wait to ride the next write (decision 0026 part 3): the refusal
+    # must still reach the phone as a temporary error, and nothing may move.
+    ana, bob = person(server, "ana"), person(server, "bob")
+    status, room = ana.post("/v1/conversations", {"kind": "group", "title": "read later", "members": [bob.user["username"]]})
+    assert status == 201
+    status, sent = ana.send(room["id"], "read me when you can")
+    assert status == 201
+    phone = Device(server, bob.token)
+    try:
+        phone.wait_ready()
+        assert Backend(server).call("POST", "/v1/test/faults/store", {"unavailableSeconds": 600})[0] == 204
+        answer = phone.command("receipt.read", conversationId=room["id"], seq=sent["seq"])
+        assert answer["type"] == "error" and answer["error"]["code"] == "store_unavailable", answer
+        assert Backend(server).call("POST", "/v1/test/faults/store", {"unavailableSeconds": 0})[0] == 204
+        status, listed = ana.get(f"/v1/conversations/{room['id']}/receipts")
+        assert status == 200
+        bobs = [r for r in listed["receipts"] if r["userId"] == bob.user["id"]]
+        assert all(r.get("readSeq", 0) < sent["seq"] for r in bobs), f"a refused receipt moved nothing: {bobs}"
+        # What an app does: the same receipt again once the store is back.
+        again = phone.command("receipt.read", conversationId=room["id"], seq=sent["seq"])
+        assert again["type"] == "ack" and again["result"]["readSeq"] == sent["seq"], again
+        status, message = ana.get(f"/v1/conversations/{room['id']}/messages/{sent['id']}")
+        assert status == 200 and message["status"] == "read"
+    finally:
+        phone.close()
+        Backend(server).call("POST", "/v1/test/faults/store", {"unavailableSeconds": 0})
+
+
 def test_a_users_connections_dropped_come_back_and_resume_what_they_missed(server):
     from websockets.exceptions import ConnectionClosed
     ana, bob = person(server, "ana"), person(server, "bob")
