@@ -283,6 +283,77 @@ struct RetryTests {
         #expect(marks.first { $0.userID == ben.userID }?.readSeq == hello.seq)
     }
 
+    /// Receipts gathered into one write read their members' access in one statement per
+    /// conversation (decision 0026, part 3), and each is still answered as alone: a member's
+    /// marks move, a second device of the same member in the same write moves them further
+    /// from where the first left them, and someone who may not see the conversation gets the
+    /// 404 of their own read while the others land.
+    @Test func receiptsGatheredInOneWriteReadTheirMembersOnceAndAreEachAnsweredAsAlone() async throws {
+        let harness = try await ChatHarness.make(configure: { $0.receiptGathering = .milliseconds(400) })
+        defer { harness.tearDown() }
+        let (ann, ben, room) = try await harness.twoInAGroup()
+        let cat = try await harness.register("cat").caller
+        let eve = try await harness.register("eve").caller
+        _ = try await harness.chat.addMembers(ann, id: room, AddMembersRequest(usernames: ["cat"]))
+        let first = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "1", content: .text("one"))).0
+        let second = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "2", content: .text("two"))).0
+        var bensTablet = ben
+        bensTablet.sessionKey = ben.sessionKey + 1_000
+        let store = try #require(harness.store as? any GroupCommitStore)
+        let before = store.commitStatistics
+        let chat = harness.chat
+        async let bens = chat.updateReceipt(ben, conversation: room, ReceiptUpdate(readSeq: first.seq))
+        async let tablets = chat.updateReceipt(bensTablet, conversation: room, ReceiptUpdate(readSeq: second.seq))
+        async let cats = chat.updateReceipt(cat, conversation: room, ReceiptUpdate(deliveredSeq: second.seq))
+        let eves = Task { try await chat.updateReceipt(eve, conversation: room, ReceiptUpdate(readSeq: second.seq)) }
+        let answers = try await (bens, tablets, cats)
+        #expect(store.commitStatistics.transactions - before.transactions == 1, "one write took them all")
+        #expect(answers.0.readSeq == first.seq, "ben's phone: the marks it left")
+        #expect(answers.1.readSeq == second.seq && answers.1.deliveredSeq == second.seq, "ben's tablet moved them further")
+        #expect(answers.2.deliveredSeq == second.seq && answers.2.readSeq < first.seq)
+        await #expect(throws: ChatError.conversationNotFound) { try await eves.value }
+        let marks = try await harness.chat.receipts(ann, conversation: room, limit: nil, offset: nil).receipts
+        #expect(marks.first { $0.userID == ben.userID }?.readSeq == second.seq)
+        #expect(marks.first { $0.userID == cat.userID }?.deliveredSeq == second.seq)
+        #expect(marks.first { $0.userID == eve.userID } == nil, "the refused receipt added nobody")
+        // The author hears each move, in the order they were made.
+        let feed = try await harness.chat.feed(ann, after: harness.chat.cursor(through: 0), limit: 200).records
+        let moves = feed.filter { $0.type == .receiptUpdated && $0.userID != ann.userID.rawValue }
+        #expect(moves.map { [$0.userID ?? "", "\($0.payload.deliveredSeq ?? 0)", "\($0.payload.readSeq ?? 0)"] }
+                == [[ben.userID.rawValue, "\(first.seq)", "\(first.seq)"], [ben.userID.rawValue, "\(second.seq)", "\(second.seq)"],
+                    [cat.userID.rawValue, "\(second.seq)", "\(answers.2.readSeq)"]])
+    }
+
+    /// On PostgreSQL three members' receipts in one write wait for one access read, not three:
+    /// BEGIN, the read, a statement per move and COMMIT, six round trips where there were eight.
+    /// (Verified to count 8 without ``Chat/readAccesses(_:of:)``.)
+    @Test(.enabled(if: TestEngine.isPostgres)) func threeMembersReceiptsInOneWriteWaitForOneAccessRead() async throws {
+        let harness = try await ChatHarness.make(configure: { $0.receiptGathering = .milliseconds(400) })
+        defer { harness.tearDown() }
+        let store = try #require(harness.store as? PostgresStore)
+        let (ann, ben, room) = try await harness.twoInAGroup()
+        let cat = try await harness.register("cat").caller
+        let dan = try await harness.register("dan").caller
+        _ = try await harness.chat.addMembers(ann, id: room, AddMembersRequest(usernames: ["cat", "dan"]))
+        let chat = harness.chat
+        func allThree(_ seq: Int64) async throws {
+            async let b = chat.updateReceipt(ben, conversation: room, ReceiptUpdate(readSeq: seq))
+            async let c = chat.updateReceipt(cat, conversation: room, ReceiptUpdate(readSeq: seq))
+            async let d = chat.updateReceipt(dan, conversation: room, ReceiptUpdate(readSeq: seq))
+            let marks = try await [b, c, d]
+            #expect(marks.allSatisfy { $0.readSeq == seq })
+        }
+        // The first prepares the statements (a round trip each, once per connection).
+        let first = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "1", content: .text("one"))).0
+        try await allThree(first.seq)
+        let second = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "2", content: .text("two"))).0
+        let before = store.writeRoundTrips ?? 0
+        let transactions = store.commitStatistics.transactions
+        try await allThree(second.seq)
+        #expect(store.commitStatistics.transactions - transactions == 1)
+        #expect((store.writeRoundTrips ?? 0) - before == 6)
+    }
+
     /// Migration 0034: on PostgreSQL the one-column CHECKs of the rows a send and a receipt
     /// write are domains (no table CHECK re-parsed per statement), and each still refuses what
     /// the table CHECK refused; the CHECK across two columns stays on its table.

@@ -402,16 +402,60 @@ extension Chat {
                        now: Int64? = nil, sending clientID: String? = nil) throws -> Access {
         let earlier: SQL = clientID.map { "(SELECT 1 FROM message WHERE author_id = \(caller.userKey) AND client_id = \($0))" } ?? "NULL"
         guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
-            SELECT c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
-                   mb.posting_muted_until, mb.last_posted_at, mb.delivered_seq, mb.read_seq, u.shadow_banned_at, u.photo_public, b.user_id AS ban_user, b.until AS ban_until,
-                   \(earlier) AS sent_before,
-                   EXISTS (SELECT 1 FROM webhook_endpoint w WHERE w.app_id = c.app_id AND w.format = 'parley') AS app_webhooks
+            SELECT \(accessColumns), \(earlier) AS sent_before
             FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID) AND c.kind <> 'pusher'
             """) else { throw ChatError.conversationNotFound }
+        return try access(row, db, caller: caller, id: id, for: action, now: now)
+    }
+
+    /// ``access(_:caller:id:for:now:sending:)`` for several callers of one app in one
+    /// conversation, in one statement: each caller's access or the error their own read would
+    /// have thrown, in the callers' order. The receipts' write reads its members this way
+    /// (decision 0026, part 3): one read per conversation instead of one per member, and on
+    /// PostgreSQL one wait instead of one per member. Each caller must be a different user:
+    /// a row is a user's, read once.
+    static func accesses(_ db: any Database, callers: [Caller], id: ConversationID, for action: ConversationAction,
+                         now: Int64? = nil) throws -> [Result<Access, ChatError>] {
+        guard let app = callers.first?.appID, callers.allSatisfy({ $0.appID == app }),
+              Set(callers.map(\.userKey)).count == callers.count else { throw ChatError.internalError }
+        guard id.rawValue.utf8.count <= 64 else { return callers.map { _ in .failure(.conversationNotFound) } }
+        let rows = try db.fetchAll("""
+            SELECT \(accessColumns), NULL AS sent_before, u.id AS caller_key
+            FROM conversation c
+            JOIN account u ON u.id IN (\(list: callers.map(\.userKey)))
+            LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = u.id
+            LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = u.id
+            WHERE c.public_id = \(id.rawValue) AND c.app_id = \(app) AND c.kind <> 'pusher'
+            """)
+        var byCaller: [Int64: Row] = [:]
+        for row in rows { byCaller[try row.get("caller_key", as: Int64.self)] = row }
+        return try callers.map { caller in
+            guard let row = byCaller[caller.userKey] else { return .failure(.conversationNotFound) }
+            do {
+                return .success(try access(row, db, caller: caller, id: id, for: action, now: now))
+            } catch let refused as ChatError {
+                return .failure(refused)
+            }
+        }
+    }
+
+    /// What every access read selects, `c` the conversation, `u` the caller's account, `mb`
+    /// their member row and `b` their ban (both left joins).
+    private static let accessColumns: SQL = """
+        c.id, c.kind, mb.role, c.last_seq, c.member_count, u.username, u.display_name, c.slow_mode_seconds,
+        mb.posting_muted_until, mb.last_posted_at, mb.delivered_seq, mb.read_seq, u.shadow_banned_at, u.photo_public,
+        b.user_id AS ban_user, b.until AS ban_until,
+        EXISTS (SELECT 1 FROM webhook_endpoint w WHERE w.app_id = c.app_id AND w.format = 'parley') AS app_webhooks
+        """
+
+    /// The caller's access from a row of ``accessColumns`` and `sent_before`, required to
+    /// allow `action`.
+    private static func access(_ row: Row, _ db: any Database, caller: Caller, id: ConversationID, for action: ConversationAction,
+                               now: Int64?) throws -> Access {
         let kind = try stored(try row.get("kind"), as: ConversationKind.self)
         let role = try row.get("role", as: String?.self).map { try stored($0, as: MemberRole.self) }
         let access = Access(key: try row.get("id"), id: id, kind: kind, role: role, lastSeq: try row.get("last_seq"),

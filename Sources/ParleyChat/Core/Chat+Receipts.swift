@@ -61,9 +61,12 @@ extension Chat {
                         return taken ?? []
                     }
                     var traced: [Int64: String]? = traceRecorder.isOn ? [:] : nil
-                    let outcomes: [(Result<Receipt, any Error>, WatermarkMove?)] = try batch.map { waiting in
+                    let accesses = try Chat.readAccesses(db, of: batch)
+                    let outcomes: [(Result<Receipt, any Error>, WatermarkMove?)] = try batch.indices.map { index in
+                        let waiting = batch[index]
                         do {
                             let (receipt, moved) = try Chat.moveWatermarks(db, caller: waiting.caller, conversation: waiting.key.conversation,
+                                                                           access: try accesses[index]?.get(),
                                                                            to: waiting.update, now: now, traced: &traced)
                             return (.success(receipt), moved)
                         } catch let error as ChatError {
@@ -93,13 +96,42 @@ extension Chat {
         }
     }
 
+    /// The access of every receipt of a write whose conversation has receipts of several
+    /// members in it, read in one statement per conversation (``accesses(_:callers:id:for:now:)``),
+    /// by index in `batch`; the others read their own as they move. It is read before any
+    /// receipt moves, and a move changes only its own member's row, so each read is what the
+    /// receipt's own read would have found. A member's second device in the same write reads
+    /// its own, after the first one's move.
+    static func readAccesses(_ db: Transaction, of batch: [ReceiptCoalescer.Waiting]) throws -> [Int: Result<Access, ChatError>] {
+        guard batch.count > 1 else { return [:] }
+        struct Place: Hashable { let conversation: ConversationID; let app: Int64 }
+        var groups: [Place: [Int]] = [:]
+        var order: [Place] = []
+        for (index, waiting) in batch.enumerated() {
+            let place = Place(conversation: waiting.key.conversation, app: waiting.caller.appID)
+            if groups[place] == nil { order.append(place) }
+            groups[place, default: []].append(index)
+        }
+        var found: [Int: Result<Access, ChatError>] = [:]
+        for place in order {
+            // A user's first device only: another reads after the first one moved.
+            var users: Set<Int64> = []
+            let indices = (groups[place] ?? []).filter { users.insert(batch[$0].caller.userKey).inserted }
+            guard indices.count > 1 else { continue }
+            let read = try Chat.accesses(db, callers: indices.map { batch[$0].caller }, id: place.conversation, for: .keepOwnState)
+            for (index, access) in zip(indices, read) { found[index] = access }
+        }
+        return found
+    }
+
     /// Moves one member's watermarks in one conversation to `update`'s marks, clamped, and
     /// appends the `receipt.updated` its devices and the authors it passed hear. Every check
     /// that can refuse it (a ``ChatError``) comes before its first statement that writes, so a
     /// refusal leaves the transaction as it found it for the other receipts in the write.
-    static func moveWatermarks(_ db: Transaction, caller: Caller, conversation id: ConversationID, to update: ReceiptUpdate,
-                               now: Int64, traced: inout [Int64: String]?) throws -> (Receipt, WatermarkMove?) {
-        let access = try Chat.access(db, caller: caller, id: id, for: .keepOwnState)
+    /// `access`: the caller's access if it was read already in this transaction, else it is read here.
+    static func moveWatermarks(_ db: Transaction, caller: Caller, conversation id: ConversationID, access: Access? = nil,
+                               to update: ReceiptUpdate, now: Int64, traced: inout [Int64: String]?) throws -> (Receipt, WatermarkMove?) {
+        let access = try access ?? Chat.access(db, caller: caller, id: id, for: .keepOwnState)
         let read = min(update.readSeq ?? 0, access.lastSeq)
         let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
         // Read with the access, in this transaction: a receipt of the same member's other
