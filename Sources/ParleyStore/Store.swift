@@ -112,12 +112,22 @@ package protocol Database {
     ///   without waiting.
     @discardableResult
     func enqueue(_ sql: SQL) throws -> Int?
+
+    /// Runs queries that do not depend on each other's answers, in order, and returns each
+    /// one's rows. An engine may send them all before reading any answer (PostgreSQL's
+    /// pipeline: one wait for all of them, with anything queued before); the default runs them
+    /// one by one. A failure throws as ``fetchAll(_:)``'s would, and the queries after the
+    /// failed one did not run.
+    func fetchEach(_ statements: [SQL]) throws -> [[Row]]
 }
 
 extension Database {
     /// Runs it at once (engines without a pipeline).
     @discardableResult
     package func enqueue(_ sql: SQL) throws -> Int? { try execute(sql) }
+
+    /// Runs them one by one (engines without a pipeline).
+    package func fetchEach(_ statements: [SQL]) throws -> [[Row]] { try statements.map { try fetchAll($0) } }
 
     /// The first row, or `nil`.
     package func fetchOne(_ sql: SQL) throws -> Row? { try fetchAll(sql).first }

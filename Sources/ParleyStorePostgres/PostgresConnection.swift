@@ -115,6 +115,46 @@ final class PostgresConnection: Database {
     func fetchAll(_ sql: SQL) throws -> [Row] {
         let (result, key) = try sendKeyed(sql)
         defer { PQclear(result) }
+        return rows(of: result, key: key)
+    }
+
+    /// Sends every statement in one pipeline, after anything queued, and waits once for all
+    /// of them (``Database/fetchEach(_:)``).
+    func fetchEach(_ statements: [SQL]) throws -> [[Row]] {
+        guard !statements.isEmpty else { return [] }
+        guard statements.count > 1 || !pending.isEmpty else { return try statements.map { try fetchAll($0) } }
+        guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        readUnanswered()
+        if pending.isEmpty {
+            guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
+        }
+        var keys: [StatementKey] = []
+        for sql in statements {
+            let (text, bindings) = sql.rendered { "$\($0)" }
+            let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
+            noteChange(text)
+            let name = try preparedName(key, handle: handle, pipelined: true)
+            guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
+            pending.append(Pending(text: text, isControl: false, write: currentWrite, kept: true))
+            keys.append(key)
+        }
+        let (queued, kept) = try syncPipeline(handle: handle)
+        defer { for result in kept { PQclear(result) } }
+        if let queued {
+            guard queued.write < currentWrite else { throw queued.error }
+            // The write before this one failed: this one's statements were skipped with it.
+            if earlierFailure == nil { earlierFailure = queued }
+            throw StoreError.retryable("a write committed together with this one failed; nothing of this one was stored")
+        }
+        guard kept.count == statements.count else {
+            throw StoreError.retryable("lost the connection to PostgreSQL: not every statement was answered")
+        }
+        for (result, statement) in zip(kept, keys) { try check(result, text: statement.text) }
+        return zip(kept, keys).map { rows(of: $0, key: $1) }
+    }
+
+    /// The rows of a query's `result`, the column names cached with its prepared statement.
+    private func rows(of result: OpaquePointer, key: StatementKey) -> [Row] {
         let columns = PQnfields(result)
         let names: ColumnNames
         if let cached = prepared[key]?.columns {
@@ -156,8 +196,9 @@ final class PostgresConnection: Database {
         if !pending.isEmpty {
             let name = try preparedName(key, handle: handle, pipelined: true)
             guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
-            pending.append(Pending(text: text, isControl: false, write: currentWrite))
-            let (queued, result) = try syncPipeline(keepingLast: true, handle: handle)
+            pending.append(Pending(text: text, isControl: false, write: currentWrite, kept: true))
+            let (queued, kept) = try syncPipeline(handle: handle)
+            let result = kept.first
             if let queued {
                 if let result { PQclear(result) }
                 guard queued.write < currentWrite else { throw queued.error }
@@ -254,6 +295,9 @@ final class PostgresConnection: Database {
         /// The statement this prepares, when it is a Prepare: forgotten again if it did not run
         /// (a failure earlier in the pipeline skips it).
         var prepares: StatementKey? = nil
+        /// Whether its result goes back to the caller, who reads and clears it (a query sent
+        /// with the wait, ``fetchEach(_:)``), instead of being checked here.
+        var kept = false
     }
     /// What was sent and not yet answered, in order (empty outside pipeline mode).
     private var pending: [Pending] = []
@@ -354,7 +398,7 @@ final class PostgresConnection: Database {
             guard PQsendQueryParams(handle, statement, 0, nil, nil, nil, nil, 0) == 1 else { throw lostPipeline(handle) }
             pending.append(Pending(text: statement, isControl: true, write: currentWrite))
         }
-        let (queued, _) = try syncPipeline(keepingLast: false, handle: handle)
+        let (queued, _) = try syncPipeline(handle: handle)
         return queued
     }
 
@@ -413,7 +457,7 @@ final class PostgresConnection: Database {
     func abandonPending() -> QueuedFailure? {
         readUnanswered()
         guard let handle, !pending.isEmpty else { return nil }
-        return (try? syncPipeline(keepingLast: false, handle: handle))?.queued
+        return (try? syncPipeline(handle: handle))?.queued
     }
 
     private func sendPrepared(_ name: String, _ bindings: [DatabaseValue], handle: OpaquePointer) -> Bool {
@@ -425,9 +469,10 @@ final class PostgresConnection: Database {
     /// Ends the pipeline with a sync point and reads every answer up to it, leaving pipeline mode.
     ///
     /// - Returns: the first failure of a statement the write queued (later ones were skipped),
-    ///   and, with `keepingLast`, the last statement's result for the caller to read and clear.
+    ///   and the results of the statements sent ``Pending/kept``, in order, for the caller to
+    ///   read and clear (a failure among those is theirs to find, not `queued`).
     /// - Throws: when an engine statement (``Pending/isControl``) fails, or the connection is lost.
-    private func syncPipeline(keepingLast: Bool, handle: OpaquePointer) throws -> (queued: QueuedFailure?, last: OpaquePointer?) {
+    private func syncPipeline(handle: OpaquePointer) throws -> (queued: QueuedFailure?, kept: [OpaquePointer]) {
         let sent = pending
         pending.removeAll(keepingCapacity: true)
         guard PQpipelineSync(handle) == 1 else { throw lostPipeline(handle) }
@@ -449,10 +494,10 @@ final class PostgresConnection: Database {
         PQexitPipelineMode(handle)
         var queued: QueuedFailure?
         var control: (any Error)?
-        var last: OpaquePointer?
+        var kept: [OpaquePointer] = []
         for (index, result) in results.enumerated() {
-            if keepingLast && index == sent.count - 1 {
-                last = result
+            if index < sent.count, sent[index].kept {
+                kept.append(result)
                 continue
             }
             defer { PQclear(result) }
@@ -469,14 +514,14 @@ final class PostgresConnection: Database {
         }
         if results.count != sent.count || PQstatus(handle) != CONNECTION_OK {
             for entry in sent[min(results.count, sent.count)...] { if let key = entry.prepares { prepared[key] = nil } }
-            if let last { PQclear(last) }
+            for result in kept { PQclear(result) }
             throw StoreError.retryable("lost the connection to PostgreSQL: \(Self.message(handle))")
         }
         if let control, queued == nil {
-            if let last { PQclear(last) }
+            for result in kept { PQclear(result) }
             throw control
         }
-        return (queued, last)
+        return (queued, kept)
     }
 
     /// A pipeline that could not be sent: the connection is gone.

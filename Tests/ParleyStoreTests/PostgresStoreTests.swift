@@ -83,6 +83,42 @@ struct PostgresStoreTests {
         #expect(after.transactions - before.transactions < 300, "writes were batched")
     }
 
+    /// ``Database/fetchEach(_:)``: several statements whose answers do not depend on each
+    /// other, with what was queued before them, in one wait; each one's rows in order, each
+    /// seeing the ones before it; a failing one fails its write and leaves nothing of it.
+    @Test func statementsFetchedTogetherWaitOnceAndAFailingOneFailsItsWrite() async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let store = try PostgresStore(url: database.conninfo)
+        defer { store.close() }
+        try await store.write { db in try db.execute("CREATE TABLE item (owner bigint NOT NULL, n bigint NOT NULL, UNIQUE (owner, n))") }
+        let statements: @Sendable (Int64) -> [SQL] = { owner in
+            (1...3).map { n in "WITH added AS (INSERT INTO item (owner, n) VALUES (\(owner), \(Int64(n))) RETURNING n) SELECT n, (SELECT count(*) FROM item WHERE owner = \(owner)) AS before FROM added" }
+        }
+        // Once to prepare the statements (a round trip each, once per connection).
+        _ = try await store.write { db in try db.fetchEach(statements(-1)) }
+        let before = store.writeRoundTrips ?? 0
+        let answers = try await store.write { db in
+            try db.enqueue("INSERT INTO item (owner, n) VALUES (-2, 0)")
+            return try db.fetchEach(statements(-2)).map { rows in try rows.map { [try $0.get("n", as: Int64.self), try $0.get("before", as: Int64.self)] } }
+        }
+        #expect(answers == [[[1, 1]], [[2, 2]], [[3, 3]]], "each in order, each seeing the insert queued before and the ones before it")
+        #expect((store.writeRoundTrips ?? 0) - before == 3, "BEGIN, one wait for the queued insert and the three, COMMIT")
+        #expect(try await store.write { db in try db.fetchEach([]) }.isEmpty)
+
+        do {
+            _ = try await store.write { db in
+                try db.fetchEach(["INSERT INTO item (owner, n) VALUES (-3, 1) RETURNING n", "INSERT INTO item (owner, n) VALUES (-2, 1) RETURNING n",
+                                  "INSERT INTO item (owner, n) VALUES (-3, 2) RETURNING n"])
+            }
+            Issue.record("a write whose second statement broke a constraint was acknowledged")
+        } catch let error as StoreError {
+            #expect(error.isConstraintViolation)
+        }
+        #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item WHERE owner = -3") } == 0)
+        #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item") } == 7)
+    }
+
     @Test func queuedStatementsTravelWithTheNextWaitAndAFailingOneFailsItsWriteAlone() async throws {
         let database = try freshDatabase()
         defer { database.drop() }

@@ -420,17 +420,29 @@ extension Chat {
     /// a row is a user's, read once.
     static func accesses(_ db: any Database, callers: [Caller], id: ConversationID, for action: ConversationAction,
                          now: Int64? = nil) throws -> [Result<Access, ChatError>] {
+        let rows = try accessesStatement(callers: callers, id: id).map { try db.fetchAll($0) } ?? []
+        return try accesses(rows, db, callers: callers, id: id, for: action, now: now)
+    }
+
+    /// The statement of ``accesses(_:callers:id:for:now:)``, for a caller that sends several
+    /// together (``Database/fetchEach(_:)``); nil when the id cannot name a conversation.
+    static func accessesStatement(callers: [Caller], id: ConversationID) throws -> SQL? {
         guard let app = callers.first?.appID, callers.allSatisfy({ $0.appID == app }),
               Set(callers.map(\.userKey)).count == callers.count else { throw ChatError.internalError }
-        guard id.rawValue.utf8.count <= 64 else { return callers.map { _ in .failure(.conversationNotFound) } }
-        let rows = try db.fetchAll("""
+        guard id.rawValue.utf8.count <= 64 else { return nil }
+        return """
             SELECT \(accessColumns), NULL AS sent_before, u.id AS caller_key
             FROM conversation c
             JOIN account u ON u.id IN (\(list: callers.map(\.userKey)))
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = u.id
             LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = u.id
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(app) AND c.kind <> 'pusher'
-            """)
+            """
+    }
+
+    /// Each caller's access from the rows of ``accessesStatement(callers:id:)``.
+    static func accesses(_ rows: [Row], _ db: any Database, callers: [Caller], id: ConversationID, for action: ConversationAction,
+                         now: Int64? = nil) throws -> [Result<Access, ChatError>] {
         var byCaller: [Int64: Row] = [:]
         for row in rows { byCaller[try row.get("caller_key", as: Int64.self)] = row }
         return try callers.map { caller in

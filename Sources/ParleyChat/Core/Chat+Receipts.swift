@@ -62,12 +62,20 @@ extension Chat {
                     }
                     var traced: [Int64: String]? = traceRecorder.isOn ? [:] : nil
                     let accesses = try Chat.readAccesses(db, of: batch)
+                    // On PostgreSQL the moves' statements go together, in one wait, once
+                    // nothing read after them needs them done.
+                    var deferred: [Transaction.SubjectAppend]? = db.dialect == .postgres ? [] : nil
                     let outcomes: [(Result<Receipt, any Error>, WatermarkMove?)] = try batch.indices.map { index in
                         let waiting = batch[index]
+                        if accesses[index] == nil, let moves = deferred, !moves.isEmpty {
+                            // This receipt reads its own access: the moves before it first.
+                            try db.appendToSubjectsAndAuthors(moves)
+                            deferred = []
+                        }
                         do {
                             let (receipt, moved) = try Chat.moveWatermarks(db, caller: waiting.caller, conversation: waiting.key.conversation,
                                                                            access: try accesses[index]?.get(),
-                                                                           to: waiting.update, now: now, traced: &traced)
+                                                                           to: waiting.update, now: now, traced: &traced, deferring: &deferred)
                             return (.success(receipt), moved)
                         } catch let error as ChatError {
                             // Refused before it wrote anything (moveWatermarks checks first):
@@ -75,6 +83,7 @@ extension Chat {
                             return (.failure(error), nil)
                         }
                     }
+                    if let moves = deferred, !moves.isEmpty { try db.appendToSubjectsAndAuthors(moves) }
                     // Answered on the writer's thread as the commit returns, beside the
                     // receipt.updated events it publishes: the sockets' loops wake once for both.
                     // One trace row per conversation of the write, naming each device that moved its marks.
@@ -96,12 +105,12 @@ extension Chat {
         }
     }
 
-    /// The access of every receipt of a write whose conversation has receipts of several
-    /// members in it, read in one statement per conversation (``accesses(_:callers:id:for:now:)``),
-    /// by index in `batch`; the others read their own as they move. It is read before any
-    /// receipt moves, and a move changes only its own member's row, so each read is what the
-    /// receipt's own read would have found. A member's second device in the same write reads
-    /// its own, after the first one's move.
+    /// The access of the receipts of a write of several, read before any of them moves, in one
+    /// statement per conversation and, on PostgreSQL, one wait for all of them
+    /// (``accessesStatement(callers:id:)``, ``Database/fetchEach(_:)``), by index in `batch`.
+    /// A move changes only its own member's row, so each is what the receipt's own read would
+    /// have found. A member's second device in a conversation is not here: it reads its own,
+    /// after the first one's move.
     static func readAccesses(_ db: Transaction, of batch: [ReceiptCoalescer.Waiting]) throws -> [Int: Result<Access, ChatError>] {
         guard batch.count > 1 else { return [:] }
         struct Place: Hashable { let conversation: ConversationID; let app: Int64 }
@@ -113,13 +122,21 @@ extension Chat {
             groups[place, default: []].append(index)
         }
         var found: [Int: Result<Access, ChatError>] = [:]
+        var reads: [(place: Place, indices: [Int], statement: SQL)] = []
         for place in order {
             // A user's first device only: another reads after the first one moved.
             var users: Set<Int64> = []
             let indices = (groups[place] ?? []).filter { users.insert(batch[$0].caller.userKey).inserted }
-            guard indices.count > 1 else { continue }
-            let read = try Chat.accesses(db, callers: indices.map { batch[$0].caller }, id: place.conversation, for: .keepOwnState)
-            for (index, access) in zip(indices, read) { found[index] = access }
+            if let statement = try accessesStatement(callers: indices.map { batch[$0].caller }, id: place.conversation) {
+                reads.append((place, indices, statement))
+            } else {
+                for index in indices { found[index] = .failure(.conversationNotFound) }
+            }
+        }
+        let answers = try db.fetchEach(reads.map(\.statement))
+        for (read, rows) in zip(reads, answers) {
+            let accesses = try accesses(rows, db, callers: read.indices.map { batch[$0].caller }, id: read.place.conversation, for: .keepOwnState)
+            for (index, access) in zip(read.indices, accesses) { found[index] = access }
         }
         return found
     }
@@ -128,9 +145,13 @@ extension Chat {
     /// appends the `receipt.updated` its devices and the authors it passed hear. Every check
     /// that can refuse it (a ``ChatError``) comes before its first statement that writes, so a
     /// refusal leaves the transaction as it found it for the other receipts in the write.
-    /// `access`: the caller's access if it was read already in this transaction, else it is read here.
+    /// `access`: the caller's access if it was read already in this transaction, else it is
+    /// read here. `deferring`, when not nil (PostgreSQL), takes the move's statement for the
+    /// caller to send with others (``Transaction/appendToSubjectsAndAuthors(_:)``) instead of
+    /// sending it here.
     static func moveWatermarks(_ db: Transaction, caller: Caller, conversation id: ConversationID, access: Access? = nil,
-                               to update: ReceiptUpdate, now: Int64, traced: inout [Int64: String]?) throws -> (Receipt, WatermarkMove?) {
+                               to update: ReceiptUpdate, now: Int64, traced: inout [Int64: String]?,
+                               deferring deferred: inout [Transaction.SubjectAppend]?) throws -> (Receipt, WatermarkMove?) {
         let access = try access ?? Chat.access(db, caller: caller, id: id, for: .keepOwnState)
         let read = min(update.readSeq ?? 0, access.lastSeq)
         let delivered = max(min(update.deliveredSeq ?? 0, access.lastSeq), read)
@@ -166,9 +187,10 @@ extension Chat {
         // Stored with a position and no seq: see EventKind.receiptUpdated.
         if db.dialect == .postgres {
             // The move, the authors it passed, the event and its recipients: one statement, one wait.
-            try db.appendToSubjectAndAuthors("moved AS (\(move))", conversation: access.key, kind: .receiptUpdated,
-                                             actor: caller.userKey, subject: caller.userKey, audience: audience,
-                                             payload: payload, now: now, prebuilt: build)
+            let append = Transaction.SubjectAppend(rows: "moved AS (\(move))", conversation: access.key, kind: .receiptUpdated,
+                                                   actor: caller.userKey, subject: caller.userKey, audience: audience,
+                                                   payload: payload, now: now, prebuilt: build)
+            if deferred != nil { deferred?.append(append) } else { try db.appendToSubjectsAndAuthors([append]) }
         } else {
             try db.enqueue(move)
             let recipients = try db.recipients(audience, subject: caller.userKey)

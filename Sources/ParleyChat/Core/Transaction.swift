@@ -261,6 +261,7 @@ final class Transaction: Database {
     func fetchAll(_ sql: SQL) throws -> [Row] { try db.fetchAll(sql) }
     @discardableResult
     func enqueue(_ sql: SQL) throws -> Int? { try db.enqueue(sql) }
+    func fetchEach(_ statements: [SQL]) throws -> [[Row]] { try db.fetchEach(statements) }
 
     /// Whether the write appended anything.
     var hasEvents: Bool { !entries.isEmpty }
@@ -421,13 +422,65 @@ final class Transaction: Database {
     @discardableResult
     func appendToSubjectAndAuthors(_ rows: SQL, conversation: Int64, kind: EventKind, actor: Int64, subject: Int64,
                                    audience: DecidedAudience, payload: EventPayload, now: Int64,
-                                   prebuilt: (_ position: Int64, _ recipients: [Int64]?) -> AppendedEvent) throws -> [Int64]? {
-        guard let rule = kind.rule, !rule.history, rule.audience == .subjectAndAuthors else {
-            throw StoreError.decoding("appendToSubjectAndAuthors is for annotations whose audience the write decides, not \(kind.rawValue)")
+                                   prebuilt: @escaping (_ position: Int64, _ recipients: [Int64]?) -> AppendedEvent) throws -> [Int64]? {
+        let append = SubjectAppend(rows: rows, conversation: conversation, kind: kind, actor: actor, subject: subject,
+                                   audience: audience, payload: payload, now: now, prebuilt: prebuilt)
+        return try appendToSubjectsAndAuthors([append]).first ?? nil
+    }
+
+    /// One ``appendToSubjectAndAuthors(_:conversation:kind:actor:subject:audience:payload:now:prebuilt:)``.
+    struct SubjectAppend {
+        var rows: SQL
+        var conversation: Int64
+        var kind: EventKind
+        var actor: Int64
+        var subject: Int64
+        var audience: DecidedAudience
+        var payload: EventPayload
+        var now: Int64
+        var prebuilt: (_ position: Int64, _ recipients: [Int64]?) -> AppendedEvent
+    }
+
+    /// Several appends of ``appendToSubjectAndAuthors(_:conversation:kind:actor:subject:audience:payload:now:prebuilt:)``
+    /// that do not depend on each other (each changes its own rows: one member's watermarks),
+    /// sent together and answered in one wait (``Database/fetchEach(_:)``), appended in order.
+    ///
+    /// - Returns: each one's recipients.
+    @discardableResult
+    func appendToSubjectsAndAuthors(_ appends: [SubjectAppend]) throws -> [[Int64]?] {
+        guard !appends.isEmpty else { return [] }
+        for append in appends {
+            guard let rule = append.kind.rule, !rule.history, rule.audience == .subjectAndAuthors else {
+                throw StoreError.decoding("appendToSubjectAndAuthors is for annotations whose audience the write decides, not \(append.kind.rawValue)")
+            }
         }
+        // Only the first statement can be the write's first event.
         let (prior, notesPrevious) = try priorInStatement()
+        let statements = appends.enumerated().map { index, append in
+            subjectAndAuthorsStatement(append, prior: index == 0 ? prior : "NULL")
+        }
+        let answers = try db.fetchEach(statements)
+        var recipientsOfEach: [[Int64]?] = []
+        for (index, (append, rows)) in zip(appends, answers).enumerated() {
+            guard let row = rows.first, let rule = append.kind.rule else { throw ChatError.internalError }
+            let position: Int64 = try row.get("position")
+            try checkShard(position)
+            if index == 0, notesPrevious { previous[shard ?? 0] = try row.get("previous", as: Int64?.self) ?? 0 }
+            let recipients: [Int64]? = try row.get("authors", as: String?.self).map { authors in
+                [append.subject] + authors.split(separator: ",").compactMap { Int64($0) }
+            }
+            try appended(position: position, conversation: append.conversation, rule: rule, message: nil, activity: false,
+                         prebuilt: append.prebuilt(position, recipients))
+            recipientsOfEach.append(recipients)
+        }
+        return recipientsOfEach
+    }
+
+    /// The statement of one ``SubjectAppend``, `prior` its column answering the newest
+    /// position before it (``priorInStatement()``).
+    private func subjectAndAuthorsStatement(_ append: SubjectAppend, prior: SQL) -> SQL {
         // `named`: the others who hear it besides the subject, NULL for every member.
-        let named: SQL = switch audience {
+        let named: SQL = switch append.audience {
         case .everyone: "named AS (SELECT NULL::bigint[] AS authors)"
         case .subject: "named AS (SELECT '{}'::bigint[] AS authors)"
         case .subjectAndAuthors(let authors, let most, let memberCount): """
@@ -438,27 +491,17 @@ final class Transaction: Database {
         }
         // A log of one shard: the event table's identity; of several, drawn here.
         let (columns, drawn): (SQL, SQL) = shards == 1 ? (Self.eventColumns, "")
-            : (Self.shardedEventColumns, positionValue(conversation: conversation) + ", ")
-        let row = try db.fetchOne("""
-            WITH \(rows), \(named),
+            : (Self.shardedEventColumns, positionValue(conversation: append.conversation) + ", ")
+        return """
+            WITH \(append.rows), \(named),
             appended AS (
                 INSERT INTO \(columns)
-                SELECT \(drawn)\(conversation), NULL, \(kind.rawValue), \(actor), NULL, \(subject), NULL, \(payload.stored), \(now),
-                       CASE WHEN named.authors IS NULL THEN NULL ELSE \(subject) END
+                SELECT \(drawn)\(append.conversation), NULL, \(append.kind.rawValue), \(append.actor), NULL, \(append.subject), NULL, \(append.payload.stored), \(append.now),
+                       CASE WHEN named.authors IS NULL THEN NULL ELSE \(append.subject) END
                 FROM named RETURNING position),
             recipients AS (INSERT INTO event_recipient (position, user_id) SELECT appended.position, unnest(named.authors) FROM appended, named)
             SELECT appended.position, array_to_string(named.authors, ',') AS authors, \(prior) AS previous FROM appended, named
-            """)
-        guard let row else { throw ChatError.internalError }
-        let position: Int64 = try row.get("position")
-        try checkShard(position)
-        if notesPrevious { previous[shard ?? 0] = try row.get("previous", as: Int64?.self) ?? 0 }
-        let recipients: [Int64]? = try row.get("authors", as: String?.self).map { authors in
-            [subject] + authors.split(separator: ",").compactMap { Int64($0) }
-        }
-        try appended(position: position, conversation: conversation, rule: rule, message: nil, activity: false,
-                     prebuilt: prebuilt(position, recipients))
-        return recipients
+            """
     }
 
     /// For a statement that appends the write's first event: a column answering the newest
