@@ -255,6 +255,15 @@ struct RetryTests {
         await #expect(throws: ChatError.internalError) { _ = try await harness.chat.feed(alice, after: harness.chat.cursor(through: 0), limit: 10) }
     }
 
+    /// Ann's group with Ben, Cat and Dan.
+    static func fourInAGroup(_ harness: ChatHarness) async throws -> (ann: Caller, ben: Caller, cat: Caller, dan: Caller, room: ConversationID) {
+        let (ann, ben, room) = try await harness.twoInAGroup()
+        let cat = try await harness.register("cat").caller
+        let dan = try await harness.register("dan").caller
+        _ = try await harness.chat.addMembers(ann, id: room, AddMembersRequest(usernames: ["cat", "dan"]))
+        return (ann, ben, cat, dan, room)
+    }
+
     /// On PostgreSQL a receipt that names the authors it passed waits twice (decision 0026,
     /// part 3): its access read, and one statement that moves the watermarks, reads the
     /// authors, inserts the event and its recipients; with the write's BEGIN and COMMIT, four
@@ -264,10 +273,7 @@ struct RetryTests {
         let harness = try await ChatHarness.make()
         defer { harness.tearDown() }
         let store = try #require(harness.store as? PostgresStore)
-        let (ann, ben, room) = try await harness.twoInAGroup()
-        let cat = try await harness.register("cat").caller
-        let dan = try await harness.register("dan").caller
-        _ = try await harness.chat.addMembers(ann, id: room, AddMembersRequest(usernames: ["cat", "dan"]))
+        let (ann, ben, cat, dan, room) = try await Self.fourInAGroup(harness)
         let hello = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "r", content: .text("hello"))).0
         // The first prepares the statements (a round trip each, once per connection).
         _ = try await harness.chat.updateReceipt(cat, conversation: room, ReceiptUpdate(readSeq: hello.seq))
@@ -332,10 +338,7 @@ struct RetryTests {
         let harness = try await ChatHarness.make(configure: { $0.receiptGathering = .milliseconds(400) })
         defer { harness.tearDown() }
         let store = try #require(harness.store as? PostgresStore)
-        let (ann, ben, room) = try await harness.twoInAGroup()
-        let cat = try await harness.register("cat").caller
-        let dan = try await harness.register("dan").caller
-        _ = try await harness.chat.addMembers(ann, id: room, AddMembersRequest(usernames: ["cat", "dan"]))
+        let (ann, ben, cat, dan, room) = try await Self.fourInAGroup(harness)
         let chat = harness.chat
         func allThree(_ seq: Int64) async throws {
             async let b = chat.updateReceipt(ben, conversation: room, ReceiptUpdate(readSeq: seq))
