@@ -83,6 +83,12 @@ final class TestFaultStore: GroupCommitStore {
         return try await base.write(shard: shard, ridingWithin: within, body, afterCommit: afterCommit)
     }
 
+    func write<T: Sendable>(shard: Int?, declaring declaration: WriteDeclaration, _ body: @escaping @Sendable (any Database) throws -> T,
+                            afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try check()
+        return try await base.write(shard: shard, declaring: declaration, body, afterCommit: afterCommit)
+    }
+
     func useLogShards(_ shards: Int) async { await base.useLogShards(shards) }
     func close() { base.close() }
     func reclaim() async { await base.reclaim() }

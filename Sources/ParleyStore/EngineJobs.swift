@@ -10,8 +10,12 @@ package final class WriteJob: @unchecked Sendable {
     private let body: (any Database) throws -> Void
     private let resume: (Result<Void, any Error>) -> Void
 
+    /// What the write said it reads first (``Store/write(shard:declaring:_:afterCommit:)``).
+    package let declaration: WriteDeclaration?
+
     package init<T: Sendable>(body: @escaping @Sendable (any Database) throws -> T, afterCommit: @escaping @Sendable (T) -> Void,
-                              continuation: CheckedContinuation<T, any Error>) {
+                              continuation: CheckedContinuation<T, any Error>, declaration: WriteDeclaration? = nil) {
+        self.declaration = declaration
         let box = ResultBox<T>()
         self.body = { connection in box.value = try body(connection) }
         self.resume = { outcome in
@@ -67,11 +71,12 @@ extension WorkerThread where Job == WriteJob {
     ///
     /// `ridingWithin`: the write may wait that long for a batch begun for another write and
     /// commit in it (``WorkerThread/enqueue(_:ridingWithin:)``); nil begins a batch at once.
+    /// `declaring`: what it reads first (``WriteDeclaration``), for an engine that reads ahead.
     package func write<T: Sendable>(_ body: @escaping @Sendable (any Database) throws -> T,
-                                    ridingWithin within: Duration? = nil,
+                                    ridingWithin within: Duration? = nil, declaring declaration: WriteDeclaration? = nil,
                                     afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let job = WriteJob(body: body, afterCommit: afterCommit, continuation: continuation)
+            let job = WriteJob(body: body, afterCommit: afterCommit, continuation: continuation, declaration: declaration)
             let queued = within.map { enqueue(job, ridingWithin: $0) } ?? enqueue(job)
             if !queued { continuation.resume(throwing: StoreError.closed) }
         }

@@ -48,6 +48,16 @@ package protocol Store: Sendable {
     func write<T: Sendable>(shard: Int?, ridingWithin within: Duration, _ body: @escaping @Sendable (any Database) throws -> T,
                             afterCommit: @escaping @Sendable (T) -> Void) async throws -> T
 
+    /// ``write(shard:_:afterCommit:)`` for a write that says up front which reads it makes
+    /// first and what it depends on and changes (``WriteDeclaration``): an engine whose every
+    /// statement is a round trip may send those reads for a whole batch before its writes run,
+    /// one wait for all of them, and answer each write's read from there when no write before
+    /// it in the batch could have changed it. An engine in process runs it as
+    /// ``write(shard:_:afterCommit:)``. No default: a store that wraps another must pass it on.
+    @discardableResult
+    func write<T: Sendable>(shard: Int?, declaring declaration: WriteDeclaration, _ body: @escaping @Sendable (any Database) throws -> T,
+                            afterCommit: @escaping @Sendable (T) -> Void) async throws -> T
+
     /// Learns how many shards the event log has, once the schema says (after migrating). An
     /// engine that commits shards in parallel starts a writer per shard, and its writer for
     /// every shard takes every shard's lock from then on; others need nothing. No default: a
@@ -136,6 +146,44 @@ extension Database {
     package func fetchValue<T: DatabaseValueConvertible>(_ type: T.Type = T.self, _ sql: SQL) throws -> T? {
         guard let row = try fetchOne(sql) else { return nil }
         return try row.get(at: 0, as: T.self)
+    }
+}
+
+/// What a write reads first and what it depends on and changes, said before it runs
+/// (``Store/write(shard:declaring:_:afterCommit:)``, decision 0026 part 5).
+///
+/// An engine may run `reads` at the start of the write's batch, before the writes ahead of
+/// it in the batch, and answer the write's identical statements from there. It does so only
+/// when every write ahead of it declared too and none of them `changes` a key this one
+/// `dependsOn`: the declaration must name every key under which another declared write could
+/// change a row these reads return, in a way that matters to this write.
+package struct WriteDeclaration: Sendable, Hashable {
+    /// The statements the write runs first, exactly as it runs them (text and values).
+    package var reads: [SQL]
+    /// Keys whose rows the reads return.
+    package var dependsOn: Set<String>
+    /// Keys whose rows the write changes.
+    package var changes: Set<String>
+
+    package init(reads: [SQL], dependsOn: Set<String>, changes: Set<String>) {
+        self.reads = reads
+        self.dependsOn = dependsOn
+        self.changes = changes
+    }
+
+    /// Which writes of a batch, in order, may have their reads answered before the batch runs:
+    /// those declared, after only declared writes none of which changes what they depend on.
+    package static func readAhead(_ declarations: [WriteDeclaration?]) -> [Bool] {
+        var changed: Set<String> = []
+        var undeclared = false
+        return declarations.map { declaration in
+            guard let declaration, !undeclared else {
+                undeclared = true
+                return false
+            }
+            defer { changed.formUnion(declaration.changes) }
+            return changed.isDisjoint(with: declaration.dependsOn)
+        }
     }
 }
 

@@ -55,6 +55,9 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
         }
     }
 
+    /// How many jobs wait in the queue (not riders), for tests that must know a batch is formed.
+    package var queuedCount: Int { condition.withLock { queue.count - head } }
+
     /// Finishes the queued jobs, then stops every thread and waits for them.
     package func stop() {
         condition.withLock {

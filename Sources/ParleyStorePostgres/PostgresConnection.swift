@@ -5,6 +5,7 @@ import ParleyLog
 import ParleySync
 
 /// How many times a connection waited for the server.
+/// A count shared between threads: round trips, or statements answered from reads ahead.
 final class RoundTrips: Sendable {
     private let value = LockedValue(0)
     func count() { value.withLock { $0 += 1 } }
@@ -113,6 +114,7 @@ final class PostgresConnection: Database {
     }
 
     func fetchAll(_ sql: SQL) throws -> [Row] {
+        if !readAhead.isEmpty, let rows = takeReadAhead(sql) { return rows }
         let (result, key) = try sendKeyed(sql)
         defer { PQclear(result) }
         return rows(of: result, key: key)
@@ -152,6 +154,39 @@ final class PostgresConnection: Database {
         for (result, statement) in zip(kept, keys) { try check(result, text: statement.text) }
         return zip(kept, keys).map { rows(of: $0, key: $1) }
     }
+
+    // MARK: - Reads ahead
+
+    /// Reads sent for a batch's writes before they ran (``readAhead(_:)``): by the write's
+    /// place in the batch, each statement with its rows, until the write runs it.
+    private var readAhead: [Int: [(sql: SQL, rows: [Row])]] = [:]
+
+    /// Counts the statements answered from what was read ahead (the store's, for its tests
+    /// and `/metrics`).
+    var answeredAhead: RoundTrips?
+
+    /// Sends the reads of the writes at `reads`' places in the batch in one wait, and keeps
+    /// each one's rows to answer that write's identical statement when it runs
+    /// (``WriteDeclaration``). The engine calls it at the start of a batch, when nothing is
+    /// pending.
+    func readAhead(_ reads: [(write: Int, sql: SQL)]) throws {
+        readAhead.removeAll()
+        let answers = try fetchEach(reads.map(\.sql))
+        for (read, rows) in zip(reads, answers) { readAhead[read.write, default: []].append((read.sql, rows)) }
+    }
+
+    /// The rows read ahead for the current write's `sql`, once; nil when there are none (it
+    /// is then sent as any statement is).
+    private func takeReadAhead(_ sql: SQL) -> [Row]? {
+        guard var reads = readAhead[currentWrite], let index = reads.firstIndex(where: { $0.sql == sql }) else { return nil }
+        let rows = reads.remove(at: index).rows
+        readAhead[currentWrite] = reads.isEmpty ? nil : reads
+        answeredAhead?.count()
+        return rows
+    }
+
+    /// Drops what was read ahead: the batch ended, or rolled back and its writes run again.
+    func forgetReadAhead() { readAhead.removeAll() }
 
     /// The rows of a query's `result`, the column names cached with its prepared statement.
     private func rows(of result: OpaquePointer, key: StatementKey) -> [Row] {

@@ -64,6 +64,8 @@ package final class PostgresStore: GroupCommitStore {
     /// Batches of several writes committed with a savepoint per write (after one was run again).
     private let savepointBatches = BatchStatistics()
     private let writerRoundTrips: RoundTrips
+    /// Statements the writers answered from reads sent ahead of their batch (``WriteDeclaration``).
+    private let answeredAhead = RoundTrips()
     private let readerRoundTrips: [RoundTrips]
     private let url: String
     /// The node's claim on the database: its connection, who to tell if it is lost, and the
@@ -103,6 +105,7 @@ package final class PostgresStore: GroupCommitStore {
         let withSavepoints = savepointBatches
         self.configuration = configuration
         writerRoundTrips = writeConnection.roundTrips
+        writeConnection.answeredAhead = answeredAhead
         let beginAll = LockedValue(Self.begin(locking: configuration.takesLogLock ? [0] : []))
         self.beginAll = beginAll
         writer = WorkerThread(name: "pg-writer", contexts: [writeConnection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
@@ -171,6 +174,14 @@ package final class PostgresStore: GroupCommitStore {
         try await writer(for: shard).write(body, ridingWithin: within, afterCommit: afterCommit)
     }
 
+    /// A write that declares its first reads: its batch may send them ahead
+    /// (``commitWithoutSavepoints(_:on:begin:)``).
+    @discardableResult
+    package func write<T: Sendable>(shard: Int?, declaring declaration: WriteDeclaration, _ body: @escaping @Sendable (any Database) throws -> T,
+                                   afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try await writer(for: shard).write(body, declaring: declaration, afterCommit: afterCommit)
+    }
+
     private func writer(for shard: Int?) -> WorkerThread<WriteJob> {
         guard let shard else { return writer }
         return shardWriters.withLock { $0.indices.contains(shard) ? $0[shard] : nil } ?? writer
@@ -190,6 +201,7 @@ package final class PostgresStore: GroupCommitStore {
         let withSavepoints = savepointBatches
         for shard in 0..<shards {
             let connection = (try? PostgresConnection(conninfo: url)) ?? PostgresConnection(unconnected: url)
+            connection.answeredAhead = answeredAhead
             trips.append(connection.roundTrips)
             let begin = Self.begin(locking: locks ? [shard] : [])
             writers.append(WorkerThread(name: "pg-writer-s\(shard)", contexts: [connection], maxBatch: max(1, configuration.maxBatch)) { connection, jobs in
@@ -295,6 +307,12 @@ package final class PostgresStore: GroupCommitStore {
     package var batchesWithSavepoints: Int { savepointBatches.snapshot().transactions }
 
     /// How many times the writer has waited for PostgreSQL (round trips, every write together).
+    /// How many writes wait for the writer of `shard` (nil: the writer for every shard).
+    package func queuedWrites(shard: Int? = nil) -> Int { writer(for: shard).queuedCount }
+
+    /// How many statements of writes were answered from reads sent ahead of their batch.
+    package var readsAnsweredAhead: Int { answeredAhead.total }
+
     package var writeRoundTrips: Int? { writerRoundTrips.total + shardRoundTrips.withLock { $0.reduce(0) { $0 + $1.total } } }
 
     /// How many times the readers have waited for PostgreSQL (round trips, every read together).
@@ -339,6 +357,19 @@ package final class PostgresStore: GroupCommitStore {
         }
     }
 
+    /// Sends the declared first reads of the batch's writes that may have them answered ahead
+    /// (``WriteDeclaration/readAhead(_:)``) in one wait, where each was a wait of its own
+    /// as its write ran (decision 0026, part 5). Nothing when fewer than two: no wait saved.
+    private static func readAhead(_ jobs: [WriteJob], on connection: PostgresConnection) throws {
+        let ahead = WriteDeclaration.readAhead(jobs.map(\.declaration))
+        var reads: [(write: Int, sql: SQL)] = []
+        for (index, job) in jobs.enumerated() where ahead[index] {
+            for read in job.declaration?.reads ?? [] { reads.append((index, read)) }
+        }
+        guard reads.count > 1 else { return }
+        try connection.readAhead(reads)
+    }
+
     /// The batch in one transaction with no savepoints: a savepoint per write is two more
     /// statements and a subtransaction, whose row locks (a foreign key's check locks its
     /// parent row) PostgreSQL keeps as MultiXacts; without them a send costs PostgreSQL about
@@ -358,6 +389,7 @@ package final class PostgresStore: GroupCommitStore {
         connection.currentWrite = 0
         do {
             try Self.begin(begin, on: connection)
+            try readAhead(jobs, on: connection)
         } catch {
             rollBack(connection)
             for job in jobs { job.fail(error) }
@@ -414,6 +446,7 @@ package final class PostgresStore: GroupCommitStore {
             for entry in ran { entry.job.fail(error) }
             return nil
         }
+        connection.forgetReadAhead()
         for entry in ran { entry.job.succeed() }
         return nil
     }
@@ -516,6 +549,7 @@ package final class PostgresStore: GroupCommitStore {
     }
 
     private static func rollBack(_ connection: PostgresConnection) {
+        connection.forgetReadAhead()
         connection.abandonPending()
         if connection.isConnected { try? connection.run("ROLLBACK") }
     }

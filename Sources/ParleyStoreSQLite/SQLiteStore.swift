@@ -104,6 +104,13 @@ package final class SQLiteStore: GroupCommitStore {
         try await writer.write(body, afterCommit: afterCommit)
     }
 
+    /// In process, a read costs no wait: the declaration changes nothing.
+    @discardableResult
+    package func write<T: Sendable>(shard: Int?, declaring declaration: WriteDeclaration, _ body: @escaping @Sendable (any Database) throws -> T,
+                                   afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+        try await writer.write(body, afterCommit: afterCommit)
+    }
+
     /// One writer: a riding write goes with its next batch, whatever the shard.
     @discardableResult
     package func write<T: Sendable>(shard: Int?, ridingWithin within: Duration, _ body: @escaping @Sendable (any Database) throws -> T,

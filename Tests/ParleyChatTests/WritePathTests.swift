@@ -169,6 +169,11 @@ struct RetryTests {
             if shouldFail() { throw StoreError.retryable("database is locked") }
             return try await base.write(shard: shard, ridingWithin: within, body, afterCommit: afterCommit)
         }
+        func write<T: Sendable>(shard: Int?, declaring declaration: WriteDeclaration, _ body: @escaping @Sendable (any Database) throws -> T,
+                                afterCommit: @escaping @Sendable (T) -> Void) async throws -> T {
+            if shouldFail() { throw StoreError.retryable("database is locked") }
+            return try await base.write(shard: shard, declaring: declaration, body, afterCommit: afterCommit)
+        }
         func useLogShards(_ shards: Int) async { await base.useLogShards(shards) }
         func close() { base.close() }
     }
@@ -356,6 +361,46 @@ struct RetryTests {
         try await allThree(second.seq)
         #expect(store.commitStatistics.transactions - transactions == 1)
         #expect((store.writeRoundTrips ?? 0) - before == 4)
+    }
+
+    /// On PostgreSQL the sends of one batch have their access reads answered ahead, in one wait
+    /// (decision 0026, part 5), except a send after another of the same sender's: the same
+    /// client id sent twice in one batch is one message, the second answered as the retry it
+    /// is, without a refused insert and the batch run again.
+    @Test(.enabled(if: TestEngine.isPostgres)) func sendsOfOneBatchReadAheadButASendersSecondSeesTheirFirst() async throws {
+        let harness = try await ChatHarness.make()
+        defer { harness.tearDown() }
+        let store = try #require(harness.store as? PostgresStore)
+        let (ann, ben, cat, dan, room) = try await Self.fourInAGroup(harness)
+        _ = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "warm", content: .text("first")))
+        // The room's writer is held until every send waits, so they are one batch.
+        let shard = harness.chat.logShards > 1 ? harness.chat.shard(of: room) : nil
+        let (entered, inside) = AsyncStream.makeStream(of: Void.self)
+        let gate = DispatchSemaphore(value: 0)
+        let holder = Task { try await store.write(shard: shard, { _ in inside.yield(); gate.wait() }, afterCommit: { _ in }) }
+        for await _ in entered { break }
+        let answeredBefore = store.readsAnsweredAhead
+        let rerunBefore = store.batchesRunAgain ?? 0
+        let chat = harness.chat
+        let plan: [(Caller, String)] = [(ben, "b"), (ann, "twice"), (cat, "c"), (ann, "twice"), (dan, "d")]
+        var sends: [Task<(Message, created: Bool), any Error>] = []
+        for (caller, clientID) in plan {
+            sends.append(Task { try await chat.send(caller, to: room, SendMessageRequest(clientID: clientID, content: .text("hello from \(clientID)"))) })
+            let deadline = ContinuousClock.now + .seconds(10)
+            while store.queuedWrites(shard: shard) < sends.count, ContinuousClock.now < deadline { await Task.yield() }
+        }
+        #expect(store.queuedWrites(shard: shard) == plan.count)
+        gate.signal()
+        try await holder.value
+        var answers: [(Message, created: Bool)] = []
+        for send in sends { answers.append(try await send.value) }
+        #expect(answers.map(\.created) == [true, true, true, false, true])
+        #expect(answers[1].0.id == answers[3].0.id, "one message for the client id sent twice")
+        #expect(store.batchesRunAgain ?? 0 == rerunBefore, "no insert was refused")
+        // Ben, Ann's first, Cat and Dan: ahead; Ann's second read as it ran.
+        #expect(store.readsAnsweredAhead - answeredBefore == 4)
+        let history = try await harness.chat.history(ben, id: room, HistoryQuery()).page().messages
+        #expect(history.filter { $0.clientID == "twice" }.count == 1)
     }
 
     /// Migration 0034: on PostgreSQL the one-column CHECKs of the rows a send and a receipt

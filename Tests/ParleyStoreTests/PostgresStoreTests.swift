@@ -119,6 +119,71 @@ struct PostgresStoreTests {
         #expect(try await store.read { db in try db.fetchValue(Int64.self, "SELECT count(*) FROM item") } == 7)
     }
 
+    /// ``WriteDeclaration``: the declared first reads of a batch's writes go in one wait before
+    /// the writes run, and each write's identical read is answered from there, unless a write
+    /// before it in the batch changes what it depends on or declared nothing: then it reads
+    /// as it runs and sees that change. Each write increments its owner's counter after reading
+    /// it, so in the order the writes ran every read of an owner must see one more than the last.
+    @Test func declaredReadsGoAheadOfTheirBatchAndNeverPastAChangeTheyDependOn() async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let store = try PostgresStore(url: database.conninfo)
+        defer { store.close() }
+        try await store.write { db in
+            try db.execute("CREATE TABLE item (owner bigint PRIMARY KEY, n bigint NOT NULL)")
+            try db.execute("INSERT INTO item (owner, n) SELECT g, 0 FROM generate_series(1, 4) g")
+        }
+        let log = LockedValue<[(owner: Int64, read: Int64?)]>([])
+        @Sendable func increment(_ owner: Int64, declared: Bool) -> (WriteDeclaration?, @Sendable (any Database) throws -> Void) {
+            let read: SQL = "SELECT n FROM item WHERE owner = \(owner)"
+            let declaration = declared ? WriteDeclaration(reads: [read], dependsOn: ["\(owner)"], changes: ["\(owner)"]) : nil
+            return (declaration, { db in
+                let seen = declared ? try db.fetchValue(Int64.self, read) : nil
+                try db.enqueue("UPDATE item SET n = n + 1 WHERE owner = \(owner)")
+                log.withLock { $0.append((owner, seen)) }
+            })
+        }
+        // Owners 1 and 2 are written by declared writes only, twice each; owner 3 once by a
+        // write that declares nothing, and then by a declared one.
+        let plan: [(Int64, Bool)] = [(1, true), (2, true), (1, true), (3, false), (3, true), (2, true), (4, true)]
+        // The writer is held by a first write until every planned write waits, so they are one batch.
+        let (entered, inside) = AsyncStream.makeStream(of: Void.self)
+        let gate = DispatchSemaphore(value: 0)
+        let holder = Task { try await store.write { _ in inside.yield(); gate.wait() } }
+        for await _ in entered { break }
+        let answeredBefore = store.readsAnsweredAhead
+        let tripsBefore = store.writeRoundTrips ?? 0
+        var writes: [Task<Void, any Error>] = []
+        for (owner, declared) in plan {
+            let (declaration, body) = increment(owner, declared: declared)
+            writes.append(Task {
+                if let declaration { try await store.write(shard: nil, declaring: declaration, body, afterCommit: { _ in }) }
+                else { try await store.write(body) }
+            })
+            // Queued in the plan's order: the next waits until this one is.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while store.queuedWrites() < writes.count, ContinuousClock.now < deadline { await Task.yield() }
+        }
+        #expect(store.queuedWrites() == plan.count)
+        gate.signal()
+        try await holder.value
+        for write in writes { try await write.value }
+        let ran = log.get()
+        #expect(ran.map(\.owner) == plan.map(\.0), "one batch, in the order queued")
+        var counts: [Int64: Int64] = [:]
+        for entry in ran {
+            if let read = entry.read { #expect(read == counts[entry.owner, default: 0], "owner \(entry.owner) read what the writes before it left") }
+            counts[entry.owner, default: 0] += 1
+        }
+        // Ahead: 1, 2 (first writes of their owners, all before them declared). Not: the
+        // second 1 (after a write changing 1), the declared 3 and everything after the write
+        // that declared nothing.
+        #expect(store.readsAnsweredAhead - answeredBefore == 2)
+        // The holder's COMMIT; BEGIN, the two reads in one wait, the four read as they run
+        // (each carrying the updates queued before it) and COMMIT: 8, where a read each took 10.
+        #expect((store.writeRoundTrips ?? 0) - tripsBefore == 8)
+    }
+
     @Test func queuedStatementsTravelWithTheNextWaitAndAFailingOneFailsItsWriteAlone() async throws {
         let database = try freshDatabase()
         defer { database.drop() }

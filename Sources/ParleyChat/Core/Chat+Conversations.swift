@@ -10,6 +10,9 @@ struct Access {
     var id: ConversationID
     var kind: ConversationKind
     var role: MemberRole?
+    /// The conversation's last seq. A send's access read ahead of its batch
+    /// (``Chat/sendDeclaration(_:to:clientID:)``) may be behind sends before it in the batch:
+    /// nothing a send does reads it.
     var lastSeq: Int64
     var memberCount: Int
     /// The caller's names, for the sender of a message they send.
@@ -400,16 +403,24 @@ extension Chat {
     /// (``Access/sentBefore``), in the same statement.
     static func access(_ db: any Database, caller: Caller, id: ConversationID, for action: ConversationAction,
                        now: Int64? = nil, sending clientID: String? = nil) throws -> Access {
+        guard let statement = accessStatement(caller: caller, id: id, sending: clientID),
+              let row = try db.fetchOne(statement) else { throw ChatError.conversationNotFound }
+        return try access(row, db, caller: caller, id: id, for: action, now: now)
+    }
+
+    /// The statement of ``access(_:caller:id:for:now:sending:)``, for a write that declares it
+    /// (``WriteDeclaration``); nil when the id cannot name a conversation.
+    static func accessStatement(caller: Caller, id: ConversationID, sending clientID: String? = nil) -> SQL? {
+        guard id.rawValue.utf8.count <= 64 else { return nil }
         let earlier: SQL = clientID.map { "(SELECT 1 FROM message WHERE author_id = \(caller.userKey) AND client_id = \($0))" } ?? "NULL"
-        guard id.rawValue.utf8.count <= 64, let row = try db.fetchOne("""
+        return """
             SELECT \(accessColumns), \(earlier) AS sent_before
             FROM conversation c
             JOIN account u ON u.id = \(caller.userKey)
             LEFT JOIN member mb ON mb.conversation_id = c.id AND mb.user_id = \(caller.userKey)
             LEFT JOIN ban b ON b.conversation_id = c.id AND b.user_id = \(caller.userKey)
             WHERE c.public_id = \(id.rawValue) AND c.app_id = \(caller.appID) AND c.kind <> 'pusher'
-            """) else { throw ChatError.conversationNotFound }
-        return try access(row, db, caller: caller, id: id, for: action, now: now)
+            """
     }
 
     /// ``access(_:caller:id:for:now:sending:)`` for several callers of one app in one

@@ -57,8 +57,9 @@ extension Chat {
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         let previewLink = linkToPreview(prepared.value, request: request.previewLinks)
         let previewWakeup = configuration.linkPreviewWakeup
+        let declaration = Chat.sendDeclaration(caller, to: id, clientID: prepared.clientID)
         return try await run {
-            try await write(in: id) { tx -> (MessageRecord, created: Bool) in
+            try await write(in: id, declaring: declaration) { tx -> (MessageRecord, created: Bool) in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .post, sending: prepared.clientID)
                 var prepared = prepared
                 let media = try Chat.bindMedia(tx, caller: caller, prepared: &prepared)
@@ -82,6 +83,18 @@ extension Chat {
                 return (message, true)
             }
         }
+    }
+
+    /// What a send declares (decision 0026, part 5): its first read is its access read, which
+    /// may be sent ahead with its batch's others. What that read returns that a send changes is
+    /// the sender's own: their member row (when they last posted, their marks), their messages
+    /// (whether a client id was sent before), their attachments; so a send depends on, and
+    /// changes, its sender. It also moves the conversation's last seq, which a send's access
+    /// carries but no send reads (``Access/lastSeq``).
+    static func sendDeclaration(_ caller: Caller, to id: ConversationID, clientID: String?) -> WriteDeclaration? {
+        guard let read = accessStatement(caller: caller, id: id, sending: clientID) else { return nil }
+        let sender: Set<String> = ["user:\(caller.userKey)"]
+        return WriteDeclaration(reads: [read], dependsOn: sender, changes: sender)
     }
 
     /// Sends to a set of usernames: the direct conversation for one name, else the group

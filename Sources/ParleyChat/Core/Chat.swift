@@ -312,14 +312,16 @@ package final class Chat: Sendable {
     /// of several shards the write then commits on that shard's writer, beside other shards'
     /// writes (docs/decisions/0026, part 4); an event in another conversation's shard fails it.
     /// Without it the write may append anywhere and holds every shard's lock.
-    func write<T: Sendable>(in conversation: ConversationID? = nil, _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
-        try await write(inShard: conversation.map { shard(of: $0) }, body)
+    func write<T: Sendable>(in conversation: ConversationID? = nil, declaring declaration: WriteDeclaration? = nil,
+                            _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
+        try await write(inShard: conversation.map { shard(of: $0) }, declaring: declaration, body)
     }
 
     /// ``write(in:_:)`` for a write whose events all go to one shard of the log (nil: any).
     /// `ridingWithin`: the write may wait that long for a write begun for something else and
     /// commit in it (``Store/write(shard:ridingWithin:_:afterCommit:)``); nil begins one at once.
-    func write<T: Sendable>(inShard target: Int?, ridingWithin riding: Duration? = nil,
+    /// `declaring`: what the write reads first (``Store/write(shard:declaring:_:afterCommit:)``).
+    func write<T: Sendable>(inShard target: Int?, ridingWithin riding: Duration? = nil, declaring declaration: WriteDeclaration? = nil,
                             _ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
         let bus = bus
         let hooks = hooks
@@ -359,6 +361,9 @@ package final class Chat: Sendable {
         let shard = shards > 1 ? target : nil
         if let riding, riding > .zero {
             return try await store.write(shard: shard, ridingWithin: riding, body, afterCommit: afterCommit).value
+        }
+        if let declaration {
+            return try await store.write(shard: shard, declaring: declaration, body, afterCommit: afterCommit).value
         }
         return try await store.write(shard: shard, body, afterCommit: afterCommit).value
     }
