@@ -126,28 +126,10 @@ final class PostgresConnection: Database {
         guard !statements.isEmpty else { return [] }
         guard statements.count > 1 || !pending.isEmpty else { return try statements.map { try fetchAll($0) } }
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
-        readUnanswered()
-        if pending.isEmpty {
-            guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
-        }
-        var keys: [StatementKey] = []
-        for sql in statements {
-            let (text, bindings) = sql.rendered { "$\($0)" }
-            let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
-            noteChange(text)
-            let name = try preparedName(key, handle: handle, pipelined: true)
-            guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
-            pending.append(Pending(text: text, isControl: false, write: currentWrite, kept: true))
-            keys.append(key)
-        }
+        let keys = try statements.map { try sendInPipeline($0, kept: true, handle: handle) }
         let (queued, kept) = try syncPipeline(handle: handle)
         defer { for result in kept { PQclear(result) } }
-        if let queued {
-            guard queued.write < currentWrite else { throw queued.error }
-            // The write before this one failed: this one's statements were skipped with it.
-            if earlierFailure == nil { earlierFailure = queued }
-            throw StoreError.retryable("a write committed together with this one failed; nothing of this one was stored")
-        }
+        if let queued { throw failure(queued) }
         guard kept.count == statements.count else {
             throw StoreError.retryable("lost the connection to PostgreSQL: not every statement was answered")
         }
@@ -225,25 +207,20 @@ final class PostgresConnection: Database {
     private func sendKeyed(_ sql: SQL) throws -> (result: OpaquePointer, key: StatementKey) {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
         readUnanswered()
-        let (text, bindings) = sql.rendered { "$\($0)" }
-        let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
-        noteChange(text)
         if !pending.isEmpty {
-            let name = try preparedName(key, handle: handle, pipelined: true)
-            guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
-            pending.append(Pending(text: text, isControl: false, write: currentWrite, kept: true))
+            let key = try sendInPipeline(sql, kept: true, handle: handle)
             let (queued, kept) = try syncPipeline(handle: handle)
             let result = kept.first
             if let queued {
                 if let result { PQclear(result) }
-                guard queued.write < currentWrite else { throw queued.error }
-                // The write before this one failed: this one's statements were skipped with it.
-                if earlierFailure == nil { earlierFailure = queued }
-                throw StoreError.retryable("a write committed together with this one failed; nothing of this one was stored")
+                throw failure(queued)
             }
-            guard let result else { throw StoreError.retryable("lost the connection to PostgreSQL: no answer to (\(text.prefix(120)))") }
-            return (try checked(result, text: text), key)
+            guard let result else { throw StoreError.retryable("lost the connection to PostgreSQL: no answer to (\(key.text.prefix(120)))") }
+            return (try checked(result, text: key.text), key)
         }
+        let (text, bindings) = sql.rendered { "$\($0)" }
+        let key = StatementKey(text: text, types: bindings.map(Self.type(of:)))
+        noteChange(text)
         let name = try preparedName(key, handle: handle, pipelined: false)
         roundTrips.count()
         let result: OpaquePointer? = withParameters(bindings) { count, values, lengths, formats in
@@ -251,6 +228,16 @@ final class PostgresConnection: Database {
         }
         guard let result else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
         return (try checked(result, text: text), key)
+    }
+
+    /// What a wait of the current write throws when a statement queued in its pipeline failed:
+    /// the current write's own error, or, when an earlier write's statement failed (the
+    /// current one's were skipped with it), a retryable one, the earlier failure kept for the
+    /// engine (``takeEarlierFailure()``).
+    private func failure(_ queued: QueuedFailure) -> StoreError {
+        guard queued.write < currentWrite else { return queued.error }
+        if earlierFailure == nil { earlierFailure = queued }
+        return StoreError.retryable("a write committed together with this one failed; nothing of this one was stored")
     }
 
     /// `result` when it succeeded; else cleared, and its error thrown.
@@ -402,6 +389,15 @@ final class PostgresConnection: Database {
     @discardableResult
     func enqueue(_ sql: SQL) throws -> Int? {
         guard let handle else { throw StoreError.retryable("not connected to PostgreSQL") }
+        try sendInPipeline(sql, kept: false, handle: handle)
+        return nil
+    }
+
+    /// Sends a statement of the current write in pipeline mode (entered first if need be),
+    /// prepared first if it is new, without reading its answer; `kept`: its result goes back to
+    /// the caller (``Pending/kept``).
+    @discardableResult
+    private func sendInPipeline(_ sql: SQL, kept: Bool, handle: OpaquePointer) throws -> StatementKey {
         readUnanswered()
         if pending.isEmpty {
             guard PQenterPipelineMode(handle) == 1 else { throw StoreError.retryable("PostgreSQL: \(Self.message(handle))") }
@@ -411,8 +407,8 @@ final class PostgresConnection: Database {
         noteChange(text)
         let name = try preparedName(key, handle: handle, pipelined: true)
         guard sendPrepared(name, bindings, handle: handle) else { throw lostPipeline(handle) }
-        pending.append(Pending(text: text, isControl: false, write: currentWrite))
-        return nil
+        pending.append(Pending(text: text, isControl: false, write: currentWrite, kept: kept))
+        return key
     }
 
     /// Sends the engine's own `statements` (no parameters, one statement each: RELEASE,

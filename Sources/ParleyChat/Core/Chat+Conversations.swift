@@ -423,20 +423,12 @@ extension Chat {
             """
     }
 
-    /// ``access(_:caller:id:for:now:sending:)`` for several callers of one app in one
-    /// conversation, in one statement: each caller's access or the error their own read would
-    /// have thrown, in the callers' order. The receipts' write reads its members this way
-    /// (decision 0026, part 3): one read per conversation instead of one per member, and on
-    /// PostgreSQL one wait instead of one per member. Each caller must be a different user:
-    /// a row is a user's, read once.
-    static func accesses(_ db: any Database, callers: [Caller], id: ConversationID, for action: ConversationAction,
-                         now: Int64? = nil) throws -> [Result<Access, ChatError>] {
-        let rows = try accessesStatement(callers: callers, id: id).map { try db.fetchAll($0) } ?? []
-        return try accesses(rows, db, callers: callers, id: id, for: action, now: now)
-    }
-
-    /// The statement of ``accesses(_:callers:id:for:now:)``, for a caller that sends several
-    /// together (``Database/fetchEach(_:)``); nil when the id cannot name a conversation.
+    /// The access read of ``access(_:caller:id:for:now:sending:)`` for several callers of one
+    /// app in one conversation, in one statement, a row per caller found
+    /// (``accesses(_:_:callers:id:for:now:)`` reads them). The receipts' write reads its members
+    /// this way (decision 0026, part 3): one read per conversation instead of one per member,
+    /// all of them sent together (``Database/fetchEach(_:)``). Each caller must be a different
+    /// user: a row is a user's. Nil when the id cannot name a conversation.
     static func accessesStatement(callers: [Caller], id: ConversationID) throws -> SQL? {
         guard let app = callers.first?.appID, callers.allSatisfy({ $0.appID == app }),
               Set(callers.map(\.userKey)).count == callers.count else { throw ChatError.internalError }
@@ -451,7 +443,8 @@ extension Chat {
             """
     }
 
-    /// Each caller's access from the rows of ``accessesStatement(callers:id:)``.
+    /// Each caller's access from the rows of ``accessesStatement(callers:id:)``, or the error
+    /// their own read would have thrown, in the callers' order.
     static func accesses(_ rows: [Row], _ db: any Database, callers: [Caller], id: ConversationID, for action: ConversationAction,
                          now: Int64? = nil) throws -> [Result<Access, ChatError>] {
         var byCaller: [Int64: Row] = [:]

@@ -385,7 +385,7 @@ final class Transaction: Database {
     }
 
     /// Who hears an event whose audience the write decides (``EventAudience/subjectAndAuthors``),
-    /// for ``appendToSubjectAndAuthors(_:conversation:kind:actor:subject:audience:payload:now:prebuilt:)``.
+    /// for ``appendToSubjectsAndAuthors(_:)``.
     enum DecidedAudience {
         /// Every member.
         case everyone
@@ -411,24 +411,12 @@ final class Transaction: Database {
         }
     }
 
-    /// Appends an annotation whose audience the write decides (a `receipt.updated`) after
+    /// An annotation whose audience the write decides (a `receipt.updated`), appended after
     /// `rows`, data-modifying common table expressions (the watermarks it announces), in one
-    /// statement and one wait (PostgreSQL): the authors it names are read, the event inserted
-    /// with its recipients, and the rows changed, where they were four statements and three
-    /// waits. `prebuilt` builds the event from its position and recipients (nil: every
-    /// member; else the subject first).
-    ///
-    /// - Returns: the recipients, as ``append(conversation:kind:seq:actor:message:user:role:payload:now:activity:recipients:prebuilt:)`` takes them.
-    @discardableResult
-    func appendToSubjectAndAuthors(_ rows: SQL, conversation: Int64, kind: EventKind, actor: Int64, subject: Int64,
-                                   audience: DecidedAudience, payload: EventPayload, now: Int64,
-                                   prebuilt: @escaping (_ position: Int64, _ recipients: [Int64]?) -> AppendedEvent) throws -> [Int64]? {
-        let append = SubjectAppend(rows: rows, conversation: conversation, kind: kind, actor: actor, subject: subject,
-                                   audience: audience, payload: payload, now: now, prebuilt: prebuilt)
-        return try appendToSubjectsAndAuthors([append]).first ?? nil
-    }
-
-    /// One ``appendToSubjectAndAuthors(_:conversation:kind:actor:subject:audience:payload:now:prebuilt:)``.
+    /// statement (PostgreSQL): the authors it names are read, the event inserted with its
+    /// recipients, and the rows changed, where they were four statements and three waits.
+    /// `prebuilt` builds the event from its position and recipients (nil: every member; else
+    /// the subject first).
     struct SubjectAppend {
         var rows: SQL
         var conversation: Int64
@@ -441,17 +429,17 @@ final class Transaction: Database {
         var prebuilt: (_ position: Int64, _ recipients: [Int64]?) -> AppendedEvent
     }
 
-    /// Several appends of ``appendToSubjectAndAuthors(_:conversation:kind:actor:subject:audience:payload:now:prebuilt:)``
-    /// that do not depend on each other (each changes its own rows: one member's watermarks),
-    /// sent together and answered in one wait (``Database/fetchEach(_:)``), appended in order.
+    /// Appends each ``SubjectAppend``, in order. They must not depend on each other (each
+    /// changes its own rows: one member's watermarks): they are sent together and answered in
+    /// one wait (``Database/fetchEach(_:)``).
     ///
-    /// - Returns: each one's recipients.
+    /// - Returns: each one's recipients, as ``append(conversation:kind:seq:actor:message:user:role:payload:now:activity:recipients:prebuilt:)`` takes them.
     @discardableResult
     func appendToSubjectsAndAuthors(_ appends: [SubjectAppend]) throws -> [[Int64]?] {
         guard !appends.isEmpty else { return [] }
         for append in appends {
             guard let rule = append.kind.rule, !rule.history, rule.audience == .subjectAndAuthors else {
-                throw StoreError.decoding("appendToSubjectAndAuthors is for annotations whose audience the write decides, not \(append.kind.rawValue)")
+                throw StoreError.decoding("appendToSubjectsAndAuthors is for annotations whose audience the write decides, not \(append.kind.rawValue)")
             }
         }
         // Only the first statement can be the write's first event.
