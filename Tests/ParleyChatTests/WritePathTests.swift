@@ -373,27 +373,16 @@ struct RetryTests {
         let store = try #require(harness.store as? PostgresStore)
         let (ann, ben, cat, dan, room) = try await Self.fourInAGroup(harness)
         _ = try await harness.chat.send(ann, to: room, SendMessageRequest(clientID: "warm", content: .text("first")))
-        // The room's writer is held until every send waits, so they are one batch.
         let shard = harness.chat.logShards > 1 ? harness.chat.shard(of: room) : nil
-        let (entered, inside) = AsyncStream.makeStream(of: Void.self)
-        let gate = DispatchSemaphore(value: 0)
-        let holder = Task { try await store.write(shard: shard, { _ in inside.yield(); gate.wait() }, afterCommit: { _ in }) }
-        for await _ in entered { break }
         let answeredBefore = store.readsAnsweredAhead
         let rerunBefore = store.batchesRunAgain ?? 0
         let chat = harness.chat
         let plan: [(Caller, String)] = [(ben, "b"), (ann, "twice"), (cat, "c"), (ann, "twice"), (dan, "d")]
-        var sends: [Task<(Message, created: Bool), any Error>] = []
-        for (caller, clientID) in plan {
-            sends.append(Task { try await chat.send(caller, to: room, SendMessageRequest(clientID: clientID, content: .text("hello from \(clientID)"))) })
-            let deadline = ContinuousClock.now + .seconds(10)
-            while store.queuedWrites(shard: shard) < sends.count, ContinuousClock.now < deadline { await Task.yield() }
+        let sends: [@Sendable () async throws -> (Message, created: Bool)] = plan.map { caller, clientID in
+            { try await chat.send(caller, to: room, SendMessageRequest(clientID: clientID, content: .text("hello from \(clientID)"))) }
         }
-        #expect(store.queuedWrites(shard: shard) == plan.count)
-        gate.signal()
-        try await holder.value
         var answers: [(Message, created: Bool)] = []
-        for send in sends { answers.append(try await send.value) }
+        for send in try await store.inOneBatch(shard: shard, sends) { answers.append(try await send.value) }
         #expect(answers.map(\.created) == [true, true, true, false, true])
         #expect(answers[1].0.id == answers[3].0.id, "one message for the client id sent twice")
         #expect(store.batchesRunAgain ?? 0 == rerunBefore, "no insert was refused")

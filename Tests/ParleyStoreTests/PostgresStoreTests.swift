@@ -146,28 +146,16 @@ struct PostgresStoreTests {
         // Owners 1 and 2 are written by declared writes only, twice each; owner 3 once by a
         // write that declares nothing, and then by a declared one.
         let plan: [(Int64, Bool)] = [(1, true), (2, true), (1, true), (3, false), (3, true), (2, true), (4, true)]
-        // The writer is held by a first write until every planned write waits, so they are one batch.
-        let (entered, inside) = AsyncStream.makeStream(of: Void.self)
-        let gate = DispatchSemaphore(value: 0)
-        let holder = Task { try await store.write { _ in inside.yield(); gate.wait() } }
-        for await _ in entered { break }
         let answeredBefore = store.readsAnsweredAhead
         let tripsBefore = store.writeRoundTrips ?? 0
-        var writes: [Task<Void, any Error>] = []
-        for (owner, declared) in plan {
+        let writes: [@Sendable () async throws -> Void] = plan.map { owner, declared in
             let (declaration, body) = increment(owner, declared: declared)
-            writes.append(Task {
+            return {
                 if let declaration { try await store.write(shard: nil, declaring: declaration, body, afterCommit: { _ in }) }
                 else { try await store.write(body) }
-            })
-            // Queued in the plan's order: the next waits until this one is.
-            let deadline = ContinuousClock.now + .seconds(10)
-            while store.queuedWrites() < writes.count, ContinuousClock.now < deadline { await Task.yield() }
+            }
         }
-        #expect(store.queuedWrites() == plan.count)
-        gate.signal()
-        try await holder.value
-        for write in writes { try await write.value }
+        for write in try await store.inOneBatch(writes) { try await write.value }
         let ran = log.get()
         #expect(ran.map(\.owner) == plan.map(\.0), "one batch, in the order queued")
         var counts: [Int64: Int64] = [:]
@@ -179,9 +167,10 @@ struct PostgresStoreTests {
         // second 1 (after a write changing 1), the declared 3 and everything after the write
         // that declared nothing.
         #expect(store.readsAnsweredAhead - answeredBefore == 2)
-        // The holder's COMMIT; BEGIN, the two reads in one wait, the four read as they run
-        // (each carrying the updates queued before it) and COMMIT: 8, where a read each took 10.
-        #expect((store.writeRoundTrips ?? 0) - tripsBefore == 8)
+        // The holding write's BEGIN and COMMIT; BEGIN, the two reads in one wait, the four read
+        // as they run (each carrying the updates queued before it) and COMMIT: 9, where a read
+        // each took 11.
+        #expect((store.writeRoundTrips ?? 0) - tripsBefore == 9)
     }
 
     @Test func queuedStatementsTravelWithTheNextWaitAndAFailingOneFailsItsWriteAlone() async throws {
