@@ -298,7 +298,8 @@ struct RetryTests {
     /// conversation (decision 0026, part 3), and each is still answered as alone: a member's
     /// marks move, a second device of the same member in the same write moves them further
     /// from where the first left them, and someone who may not see the conversation gets the
-    /// 404 of their own read while the others land.
+    /// 404 of their own read while the others land, as does a receipt for an id no
+    /// conversation can have.
     @Test func receiptsGatheredInOneWriteReadTheirMembersOnceAndAreEachAnsweredAsAlone() async throws {
         let harness = try await ChatHarness.make(configure: { $0.receiptGathering = .milliseconds(400) })
         defer { harness.tearDown() }
@@ -317,12 +318,15 @@ struct RetryTests {
         async let tablets = chat.updateReceipt(bensTablet, conversation: room, ReceiptUpdate(readSeq: second.seq))
         async let cats = chat.updateReceipt(cat, conversation: room, ReceiptUpdate(deliveredSeq: second.seq))
         let eves = Task { try await chat.updateReceipt(eve, conversation: room, ReceiptUpdate(readSeq: second.seq)) }
+        let nowhere = ConversationID(rawValue: "c_" + String(repeating: "x", count: 80))
+        let lost = Task { try await chat.updateReceipt(cat, conversation: nowhere, ReceiptUpdate(readSeq: 1)) }
         let answers = try await (bens, tablets, cats)
         #expect(store.commitStatistics.transactions - before.transactions == 1, "one write took them all")
         #expect(answers.0.readSeq == first.seq, "ben's phone: the marks it left")
         #expect(answers.1.readSeq == second.seq && answers.1.deliveredSeq == second.seq, "ben's tablet moved them further")
         #expect(answers.2.deliveredSeq == second.seq && answers.2.readSeq < first.seq)
         await #expect(throws: ChatError.conversationNotFound) { try await eves.value }
+        await #expect(throws: ChatError.conversationNotFound, "an id no conversation can have") { try await lost.value }
         let marks = try await harness.chat.receipts(ann, conversation: room, limit: nil, offset: nil).receipts
         #expect(marks.first { $0.userID == ben.userID }?.readSeq == second.seq)
         #expect(marks.first { $0.userID == cat.userID }?.deliveredSeq == second.seq)
