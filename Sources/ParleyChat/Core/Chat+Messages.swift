@@ -57,7 +57,7 @@ extension Chat {
         let publicID = Crypto.timeOrderedID(prefix: "m_", milliseconds: now)
         let previewLink = linkToPreview(prepared.value, request: request.previewLinks)
         let previewWakeup = configuration.linkPreviewWakeup
-        let declaration = Chat.sendDeclaration(caller, to: id, clientID: prepared.clientID)
+        let declaration = declaresReads ? Chat.sendDeclaration(caller, to: id, clientID: prepared.clientID) : nil
         return try await run {
             try await write(in: id, declaring: declaration) { tx -> (MessageRecord, created: Bool) in
                 let access = try Chat.access(tx, caller: caller, id: id, for: .post, sending: prepared.clientID)

@@ -131,6 +131,9 @@ package final class Chat: Sendable {
     private let loadedEpoch = LockedValue<String?>(nil)
     private let loadedShards = LockedValue(1)
     private let loadedSequences = LockedValue<Transaction.Sequences?>(nil)
+    /// Whether the store's engine answers declared reads ahead of a batch (PostgreSQL: a read
+    /// there is a wait), so a write's declaration is worth building (``WriteDeclaration``).
+    private let readsAhead = LockedValue(false)
     /// A hash to verify against when the username does not exist, so a sign-in takes as long
     /// for an unknown name as for a wrong password (usernames cannot be probed by timing).
     let decoyPasswordHash: DecoyHash
@@ -187,6 +190,7 @@ package final class Chat: Sendable {
         let shards = try await settleLogShards(dialect: dialect)
         loadedShards.withLock { $0 = shards }
         await store.useLogShards(shards)
+        readsAhead.withLock { $0 = dialect == .postgres }
         if dialect == .postgres {
             let sequences = try await store.read { db -> Transaction.Sequences in
                 let row = try db.fetchOne("SELECT pg_get_serial_sequence('message', 'id') AS message, pg_get_serial_sequence('event', 'position') AS event")
@@ -258,6 +262,9 @@ package final class Chat: Sendable {
     /// The sequences a send draws its message's key and event's position from (PostgreSQL;
     /// nil on SQLite and before ``migrate()``).
     var logSequences: Transaction.Sequences? { loadedSequences.withLock { $0 } }
+
+    /// Whether writes should declare their first reads: the engine reads them ahead.
+    var declaresReads: Bool { readsAhead.withLock { $0 } }
 
     /// The shard of the log a conversation's events go to: a hash of its public id (so it is
     /// known before a write begins), 0 in a log of one shard. The same as the conversation
