@@ -321,9 +321,14 @@ struct RetryTests {
         let nowhere = ConversationID(rawValue: "c_" + String(repeating: "x", count: 80))
         let lost = Task { try await chat.updateReceipt(cat, conversation: nowhere, ReceiptUpdate(readSeq: 1)) }
         let answers = try await (bens, tablets, cats)
-        #expect(store.commitStatistics.transactions - before.transactions == 1, "one write took them all")
-        #expect(answers.0.readSeq == first.seq, "ben's phone: the marks it left")
-        #expect(answers.1.readSeq == second.seq && answers.1.deliveredSeq == second.seq, "ben's tablet moved them further")
+        // Receipts gather per shard of the log: the lost one's id may fall in another shard.
+        let apart = harness.chat.logShards > 1 && harness.chat.shard(of: nowhere) != harness.chat.shard(of: room)
+        #expect(store.commitStatistics.transactions - before.transactions == (apart ? 2 : 1), "one write took them all")
+        // The calls start in no set order: the phone's mark is the one it left, or the
+        // tablet's when the tablet went first.
+        let phoneFirst = answers.0.readSeq == first.seq
+        #expect(phoneFirst || answers.0.readSeq == second.seq, "ben's phone: the marks it left")
+        #expect(answers.1.readSeq == second.seq && answers.1.deliveredSeq == second.seq, "ben's tablet moved them to its own")
         #expect(answers.2.deliveredSeq == second.seq && answers.2.readSeq < first.seq)
         await #expect(throws: ChatError.conversationNotFound) { try await eves.value }
         await #expect(throws: ChatError.conversationNotFound, "an id no conversation can have") { try await lost.value }
@@ -331,12 +336,14 @@ struct RetryTests {
         #expect(marks.first { $0.userID == ben.userID }?.readSeq == second.seq)
         #expect(marks.first { $0.userID == cat.userID }?.deliveredSeq == second.seq)
         #expect(marks.first { $0.userID == eve.userID } == nil, "the refused receipt added nobody")
-        // The author hears each move, in the order they were made.
+        // The author hears each move, each from where the one before left the marks.
         let feed = try await harness.chat.feed(ann, after: harness.chat.cursor(through: 0), limit: 200).records
-        let moves = feed.filter { $0.type == .receiptUpdated && $0.userID != ann.userID.rawValue }
-        #expect(moves.map { [$0.userID ?? "", "\($0.payload.deliveredSeq ?? 0)", "\($0.payload.readSeq ?? 0)"] }
-                == [[ben.userID.rawValue, "\(first.seq)", "\(first.seq)"], [ben.userID.rawValue, "\(second.seq)", "\(second.seq)"],
-                    [cat.userID.rawValue, "\(second.seq)", "\(answers.2.readSeq)"]])
+        func moves(of user: Caller) -> [[Int64]] {
+            feed.filter { $0.type == .receiptUpdated && $0.userID == user.userID.rawValue }
+                .map { [$0.payload.deliveredSeq ?? 0, $0.payload.readSeq ?? 0] }
+        }
+        #expect(moves(of: ben) == (phoneFirst ? [[first.seq, first.seq], [second.seq, second.seq]] : [[second.seq, second.seq]]))
+        #expect(moves(of: cat) == [[second.seq, answers.2.readSeq]])
     }
 
     /// On PostgreSQL three members' receipts in one write wait twice, not six times: once for
