@@ -389,11 +389,25 @@ package final class PostgresStore: GroupCommitStore {
         connection.currentWrite = 0
         do {
             try Self.begin(begin, on: connection)
-            try readAhead(jobs, on: connection)
         } catch {
             rollBack(connection)
             for job in jobs { job.fail(error) }
             return nil
+        }
+        do {
+            try readAhead(jobs, on: connection)
+        } catch {
+            // No write has run: a read refused (one write's own fault) or a lost connection
+            // is not the others' failure. The batch starts again and each write reads as it
+            // runs, so the failure falls on the write whose read it is.
+            rollBack(connection)
+            do {
+                try Self.begin(begin, on: connection)
+            } catch {
+                rollBack(connection)
+                for job in jobs { job.fail(error) }
+                return nil
+            }
         }
         // The writes that ran and are not answered yet, with their place in the batch.
         var ran: [(index: Int, job: WriteJob)] = []

@@ -173,6 +173,74 @@ struct PostgresStoreTests {
         #expect((store.writeRoundTrips ?? 0) - tripsBefore == 9)
     }
 
+    /// A read ahead that fails, refused or with the connection cut under it, is the fault of
+    /// the write that declared it, not of the batch: the other writes are stored, each having
+    /// read what the writes before it left, and that write alone gets the error (retryable
+    /// when the connection was lost). The store then serves the next write.
+    @Test(arguments: [
+        ("SELECT n / 0 AS n FROM item WHERE owner = 2", false),
+        ("SELECT pg_terminate_backend(pg_backend_pid())::int AS n", true),
+    ])
+    func aReadAheadThatFailsFailsOnlyTheWriteThatDeclaredIt(failing: String, cutsTheConnection: Bool) async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let store = try PostgresStore(url: database.conninfo)
+        defer { store.close() }
+        try await store.write { db in
+            try db.execute("CREATE TABLE item (owner bigint PRIMARY KEY, n bigint NOT NULL)")
+            try db.execute("INSERT INTO item (owner, n) SELECT g, 0 FROM generate_series(1, 3) g")
+        }
+        let seen = LockedValue<[Int64: Int64]>([:])
+        let writes: [@Sendable () async throws -> Void] = (Int64(1)...3).map { owner in
+            let read: SQL = owner == 2 ? SQL(stringLiteral: failing) : "SELECT n FROM item WHERE owner = \(owner)"
+            let declaration = WriteDeclaration(reads: [read], dependsOn: ["\(owner)"], changes: ["\(owner)"])
+            return {
+                try await store.write(shard: nil, declaring: declaration, { db in
+                    let n = try db.fetchValue(Int64.self, read)
+                    try db.enqueue("UPDATE item SET n = n + 1 WHERE owner = \(owner)")
+                    seen.withLock { $0[owner] = n }
+                }, afterCommit: { _ in })
+            }
+        }
+        let answeredBefore = store.readsAnsweredAhead
+        let tasks = try await store.inOneBatch(writes)
+        try await tasks[0].value
+        try await tasks[2].value
+        do {
+            try await tasks[1].value
+            Issue.record("the write whose read failed was acknowledged")
+        } catch let error as StoreError {
+            #expect(error.isRetryable == cutsTheConnection, "\(error)")
+        }
+        #expect(store.readsAnsweredAhead == answeredBefore, "nothing is answered from a read ahead that failed")
+        #expect(seen.get()[1] == 0 && seen.get()[3] == 0)
+        let counts = try await store.read { db in try db.fetchAll("SELECT owner, n FROM item ORDER BY owner").map { try $0.get("n", as: Int64.self) } }
+        #expect(counts == [1, 0, 1], "the other writes stored once each, the failed one not at all")
+        #expect(try await store.write { db in try db.fetchValue(Int64.self, "SELECT n FROM item WHERE owner = 1") } == 1)
+    }
+
+    /// ``Database/fetchEach(_:)`` whose connection is cut partway (the server ends the
+    /// backend after answering the first statement, before the third) fails its write
+    /// retryably and stores nothing of it, its queued insert included; the next write is served.
+    @Test func statementsFetchedTogetherThatLoseTheConnectionPartwayFailRetryably() async throws {
+        let database = try freshDatabase()
+        defer { database.drop() }
+        let store = try PostgresStore(url: database.conninfo)
+        defer { store.close() }
+        try await store.write { db in try db.execute("CREATE TABLE item (owner bigint NOT NULL, n bigint NOT NULL)") }
+        do {
+            _ = try await store.write { db in
+                try db.enqueue("INSERT INTO item (owner, n) VALUES (1, 1)")
+                return try db.fetchEach(["SELECT 1 AS n", "SELECT pg_terminate_backend(pg_backend_pid()) AS n", "SELECT 2 AS n"])
+            }
+            Issue.record("a write that lost its connection was acknowledged")
+        } catch let error as StoreError {
+            #expect(error.isRetryable, "\(error)")
+        }
+        try await store.write { db in try db.execute("INSERT INTO item (owner, n) VALUES (2, 1)") }
+        #expect(try await store.read { db in try db.fetchAll("SELECT owner FROM item").map { try $0.get("owner", as: Int64.self) } } == [2])
+    }
+
     @Test func queuedStatementsTravelWithTheNextWaitAndAFailingOneFailsItsWriteAlone() async throws {
         let database = try freshDatabase()
         defer { database.drop() }
