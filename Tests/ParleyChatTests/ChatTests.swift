@@ -342,6 +342,36 @@ struct SearchWordsTests {
     func queriesSplitLikeTheTokenizer(_ query: String, _ words: [String]) {
         #expect(Chat.searchWords(query) == words)
     }
+
+    /// The ASCII shortcut keeps exactly the scalars the Unicode categories keep.
+    @Test func asciiScalarsAreWordsByTheirCategory() {
+        for value in UInt8(0)...UInt8(127) {
+            let scalar = Unicode.Scalar(value)
+            let byCategory = switch scalar.properties.generalCategory {
+            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+                 .decimalNumber, .letterNumber, .otherNumber, .nonspacingMark, .spacingMark, .enclosingMark: true
+            default: false
+            }
+            #expect(Chat.isWordScalar(scalar) == byCategory, "\(value)")
+        }
+    }
+
+    /// A word folds for PostgreSQL's index as Foundation folds it, whether it takes the ASCII
+    /// shortcut or not; a quote or a backslash leaves nothing to index.
+    @Test func wordsFoldAsFoundationFoldsThem() {
+        var generator = SystemRandomNumberGenerator()
+        var words = ["Hello", "WORLD", "abc123", "Z", "a'b", "back\\slash", "", "café", "NAÏVE", "Straße", "ÅNGSTRÖM", "日本語", "ǅ"]
+        for _ in 0..<2_000 {
+            let count = Int.random(in: 1...12, using: &generator)
+            words.append(String(decoding: (0..<count).map { _ in UInt8.random(in: 0x20...0x7E, using: &generator) }, as: UTF8.self))
+        }
+        for word in words {
+            #expect(FullTextSearch.fold(word) == FullTextSearch.foldWithFoundation(word), "\(word)")
+        }
+        #expect(FullTextSearch.fold("ÉCOLE") == "ecole")
+        #expect(FullTextSearch.fold("MiXeD42") == "mixed42")
+        #expect(FullTextSearch.fold("it's") == nil)
+    }
 }
 
 struct ValidationTests {

@@ -393,16 +393,30 @@ extension Chat {
         return sql
     }
 
+    /// Whether the tokenizer keeps `scalar` in a word: a letter, a digit or a mark. Of ASCII,
+    /// only the letters and digits are (answered without a look at the Unicode tables).
+    static func isWordScalar(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.isASCII {
+            let value = scalar.value
+            return (0x30...0x39).contains(value) || (0x41...0x5A).contains(value) || (0x61...0x7A).contains(value)
+        }
+        switch scalar.properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+             .decimalNumber, .letterNumber, .otherNumber, .nonspacingMark, .spacingMark, .enclosingMark:
+            return true
+        default:
+            return false
+        }
+    }
+
     /// The words of a search query, as the full-text tokenizer would split them.
     static func searchWords(_ query: String) -> [String] {
         var words: [String] = []
         var current = String.UnicodeScalarView()
         for scalar in query.unicodeScalars {
-            switch scalar.properties.generalCategory {
-            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
-                 .decimalNumber, .letterNumber, .otherNumber, .nonspacingMark, .spacingMark, .enclosingMark:
+            if isWordScalar(scalar) {
                 current.append(scalar)
-            default:
+            } else {
                 if !current.isEmpty { words.append(String(current)) }
                 current = String.UnicodeScalarView()
             }

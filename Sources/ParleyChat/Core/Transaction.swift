@@ -171,8 +171,18 @@ final class Transaction: Database {
     /// The sequences of the message's key and the event's position (PostgreSQL), read once
     /// when the database is opened (``Chat/migrate()``).
     struct Sequences: Sendable, Equatable {
-        var message: String
-        var event: String
+        let message: String
+        let event: String
+        /// ``next(_:)`` of each, built once (a send names both).
+        let nextMessage: SQL
+        let nextEvent: SQL
+
+        init(message: String, event: String) {
+            self.message = message
+            self.event = event
+            nextMessage = Self.next(message)
+            nextEvent = Self.next(event)
+        }
 
         /// `nextval` of `sequence` named as a constant, which PostgreSQL resolves once when it
         /// prepares the statement (`pg_get_serial_sequence` was a catalog scan per send).
@@ -239,8 +249,8 @@ final class Transaction: Database {
         guard let sequences else {
             throw StoreError.decoding("the send's sequences are not known: open the database with Chat.migrate() before writing")
         }
-        let position: SQL = shards > 1 ? "nextval('log_counter') * \(Int64(shards)) + shard" : Sequences.next(sequences.event)
-        let message = Sequences.next(sequences.message)
+        let position: SQL = shards > 1 ? "nextval('log_counter') * \(Int64(shards)) + shard" : sequences.nextEvent
+        let message = sequences.nextMessage
         return """
             UPDATE conversation SET last_seq = last_seq + 1, last_position = \(position),
                                     last_message_id = \(message)
