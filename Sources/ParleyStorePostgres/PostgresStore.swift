@@ -357,17 +357,40 @@ package final class PostgresStore: GroupCommitStore {
         }
     }
 
-    /// Sends the declared first reads of the batch's writes that may have them answered ahead
-    /// (``WriteDeclaration/readAhead(_:)``) in one wait, where each was a wait of its own
-    /// as its write ran (decision 0026, part 5). Nothing when fewer than two: no wait saved.
-    private static func readAhead(_ jobs: [WriteJob], on connection: PostgresConnection) throws {
+    /// The declared first reads of the batch's writes that may have them answered ahead
+    /// (``WriteDeclaration/readAhead(_:)``), with their write's place in the batch, to be sent
+    /// in one wait where each was a wait of its own as its write ran (decision 0026, part 5).
+    /// None when fewer than two: no wait saved.
+    private static func readsAhead(_ jobs: [WriteJob]) -> [(write: Int, sql: SQL)] {
         let ahead = WriteDeclaration.readAhead(jobs.map(\.declaration))
         var reads: [(write: Int, sql: SQL)] = []
         for (index, job) in jobs.enumerated() where ahead[index] {
             for read in job.declaration?.reads ?? [] { reads.append((index, read)) }
         }
-        guard reads.count > 1 else { return }
-        try connection.readAhead(reads)
+        return reads.count > 1 ? reads : []
+    }
+
+    /// Starts the batch's transaction with its reads ahead sent after BEGIN and the locks, all
+    /// in one wait. Any failure (a refused read is one write's fault; a dead connection is
+    /// nobody's) leaves no transaction open and returns false: the caller begins as usual,
+    /// connecting again if it must, and each write reads as it runs, so a failure falls on the
+    /// write whose read it is.
+    private static func beginReadingAhead(_ reads: [(write: Int, sql: SQL)], begin: String, on connection: PostgresConnection) -> Bool {
+        guard connection.isConnected else { return false }
+        do {
+            try connection.enqueueControl(statements(of: begin))
+            try connection.readAhead(reads)
+            return true
+        } catch {
+            rollBack(connection)
+            return false
+        }
+    }
+
+    /// The statements of a ``begin(locking:)`` text, each on its own (a pipeline takes one
+    /// statement at a time).
+    static func statements(of begin: String) -> [String] {
+        begin.split(separator: "; ").map(String.init)
     }
 
     /// The batch in one transaction with no savepoints: a savepoint per write is two more
@@ -387,20 +410,8 @@ package final class PostgresStore: GroupCommitStore {
     private static func commitWithoutSavepoints(_ jobs: [WriteJob], on connection: PostgresConnection,
                                                 begin: String) -> (rest: [WriteJob], ranTwice: Int)? {
         connection.currentWrite = 0
-        do {
-            try Self.begin(begin, on: connection)
-        } catch {
-            rollBack(connection)
-            for job in jobs { job.fail(error) }
-            return nil
-        }
-        do {
-            try readAhead(jobs, on: connection)
-        } catch {
-            // No write has run: a read refused (one write's own fault) or a lost connection
-            // is not the others' failure. The batch starts again and each write reads as it
-            // runs, so the failure falls on the write whose read it is.
-            rollBack(connection)
+        let reads = readsAhead(jobs)
+        if reads.isEmpty || !beginReadingAhead(reads, begin: begin, on: connection) {
             do {
                 try Self.begin(begin, on: connection)
             } catch {
