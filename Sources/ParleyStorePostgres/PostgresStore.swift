@@ -54,7 +54,7 @@ package final class PostgresStore: GroupCommitStore {
     /// One writer per shard once the log has several (``useLogShards(_:)``); empty before.
     private let shardWriters = LockedValue<[WorkerThread<WriteJob>]>([])
     /// What the writer for every shard begins with: the locks of every shard, ascending.
-    private let beginAll: LockedValue<String>
+    private let beginAll: LockedValue<[String]>
     private let shardRoundTrips = LockedValue<[RoundTrips]>([])
     private let configuration: Configuration
     private let readers: WorkerThread<ReadJob<PostgresConnection>>
@@ -214,9 +214,11 @@ package final class PostgresStore: GroupCommitStore {
     }
 
     /// BEGIN, then each of these shards' locks in ascending order (separate statements, so the
-    /// order is the order they are taken). Shard `k`'s lock is the log's lock plus `k`.
-    static func begin(locking shards: [Int]) -> String {
-        (["BEGIN"] + shards.sorted().map { "SELECT pg_advisory_xact_lock(\(logLock + Int64($0)))" }).joined(separator: "; ")
+    /// order is the order they are taken), each statement on its own: a pipeline sends them
+    /// one by one (with a batch's reads ahead), else they go as one text. Shard `k`'s lock is
+    /// the log's lock plus `k`.
+    static func begin(locking shards: [Int]) -> [String] {
+        ["BEGIN"] + shards.sorted().map { "SELECT pg_advisory_xact_lock(\(logLock + Int64($0)))" }
     }
 
     package func close() {
@@ -338,7 +340,7 @@ package final class PostgresStore: GroupCommitStore {
     /// One transaction for the batch, without a savepoint per write when the writer can
     /// (``commitWithoutSavepoints(_:on:begin:)``), else with one
     /// (``commitWithSavepoints(_:on:begin:)``).
-    private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String,
+    private static func commit(_ jobs: [WriteJob], on connection: PostgresConnection, begin: [String],
                                runAgain: BatchStatistics, withSavepoints: BatchStatistics) {
         guard jobs.count > 1, connection.batchesWithSavepoints == 0 else {
             if jobs.count > 1 {
@@ -375,10 +377,10 @@ package final class PostgresStore: GroupCommitStore {
     /// nobody's) leaves no transaction open and returns false: the caller begins as usual,
     /// connecting again if it must, and each write reads as it runs, so a failure falls on the
     /// write whose read it is.
-    private static func beginReadingAhead(_ reads: [(write: Int, sql: SQL)], begin: String, on connection: PostgresConnection) -> Bool {
+    private static func beginReadingAhead(_ reads: [(write: Int, sql: SQL)], begin: [String], on connection: PostgresConnection) -> Bool {
         guard connection.isConnected else { return false }
         do {
-            try connection.enqueueControl(statements(of: begin))
+            try connection.enqueueControl(begin)
             try connection.readAhead(reads)
             return true
         } catch {
@@ -387,11 +389,6 @@ package final class PostgresStore: GroupCommitStore {
         }
     }
 
-    /// The statements of a ``begin(locking:)`` text, each on its own (a pipeline takes one
-    /// statement at a time).
-    static func statements(of begin: String) -> [String] {
-        begin.split(separator: "; ").map(String.init)
-    }
 
     /// The batch in one transaction with no savepoints: a savepoint per write is two more
     /// statements and a subtransaction, whose row locks (a foreign key's check locks its
@@ -408,7 +405,7 @@ package final class PostgresStore: GroupCommitStore {
     /// - Returns: nil when every write was answered; else the writes still to run, in order,
     ///   and how many of them had run already.
     private static func commitWithoutSavepoints(_ jobs: [WriteJob], on connection: PostgresConnection,
-                                                begin: String) -> (rest: [WriteJob], ranTwice: Int)? {
+                                                begin: [String]) -> (rest: [WriteJob], ranTwice: Int)? {
         connection.currentWrite = 0
         let reads = readsAhead(jobs)
         if reads.isEmpty || !beginReadingAhead(reads, begin: begin, on: connection) {
@@ -485,11 +482,11 @@ package final class PostgresStore: GroupCommitStore {
     /// savepoint, the failed write gets its error and the next, whose statements were skipped,
     /// a retryable one (``Chat/run`` tries it again in a later batch). At most one write is
     /// unconfirmed: one that made no wait of its own waits at its end.
-    private static func commitWithSavepoints(_ jobs: [WriteJob], on connection: PostgresConnection, begin: String) {
+    private static func commitWithSavepoints(_ jobs: [WriteJob], on connection: PostgresConnection, begin: [String]) {
         let several = jobs.count > 1
         connection.currentWrite = 0
         do {
-            try Self.begin(several ? begin + "; SAVEPOINT job" : begin, on: connection)
+            try Self.begin(several ? begin + ["SAVEPOINT job"] : begin, on: connection)
         } catch {
             rollBack(connection)
             for job in jobs { job.fail(error) }
@@ -554,8 +551,10 @@ package final class PostgresStore: GroupCommitStore {
 
     /// Starts a transaction, connecting again first if the connection was lost, and once more
     /// if BEGIN finds it dead (a server restart cuts idle connections without a word): nothing
-    /// has run yet, so the caller never sees that failure.
-    private static func begin(_ statement: String, on connection: PostgresConnection) throws {
+    /// has run yet, so the caller never sees that failure. The statements go as one text, in
+    /// one wait.
+    private static func begin(_ statements: [String], on connection: PostgresConnection) throws {
+        let statement = statements.joined(separator: "; ")
         if !connection.isConnected { try connection.connect() }
         do {
             try connection.run(statement)
