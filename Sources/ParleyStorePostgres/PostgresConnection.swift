@@ -343,10 +343,12 @@ final class PostgresConnection: Database {
     /// `SELECT` may still take a lock or draw from a sequence; neither is undone by a rollback
     /// to a savepoint either, and both end with the transaction.
     static func isSelect(_ text: String) -> Bool {
-        let space: Set<UInt8> = [0x20, 0x0A, 0x09, 0x0D]
-        let word = Array(text.utf8.drop(while: space.contains).prefix(7))
+        // Every statement of a write passes here: no set or array is built for it.
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x09 || byte == 0x0D }
+        let word = text.utf8.drop(while: isSpace).prefix(7)
         guard word.count >= 6, zip(word, "select".utf8).allSatisfy({ $0 | 0x20 == $1 }) else { return false }
-        return word.count == 6 || space.contains(word[6]) || word[6] == UInt8(ascii: "(")
+        guard let seventh = word.dropFirst(6).first else { return true }
+        return isSpace(seventh) || seventh == UInt8(ascii: "(")
     }
 
     /// Whether the transaction failed: a statement was refused, and the server ignores
