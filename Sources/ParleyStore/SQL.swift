@@ -63,19 +63,8 @@ package struct SQL: ExpressibleByStringInterpolation, Sendable, Hashable, Custom
 
     /// The text with `placeholder(n)` (1-based) for each binding, and the bindings in order.
     package func rendered(placeholder: (Int) -> String) -> (text: String, bindings: [DatabaseValue]) {
-        // Sized once: a send's statement is a kilobyte and more, built on the writer's thread.
-        var length = 0
-        var count = 0
-        for part in parts {
-            switch part {
-            case .text(let piece): length += piece.utf8.count
-            case .bind: count += 1
-            }
-        }
         var text = ""
-        text.reserveCapacity(length + 4 * count)
         var bindings: [DatabaseValue] = []
-        bindings.reserveCapacity(count)
         for part in parts {
             switch part {
             case .text(let piece): text += piece
