@@ -389,7 +389,6 @@ package final class PostgresStore: GroupCommitStore {
         }
     }
 
-
     /// The batch in one transaction with no savepoints: a savepoint per write is two more
     /// statements and a subtransaction, whose row locks (a foreign key's check locks its
     /// parent row) PostgreSQL keeps as MultiXacts; without them a send costs PostgreSQL about
