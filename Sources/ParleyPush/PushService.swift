@@ -89,7 +89,13 @@ package final class PushService: Sendable {
     private let statistics = LockedValue([String: PushStatistics]())
     private let tasks = LockedValue([Task<Void, Never>]())
     private let multiplexers: [any PushTransport]
-    private let wake = Wakeup()
+    /// When the per-message rows fall due: told by the chat's ``PushOutboxHook`` as each
+    /// message commits, read once a second besides (decision 0026: an idle node sleeps).
+    private let messagesDue: DueWatch
+    /// When each provider's rows fall due (by outbox kind): told by the expander as it writes them.
+    private let noticesDue: [String: DueWatch]
+    /// Wakes a finisher when its first row is done.
+    private let finished = Wakeup()
     private let log: Logger
 
     /// Reads the keys and credentials; nothing is sent until ``start()``.
@@ -102,6 +108,7 @@ package final class PushService: Sendable {
         self.chat = chat
         log = logger.labelled("parley.push")
         self.configuration = configuration
+        messagesDue = chat.pushRowsDue ?? DueWatch()
         trust = try TrustStore(extraFile: configuration.outboundCAFile)
         var providers: [any PushProvider] = []
         if let keyFile = configuration.apnsKeyFile, let keyID = configuration.apnsKeyID, let team = configuration.apnsTeamID,
@@ -115,13 +122,20 @@ package final class PushService: Sendable {
             // Test mode with no real provider: the built-in fakes answer (docs/test-mode.md).
             self.providers = [APNsProvider(testTopic: configuration.apnsTopic ?? "com.example.app"), FCMProvider(testProject: "parley-test")]
             multiplexers = [testPushes, testPushes]
+            noticesDue = Self.watches(for: self.providers)
             return
         }
         self.providers = providers
+        noticesDue = Self.watches(for: providers)
         let trust = trust
         multiplexers = try providers.map { _ in
             try OutboundMultiplexer(trust: trust, timeout: configuration.requestTimeout, policy: .push, connections: configuration.connections)
         }
+    }
+
+    /// A watch per provider's outbox kind.
+    private static func watches(for providers: [any PushProvider]) -> [String: DueWatch] {
+        Dictionary(uniqueKeysWithValues: providers.map { ("push-" + $0.name, DueWatch()) })
     }
 
     /// Pushing to test mode's built-in fakes, not to Apple and Google.
@@ -145,7 +159,9 @@ package final class PushService: Sendable {
     /// Stops (rows being sent are left to their lease).
     package func stop() {
         for task in tasks.withLock({ $0 }) { task.cancel() }
-        wake.signal()
+        messagesDue.wakeAll()
+        for watch in noticesDue.values { watch.wakeAll() }
+        finished.signal()
         for http in multiplexers { http.stop() }
     }
 
@@ -157,29 +173,28 @@ package final class PushService: Sendable {
         defer { worker.stopped() }
         while !Task.isCancelled {
             worker.idle()
-            guard await waitForDueRows(PushOutboxHook.kind) else { continue }
+            guard await waitForDueRows(PushOutboxHook.kind, messagesDue) else { continue }
             worker.busy()
             let rows = await log.attempt("cannot claim messages to push") {
                 try await chat.claimOutbox(kind: PushOutboxHook.kind, holder: holder, limit: 100, lease: .seconds(60))
             } ?? []
             let made = rows.isEmpty ? 0 : await log.attempt("cannot expand messages into pushes") { try await chat.notifications.expand(rows, holder: holder) } ?? 0
-            if made > 0 { wake.signal() }
-            if rows.isEmpty { await wake.wait(upTo: .milliseconds(50)) }
+            if made > 0 {
+                let now = chat.now
+                for watch in noticesDue.values { watch.noteDue(now) }
+            }
+            // Seen due but taken by another node first: wait for more rather than ask again at once.
+            if rows.isEmpty { try? await Task.sleep(for: .milliseconds(50)) }
         }
     }
 
-    /// Returns once a row of `kind` is due, or after its next due time or 200 ms, whichever is
-    /// sooner (a row another node's message wrote is found within that): true when one was due.
-    /// One read each time, never a claim, so idle workers never take the write lock.
-    private func waitForDueRows(_ kind: String) async -> Bool {
-        var wait = Duration.milliseconds(200)
-        if let next = await log.attempt("cannot read when the next push is due", { try await chat.nextOutboxDue(kind: kind) }) ?? nil {
-            let seconds = next.timeIntervalSince(chat.now)  // the chat's clock: test mode moves it
-            if seconds <= 0 { return true }
-            wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))
+    /// Returns once a row of `kind` is due (true), or after its next due time, a hint that
+    /// rows were written (``DueWatch/noteDue(_:)``) or a second, whichever is sooner (false).
+    /// One read at most each time, never a claim, so idle workers never take the write lock.
+    private func waitForDueRows(_ kind: String, _ watch: DueWatch) async -> Bool {
+        await watch.waitForDue(now: { chat.now }) { [chat, log] in
+            await log.attempt("cannot read when the next push is due") { try await chat.nextOutboxDue(kind: kind) } ?? nil
         }
-        await wake.wait(upTo: wait)
-        return false
     }
 
     // MARK: - Sending
@@ -196,6 +211,7 @@ package final class PushService: Sendable {
     private func sendLoop(_ provider: any PushProvider, over http: any PushTransport) async {
         let kind = "push-" + provider.name
         let holder = "\(node)/\(provider.name)"
+        let watch = noticesDue[kind] ?? DueWatch()
         let window = max(1, configuration.concurrency)
         let done = LockedValue([Int64]())
         let finisher = Task { await self.finishLoop(done, holder: holder) }
@@ -213,8 +229,8 @@ package final class PushService: Sendable {
                     let pause = claimedNothing
                     group.addTask {
                         // Rows seen due but taken by another node first: wait for more rather than ask again at once.
-                        if pause { await self.wake.wait(upTo: .milliseconds(50)) }
-                        return .due(await self.waitForDueRows(kind))
+                        if pause { try? await Task.sleep(for: .milliseconds(50)) }
+                        return .due(await self.waitForDueRows(kind, watch))
                     }
                 }
                 guard let step = await group.next() else { continue }
@@ -232,7 +248,7 @@ package final class PushService: Sendable {
                     for row in rows {
                         inFlight += 1
                         group.addTask {
-                            await self.deliver(row, provider, over: http, holder: holder, done: done)
+                            await self.deliver(row, provider, over: http, holder: holder, done: done, watch: watch)
                             return .settled
                         }
                     }
@@ -240,19 +256,21 @@ package final class PushService: Sendable {
             }
             group.cancelAll()
         }
+        // Cancelled, then woken (its wait is not a cancellable sleep): it removes what is done once more and ends.
         finisher.cancel()
+        finished.signal()
         await finisher.value
     }
 
     /// Sends one notice and settles it; a row done goes to `done` for the finisher.
     private func deliver(_ row: OutboxItem, _ provider: any PushProvider, over http: any PushTransport, holder: String,
-                         done: LockedValue<[Int64]>) async {
+                         done: LockedValue<[Int64]>, watch: DueWatch) async {
         let notice: PushNotice
         do {
             notice = try JSONDecoder().decode(PushNotice.self, from: Data(row.payload))
         } catch {
             log.failed("a stored push cannot be read; dropped", error, level: .error, metadata: ["outbox.id": .integer(row.id)])
-            done.withLock { $0.append(row.id) }
+            finish(row.id, in: done)
             return
         }
         let started = Date()
@@ -264,13 +282,29 @@ package final class PushService: Sendable {
             if case .renewCredentials(let why) = attempt.outcome { attempt.outcome = .failed("credentials refused after renewing: \(why)") }
         }
         trace(attempt, notice, row: row, provider: provider.name)
-        if await settle(row, notice, attempt.outcome, provider: provider.name, holder: holder) { done.withLock { $0.append(row.id) } }
+        if await settle(row, notice, attempt.outcome, provider: provider.name, holder: holder) {
+            finish(row.id, in: done)
+        } else {
+            watch.readAgain()  // tried again later: when is for the next read to find
+        }
     }
 
-    /// Removes the rows done (sent, given up, device removed) every 50 ms, in one write, and
-    /// once more when stopped.
+    /// A row done, for the finisher; the first wakes it.
+    private func finish(_ id: Int64, in done: LockedValue<[Int64]>) {
+        let first = done.withLock { rows in
+            rows.append(id)
+            return rows.count == 1
+        }
+        if first { finished.signal() }
+    }
+
+    /// Removes the rows done (sent, given up, device removed) in one write 50 ms after the
+    /// first of them, and once more when stopped; asleep while none is done.
     private func finishLoop(_ done: LockedValue<[Int64]>, holder: String) async {
         while true {
+            if !Task.isCancelled {
+                await finished.wait(upTo: .seconds(10)) { Task.isCancelled || done.withLock { !$0.isEmpty } }
+            }
             let stopping = Task.isCancelled
             if !stopping { try? await Task.sleep(for: .milliseconds(50)) }
             let ids = done.withLock { rows in

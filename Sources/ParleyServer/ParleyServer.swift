@@ -341,16 +341,22 @@ package final class ParleyServer: Sendable {
                         let holder = "scheduled_" + Crypto.randomToken(bytes: 6)
                         while !Task.isCancelled {
                             worker.idle()
-                            var settled = 0
+                            // A read first: claiming is a write (on PostgreSQL, on the writer
+                            // that takes every shard's lock), made only when something is due.
+                            var wait = Duration.seconds(1)
                             do {
-                                settled = try await chat.scheduling.sendDue(holder: holder)
+                                if let next = try await chat.scheduling.nextDue() {
+                                    let milliseconds = Int((next.timeIntervalSince(chat.now) * 1000).rounded(.up))
+                                    if milliseconds <= 0 {
+                                        // Nothing settled: due ones are claimed by a node sending them, or
+                                        // waiting out slow mode; a lease that runs out is seen within a second.
+                                        if try await chat.scheduling.sendDue(holder: holder) > 0 { continue }
+                                    } else {
+                                        wait = min(wait, .milliseconds(max(10, milliseconds)))
+                                    }
+                                }
                             } catch {
                                 scheduledLog.warning("cannot send scheduled messages; retrying", metadata: ["error": .string("\(error)")])
-                            }
-                            if settled > 0 { continue }
-                            var wait = Duration.seconds(1)
-                            if let next = try? await chat.scheduling.nextDue() {
-                                wait = min(wait, .milliseconds(max(10, Int(next.timeIntervalSince(chat.now) * 1000) + 1)))
                             }
                             try? await Task.sleep(for: wait)
                         }

@@ -72,7 +72,7 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
     private func take() -> [Job]? {
         condition.withLock {
             while head == queue.count {
-                if let first = riders.lazy.map(\.deadline).min() {
+                if let first = riders.lazy.map({ $0.deadline }).min() {
                     if stopped || first.timeIntervalSinceNow <= 0 { return takeRiders() }
                     _ = condition.wait(until: first)
                 } else {
@@ -95,7 +95,7 @@ package final class WorkerThread<Job: AnyObject & Sendable>: @unchecked Sendable
     private func takeRiders() -> [Job] {
         guard !riders.isEmpty else { return [] }
         defer { riders.removeAll(keepingCapacity: true) }
-        return riders.map(\.job)
+        return riders.map { $0.job }
     }
 }
 

@@ -74,7 +74,7 @@ package final class WebhookService: Sendable {
     private let node = Crypto.randomID(prefix: "webhook_", length: 10)
     private let statistics = LockedValue(WebhookStatistics())
     private let tasks = LockedValue([Task<Void, Never>]())
-    private let wake: Wakeup
+    private let due: DueWatch
     private let log: Logger
     private let beforeSend: BeforeSendClient?
 
@@ -96,7 +96,7 @@ package final class WebhookService: Sendable {
         self.beforeSend = beforeSend
         log = logger.labelled("parley.webhooks")
         self.configuration = configuration
-        wake = signal.wakeup
+        due = signal.watch
         do {
             trust = try TrustStore(extraFile: configuration.outboundCAFile)
         } catch let error as OutboundError {
@@ -116,7 +116,7 @@ package final class WebhookService: Sendable {
     /// Stops (deliveries being sent are left to their lease).
     package func stop() {
         for task in tasks.withLock({ $0 }) { task.cancel() }
-        wake.signal()
+        due.wakeAll()
         beforeSend?.stop()
     }
 
@@ -146,11 +146,13 @@ package final class WebhookService: Sendable {
                 try await chat.webhooks.claim(holder: holder, lanes: 1, perLane: perLane, lease: lease)
             } ?? []
             if batches.isEmpty {
-                await wake.wait(upTo: .milliseconds(50))
+                try? await Task.sleep(for: .milliseconds(50))
                 continue
             }
             worker.busy()
             for batch in batches { await deliver(batch, holder: holder, http: http, queue: queue) }
+            // The lane is free again: its rest, or its retry, is for the next read to find.
+            due.readAgain()
         }
     }
 
@@ -259,16 +261,12 @@ package final class WebhookService: Sendable {
     }
 
     /// Returns once a lane's head is due, or after the next due time or 1 s, whichever is
-    /// sooner (committed changes wake it sooner): true when one was due.
+    /// sooner (a write that adds deliveries wakes it sooner): true when one was due. The
+    /// database is read once a second for all of this node's senders (``DueWatch``).
     private func waitForDue() async -> Bool {
-        var wait = Duration.seconds(1)
-        if let next = await log.attempt("cannot read when the next webhook delivery is due", { try await chat.webhooks.nextDue() }) ?? nil {
-            let seconds = next.timeIntervalSince(chat.now)  // the chat's clock: test mode moves it
-            if seconds <= 0 { return true }
-            wait = min(wait, .milliseconds(Int(seconds * 1000) + 1))
+        await due.waitForDue(now: { chat.now }) { [chat, log] in
+            await log.attempt("cannot read when the next webhook delivery is due") { try await chat.webhooks.nextDue() } ?? nil
         }
-        await wake.wait(upTo: wait)
-        return false
     }
 
 }

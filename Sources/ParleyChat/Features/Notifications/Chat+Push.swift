@@ -40,16 +40,27 @@ package struct PushOutboxHook: TransactionHook {
     /// How long a device that is connected has to confirm delivery before the member is
     /// pushed anyway.
     package let confirmationWindow: Duration
+    /// Told when each write's rows may fall due, once it commits: the expander reads then,
+    /// not several times a second (``DueWatch``).
+    package let watch: DueWatch
 
     /// A hook whose rows fall due `confirmationWindow` after their message.
-    package init(confirmationWindow: Duration) {
+    package init(confirmationWindow: Duration, watch: DueWatch = DueWatch()) {
         self.confirmationWindow = confirmationWindow
+        self.watch = watch
     }
 
     /// The outbox kind of the per-message rows.
     package static let kind = "push"
 
     package func didAppend(_ events: [AppendedEvent], in db: any Database) throws {
+        var earliest: Int64?
+        defer {
+            if let earliest, let transaction = db as? Transaction {
+                let watch = watch
+                transaction.onCommit { watch.noteDue(Chat.date(earliest)) }
+            }
+        }
         for event in events where event.record.type.rule?.push == true && event.recipient == nil {
             // Public channels push the members a message mentions and those who asked for every
             // message; Pusher channels never.
@@ -83,6 +94,7 @@ package struct PushOutboxHook: TransactionHook {
                 INSERT INTO outbox (kind, payload, due_at, created_at)
                 SELECT \(Self.kind), \(payload), \(due), \(event.record.createdAt) WHERE EXISTS (\(someone))
                 """)
+            earliest = min(earliest ?? due, due)
         }
     }
 }
@@ -312,5 +324,12 @@ extension Chat {
               AND \(notBlockedBy(user))
             LIMIT \(Limits.unreadCountCap)) AS unread
             """) ?? 0
+    }
+}
+
+extension Chat {
+    /// The watch the push hook tells when each message's row may fall due (nil: push is off).
+    package var pushRowsDue: DueWatch? {
+        hooks.lazy.compactMap { ($0 as? PushOutboxHook)?.watch }.first
     }
 }

@@ -158,8 +158,9 @@ package struct WebhookBatch: Sendable {
 /// Wakes the webhook workers when deliveries were written, once they are committed (so an
 /// idle worker neither polls the database after every write nor looks before the rows exist).
 package final class WebhookSignal: Sendable {
-    /// What the workers wait on.
-    package let wakeup = Wakeup()
+    /// What the workers wait on: told of each write's deliveries, read once a second for all
+    /// of them (other nodes' deliveries, retries).
+    package let watch = DueWatch()
 
     /// A signal nobody waits on yet.
     package init() {}
@@ -193,9 +194,10 @@ package struct WebhookHook: TransactionHook {
             // Sent without waiting (PostgreSQL), the count is unknown: wake the workers anyway.
             if changed ?? 1 > 0 { wrote = true }
         }
-        if wrote, let transaction {
-            let wakeup = signal.wakeup
-            transaction.onCommit { wakeup.signal() }
+        if wrote, let transaction, let first = relevant.first {
+            let watch = signal.watch
+            let due = Chat.date(first.record.createdAt)
+            transaction.onCommit { watch.noteDue(due) }
         }
     }
 }
@@ -214,7 +216,7 @@ extension AppWebhooks {
     /// Wakes this node's webhook workers: deliveries were just committed outside the event
     /// write path (a new user, Pusher happenings).
     func signal() {
-        webhookHook?.signal.wakeup.signal()
+        webhookHook?.signal.watch.noteDue(core.now)
     }
 
     /// The webhook hook this domain runs, if any.
