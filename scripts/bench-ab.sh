@@ -26,6 +26,7 @@
 # scripts/services.sh started (source its env first; start it with PARLEY_PG_FSYNC=on to
 # measure durable sends) and, for sends, adds the CPU ms per send of the server and of PostgreSQL.
 # AB_SHARDS=N (with AB_POSTGRES=1) makes each database a log of N shards (`--log-shards`).
+# AB_FLAGS adds flags to both servers (e.g. AB_FLAGS=--test-mode: push on, to test mode's fakes).
 set -uo pipefail
 if [[ $# -ne 2 || "$1" == "--help" || "$1" == "-h" ]]; then
     echo "usage: scripts/bench-ab.sh OLD_TREE NEW_TREE   (each with .build/release/parley-server and parley-bench)" >&2
@@ -69,7 +70,7 @@ run() {  # tree label
         [[ "${AB_SHARDS:-1}" -gt 1 ]] && database+=(--log-shards "$AB_SHARDS")
     fi
     "$tree/.build/release/parley-server" --port 0 --threads "$(nproc)" --data-dir "$data" --signups-per-hour 1000000 \
-        --argon2-passes 1 --argon2-memory-mib 1 "${database[@]}" >"$data.log" 2>&1 &
+        --argon2-passes 1 --argon2-memory-mib 1 "${database[@]}" ${AB_FLAGS:-} >"$data.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 200); do grep -q "^Health:" "$data.log" 2>/dev/null && break; sleep 0.05; done
     port=$(grep -o "http://[^ ]*" "$data.log" | head -1 | sed 's/.*://')
