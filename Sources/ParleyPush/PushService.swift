@@ -256,9 +256,7 @@ package final class PushService: Sendable {
             }
             group.cancelAll()
         }
-        // Cancelled, then woken (its wait is not a cancellable sleep): it removes what is done once more and ends.
         finisher.cancel()
-        finished.signal()
         await finisher.value
     }
 
@@ -303,7 +301,7 @@ package final class PushService: Sendable {
     private func finishLoop(_ done: LockedValue<[Int64]>, holder: String) async {
         while true {
             if !Task.isCancelled {
-                await finished.wait(upTo: .seconds(10)) { Task.isCancelled || done.withLock { !$0.isEmpty } }
+                await finished.wait(upTo: .seconds(10)) { done.withLock { !$0.isEmpty } }
             }
             let stopping = Task.isCancelled
             if !stopping { try? await Task.sleep(for: .milliseconds(50)) }

@@ -92,6 +92,19 @@ import Testing
         #expect(outbox.reads.get() == 2)
     }
 
+    @Test func aCancelledWaiterReturnsAtOnce() async throws {
+        // A worker stopped while it sleeps (the push finisher, a sender waiting for rows)
+        // ends now, not when its wait would have: stopping a node waits for its workers.
+        let wakeup = Wakeup()
+        let waiting = Task { await wakeup.wait(upTo: .seconds(60)) }
+        waiting.cancel()
+        try await withTimeout(10) { await waiting.value }
+        let listening = Task { await wakeup.wait(upTo: .seconds(60)) }
+        await Task.yield()
+        listening.cancel()
+        try await withTimeout(10) { await listening.value }
+    }
+
     @Test func aWaitWhoseConditionAlreadyHoldsDoesNotSleep() async throws {
         // What the push finisher relies on: a row done between its look and its wait is not
         // missed for a minute.

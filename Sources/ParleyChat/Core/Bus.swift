@@ -198,23 +198,30 @@ package final class Wakeup: Sendable {
         for waiter in all { waiter.resume() }
     }
 
-    /// Waits for a signal, or `limit` at most. With `ready`, returns at once if it holds once
-    /// this waiter is listening: a signal sent after what `ready` looks at changed is then
-    /// never missed (check, then wait, would miss one sent in between).
+    /// Waits for a signal, for the task to be cancelled, or `limit` at most. With `ready`,
+    /// returns at once if it holds once this waiter is listening: a signal sent after what
+    /// `ready` looks at changed is then never missed (check, then wait, would miss one sent in
+    /// between).
     package func wait(upTo limit: Duration, unless ready: (() -> Bool)? = nil) async {
         let id = waiters.withLock { waiters in
             waiters.next &+= 1
             return waiters.next
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            waiters.withLock { $0.table[id] = continuation }
-            if let ready, ready(), let waiter = waiters.withLock({ $0.table.removeValue(forKey: id) }) {
-                return waiter.resume()
+        let waiters = waiters
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                waiters.withLock { $0.table[id] = continuation }
+                // Cancelled before it listened, or ready: the handler below found nothing to resume.
+                if Task.isCancelled || ready?() == true, let waiter = waiters.withLock({ $0.table.removeValue(forKey: id) }) {
+                    return waiter.resume()
+                }
+                Task {
+                    try? await Task.sleep(for: limit)
+                    if let waiter = waiters.withLock({ $0.table.removeValue(forKey: id) }) { waiter.resume() }
+                }
             }
-            Task {
-                try? await Task.sleep(for: limit)
-                if let waiter = waiters.withLock({ $0.table.removeValue(forKey: id) }) { waiter.resume() }
-            }
+        } onCancel: {
+            if let waiter = waiters.withLock({ $0.table.removeValue(forKey: id) }) { waiter.resume() }
         }
     }
 }
